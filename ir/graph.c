@@ -1,0 +1,373 @@
+/* ir/graph.c — building and editing graphs.
+ *
+ * Values and nodes live in the graph's arena; the graph keeps growable
+ * pointer arrays (values, nodes in topological order, inputs, params,
+ * outputs). Names are unique per graph: a hash map from name to value (and
+ * the next numeric suffix to try) makes ir_graph_unique_name and
+ * ir_graph_find_value O(1), so elaborating a 100-layer model stays linear.
+ * Passes edit with ir_replace_all_uses, node->dead + ir_graph_compact, and
+ * ir_graph_move_tail to place nodes they appended. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+/* ---- name map: open addressing, string keys in the arena ---- */
+typedef struct {
+  const char *key;
+  ir_value *value;  /* the value with this name, NULL if only reserved */
+  int next_suffix;  /* next n to try for "key.n" */
+} name_entry;
+
+struct ir_name_set {
+  name_entry *slots;
+  size_t cap, count;
+  int next_anon; /* next number for nameless values */
+};
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static name_entry *name_slot(struct ir_name_set *ns, const char *key) {
+  size_t mask = ns->cap - 1, i = hash_str(key) & mask;
+  while (ns->slots[i].key && strcmp(ns->slots[i].key, key) != 0) i = (i + 1) & mask;
+  return &ns->slots[i];
+}
+
+static void name_grow(struct ir_name_set *ns) {
+  name_entry *old = ns->slots;
+  size_t old_cap = ns->cap;
+  ns->cap = old_cap ? old_cap * 2 : 64;
+  ns->slots = calloc(ns->cap, sizeof *ns->slots);
+  if (!ns->slots) abort();
+  for (size_t i = 0; i < old_cap; i++)
+    if (old[i].key) *name_slot(ns, old[i].key) = old[i];
+  free(old);
+}
+
+static name_entry *name_insert(ir_graph *g, const char *key) {
+  struct ir_name_set *ns = g->names;
+  if ((ns->count + 1) * 2 > ns->cap) name_grow(ns);
+  name_entry *e = name_slot(ns, key);
+  if (!e->key) {
+    e->key = ir_arena_strdup(g->arena, key);
+    e->value = NULL;
+    e->next_suffix = 1;
+    ns->count++;
+  }
+  return e;
+}
+
+static name_entry *name_find(const ir_graph *g, const char *key) {
+  if (!g->names->cap) return NULL;
+  name_entry *e = name_slot(g->names, key);
+  return e->key ? e : NULL;
+}
+
+const char *ir_graph_unique_name(ir_graph *g, const char *hint) {
+  char buf[256];
+  if (!hint || !*hint) {
+    do snprintf(buf, sizeof buf, "%d", g->names->next_anon++);
+    while (name_find(g, buf));
+    return name_insert(g, buf)->key;
+  }
+  name_entry *base = name_find(g, hint);
+  if (!base) return name_insert(g, hint)->key;
+  size_t hl = strlen(hint);
+  char *cand = hl + 24 <= sizeof buf ? buf : malloc(hl + 24);
+  if (!cand) abort();
+  for (;;) {
+    int n = base->next_suffix++;
+    snprintf(cand, hl + 24, "%s.%d", hint, n);
+    if (!name_find(g, cand)) break;
+    base = name_find(g, hint); /* table may not move here, but be safe */
+  }
+  const char *r = name_insert(g, cand)->key;
+  if (cand != buf) free(cand);
+  return r;
+}
+
+ir_value *ir_graph_find_value(const ir_graph *g, const char *name) {
+  name_entry *e = name_find(g, name);
+  return e ? e->value : NULL;
+}
+
+/* ---- arrays ---- */
+#define PUSH(arr, n, cap, x)                                         \
+  do {                                                               \
+    if ((n) == (cap)) {                                              \
+      (cap) = (cap) ? 2 * (cap) : 16;                                \
+      (arr) = realloc((arr), (size_t)(cap) * sizeof *(arr));         \
+      if (!(arr)) abort();                                           \
+    }                                                                \
+    (arr)[(n)++] = (x);                                              \
+  } while (0)
+
+ir_graph *ir_graph_new(const char *name, const char *source_file) {
+  ir_graph *g = calloc(1, sizeof *g);
+  if (!g) abort();
+  g->arena = ir_arena_new();
+  g->names = calloc(1, sizeof *g->names);
+  if (!g->names) abort();
+  g->name = ir_arena_strdup(g->arena, name ? name : "main");
+  g->source_file = source_file ? ir_arena_strdup(g->arena, source_file) : NULL;
+  return g;
+}
+
+void ir_graph_free(ir_graph *g) {
+  if (!g) return;
+  free(g->values);
+  free(g->nodes);
+  free(g->inputs);
+  free(g->params);
+  free(g->outputs);
+  free(g->names->slots);
+  free(g->names);
+  ir_arena_free(g->arena);
+  free(g);
+}
+
+static ir_value *new_value(ir_graph *g, const char *name, ir_type type, ir_role role, ir_loc loc) {
+  ir_value *v = ir_arena_alloc(g->arena, sizeof *v);
+  v->id = g->n_values;
+  v->name = ir_graph_unique_name(g, name);
+  name_find(g, v->name)->value = v;
+  v->type = type;
+  v->role = role;
+  v->loc = loc;
+  v->def_result = 0;
+  PUSH(g->values, g->n_values, g->cap_values, v);
+  return v;
+}
+
+ir_value *ir_graph_add_input(ir_graph *g, const char *name, ir_type type, ir_loc loc) {
+  ir_value *v = new_value(g, name, type, IR_ROLE_INPUT, loc);
+  PUSH(g->inputs, g->n_inputs, g->cap_inputs, v);
+  return v;
+}
+
+ir_value *ir_graph_add_param(ir_graph *g, const char *name, ir_type type, ir_init init, ir_loc loc) {
+  ir_value *v = new_value(g, name, type, IR_ROLE_PARAM, loc);
+  v->init = init;
+  PUSH(g->params, g->n_params, g->cap_params, v);
+  return v;
+}
+
+void ir_graph_add_output(ir_graph *g, const char *name, ir_value *v) {
+  ir_output o = {ir_arena_strdup(g->arena, name), v};
+  PUSH(g->outputs, g->n_outputs, g->cap_outputs, o);
+}
+
+static ir_attr copy_attr(ir_graph *g, const ir_attr *a) {
+  ir_attr c = *a;
+  c.key = ir_arena_strdup(g->arena, a->key);
+  if (a->kind == IR_ATTR_INTS) {
+    int64_t *v = ir_arena_alloc(g->arena, (size_t)(a->n > 0 ? a->n : 1) * sizeof *v);
+    if (a->n > 0) memcpy(v, a->ints, (size_t)a->n * sizeof *v);
+    c.ints = v;
+  }
+  if (a->kind == IR_ATTR_STR) c.s = ir_arena_strdup(g->arena, a->s ? a->s : "");
+  return c;
+}
+
+ir_node *ir_graph_add_node(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
+                           const ir_type *out_types, int n_out, const ir_attr *attrs,
+                           int n_attrs, const char *const *out_names, ir_loc loc) {
+  ir_node *n = ir_arena_alloc(g->arena, sizeof *n);
+  n->id = g->n_nodes;
+  n->op = op;
+  n->loc = loc;
+  n->layer = -1;
+  n->n_in = n_in;
+  n->in = ir_arena_alloc(g->arena, (size_t)(n_in > 0 ? n_in : 1) * sizeof *n->in);
+  for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+  n->n_attrs = n_attrs;
+  n->attrs = ir_arena_alloc(g->arena, (size_t)(n_attrs > 0 ? n_attrs : 1) * sizeof *n->attrs);
+  for (int i = 0; i < n_attrs; i++) n->attrs[i] = copy_attr(g, &attrs[i]);
+  n->n_out = n_out;
+  n->out = ir_arena_alloc(g->arena, (size_t)(n_out > 0 ? n_out : 1) * sizeof *n->out);
+  for (int i = 0; i < n_out; i++) {
+    ir_value *v = new_value(g, out_names ? out_names[i] : NULL, out_types[i], IR_ROLE_ACT, loc);
+    v->def = n;
+    v->def_result = i;
+    n->out[i] = v;
+  }
+  PUSH(g->nodes, g->n_nodes, g->cap_nodes, n);
+  return n;
+}
+
+ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
+                        const ir_attr *attrs, int n_attrs, const ir_type *out_type,
+                        const char *name_hint, ir_loc loc, char *err, size_t errlen) {
+  enum { MAX_IN = 64 };
+  ir_type in_types_small[MAX_IN], *in_types = in_types_small;
+  if (n_in > MAX_IN) {
+    in_types = malloc((size_t)n_in * sizeof *in_types);
+    if (!in_types) abort();
+  }
+  for (int i = 0; i < n_in; i++) in_types[i] = in[i]->type;
+  /* split may have many results: size the buffer by its sizes attribute */
+  int cap_out = 16;
+  for (int i = 0; i < n_attrs; i++)
+    if (attrs[i].kind == IR_ATTR_INTS && attrs[i].n + 1 > cap_out) cap_out = attrs[i].n + 1;
+  ir_type *out = calloc((size_t)cap_out, sizeof *out);
+  if (!out) abort();
+  if (out_type) out[0] = *out_type;
+  int n_out = out_type ? 1 : 0;
+  ir_node *node = NULL;
+  if (ir_infer(op, in_types, n_in, attrs, n_attrs, out, &n_out, err, errlen) == 0) {
+    const char **names = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *names);
+    if (!names) abort();
+    char buf[256];
+    for (int i = 0; i < n_out; i++) {
+      if (!name_hint) continue;
+      if (n_out == 1) names[i] = name_hint;
+      else {
+        snprintf(buf, sizeof buf, "%s.%d", name_hint, i);
+        names[i] = ir_arena_strdup(g->arena, buf);
+      }
+    }
+    node = ir_graph_add_node(g, op, in, n_in, out, n_out, attrs, n_attrs, names, loc);
+    free(names);
+  }
+  free(out);
+  if (in_types != in_types_small) free(in_types);
+  return node;
+}
+
+ir_value *ir_graph_build1(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
+                          const ir_attr *attrs, int n_attrs, const char *name_hint, ir_loc loc) {
+  char err[512];
+  ir_node *n = ir_graph_build(g, op, in, n_in, attrs, n_attrs, NULL, name_hint, loc, err, sizeof err);
+  if (!n) {
+    fprintf(stderr, "tgc: internal error: building %s: %s\n", ir_op_name(op), err);
+    abort();
+  }
+  return n->out[0];
+}
+
+void ir_replace_all_uses(ir_graph *g, ir_value *old_v, ir_value *new_v) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j] == old_v) n->in[j] = new_v;
+  }
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].value == old_v) g->outputs[i].value = new_v;
+}
+
+int ir_count_uses(const ir_graph *g, const ir_value *v) {
+  int uses = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_in; j++) uses += n->in[j] == v;
+  }
+  for (int i = 0; i < g->n_outputs; i++) uses += g->outputs[i].value == v;
+  return uses;
+}
+
+void ir_graph_compact(ir_graph *g) {
+  int k = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead) g->nodes[k++] = g->nodes[i];
+  g->n_nodes = k;
+  for (int i = 0; i < k; i++) g->nodes[i]->id = i;
+  k = 0;
+  for (int i = 0; i < g->n_values; i++) {
+    ir_value *v = g->values[i];
+    bool keep = v->def ? !v->def->dead : (v->role == IR_ROLE_INPUT || v->role == IR_ROLE_PARAM);
+    if (!v->def) {
+      /* a declaration stays only while it is still listed */
+      keep = false;
+      for (int j = 0; j < g->n_inputs && !keep; j++) keep = g->inputs[j] == v;
+      for (int j = 0; j < g->n_params && !keep; j++) keep = g->params[j] == v;
+    }
+    if (keep) {
+      v->id = k;
+      g->values[k++] = v;
+    } else {
+      name_entry *e = name_find(g, v->name);
+      if (e && e->value == v) e->value = NULL; /* name stays reserved */
+    }
+  }
+  g->n_values = k;
+}
+
+void ir_graph_move_tail(ir_graph *g, int count, int pos) {
+  if (count <= 0 || pos >= g->n_nodes - count) return;
+  ir_node **tmp = malloc((size_t)count * sizeof *tmp);
+  if (!tmp) abort();
+  memcpy(tmp, g->nodes + g->n_nodes - count, (size_t)count * sizeof *tmp);
+  memmove(g->nodes + pos + count, g->nodes + pos, (size_t)(g->n_nodes - count - pos) * sizeof *tmp);
+  memcpy(g->nodes + pos, tmp, (size_t)count * sizeof *tmp);
+  free(tmp);
+  for (int i = pos; i < g->n_nodes; i++) g->nodes[i]->id = i;
+}
+
+/* ---- types, roles, attributes ---- */
+int64_t ir_type_numel(const ir_type *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+  return n;
+}
+
+bool ir_type_equal(const ir_type *a, const ir_type *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+char *ir_type_str(const ir_type *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "%s[", ir_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)t->dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+static const char *const role_names[IR_NUM_ROLES] = {"input", "param", "const", "act", "grad", "opt_state"};
+const char *ir_role_name(ir_role r) { return (unsigned)r < IR_NUM_ROLES ? role_names[r] : "?"; }
+int ir_role_from_name(const char *name) {
+  for (int i = 0; i < IR_NUM_ROLES; i++)
+    if (strcmp(role_names[i], name) == 0) return i;
+  return -1;
+}
+
+bool ir_shard_is_replicated(const ir_shard *s) {
+  if (s->partial) return false;
+  for (int i = 0; i < IR_MAX_RANK; i++)
+    if (s->split[i]) return false;
+  return true;
+}
+
+ir_attr ir_attr_int(const char *key, int64_t v) { return (ir_attr){.key = key, .kind = IR_ATTR_INT, .i = v}; }
+ir_attr ir_attr_float(const char *key, double v) { return (ir_attr){.key = key, .kind = IR_ATTR_FLOAT, .f = v}; }
+ir_attr ir_attr_ints(const char *key, const int64_t *v, int n) {
+  return (ir_attr){.key = key, .kind = IR_ATTR_INTS, .ints = v, .n = n};
+}
+ir_attr ir_attr_str(const char *key, const char *s) { return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = s}; }
+ir_attr ir_attr_dtype(const char *key, ir_dtype t) { return (ir_attr){.key = key, .kind = IR_ATTR_DTYPE, .i = t}; }
+
+const ir_attr *ir_node_attr(const ir_node *n, const char *key) {
+  for (int i = 0; i < n->n_attrs; i++)
+    if (strcmp(n->attrs[i].key, key) == 0) return &n->attrs[i];
+  return NULL;
+}
+
+int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt) {
+  const ir_attr *a = ir_node_attr(n, key);
+  return a && (a->kind == IR_ATTR_INT || a->kind == IR_ATTR_DTYPE) ? a->i : dflt;
+}
+
+double ir_node_attr_float(const ir_node *n, const char *key, double dflt) {
+  const ir_attr *a = ir_node_attr(n, key);
+  if (!a) return dflt;
+  if (a->kind == IR_ATTR_FLOAT) return a->f;
+  if (a->kind == IR_ATTR_INT) return (double)a->i;
+  return dflt;
+}

@@ -1,0 +1,610 @@
+/* ir/infer.c — shape and dtype inference: the typing rules of every op.
+ *
+ * ir_infer is the one place the rules live; sema (for .tg), the .ir reader,
+ * ir_graph_build and the verifier all call it. Its input may be untrusted,
+ * so it checks everything it reads: operand types (dtype, rank, dims, element
+ * count), arity, attributes (present, right kind, values in range, no
+ * duplicates), then the op's own rule. Every result is checked against
+ * IR_MAX_RANK and IR_MAX_ELEMENTS with overflow-safe products.
+ *
+ * Dispatch is a switch over the op enum with no default case, so -Wswitch
+ * (an error under -Werror) refuses a new op in ops.def that has no rule.
+ *
+ * Attribute conventions (ops.def gives the keys):
+ *   - axes are normalized: 0 <= axis < rank; "axes" lists are strictly
+ *     increasing (sorted, unique); may be empty (reduce nothing).
+ *   - optional: reduce_* "keepdims" (0 or 1, default 0), slice "step"
+ *     (default 1). Every other listed attribute is required.
+ *   - float attributes (const "value", norm "eps") must be FLOAT; eps must be
+ *     finite and >= 0. Attributes not used by an op are ignored (passes may
+ *     annotate nodes), but a key given twice is an error.
+ *   - matmul needs rank >= 2 on both sides (the frontend lowers 1-D operands).
+ *   - split: out must have room for one type per entry of "sizes" (a caller
+ *     sizes its buffer by that attribute); other ops write one result.
+ *
+ * Messages are one line, user-facing, printing full types ("f32[2, 3]").
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct {
+  ir_op op;
+  const char *name; /* ir_op_name(op) */
+  const ir_attr *attrs;
+  int n_attrs;
+  char *err;
+  size_t errlen;
+} ctx;
+
+static int fail(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(ctx *c, const char *fmt, ...) {
+  if (c->err && c->errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, c->errlen, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* A type as text, usable inside one printf call: ts(&t).s */
+typedef struct {
+  char s[256];
+} tstr;
+static tstr ts(const ir_type *t) {
+  tstr r;
+  ir_type_str(t, r.s, sizeof r.s);
+  return r;
+}
+/* An int list as text, "[1, 2]" (elided past 16 entries). */
+static tstr ints_str(const int64_t *v, int n) {
+  tstr r;
+  size_t k = 0;
+  r.s[k++] = '[';
+  for (int i = 0; i < n && k < sizeof r.s - 32; i++) {
+    if (i == 16) {
+      k += (size_t)snprintf(r.s + k, sizeof r.s - k, ", ...");
+      break;
+    }
+    k += (size_t)snprintf(r.s + k, sizeof r.s - k, i ? ", %lld" : "%lld", (long long)v[i]);
+  }
+  snprintf(r.s + k, sizeof r.s - k, "]");
+  return r;
+}
+
+/* Element count of dims[0..rank) or -1 if it (or any dim) exceeds
+ * IR_MAX_ELEMENTS. Dims must be non-negative. */
+static int64_t checked_numel(const int64_t *dims, int rank) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    if (dims[i] > IR_MAX_ELEMENTS) return -1;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] == 0) return 0;
+    if (n > IR_MAX_ELEMENTS / dims[i]) return -1;
+    n *= dims[i];
+  }
+  return n;
+}
+
+/* Checks a type from outside (operand, or given result of a nullary op). */
+static int check_type(ctx *c, const ir_type *t, const char *what, int index) {
+  if ((unsigned)t->dtype >= IR_NUM_DTYPES)
+    return fail(c, "%s %d of %s has an invalid dtype", what, index, c->name);
+  if (t->rank < 0 || t->rank > IR_MAX_RANK)
+    return fail(c, "%s %d of %s has rank %d (the maximum is %d)", what, index, c->name, t->rank,
+                IR_MAX_RANK);
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i] < 0)
+      return fail(c, "%s %d of %s has a negative dimension: %s", what, index, c->name, ts(t).s);
+  if (checked_numel(t->dims, t->rank) < 0) return fail(c, "tensor %s has too many elements", ts(t).s);
+  return 0;
+}
+
+/* Checks a computed result (rank already known to be <= IR_MAX_RANK). */
+static int check_result(ctx *c, const ir_type *t) {
+  if (checked_numel(t->dims, t->rank) < 0) return fail(c, "tensor %s has too many elements", ts(t).s);
+  return 0;
+}
+
+/* ---- attributes ---- */
+static const char *attr_kind_name(ir_attr_kind k) {
+  switch (k) {
+  case IR_ATTR_INT: return "an int";
+  case IR_ATTR_FLOAT: return "a float";
+  case IR_ATTR_INTS: return "a list of ints";
+  case IR_ATTR_STR: return "a string";
+  case IR_ATTR_DTYPE: return "a dtype";
+  }
+  return "?";
+}
+
+static int check_attrs(ctx *c) {
+  if (c->n_attrs < 0 || (c->n_attrs > 0 && !c->attrs)) return fail(c, "malformed attributes in %s", c->name);
+  for (int i = 0; i < c->n_attrs; i++) {
+    const ir_attr *a = &c->attrs[i];
+    if (!a->key || !a->key[0]) return fail(c, "attribute with no name in %s", c->name);
+    if (a->kind == IR_ATTR_INTS && (a->n < 0 || (a->n > 0 && !a->ints)))
+      return fail(c, "malformed attribute '%s' in %s", a->key, c->name);
+    if (a->kind == IR_ATTR_STR && !a->s) return fail(c, "malformed attribute '%s' in %s", a->key, c->name);
+    for (int j = 0; j < i; j++)
+      if (strcmp(c->attrs[j].key, a->key) == 0)
+        return fail(c, "duplicate attribute '%s' in %s", a->key, c->name);
+  }
+  return 0;
+}
+
+/* The attribute key of the wanted kind: 0 found, 1 absent and optional, -1 error. */
+static int get_attr(ctx *c, const char *key, ir_attr_kind kind, bool required, const ir_attr **out) {
+  *out = NULL;
+  for (int i = 0; i < c->n_attrs; i++)
+    if (strcmp(c->attrs[i].key, key) == 0) *out = &c->attrs[i];
+  if (!*out) return required ? fail(c, "missing attribute '%s' in %s", key, c->name) : 1;
+  if ((*out)->kind != kind)
+    return fail(c, "attribute '%s' of %s must be %s", key, c->name, attr_kind_name(kind));
+  return 0;
+}
+
+static int get_int(ctx *c, const char *key, bool required, int64_t dflt, int64_t *v) {
+  const ir_attr *a;
+  int r = get_attr(c, key, IR_ATTR_INT, required, &a);
+  if (r < 0) return -1;
+  *v = r == 0 ? a->i : dflt;
+  return 0;
+}
+
+static int get_ints(ctx *c, const char *key, const int64_t **v, int *n) {
+  const ir_attr *a;
+  if (get_attr(c, key, IR_ATTR_INTS, true, &a) < 0) return -1;
+  *v = a->ints;
+  *n = a->n;
+  return 0;
+}
+
+/* A single normalized axis of t. */
+static int get_axis(ctx *c, const char *key, const ir_type *t, int *axis) {
+  int64_t v;
+  if (get_int(c, key, true, 0, &v) < 0) return -1;
+  if (v < 0 || v >= t->rank) return fail(c, "axis %lld out of range for %s in %s", (long long)v, ts(t).s, c->name);
+  *axis = (int)v;
+  return 0;
+}
+
+static int get_eps(ctx *c) {
+  const ir_attr *a;
+  if (get_attr(c, "eps", IR_ATTR_FLOAT, true, &a) < 0) return -1;
+  if (!isfinite(a->f) || a->f < 0)
+    return fail(c, "attribute 'eps' of %s must be a finite float >= 0, got %g", c->name, a->f);
+  return 0;
+}
+
+/* ---- dtype classes ---- */
+static bool is_int_dtype(ir_dtype t) { return t == IR_DT_I32 || t == IR_DT_I64; }
+
+static int need_float(ctx *c, const ir_type *t, bool plural) {
+  if (ir_dtype_is_float(t->dtype)) return 0;
+  return fail(c, "%s needs %s, got %s", c->name, plural ? "floating-point operands" : "a floating-point operand",
+              ir_dtype_name(t->dtype));
+}
+static int need_numeric(ctx *c, const ir_type *t, bool plural) {
+  if (t->dtype != IR_DT_BOOL) return 0;
+  return fail(c, "%s needs %s, got bool", c->name, plural ? "numeric operands" : "a numeric operand");
+}
+static int need_bool(ctx *c, const ir_type *t, bool plural) {
+  if (t->dtype == IR_DT_BOOL) return 0;
+  return fail(c, "%s needs %s, got %s", c->name, plural ? "bool operands" : "a bool operand", ir_dtype_name(t->dtype));
+}
+static int same_dtype(ctx *c, const ir_type *a, const ir_type *b) {
+  if (a->dtype == b->dtype) return 0;
+  return fail(c, "dtype mismatch in %s: %s and %s", c->name, ir_dtype_name(a->dtype), ir_dtype_name(b->dtype));
+}
+
+/* ---- broadcasting ---- */
+/* Numpy broadcast of the shapes of a and b (dtype of a); 0 or 1 if they do not broadcast. */
+static int broadcast(const ir_type *a, const ir_type *b, ir_type *out) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  ir_type t = {.dtype = a->dtype, .rank = r};
+  for (int i = 0; i < r; i++) {
+    int ia = a->rank - r + i, ib = b->rank - r + i;
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1) return 1;
+    t.dims[i] = da == 1 ? db : da;
+  }
+  *out = t;
+  return 0;
+}
+
+int ir_broadcast_shapes(const ir_type *a, const ir_type *b, ir_type *out, char *err, size_t errlen) {
+  ctx c = {.err = err, .errlen = errlen};
+  if (broadcast(a, b, out)) return fail(&c, "cannot broadcast %s with %s", ts(a).s, ts(b).s);
+  return 0;
+}
+
+static int broadcast_in(ctx *c, const ir_type *a, const ir_type *b, ir_type *out) {
+  if (broadcast(a, b, out)) return fail(c, "cannot broadcast %s with %s in %s", ts(a).s, ts(b).s, c->name);
+  return 0;
+}
+
+/* ---- per-op rules ---- */
+static int infer_nullary(ctx *c, ir_type *out) {
+  if (check_type(c, out, "result", 0) < 0) return -1;
+  if (c->op == IR_OP_CONST) {
+    const ir_attr *a;
+    return get_attr(c, "value", IR_ATTR_FLOAT, true, &a) < 0 ? -1 : 0;
+  }
+  /* iota */
+  if (out->dtype == IR_DT_BOOL) return fail(c, "iota needs a numeric type, got %s", ts(out).s);
+  int axis;
+  return get_axis(c, "axis", out, &axis);
+}
+
+static int infer_unary(ctx *c, const ir_type *x, ir_type *out) {
+  *out = *x;
+  switch (c->op) {
+  case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_SIN:
+  case IR_OP_COS: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_GELU: case IR_OP_SILU:
+    return need_float(c, x, false);
+  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_RELU: case IR_OP_SQUARE:
+    return need_numeric(c, x, false);
+  case IR_OP_NOT:
+    return need_bool(c, x, false);
+  case IR_OP_CAST: {
+    const ir_attr *a;
+    if (get_attr(c, "to", IR_ATTR_DTYPE, true, &a) < 0) return -1;
+    if (a->i < 0 || a->i >= IR_NUM_DTYPES) return fail(c, "attribute 'to' of cast is not a valid dtype");
+    out->dtype = (ir_dtype)a->i;
+    return 0;
+  }
+  default: break;
+  }
+  return fail(c, "internal error: %s is not unary", c->name);
+}
+
+static int infer_binary(ctx *c, const ir_type *a, const ir_type *b, ir_type *out) {
+  if (same_dtype(c, a, b) < 0) return -1;
+  switch (c->op) {
+  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_POW:
+  case IR_OP_MAXIMUM: case IR_OP_MINIMUM:
+    if (need_numeric(c, a, true) < 0) return -1;
+    break;
+  case IR_OP_AND: case IR_OP_OR:
+    if (need_bool(c, a, true) < 0) return -1;
+    break;
+  case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE: case IR_OP_GT: case IR_OP_GE:
+    break;
+  default: return fail(c, "internal error: %s is not binary", c->name);
+  }
+  if (broadcast_in(c, a, b, out) < 0) return -1;
+  if (ir_op_is_comparison(c->op)) out->dtype = IR_DT_BOOL;
+  return check_result(c, out);
+}
+
+static int infer_where(ctx *c, const ir_type *in, ir_type *out) {
+  if (in[0].dtype != IR_DT_BOOL) return fail(c, "where needs a bool condition, got %s", ir_dtype_name(in[0].dtype));
+  if (same_dtype(c, &in[1], &in[2]) < 0) return -1;
+  ir_type ab;
+  if (broadcast_in(c, &in[1], &in[2], &ab) < 0 || broadcast_in(c, &in[0], &ab, out) < 0) return -1;
+  out->dtype = in[1].dtype;
+  return check_result(c, out);
+}
+
+static int infer_matmul(ctx *c, const ir_type *a, const ir_type *b, ir_type *out) {
+  if (same_dtype(c, a, b) < 0 || need_float(c, a, true) < 0) return -1;
+  if (a->rank < 2 || b->rank < 2)
+    return fail(c, "matmul needs operands of rank >= 2, got %s @ %s", ts(a).s, ts(b).s);
+  int64_t k1 = a->dims[a->rank - 1], k2 = b->dims[b->rank - 2];
+  if (k1 != k2)
+    return fail(c, "shape mismatch in matmul: %s @ %s: inner dimensions %lld and %lld differ", ts(a).s, ts(b).s,
+                (long long)k1, (long long)k2);
+  ir_type ba = {.dtype = a->dtype, .rank = a->rank - 2}, bb = {.dtype = b->dtype, .rank = b->rank - 2};
+  memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
+  memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
+  if (broadcast(&ba, &bb, out))
+    return fail(c, "shape mismatch in matmul: %s @ %s: batch dimensions do not broadcast", ts(a).s, ts(b).s);
+  out->dims[out->rank++] = a->dims[a->rank - 2];
+  out->dims[out->rank++] = b->dims[b->rank - 1];
+  return check_result(c, out);
+}
+
+static int infer_transpose(ctx *c, const ir_type *x, ir_type *out) {
+  const int64_t *perm;
+  int n;
+  if (get_ints(c, "perm", &perm, &n) < 0) return -1;
+  bool ok = n == x->rank, seen[IR_MAX_RANK] = {false};
+  for (int i = 0; ok && i < n; i++) {
+    ok = perm[i] >= 0 && perm[i] < n && !seen[perm[i]];
+    if (ok) seen[perm[i]] = true;
+  }
+  if (!ok)
+    return fail(c, "perm %s of transpose is not a permutation of the %d axes of %s", ints_str(perm, n).s, x->rank,
+                ts(x).s);
+  *out = *x;
+  for (int i = 0; i < n; i++) out->dims[i] = x->dims[perm[i]];
+  return 0;
+}
+
+/* A shape attribute as a type of dtype dt; checks rank, signs, element count. */
+static int shape_attr(ctx *c, ir_dtype dt, ir_type *out) {
+  const int64_t *s;
+  int n;
+  if (get_ints(c, "shape", &s, &n) < 0) return -1;
+  if (n > IR_MAX_RANK) return fail(c, "shape %s of %s has rank %d (the maximum is %d)", ints_str(s, n).s, c->name, n, IR_MAX_RANK);
+  out->dtype = dt;
+  out->rank = n;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < 0) return fail(c, "shape %s of %s has a negative dimension", ints_str(s, n).s, c->name);
+    out->dims[i] = s[i];
+  }
+  return check_result(c, out);
+}
+
+static int infer_reshape(ctx *c, const ir_type *x, ir_type *out) {
+  if (shape_attr(c, x->dtype, out) < 0) return -1;
+  int64_t nx = checked_numel(x->dims, x->rank), no = checked_numel(out->dims, out->rank);
+  if (nx != no)
+    return fail(c, "reshape cannot change the element count: %s (%lld elements) to %s (%lld elements)", ts(x).s,
+                (long long)nx, ts(out).s, (long long)no);
+  return 0;
+}
+
+static int infer_broadcast(ctx *c, const ir_type *x, ir_type *out) {
+  if (shape_attr(c, x->dtype, out) < 0) return -1;
+  ir_type b;
+  bool ok = out->rank >= x->rank && !broadcast(x, out, &b) && ir_type_equal(&b, out);
+  if (!ok) return fail(c, "cannot broadcast %s to %s", ts(x).s, ts(out).s);
+  return 0;
+}
+
+static int infer_slice(ctx *c, const ir_type *x, ir_type *out) {
+  int axis;
+  int64_t start, end, step;
+  if (get_axis(c, "axis", x, &axis) < 0 || get_int(c, "start", true, 0, &start) < 0 ||
+      get_int(c, "end", true, 0, &end) < 0 || get_int(c, "step", false, 1, &step) < 0)
+    return -1;
+  int64_t d = x->dims[axis];
+  if (step < 1) return fail(c, "slice step must be >= 1, got %lld", (long long)step);
+  if (start < 0 || start > end || end > d)
+    return fail(c, "slice of %s on axis %d needs 0 <= start <= end <= %lld, got start %lld, end %lld", ts(x).s, axis,
+                (long long)d, (long long)start, (long long)end);
+  *out = *x;
+  out->dims[axis] = (end - start) / step + ((end - start) % step != 0);
+  return 0;
+}
+
+static int infer_concat(ctx *c, const ir_type *in, int n, ir_type *out) {
+  int axis;
+  if (get_axis(c, "axis", &in[0], &axis) < 0) return -1;
+  *out = in[0];
+  for (int i = 1; i < n; i++) {
+    if (same_dtype(c, &in[0], &in[i]) < 0) return -1;
+    if (in[i].rank != in[0].rank)
+      return fail(c, "concat needs operands of equal rank: %s and %s", ts(&in[0]).s, ts(&in[i]).s);
+    for (int d = 0; d < in[0].rank; d++)
+      if (d != axis && in[i].dims[d] != in[0].dims[d])
+        return fail(c, "shape mismatch in concat on axis %d: %s and %s", axis, ts(&in[0]).s, ts(&in[i]).s);
+    out->dims[axis] += in[i].dims[axis];
+    if (out->dims[axis] > IR_MAX_ELEMENTS) return fail(c, "concat result has too many elements");
+  }
+  return check_result(c, out);
+}
+
+static int infer_split(ctx *c, const ir_type *x, ir_type *out, int *n_out) {
+  int axis, n;
+  const int64_t *sizes;
+  if (get_axis(c, "axis", x, &axis) < 0 || get_ints(c, "sizes", &sizes, &n) < 0) return -1;
+  if (n < 1) return fail(c, "split needs at least one size");
+  int64_t sum = 0;
+  for (int i = 0; i < n; i++) {
+    if (sizes[i] < 0 || sizes[i] > x->dims[axis])
+      return fail(c, "split sizes %s do not add up to %lld, dimension %d of %s", ints_str(sizes, n).s,
+                  (long long)x->dims[axis], axis, ts(x).s);
+    sum += sizes[i]; /* each <= dim <= 2^48: no overflow before the check below */
+    if (sum > x->dims[axis]) break;
+  }
+  if (sum != x->dims[axis])
+    return fail(c, "split sizes %s do not add up to %lld, dimension %d of %s", ints_str(sizes, n).s,
+                (long long)x->dims[axis], axis, ts(x).s);
+  for (int i = 0; i < n; i++) {
+    out[i] = *x;
+    out[i].dims[axis] = sizes[i];
+  }
+  *n_out = n;
+  return 0;
+}
+
+static int infer_reduce(ctx *c, const ir_type *x, ir_type *out) {
+  if (c->op == IR_OP_REDUCE_MEAN ? need_float(c, x, false) < 0 : need_numeric(c, x, false) < 0) return -1;
+  const int64_t *axes;
+  int n;
+  int64_t keep;
+  if (get_ints(c, "axes", &axes, &n) < 0 || get_int(c, "keepdims", false, 0, &keep) < 0) return -1;
+  if (keep != 0 && keep != 1) return fail(c, "attribute 'keepdims' of %s must be 0 or 1, got %lld", c->name, (long long)keep);
+  bool ok = n <= x->rank;
+  for (int i = 0; ok && i < n; i++) ok = axes[i] >= 0 && axes[i] < x->rank && (i == 0 || axes[i] > axes[i - 1]);
+  if (!ok)
+    return fail(c, "invalid axes %s in %s of %s: need sorted, unique axes in [0, %d)", ints_str(axes, n).s, c->name,
+                ts(x).s, x->rank);
+  out->dtype = x->dtype;
+  out->rank = 0;
+  for (int d = 0, j = 0; d < x->rank; d++) {
+    bool reduced = j < n && axes[j] == d;
+    if (reduced) j++;
+    if (!reduced) out->dims[out->rank++] = x->dims[d];
+    else if (keep) out->dims[out->rank++] = 1;
+  }
+  return 0;
+}
+
+static int infer_softmax(ctx *c, const ir_type *x, ir_type *out) {
+  int axis;
+  if (need_float(c, x, false) < 0 || get_axis(c, "axis", x, &axis) < 0) return -1;
+  *out = *x;
+  return 0;
+}
+
+/* layernorm(x, gamma, beta) / rmsnorm(x, gamma): params are [D], D = last dim of x */
+static int infer_norm(ctx *c, const ir_type *in, int n, ir_type *out) {
+  const ir_type *x = &in[0];
+  if (need_float(c, x, false) < 0) return -1;
+  for (int i = 1; i < n; i++)
+    if (same_dtype(c, x, &in[i]) < 0) return -1;
+  if (x->rank < 1) return fail(c, "%s needs an operand of rank >= 1, got %s", c->name, ts(x).s);
+  for (int i = 1; i < n; i++)
+    if (in[i].rank != 1 || in[i].dims[0] != x->dims[x->rank - 1])
+      return fail(c, "shape mismatch in %s: %s %s must be [%lld], the last dimension of %s", c->name,
+                  i == 1 ? "gamma" : "beta", ts(&in[i]).s, (long long)x->dims[x->rank - 1], ts(x).s);
+  if (get_eps(c) < 0) return -1;
+  *out = *x;
+  return 0;
+}
+
+static int infer_embedding(ctx *c, const ir_type *table, const ir_type *ids, ir_type *out) {
+  if (table->rank != 2) return fail(c, "embedding table must have rank 2, got %s", ts(table).s);
+  if (!is_int_dtype(ids->dtype)) return fail(c, "embedding ids must be i32 or i64, got %s", ir_dtype_name(ids->dtype));
+  if (ids->rank + 1 > IR_MAX_RANK)
+    return fail(c, "embedding of ids %s would have rank %d (the maximum is %d)", ts(ids).s, ids->rank + 1, IR_MAX_RANK);
+  *out = *ids;
+  out->dtype = table->dtype;
+  out->dims[out->rank++] = table->dims[1];
+  return check_result(c, out);
+}
+
+static int infer_cross_entropy(ctx *c, const ir_type *logits, const ir_type *tgt, ir_type *out) {
+  if (need_float(c, logits, false) < 0) return -1;
+  if (!is_int_dtype(tgt->dtype)) return fail(c, "cross_entropy targets must be i32 or i64, got %s", ir_dtype_name(tgt->dtype));
+  if (logits->rank < 1) return fail(c, "cross_entropy needs logits of rank >= 1, got %s", ts(logits).s);
+  bool ok = tgt->rank == logits->rank - 1;
+  for (int i = 0; ok && i < tgt->rank; i++) ok = tgt->dims[i] == logits->dims[i];
+  if (!ok)
+    return fail(c, "shape mismatch in cross_entropy: targets %s must have the shape of logits %s without the last dimension",
+                ts(tgt).s, ts(logits).s);
+  *out = (ir_type){.dtype = logits->dtype, .rank = 0};
+  return 0;
+}
+
+static int infer_causal_mask(ctx *c, const ir_type *x, ir_type *out) {
+  if (need_float(c, x, false) < 0) return -1;
+  if (x->rank < 2) return fail(c, "causal_mask needs an operand of rank >= 2, got %s", ts(x).s);
+  *out = *x;
+  return 0;
+}
+
+/* einsum {eq: "ij,jk->ik"}: explicit form only; letters a-z A-Z. */
+static int letter_index(char ch) {
+  if (ch >= 'a' && ch <= 'z') return ch - 'a';
+  if (ch >= 'A' && ch <= 'Z') return 26 + ch - 'A';
+  return -1;
+}
+
+static int infer_einsum(ctx *c, const ir_type *in, int n, ir_type *out) {
+  const ir_attr *a;
+  if (get_attr(c, "eq", IR_ATTR_STR, true, &a) < 0) return -1;
+  const char *eq = a->s;
+  for (int i = 1; i < n; i++)
+    if (same_dtype(c, &in[0], &in[i]) < 0) return -1;
+  if (need_float(c, &in[0], n > 1) < 0) return -1;
+  const char *arrow = strstr(eq, "->");
+  if (!arrow || strstr(arrow + 2, "->"))
+    return fail(c, "einsum equation \"%.64s\" must have the explicit form \"ij,jk->ik\"", eq);
+  int64_t dim[52];
+  int where[52]; /* operand that first fixed the letter's dim */
+  for (int i = 0; i < 52; i++) dim[i] = -1;
+  const char *p = eq;
+  for (int t = 0; t < n; t++) {
+    const char *term = p;
+    int len = 0;
+    for (; p < arrow && *p != ','; p++, len++) {
+      int li = letter_index(*p);
+      if (li < 0) return fail(c, "einsum equation \"%.64s\" has an invalid character '%c'", eq, *p);
+      if (len >= in[t].rank) continue; /* length mismatch, reported below */
+      int64_t d = in[t].dims[len];
+      if (dim[li] < 0) {
+        dim[li] = d;
+        where[li] = t;
+      } else if (dim[li] != d) {
+        return fail(c, "shape mismatch in einsum \"%.64s\": '%c' is %lld in %s and %lld in %s", eq, *p,
+                    (long long)dim[li], ts(&in[where[li]]).s, (long long)d, ts(&in[t]).s);
+      }
+    }
+    if (len != in[t].rank)
+      return fail(c, "einsum term \"%.*s\" has %d letters but operand %d is %s", len > 16 ? 16 : len, term, len, t,
+                  ts(&in[t]).s);
+    if (t < n - 1) {
+      if (p == arrow) return fail(c, "einsum equation \"%.64s\" has %d input terms but %d operands", eq, t + 1, n);
+      p++; /* ',' */
+    }
+  }
+  if (p != arrow) return fail(c, "einsum equation \"%.64s\" has more input terms than the %d operands", eq, n);
+  out->dtype = in[0].dtype;
+  out->rank = 0;
+  bool used[52] = {false};
+  for (const char *q = arrow + 2; *q; q++) {
+    int li = letter_index(*q);
+    if (li < 0) return fail(c, "einsum equation \"%.64s\" has an invalid character '%c'", eq, *q);
+    if (dim[li] < 0) return fail(c, "einsum output letter '%c' appears in no input of \"%.64s\"", *q, eq);
+    if (used[li]) return fail(c, "einsum output letter '%c' repeated in \"%.64s\"", *q, eq);
+    used[li] = true;
+    if (out->rank == IR_MAX_RANK) return fail(c, "einsum output of \"%.64s\" has rank > %d", eq, IR_MAX_RANK);
+    out->dims[out->rank++] = dim[li];
+  }
+  return check_result(c, out);
+}
+
+int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs, ir_type *out, int *n_out,
+             char *err, size_t errlen) {
+  ctx c = {.op = op, .name = ir_op_name(op), .attrs = attrs, .n_attrs = n_attrs, .err = err, .errlen = errlen};
+  if (err && errlen) err[0] = '\0';
+  *n_out = 0;
+  if ((unsigned)op >= IR_NUM_OPS) return fail(&c, "invalid op %d", (int)op);
+  int want = ir_op_num_inputs(op);
+  if (want >= 0 && n_in != want)
+    return fail(&c, "%s takes %d operand%s, got %d", c.name, want, want == 1 ? "" : "s", n_in);
+  if (want < 0 && n_in < 1) return fail(&c, "%s takes at least 1 operand, got %d", c.name, n_in);
+  for (int i = 0; i < n_in; i++)
+    if (check_type(&c, &in[i], "operand", i) < 0) return -1;
+  if (check_attrs(&c) < 0) return -1;
+
+  int r = -1;
+  switch (op) {
+  case IR_OP_CONST: case IR_OP_IOTA:
+    r = infer_nullary(&c, &out[0]);
+    break;
+  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT:
+  case IR_OP_SIN: case IR_OP_COS: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_RELU: case IR_OP_GELU:
+  case IR_OP_SILU: case IR_OP_SQUARE: case IR_OP_NOT: case IR_OP_CAST:
+    r = infer_unary(&c, &in[0], &out[0]);
+    break;
+  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_POW: case IR_OP_MAXIMUM:
+  case IR_OP_MINIMUM: case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE: case IR_OP_GT: case IR_OP_GE:
+  case IR_OP_AND: case IR_OP_OR:
+    r = infer_binary(&c, &in[0], &in[1], &out[0]);
+    break;
+  case IR_OP_WHERE: r = infer_where(&c, in, &out[0]); break;
+  case IR_OP_MATMUL: r = infer_matmul(&c, &in[0], &in[1], &out[0]); break;
+  case IR_OP_TRANSPOSE: r = infer_transpose(&c, &in[0], &out[0]); break;
+  case IR_OP_RESHAPE: r = infer_reshape(&c, &in[0], &out[0]); break;
+  case IR_OP_BROADCAST: r = infer_broadcast(&c, &in[0], &out[0]); break;
+  case IR_OP_SLICE: r = infer_slice(&c, &in[0], &out[0]); break;
+  case IR_OP_CONCAT: r = infer_concat(&c, in, n_in, &out[0]); break;
+  case IR_OP_SPLIT: {
+    int n = 0;
+    r = infer_split(&c, &in[0], out, &n);
+    if (r == 0) *n_out = n;
+    return r;
+  }
+  case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MEAN: case IR_OP_REDUCE_MAX:
+    r = infer_reduce(&c, &in[0], &out[0]);
+    break;
+  case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: r = infer_softmax(&c, &in[0], &out[0]); break;
+  case IR_OP_LAYERNORM: case IR_OP_RMSNORM: r = infer_norm(&c, in, n_in, &out[0]); break;
+  case IR_OP_EMBEDDING: r = infer_embedding(&c, &in[0], &in[1], &out[0]); break;
+  case IR_OP_CROSS_ENTROPY: r = infer_cross_entropy(&c, &in[0], &in[1], &out[0]); break;
+  case IR_OP_CAUSAL_MASK: r = infer_causal_mask(&c, &in[0], &out[0]); break;
+  case IR_OP_EINSUM: r = infer_einsum(&c, in, n_in, &out[0]); break;
+  case IR_NUM_OPS: break;
+  }
+  if (r == 0) *n_out = 1;
+  return r;
+}

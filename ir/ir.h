@@ -1,0 +1,310 @@
+/* ir/ir.h — the tgc intermediate representation: the floor every other layer
+ * stands on. It knows no backend and no surface syntax.
+ *
+ * A Graph is SSA over tensors: values (typed, shaped, named) and nodes
+ * (an op from ops.def, operands, results, attributes) in topological order.
+ * Programs are straight-line. Graph inputs and parameters are values with no
+ * defining node; everything else is the result of exactly one node.
+ * All memory of a graph lives in its arena and is freed by ir_graph_free.
+ *
+ * Sections (one per file of ir/):
+ *   arena.c   — bump allocator
+ *   dtype.c   — dtype names/sizes, bf16/f16 conversion, scalar op semantics
+ *   diag.c    — diagnostics: file:line:col: error: msg, source line, caret
+ *   graph.c   — graph construction, names, use replacement, dead-node removal
+ *   infer.c   — shape/dtype inference per op (the rules sema and the verifier share)
+ *   verify.c  — ir_verify
+ *   print.c   — textual IR printer
+ *   read.c    — textual IR reader (parse(print(g)) prints byte-identically)
+ *   dot.c     — Graphviz export
+ *   json.c    — JSON export (jansson)
+ */
+#ifndef TGC_IR_H
+#define TGC_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define IR_MAX_RANK 8
+/* Largest element count of one tensor the compiler accepts (2^48): larger
+ * products are reported as overflow by shape checks, never allocated. */
+#define IR_MAX_ELEMENTS (INT64_C(1) << 48)
+
+/* ===================================================================== */
+/* arena.c                                                                */
+/* ===================================================================== */
+typedef struct ir_arena ir_arena;
+ir_arena *ir_arena_new(void);
+void *ir_arena_alloc(ir_arena *a, size_t size);              /* zeroed, 16-aligned */
+char *ir_arena_strdup(ir_arena *a, const char *s);
+char *ir_arena_strndup(ir_arena *a, const char *s, size_t n);
+void ir_arena_free(ir_arena *a);
+
+/* ===================================================================== */
+/* dtype.c                                                                */
+/* ===================================================================== */
+typedef enum {
+#define DTYPE(id, name, bytes, is_float) IR_DT_##id,
+#include "dtypes.def"
+#undef DTYPE
+  IR_NUM_DTYPES
+} ir_dtype;
+
+const char *ir_dtype_name(ir_dtype t);
+int ir_dtype_from_name(const char *name);   /* -1 if unknown */
+size_t ir_dtype_size(ir_dtype t);
+bool ir_dtype_is_float(ir_dtype t);
+
+/* Conversions, round to nearest even; NaN stays NaN. */
+uint16_t ir_f32_to_bf16(float x);
+float ir_bf16_to_f32(uint16_t x);
+uint16_t ir_f32_to_f16(float x);
+float ir_f16_to_f32(uint16_t x);
+/* Round a double to the value the dtype can hold (what storing it does):
+ * f32/bf16/f16 round, integers truncate toward zero (saturating), bool -> 0/1. */
+double ir_round_to_dtype(ir_dtype t, double x);
+
+/* ===================================================================== */
+/* ops (ops.def)                                                          */
+/* ===================================================================== */
+typedef enum {
+#define OP(id, name, nin, nout, kind) IR_OP_##id,
+#include "ops.def"
+#undef OP
+  IR_NUM_OPS
+} ir_op;
+
+typedef enum { IR_OPK_NULLARY, IR_OPK_UNARY, IR_OPK_BINARY, IR_OPK_OTHER } ir_op_kind;
+
+const char *ir_op_name(ir_op op);
+int ir_op_from_name(const char *name);      /* -1 if unknown */
+int ir_op_num_inputs(ir_op op);             /* -1 = variadic */
+int ir_op_num_outputs(ir_op op);            /* -1 = variadic */
+ir_op_kind ir_op_kind_of(ir_op op);
+bool ir_op_is_elementwise(ir_op op);        /* UNARY, BINARY or WHERE */
+bool ir_op_is_comparison(ir_op op);         /* EQ..GE: result is bool */
+
+/* Scalar semantics of elementwise ops, in double: the one definition that
+ * constant folding and every reference kernel use (results are then rounded
+ * with ir_round_to_dtype to the result dtype). CAST is the identity here. */
+double ir_eval_unary(ir_op op, double x);
+double ir_eval_binary(ir_op op, double a, double b);
+
+/* ===================================================================== */
+/* source locations and diagnostics (diag.c)                              */
+/* ===================================================================== */
+typedef struct {
+  const char *file; /* path as the user gave it; NULL = unknown */
+  int line;         /* 1-based; 0 = unknown */
+  int col;          /* 1-based; 0 = unknown */
+} ir_loc;
+
+typedef struct ir_diag ir_diag;
+ir_diag *ir_diag_new(FILE *out);            /* out: usually stderr */
+void ir_diag_free(ir_diag *d);
+/* Registers source text (not copied; must outlive d) so messages can quote
+ * the offending line. */
+void ir_diag_add_source(ir_diag *d, const char *path, const char *text, size_t len);
+/* "file:line:col: error: msg", then the source line and a caret. */
+void ir_error(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap);
+void ir_note(ir_diag *d, ir_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* An error with no location ("tgc: error: msg"). */
+void ir_error_plain(ir_diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ir_diag_errors(const ir_diag *d);
+/* After this many errors further ones are counted but not printed (default 20). */
+void ir_diag_set_max_errors(ir_diag *d, int n);
+
+/* Reads a whole regular file into a malloc'd, NUL-terminated buffer.
+ * Directories, devices, unreadable and over-large (> max_bytes) files are
+ * reported through d ("tgc: error: PATH: ..."), returning NULL. */
+char *ir_read_file(const char *path, size_t max_bytes, size_t *len, ir_diag *d);
+
+/* ===================================================================== */
+/* graph.c                                                                */
+/* ===================================================================== */
+typedef struct {
+  ir_dtype dtype;
+  int rank;
+  int64_t dims[IR_MAX_RANK];
+} ir_type;
+
+int64_t ir_type_numel(const ir_type *t);
+bool ir_type_equal(const ir_type *a, const ir_type *b);
+/* "f32[2, 3]" into buf; returns buf. */
+char *ir_type_str(const ir_type *t, char *buf, size_t n);
+
+typedef enum {
+  IR_ROLE_INPUT,     /* a graph input fed at run time */
+  IR_ROLE_PARAM,     /* a trainable parameter */
+  IR_ROLE_CONST,     /* a compile-time constant */
+  IR_ROLE_ACT,       /* an activation (default for node results) */
+  IR_ROLE_GRAD,      /* a gradient */
+  IR_ROLE_OPT_STATE, /* optimizer state */
+  IR_NUM_ROLES
+} ir_role;
+const char *ir_role_name(ir_role r);        /* "input" "param" "const" "act" "grad" "opt_state" */
+int ir_role_from_name(const char *name);
+
+/* Sharding of a value over a device mesh. split[d] == 0: dim d replicated;
+ * split[d] == k > 0: dim d split over mesh axis k-1. partial: each device
+ * holds a partial sum. Zero-initialized = fully replicated. */
+typedef struct {
+  int8_t split[IR_MAX_RANK];
+  bool partial;
+} ir_shard;
+bool ir_shard_is_replicated(const ir_shard *s);
+
+typedef enum { IR_INIT_NONE, IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_INIT_UNIFORM } ir_init_kind;
+typedef struct {
+  ir_init_kind kind;
+  double a; /* normal: std (mean 0); uniform: low */
+  double b; /* uniform: high */
+} ir_init;
+
+typedef struct ir_node ir_node;
+typedef struct ir_value {
+  int id;              /* index in graph->values (dense after ir_graph_compact) */
+  const char *name;    /* unique within the graph, printed as %name */
+  ir_type type;
+  ir_role role;
+  ir_shard shard;
+  ir_loc loc;
+  ir_node *def;        /* defining node; NULL for inputs and params */
+  int def_result;      /* index among def's results */
+  ir_init init;        /* params only */
+} ir_value;
+
+typedef enum { IR_ATTR_INT, IR_ATTR_FLOAT, IR_ATTR_INTS, IR_ATTR_STR, IR_ATTR_DTYPE } ir_attr_kind;
+typedef struct {
+  const char *key;
+  ir_attr_kind kind;
+  int64_t i;            /* INT, DTYPE (an ir_dtype) */
+  double f;             /* FLOAT */
+  int n;                /* INTS: count */
+  const int64_t *ints;  /* INTS */
+  const char *s;        /* STR */
+} ir_attr;
+
+/* Attribute constructors for builders (ints/s are copied into the graph
+ * arena by ir_graph_add_node, so stack storage is fine). */
+ir_attr ir_attr_int(const char *key, int64_t v);
+ir_attr ir_attr_float(const char *key, double v);
+ir_attr ir_attr_ints(const char *key, const int64_t *v, int n);
+ir_attr ir_attr_str(const char *key, const char *s);
+ir_attr ir_attr_dtype(const char *key, ir_dtype t);
+
+struct ir_node {
+  int id;            /* index in graph->nodes (dense after ir_graph_compact) */
+  ir_op op;
+  int n_in;
+  ir_value **in;
+  int n_out;
+  ir_value **out;
+  int n_attrs;
+  ir_attr *attrs;    /* in insertion order; printed in that order */
+  ir_loc loc;        /* the .tg line this node came from (kept by every pass) */
+  int layer;         /* layer index from `repeat`, -1 if none */
+  bool dead;         /* marked for removal by ir_graph_compact */
+};
+
+/* Attribute lookup: NULL / default when absent. */
+const ir_attr *ir_node_attr(const ir_node *n, const char *key);
+int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt);
+double ir_node_attr_float(const ir_node *n, const char *key, double dflt);
+
+typedef struct {
+  const char *name;  /* output name as the user sees it */
+  ir_value *value;
+} ir_output;
+
+typedef struct ir_graph {
+  ir_arena *arena;
+  const char *name;         /* entry function name */
+  const char *source_file;  /* the .tg it came from (NULL if unknown) */
+  ir_value **values;  int n_values, cap_values;
+  ir_node **nodes;    int n_nodes, cap_nodes;     /* topological order */
+  ir_value **inputs;  int n_inputs, cap_inputs;
+  ir_value **params;  int n_params, cap_params;
+  ir_output *outputs; int n_outputs, cap_outputs;
+  struct ir_name_set *names;                      /* private to graph.c */
+} ir_graph;
+
+ir_graph *ir_graph_new(const char *name, const char *source_file);
+void ir_graph_free(ir_graph *g);
+
+/* Returns hint if unused, else hint.1, hint.2, ...; NULL hint gives "0", "1", ...
+ * The result is in the graph arena and reserved. */
+const char *ir_graph_unique_name(ir_graph *g, const char *hint);
+/* Finds a value by exact name; NULL if none. */
+ir_value *ir_graph_find_value(const ir_graph *g, const char *name);
+
+ir_value *ir_graph_add_input(ir_graph *g, const char *name, ir_type type, ir_loc loc);
+ir_value *ir_graph_add_param(ir_graph *g, const char *name, ir_type type, ir_init init, ir_loc loc);
+void ir_graph_add_output(ir_graph *g, const char *name, ir_value *v);
+
+/* Appends a node with results of the given types (names from hints, which
+ * may be NULL). Attributes are copied. Does no checking: use ir_infer first
+ * (or ir_graph_build). */
+ir_node *ir_graph_add_node(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
+                           const ir_type *out_types, int n_out, const ir_attr *attrs,
+                           int n_attrs, const char *const *out_names, ir_loc loc);
+/* Infers the result types with ir_infer and appends the node. On a type
+ * error returns NULL and writes the message to err (nothing is added).
+ * For NULLARY ops out_type gives the result type; otherwise it is ignored. */
+ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
+                        const ir_attr *attrs, int n_attrs, const ir_type *out_type,
+                        const char *name_hint, ir_loc loc, char *err, size_t errlen);
+/* Convenience: single-result ir_graph_build that aborts on a type error
+ * (for passes, whose inputs were already verified). */
+ir_value *ir_graph_build1(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
+                          const ir_attr *attrs, int n_attrs, const char *name_hint, ir_loc loc);
+
+/* Every use of old (node operands, graph outputs) now uses new. */
+void ir_replace_all_uses(ir_graph *g, ir_value *old_v, ir_value *new_v);
+/* Number of uses of v as a node operand or graph output. O(nodes). */
+int ir_count_uses(const ir_graph *g, const ir_value *v);
+/* Drops nodes marked dead and values no longer defined or declared;
+ * renumbers ids densely. */
+void ir_graph_compact(ir_graph *g);
+/* Moves the last `count` nodes (appended by a pass) to just before position
+ * pos, keeping their order: lets a pass build new nodes and then place them. */
+void ir_graph_move_tail(ir_graph *g, int count, int pos);
+
+/* ===================================================================== */
+/* infer.c                                                                */
+/* ===================================================================== */
+/* Computes result types of op on operand types in[0..n_in). For NULLARY ops
+ * out[0] must hold the wanted type on entry and is validated. *n_out is set
+ * to the result count. Returns 0, or -1 with a one-line message in err such
+ * as "shape mismatch in matmul: f32[2, 3] @ f32[4, 5] (inner dims 3 and 4 differ)". */
+int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs,
+             ir_type *out, int *n_out, char *err, size_t errlen);
+/* Numpy broadcast of two shapes; -1 with a message if incompatible. */
+int ir_broadcast_shapes(const ir_type *a, const ir_type *b, ir_type *out, char *err, size_t errlen);
+
+/* ===================================================================== */
+/* verify.c                                                               */
+/* ===================================================================== */
+/* Checks def-before-use, arity, attribute presence, dtypes, re-inferred
+ * shapes, unique names, output validity and sharding consistency. Reports
+ * each problem through d at the node's location ("verifier: ..."); returns
+ * the number of problems (0 = valid). */
+int ir_verify(const ir_graph *g, ir_diag *d);
+
+/* ===================================================================== */
+/* print.c / read.c / dot.c / json.c                                      */
+/* ===================================================================== */
+void ir_print(FILE *out, const ir_graph *g);
+/* malloc'd NUL-terminated text of ir_print. */
+char *ir_print_to_string(const ir_graph *g);
+/* Parses the textual IR. Errors are "path:line:col: error: ..." through d;
+ * returns NULL if there was any. The result is verified by the caller. */
+ir_graph *ir_parse(const char *path, const char *text, size_t len, ir_diag *d);
+void ir_print_dot(FILE *out, const ir_graph *g);
+void ir_print_json(FILE *out, const ir_graph *g);
+
+#endif /* TGC_IR_H */

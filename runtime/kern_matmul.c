@@ -1,0 +1,127 @@
+/* runtime/kern_matmul.c — a[..., M, K] @ b[..., K, N] -> [..., M, N].
+ *
+ * Batch dims broadcast numpy-style: the kernel loops over the result's batch
+ * index space and computes, per operand, the offset of its M×K / K×N matrix
+ * through broadcast strides (0 along broadcast dims). Each matrix product is
+ * one cblas_dgemm (f64) or cblas_sgemm (f32) call. bf16/f16 operands are
+ * widened to f32, multiplied with sgemm and rounded back; integer operands
+ * use a plain loop accumulating in double. Rank-1 operands follow numpy
+ * (a[K] is a row, b[K] a column, and that dim is dropped from the result).
+ */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "kernels.h"
+
+typedef struct {
+  int64_t m, k, n;
+  int batch_rank;
+  int64_t batch_dims[IR_MAX_RANK];
+  int64_t a_stride[IR_MAX_RANK], b_stride[IR_MAX_RANK]; /* in matrices */
+  int64_t batches;
+} mm_shape;
+
+static void mm_plan(const ir_type *a, const ir_type *b, mm_shape *s) {
+  s->m = a->rank >= 2 ? a->dims[a->rank - 2] : 1;
+  s->k = a->rank >= 1 ? a->dims[a->rank - 1] : 1;
+  s->n = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+  /* batch shapes: all but the matrix dims */
+  ir_type ab = {.dtype = a->dtype, .rank = a->rank > 2 ? a->rank - 2 : 0};
+  ir_type bb = {.dtype = b->dtype, .rank = b->rank > 2 ? b->rank - 2 : 0};
+  for (int d = 0; d < ab.rank; d++) ab.dims[d] = a->dims[d];
+  for (int d = 0; d < bb.rank; d++) bb.dims[d] = b->dims[d];
+  int r = ab.rank > bb.rank ? ab.rank : bb.rank;
+  s->batch_rank = r;
+  s->batches = 1;
+  for (int d = 0; d < r; d++) {
+    int da = d - (r - ab.rank), db = d - (r - bb.rank);
+    int64_t x = da >= 0 ? ab.dims[da] : 1, y = db >= 0 ? bb.dims[db] : 1;
+    s->batch_dims[d] = x == 1 ? y : x;
+    s->batches *= s->batch_dims[d];
+  }
+  rt_broadcast_strides(&ab, r, s->batch_dims, s->a_stride);
+  rt_broadcast_strides(&bb, r, s->batch_dims, s->b_stride);
+}
+
+/* Matrix offsets (in elements) of batch index bi in a and b. */
+static void mm_offsets(const mm_shape *s, int64_t bi, int64_t *ao, int64_t *bo) {
+  int64_t a = 0, b = 0;
+  for (int d = s->batch_rank - 1; d >= 0; d--) {
+    int64_t i = bi % s->batch_dims[d];
+    bi /= s->batch_dims[d];
+    a += i * s->a_stride[d];
+    b += i * s->b_stride[d];
+  }
+  *ao = a * s->m * s->k;
+  *bo = b * s->k * s->n;
+}
+
+static float *widen_to_f32(const rt_tensor *t) {
+  int64_t n = rt_numel(&t->type);
+  float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+  if (!p) return NULL;
+  for (int64_t i = 0; i < n; i++) p[i] = (float)rt_load(t->type.dtype, t->data, i);
+  return p;
+}
+
+int rt_kern_matmul(const rt_kctx *k) {
+  const rt_tensor *a = k->in[0], *b = k->in[1];
+  rt_tensor *out = k->out[0];
+  mm_shape s;
+  mm_plan(&a->type, &b->type, &s);
+  int64_t M = s.m, K = s.k, N = s.n;
+  ir_dtype dt = out->type.dtype;
+  if (M == 0 || N == 0 || s.batches == 0) return 0;
+  if (K == 0) { /* empty sum: zeros, already there */
+    return 0;
+  }
+  bool blas_ok = M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
+  if (blas_ok && dt == IR_DT_F64 && a->type.dtype == IR_DT_F64 && b->type.dtype == IR_DT_F64) {
+    for (int64_t bi = 0; bi < s.batches; bi++) {
+      int64_t ao, bo;
+      mm_offsets(&s, bi, &ao, &bo);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0,
+                  (const double *)a->data + ao, (int)K, (const double *)b->data + bo, (int)N, 0.0,
+                  (double *)out->data + bi * M * N, (int)N);
+    }
+    return 0;
+  }
+  if (blas_ok && (dt == IR_DT_F32 || dt == IR_DT_BF16 || dt == IR_DT_F16)) {
+    bool native = dt == IR_DT_F32 && a->type.dtype == IR_DT_F32 && b->type.dtype == IR_DT_F32;
+    float *af = native ? a->data : widen_to_f32(a);
+    float *bf = native ? b->data : widen_to_f32(b);
+    float *of = native ? out->data : malloc((size_t)(s.batches * M * N) * sizeof(float));
+    if (!af || !bf || !of) {
+      if (!native) free(af), free(bf), free(of);
+      rt_kerr(k, "out of memory converting operands of matmul %%%s to f32",
+              rt_value_name(k->node->out[0]));
+      return -1;
+    }
+    for (int64_t bi = 0; bi < s.batches; bi++) {
+      int64_t ao, bo;
+      mm_offsets(&s, bi, &ao, &bo);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
+                  af + ao, (int)K, bf + bo, (int)N, 0.0f, of + bi * M * N, (int)N);
+    }
+    if (!native) {
+      int64_t n = s.batches * M * N;
+      for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, of[i]);
+      free(af), free(bf), free(of);
+    }
+    return 0;
+  }
+  /* Integer (or mixed, or beyond BLAS's int sizes) matmul: plain loop in
+   * double, one output element each. */
+  int64_t total = s.batches * M * N;
+  ir_dtype adt = a->type.dtype, bdt = b->type.dtype;
+#pragma omp parallel for schedule(static) if (total * K > RT_PAR_MIN)
+  for (int64_t o = 0; o < total; o++) {
+    int64_t bi = o / (M * N), i = o / N % M, j = o % N, ao, bo;
+    mm_offsets(&s, bi, &ao, &bo);
+    double acc = 0;
+    for (int64_t kk = 0; kk < K; kk++)
+      acc += rt_load(adt, a->data, ao + i * K + kk) * rt_load(bdt, b->data, bo + kk * N + j);
+    rt_store(dt, out->data, o, acc);
+  }
+  return 0;
+}

@@ -1,0 +1,17 @@
+#!/bin/sh
+# tools/install-deps.sh — installs, with apt-get, whatever of tgc's build and
+# test dependencies this Debian 12 machine lacks (run as root). Idempotent:
+# does nothing when all are present.
+set -e
+pkgs="cmake gcc make flex bison pkg-config libopenblas-dev libjansson-dev llvm-14-tools graphviz clang-14 libclang-rt-14-dev valgrind"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "tgc: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq $missing
+fi

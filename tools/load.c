@@ -1,0 +1,138 @@
+/* tools/load.c — what every compiling subcommand shares: the common flags
+ * (-D, --config, --entry, --after/--dump-after, --format, --verify-each,
+ * --time-passes), loading a .tg or .ir file into a verified graph, and
+ * running the pass pipeline. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static bool has_suffix(const char *s, const char *suf) {
+  size_t n = strlen(s), m = strlen(suf);
+  return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
+  size_t len = 0;
+  *text_out = NULL;
+  char *text = ir_read_file(o->file, TOOL_MAX_FILE_BYTES, &len, d);
+  if (!text) return NULL;
+  *text_out = text;
+  ir_graph *g;
+  if (has_suffix(o->file, ".ir")) {
+    if (o->fe.n_defines || o->fe.config || o->fe.entry) {
+      ir_error_plain(d, "-D, --config and --entry apply to .tg files; '%s' is already IR", o->file);
+      return NULL;
+    }
+    ir_diag_add_source(d, o->file, text, len);
+    g = ir_parse(o->file, text, len, d);
+  } else {
+    g = fe_compile(o->file, text, len, &o->fe, d);
+  }
+  if (!g) return NULL;
+  if (ir_diag_errors(d) || ir_verify(g, d) != 0) {
+    ir_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *dump_out) {
+  pass_options po = {0};
+  po.diag = d;
+  po.verify_each = o->verify_each;
+  po.time_passes = o->time_passes;
+  po.dump_after = o->after;
+  po.dump_out = dump_out;
+  po.dump_format = o->format;
+  return pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &po);
+}
+
+/* Takes the value of a flag given as "--flag VALUE" or "--flag=VALUE". */
+static const char *flag_value(const char *flag, int argc, char **argv, int *i, ir_diag *d) {
+  const char *a = argv[*i];
+  size_t fl = strlen(flag);
+  if (a[fl] == '=') return a + fl + 1;
+  if (*i + 1 >= argc) {
+    ir_error_plain(d, "%s needs a value", flag);
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static bool is_flag(const char *a, const char *flag) {
+  size_t fl = strlen(flag);
+  return strncmp(a, flag, fl) == 0 && (a[fl] == 0 || a[fl] == '=');
+}
+
+int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_diag *d) {
+  const char *a = argv[*i];
+  if (strncmp(a, "-D", 2) == 0) {
+    const char *def = a[2] ? a + 2 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (!def) {
+      ir_error_plain(d, "-D needs NAME=VALUE");
+      return -1;
+    }
+    const char *eq = strchr(def, '=');
+    if (!eq || eq == def || !eq[1]) {
+      ir_error_plain(d, "-D %s: expected NAME=VALUE", def);
+      return -1;
+    }
+    if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
+      ir_error_plain(d, "too many -D options (at most 64)");
+      return -1;
+    }
+    /* argv strings live for the whole run: cut the name off in place */
+    char *name = (char *)def;
+    name[eq - def] = 0;
+    o->defines[o->fe.n_defines++] = (fe_define){name, eq + 1};
+    o->fe.defines = o->defines;
+    return 1;
+  }
+  const char *v;
+  if (is_flag(a, "--config")) {
+    if (!(v = flag_value("--config", argc, argv, i, d))) return -1;
+    o->fe.config = v;
+    return 1;
+  }
+  if (is_flag(a, "--entry")) {
+    if (!(v = flag_value("--entry", argc, argv, i, d))) return -1;
+    o->fe.entry = v;
+    return 1;
+  }
+  if (is_flag(a, "--after") || is_flag(a, "--dump-after")) {
+    const char *flag = is_flag(a, "--after") ? "--after" : "--dump-after";
+    if (!(v = flag_value(flag, argc, argv, i, d))) return -1;
+    if (strcmp(v, "all") != 0 && pass_lookup(v) < 0) {
+      char list[512] = "all";
+      for (int p = 0; p < PASS_COUNT; p++) {
+        strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, pass_name((pass_id)p), sizeof list - strlen(list) - 1);
+      }
+      ir_error_plain(d, "%s %s: unknown pass (known: %s)", flag, v, list);
+      return -1;
+    }
+    o->after = v;
+    return 1;
+  }
+  if (is_flag(a, "--format")) {
+    if (!(v = flag_value("--format", argc, argv, i, d))) return -1;
+    if (strcmp(v, "text") == 0) o->format = 0;
+    else if (strcmp(v, "dot") == 0) o->format = 1;
+    else if (strcmp(v, "json") == 0) o->format = 2;
+    else {
+      ir_error_plain(d, "--format %s: expected text, dot or json", v);
+      return -1;
+    }
+    return 1;
+  }
+  if (strcmp(a, "--verify-each") == 0) {
+    o->verify_each = true;
+    return 1;
+  }
+  if (strcmp(a, "--time-passes") == 0) {
+    o->time_passes = true;
+    return 1;
+  }
+  return 0;
+}

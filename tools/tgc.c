@@ -1,0 +1,184 @@
+/* tools/tgc.c — the tgc command: dispatch to subcommands, their help, and
+ * the small ones (check, dump). `run` lives in cmd_run.c.
+ * Every user-facing failure prints "tgc: error: ..." or
+ * "file:line:col: error: ..." and exits with status 1. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+static const char *const main_help =
+    "tgc " TGC_VERSION " - a compiler for machine-learning models\n"
+    "\n"
+    "usage: tgc COMMAND FILE [options]\n"
+    "\n"
+    "FILE is a model description (.tg) or textual IR (.ir, as printed by 'tgc dump').\n"
+    "\n"
+    "commands:\n"
+    "  check FILE     parse, elaborate and verify; print nothing and exit 0 if all is well\n"
+    "  dump FILE      print the IR (after elaboration, or after a pass) as text, DOT or JSON\n"
+    "  run FILE       compile and run on the CPU; print (and save) the outputs\n"
+    "\n"
+    "options:\n"
+    "  -h, --help     this help ('tgc COMMAND --help' for a command's own)\n"
+    "  --version      print the version\n"
+    "\n"
+    "Exit status: 0 on success, 1 on any error (diagnostics go to stderr).\n"
+    "Documentation: docs/language.md (the .tg language), docs/ir.md (the IR).\n";
+
+const char *const tool_common_help =
+    "model options:\n"
+    "  -D NAME=VALUE        override a config constant (repeatable), e.g. -D D=512\n"
+    "  --config NAME        use the named config set of the file (default: 'default', else the first)\n"
+    "  --entry NAME         the function to compile (default: 'main', else the last one)\n"
+    "pass options:\n"
+    "  --dump-after PASS    print the IR after PASS (or 'all') to stdout\n"
+    "  --verify-each        run the IR verifier after every pass\n"
+    "  --time-passes        print the time and node count of every pass to stderr\n";
+
+static const char *const check_help =
+    "usage: tgc check FILE [options]\n"
+    "\n"
+    "Parses FILE, elaborates it (names, config constants, repeat, shapes) and\n"
+    "verifies the IR. Prints nothing and exits 0 when all is well; otherwise\n"
+    "prints every diagnostic as 'file:line:col: error: ...' with the source\n"
+    "line and a caret, and exits 1.\n"
+    "\n";
+
+static const char *const dump_help =
+    "usage: tgc dump FILE [--after PASS|all] [--format text|dot|json] [-o OUT] [options]\n"
+    "\n"
+    "Prints the IR of FILE. Without --after, the IR right after elaboration;\n"
+    "with --after PASS, the IR after that pass of the pipeline (canonicalize);\n"
+    "with --after all, after elaboration and after every pass.\n"
+    "\n"
+    "  --after PASS|all     which point of the pipeline to print\n"
+    "  --format FORMAT      text (default; reads back with any tgc command), dot (Graphviz:\n"
+    "                       'tgc dump m.tg --format dot | dot -Tpng -o m.png'), json\n"
+    "  -o OUT               write to OUT instead of stdout\n"
+    "\n";
+
+static int usage_error(ir_diag *d, const char *cmd, const char *fmt, const char *arg) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, arg);
+  ir_error_plain(d, "%s (see 'tgc %s --help')", msg, cmd);
+  return 1;
+}
+
+/* Parses `tgc CMD FILE [common options] [extra]`; extra flags are handled by
+ * the callback. Returns 0, or 1 after reporting. */
+static int parse_compile_args(const char *cmd, int argc, char **argv, tool_compile_opts *o,
+                              const char **out_path, ir_diag *d) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int r = tool_parse_common(o, argc, argv, &i, d);
+    if (r < 0) return 1;
+    if (r > 0) continue;
+    if (out_path && (strcmp(a, "-o") == 0 || strncmp(a, "--output=", 9) == 0)) {
+      if (a[1] == 'o') {
+        if (i + 1 >= argc) return usage_error(d, cmd, "%s needs a file name", "-o");
+        *out_path = argv[++i];
+      } else {
+        *out_path = a + 9;
+      }
+      continue;
+    }
+    if (a[0] == '-' && a[1]) return usage_error(d, cmd, "unknown option '%s'", a);
+    if (o->file) return usage_error(d, cmd, "unexpected argument '%s' (one FILE at a time)", a);
+    o->file = a;
+  }
+  if (!o->file) return usage_error(d, cmd, "%s: missing FILE", cmd);
+  return 0;
+}
+
+static bool wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+  return false;
+}
+
+static int cmd_check(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("%s%s", check_help, tool_common_help);
+    return 0;
+  }
+  ir_diag *d = ir_diag_new(stderr);
+  tool_compile_opts o = {0};
+  int rc = parse_compile_args("check", argc, argv, &o, NULL, d);
+  char *text = NULL;
+  if (rc == 0) {
+    ir_graph *g = tool_load(&o, d, &text);
+    if (!g) rc = 1;
+    else if (tool_run_passes(g, &o, d, stdout) != 0) rc = 1;
+    ir_graph_free(g);
+  }
+  free(text);
+  ir_diag_free(d);
+  return rc;
+}
+
+static int cmd_dump(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("%s%s", dump_help, tool_common_help);
+    return 0;
+  }
+  ir_diag *d = ir_diag_new(stderr);
+  tool_compile_opts o = {0};
+  const char *out_path = NULL;
+  int rc = parse_compile_args("dump", argc, argv, &o, &out_path, d);
+  char *text = NULL;
+  FILE *out = stdout;
+  if (rc == 0 && out_path && !(out = fopen(out_path, "w"))) {
+    ir_error_plain(d, "cannot write '%s'", out_path);
+    rc = 1;
+    out = stdout;
+  }
+  if (rc == 0) {
+    ir_graph *g = tool_load(&o, d, &text);
+    if (!g) rc = 1;
+    else {
+      bool before = !o.after || strcmp(o.after, "all") == 0;
+      if (before) {
+        if (o.after && o.format == 0) fprintf(out, "# IR after elaboration\n");
+        if (o.format == 0) ir_print(out, g);
+        else if (o.format == 1) ir_print_dot(out, g);
+        else ir_print_json(out, g);
+      }
+      if (o.after && tool_run_passes(g, &o, d, out) != 0) rc = 1;
+      ir_graph_free(g);
+    }
+  }
+  if (out != stdout && fclose(out) != 0) {
+    ir_error_plain(d, "cannot write '%s'", out_path);
+    rc = 1;
+  }
+  free(text);
+  ir_diag_free(d);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    if (argc >= 3 && strcmp(argv[1], "help") == 0) {
+      static char help_flag[] = "--help";
+      static char *h[4];
+      h[0] = argv[0], h[1] = argv[2], h[2] = help_flag, h[3] = NULL;
+      argv = h;
+      argc = 3;
+    } else {
+      fputs(main_help, argc < 2 ? stderr : stdout);
+      return argc < 2 ? 1 : 0;
+    }
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("tgc %s\n", TGC_VERSION);
+    return 0;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
+  if (strcmp(cmd, "dump") == 0) return cmd_dump(argc - 1, argv + 1);
+  if (strcmp(cmd, "run") == 0) return tool_cmd_run(argc - 1, argv + 1);
+  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run; see 'tgc --help')\n", cmd);
+  return 1;
+}
