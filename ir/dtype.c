@@ -4,7 +4,7 @@
  * arity, kind) from ops.def, both through their X-macros, so a new entry
  * cannot be forgotten.
  *
- * Narrow floats: every rounding to a binary floating format goes through one
+ * Narrow floats: every rounding to bf16/f16 (and f32 -> f16) goes through one
  * routine, round_to_binary(), which rounds a double *directly* to a format of
  * E exponent bits and M fraction bits with round-to-nearest-even, producing
  * its bit pattern: subnormals, overflow to inf (values >= max + half an ulp),
@@ -19,6 +19,7 @@
  * them and round the result with ir_round_to_dtype.
  */
 #include <assert.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -135,12 +136,12 @@ float ir_f16_to_f32(uint16_t x) { return (float)from_binary(x, 5, 10); }
 double ir_round_to_dtype(ir_dtype t, double x) {
   switch (t) {
   case IR_DT_F64: return x;
-  case IR_DT_F32: {
-    uint32_t b = (uint32_t)round_to_binary(x, 8, 23);
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f; /* same as (float)x, without relying on out-of-range conversion */
-  }
+  case IR_DT_F32:
+    /* (float)x is RNE and fast (kernels call this per element); finite values
+     * past FLT_MAX are handled here, since converting them is undefined in C:
+     * from FLT_MAX + half an ulp on (a tie, FLT_MAX is odd) they become inf */
+    if (!(fabs(x) > FLT_MAX) || isinf(x)) return (float)x;
+    return copysign(fabs(x) >= 0x1.ffffffp127 ? INFINITY : FLT_MAX, x);
   case IR_DT_BF16: return from_binary(round_to_binary(x, 8, 7), 8, 7);
   case IR_DT_F16: return from_binary(round_to_binary(x, 5, 10), 5, 10);
   case IR_DT_I32:

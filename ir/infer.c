@@ -509,7 +509,7 @@ static int infer_einsum(ctx *c, const ir_type *in, int n, ir_type *out) {
   if (!arrow || strstr(arrow + 2, "->"))
     return fail(c, "einsum equation \"%.64s\" must have the explicit form \"ij,jk->ik\"", eq);
   int64_t dim[52];
-  int where[52]; /* operand that first fixed the letter's dim */
+  int where[52] = {0}; /* operand that first fixed the letter's dim */
   for (int i = 0; i < 52; i++) dim[i] = -1;
   const char *p = eq;
   for (int t = 0; t < n; t++) {

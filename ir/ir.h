@@ -280,7 +280,10 @@ void ir_graph_move_tail(ir_graph *g, int count, int pos);
 /* Computes result types of op on operand types in[0..n_in). For NULLARY ops
  * out[0] must hold the wanted type on entry and is validated. *n_out is set
  * to the result count. Returns 0, or -1 with a one-line message in err such
- * as "shape mismatch in matmul: f32[2, 3] @ f32[4, 5] (inner dims 3 and 4 differ)". */
+ * as "shape mismatch in matmul: f32[2, 3] @ f32[4, 5]: inner dimensions 3 and 4 differ".
+ * For SPLIT, out must have room for one type per entry of `sizes`.
+ * Optional attributes: keepdims (0), slice step (1); all others are required;
+ * unknown attribute keys are ignored (passes may annotate nodes). */
 int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs,
              ir_type *out, int *n_out, char *err, size_t errlen);
 /* Numpy broadcast of two shapes; -1 with a message if incompatible. */

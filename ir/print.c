@@ -7,8 +7,6 @@
  *   - floats are %.17g plus ".0" when the text would read back as an INT;
  *   - strings escape exactly `"`, `\` and newline;
  *   - role / shard / partial / layer are printed only when not the default.
- * ir__format_float (the float rule) is shared with dot.c and the tests of
- * this layer; it is deliberately not in ir.h.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -16,10 +14,8 @@
 
 #include "ir.h"
 
-/* Shared with dot.c / json.c (not part of ir.h: private to the ir layer). */
-void ir__format_float(char *buf, size_t n, double x);
-
-void ir__format_float(char *buf, size_t n, double x) {
+/* %.17g, plus ".0" when the text would otherwise read back as an INT. */
+static void format_float(char *buf, size_t n, double x) {
   snprintf(buf, n, "%.17g", x);
   if (!strpbrk(buf, ".eni")) {
     size_t len = strlen(buf);
@@ -29,7 +25,7 @@ void ir__format_float(char *buf, size_t n, double x) {
 
 static void print_float(FILE *out, double x) {
   char buf[64];
-  ir__format_float(buf, sizeof buf, x);
+  format_float(buf, sizeof buf, x);
   fputs(buf, out);
 }
 
