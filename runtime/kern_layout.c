@@ -75,14 +75,26 @@ int rt_kern_transpose(const rt_kctx *k) {
 
 int rt_kern_reshape(const rt_kctx *k) {
   rt_tensor *out = k->out[0];
+  if (out->nbytes != k->in[0]->nbytes) {
+    rt_kerr(k, "reshape %%%s: element counts differ", rt_value_name(k->node->out[0]));
+    return -1;
+  }
   if (out->nbytes) memcpy(out->data, k->in[0]->data, out->nbytes);
   return 0;
 }
 
 int rt_kern_broadcast(const rt_kctx *k) {
   rt_tensor *out = k->out[0];
+  const ir_type *in = &k->in[0]->type;
+  int off = out->type.rank - in->rank;
+  bool ok = off >= 0;
+  for (int d = 0; ok && d < in->rank; d++) ok = in->dims[d] == 1 || in->dims[d] == out->type.dims[d + off];
+  if (!ok) {
+    rt_kerr(k, "broadcast %%%s: operand does not broadcast to the result", rt_value_name(k->node->out[0]));
+    return -1;
+  }
   int64_t strides[IR_MAX_RANK];
-  rt_broadcast_strides(&k->in[0]->type, out->type.rank, out->type.dims, strides);
+  rt_broadcast_strides(in, out->type.rank, out->type.dims, strides);
   strided_gather(out, k->in[0]->data, strides);
   return 0;
 }

@@ -1,0 +1,133 @@
+/* runtime/kern_nn.c — sources (const, iota) and model ops (embedding,
+ * cross_entropy, causal_mask).
+ *
+ * Ids and targets are checked before any work: the first one out of range
+ * fails the kernel with a message naming the ids/targets value, the element
+ * and the bad id. cross_entropy computes each position's
+ * logsumexp(logits) - logits[target] in parallel into a scratch array and
+ * sums it sequentially, so the mean does not depend on the thread count.
+ */
+#include <stdlib.h>
+
+#include "kernels.h"
+
+int rt_kern_const(const rt_kctx *k) {
+  rt_tensor_fill(k->out[0], ir_node_attr_float(k->node, "value", 0.0));
+  return 0;
+}
+
+int rt_kern_iota(const rt_kctx *k) {
+  rt_tensor *out = k->out[0];
+  int rank = out->type.rank;
+  int64_t axis = ir_node_attr_int(k->node, "axis", 0);
+  if (rank == 0) return 0; /* the single element's index is 0 */
+  if (axis < 0 || axis >= rank) {
+    rt_kerr(k, "iota %%%s: bad axis %lld", rt_value_name(k->node->out[0]), (long long)axis);
+    return -1;
+  }
+  int64_t inner = 1, dim = out->type.dims[axis];
+  for (int d = (int)axis + 1; d < rank; d++) inner *= out->type.dims[d];
+  int64_t n = rt_numel(&out->type);
+  ir_dtype dt = out->type.dtype;
+#pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)
+  for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, (double)(i / inner % dim));
+  return 0;
+}
+
+/* Index of the first id outside [0, high), or -1 if all are inside. */
+static int64_t first_out_of_range(const rt_tensor *ids, int64_t high, int64_t *bad) {
+  int64_t n = rt_numel(&ids->type);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = rt_load_int(ids->type.dtype, ids->data, i);
+    if (v < 0 || v >= high) {
+      *bad = v;
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* (table[V, D], ids int[...]) -> [..., D] */
+int rt_kern_embedding(const rt_kctx *k) {
+  const rt_tensor *table = k->in[0], *ids = k->in[1];
+  rt_tensor *out = k->out[0];
+  int64_t V = table->type.dims[0], D = table->type.rank > 1 ? table->type.dims[1] : 1;
+  int64_t bad, at = first_out_of_range(ids, V, &bad);
+  if (at >= 0) {
+    rt_kerr(k, "embedding id %lld out of range [0, %lld) in %%%s (element %lld)", (long long)bad,
+            (long long)V, rt_value_name(k->node->in[1]), (long long)at);
+    return -1;
+  }
+  int64_t n = rt_numel(&ids->type);
+  size_t row = (size_t)D * ir_dtype_size(table->type.dtype);
+  const char *src = table->data;
+  char *dst = out->data;
+  ir_dtype idt = ids->type.dtype;
+#pragma omp parallel for schedule(static) if (n * D > RT_PAR_MIN)
+  for (int64_t i = 0; i < n; i++)
+    memcpy(dst + (size_t)i * row, src + (size_t)rt_load_int(idt, ids->data, i) * row, row);
+  return 0;
+}
+
+/* (logits[..., V], targets int[...]) -> [] mean of logsumexp - logits[target] */
+int rt_kern_cross_entropy(const rt_kctx *k) {
+  const rt_tensor *logits = k->in[0], *targets = k->in[1];
+  rt_tensor *out = k->out[0];
+  int64_t V = logits->type.rank ? logits->type.dims[logits->type.rank - 1] : 1;
+  int64_t bad, at = first_out_of_range(targets, V, &bad);
+  if (at >= 0) {
+    rt_kerr(k, "cross_entropy target %lld out of range [0, %lld) in %%%s (element %lld)",
+            (long long)bad, (long long)V, rt_value_name(k->node->in[1]), (long long)at);
+    return -1;
+  }
+  int64_t P = rt_numel(&targets->type);
+  double *loss = malloc((size_t)(P ? P : 1) * sizeof *loss);
+  if (!loss) {
+    rt_kerr(k, "out of memory in cross_entropy %%%s", rt_value_name(k->node->out[0]));
+    return -1;
+  }
+  ir_dtype ldt = logits->type.dtype, tdt = targets->type.dtype;
+#pragma omp parallel for schedule(static) if (P * V > RT_PAR_MIN && P > 1)
+  for (int64_t p = 0; p < P; p++) {
+    int64_t base = p * V;
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < V; j++) {
+      double x = rt_load(ldt, logits->data, base + j);
+      if (x > mx || x != x) mx = x;
+    }
+    if (mx == -INFINITY) mx = 0;
+    double sum = 0;
+    for (int64_t j = 0; j < V; j++) sum += exp(rt_load(ldt, logits->data, base + j) - mx);
+    int64_t t = rt_load_int(tdt, targets->data, p);
+    loss[p] = mx + log(sum) - rt_load(ldt, logits->data, base + t);
+  }
+  double total = 0;
+  for (int64_t p = 0; p < P; p++) total += loss[p];
+  free(loss);
+  rt_store(out->type.dtype, out->data, 0, total / (double)P);
+  return 0;
+}
+
+/* x[..., T, S]: -inf where col > row + (S - T), else x */
+int rt_kern_causal_mask(const rt_kctx *k) {
+  const rt_tensor *x = k->in[0];
+  rt_tensor *out = k->out[0];
+  int rank = x->type.rank;
+  if (rank < 2) {
+    rt_kerr(k, "causal_mask %%%s: operand needs rank >= 2", rt_value_name(k->node->out[0]));
+    return -1;
+  }
+  int64_t T = x->type.dims[rank - 2], S = x->type.dims[rank - 1];
+  int64_t mats = T != 0 && S != 0 ? rt_numel(&x->type) / (T * S) : 0;
+  int64_t rows = mats * T;
+  ir_dtype xdt = x->type.dtype, odt = out->type.dtype;
+#pragma omp parallel for schedule(static) if (rows * S > RT_PAR_MIN)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t row = r % T;
+    for (int64_t c = 0; c < S; c++) {
+      int64_t i = r * S + c;
+      rt_store(odt, out->data, i, c > row + (S - T) ? -INFINITY : rt_load(xdt, x->data, i));
+    }
+  }
+  return 0;
+}

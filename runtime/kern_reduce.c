@@ -1,0 +1,176 @@
+/* runtime/kern_reduce.c — reductions and normalizations: reduce_sum,
+ * reduce_mean, reduce_max, softmax, log_softmax, layernorm, rmsnorm.
+ *
+ * Determinism: every result element (or row) is computed by one thread,
+ * accumulating sequentially in double in row-major order of the reduced
+ * index space. Threads only split the set of result elements, so the
+ * result is the same for any OMP_NUM_THREADS and run to run.
+ */
+#include "kernels.h"
+
+static void row_major_strides(const ir_type *t, int64_t *s) {
+  int64_t acc = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    s[d] = acc;
+    acc *= t->dims[d];
+  }
+}
+
+int rt_kern_reduce(const rt_kctx *k) {
+  const rt_tensor *a = k->in[0];
+  rt_tensor *out = k->out[0];
+  ir_op op = k->node->op;
+  int rank = a->type.rank;
+  bool reduced[IR_MAX_RANK] = {0};
+  const ir_attr *axes = ir_node_attr(k->node, "axes");
+  if (!axes) { /* absent: every axis */
+    for (int d = 0; d < rank; d++) reduced[d] = true;
+  } else {
+    if (axes->kind != IR_ATTR_INTS) {
+      rt_kerr(k, "%s %%%s: 'axes' must be a list", ir_op_name(op), rt_value_name(k->node->out[0]));
+      return -1;
+    }
+    for (int i = 0; i < axes->n; i++) {
+      int64_t ax = axes->ints[i];
+      if (ax < 0 || ax >= rank) {
+        rt_kerr(k, "%s %%%s: axis %lld out of range", ir_op_name(op),
+                rt_value_name(k->node->out[0]), (long long)ax);
+        return -1;
+      }
+      reduced[ax] = true;
+    }
+  }
+  int64_t strides[IR_MAX_RANK];
+  row_major_strides(&a->type, strides);
+  int64_t kdims[IR_MAX_RANK], kstr[IR_MAX_RANK], rdims[IR_MAX_RANK], rstr[IR_MAX_RANK];
+  int nk = 0, nr = 0;
+  int64_t nred = 1;
+  for (int d = 0; d < rank; d++) {
+    if (reduced[d]) {
+      rdims[nr] = a->type.dims[d], rstr[nr++] = strides[d];
+      nred *= a->type.dims[d];
+    } else {
+      kdims[nk] = a->type.dims[d], kstr[nk++] = strides[d];
+    }
+  }
+  int64_t nout = rt_numel(&out->type);
+  ir_dtype adt = a->type.dtype, odt = out->type.dtype;
+#pragma omp parallel for schedule(static) if (nout * nred > RT_PAR_MIN && nout > 1)
+  for (int64_t o = 0; o < nout; o++) {
+    int64_t base = 0, rem = o;
+    for (int d = nk - 1; d >= 0; d--) {
+      base += (rem % kdims[d]) * kstr[d];
+      rem /= kdims[d];
+    }
+    double acc = op == IR_OP_REDUCE_MAX ? -INFINITY : 0.0;
+    int64_t idx[IR_MAX_RANK] = {0};
+    int64_t off = base;
+    for (int64_t r = 0; r < nred; r++) {
+      double x = rt_load(adt, a->data, off);
+      if (op == IR_OP_REDUCE_MAX) {
+        if (x > acc || x != x) acc = x; /* NaN propagates: nothing is > NaN */
+      } else {
+        acc += x;
+      }
+      /* odometer over the reduced dims, last fastest */
+      for (int d = nr - 1; d >= 0; d--) {
+        off += rstr[d];
+        if (++idx[d] < rdims[d]) break;
+        off -= rstr[d] * rdims[d];
+        idx[d] = 0;
+      }
+    }
+    if (op == IR_OP_REDUCE_MEAN) acc /= (double)nred;
+    rt_store(odt, out->data, o, acc);
+  }
+  return 0;
+}
+
+/* softmax / log_softmax along one axis: each line [outer, :, inner] alone. */
+int rt_kern_softmax(const rt_kctx *k) {
+  const rt_tensor *a = k->in[0];
+  rt_tensor *out = k->out[0];
+  int64_t axis = ir_node_attr_int(k->node, "axis", a->type.rank - 1);
+  if (axis < 0 || axis >= a->type.rank) {
+    rt_kerr(k, "%s %%%s: bad axis %lld", ir_op_name(k->node->op), rt_value_name(k->node->out[0]),
+            (long long)axis);
+    return -1;
+  }
+  bool log_form = k->node->op == IR_OP_LOG_SOFTMAX;
+  int64_t outer = 1, inner = 1, dim = a->type.dims[axis];
+  for (int d = 0; d < axis; d++) outer *= a->type.dims[d];
+  for (int d = (int)axis + 1; d < a->type.rank; d++) inner *= a->type.dims[d];
+  int64_t lines = outer * inner;
+  ir_dtype adt = a->type.dtype, odt = out->type.dtype;
+#pragma omp parallel for schedule(static) if (lines * dim > RT_PAR_MIN && lines > 1)
+  for (int64_t l = 0; l < lines; l++) {
+    int64_t base = (l / inner) * dim * inner + l % inner;
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < dim; j++) {
+      double x = rt_load(adt, a->data, base + j * inner);
+      if (x > mx || x != x) mx = x;
+    }
+    if (mx == -INFINITY) mx = 0; /* all -inf: avoid inf - inf */
+    double sum = 0;
+    for (int64_t j = 0; j < dim; j++) sum += exp(rt_load(adt, a->data, base + j * inner) - mx);
+    double lse = log(sum);
+    for (int64_t j = 0; j < dim; j++) {
+      double x = rt_load(adt, a->data, base + j * inner) - mx;
+      rt_store(odt, out->data, base + j * inner, log_form ? x - lse : exp(x) / sum);
+    }
+  }
+  return 0;
+}
+
+/* x[..., D]: (x - mean) / sqrt(var + eps) * gamma + beta, population variance */
+int rt_kern_layernorm(const rt_kctx *k) {
+  const rt_tensor *x = k->in[0], *gamma = k->in[1], *beta = k->in[2];
+  rt_tensor *out = k->out[0];
+  double eps = ir_node_attr_float(k->node, "eps", 1e-5);
+  int64_t D = x->type.rank ? x->type.dims[x->type.rank - 1] : 1;
+  int64_t rows = D ? rt_numel(&x->type) / D : 0;
+  ir_dtype xdt = x->type.dtype, gdt = gamma->type.dtype, bdt = beta->type.dtype, odt = out->type.dtype;
+#pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t base = r * D;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < D; j++) mean += rt_load(xdt, x->data, base + j);
+    mean /= (double)D;
+    for (int64_t j = 0; j < D; j++) {
+      double c = rt_load(xdt, x->data, base + j) - mean;
+      var += c * c;
+    }
+    var /= (double)D;
+    double inv = 1.0 / sqrt(var + eps);
+    for (int64_t j = 0; j < D; j++) {
+      double c = rt_load(xdt, x->data, base + j) - mean;
+      rt_store(odt, out->data, base + j,
+               c * inv * rt_load(gdt, gamma->data, j) + rt_load(bdt, beta->data, j));
+    }
+  }
+  return 0;
+}
+
+/* x[..., D]: x / sqrt(mean(x^2) + eps) * gamma */
+int rt_kern_rmsnorm(const rt_kctx *k) {
+  const rt_tensor *x = k->in[0], *gamma = k->in[1];
+  rt_tensor *out = k->out[0];
+  double eps = ir_node_attr_float(k->node, "eps", 1e-5);
+  int64_t D = x->type.rank ? x->type.dims[x->type.rank - 1] : 1;
+  int64_t rows = D ? rt_numel(&x->type) / D : 0;
+  ir_dtype xdt = x->type.dtype, gdt = gamma->type.dtype, odt = out->type.dtype;
+#pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t base = r * D;
+    double ms = 0;
+    for (int64_t j = 0; j < D; j++) {
+      double v = rt_load(xdt, x->data, base + j);
+      ms += v * v;
+    }
+    ms /= (double)D;
+    double inv = 1.0 / sqrt(ms + eps);
+    for (int64_t j = 0; j < D; j++)
+      rt_store(odt, out->data, base + j, rt_load(xdt, x->data, base + j) * inv * rt_load(gdt, gamma->data, j));
+  }
+  return 0;
+}
