@@ -198,8 +198,6 @@ static int simplify_transpose(canon *c, ir_node *n) {
 }
 
 static int try_algebra(canon *c, ir_node *n) {
-  int nin = ir_op_num_inputs(n->op);
-  if (nin >= 0 && n->n_in != nin) return SIMPLIFY_NONE; /* malformed: leave it to the verifier */
   ir_node *inner;
   double k;
   int r = SIMPLIFY_NONE;
@@ -247,6 +245,9 @@ static int try_algebra(canon *c, ir_node *n) {
 }
 
 static int simplify(canon *c, ir_node *n) {
+  /* malformed nodes are left alone for the verifier to report */
+  int nin = ir_op_num_inputs(n->op), nout = ir_op_num_outputs(n->op);
+  if ((nin >= 0 && n->n_in != nin) || (nout >= 0 && n->n_out != nout)) return SIMPLIFY_NONE;
   for (int i = 0; i < n->n_in; i++)
     if (!n->in[i]) return SIMPLIFY_NONE;
   int r = try_fold(c, n);
