@@ -233,6 +233,14 @@ double ir_eval_unary(ir_op op, double x) {
     if (isinf(x)) return x > 0 ? x : 0.0;
     return x * sigmoid(x);
   case IR_OP_SQUARE: return x * x;
+  case IR_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* keeps 0, -0 and NaN */
+  case IR_OP_GELU_GRAD: {
+    if (isinf(x)) return x > 0 ? 1.0 : 0.0;
+    /* d/dx 0.5 x (1 + tanh u), u = c (x + a x^3) */
+    const double c = 0.7978845608028654, a = 0.044715;
+    double t = tanh(c * (x + a * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * a * x * x);
+  }
   case IR_OP_NOT: return x == 0 ? 1.0 : 0.0;
   case IR_OP_CAST: return x;
   default: break;

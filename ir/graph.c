@@ -210,7 +210,7 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   }
   for (int i = 0; i < n_in; i++) in_types[i] = in[i]->type;
   /* split may have many results: size the buffer by its sizes attribute */
-  int cap_out = 16;
+  int cap_out = n_in + 16; /* grad has one result per operand */
   for (int i = 0; i < n_attrs; i++)
     if (attrs[i].kind == IR_ATTR_INTS && attrs[i].n + 1 > cap_out) cap_out = attrs[i].n + 1;
   ir_type *out = calloc((size_t)cap_out, sizeof *out);
@@ -330,7 +330,7 @@ char *ir_type_str(const ir_type *t, char *buf, size_t n) {
   return buf;
 }
 
-static const char *const role_names[IR_NUM_ROLES] = {"input", "param", "const", "act", "grad", "opt_state"};
+static const char *const role_names[IR_NUM_ROLES] = {"input", "param", "const", "act", "grad", "opt_state", "recompute"};
 const char *ir_role_name(ir_role r) { return (unsigned)r < IR_NUM_ROLES ? role_names[r] : "?"; }
 int ir_role_from_name(const char *name) {
   for (int i = 0; i < IR_NUM_ROLES; i++)

@@ -245,8 +245,9 @@ static int infer_unary(ctx *c, const ir_type *x, ir_type *out) {
   switch (c->op) {
   case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT: case IR_OP_SIN:
   case IR_OP_COS: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_GELU: case IR_OP_SILU:
+  case IR_OP_GELU_GRAD:
     return need_float(c, x, false);
-  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_RELU: case IR_OP_SQUARE:
+  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_RELU: case IR_OP_SQUARE: case IR_OP_SIGN:
     return need_numeric(c, x, false);
   case IR_OP_NOT:
     return need_bool(c, x, false);
@@ -552,6 +553,63 @@ static int infer_einsum(ctx *c, const ir_type *in, int n, ir_type *out) {
   return check_result(c, out);
 }
 
+
+/* ---- autodiff helper ops ---- */
+static int infer_grad(ctx *c, const ir_type *in, int n, ir_type *out, int *n_out) {
+  if (n < 2) return fail(c, "grad takes a loss and at least one value to differentiate by, got %d operand%s", n, n == 1 ? "" : "s");
+  if (in[0].rank != 0 || !ir_dtype_is_float(in[0].dtype))
+    return fail(c, "grad needs a scalar floating-point loss, got %s", ts(&in[0]).s);
+  for (int i = 1; i < n; i++) {
+    if (!ir_dtype_is_float(in[i].dtype))
+      return fail(c, "grad with respect to a %s value: only floating-point values have gradients", ts(&in[i]).s);
+    out[i - 1] = in[i];
+  }
+  *n_out = n - 1;
+  return 0;
+}
+
+static int infer_unslice(ctx *c, const ir_type *x, ir_type *out) {
+  int axis;
+  int64_t start, end, step, size;
+  if (get_axis(c, "axis", x, &axis) < 0 || get_int(c, "start", true, 0, &start) < 0 ||
+      get_int(c, "end", true, 0, &end) < 0 || get_int(c, "step", false, 1, &step) < 0 ||
+      get_int(c, "size", true, 0, &size) < 0)
+    return -1;
+  if (step < 1) return fail(c, "unslice step must be >= 1, got %lld", (long long)step);
+  if (start < 0 || start > end || end > size)
+    return fail(c, "unslice needs 0 <= start <= end <= size, got start %lld, end %lld, size %lld", (long long)start,
+                (long long)end, (long long)size);
+  int64_t n = (end - start) / step + ((end - start) % step != 0);
+  if (x->dims[axis] != n)
+    return fail(c, "unslice of %s: axis %d has %lld elements but start:end:step selects %lld", ts(x).s, axis,
+                (long long)x->dims[axis], (long long)n);
+  *out = *x;
+  out->dims[axis] = size;
+  return check_result(c, out);
+}
+
+static int infer_embedding_grad(ctx *c, const ir_type *ids, const ir_type *g, ir_type *out) {
+  int64_t vocab;
+  if (get_int(c, "vocab", true, 0, &vocab) < 0) return -1;
+  if (vocab < 1) return fail(c, "embedding_grad vocab must be >= 1, got %lld", (long long)vocab);
+  if (!is_int_dtype(ids->dtype)) return fail(c, "embedding_grad ids must be i32 or i64, got %s", ir_dtype_name(ids->dtype));
+  if (need_float(c, g, false) < 0) return -1;
+  bool ok = g->rank == ids->rank + 1;
+  for (int i = 0; ok && i < ids->rank; i++) ok = g->dims[i] == ids->dims[i];
+  if (!ok) return fail(c, "shape mismatch in embedding_grad: ids %s, gradient %s", ts(ids).s, ts(g).s);
+  *out = (ir_type){.dtype = g->dtype, .rank = 2, .dims = {vocab, g->dims[g->rank - 1]}};
+  return check_result(c, out);
+}
+
+static int infer_cross_entropy_grad(ctx *c, const ir_type *in, ir_type *out) {
+  ir_type loss;
+  if (infer_cross_entropy(c, &in[0], &in[1], &loss) < 0) return -1;
+  if (in[2].rank != 0 || in[2].dtype != in[0].dtype)
+    return fail(c, "cross_entropy_grad needs a scalar %s gradient, got %s", ir_dtype_name(in[0].dtype), ts(&in[2]).s);
+  *out = in[0];
+  return 0;
+}
+
 int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs, ir_type *out, int *n_out,
              char *err, size_t errlen) {
   ctx c = {.op = op, .name = ir_op_name(op), .attrs = attrs, .n_attrs = n_attrs, .err = err, .errlen = errlen};
@@ -603,6 +661,11 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_CROSS_ENTROPY: r = infer_cross_entropy(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CAUSAL_MASK: r = infer_causal_mask(&c, &in[0], &out[0]); break;
   case IR_OP_EINSUM: r = infer_einsum(&c, in, n_in, &out[0]); break;
+  case IR_OP_GRAD: return infer_grad(&c, in, n_in, out, n_out);
+  case IR_OP_SIGN: case IR_OP_GELU_GRAD: r = infer_unary(&c, &in[0], &out[0]); break;
+  case IR_OP_UNSLICE: r = infer_unslice(&c, &in[0], &out[0]); break;
+  case IR_OP_EMBEDDING_GRAD: r = infer_embedding_grad(&c, &in[0], &in[1], &out[0]); break;
+  case IR_OP_CROSS_ENTROPY_GRAD: r = infer_cross_entropy_grad(&c, in, &out[0]); break;
   case IR_NUM_OPS: break;
   }
   if (r == 0) *n_out = 1;

@@ -144,9 +144,10 @@ typedef enum {
   IR_ROLE_ACT,       /* an activation (default for node results) */
   IR_ROLE_GRAD,      /* a gradient */
   IR_ROLE_OPT_STATE, /* optimizer state */
+  IR_ROLE_RECOMPUTE, /* a forward value recomputed for the backward pass (checkpoint pass) */
   IR_NUM_ROLES
 } ir_role;
-const char *ir_role_name(ir_role r);        /* "input" "param" "const" "act" "grad" "opt_state" */
+const char *ir_role_name(ir_role r);        /* "input" "param" "const" "act" "grad" "opt_state" "recompute" */
 int ir_role_from_name(const char *name);
 
 /* Sharding of a value over a device mesh. split[d] == 0: dim d replicated;

@@ -25,7 +25,7 @@ static const pass_entry pass_table[PASS_COUNT] = {
 #undef PASS
 };
 
-const pass_id pass_default_pipeline[] = {PASS_CANONICALIZE};
+const pass_id pass_default_pipeline[] = {PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT};
 const int pass_default_pipeline_len = (int)(sizeof pass_default_pipeline / sizeof pass_default_pipeline[0]);
 
 const char *pass_name(pass_id p) { return (unsigned)p < PASS_COUNT ? pass_table[p].name : "?"; }

@@ -16,6 +16,7 @@ typedef struct {
   const char *dump_after; /* pass name, "all", or NULL: print the IR after it */
   FILE *dump_out;         /* where dumps go (default stdout) */
   int dump_format;        /* 0 text, 1 dot, 2 json */
+  const char *checkpoint; /* checkpoint policy: none (NULL), block, selective, sqrt, budget=BYTES */
 } pass_options;
 
 typedef enum {
@@ -42,5 +43,132 @@ int pass_run_pipeline(ir_graph *g, const pass_id *passes, int n, const pass_opti
 #define PASS(id, name, fn, help) int fn(ir_graph *g, const pass_options *o);
 #include "passes.def"
 #undef PASS
+
+/* ---- autodiff (autodiff.c, vjp.c, jvp.c) ----
+ * Reverse mode: appends to the end of g the backward graph of the rank-0
+ * float value `loss` with respect to wrt[0..n); grads[i] receives d loss /
+ * d wrt[i] (same type as wrt[i]; a zero constant if loss does not depend on
+ * it). Every value it creates has role IR_ROLE_GRAD, is named after the
+ * forward value it is the gradient of (d_z4), and carries the location (and
+ * layer) of the forward node it differentiates. Returns 0, or -1 after
+ * reporting (e.g. a dependency through a non-differentiable op) through d.
+ * The `autodiff` pass expands every GRAD node of g with it. */
+int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value **grads, ir_diag *d);
+/* Forward mode: tangents[i] (values of wrt[i]'s type) seed wrt[i]; appends
+ * nodes computing the tangent of each of[j] into out[j] (role GRAD, named
+ * t_<name>; a zero constant if of[j] does not depend on any wrt). */
+int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n, ir_value *const *of, int n_of,
+             ir_value **out, ir_diag *d);
+
+/* ---- analyses (memplan.c, cost.c) ----
+ * The peak of live tensor bytes the CPU executor holds while running g:
+ * exactly the schedule runtime/cpu.c follows (see there), so that the
+ * prediction and rt_stats.peak_bytes can be compared. */
+size_t pass_predict_peak_bytes(const ir_graph *g);
+
+typedef struct {
+  double flops;  /* floating-point operations (a multiply-add counts 2) */
+  double bytes;  /* bytes read (each operand once) + bytes written (each result once) */
+} pass_cost;
+pass_cost pass_node_cost(const ir_node *n);
+
+/* ---- optimizer (optimizer.c) ----
+ * Training as IR. pass_build_training turns a model graph into its training
+ * graph in place: it takes the loss (the output named "loss", else the first
+ * output; a float scalar), appends a GRAD node of it with respect to every
+ * parameter, makes the outputs `loss`, `logits` (when the model has an output
+ * of that name) and `d_<param>` for every parameter (in g->params order), and
+ * runs the default pipeline (autodiff, canonicalize, checkpoint with
+ * o->checkpoint). Returns 0, or -1 after reporting through o->diag.
+ *
+ * pass_build_update builds a separate UPDATE graph for the parameters of
+ * `model` (same names, types and order in its g->params):
+ *   inputs:  P gradients d_<p>; then the optimizer state, per parameter in
+ *            order (momentum: mom.<p>; adam/adamw: m.<p>, v.<p>); then `lr`
+ *            and `step` (f64 scalars; step counts from 1);
+ *   outputs: P new parameters new.<p>, then the new states in input order
+ *            (new.m.<p>, ...).
+ * Every update rule is written in IR ops (see optimizer.c for the exact
+ * formulas, mirrored by the reference in tests/unit/test_optimizer.c), in
+ * each parameter's dtype; clipping computes the global norm in f64.
+ * Graph inputs must have role input (the verifier's rule), so gradients and
+ * states are told apart by position; their new values carry roles grad /
+ * opt_state. Returns NULL after reporting through d. */
+typedef enum { PASS_OPT_SGD, PASS_OPT_MOMENTUM, PASS_OPT_ADAM, PASS_OPT_ADAMW, PASS_OPT_COUNT } pass_optimizer_kind;
+typedef struct {
+  pass_optimizer_kind kind;
+  double momentum;      /* momentum: v = mu v + g (mu, default 0.9) */
+  double beta1, beta2;  /* adam/adamw moment decay (0.9, 0.999) */
+  double eps;           /* adam/adamw denominator guard (1e-8) */
+  double weight_decay;  /* adamw: decoupled p -= lr wd p; others: L2, g += wd p; 0 = none */
+  double clip_norm;     /* global-norm clipping threshold; <= 0: no clipping */
+} pass_optimizer;
+/* The defaults above for kind. */
+pass_optimizer pass_optimizer_defaults(pass_optimizer_kind kind);
+const char *pass_optimizer_name(pass_optimizer_kind kind);    /* "sgd" "momentum" "adam" "adamw" */
+int pass_optimizer_from_name(const char *name);                /* -1 if unknown */
+int pass_optimizer_state_count(pass_optimizer_kind kind);      /* state tensors per parameter: 0, 1 or 2 */
+int pass_build_training(ir_graph *g, const pass_options *o);
+ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir_diag *d);
+
+/* ---- checkpoint.c / memplan.c / cost.c ----
+ * Cost model (cost.c): pass_node_cost above is defined for every op (the
+ * formulas are listed at the top of cost.c). A node's phase comes from the
+ * roles of its results (grad: backward, recompute: recompute, opt_state or
+ * param: optimizer, else forward). */
+typedef enum { PASS_PHASE_FORWARD, PASS_PHASE_BACKWARD, PASS_PHASE_RECOMPUTE, PASS_PHASE_OPTIMIZER, PASS_NUM_PHASES } pass_phase;
+pass_phase pass_node_phase(const ir_node *n);
+const char *pass_phase_name(pass_phase p);     /* "forward" "backward" "recompute" "optimizer" */
+typedef struct {
+  double flops[PASS_NUM_PHASES], bytes[PASS_NUM_PHASES];
+  double op_flops[IR_NUM_OPS], op_bytes[IR_NUM_OPS]; /* all phases, by op kind */
+  int op_count[IR_NUM_OPS];
+} pass_graph_cost;
+void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c);
+
+/* Memory planner (memplan.c): pass_predict_peak_bytes in detail. */
+typedef struct {
+  size_t peak_bytes;                     /* == pass_predict_peak_bytes(g) */
+  int peak_node;                         /* node index running at the peak; n_nodes: the output copies */
+  size_t peak_role_bytes[IR_NUM_ROLES];  /* what the peak is made of, by role */
+  size_t activation_peak_bytes;          /* max over time of live act + recompute bytes */
+  size_t saved_bytes;                    /* act bytes live when the first backward node starts */
+  int first_backward_node;               /* -1: no backward */
+  size_t final_bytes;                    /* live at the end (the outputs) */
+} pass_mem_report;
+int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r); /* 0, or -1 out of memory */
+
+/* Checkpoint pass (checkpoint.c): see the top of checkpoint.c for the
+ * policies. Recompute clones have role recompute (phase recompute), so the
+ * recompute FLOPs of a graph are pass_graph_cost_of(g).flops[PASS_PHASE_RECOMPUTE];
+ * with --time-passes the pass also prints a summary line.
+ *
+ * The exact budget solver for a chain of blocks (dynamic programming).
+ * A plan gives each block a kind: PASS_CK_STORE (its activations kept),
+ * PASS_CK_START (recomputed in a segment that starts here: its input is
+ * kept, a checkpoint) or PASS_CK_CONT (recomputed in the same segment as
+ * block i-1). The model, in bytes: base (always kept) + act of every stored
+ * block + at each cut after block i-1 (and after the last block):
+ *   out of block i-1        when block i-1 is recomputed and block i is not
+ *                           CONT (or the chain ends), or block i is START;
+ *   out_saved of block i-1  when block i-1 is stored and block i is stored
+ *                           (or the chain ends);
+ * + the largest recomputed segment's act + out_saved of its inner cuts.
+ * Cost = flops of the recomputed blocks. Writes the cheapest plan whose
+ * memory fits in budget into plan[0..n) (ties: less memory), its memory and
+ * cost, and returns 0; when none fits writes a plan of least memory and
+ * returns 1; -1: out of memory. */
+typedef struct {
+  double act;       /* bytes of its values the backward reads, except those it hands on */
+  double out;       /* bytes of the values it hands on (to the next block or after the chain) */
+  double out_saved; /* of those, the bytes the backward reads too */
+  double flops;     /* its forward FLOPs */
+} pass_ck_block;
+enum { PASS_CK_STORE, PASS_CK_START, PASS_CK_CONT };
+int pass_checkpoint_solve_chain(int n, const pass_ck_block *b, double base, double budget, int *plan, double *mem,
+                                double *cost);
+/* Memory and cost of a plan under the same model; memory -1 if the plan is
+ * malformed (CONT at block 0 or after a stored block, or an unknown kind). */
+void pass_checkpoint_plan_cost(int n, const pass_ck_block *b, double base, const int *plan, double *mem, double *cost);
 
 #endif

@@ -73,6 +73,12 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_CROSS_ENTROPY] = rt_kern_cross_entropy,
     [IR_OP_CAUSAL_MASK] = rt_kern_causal_mask,
     [IR_OP_EINSUM] = rt_kern_einsum,
+    /* GRAD has no kernel: the autodiff pass expands it before anything runs */
+    [IR_OP_SIGN] = rt_kern_unary,
+    [IR_OP_GELU_GRAD] = rt_kern_unary,
+    [IR_OP_UNSLICE] = rt_kern_unslice,
+    [IR_OP_EMBEDDING_GRAD] = rt_kern_embedding_grad,
+    [IR_OP_CROSS_ENTROPY_GRAD] = rt_kern_cross_entropy_grad,
 };
 
 static bool cpu_supports_op(const ir_node *n) {

@@ -108,7 +108,7 @@ int rt_kern_cross_entropy(const rt_kctx *k) {
   return 0;
 }
 
-/* x[..., T, S]: -inf where col > row + (S - T), else x */
+/* x[..., T, S]: fill (default -inf) where col > row + (S - T), else x */
 int rt_kern_causal_mask(const rt_kctx *k) {
   const rt_tensor *x = k->in[0];
   rt_tensor *out = k->out[0];
@@ -121,12 +121,13 @@ int rt_kern_causal_mask(const rt_kctx *k) {
   int64_t mats = T != 0 && S != 0 ? rt_numel(&x->type) / (T * S) : 0;
   int64_t rows = mats * T;
   ir_dtype xdt = x->type.dtype, odt = out->type.dtype;
+  double fill = ir_node_attr_float(k->node, "fill", -INFINITY);
 #pragma omp parallel for schedule(static) if (rows * S > RT_PAR_MIN)
   for (int64_t r = 0; r < rows; r++) {
     int64_t row = r % T;
     for (int64_t c = 0; c < S; c++) {
       int64_t i = r * S + c;
-      rt_store(odt, out->data, i, c > row + (S - T) ? -INFINITY : rt_load(xdt, x->data, i));
+      rt_store(odt, out->data, i, c > row + (S - T) ? fill : rt_load(xdt, x->data, i));
     }
   }
   return 0;

@@ -108,5 +108,9 @@ int rt_kern_cross_entropy(const rt_kctx *k);
 int rt_kern_causal_mask(const rt_kctx *k);
 /* kern_einsum.c */
 int rt_kern_einsum(const rt_kctx *k);
+/* kern_grad.c */
+int rt_kern_unslice(const rt_kctx *k);
+int rt_kern_embedding_grad(const rt_kctx *k);
+int rt_kern_cross_entropy_grad(const rt_kctx *k);
 
 #endif

@@ -45,6 +45,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.dump_after = o->after;
   po.dump_out = dump_out;
   po.dump_format = o->format;
+  po.checkpoint = o->checkpoint;
   return pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &po);
 }
 
@@ -124,6 +125,17 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       ir_error_plain(d, "--format %s: expected text, dot or json", v);
       return -1;
     }
+    return 1;
+  }
+  if (is_flag(a, "--checkpoint")) {
+    if (!(v = flag_value("--checkpoint", argc, argv, i, d))) return -1;
+    bool ok = strcmp(v, "none") == 0 || strcmp(v, "block") == 0 || strcmp(v, "selective") == 0 ||
+              strcmp(v, "sqrt") == 0 || strncmp(v, "budget=", 7) == 0;
+    if (!ok) {
+      ir_error_plain(d, "--checkpoint %s: expected none, block, selective, sqrt or budget=BYTES", v);
+      return -1;
+    }
+    o->checkpoint = v;
     return 1;
   }
   if (strcmp(a, "--verify-each") == 0) {

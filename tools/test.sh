@@ -24,8 +24,8 @@ for f in tg ir; do
   for s in examples tests/bad tests/passes tests/frontend; do [ -d "$s" ] && seeds="$seeds $s"; done
   log=$(mktemp)
   # shellcheck disable=SC2086
-  if ! ./build-fuzz/fuzz_$f -max_total_time="${TGC_FUZZ_SECONDS:-30}" -max_len=4096 -rss_limit_mb=2048 \
-      -timeout=10 -print_final_stats=1 "$corpus" $seeds > "$log" 2>&1; then
+  if ! ./build-fuzz/tests/fuzz_$f -max_total_time="${TGC_FUZZ_SECONDS:-30}" -max_len=4096 -rss_limit_mb=2048 \
+      -timeout=30 -print_final_stats=1 "$corpus" $seeds > "$log" 2>&1; then
     tail -n 60 "$log"; echo "fuzz_$f found a failure"; exit 1
   fi
   grep -E "stat::number_of_executed_runs|Done" "$log" | sed "s/^/fuzz_$f: /"

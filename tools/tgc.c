@@ -18,6 +18,10 @@ static const char *const main_help =
     "  check FILE     parse, elaborate and verify; print nothing and exit 0 if all is well\n"
     "  dump FILE      print the IR (after elaboration, or after a pass) as text, DOT or JSON\n"
     "  run FILE       compile and run on the CPU; print (and save) the outputs\n"
+    "  grad FILE      gradients (reverse mode) or tangents (forward mode) of a model\n"
+    "  gradcheck FILE compare both autodiff modes with finite differences in f64\n"
+    "  train FILE     train a model: optimizer, data, progress, safe checkpoints\n"
+    "  stats FILE     what a model costs: parameters, FLOPs, memory\n"
     "\n"
     "options:\n"
     "  -h, --help     this help ('tgc COMMAND --help' for a command's own)\n"
@@ -34,7 +38,9 @@ const char *const tool_common_help =
     "pass options:\n"
     "  --dump-after PASS    print the IR after PASS (or 'all') to stdout\n"
     "  --verify-each        run the IR verifier after every pass\n"
-    "  --time-passes        print the time and node count of every pass to stderr\n";
+    "  --time-passes        print the time and node count of every pass to stderr\n"
+    "  --checkpoint POLICY  activation checkpointing for graphs with a backward pass:\n"
+    "                       none (default), block, selective, sqrt, budget=BYTES\n";
 
 static const char *const check_help =
     "usage: tgc check FILE [options]\n"
@@ -179,6 +185,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
   if (strcmp(cmd, "dump") == 0) return cmd_dump(argc - 1, argv + 1);
   if (strcmp(cmd, "run") == 0) return tool_cmd_run(argc - 1, argv + 1);
-  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run; see 'tgc --help')\n", cmd);
+  if (strcmp(cmd, "grad") == 0) return tool_cmd_grad(argc - 1, argv + 1);
+  if (strcmp(cmd, "gradcheck") == 0) return tool_cmd_gradcheck(argc - 1, argv + 1);
+  if (strcmp(cmd, "train") == 0) return tool_cmd_train(argc - 1, argv + 1);
+  if (strcmp(cmd, "stats") == 0) return tool_cmd_stats(argc - 1, argv + 1);
+  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run, grad, gradcheck, train, stats; see 'tgc --help')\n", cmd);
   return 1;
 }

@@ -18,6 +18,7 @@ typedef struct {
   const char *after;       /* --after / --dump-after: pass name or "all" */
   int format;              /* 0 text, 1 dot, 2 json */
   bool verify_each, time_passes;
+  const char *checkpoint;  /* --checkpoint POLICY */
 } tool_compile_opts;
 
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
@@ -31,5 +32,37 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
 int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_diag *d);
 /* "tgc: error: ..." and exit status 1 semantics are in the callers. */
 int tool_cmd_run(int argc, char **argv);
+int tool_cmd_grad(int argc, char **argv);      /* cmd_grad.c */
+int tool_cmd_gradcheck(int argc, char **argv); /* cmd_grad.c */
+int tool_cmd_train(int argc, char **argv);     /* cmd_train.c */
+int tool_cmd_stats(int argc, char **argv);     /* cmd_stats.c */
+
+/* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */
+#include <jansson.h>
+typedef struct {
+  const char *name, *spec; /* --input NAME=SPEC */
+} tool_input_spec;
+/* "--flag VALUE" or "--flag=VALUE" at argv[*i]: true if it is that flag
+ * (advancing *i past a separate value); *val is NULL when the value is missing. */
+bool tool_flag(const char *flag, int argc, char **argv, int *i, const char **val);
+/* --input NAME=SPEC (appended to specs, which has room for argc entries) and
+ * --seed N: 1 consumed, 0 not one of them, -1 error (reported). */
+int tool_parse_input_flag(int argc, char **argv, int *i, tool_input_spec *specs, int *n_specs, uint64_t *seed,
+                          ir_diag *d);
+/* Every spec names an input of g, once; -1 after reporting. */
+int tool_check_input_specs(const ir_graph *g, const tool_input_spec *specs, int n_specs, ir_diag *d);
+/* One input from SPEC (a number, a list, @file.npy, random or NULL = random). */
+rt_tensor *tool_bind_input(const ir_graph *g, const ir_value *in, const char *spec, uint64_t seed, ir_diag *d);
+/* All inputs (from specs, else random with a note unless quiet) and params
+ * (initialized from seed) into inputs[]/params[]; -1 after reporting
+ * (what was allocated is left there for the caller to free). */
+int tool_bind_all(const ir_graph *g, const tool_input_spec *specs, int n_specs, uint64_t seed, bool quiet,
+                  rt_tensor **inputs, rt_tensor **params, ir_diag *d);
+/* Refuses graphs whose parameters and inputs exceed the machine's memory. */
+int tool_check_memory(const ir_graph *g, ir_diag *d);
+/* "name = v  (dtype)" for scalars, nested lists up to 256 elements, else a summary. */
+void tool_print_tensor(FILE *out, const char *name, const rt_tensor *t);
+/* A number for scalars, else {"dtype", "shape", "data" | "summary"} (as `tgc run --json`). */
+json_t *tool_tensor_json(const rt_tensor *t);
 
 #endif

@@ -227,6 +227,11 @@ static double ref_unary(ir_op op, double x, int *known) {
   case IR_OP_SQUARE: return x * x;
   case IR_OP_NOT: return x == 0;
   case IR_OP_CAST: return x;
+  case IR_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
+  case IR_OP_GELU_GRAD: { /* derivative of the GELU line above, by the product and chain rules */
+    double c = sqrt(2 / 3.14159265358979323846), u = c * (x + 0.044715 * pow(x, 3)), t = tanh(u);
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+  }
   default: *known = 0; return 0;
   }
 }

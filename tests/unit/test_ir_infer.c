@@ -24,7 +24,7 @@ static ir_type T(ir_dtype dt, int rank, ...) {
 typedef struct {
   ir_type in[4];
   int n_in;
-  ir_attr attrs[4];
+  ir_attr attrs[6];
   int n_attrs;
   ir_type out[4]; /* nullary: out[0] is the given type */
   ir_type want[4];
@@ -171,6 +171,43 @@ static int valid_case(ir_op op, tcase *c) {
     c->in[c->n_in++] = F32(2, D(3), D(4));
     c->attrs[c->n_attrs++] = ir_attr_str("eq", "ij,jk->ik");
     c->want[0] = F32(2, D(2), D(4));
+    return 1;
+  case IR_OP_GRAD:
+    c->in[c->n_in++] = F32(0);
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = F32(1, D(4));
+    c->want[0] = x23;
+    c->want[1] = F32(1, D(4));
+    c->n_want = 2;
+    return 1;
+  case IR_OP_SIGN:
+    c->in[c->n_in++] = T(IR_DT_I32, 1, D(4));
+    c->want[0] = T(IR_DT_I32, 1, D(4));
+    return 1;
+  case IR_OP_GELU_GRAD:
+    c->in[c->n_in++] = x23;
+    c->want[0] = x23;
+    return 1;
+  case IR_OP_UNSLICE:
+    c->in[c->n_in++] = F32(2, D(2), D(3));
+    c->attrs[c->n_attrs++] = ir_attr_int("axis", 1);
+    c->attrs[c->n_attrs++] = ir_attr_int("start", 1);
+    c->attrs[c->n_attrs++] = ir_attr_int("end", 9);
+    c->attrs[c->n_attrs++] = ir_attr_int("step", 3);
+    c->attrs[c->n_attrs++] = ir_attr_int("size", 10);
+    c->want[0] = F32(2, D(2), D(10));
+    return 1;
+  case IR_OP_EMBEDDING_GRAD:
+    c->in[c->n_in++] = T(IR_DT_I32, 2, D(2), D(7));
+    c->in[c->n_in++] = F32(3, D(2), D(7), D(16));
+    c->attrs[c->n_attrs++] = ir_attr_int("vocab", 100);
+    c->want[0] = F32(2, D(100), D(16));
+    return 1;
+  case IR_OP_CROSS_ENTROPY_GRAD:
+    c->in[c->n_in++] = F32(3, D(2), D(7), D(100));
+    c->in[c->n_in++] = T(IR_DT_I64, 2, D(2), D(7));
+    c->in[c->n_in++] = F32(0);
+    c->want[0] = F32(3, D(2), D(7), D(100));
     return 1;
   case IR_NUM_OPS: break;
   }

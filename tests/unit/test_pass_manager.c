@@ -1,6 +1,6 @@
 /* tests/unit/test_pass_manager.c — the pass table, the default pipeline,
- * and pass_run_pipeline's dumping (text dumps stay parseable IR), timing and
- * verify_each (a graph with a wrongly typed node fails, naming the pass).
+ * ({autodiff, canonicalize, checkpoint}) and pass_run_pipeline's dumping
+ * (text dumps stay parseable IR), timing and verify_each (a graph with a wrongly typed node fails, naming the pass).
  * Dumps and reports go to tmpfile()s and are read back.
  */
 #include <stdlib.h>
@@ -50,8 +50,11 @@ static void test_table(void) {
   CHECK_STR(pass_name(PASS_CANONICALIZE), "canonicalize");
   CHECK(strlen(pass_help(PASS_CANONICALIZE)) > 0);
   for (int p = 0; p < PASS_COUNT; p++) CHECK_EQ_INT(pass_lookup(pass_name((pass_id)p)), p);
-  CHECK_EQ_INT(pass_default_pipeline_len, 1);
-  CHECK_EQ_INT(pass_default_pipeline[0], PASS_CANONICALIZE);
+  /* grad requests are expanded first, then everything is simplified, then checkpointed */
+  CHECK_EQ_INT(pass_default_pipeline_len, 3);
+  CHECK_EQ_INT(pass_default_pipeline[0], PASS_AUTODIFF);
+  CHECK_EQ_INT(pass_default_pipeline[1], PASS_CANONICALIZE);
+  CHECK_EQ_INT(pass_default_pipeline[2], PASS_CHECKPOINT);
 }
 
 static void test_dump_text(const char *dump_after, bool expect_dump) {
@@ -63,16 +66,27 @@ static void test_dump_text(const char *dump_after, bool expect_dump) {
   char *text = slurp(f);
   CHECK(text != NULL);
   if (text && expect_dump) {
-    const char *head = "# IR after canonicalize\n";
+    /* the dump starts with the first pass dumped; the last section is the
+     * final graph (passes after canonicalize leave this sample alone) */
+    char head[64];
+    snprintf(head, sizeof head, "# IR after %s\n", strcmp(dump_after, "all") == 0 ? "autodiff" : dump_after);
     CHECK(strncmp(text, head, strlen(head)) == 0);
+    const char *last = text;
+    for (const char *p = text; (p = strstr(p, "# IR after ")); p++) last = p;
+    const char *body = strchr(last, '\n');
+    body = body ? body + 1 : last;
+    if (strcmp(dump_after, "all") == 0) {
+      CHECK(strstr(text, "# IR after canonicalize\n") != NULL);
+      CHECK(strncmp(last, "# IR after checkpoint\n", 22) == 0);
+    }
     char *printed = ir_print_to_string(g);
-    CHECK(printed && strcmp(text + strlen(head), printed) == 0);
-    /* the dump, comment included, parses back to the same graph */
-    ir_graph *back = ir_parse("dump.ir", text, strlen(text), d);
+    if (strcmp(dump_after, "autodiff") != 0) CHECK(printed && strcmp(body, printed) == 0);
+    /* the dump section, comment included, parses back to the same graph */
+    ir_graph *back = ir_parse("dump.ir", last, strlen(last), d);
     CHECK(back != NULL);
     if (back) {
       char *again = ir_print_to_string(back);
-      CHECK(again && printed && strcmp(again, printed) == 0);
+      CHECK(again && strcmp(again, body) == 0);
       free(again);
       ir_graph_free(back);
     }
@@ -97,7 +111,10 @@ static void test_dump_formats(void) {
     char *text = slurp(f);
     CHECK(text && strlen(text) > 0);
     if (text && fmt == 2) CHECK(strchr(text, '{') != NULL);
-    if (text && fmt == 1) CHECK(strstr(text, "// IR after canonicalize") == text);
+    if (text && fmt == 1) {
+      CHECK(strstr(text, "// IR after autodiff") == text);
+      CHECK(strstr(text, "// IR after canonicalize") != NULL);
+    }
     free(text);
     fclose(f);
     ir_graph_free(g);
@@ -118,8 +135,9 @@ static void test_time_passes(void) {
   ir_graph_free(g);
 }
 
-/* A node whose declared result type is wrong survives canonicalize (no rule
- * touches it) and verify_each reports it, naming the pass. */
+/* A node whose declared result type is wrong survives autodiff (there is no
+ * grad to expand) and verify_each reports it after that first pass, naming
+ * the pass. */
 static void test_verify_each_fails(void) {
   ir_graph *g = ir_graph_new("broken", NULL);
   ir_type t2 = {.dtype = IR_DT_F32, .rank = 1, .dims = {2}};
@@ -134,7 +152,7 @@ static void test_verify_each_fails(void) {
   CHECK_EQ_INT(pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &o), -1);
   CHECK(ir_diag_errors(d) > 0);
   char *text = slurp(errf);
-  CHECK(text && strstr(text, "canonicalize") != NULL);
+  CHECK(text && strstr(text, "after pass 'autodiff'") != NULL);
   free(text);
   /* without verify_each the same pipeline succeeds */
   pass_options quiet = {.diag = d};
@@ -162,7 +180,8 @@ int main(void) {
   test_table();
   test_dump_text("canonicalize", true);
   test_dump_text("all", true);
-  test_dump_text("autodiff", false);
+  test_dump_text("autodiff", true);
+  test_dump_text("no-such-pass", false);
   test_dump_text(NULL, false);
   test_dump_formats();
   test_time_passes();

@@ -1,0 +1,53 @@
+/* passes/autodiff.c — the `autodiff` pass: expands every grad node
+ *   %d_w1, %d_w2 = grad %loss, %w1, %w2
+ * into the reverse-mode backward graph of loss (pass_vjp, vjp.c).
+ *
+ * requires: a verified graph.
+ * invalidates: node and value ids (it compacts); nothing when there is no
+ * grad node.
+ *
+ * Grad nodes are expanded in program order: pass_vjp appends the backward
+ * nodes at the end, ir_graph_move_tail puts them where the grad node was,
+ * every use of a grad result is replaced by the gradient (a zero constant if
+ * the loss does not depend on that value), and the grad node is marked dead.
+ * Because the expansion of an earlier grad is ordinary IR by the time a later
+ * grad is expanded, a grad of a gradient (second order) works for every op
+ * whose VJP rule is itself differentiable.
+ */
+#include <stdlib.h>
+
+#include "autodiff_impl.h"
+
+int pass_autodiff(ir_graph *g, const pass_options *o) {
+  bool changed = false;
+  for (int k = 0; k < g->n_nodes; k++) {
+    ir_node *n = g->nodes[k];
+    if (n->dead || n->op != IR_OP_GRAD) continue;
+    int n_wrt = n->n_in - 1;
+    if (n_wrt < 1 || n->n_out != n_wrt) {
+      ir_error(o->diag, n->loc, "malformed grad node: %d results for %d values", n->n_out, n_wrt);
+      return -1;
+    }
+    ir_value **grads = calloc((size_t)n_wrt, sizeof *grads);
+    if (!grads) abort();
+    int before = g->n_nodes;
+    if (pass_vjp(g, n->in[0], n->in + 1, n_wrt, grads, o->diag) != 0) {
+      free(grads);
+      return -1;
+    }
+    int added = g->n_nodes - before;
+    ir_graph_move_tail(g, added, k);
+    for (int i = 0; i < n_wrt; i++) {
+      ir_value *r = n->out[i];
+      ir_replace_all_uses(g, r, grads[i]);
+      for (int j = 0; j < g->n_outputs; j++) /* a returned gradient keeps role grad */
+        if (g->outputs[j].value == grads[i]) grads[i]->role = IR_ROLE_GRAD;
+    }
+    n->dead = true;
+    free(grads);
+    k += added; /* now the grad node's index */
+    changed = true;
+  }
+  if (changed) ir_graph_compact(g);
+  return 0;
+}

@@ -1,0 +1,155 @@
+/* passes/cost.c — the cost model: FLOPs and bytes moved of every op, and the
+ * totals of a graph split by phase (forward, backward, recompute, optimizer)
+ * and by op kind. `tgc stats` and the checkpoint pass read it; later the
+ * roofline table and step-time prediction build on the same numbers.
+ *
+ * pass_node_cost is one switch over the op enum with no default, so adding
+ * an op to ops.def without a formula here fails the build (-Wswitch is an
+ * error); test_cost loops over every op as well.
+ *
+ * FLOP formulas (n = elements of the result unless said otherwise; a
+ * multiply-add counts 2):
+ *   const, iota                         0
+ *   elementwise unary/binary, where     1 per result element; transcendental ops
+ *                                       (exp, log, sin, tanh, gelu, ...) count 1 too,
+ *                                       comparisons and logical ops count 1
+ *   cast                                0 (a conversion, no arithmetic)
+ *   causal_mask                         1 per element (a select)
+ *   matmul [...,M,K]@[...,K,N]          2*M*N*K per batch element (batch dims of the result)
+ *   einsum                              (number of operands) per term of the full index
+ *                                       space (n-1 multiplies + 1 add): 2*M*N*K for a matmul;
+ *                                       a one-operand einsum counts 1 per term
+ *   transpose reshape broadcast slice
+ *   concat split unslice embedding      0 (data movement)
+ *   reduce_sum, reduce_max              1 per input element
+ *   reduce_mean                         1 per input element + 1 per result element
+ *   softmax, log_softmax                5 per element (max, subtract, exp, sum, divide/log)
+ *   layernorm                           8 per element (mean, subtract, square, sum,
+ *                                       scale by rsqrt, *gamma, +beta, ~1 for the row stats)
+ *   rmsnorm                             4 per element (square, sum, scale, *gamma)
+ *   cross_entropy                       5 per logit (a log-sum-exp per row and a pick)
+ *   cross_entropy_grad                  7 per logit (softmax 5, - one-hot, * g/positions)
+ *   embedding_grad                      1 per element of g (a scatter-add)
+ *   grad                                0 (a request, expanded by the autodiff pass)
+ * Bytes: every operand read once plus every result written once, in its
+ * dtype's size — except embedding, which reads only the gathered rows (the
+ * result's size) and the ids, not the whole table.
+ *
+ * Phases come from the roles of a node's results: act -> forward, grad ->
+ * backward, recompute -> recompute (checkpoint pass), opt_state/param ->
+ * optimizer; a node with no results, or only input/const ones, is forward.
+ */
+#include <string.h>
+
+#include "pass.h"
+
+static double numel_d(const ir_type *t) {
+  double n = 1;
+  for (int i = 0; i < t->rank; i++) n *= (double)t->dims[i];
+  return n;
+}
+
+static double bytes_of(const ir_value *v) {
+  if (!v || (int)v->type.dtype < 0 || v->type.dtype >= IR_NUM_DTYPES) return 0;
+  return numel_d(&v->type) * (double)ir_dtype_size(v->type.dtype);
+}
+
+/* Size of the full index space of an einsum ("ij,jk->ik": I*J*K), or 0 if the
+ * equation does not match the operands (an unverified node). */
+static double einsum_terms(const ir_node *n) {
+  const ir_attr *a = ir_node_attr(n, "eq");
+  if (!a || a->kind != IR_ATTR_STR || !a->s) return 0;
+  double dim[128];
+  for (int i = 0; i < 128; i++) dim[i] = -1;
+  const char *p = a->s;
+  for (int t = 0; t < n->n_in && *p && *p != '-'; t++) {
+    int k = 0;
+    for (; *p && *p != ',' && *p != '-'; p++, k++)
+      if (k < n->in[t]->type.rank && (unsigned char)*p < 128) dim[(unsigned char)*p] = (double)n->in[t]->type.dims[k];
+    if (*p == ',') p++;
+  }
+  double terms = 1;
+  for (int i = 0; i < 128; i++)
+    if (dim[i] >= 0) terms *= dim[i];
+  return terms;
+}
+
+pass_cost pass_node_cost(const ir_node *n) {
+  pass_cost c = {0, 0};
+  if (!n || (int)n->op < 0 || n->op >= IR_NUM_OPS) return c;
+  for (int i = 0; i < n->n_in; i++) c.bytes += bytes_of(n->in[i]);
+  for (int i = 0; i < n->n_out; i++) c.bytes += bytes_of(n->out[i]);
+  double out_n = n->n_out > 0 && n->out[0] ? numel_d(&n->out[0]->type) : 0;
+  double in_n = n->n_in > 0 && n->in[0] ? numel_d(&n->in[0]->type) : 0;
+  switch (n->op) {
+  case IR_OP_CONST: case IR_OP_IOTA: break;
+  case IR_OP_CAST: break;
+  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT:
+  case IR_OP_SIN: case IR_OP_COS: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_RELU: case IR_OP_GELU:
+  case IR_OP_SILU: case IR_OP_SQUARE: case IR_OP_NOT: case IR_OP_SIGN: case IR_OP_GELU_GRAD:
+  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_POW: case IR_OP_MAXIMUM:
+  case IR_OP_MINIMUM: case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE: case IR_OP_GT:
+  case IR_OP_GE: case IR_OP_AND: case IR_OP_OR: case IR_OP_WHERE: case IR_OP_CAUSAL_MASK:
+    c.flops = out_n;
+    break;
+  case IR_OP_MATMUL:
+    /* result [..., M, N]; K is the last dim of the first operand (a vector operand has rank 1) */
+    if (n->n_in == 2 && n->in[0]->type.rank >= 1)
+      c.flops = 2.0 * out_n * (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
+    break;
+  case IR_OP_EINSUM:
+    c.flops = einsum_terms(n) * (n->n_in >= 2 ? (double)n->n_in : 1.0);
+    break;
+  case IR_OP_TRANSPOSE: case IR_OP_RESHAPE: case IR_OP_BROADCAST: case IR_OP_SLICE: case IR_OP_CONCAT:
+  case IR_OP_SPLIT: case IR_OP_UNSLICE:
+    break;
+  case IR_OP_EMBEDDING:
+    /* a gather: the ids and the rows it reads (the result's size), not the whole table */
+    c.bytes = 2 * bytes_of(n->n_out > 0 ? n->out[0] : NULL) + (n->n_in == 2 ? bytes_of(n->in[1]) : 0);
+    break;
+  case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: c.flops = in_n; break;
+  case IR_OP_REDUCE_MEAN: c.flops = in_n + out_n; break;
+  case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: c.flops = 5 * out_n; break;
+  case IR_OP_LAYERNORM: c.flops = 8 * out_n; break;
+  case IR_OP_RMSNORM: c.flops = 4 * out_n; break;
+  case IR_OP_CROSS_ENTROPY: c.flops = 5 * in_n; break;
+  case IR_OP_CROSS_ENTROPY_GRAD: c.flops = 7 * in_n; break;
+  case IR_OP_EMBEDDING_GRAD: c.flops = n->n_in == 2 ? numel_d(&n->in[1]->type) : 0; break;
+  case IR_OP_GRAD: c.bytes = 0; break;
+  case IR_NUM_OPS: break;
+  }
+  return c;
+}
+
+pass_phase pass_node_phase(const ir_node *n) {
+  if (!n) return PASS_PHASE_FORWARD;
+  for (int i = 0; i < n->n_out; i++) {
+    switch (n->out[i]->role) {
+    case IR_ROLE_GRAD: return PASS_PHASE_BACKWARD;
+    case IR_ROLE_RECOMPUTE: return PASS_PHASE_RECOMPUTE;
+    case IR_ROLE_OPT_STATE: case IR_ROLE_PARAM: return PASS_PHASE_OPTIMIZER;
+    case IR_ROLE_ACT: case IR_ROLE_INPUT: case IR_ROLE_CONST: case IR_NUM_ROLES: break;
+    }
+  }
+  return PASS_PHASE_FORWARD;
+}
+
+const char *pass_phase_name(pass_phase p) {
+  static const char *const names[PASS_NUM_PHASES] = {"forward", "backward", "recompute", "optimizer"};
+  return (unsigned)p < PASS_NUM_PHASES ? names[p] : "?";
+}
+
+void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
+  memset(c, 0, sizeof *c);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    pass_cost k = pass_node_cost(n);
+    pass_phase p = pass_node_phase(n);
+    c->flops[p] += k.flops;
+    c->bytes[p] += k.bytes;
+    c->op_flops[n->op] += k.flops;
+    c->op_bytes[n->op] += k.bytes;
+    c->op_count[n->op]++;
+  }
+}

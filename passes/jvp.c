@@ -1,0 +1,308 @@
+/* passes/jvp.c — forward mode: a JVP rule per op and pass_jvp, which
+ * appends nodes computing the tangents of chosen values.
+ *
+ * requires: a verified graph in topological order.
+ * invalidates: nothing — it only appends nodes.
+ *
+ * Tangents start at the wrt values and flow forward, node by node, through
+ * the nodes the requested values depend on. A rule gets the tangents of the
+ * operands (NULL = zero) and builds the tangent of each float result (named
+ * t_<result>, role grad, at the forward node's location and layer). Every
+ * rule is linear in the tangents; elementwise and binary ops share their
+ * derivative code with reverse mode (autodiff_build.c). Ops with no rule
+ * have an explicit reason; a tangent reaching one whose result is a float is
+ * an error, while comparisons and integer casts simply end the flow.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff_impl.h"
+
+typedef void (*jvp_fn)(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty);
+typedef struct {
+  jvp_fn fn;
+  const char *nondiff;
+} jvp_rule;
+
+#define TN(j) (c->dn[j])
+
+static void jvp_unary(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ty[0] = ad_unary_apply(c, tx[0], TN(0));
+}
+
+static void jvp_cast(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ty[0] = ad_cast(c, tx[0], n->out[0]->type.dtype, TN(0));
+}
+
+static void jvp_binary(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *p[2] = {NULL, NULL};
+  for (int i = 0; i < 2; i++)
+    if (tx[i]) p[i] = ad_binary_apply(c, i, tx[i], NULL);
+  ty[0] = ad_fit(c, ad_add(c, p[0], p[1], NULL), &n->out[0]->type, TN(0));
+}
+
+static void jvp_where(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *zero = ad_scalar(c, n->out[0]->type.dtype, 0);
+  ir_value *w = ad_where(c, n->in[0], tx[1] ? tx[1] : zero, tx[2] ? tx[2] : zero, NULL);
+  ty[0] = ad_fit(c, w, &n->out[0]->type, TN(0));
+}
+
+static void jvp_matmul(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *p[2] = {NULL, NULL};
+  for (int i = 0; i < 2; i++)
+    if (tx[i]) {
+      ir_value *in[2] = {i == 0 ? tx[0] : n->in[0], i == 1 ? tx[1] : n->in[1]};
+      p[i] = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL);
+    }
+  ty[0] = ad_fit(c, ad_add(c, p[0], p[1], NULL), &n->out[0]->type, TN(0));
+}
+
+/* Linear ops: the same op (same attributes) applied to the one tangent. */
+static void jvp_same(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *in[3];
+  for (int i = 0; i < n->n_in && i < 3; i++) in[i] = tx[i] ? tx[i] : n->in[i];
+  ty[0] = ad_op(c, n->op, in, n->n_in, n->attrs, n->n_attrs, TN(0));
+}
+
+static void jvp_causal_mask(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_attr a = ir_attr_float("fill", 0.0);
+  ty[0] = ad_op(c, IR_OP_CAUSAL_MASK, tx, 1, &a, 1, TN(0));
+}
+
+static void jvp_concat(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value **in = malloc((size_t)n->n_in * sizeof *in);
+  if (!in) abort();
+  for (int i = 0; i < n->n_in; i++) in[i] = tx[i] ? tx[i] : ad_fill(c, &n->in[i]->type, 0, NULL);
+  ty[0] = ad_op(c, IR_OP_CONCAT, in, n->n_in, n->attrs, n->n_attrs, TN(0));
+  free(in);
+}
+
+static void jvp_split(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ad_op_multi(c, IR_OP_SPLIT, tx, 1, n->attrs, n->n_attrs, c->dn, ty);
+}
+
+static void jvp_reduce_max(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *x = n->in[0], *y = n->out[0];
+  const ir_attr *axes = ir_node_attr(n, "axes");
+  int64_t dims[IR_MAX_RANK];
+  for (int d = 0; d < x->type.rank; d++) dims[d] = x->type.dims[d];
+  for (int i = 0; i < axes->n; i++) dims[axes->ints[i]] = 1;
+  ir_type kt = {.rank = x->type.rank};
+  memcpy(kt.dims, dims, sizeof dims);
+  ir_value *ykd = ad_same_dims(&y->type, &kt) ? y : ad_reshape(c, y, dims, x->type.rank, NULL);
+  ir_value *mask = ad_bin(c, IR_OP_EQ, x, ykd, NULL);
+  ir_value *w = ad_where(c, mask, tx[0], ad_scalar(c, x->type.dtype, 0), NULL);
+  ty[0] = ad_reduce(c, IR_OP_REDUCE_SUM, w, axes->ints, axes->n, ir_node_attr_int(n, "keepdims", 0), TN(0));
+}
+
+static void jvp_softmax(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  int axis = (int)ir_node_attr_int(n, "axis", 0);
+  ir_value *y = n->out[0];
+  if (n->op == IR_OP_SOFTMAX) {
+    ty[0] = ad_softmax_jvp(c, y, tx[0], axis, TN(0));
+  } else { /* t - sum(exp(y) * t) */
+    ir_value *e = ad_un(c, IR_OP_EXP, y, NULL);
+    ty[0] = ad_bin(c, IR_OP_SUB, tx[0], ad_last_sum(c, ad_bin(c, IR_OP_MUL, e, tx[0], NULL), axis), TN(0));
+  }
+}
+
+static void jvp_norm(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *xhat, *rstd, *r = NULL;
+  ad_norm_stats(c, &xhat, &rstd);
+  if (tx[0]) { /* txhat = rstd (t - mean(t) - xhat mean(t xhat)) */
+    ir_value *t = tx[0];
+    ir_value *m2 = ad_last_mean(c, ad_bin(c, IR_OP_MUL, t, xhat, NULL));
+    ir_value *u = ad_bin(c, IR_OP_SUB, t, ad_bin(c, IR_OP_MUL, xhat, m2, NULL), NULL);
+    if (n->op == IR_OP_LAYERNORM) u = ad_bin(c, IR_OP_SUB, u, ad_last_mean(c, t), NULL);
+    r = ad_bin(c, IR_OP_MUL, ad_bin(c, IR_OP_MUL, rstd, u, NULL), n->in[1], NULL);
+  }
+  if (tx[1]) r = ad_add(c, r, ad_bin(c, IR_OP_MUL, xhat, tx[1], NULL), NULL);
+  if (n->op == IR_OP_LAYERNORM && tx[2]) r = ad_add(c, r, tx[2], NULL);
+  ty[0] = ad_fit(c, r, &n->out[0]->type, TN(0));
+}
+
+static void jvp_cross_entropy(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *l = n->in[0];
+  ir_value *in[3] = {l, n->in[1], ad_scalar(c, l->type.dtype, 1)};
+  ir_value *base = ad_op(c, IR_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 0, NULL);
+  int64_t axes[IR_MAX_RANK];
+  for (int i = 0; i < l->type.rank; i++) axes[i] = i;
+  ty[0] = ad_reduce(c, IR_OP_REDUCE_SUM, ad_bin(c, IR_OP_MUL, base, tx[0], NULL), axes, l->type.rank, false, TN(0));
+}
+
+/* y = (softmax(l) - onehot(t)) * s / P: linear in s, softmax Jacobian in l */
+static void jvp_cross_entropy_grad(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *l = n->in[0], *r = NULL;
+  int last = l->type.rank - 1;
+  if (tx[0]) {
+    int64_t P = ir_type_numel(&n->in[1]->type);
+    ir_attr a = ir_attr_int("axis", last);
+    ir_value *s = ad_op(c, IR_OP_SOFTMAX, &l, 1, &a, 1, NULL);
+    ir_value *scale = ad_bin(c, IR_OP_MUL, n->in[2], ad_scalar(c, l->type.dtype, 1.0 / (double)(P ? P : 1)), NULL);
+    r = ad_bin(c, IR_OP_MUL, ad_softmax_jvp(c, s, tx[0], last, NULL), scale, NULL);
+  }
+  if (tx[2]) {
+    ir_value *in[3] = {l, n->in[1], tx[2]};
+    r = ad_add(c, r, ad_op(c, IR_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 0, NULL), NULL);
+  }
+  ty[0] = ad_fit(c, r, &n->out[0]->type, TN(0));
+}
+
+static void jvp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value **in = malloc((size_t)n->n_in * sizeof *in), *r = NULL;
+  if (!in) abort();
+  for (int i = 0; i < n->n_in; i++) {
+    if (!tx[i]) continue;
+    for (int j = 0; j < n->n_in; j++) in[j] = j == i ? tx[i] : n->in[j];
+    r = ad_add(c, r, ad_op(c, IR_OP_EINSUM, in, n->n_in, n->attrs, n->n_attrs, NULL), NULL);
+  }
+  free(in);
+  ty[0] = ad_fit(c, r, &n->out[0]->type, TN(0));
+}
+
+#define RULE(f) {f, NULL}
+#define NONDIFF(why) {NULL, why}
+static const jvp_rule jvp_rules[IR_NUM_OPS] = {
+    [IR_OP_CONST] = NONDIFF("a constant"),
+    [IR_OP_IOTA] = NONDIFF("an index tensor"),
+    [IR_OP_NEG] = RULE(jvp_unary),
+    [IR_OP_ABS] = RULE(jvp_unary),
+    [IR_OP_EXP] = RULE(jvp_unary),
+    [IR_OP_LOG] = RULE(jvp_unary),
+    [IR_OP_SQRT] = RULE(jvp_unary),
+    [IR_OP_RSQRT] = RULE(jvp_unary),
+    [IR_OP_SIN] = RULE(jvp_unary),
+    [IR_OP_COS] = RULE(jvp_unary),
+    [IR_OP_TANH] = RULE(jvp_unary),
+    [IR_OP_SIGMOID] = RULE(jvp_unary),
+    [IR_OP_RELU] = RULE(jvp_unary),
+    [IR_OP_GELU] = RULE(jvp_unary),
+    [IR_OP_SILU] = RULE(jvp_unary),
+    [IR_OP_SQUARE] = RULE(jvp_unary),
+    [IR_OP_NOT] = NONDIFF("a logical operation"),
+    [IR_OP_CAST] = RULE(jvp_cast),
+    [IR_OP_ADD] = RULE(jvp_binary),
+    [IR_OP_SUB] = RULE(jvp_binary),
+    [IR_OP_MUL] = RULE(jvp_binary),
+    [IR_OP_DIV] = RULE(jvp_binary),
+    [IR_OP_POW] = RULE(jvp_binary),
+    [IR_OP_MAXIMUM] = RULE(jvp_binary),
+    [IR_OP_MINIMUM] = RULE(jvp_binary),
+    [IR_OP_EQ] = NONDIFF("a comparison"),
+    [IR_OP_NE] = NONDIFF("a comparison"),
+    [IR_OP_LT] = NONDIFF("a comparison"),
+    [IR_OP_LE] = NONDIFF("a comparison"),
+    [IR_OP_GT] = NONDIFF("a comparison"),
+    [IR_OP_GE] = NONDIFF("a comparison"),
+    [IR_OP_AND] = NONDIFF("a logical operation"),
+    [IR_OP_OR] = NONDIFF("a logical operation"),
+    [IR_OP_WHERE] = RULE(jvp_where),
+    [IR_OP_MATMUL] = RULE(jvp_matmul),
+    [IR_OP_TRANSPOSE] = RULE(jvp_same),
+    [IR_OP_RESHAPE] = RULE(jvp_same),
+    [IR_OP_BROADCAST] = RULE(jvp_same),
+    [IR_OP_SLICE] = RULE(jvp_same),
+    [IR_OP_CONCAT] = RULE(jvp_concat),
+    [IR_OP_SPLIT] = RULE(jvp_split),
+    [IR_OP_REDUCE_SUM] = RULE(jvp_same),
+    [IR_OP_REDUCE_MEAN] = RULE(jvp_same),
+    [IR_OP_REDUCE_MAX] = RULE(jvp_reduce_max),
+    [IR_OP_SOFTMAX] = RULE(jvp_softmax),
+    [IR_OP_LOG_SOFTMAX] = RULE(jvp_softmax),
+    [IR_OP_LAYERNORM] = RULE(jvp_norm),
+    [IR_OP_RMSNORM] = RULE(jvp_norm),
+    [IR_OP_EMBEDDING] = RULE(jvp_same),      /* table tangent; ids carry none */
+    [IR_OP_CROSS_ENTROPY] = RULE(jvp_cross_entropy),
+    [IR_OP_CAUSAL_MASK] = RULE(jvp_causal_mask),
+    [IR_OP_EINSUM] = RULE(jvp_einsum),
+    [IR_OP_GRAD] = NONDIFF("a gradient request that is not expanded yet (run the autodiff pass first)"),
+    [IR_OP_SIGN] = RULE(jvp_unary),
+    [IR_OP_GELU_GRAD] = RULE(jvp_unary),
+    [IR_OP_UNSLICE] = RULE(jvp_same),
+    [IR_OP_EMBEDDING_GRAD] = RULE(jvp_same), /* linear in g */
+    [IR_OP_CROSS_ENTROPY_GRAD] = RULE(jvp_cross_entropy_grad),
+};
+
+bool pass_jvp_has_rule(ir_op op, const char **why) {
+  *why = (unsigned)op < IR_NUM_OPS ? jvp_rules[op].nondiff : NULL;
+  return (unsigned)op < IR_NUM_OPS && jvp_rules[op].fn != NULL;
+}
+
+int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n, ir_value *const *of, int n_of,
+             ir_value **out, ir_diag *d) {
+  for (int i = 0; i < n; i++)
+    if (!ir_type_equal(&wrt[i]->type, &tangents[i]->type)) {
+      char a[128], b[128];
+      ir_error(d, wrt[i]->loc, "the tangent of %%%s must be %s, got %s", wrt[i]->name,
+               ir_type_str(&wrt[i]->type, a, sizeof a), ir_type_str(&tangents[i]->type, b, sizeof b));
+      return -1;
+    }
+  int nv = g->n_values, nn = g->n_nodes, rc = 0;
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i]->id >= nv) nv = g->values[i]->id + 1;
+  ir_value **tan = calloc((size_t)nv, sizeof *tan);
+  bool *needed = calloc((size_t)nv, sizeof *needed);
+  if (!tan || !needed) abort();
+  for (int j = 0; j < n_of; j++) needed[of[j]->id] = true;
+  for (int k = nn - 1; k >= 0; k--) {
+    ir_node *nd = g->nodes[k];
+    bool any = false;
+    for (int j = 0; j < nd->n_out; j++) any |= needed[nd->out[j]->id];
+    if (any && !nd->dead)
+      for (int i = 0; i < nd->n_in; i++) needed[nd->in[i]->id] = true;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!ir_dtype_is_float(wrt[i]->type.dtype)) continue;
+    ad_ctx c = {.g = g, .fwd = wrt[i]->def, .loc = wrt[i]->loc};
+    tan[wrt[i]->id] = ad_add(&c, tan[wrt[i]->id], tangents[i], NULL);
+  }
+  for (int k = 0; k < nn && rc == 0; k++) {
+    ir_node *nd = g->nodes[k];
+    if (nd->dead) continue;
+    bool want = false, any = false, float_out = false;
+    for (int j = 0; j < nd->n_out; j++) {
+      want |= needed[nd->out[j]->id];
+      float_out |= ir_dtype_is_float(nd->out[j]->type.dtype);
+    }
+    for (int i = 0; i < nd->n_in; i++) any |= tan[nd->in[i]->id] != NULL;
+    if (!want || !any || !float_out) continue;
+    const jvp_rule *r = &jvp_rules[nd->op];
+    if (!r->fn) {
+      ir_error(d, nd->loc, "cannot differentiate %%%s: '%s' is %s", nd->out[0]->name, ir_op_name(nd->op),
+               r->nondiff ? r->nondiff : "not differentiable");
+      rc = -1;
+      break;
+    }
+    ir_value **tx = calloc((size_t)(nd->n_in ? nd->n_in : 1), sizeof *tx);
+    ir_value **ty = calloc((size_t)nd->n_out, sizeof *ty);
+    const char **tn = calloc((size_t)nd->n_out, sizeof *tn);
+    if (!tx || !ty || !tn) abort();
+    for (int i = 0; i < nd->n_in; i++) tx[i] = tan[nd->in[i]->id];
+    for (int j = 0; j < nd->n_out; j++) tn[j] = ad_prefixed(g, "t_", nd->out[j]);
+    ad_ctx c = {.g = g, .fwd = nd, .dn = tn};
+    r->fn(&c, nd, tx, ty);
+    for (int j = 0; j < nd->n_out; j++) {
+      if (!ty[j] || !ir_dtype_is_float(nd->out[j]->type.dtype)) continue;
+      if (!ir_type_equal(&ty[j]->type, &nd->out[j]->type)) {
+        char a[128], b[128];
+        fprintf(stderr, "tgc: internal error: jvp of %s gave %s for result %s\n", ir_op_name(nd->op),
+                ir_type_str(&ty[j]->type, a, sizeof a), ir_type_str(&nd->out[j]->type, b, sizeof b));
+        abort();
+      }
+      tan[nd->out[j]->id] = ty[j];
+    }
+    free(tx);
+    free(ty);
+    free(tn);
+  }
+  for (int j = 0; rc == 0 && j < n_of; j++) {
+    out[j] = tan[of[j]->id];
+    if (!out[j]) {
+      ad_ctx c = {.g = g, .fwd = of[j]->def, .loc = of[j]->loc};
+      out[j] = ad_fill(&c, &of[j]->type, 0.0, ad_prefixed(g, "t_", of[j]));
+    }
+  }
+  free(tan);
+  free(needed);
+  return rc;
+}

@@ -1,0 +1,311 @@
+/* passes/optimizer.c — training as IR: the training graph (forward +
+ * backward) and the optimizer's update graph.
+ *
+ * pass_build_training edits a model graph in place: it picks the loss,
+ * appends one GRAD node (loss, params...) whose results become the outputs
+ * d_<param>, and runs the default pipeline (autodiff expands the GRAD node,
+ * canonicalize cleans up, checkpoint applies --checkpoint).
+ *
+ * pass_build_update builds a separate graph holding one optimizer step for
+ * every parameter, written in elementwise IR ops in the parameter's dtype
+ * (each op rounds to that dtype, so in f64 a plain-C loop doing the same
+ * operations in the same order agrees bit for bit). With g the gradient,
+ * p the parameter, lr and t (the 1-based step) scalar inputs:
+ *
+ *   clipping (clip_norm > 0, over all parameters together, in f64):
+ *     norm  = sqrt(sum_i reduce_sum(square(f64(g_i))))   (summed in param order)
+ *     scale = minimum(1, clip_norm / (norm + 1e-6));     g_i = g_i * scale
+ *   L2 weight decay (sgd, momentum, adam with weight_decay > 0): g = g + wd * p
+ *   sgd:      p' = p - lr * g
+ *   momentum: v' = mu * v + g;  p' = p - lr * v'
+ *   adam:     m' = b1 * m + (1 - b1) * g;   v' = b2 * v + (1 - b2) * square(g)
+ *             mhat = m' / (1 - pow(b1, t)); vhat = v' / (1 - pow(b2, t))    (1 - pow(.) in f64)
+ *             p' = p - lr * (mhat / (sqrt(vhat) + eps))
+ *   adamw:    as adam, with decoupled decay first: p1 = p - (lr * wd) * p  (lr * wd in f64)
+ *             p' = p1 - lr * (mhat / (sqrt(vhat) + eps))
+ * Scalars computed in f64 (lr, 1 - pow(b, t), lr * wd, scale) are cast to
+ * the parameter's dtype where they meet it; constants such as 1 - b1 are
+ * computed in double and stored in the parameter's dtype.
+ *
+ * requires: a verified model graph; invalidates: nothing (builds a new graph).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+static const char *const optimizer_names[PASS_OPT_COUNT] = {"sgd", "momentum", "adam", "adamw"};
+
+const char *pass_optimizer_name(pass_optimizer_kind kind) {
+  return (unsigned)kind < PASS_OPT_COUNT ? optimizer_names[kind] : "?";
+}
+
+int pass_optimizer_from_name(const char *name) {
+  for (int i = 0; i < PASS_OPT_COUNT; i++)
+    if (name && strcmp(name, optimizer_names[i]) == 0) return i;
+  return -1;
+}
+
+int pass_optimizer_state_count(pass_optimizer_kind kind) {
+  switch (kind) {
+  case PASS_OPT_MOMENTUM: return 1;
+  case PASS_OPT_ADAM:
+  case PASS_OPT_ADAMW: return 2;
+  default: return 0;
+  }
+}
+
+pass_optimizer pass_optimizer_defaults(pass_optimizer_kind kind) {
+  pass_optimizer o = {0};
+  o.kind = kind;
+  o.momentum = 0.9;
+  o.beta1 = 0.9;
+  o.beta2 = 0.999;
+  o.eps = 1e-8;
+  return o;
+}
+
+/* ---------------------------------------------------------------------- */
+/* the training graph                                                      */
+/* ---------------------------------------------------------------------- */
+
+static int find_output(const ir_graph *g, const char *name) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].name && strcmp(g->outputs[i].name, name) == 0) return i;
+  return -1;
+}
+
+int pass_build_training(ir_graph *g, const pass_options *o) {
+  ir_diag *d = o->diag;
+  if (g->n_outputs == 0) {
+    ir_error_plain(d, "the model has no outputs: training needs a scalar loss output");
+    return -1;
+  }
+  if (g->n_params == 0) {
+    ir_error_plain(d, "the model has no parameters: there is nothing to train");
+    return -1;
+  }
+  int li = find_output(g, "loss");
+  if (li < 0) li = 0;
+  ir_value *loss = g->outputs[li].value;
+  char tb[160];
+  if (loss->type.rank != 0 || !ir_dtype_is_float(loss->type.dtype)) {
+    ir_type_str(&loss->type, tb, sizeof tb);
+    ir_error(d, loss->loc, "the loss (output '%s') must be a floating-point scalar, got %s", g->outputs[li].name, tb);
+    return -1;
+  }
+  int gi = find_output(g, "logits");
+  ir_value *logits = gi >= 0 ? g->outputs[gi].value : NULL;
+
+  /* GRAD(loss, params...) with results named d_<param> */
+  int np = g->n_params;
+  ir_value **in = malloc(sizeof *in * (size_t)(np + 1));
+  ir_type *types = malloc(sizeof *types * (size_t)(np + 1));
+  ir_type *out_types = malloc(sizeof *out_types * (size_t)(np + 1));
+  const char **names = malloc(sizeof *names * (size_t)(np + 1));
+  if (!in || !types || !out_types || !names) abort();
+  in[0] = loss;
+  for (int i = 0; i < np; i++) in[i + 1] = g->params[i];
+  for (int i = 0; i <= np; i++) types[i] = in[i]->type;
+  char err[512];
+  int n_out = 0, rc = -1;
+  if (ir_infer(IR_OP_GRAD, types, np + 1, NULL, 0, out_types, &n_out, err, sizeof err) != 0) {
+    ir_error(d, loss->loc, "cannot differentiate the loss: %s", err);
+    goto done;
+  }
+  for (int i = 0; i < np; i++) {
+    size_t len = strlen(g->params[i]->name) + 3;
+    char *nm = ir_arena_alloc(g->arena, len);
+    snprintf(nm, len, "d_%s", g->params[i]->name);
+    names[i] = nm;
+  }
+  ir_node *gn = ir_graph_add_node(g, IR_OP_GRAD, in, np + 1, out_types, n_out, NULL, 0, names, loss->loc);
+  for (int i = 0; i < gn->n_out; i++) gn->out[i]->role = IR_ROLE_GRAD;
+
+  /* outputs: loss, logits?, d_<param>... */
+  const char *loss_name = g->outputs[li].name;
+  g->n_outputs = 0;
+  ir_graph_add_output(g, loss_name ? loss_name : "loss", loss);
+  if (logits) ir_graph_add_output(g, "logits", logits);
+  for (int i = 0; i < np; i++) ir_graph_add_output(g, names[i], gn->out[i]);
+  rc = pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, o);
+done:
+  free(in);
+  free(types);
+  free(out_types);
+  free(names);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* the update graph                                                        */
+/* ---------------------------------------------------------------------- */
+
+typedef struct {
+  ir_graph *g;
+  ir_loc loc; /* of the parameter being updated */
+} builder;
+
+static ir_value *scalar(builder *b, ir_dtype dt, double v) {
+  ir_type t = {.dtype = dt, .rank = 0};
+  ir_attr a = ir_attr_float("value", v);
+  char err[256];
+  ir_node *n = ir_graph_build(b->g, IR_OP_CONST, NULL, 0, &a, 1, &t, NULL, b->loc, err, sizeof err);
+  if (!n) {
+    fprintf(stderr, "tgc: internal error: const: %s\n", err);
+    abort();
+  }
+  return n->out[0];
+}
+
+static ir_value *op2(builder *b, ir_op op, ir_value *x, ir_value *y, const char *name) {
+  ir_value *in[2] = {x, y};
+  return ir_graph_build1(b->g, op, in, 2, NULL, 0, name, b->loc);
+}
+
+static ir_value *op1(builder *b, ir_op op, ir_value *x, const char *name) {
+  return ir_graph_build1(b->g, op, &x, 1, NULL, 0, name, b->loc);
+}
+
+static ir_value *cast_to(builder *b, ir_value *x, ir_dtype dt) {
+  if (x->type.dtype == dt) return x;
+  ir_attr a = ir_attr_dtype("to", dt);
+  return ir_graph_build1(b->g, IR_OP_CAST, &x, 1, &a, 1, NULL, b->loc);
+}
+
+/* "<prefix><param>" in the graph arena (a name hint: the graph makes it unique). */
+static const char *derived_name(ir_graph *g, const char *prefix, const char *param) {
+  size_t len = strlen(prefix) + strlen(param) + 1;
+  char *s = ir_arena_alloc(g->arena, len);
+  snprintf(s, len, "%s%s", prefix, param);
+  return s;
+}
+
+/* sqrt(sum_i reduce_sum(square(f64(g_i)))) -> scale, an f64 scalar. */
+static ir_value *clip_scale(builder *b, ir_value *const *grads, int np, double clip_norm) {
+  ir_value *total = NULL;
+  for (int i = 0; i < np; i++) {
+    ir_value *sq = op1(b, IR_OP_SQUARE, cast_to(b, grads[i], IR_DT_F64), NULL);
+    if (sq->type.rank > 0) {
+      int64_t axes[IR_MAX_RANK];
+      for (int k = 0; k < sq->type.rank; k++) axes[k] = k;
+      ir_attr a = ir_attr_ints("axes", axes, sq->type.rank);
+      sq = ir_graph_build1(b->g, IR_OP_REDUCE_SUM, &sq, 1, &a, 1, NULL, b->loc);
+    }
+    total = total ? op2(b, IR_OP_ADD, total, sq, NULL) : sq;
+  }
+  ir_value *norm = op1(b, IR_OP_SQRT, total, "grad_norm");
+  ir_value *den = op2(b, IR_OP_ADD, norm, scalar(b, IR_DT_F64, 1e-6), NULL);
+  ir_value *ratio = op2(b, IR_OP_DIV, scalar(b, IR_DT_F64, clip_norm), den, NULL);
+  return op2(b, IR_OP_MINIMUM, scalar(b, IR_DT_F64, 1.0), ratio, "clip_scale");
+}
+
+ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir_diag *d) {
+  if ((unsigned)opt->kind >= PASS_OPT_COUNT) {
+    ir_error_plain(d, "unknown optimizer kind %d", (int)opt->kind);
+    return NULL;
+  }
+  int np = model->n_params;
+  for (int i = 0; i < np; i++)
+    if (!ir_dtype_is_float(model->params[i]->type.dtype)) {
+      ir_error(d, model->params[i]->loc, "parameter '%s' is not floating-point: it cannot be trained",
+               model->params[i]->name);
+      return NULL;
+    }
+  ir_graph *g = ir_graph_new("update", model->source_file);
+  builder b = {.g = g};
+  int ns = pass_optimizer_state_count(opt->kind);
+  ir_value **p = calloc((size_t)np + 1, sizeof *p), **grad = calloc((size_t)np + 1, sizeof *grad);
+  ir_value **state = calloc((size_t)np * (size_t)ns + 1, sizeof *state);
+  if (!p || !grad || !state) abort();
+  for (int i = 0; i < np; i++) {
+    const ir_value *mp = model->params[i];
+    p[i] = ir_graph_add_param(g, mp->name, mp->type, mp->init, mp->loc);
+  }
+  for (int i = 0; i < np; i++)
+    grad[i] = ir_graph_add_input(g, derived_name(g, "d_", p[i]->name), p[i]->type, p[i]->loc);
+  static const char *const state_prefix[PASS_OPT_COUNT][2] = {
+      [PASS_OPT_MOMENTUM] = {"mom."}, [PASS_OPT_ADAM] = {"m.", "v."}, [PASS_OPT_ADAMW] = {"m.", "v."}};
+  for (int i = 0; i < np; i++)
+    for (int s = 0; s < ns; s++)
+      state[i * ns + s] = ir_graph_add_input(g, derived_name(g, state_prefix[opt->kind][s], p[i]->name),
+                                             p[i]->type, p[i]->loc);
+  ir_type sc = {.dtype = IR_DT_F64, .rank = 0};
+  ir_loc none = {0};
+  ir_value *lr = ir_graph_add_input(g, "lr", sc, none);
+  ir_value *step = ir_graph_add_input(g, "step", sc, none);
+
+  ir_value *scale = opt->clip_norm > 0 ? clip_scale(&b, grad, np, opt->clip_norm) : NULL;
+  ir_value *bc1 = NULL, *bc2 = NULL, *lr_wd = NULL;
+  if (opt->kind == PASS_OPT_ADAM || opt->kind == PASS_OPT_ADAMW) {
+    bc1 = op2(&b, IR_OP_SUB, scalar(&b, IR_DT_F64, 1.0), op2(&b, IR_OP_POW, scalar(&b, IR_DT_F64, opt->beta1), step, NULL),
+              "bias_correction1");
+    bc2 = op2(&b, IR_OP_SUB, scalar(&b, IR_DT_F64, 1.0), op2(&b, IR_OP_POW, scalar(&b, IR_DT_F64, opt->beta2), step, NULL),
+              "bias_correction2");
+  }
+  if (opt->kind == PASS_OPT_ADAMW && opt->weight_decay > 0)
+    lr_wd = op2(&b, IR_OP_MUL, lr, scalar(&b, IR_DT_F64, opt->weight_decay), "lr_wd");
+
+  ir_value **new_state = calloc((size_t)np * (size_t)ns + 1, sizeof *new_state);
+  ir_value **new_p = calloc((size_t)np + 1, sizeof *new_p);
+  if (!new_state || !new_p) abort();
+  for (int i = 0; i < np; i++) {
+    b.loc = p[i]->loc;
+    ir_dtype dt = p[i]->type.dtype;
+    ir_value *gv = grad[i];
+    if (scale) gv = op2(&b, IR_OP_MUL, gv, cast_to(&b, scale, dt), NULL);
+    if (opt->weight_decay > 0 && opt->kind != PASS_OPT_ADAMW)
+      gv = op2(&b, IR_OP_ADD, gv, op2(&b, IR_OP_MUL, scalar(&b, dt, opt->weight_decay), p[i], NULL), NULL);
+    ir_value *lr_dt = cast_to(&b, lr, dt);
+    const char *pname = derived_name(g, "new.", p[i]->name);
+    switch (opt->kind) {
+    case PASS_OPT_SGD:
+      new_p[i] = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, lr_dt, gv, NULL), pname);
+      break;
+    case PASS_OPT_MOMENTUM: {
+      ir_value *v = state[i];
+      ir_value *v2 = op2(&b, IR_OP_ADD, op2(&b, IR_OP_MUL, scalar(&b, dt, opt->momentum), v, NULL), gv,
+                         derived_name(g, "new.", v->name));
+      new_state[i] = v2;
+      new_p[i] = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, lr_dt, v2, NULL), pname);
+      break;
+    }
+    case PASS_OPT_ADAM:
+    case PASS_OPT_ADAMW: {
+      ir_value *m = state[2 * i], *v = state[2 * i + 1];
+      ir_value *m2 = op2(&b, IR_OP_ADD, op2(&b, IR_OP_MUL, scalar(&b, dt, opt->beta1), m, NULL),
+                         op2(&b, IR_OP_MUL, scalar(&b, dt, 1.0 - opt->beta1), gv, NULL), derived_name(g, "new.", m->name));
+      ir_value *v2 = op2(&b, IR_OP_ADD, op2(&b, IR_OP_MUL, scalar(&b, dt, opt->beta2), v, NULL),
+                         op2(&b, IR_OP_MUL, scalar(&b, dt, 1.0 - opt->beta2), op1(&b, IR_OP_SQUARE, gv, NULL), NULL),
+                         derived_name(g, "new.", v->name));
+      ir_value *mhat = op2(&b, IR_OP_DIV, m2, cast_to(&b, bc1, dt), NULL);
+      ir_value *vhat = op2(&b, IR_OP_DIV, v2, cast_to(&b, bc2, dt), NULL);
+      ir_value *den = op2(&b, IR_OP_ADD, op1(&b, IR_OP_SQRT, vhat, NULL), scalar(&b, dt, opt->eps), NULL);
+      ir_value *upd = op2(&b, IR_OP_MUL, lr_dt, op2(&b, IR_OP_DIV, mhat, den, NULL), NULL);
+      ir_value *base = p[i];
+      if (lr_wd) base = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, cast_to(&b, lr_wd, dt), p[i], NULL), NULL);
+      new_p[i] = op2(&b, IR_OP_SUB, base, upd, pname);
+      new_state[2 * i] = m2;
+      new_state[2 * i + 1] = v2;
+      break;
+    }
+    default: break;
+    }
+  }
+  for (int i = 0; i < np; i++) ir_graph_add_output(g, new_p[i]->name, new_p[i]);
+  for (int i = 0; i < np * ns; i++) {
+    new_state[i]->role = IR_ROLE_OPT_STATE;
+    ir_graph_add_output(g, new_state[i]->name, new_state[i]);
+  }
+  free(p);
+  free(grad);
+  free(state);
+  free(new_state);
+  free(new_p);
+  if (ir_verify(g, d) != 0) {
+    ir_graph_free(g);
+    return NULL;
+  }
+  return g;
+}

@@ -1,0 +1,486 @@
+/* passes/vjp.c — reverse mode: a VJP rule per op and pass_vjp, which
+ * appends the backward graph of a scalar loss.
+ *
+ * requires: a verified graph in topological order; loss rank-0 float.
+ * invalidates: nothing — it only appends nodes (pass_autodiff places them).
+ *
+ * How it works:
+ *  1. activity: a value is active if it is a float value that depends on a
+ *     wrt value (wrt values are active); the sweep only differentiates
+ *     active operands, so integer ids, bool masks and constants never get
+ *     gradients and comparisons/casts to integers stop the flow;
+ *  2. the cotangent of the loss is seeded with 1 (d_<loss>);
+ *  3. nodes are visited in reverse order from the loss's definition; a node
+ *     whose results carry cotangents calls its rule, which builds the
+ *     operands' gradients (gx[i] for each operand with need[i]); a value used
+ *     several times accumulates its contributions with add;
+ *  4. grads[i] is the accumulated cotangent of wrt[i], or zeros.
+ * Values made here are named d_<forward operand> (rules name the value they
+ * return; temporaries are anonymous), have role grad and carry the location
+ * and layer of the forward node they differentiate.
+ *
+ * The rule table is indexed by the op enum; an op with no rule has an
+ * explicit reason it is not differentiable (comparisons, logic, sources,
+ * grad requests). tests/unit/test_autodiff.c loops over ops.def and fails on
+ * an op with neither.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff_impl.h"
+
+typedef void (*vjp_fn)(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx);
+typedef struct {
+  vjp_fn fn;
+  const char *nondiff; /* why the op has no rule */
+} vjp_rule;
+
+#define NEED(i) (c->need[i])
+#define DN(i) (c->dn[i])
+
+/* The name for a value that will be unbroadcast to operand i: the final
+ * name only if no reduction follows. */
+static const char *fin(ad_ctx *c, const ir_node *n, int i) {
+  return ad_same_dims(&n->out[0]->type, &n->in[i]->type) ? DN(i) : NULL;
+}
+
+static void vjp_unary(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  gx[0] = ad_unary_apply(c, gy[0], DN(0));
+}
+
+static void vjp_cast(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  gx[0] = ad_cast(c, gy[0], n->in[0]->type.dtype, DN(0));
+}
+
+static void vjp_binary(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  for (int i = 0; i < 2; i++)
+    if (NEED(i)) gx[i] = ad_unbroadcast(c, ad_binary_apply(c, i, gy[0], fin(c, n, i)), &n->in[i]->type, DN(i));
+}
+
+static void vjp_where(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *zero = ad_scalar(c, gy[0]->type.dtype, 0);
+  if (NEED(1)) gx[1] = ad_unbroadcast(c, ad_where(c, n->in[0], gy[0], zero, fin(c, n, 1)), &n->in[1]->type, DN(1));
+  if (NEED(2)) gx[2] = ad_unbroadcast(c, ad_where(c, n->in[0], zero, gy[0], fin(c, n, 2)), &n->in[2]->type, DN(2));
+}
+
+/* y = a @ b: da = g @ b^T, db = a^T @ g, summed over broadcast batch dims */
+static bool same_batch(const ir_type *y, const ir_type *x) {
+  if (y->rank != x->rank) return false;
+  for (int i = 0; i < y->rank - 2; i++)
+    if (y->dims[i] != x->dims[i]) return false;
+  return true;
+}
+
+static void vjp_matmul(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *a = n->in[0], *b = n->in[1];
+  const ir_type *y = &n->out[0]->type;
+  if (NEED(0)) {
+    ir_value *in[2] = {gy[0], ad_swap_last2(c, b)};
+    ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &a->type) ? DN(0) : NULL);
+    gx[0] = ad_unbroadcast(c, m, &a->type, DN(0));
+  }
+  if (NEED(1)) {
+    ir_value *in[2] = {ad_swap_last2(c, a), gy[0]};
+    ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &b->type) ? DN(1) : NULL);
+    gx[1] = ad_unbroadcast(c, m, &b->type, DN(1));
+  }
+}
+
+static void vjp_transpose(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  const ir_attr *p = ir_node_attr(n, "perm");
+  int64_t inv[IR_MAX_RANK];
+  for (int i = 0; i < p->n; i++) inv[p->ints[i]] = i;
+  gx[0] = ad_transpose(c, gy[0], inv, DN(0));
+}
+
+static void vjp_reshape(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  gx[0] = ad_reshape(c, gy[0], n->in[0]->type.dims, n->in[0]->type.rank, DN(0));
+}
+
+static void vjp_broadcast(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  gx[0] = ad_unbroadcast(c, gy[0], &n->in[0]->type, DN(0));
+}
+
+static void vjp_slice(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  int64_t axis = ir_node_attr_int(n, "axis", 0);
+  ir_attr a[5] = {ir_attr_int("axis", axis), ir_attr_int("start", ir_node_attr_int(n, "start", 0)),
+                  ir_attr_int("end", ir_node_attr_int(n, "end", 0)), ir_attr_int("step", ir_node_attr_int(n, "step", 1)),
+                  ir_attr_int("size", n->in[0]->type.dims[axis])};
+  gx[0] = ad_op(c, IR_OP_UNSLICE, gy, 1, a, 5, DN(0));
+}
+
+static void vjp_unslice(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  gx[0] = ad_slice(c, gy[0], (int)ir_node_attr_int(n, "axis", 0), ir_node_attr_int(n, "start", 0),
+                   ir_node_attr_int(n, "end", 0), ir_node_attr_int(n, "step", 1), DN(0));
+}
+
+static void vjp_concat(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  int axis = (int)ir_node_attr_int(n, "axis", 0);
+  int64_t off = 0;
+  for (int i = 0; i < n->n_in; i++) {
+    int64_t size = n->in[i]->type.dims[axis];
+    if (NEED(i)) gx[i] = ad_slice(c, gy[0], axis, off, off + size, 1, DN(i));
+    off += size;
+  }
+}
+
+static void vjp_split(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value **parts = malloc((size_t)n->n_out * sizeof *parts);
+  if (!parts) abort();
+  for (int j = 0; j < n->n_out; j++) parts[j] = gy[j] ? gy[j] : ad_fill(c, &n->out[j]->type, 0, NULL);
+  ir_attr a = ir_attr_int("axis", ir_node_attr_int(n, "axis", 0));
+  gx[0] = n->n_out == 1 ? parts[0] : ad_op(c, IR_OP_CONCAT, parts, n->n_out, &a, 1, DN(0));
+  free(parts);
+}
+
+/* The shape of x with the reduced axes of n kept as 1. */
+static void keepdims_dims(const ir_node *n, int64_t *dims, int *rank) {
+  const ir_type *x = &n->in[0]->type;
+  const ir_attr *axes = ir_node_attr(n, "axes");
+  *rank = x->rank;
+  for (int d = 0; d < x->rank; d++) dims[d] = x->dims[d];
+  for (int i = 0; axes && i < axes->n; i++) dims[axes->ints[i]] = 1;
+}
+
+/* g reshaped to the keepdims shape (a no-op when keepdims was set). */
+static ir_value *to_keepdims(ad_ctx *c, const ir_node *n, ir_value *g) {
+  int64_t dims[IR_MAX_RANK];
+  int rank;
+  keepdims_dims(n, dims, &rank);
+  ir_type t = {.rank = rank};
+  memcpy(t.dims, dims, sizeof dims);
+  return ad_same_dims(&g->type, &t) ? g : ad_reshape(c, g, dims, rank, NULL);
+}
+
+static void vjp_reduce(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *x = n->in[0], *g = to_keepdims(c, n, gy[0]);
+  ir_dtype dt = x->type.dtype;
+  switch (n->op) {
+  case IR_OP_REDUCE_SUM: gx[0] = ad_fit(c, g, &x->type, DN(0)); break;
+  case IR_OP_REDUCE_MEAN: {
+    int64_t count = ir_type_numel(&x->type) / (ir_type_numel(&g->type) ? ir_type_numel(&g->type) : 1);
+    ir_value *k = ad_scalar(c, dt, count ? 1.0 / (double)count : 0.0);
+    gx[0] = ad_fit(c, ad_bin(c, IR_OP_MUL, g, k, NULL), &x->type, DN(0));
+    break;
+  }
+  default: { /* max: the gradient goes to every element equal to the maximum */
+    ir_value *mask = ad_bin(c, IR_OP_EQ, x, to_keepdims(c, n, n->out[0]), NULL);
+    gx[0] = ad_where(c, mask, g, ad_scalar(c, dt, 0), DN(0));
+    break;
+  }
+  }
+}
+
+static void vjp_softmax(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  int axis = (int)ir_node_attr_int(n, "axis", 0);
+  ir_value *y = n->out[0], *g = gy[0];
+  if (n->op == IR_OP_SOFTMAX) {
+    gx[0] = ad_softmax_jvp(c, y, g, axis, DN(0));
+  } else { /* log_softmax: g - exp(y) * sum(g) */
+    ir_value *e = ad_un(c, IR_OP_EXP, y, NULL);
+    gx[0] = ad_bin(c, IR_OP_SUB, g, ad_bin(c, IR_OP_MUL, e, ad_last_sum(c, g, axis), NULL), DN(0));
+  }
+}
+
+/* Sum over every axis but the last: [..., D] -> [D]. */
+static ir_value *sum_leading(ad_ctx *c, ir_value *v, const char *name) {
+  int64_t axes[IR_MAX_RANK];
+  int r = v->type.rank;
+  for (int i = 0; i < r - 1; i++) axes[i] = i;
+  return r > 1 ? ad_reduce(c, IR_OP_REDUCE_SUM, v, axes, r - 1, false, name) : v;
+}
+
+/* layernorm: y = xhat * gamma + beta; rmsnorm: y = xhat * gamma */
+static void vjp_norm(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *xhat, *rstd, *g = gy[0], *gamma = n->in[1];
+  ad_norm_stats(c, &xhat, &rstd);
+  if (NEED(1)) gx[1] = sum_leading(c, ad_bin(c, IR_OP_MUL, g, xhat, n->in[0]->type.rank > 1 ? NULL : DN(1)), DN(1));
+  if (n->op == IR_OP_LAYERNORM && NEED(2)) gx[2] = sum_leading(c, g, DN(2));
+  if (NEED(0)) {
+    ir_value *gh = ad_bin(c, IR_OP_MUL, g, gamma, NULL);
+    ir_value *m2 = ad_last_mean(c, ad_bin(c, IR_OP_MUL, gh, xhat, NULL));
+    ir_value *t = ad_bin(c, IR_OP_SUB, gh, ad_bin(c, IR_OP_MUL, xhat, m2, NULL), NULL);
+    if (n->op == IR_OP_LAYERNORM) t = ad_bin(c, IR_OP_SUB, t, ad_last_mean(c, gh), NULL);
+    gx[0] = ad_bin(c, IR_OP_MUL, rstd, t, DN(0));
+  }
+}
+
+static void vjp_embedding(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *in[2] = {n->in[1], gy[0]};
+  ir_attr a = ir_attr_int("vocab", n->in[0]->type.dims[0]);
+  gx[0] = ad_op(c, IR_OP_EMBEDDING_GRAD, in, 2, &a, 1, DN(0));
+}
+
+static void vjp_embedding_grad(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *in[2] = {gy[0], n->in[0]};
+  gx[1] = ad_op(c, IR_OP_EMBEDDING, in, 2, NULL, 0, DN(1));
+}
+
+static void vjp_cross_entropy(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *in[3] = {n->in[0], n->in[1], gy[0]};
+  gx[0] = ad_op(c, IR_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 0, DN(0));
+}
+
+/* y = (softmax(l) - onehot(t)) * s / P */
+static void vjp_cross_entropy_grad(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *l = n->in[0], *g = gy[0];
+  ir_dtype dt = l->type.dtype;
+  int last = l->type.rank - 1;
+  if (NEED(2)) {
+    ir_value *in[3] = {l, n->in[1], ad_scalar(c, dt, 1)};
+    ir_value *base = ad_op(c, IR_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 0, NULL);
+    int64_t axes[IR_MAX_RANK];
+    for (int i = 0; i <= last; i++) axes[i] = i;
+    gx[2] = ad_reduce(c, IR_OP_REDUCE_SUM, ad_bin(c, IR_OP_MUL, g, base, NULL), axes, last + 1, false, DN(2));
+  }
+  if (NEED(0)) {
+    int64_t P = ir_type_numel(&n->in[1]->type);
+    ir_attr a = ir_attr_int("axis", last);
+    ir_value *s = ad_op(c, IR_OP_SOFTMAX, &l, 1, &a, 1, NULL);
+    ir_value *scale = ad_bin(c, IR_OP_MUL, n->in[2], ad_scalar(c, dt, 1.0 / (double)(P ? P : 1)), NULL);
+    gx[0] = ad_bin(c, IR_OP_MUL, ad_softmax_jvp(c, s, g, last, NULL), scale, DN(0));
+  }
+}
+
+static void vjp_causal_mask(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_attr a = ir_attr_float("fill", 0.0);
+  gx[0] = ad_op(c, IR_OP_CAUSAL_MASK, gy, 1, &a, 1, DN(0));
+}
+
+/* d/d operand i of einsum(terms -> out): einsum(out, other terms -> the
+ * letters of term i that occur elsewhere), then reshaped and broadcast back
+ * over letters only operand i has, and masked to the diagonal where term i
+ * repeats a letter. */
+static void vjp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ad_einsum_eq e;
+  if (!ad_einsum_parse(ir_node_attr(n, "eq")->s, n->n_in, &e)) abort(); /* verified graphs parse */
+  ir_value **ops = malloc((size_t)(n->n_in + 1) * sizeof *ops);
+  if (!ops) abort();
+  for (int i = 0; i < n->n_in; i++) {
+    if (!NEED(i)) continue;
+    const char *ti = e.terms[i];
+    int ri = (int)strlen(ti);
+    /* kept: first occurrences of letters found in out or another term */
+    bool kept[IR_MAX_RANK] = {false};
+    char red[IR_MAX_RANK + 1] = "";
+    int nr = 0;
+    for (int p = 0; p < ri; p++) {
+      if (memchr(ti, ti[p], (size_t)p)) continue;
+      bool elsewhere = strchr(e.out, ti[p]) != NULL;
+      for (int j = 0; j < e.n && !elsewhere; j++) elsewhere = j != i && strchr(e.terms[j], ti[p]);
+      if (elsewhere) kept[p] = true, red[nr++] = ti[p];
+    }
+    red[nr] = 0;
+    char eq[256];
+    int k = snprintf(eq, sizeof eq, "%s", e.out);
+    int n_ops = 0;
+    ops[n_ops++] = gy[0];
+    for (int j = 0; j < e.n; j++)
+      if (j != i) {
+        k += snprintf(eq + k, sizeof eq - (size_t)k, ",%s", e.terms[j]);
+        ops[n_ops++] = n->in[j];
+      }
+    snprintf(eq + k, sizeof eq - (size_t)k, "->%s", red);
+    ir_value *x = n->in[i], *v;
+    if (n_ops == 1 && strcmp(e.out, red) == 0) {
+      v = gy[0];
+    } else {
+      ir_attr a = ir_attr_str("eq", eq);
+      bool last = nr == ri; /* nothing to reshape, broadcast or mask */
+      v = ad_op(c, IR_OP_EINSUM, ops, n_ops, &a, 1, last ? DN(i) : NULL);
+    }
+    if (nr != ri) {
+      int64_t dims[IR_MAX_RANK];
+      for (int p = 0; p < ri; p++) dims[p] = kept[p] ? x->type.dims[p] : 1;
+      bool repeats = false;
+      for (int p = 0; p < ri; p++) repeats |= memchr(ti, ti[p], (size_t)p) != NULL;
+      ir_type kt = {.rank = ri};
+      memcpy(kt.dims, dims, sizeof dims);
+      if (!ad_same_dims(&v->type, &kt)) v = ad_reshape(c, v, dims, ri, NULL);
+      v = ad_fit(c, v, &x->type, repeats ? NULL : DN(i));
+      for (int q = 0; q < ri; q++) {
+        const char *first = memchr(ti, ti[q], (size_t)q);
+        if (!first) continue;
+        ir_type it = x->type;
+        it.dtype = IR_DT_I32;
+        ir_attr ap = ir_attr_int("axis", first - ti), aq = ir_attr_int("axis", q);
+        char err[256];
+        ir_node *ip = ir_graph_build(c->g, IR_OP_IOTA, NULL, 0, &ap, 1, &it, NULL, n->loc, err, sizeof err);
+        ir_node *iq = ir_graph_build(c->g, IR_OP_IOTA, NULL, 0, &aq, 1, &it, NULL, n->loc, err, sizeof err);
+        if (!ip || !iq) abort();
+        ip->layer = iq->layer = n->layer;
+        ip->out[0]->role = iq->out[0]->role = IR_ROLE_GRAD;
+        ir_value *mask = ad_bin(c, IR_OP_EQ, ip->out[0], iq->out[0], NULL);
+        bool more = false;
+        for (int r = q + 1; r < ri; r++) more |= memchr(ti, ti[r], (size_t)r) != NULL;
+        v = ad_where(c, mask, v, ad_scalar(c, x->type.dtype, 0), more ? NULL : DN(i));
+      }
+    }
+    gx[i] = v;
+  }
+  free(ops);
+}
+
+#define RULE(f) {f, NULL}
+#define NONDIFF(why) {NULL, why}
+static const vjp_rule vjp_rules[IR_NUM_OPS] = {
+    [IR_OP_CONST] = NONDIFF("a constant"),
+    [IR_OP_IOTA] = NONDIFF("an index tensor"),
+    [IR_OP_NEG] = RULE(vjp_unary),
+    [IR_OP_ABS] = RULE(vjp_unary),
+    [IR_OP_EXP] = RULE(vjp_unary),
+    [IR_OP_LOG] = RULE(vjp_unary),
+    [IR_OP_SQRT] = RULE(vjp_unary),
+    [IR_OP_RSQRT] = RULE(vjp_unary),
+    [IR_OP_SIN] = RULE(vjp_unary),
+    [IR_OP_COS] = RULE(vjp_unary),
+    [IR_OP_TANH] = RULE(vjp_unary),
+    [IR_OP_SIGMOID] = RULE(vjp_unary),
+    [IR_OP_RELU] = RULE(vjp_unary),
+    [IR_OP_GELU] = RULE(vjp_unary),
+    [IR_OP_SILU] = RULE(vjp_unary),
+    [IR_OP_SQUARE] = RULE(vjp_unary),
+    [IR_OP_NOT] = NONDIFF("a logical operation"),
+    [IR_OP_CAST] = RULE(vjp_cast), /* casts to integers/bool end the float flow by activity */
+    [IR_OP_ADD] = RULE(vjp_binary),
+    [IR_OP_SUB] = RULE(vjp_binary),
+    [IR_OP_MUL] = RULE(vjp_binary),
+    [IR_OP_DIV] = RULE(vjp_binary),
+    [IR_OP_POW] = RULE(vjp_binary),
+    [IR_OP_MAXIMUM] = RULE(vjp_binary),
+    [IR_OP_MINIMUM] = RULE(vjp_binary),
+    [IR_OP_EQ] = NONDIFF("a comparison"),
+    [IR_OP_NE] = NONDIFF("a comparison"),
+    [IR_OP_LT] = NONDIFF("a comparison"),
+    [IR_OP_LE] = NONDIFF("a comparison"),
+    [IR_OP_GT] = NONDIFF("a comparison"),
+    [IR_OP_GE] = NONDIFF("a comparison"),
+    [IR_OP_AND] = NONDIFF("a logical operation"),
+    [IR_OP_OR] = NONDIFF("a logical operation"),
+    [IR_OP_WHERE] = RULE(vjp_where),
+    [IR_OP_MATMUL] = RULE(vjp_matmul),
+    [IR_OP_TRANSPOSE] = RULE(vjp_transpose),
+    [IR_OP_RESHAPE] = RULE(vjp_reshape),
+    [IR_OP_BROADCAST] = RULE(vjp_broadcast),
+    [IR_OP_SLICE] = RULE(vjp_slice),
+    [IR_OP_CONCAT] = RULE(vjp_concat),
+    [IR_OP_SPLIT] = RULE(vjp_split),
+    [IR_OP_REDUCE_SUM] = RULE(vjp_reduce),
+    [IR_OP_REDUCE_MEAN] = RULE(vjp_reduce),
+    [IR_OP_REDUCE_MAX] = RULE(vjp_reduce),
+    [IR_OP_SOFTMAX] = RULE(vjp_softmax),
+    [IR_OP_LOG_SOFTMAX] = RULE(vjp_softmax),
+    [IR_OP_LAYERNORM] = RULE(vjp_norm),
+    [IR_OP_RMSNORM] = RULE(vjp_norm),
+    [IR_OP_EMBEDDING] = RULE(vjp_embedding),
+    [IR_OP_CROSS_ENTROPY] = RULE(vjp_cross_entropy),
+    [IR_OP_CAUSAL_MASK] = RULE(vjp_causal_mask),
+    [IR_OP_EINSUM] = RULE(vjp_einsum),
+    [IR_OP_GRAD] = NONDIFF("a gradient request that is not expanded yet (the autodiff pass expands grad nodes in "
+                           "order, so differentiate the expanded graph)"),
+    [IR_OP_SIGN] = RULE(vjp_unary),
+    [IR_OP_GELU_GRAD] = RULE(vjp_unary),
+    [IR_OP_UNSLICE] = RULE(vjp_unslice),
+    [IR_OP_EMBEDDING_GRAD] = RULE(vjp_embedding_grad),
+    [IR_OP_CROSS_ENTROPY_GRAD] = RULE(vjp_cross_entropy_grad),
+};
+
+bool pass_vjp_has_rule(ir_op op, const char **why) {
+  *why = (unsigned)op < IR_NUM_OPS ? vjp_rules[op].nondiff : NULL;
+  return (unsigned)op < IR_NUM_OPS && vjp_rules[op].fn != NULL;
+}
+
+/* Largest value id in use + 1 (ids are indices into per-value arrays). */
+static int id_bound(const ir_graph *g) {
+  int m = g->n_values;
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i]->id >= m) m = g->values[i]->id + 1;
+  return m;
+}
+
+int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value **grads, ir_diag *d) {
+  if (!loss || loss->type.rank != 0 || !ir_dtype_is_float(loss->type.dtype)) {
+    char tb[128] = "nothing";
+    if (loss) ir_type_str(&loss->type, tb, sizeof tb);
+    ir_error(d, loss ? loss->loc : (ir_loc){0}, "gradients need a scalar floating-point loss, got %s", tb);
+    return -1;
+  }
+  for (int i = 0; i < n; i++)
+    if (!ir_dtype_is_float(wrt[i]->type.dtype)) {
+      ir_error(d, wrt[i]->loc, "cannot differentiate with respect to %%%s: only floating-point values have gradients",
+               wrt[i]->name);
+      return -1;
+    }
+  int nv = id_bound(g), nn = g->n_nodes, rc = 0;
+  bool *active = calloc((size_t)nv, sizeof *active);
+  ir_value **ct = calloc((size_t)nv, sizeof *ct);
+  if (!active || !ct) abort();
+  for (int i = 0; i < n; i++) active[wrt[i]->id] = true;
+  int loss_at = -1;
+  for (int k = 0; k < nn; k++) {
+    ir_node *nd = g->nodes[k];
+    if (nd->dead) continue;
+    bool any = false;
+    for (int i = 0; i < nd->n_in; i++) any |= active[nd->in[i]->id];
+    for (int j = 0; j < nd->n_out; j++) {
+      if (any && ir_dtype_is_float(nd->out[j]->type.dtype)) active[nd->out[j]->id] = true;
+      if (nd->out[j] == loss) loss_at = k;
+    }
+  }
+  if (active[loss->id]) {
+    ad_ctx c = {.g = g, .fwd = loss->def, .loc = loss->loc};
+    ct[loss->id] = ad_fill(&c, &loss->type, 1.0, ad_prefixed(g, "d_", loss));
+  }
+  for (int k = loss_at; k >= 0 && rc == 0; k--) {
+    ir_node *nd = g->nodes[k];
+    if (nd->dead) continue;
+    bool has = false;
+    for (int j = 0; j < nd->n_out; j++) has |= ct[nd->out[j]->id] != NULL;
+    if (!has) continue;
+    const vjp_rule *r = &vjp_rules[nd->op];
+    if (!r->fn) {
+      ir_error(d, nd->loc, "cannot differentiate %%%s: '%s' is %s", nd->out[0]->name, ir_op_name(nd->op),
+               r->nondiff ? r->nondiff : "not differentiable");
+      rc = -1;
+      break;
+    }
+    int m = nd->n_in > 0 ? nd->n_in : 1;
+    bool *need = calloc((size_t)m, sizeof *need);
+    const char **dn = calloc((size_t)m, sizeof *dn);
+    ir_value **gx = calloc((size_t)m, sizeof *gx);
+    ir_value **gy = calloc((size_t)nd->n_out, sizeof *gy);
+    if (!need || !dn || !gx || !gy) abort();
+    for (int i = 0; i < nd->n_in; i++) {
+      need[i] = active[nd->in[i]->id];
+      dn[i] = ad_prefixed(g, "d_", nd->in[i]);
+    }
+    for (int j = 0; j < nd->n_out; j++) gy[j] = ct[nd->out[j]->id];
+    ad_ctx c = {.g = g, .fwd = nd, .need = need, .dn = dn};
+    r->fn(&c, nd, gy, gx);
+    for (int i = 0; i < nd->n_in; i++) {
+      ir_value *in = nd->in[i];
+      if (!gx[i] || !need[i]) continue;
+      if (!ir_type_equal(&gx[i]->type, &in->type)) {
+        char a[128], b[128];
+        fprintf(stderr, "tgc: internal error: vjp of %s gave %s for operand %s\n", ir_op_name(nd->op),
+                ir_type_str(&gx[i]->type, a, sizeof a), ir_type_str(&in->type, b, sizeof b));
+        abort();
+      }
+      ct[in->id] = ct[in->id] ? ad_bin(&c, IR_OP_ADD, ct[in->id], gx[i], dn[i]) : gx[i];
+    }
+    free(need);
+    free(dn);
+    free(gx);
+    free(gy);
+  }
+  for (int i = 0; rc == 0 && i < n; i++) {
+    grads[i] = ct[wrt[i]->id];
+    if (!grads[i]) {
+      ad_ctx c = {.g = g, .fwd = wrt[i]->def, .loc = wrt[i]->loc};
+      grads[i] = ad_fill(&c, &wrt[i]->type, 0.0, ad_prefixed(g, "d_", wrt[i]));
+    }
+  }
+  free(active);
+  free(ct);
+  return rc;
+}

@@ -1,0 +1,448 @@
+/* runtime/safetensors.c — reading and writing training state in the
+ * safetensors format (https://github.com/huggingface/safetensors):
+ *
+ *   [8 bytes: header length N, little-endian u64]
+ *   [N bytes: JSON header, padded with spaces to a multiple of 8]
+ *   [tensor bytes: little-endian, row-major, back to back in header order]
+ *
+ * The header maps each tensor name to {"dtype", "shape", "data_offsets":
+ * [begin, end]} (offsets relative to the first byte after the header) and
+ * holds a "__metadata__" map of strings.
+ *
+ * Writing is crash-safe: PATH.tmp is written, flushed, fsynced and renamed
+ * over PATH, then the directory is fsynced, so PATH is always either the old
+ * file or the new one, whole.
+ *
+ * Reading trusts nothing: every size in the header is checked against the
+ * real file size before anything is allocated, offsets must tile the data
+ * area exactly (no overlap, no hole, no trailing bytes), and the byte count
+ * of every tensor must match its dtype and shape. Errors read
+ * "PATH: problem" (see the messages below; tests/unit/test_safetensors.c
+ * checks them).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels.h"
+
+/* Headers larger than this are refused (the format's own limit is 100 MB). */
+#define ST_MAX_HEADER 100000000ull
+
+struct rt_safetensors {
+  int n;
+  char **names;
+  rt_tensor **tensors;
+  int n_meta;
+  char **meta_keys, **meta_values;
+};
+
+static const struct {
+  ir_dtype dt;
+  const char *name;
+} st_dtypes[] = {{IR_DT_F64, "F64"}, {IR_DT_F32, "F32"}, {IR_DT_BF16, "BF16"}, {IR_DT_F16, "F16"},
+                 {IR_DT_I32, "I32"}, {IR_DT_I64, "I64"}, {IR_DT_BOOL, "BOOL"}};
+
+static const char *st_dtype_name(ir_dtype dt) {
+  for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+    if (st_dtypes[i].dt == dt) return st_dtypes[i].name;
+  return NULL;
+}
+
+static int st_dtype_from_name(const char *s) {
+  for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+    if (strcmp(st_dtypes[i].name, s) == 0) return (int)st_dtypes[i].dt;
+  return -1;
+}
+
+static bool host_is_little_endian(void) {
+  uint16_t x = 1;
+  unsigned char c;
+  memcpy(&c, &x, 1);
+  return c == 1;
+}
+
+static void fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  int k = snprintf(err, errlen, "%s: ", path);
+  if (k < 0 || (size_t)k >= errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+  va_end(ap);
+}
+
+/* ---------------------------------------------------------------------- */
+/* writing                                                                 */
+/* ---------------------------------------------------------------------- */
+
+static int fsync_dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir;
+  if (!slash) dir = strdup(".");
+  else if (slash == path) dir = strdup("/");
+  else dir = strndup(path, (size_t)(slash - path));
+  if (!dir) return -1;
+  int fd = open(dir, O_RDONLY);
+  free(dir);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n, const rt_meta_entry *meta,
+                         int n_meta, char *err, size_t errlen) {
+  if (!host_is_little_endian()) {
+    fail(err, errlen, path, "writing safetensors needs a little-endian host");
+    return -1;
+  }
+  json_t *root = json_object();
+  json_t *md = json_object();
+  json_object_set_new(root, "__metadata__", md);
+  for (int i = 0; i < n_meta; i++) {
+    json_t *v = json_string(meta[i].value);
+    if (!v || json_object_set_new(md, meta[i].key, v) != 0) {
+      fail(err, errlen, path, "metadata '%s' is not valid UTF-8", meta[i].key);
+      json_decref(root);
+      return -1;
+    }
+  }
+  uint64_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const rt_tensor *t = tensors[i].t;
+    const char *dn = st_dtype_name(t->type.dtype);
+    if (!dn || strcmp(tensors[i].name, "__metadata__") == 0 || json_object_get(root, tensors[i].name)) {
+      fail(err, errlen, path, dn ? "tensor name '%s' is reserved or used twice" : "tensor '%s' has no safetensors dtype",
+           tensors[i].name);
+      json_decref(root);
+      return -1;
+    }
+    json_t *e = json_object(), *shape = json_array(), *offs = json_array();
+    json_object_set_new(e, "dtype", json_string(dn));
+    for (int d = 0; d < t->type.rank; d++) json_array_append_new(shape, json_integer(t->type.dims[d]));
+    json_object_set_new(e, "shape", shape);
+    json_array_append_new(offs, json_integer((json_int_t)off));
+    off += t->nbytes;
+    json_array_append_new(offs, json_integer((json_int_t)off));
+    json_object_set_new(e, "data_offsets", offs);
+    if (json_object_set_new(root, tensors[i].name, e) != 0) {
+      fail(err, errlen, path, "tensor name '%s' is not valid UTF-8", tensors[i].name);
+      json_decref(root);
+      return -1;
+    }
+  }
+  char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!hdr) {
+    fail(err, errlen, path, "cannot encode the header (are the names valid UTF-8?)");
+    return -1;
+  }
+  size_t hlen = strlen(hdr);
+  size_t padded = (hlen + 7) / 8 * 8;
+
+  size_t tlen = strlen(path) + 5;
+  char *tmp = malloc(tlen);
+  if (!tmp) {
+    free(hdr);
+    fail(err, errlen, path, "out of memory");
+    return -1;
+  }
+  snprintf(tmp, tlen, "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+    free(tmp);
+    free(hdr);
+    return -1;
+  }
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr, 1, hlen, f) == hlen;
+  for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+  for (int i = 0; ok && i < n; i++)
+    ok = tensors[i].t->nbytes == 0 || fwrite(tensors[i].t->data, 1, tensors[i].t->nbytes, f) == tensors[i].t->nbytes;
+  free(hdr);
+  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int saved = errno;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) {
+    fail(err, errlen, path, "writing %s failed: %s", tmp, strerror(saved ? saved : errno));
+    remove(tmp);
+    free(tmp);
+    return -1;
+  }
+  if (rename(tmp, path) != 0) {
+    fail(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
+    remove(tmp);
+    free(tmp);
+    return -1;
+  }
+  free(tmp);
+  if (fsync_dir_of(path) != 0) {
+    fail(err, errlen, path, "cannot fsync its directory: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* reading                                                                 */
+/* ---------------------------------------------------------------------- */
+
+void rt_safetensors_free(rt_safetensors *f) {
+  if (!f) return;
+  for (int i = 0; i < f->n; i++) {
+    free(f->names[i]);
+    rt_tensor_free(f->tensors[i]);
+  }
+  for (int i = 0; i < f->n_meta; i++) {
+    free(f->meta_keys[i]);
+    free(f->meta_values[i]);
+  }
+  free(f->names);
+  free(f->tensors);
+  free(f->meta_keys);
+  free(f->meta_values);
+  free(f);
+}
+
+int rt_safetensors_count(const rt_safetensors *f) { return f->n; }
+const char *rt_safetensors_name(const rt_safetensors *f, int i) { return f->names[i]; }
+const rt_tensor *rt_safetensors_tensor(const rt_safetensors *f, int i) { return f->tensors[i]; }
+
+const rt_tensor *rt_safetensors_find(const rt_safetensors *f, const char *name) {
+  for (int i = 0; i < f->n; i++)
+    if (strcmp(f->names[i], name) == 0) return f->tensors[i];
+  return NULL;
+}
+
+const char *rt_safetensors_meta(const rt_safetensors *f, const char *key) {
+  for (int i = 0; i < f->n_meta; i++)
+    if (strcmp(f->meta_keys[i], key) == 0) return f->meta_values[i];
+  return NULL;
+}
+
+/* One tensor entry of the header, checked. */
+typedef struct {
+  const char *name;
+  ir_type type;
+  uint64_t begin, end;
+} st_entry;
+
+static int cmp_entry(const void *a, const void *b) {
+  const st_entry *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int parse_entry(const char *path, const char *name, json_t *e, uint64_t data_len, st_entry *out, char *err,
+                       size_t errlen) {
+  out->name = name;
+  if (!json_is_object(e)) {
+    fail(err, errlen, path, "tensor '%s': header entry is not an object", name);
+    return -1;
+  }
+  json_t *dt = json_object_get(e, "dtype"), *shape = json_object_get(e, "shape"),
+         *offs = json_object_get(e, "data_offsets");
+  if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs)) {
+    fail(err, errlen, path, "tensor '%s': needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", name);
+    return -1;
+  }
+  int d = st_dtype_from_name(json_string_value(dt));
+  if (d < 0) {
+    fail(err, errlen, path, "tensor '%s': unsupported dtype \"%s\"", name, json_string_value(dt));
+    return -1;
+  }
+  out->type.dtype = (ir_dtype)d;
+  size_t rank = json_array_size(shape);
+  if (rank > IR_MAX_RANK) {
+    fail(err, errlen, path, "tensor '%s': rank %zu is more than %d", name, rank, IR_MAX_RANK);
+    return -1;
+  }
+  out->type.rank = (int)rank;
+  int64_t numel = 1;
+  for (size_t i = 0; i < rank; i++) {
+    json_t *v = json_array_get(shape, i);
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+      fail(err, errlen, path, "tensor '%s': shape entries must be non-negative integers", name);
+      return -1;
+    }
+    int64_t dim = json_integer_value(v);
+    if (dim > 0 && numel > IR_MAX_ELEMENTS / dim) {
+      fail(err, errlen, path, "tensor '%s': shape is too large", name);
+      return -1;
+    }
+    numel *= dim;
+    out->type.dims[i] = dim;
+  }
+  json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
+  if (json_array_size(offs) != 2 || !json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+      json_integer_value(en) < json_integer_value(b)) {
+    fail(err, errlen, path, "tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end", name);
+    return -1;
+  }
+  out->begin = (uint64_t)json_integer_value(b);
+  out->end = (uint64_t)json_integer_value(en);
+  if (out->end > data_len) {
+    fail(err, errlen, path, "tensor '%s': data_offsets [%llu, %llu] go past the end of the data (%llu bytes)", name,
+         (unsigned long long)out->begin, (unsigned long long)out->end, (unsigned long long)data_len);
+    return -1;
+  }
+  uint64_t want = (uint64_t)numel * ir_dtype_size(out->type.dtype);
+  if (out->end - out->begin != want) {
+    char tb[160];
+    fail(err, errlen, path, "tensor '%s': data_offsets span %llu bytes but %s needs %llu", name,
+         (unsigned long long)(out->end - out->begin), ir_type_str(&out->type, tb, sizeof tb),
+         (unsigned long long)want);
+    return -1;
+  }
+  return 0;
+}
+
+rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
+  if (err && errlen) err[0] = 0;
+  if (!host_is_little_endian()) {
+    fail(err, errlen, path, "reading safetensors needs a little-endian host");
+    return NULL;
+  }
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    fail(err, errlen, path, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  rt_safetensors *f = NULL;
+  json_t *root = NULL;
+  char *hdr = NULL;
+  st_entry *ents = NULL;
+  struct stat st;
+  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fail(err, errlen, path, "not a regular file");
+    goto bad;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  unsigned char len8[8];
+  if (size < 8 || fread(len8, 1, 8, fp) != 8) {
+    fail(err, errlen, path, "truncated: %llu bytes, too short to hold the 8-byte header length",
+         (unsigned long long)size);
+    goto bad;
+  }
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+  if (hlen > size - 8) {
+    fail(err, errlen, path, "truncated or corrupt: the header length %llu is more than the %llu bytes that follow",
+         (unsigned long long)hlen, (unsigned long long)(size - 8));
+    goto bad;
+  }
+  if (hlen > ST_MAX_HEADER || hlen < 2) {
+    fail(err, errlen, path, "corrupt: implausible header length %llu", (unsigned long long)hlen);
+    goto bad;
+  }
+  hdr = malloc(hlen);
+  if (!hdr || fread(hdr, 1, hlen, fp) != hlen) {
+    fail(err, errlen, path, "cannot read the %llu-byte header", (unsigned long long)hlen);
+    goto bad;
+  }
+  json_error_t je;
+  root = json_loadb(hdr, hlen, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    fail(err, errlen, path, "corrupt header: bad JSON at byte %d: %s", je.position, je.text);
+    goto bad;
+  }
+  if (!json_is_object(root)) {
+    fail(err, errlen, path, "corrupt header: the JSON is not an object");
+    goto bad;
+  }
+  uint64_t data_len = size - 8 - hlen;
+  size_t cap = json_object_size(root);
+  f = calloc(1, sizeof *f);
+  ents = calloc(cap + 1, sizeof *ents);
+  if (!f || !ents) goto oom;
+  f->names = calloc(cap + 1, sizeof *f->names);
+  f->tensors = calloc(cap + 1, sizeof *f->tensors);
+  if (!f->names || !f->tensors) goto oom;
+  int ne = 0;
+  const char *key;
+  json_t *val;
+  json_object_foreach(root, key, val) {
+    if (strcmp(key, "__metadata__") == 0) {
+      if (!json_is_object(val)) {
+        fail(err, errlen, path, "corrupt header: \"__metadata__\" is not an object");
+        goto bad;
+      }
+      size_t nm = json_object_size(val);
+      f->meta_keys = calloc(nm + 1, sizeof *f->meta_keys);
+      f->meta_values = calloc(nm + 1, sizeof *f->meta_values);
+      if (!f->meta_keys || !f->meta_values) goto oom;
+      const char *mk;
+      json_t *mv;
+      json_object_foreach(val, mk, mv) {
+        if (!json_is_string(mv)) {
+          fail(err, errlen, path, "corrupt header: metadata \"%s\" is not a string", mk);
+          goto bad;
+        }
+        f->meta_keys[f->n_meta] = strdup(mk);
+        f->meta_values[f->n_meta] = strdup(json_string_value(mv));
+        f->n_meta++;
+        if (!f->meta_keys[f->n_meta - 1] || !f->meta_values[f->n_meta - 1]) goto oom;
+      }
+      continue;
+    }
+    if (parse_entry(path, key, val, data_len, &ents[ne], err, errlen) != 0) goto bad;
+    ne++;
+  }
+  /* The tensors must tile the data area exactly. */
+  qsort(ents, (size_t)ne, sizeof *ents, cmp_entry);
+  uint64_t at = 0;
+  for (int i = 0; i < ne; i++) {
+    if (ents[i].begin < at) {
+      fail(err, errlen, path, "corrupt: tensors '%s' and '%s' overlap", ents[i - 1].name, ents[i].name);
+      goto bad;
+    }
+    if (ents[i].begin > at) {
+      fail(err, errlen, path, "corrupt: data bytes %llu..%llu belong to no tensor", (unsigned long long)at,
+           (unsigned long long)ents[i].begin);
+      goto bad;
+    }
+    at = ents[i].end;
+  }
+  if (at != data_len) {
+    fail(err, errlen, path, "corrupt: %llu bytes after the last tensor", (unsigned long long)(data_len - at));
+    goto bad;
+  }
+  /* Sizes are now bounded by the file size: allocate and read. */
+  for (int i = 0; i < ne; i++) {
+    rt_tensor *t = rt_tensor_new(&ents[i].type);
+    if (!t) goto oom;
+    f->tensors[f->n] = t;
+    f->names[f->n] = strdup(ents[i].name);
+    f->n++;
+    if (!f->names[f->n - 1]) goto oom;
+    if (t->nbytes && (fseeko(fp, (off_t)(8 + hlen + ents[i].begin), SEEK_SET) != 0 ||
+                      fread(t->data, 1, t->nbytes, fp) != t->nbytes)) {
+      fail(err, errlen, path, "cannot read the data of tensor '%s'", ents[i].name);
+      goto bad;
+    }
+  }
+  free(ents);
+  free(hdr);
+  json_decref(root);
+  fclose(fp);
+  return f;
+oom:
+  fail(err, errlen, path, "out of memory");
+bad:
+  free(ents);
+  free(hdr);
+  if (root) json_decref(root);
+  rt_safetensors_free(f);
+  fclose(fp);
+  return NULL;
+}

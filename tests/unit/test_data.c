@@ -1,0 +1,299 @@
+/* tests/unit/test_data.c — the training data sources (runtime/data.c):
+ * what each task puts in the inputs, the bias feature, both layouts,
+ * determinism in (seed, step, micro-batch), text and token files, and the
+ * exact errors for models whose inputs do not fit a source.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ir.h"
+#include "runtime.h"
+
+static ir_graph *vector_model(const char *xname, int64_t d0, int64_t d1, const char *yname, int yrank, int64_t batch) {
+  ir_graph *g = ir_graph_new("main", NULL);
+  ir_loc loc = {0};
+  ir_type xt = {.dtype = IR_DT_F64, .rank = 2, .dims = {d0, d1}};
+  ir_type yt = {.dtype = IR_DT_F32, .rank = yrank, .dims = {batch, 1}};
+  ir_graph_add_input(g, xname, xt, loc);
+  ir_graph_add_input(g, yname, yt, loc);
+  return g;
+}
+
+/* tokens/targets i32[B, T] and an embedding table of `vocab` rows. */
+static ir_graph *sequence_model(int64_t B, int64_t T, int64_t vocab) {
+  ir_graph *g = ir_graph_new("main", NULL);
+  ir_loc loc = {0};
+  ir_type it = {.dtype = IR_DT_I32, .rank = 2, .dims = {B, T}};
+  ir_type tt = {.dtype = IR_DT_F32, .rank = 2, .dims = {vocab, 4}};
+  ir_value *tok = ir_graph_add_input(g, "tokens", it, loc);
+  ir_graph_add_input(g, "targets", it, loc);
+  ir_value *table = ir_graph_add_param(g, "wte", tt, (ir_init){0}, loc);
+  ir_value *in[2] = {table, tok};
+  ir_value *e = ir_graph_build1(g, IR_OP_EMBEDDING, in, 2, NULL, 0, "e", loc);
+  ir_graph_add_output(g, "e", e);
+  return g;
+}
+
+static rt_tensor **alloc_inputs(const ir_graph *g) {
+  rt_tensor **t = calloc((size_t)g->n_inputs, sizeof *t);
+  for (int i = 0; i < g->n_inputs; i++) t[i] = rt_tensor_new(&g->inputs[i]->type);
+  return t;
+}
+static void free_inputs(const ir_graph *g, rt_tensor **t) {
+  for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(t[i]);
+  free(t);
+}
+static bool same_tensor(const rt_tensor *a, const rt_tensor *b) {
+  return a->nbytes == b->nbytes && memcmp(a->data, b->data, a->nbytes) == 0;
+}
+
+static void test_xor(void) {
+  char err[512];
+  /* X [features 4, batch 8] */
+  ir_graph *g = vector_model("X", 4, 8, "Y", 1, 8);
+  rt_data *ds = rt_data_open("xor", 0, err, sizeof err);
+  CHECK(ds != NULL);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_batch_items(ds), 8);
+  CHECK(!rt_data_is_sequence(ds));
+  rt_tensor **in = alloc_inputs(g);
+  CHECK_EQ_INT(rt_data_fill(ds, 1, 5, 0, in, err, sizeof err), 0);
+  int seen[4] = {0};
+  for (int j = 0; j < 8; j++) {
+    double x1 = rt_tensor_get(in[0], 0 * 8 + j), x2 = rt_tensor_get(in[0], 1 * 8 + j);
+    CHECK(x1 == 0 || x1 == 1);
+    CHECK(x2 == 0 || x2 == 1);
+    CHECK(rt_tensor_get(in[0], 2 * 8 + j) == 1.0); /* the bias feature */
+    CHECK(rt_tensor_get(in[0], 3 * 8 + j) == 0.0);
+    CHECK(rt_tensor_get(in[1], j) == (double)((int)x1 ^ (int)x2));
+    seen[(int)x1 + 2 * (int)x2]++;
+  }
+  for (int p = 0; p < 4; p++) CHECK_EQ_INT(seen[p], 2); /* each point twice in a batch of 8 */
+  free_inputs(g, in);
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* x [batch 4, features 2]: no room for a bias feature, none added */
+  g = vector_model("x", 4, 2, "y", 2, 4);
+  ds = rt_data_open("xor", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  in = alloc_inputs(g);
+  CHECK_EQ_INT(rt_data_fill(ds, 1, 0, 0, in, err, sizeof err), 0);
+  for (int j = 0; j < 4; j++) {
+    int x1 = (int)rt_tensor_get(in[0], j * 2), x2 = (int)rt_tensor_get(in[0], j * 2 + 1);
+    CHECK(rt_tensor_get(in[1], j) == (double)(x1 ^ x2));
+  }
+  free_inputs(g, in);
+  rt_data_free(ds);
+  ir_graph_free(g);
+}
+
+static void test_regression(void) {
+  char err[512];
+  ir_graph *g = vector_model("X", 5, 16, "Y", 1, 16);
+  rt_data *ds = rt_data_open("regression", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  rt_tensor **a = alloc_inputs(g), **b = alloc_inputs(g), **c = alloc_inputs(g);
+  rt_data_fill(ds, 3, 7, 1, a, err, sizeof err);
+  rt_data_fill(ds, 3, 7, 1, b, err, sizeof err);
+  rt_data_fill(ds, 3, 8, 1, c, err, sizeof err);
+  CHECK(same_tensor(a[0], b[0]) && same_tensor(a[1], b[1])); /* a function of (seed, step, micro) */
+  CHECK(!same_tensor(a[0], c[0]));
+  rt_data_fill(ds, 3, 7, 2, c, err, sizeof err);
+  CHECK(!same_tensor(a[0], c[0]));
+  for (int j = 0; j < 16; j++) CHECK(rt_tensor_get(a[0], 4 * 16 + j) == 1.0); /* 4 task features, then the bias */
+  free_inputs(g, a);
+  free_inputs(g, b);
+  free_inputs(g, c);
+  rt_data_free(ds);
+  ir_graph_free(g);
+}
+
+static void test_sequences(void) {
+  char err[512];
+  const char *tasks[] = {"copy", "reverse", "sort"};
+  for (int k = 0; k < 3; k++) {
+    ir_graph *g = sequence_model(3, 8, 32);
+    rt_data *ds = rt_data_open(tasks[k], 12, err, sizeof err);
+    CHECK(ds != NULL);
+    CHECK(rt_data_is_sequence(ds));
+    CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+    CHECK_EQ_INT(rt_data_batch_items(ds), 24);
+    CHECK_EQ_INT(rt_data_targets_input(ds), 1);
+    rt_tensor **in = alloc_inputs(g), **again = alloc_inputs(g);
+    CHECK_EQ_INT(rt_data_fill(ds, 9, 4, 0, in, err, sizeof err), 0);
+    rt_data_fill(ds, 9, 4, 0, again, err, sizeof err);
+    CHECK(same_tensor(in[0], again[0]) && same_tensor(in[1], again[1]));
+    for (int b = 0; b < 3; b++)
+      for (int t = 0; t < 8; t++) {
+        double tok = rt_tensor_get(in[0], b * 8 + t), tgt = rt_tensor_get(in[1], b * 8 + t);
+        CHECK(tok >= 0 && tok < 12);
+        if (k == 0) CHECK(tgt == tok);
+        if (k == 1) CHECK(tgt == rt_tensor_get(in[0], b * 8 + 7 - t));
+        if (k == 2 && t > 0) CHECK(tgt >= rt_tensor_get(in[1], b * 8 + t - 1));
+      }
+    if (k == 2) { /* sorted targets are a permutation of the tokens: same sum */
+      double s1 = 0, s2 = 0;
+      for (int i = 0; i < 24; i++) s1 += rt_tensor_get(in[0], i), s2 += rt_tensor_get(in[1], i);
+      CHECK(s1 == s2);
+    }
+    free_inputs(g, in);
+    free_inputs(g, again);
+    rt_data_free(ds);
+    ir_graph_free(g);
+  }
+  /* the vocabulary defaults to the model's, and may not exceed it */
+  ir_graph *g = sequence_model(2, 4, 7);
+  rt_data *ds = rt_data_open("copy", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  rt_data_free(ds);
+  ds = rt_data_open("copy", 8, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  CHECK_STR(err, "--vocab 8 is larger than the model's vocabulary 7");
+  rt_data_free(ds);
+  ir_graph_free(g);
+}
+
+static void test_files(void) {
+  char err[512], dir[] = "/tmp/tgc_data_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char text[600], toks[600], odd[600];
+  snprintf(text, sizeof text, "%s/a.txt", dir);
+  snprintf(toks, sizeof toks, "%s/a.tok", dir);
+  snprintf(odd, sizeof odd, "%s/odd.tok", dir);
+  const char *body = "the quick brown fox jumps over the lazy dog";
+  FILE *f = fopen(text, "wb");
+  fputs(body, f);
+  fclose(f);
+  f = fopen(toks, "wb");
+  for (int i = 0; i < 50; i++) {
+    unsigned char b[2] = {(unsigned char)(i % 40), 0};
+    fwrite(b, 1, 2, f);
+  }
+  fclose(f);
+  f = fopen(odd, "wb");
+  fputs("abc", f);
+  fclose(f);
+
+  char spec[700];
+  snprintf(spec, sizeof spec, "text:%s", text);
+  ir_graph *g = sequence_model(2, 6, 256);
+  rt_data *ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK(ds != NULL);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  rt_tensor **in = alloc_inputs(g);
+  CHECK_EQ_INT(rt_data_fill(ds, 1, 3, 0, in, err, sizeof err), 0);
+  for (int b = 0; b < 2; b++) {
+    char window[8] = {0};
+    for (int t = 0; t < 6; t++) window[t] = (char)rt_tensor_get(in[0], b * 6 + t);
+    CHECK(strstr(body, window) != NULL);
+    for (int t = 0; t + 1 < 6; t++) CHECK(rt_tensor_get(in[1], b * 6 + t) == rt_tensor_get(in[0], b * 6 + t + 1));
+  }
+  free_inputs(g, in);
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* a byte file needs a vocabulary of 256 */
+  g = sequence_model(2, 6, 32);
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  char want[900];
+  snprintf(want, sizeof want, "data source '%s' has tokens up to 255 but the model's vocabulary is 32 (set it with -D)",
+           spec);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* uint16 tokens: the largest is 39 */
+  snprintf(spec, sizeof spec, "tokens:%s", toks);
+  g = sequence_model(2, 6, 40);
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  in = alloc_inputs(g);
+  CHECK_EQ_INT(rt_data_fill(ds, 1, 0, 0, in, err, sizeof err), 0);
+  for (int i = 0; i < 12; i++) {
+    double tok = rt_tensor_get(in[0], i);
+    CHECK(tok >= 0 && tok < 40);
+    if (i % 6 < 5) CHECK(rt_tensor_get(in[1], i) == rt_tensor_get(in[0], i + 1));
+  }
+  free_inputs(g, in);
+  rt_data_free(ds);
+  ir_graph_free(g);
+  g = sequence_model(2, 6, 39);
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  rt_data_free(ds);
+  ir_graph_free(g);
+  /* windows longer than the file */
+  g = sequence_model(2, 50, 40);
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  snprintf(want, sizeof want, "data source '%s': the file holds 50 tokens, fewer than one window of T + 1 = 51", spec);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  snprintf(spec, sizeof spec, "tokens:%s", odd);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s: 3 bytes is an odd size: not a file of uint16 tokens", odd);
+  CHECK_STR(err, want);
+  snprintf(spec, sizeof spec, "text:%s/missing.txt", dir);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s/missing.txt: cannot open: No such file or directory", dir);
+  CHECK_STR(err, want);
+  remove(text);
+  remove(toks);
+  remove(odd);
+  rmdir(dir);
+}
+
+static void test_errors(void) {
+  char err[512];
+  CHECK(rt_data_open("mnist", 0, err, sizeof err) == NULL);
+  CHECK_STR(err, "unknown data source 'mnist' (known: xor, regression, copy, reverse, sort, text:PATH, tokens:PATH)");
+  CHECK(rt_data_open("xor", 5, err, sizeof err) == NULL);
+  CHECK_STR(err, "data source 'xor' has no vocabulary");
+
+  /* a sequence model given a vector task */
+  ir_graph *g = sequence_model(2, 4, 8);
+  rt_data *ds = rt_data_open("xor", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  CHECK_STR(err, "data source 'xor' feeds inputs X [features, batch] or x [batch, features] and Y or y [batch]; the model also has input 'tokens'");
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* a vector model given a sequence task */
+  g = vector_model("X", 4, 8, "Y", 1, 8);
+  ds = rt_data_open("reverse", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  CHECK_STR(err, "data source 'reverse' feeds inputs 'tokens' and 'targets'; the model also has input 'X'");
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* targets whose batch does not match */
+  g = vector_model("X", 4, 8, "Y", 1, 6);
+  ds = rt_data_open("xor", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  CHECK_STR(err, "data source 'xor': targets Y must be [8] or [8, 1] (the batch of X f64[4, 8])");
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* one feature is too few for xor */
+  g = vector_model("X", 1, 8, "Y", 1, 8);
+  ds = rt_data_open("xor", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  CHECK_STR(err, "data source 'xor' has 2 features but the model's X has 1");
+  rt_data_free(ds);
+  ir_graph_free(g);
+}
+
+int main(void) {
+  test_xor();
+  test_regression();
+  test_sequences();
+  test_files();
+  test_errors();
+  return check_done();
+}

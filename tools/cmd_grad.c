@@ -1,0 +1,792 @@
+/* tools/cmd_grad.c — `tgc grad` (gradients by reverse mode, tangents by
+ * forward mode, computed by the compiler's own autodiff and run on the CPU)
+ * and `tgc gradcheck` (both modes against central finite differences in f64).
+ *
+ * grad: the model is loaded, its grad requests are expanded (autodiff pass),
+ * then pass_vjp (reverse) or pass_jvp (forward) appends the derivative graph
+ * and new outputs, canonicalize tidies it, and the CPU backend runs it once.
+ * Inputs are bound as in `tgc run` (bind.c); forward-mode tangents become
+ * extra inputs t_<name> bound the same way.
+ *
+ * gradcheck: the graph is retyped to f64 (every float dtype, cast targets and
+ * constants), the loss is the first output (its sum if it is not a scalar).
+ * One graph computes loss, every gradient (reverse) and the directional
+ * derivative along tangent inputs (forward); a second computes the loss
+ * alone for the finite differences (x ± h v, h = eps * max(1, |x|)).
+ * Directions v are the unit vectors of each element for tensors of at most
+ * 64 elements, else 4 seeded random normal directions. Reported per value:
+ * max abs error of both modes and the max rel error, the abs error over the
+ * largest |finite difference| of that value; PASS when rel <= tol.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tool.h"
+
+extern const char *const tool_common_help;
+
+static const char *const grad_help =
+    "usage: tgc grad FILE --wrt NAMES [--mode reverse|forward] [--of OUTPUT] [--seed-output NAME=VALUE]...\n"
+    "                [--tangent NAME=VALUE]... [--input NAME=VALUE]... [--seed N] [--json] [options]\n"
+    "\n"
+    "Differentiates FILE with the compiler's autodiff and runs it on the CPU.\n"
+    "\n"
+    "  --wrt NAMES          comma-separated inputs/parameters to differentiate with respect to\n"
+    "  --mode reverse       (default) gradients d OUTPUT / d NAME of one scalar output\n"
+    "  --of OUTPUT          the output to differentiate (default: the first); a non-scalar\n"
+    "                       output is summed first\n"
+    "  --seed-output N=V    reverse mode from several outputs: the gradient of sum V * N\n"
+    "                       (repeatable; replaces --of)\n"
+    "  --mode forward       tangents of every output for a tangent on the inputs: 1 on the\n"
+    "                       first --wrt name unless given with --tangent\n"
+    "  --tangent NAME=VALUE the tangent of NAME (a number, a list, @file.npy or random, as for\n"
+    "                       --input; repeatable; NAME joins --wrt)\n"
+    "  --input, --seed      bind inputs and initialize parameters as 'tgc run' does\n"
+    "  --json               one JSON object; reverse:\n"
+    "                       {\"mode\": \"reverse\", \"of\": OUTPUT, \"gradients\": {NAME: ...}, \"outputs\": {...}}\n"
+    "                       forward: {\"mode\": \"forward\", \"wrt\": {NAME: tangent}, \"tangents\": {OUTPUT: ...},\n"
+    "                       \"outputs\": {...}}; tensors as in 'tgc run --json'\n"
+    "\n";
+
+static const char *const gradcheck_help =
+    "usage: tgc gradcheck FILE [--input NAME=VALUE]... [--seed N] [--eps E] [--tol T] [--json] [options]\n"
+    "\n"
+    "Checks the compiler's derivatives: converts FILE to f64, takes the first output as the\n"
+    "loss (its sum if it is not a scalar) and, for every float input and parameter, compares\n"
+    "reverse-mode gradients and forward-mode directional derivatives with central finite\n"
+    "differences (x +- h v, h = eps * max(1, |x|)): element by element for tensors of at most\n"
+    "64 elements, along 4 seeded random directions for larger ones. The relative error of a\n"
+    "value is its max abs error over its largest |finite difference|. Exit status 1 on FAIL.\n"
+    "\n"
+    "  --eps E              finite-difference step scale (default 1e-6)\n"
+    "  --tol T              pass when every relative error is <= T (default 1e-6)\n"
+    "  --json               {\"loss\", \"eps\", \"tol\", \"wrt\": {NAME: {\"checks\", \"kind\", \"max_abs_error\",\n"
+    "                       \"max_rel_error\"}}, \"max_abs_error\", \"max_rel_error\", \"pass\"}\n"
+    "\n";
+
+enum { ELEMENT_LIMIT = 64, RANDOM_DIRECTIONS = 4 };
+
+static bool wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+  return false;
+}
+
+/* ---- graph helpers ---- */
+
+/* Largest value id + 1. */
+static int id_bound(const ir_graph *g) {
+  int m = g->n_values;
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i]->id >= m) m = g->values[i]->id + 1;
+  return m;
+}
+
+static ir_type to_f64(ir_type t) {
+  if (ir_dtype_is_float(t.dtype)) t.dtype = IR_DT_F64;
+  return t;
+}
+
+/* A copy of g with every float dtype made f64: values, cast targets and the
+ * given types of constants; names, roles, locations and layers are kept.
+ * NULL after reporting if a node no longer type-checks. */
+static ir_graph *retype_f64(const ir_graph *g, ir_diag *d) {
+  ir_graph *h = ir_graph_new(g->name, g->source_file);
+  int nv = id_bound(g);
+  ir_value **map = calloc((size_t)nv, sizeof *map);
+  if (!map) abort();
+  for (int i = 0; i < g->n_inputs; i++) {
+    const ir_value *v = g->inputs[i];
+    map[v->id] = ir_graph_add_input(h, v->name, to_f64(v->type), v->loc);
+  }
+  for (int i = 0; i < g->n_params; i++) {
+    const ir_value *v = g->params[i];
+    map[v->id] = ir_graph_add_param(h, v->name, to_f64(v->type), v->init, v->loc);
+  }
+  int ok = 1;
+  for (int k = 0; k < g->n_nodes && ok; k++) {
+    const ir_node *n = g->nodes[k];
+    if (n->dead) continue;
+    int n_out = n->n_out > 0 ? n->n_out : 1;
+    ir_value **in = calloc((size_t)(n->n_in > 0 ? n->n_in : 1), sizeof *in);
+    ir_type *tin = calloc((size_t)(n->n_in > 0 ? n->n_in : 1), sizeof *tin);
+    ir_type *tout = calloc((size_t)n_out + 1, sizeof *tout);
+    ir_attr *attrs = calloc((size_t)(n->n_attrs > 0 ? n->n_attrs : 1), sizeof *attrs);
+    const char **names = calloc((size_t)n_out, sizeof *names);
+    if (!in || !tin || !tout || !attrs || !names) abort();
+    for (int i = 0; i < n->n_in; i++) {
+      in[i] = map[n->in[i]->id];
+      tin[i] = in[i]->type;
+    }
+    for (int i = 0; i < n->n_attrs; i++) {
+      attrs[i] = n->attrs[i];
+      if (n->op == IR_OP_CAST && attrs[i].kind == IR_ATTR_DTYPE && ir_dtype_is_float((ir_dtype)attrs[i].i))
+        attrs[i].i = IR_DT_F64;
+    }
+    for (int j = 0; j < n->n_out; j++) names[j] = n->out[j]->name;
+    if (ir_op_kind_of(n->op) == IR_OPK_NULLARY) tout[0] = to_f64(n->out[0]->type);
+    int got = 0;
+    char err[512];
+    if (ir_infer(n->op, tin, n->n_in, attrs, n->n_attrs, tout, &got, err, sizeof err) != 0 || got != n->n_out) {
+      ir_error(d, n->loc, "converting to f64: %s", err);
+      ok = 0;
+    } else {
+      ir_node *m = ir_graph_add_node(h, n->op, in, n->n_in, tout, got, attrs, n->n_attrs, names, n->loc);
+      m->layer = n->layer;
+      for (int j = 0; j < got; j++) {
+        m->out[j]->role = n->out[j]->role;
+        map[n->out[j]->id] = m->out[j];
+      }
+    }
+    free(in);
+    free(tin);
+    free(tout);
+    free(attrs);
+    free(names);
+  }
+  for (int i = 0; ok && i < g->n_outputs; i++) ir_graph_add_output(h, g->outputs[i].name, map[g->outputs[i].value->id]);
+  free(map);
+  if (!ok) {
+    ir_graph_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+/* The sum of all elements of v (v itself if it is a scalar). */
+static ir_value *sum_all(ir_graph *g, ir_value *v, const char *name) {
+  if (v->type.rank == 0) return v;
+  int64_t axes[IR_MAX_RANK];
+  for (int i = 0; i < v->type.rank; i++) axes[i] = i;
+  ir_attr a[2] = {ir_attr_ints("axes", axes, v->type.rank), ir_attr_int("keepdims", 0)};
+  return ir_graph_build1(g, IR_OP_REDUCE_SUM, &v, 1, a, 2, name, v->loc);
+}
+
+static const ir_output *find_output(const ir_graph *g, const char *name) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (strcmp(g->outputs[i].name, name) == 0) return &g->outputs[i];
+  return NULL;
+}
+
+/* An input or parameter by name; NULL after reporting. */
+static ir_value *find_leaf(const ir_graph *g, const char *name, ir_diag *d) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (strcmp(g->inputs[i]->name, name) == 0) return g->inputs[i];
+  for (int i = 0; i < g->n_params; i++)
+    if (strcmp(g->params[i]->name, name) == 0) return g->params[i];
+  char list[1024] = "";
+  for (int i = 0; i < g->n_inputs + g->n_params; i++) {
+    const ir_value *v = i < g->n_inputs ? g->inputs[i] : g->params[i - g->n_inputs];
+    if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+    strncat(list, v->name, sizeof list - strlen(list) - 1);
+  }
+  ir_error_plain(d, "--wrt %s: the model has no input or parameter of that name (it has: %s)", name,
+                 list[0] ? list : "none");
+  return NULL;
+}
+
+static int run_pipeline(ir_graph *g, pass_id p, const tool_compile_opts *o, ir_diag *d) {
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes,
+                     .dump_after = o->after, .dump_out = stdout, .dump_format = o->format};
+  return pass_run_pipeline(g, &p, 1, &po);
+}
+
+/* Runs g; outputs[] receive new tensors (freed by the caller). */
+static int run_graph(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params, rt_tensor **outputs,
+                     ir_diag *d) {
+  char err[1024] = "";
+  if (rt_cpu_backend.graph_compute(g, inputs, params, outputs, NULL, err, sizeof err) != 0) {
+    ir_error_plain(d, "%s", err);
+    return -1;
+  }
+  return 0;
+}
+
+static void free_tensors(rt_tensor **t, int n) {
+  for (int i = 0; t && i < n; i++) rt_tensor_free(t[i]);
+  free(t);
+}
+
+/* ---- tgc grad ---- */
+
+typedef struct {
+  const char *name, *value;
+} name_value;
+
+/* Splits NAME=VALUE in place. */
+static int split_nv(const char *flag, const char *val, name_value *out, ir_diag *d) {
+  const char *eq = val ? strchr(val, '=') : NULL;
+  if (!val || !eq || eq == val || !eq[1]) {
+    ir_error_plain(d, "%s %s: expected NAME=VALUE", flag, val ? val : "");
+    return -1;
+  }
+  ((char *)val)[eq - val] = 0;
+  *out = (name_value){val, eq + 1};
+  return 0;
+}
+
+int tool_cmd_grad(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("%s%s", grad_help, tool_common_help);
+    return 0;
+  }
+  ir_diag *d = ir_diag_new(stderr);
+  tool_compile_opts o = {0};
+  tool_input_spec *specs = calloc((size_t)argc * 2 + 8, sizeof *specs);
+  name_value *seeds = calloc((size_t)argc + 1, sizeof *seeds), *tangs = calloc((size_t)argc + 1, sizeof *tangs);
+  const char **wrt_names = calloc((size_t)argc * 2 + 64, sizeof *wrt_names);
+  if (!specs || !seeds || !tangs || !wrt_names) abort();
+  int n_specs = 0, n_seeds = 0, n_tangs = 0, n_wrt = 0, rc = 0;
+  uint64_t seed = 0;
+  bool json = false, forward = false;
+  const char *of = NULL;
+  char *wrt_copy = NULL;
+  for (int i = 1; i < argc && rc == 0; i++) {
+    const char *a = argv[i], *val = NULL;
+    int r = tool_parse_common(&o, argc, argv, &i, d);
+    if (r == 0) r = tool_parse_input_flag(argc, argv, &i, specs, &n_specs, &seed, d);
+    if (r < 0) rc = 1;
+    if (r != 0) continue;
+    if (tool_flag("--wrt", argc, argv, &i, &val)) {
+      if (!val || !*val) {
+        ir_error_plain(d, "--wrt needs a comma-separated list of names");
+        rc = 1;
+        continue;
+      }
+      free(wrt_copy);
+      wrt_copy = strdup(val);
+      if (!wrt_copy) abort();
+      n_wrt = 0;
+      char *save = NULL;
+      for (char *t = strtok_r(wrt_copy, ",", &save); t && n_wrt < argc + 32; t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ') t++;
+        if (*t) wrt_names[n_wrt++] = t;
+      }
+    } else if (tool_flag("--mode", argc, argv, &i, &val)) {
+      if (val && strcmp(val, "reverse") == 0) forward = false;
+      else if (val && strcmp(val, "forward") == 0) forward = true;
+      else {
+        ir_error_plain(d, "--mode %s: expected reverse or forward", val ? val : "");
+        rc = 1;
+      }
+    } else if (tool_flag("--of", argc, argv, &i, &val)) {
+      if (!val || !*val) {
+        ir_error_plain(d, "--of needs an output name");
+        rc = 1;
+      }
+      of = val;
+    } else if (tool_flag("--seed-output", argc, argv, &i, &val)) {
+      if (split_nv("--seed-output", val, &seeds[n_seeds], d) != 0) rc = 1;
+      else n_seeds++;
+    } else if (tool_flag("--tangent", argc, argv, &i, &val)) {
+      if (split_nv("--tangent", val, &tangs[n_tangs], d) != 0) rc = 1;
+      else n_tangs++;
+    } else if (strcmp(a, "--json") == 0) {
+      json = true;
+    } else if (a[0] == '-' && a[1]) {
+      ir_error_plain(d, "unknown option '%s' (see 'tgc grad --help')", a);
+      rc = 1;
+    } else if (o.file) {
+      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
+      rc = 1;
+    } else {
+      o.file = a;
+    }
+  }
+  /* --tangent names join the wrt list */
+  for (int t = 0; rc == 0 && t < n_tangs; t++) {
+    bool listed = false;
+    for (int k = 0; k < n_wrt; k++) listed |= strcmp(wrt_names[k], tangs[t].name) == 0;
+    if (!listed) wrt_names[n_wrt++] = tangs[t].name;
+  }
+  if (rc == 0 && !o.file) {
+    ir_error_plain(d, "grad: missing FILE (see 'tgc grad --help')");
+    rc = 1;
+  }
+  if (rc == 0 && n_wrt == 0) {
+    ir_error_plain(d, "grad: --wrt NAMES is required (the inputs or parameters to differentiate by)");
+    rc = 1;
+  }
+  if (rc == 0 && !forward && n_tangs) {
+    ir_error_plain(d, "--tangent is for --mode forward");
+    rc = 1;
+  }
+  if (rc == 0 && forward && (of || n_seeds)) {
+    ir_error_plain(d, "--of and --seed-output are for --mode reverse (forward mode gives the tangent of every output)");
+    rc = 1;
+  }
+  char *text = NULL;
+  ir_graph *g = NULL;
+  if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
+  if (rc == 0 && run_pipeline(g, PASS_AUTODIFF, &o, d) != 0) rc = 1;
+  if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
+  ir_value **wrt = calloc((size_t)n_wrt + 1, sizeof *wrt);
+  if (!wrt) abort();
+  for (int k = 0; rc == 0 && k < n_wrt; k++) {
+    if (!(wrt[k] = find_leaf(g, wrt_names[k], d))) rc = 1;
+    else if (!ir_dtype_is_float(wrt[k]->type.dtype)) {
+      ir_error_plain(d, "--wrt %s: it is %s; only floating-point values have derivatives", wrt_names[k],
+                     ir_dtype_name(wrt[k]->type.dtype));
+      rc = 1;
+    }
+  }
+  int n_fwd_outputs = g ? g->n_outputs : 0;
+  const char *of_label = NULL;
+  /* derivative outputs appended after the model's: [first_deriv, first_deriv + n_deriv) */
+  int first_deriv = n_fwd_outputs, n_deriv = 0;
+  const char **deriv_keys = calloc((size_t)(n_fwd_outputs + n_wrt + 1), sizeof *deriv_keys);
+  ir_value **tan_inputs = calloc((size_t)n_wrt + 1, sizeof *tan_inputs);
+  if (!deriv_keys || !tan_inputs) abort();
+  if (rc == 0 && !forward) {
+    ir_value *loss = NULL;
+    ir_loc nowhere = {0};
+    if (n_seeds) { /* loss = sum_k V_k * sum(out_k) */
+      for (int s = 0; rc == 0 && s < n_seeds; s++) {
+        const ir_output *out = find_output(g, seeds[s].name);
+        char *end;
+        errno = 0;
+        double w = strtod(seeds[s].value, &end);
+        if (!out || !ir_dtype_is_float(out->value->type.dtype)) {
+          ir_error_plain(d, "--seed-output %s: the model has no float output of that name", seeds[s].name);
+          rc = 1;
+        } else if (*end || errno || !isfinite(w)) {
+          ir_error_plain(d, "--seed-output %s=%s: expected a number", seeds[s].name, seeds[s].value);
+          rc = 1;
+        } else {
+          ir_value *v = sum_all(g, out->value, NULL);
+          ir_attr a = ir_attr_float("value", w);
+          ir_type st = {.dtype = v->type.dtype, .rank = 0};
+          char err[256];
+          ir_node *cw = ir_graph_build(g, IR_OP_CONST, NULL, 0, &a, 1, &st, NULL, nowhere, err, sizeof err);
+          ir_value *in[2] = {cw->out[0], v};
+          ir_value *term = ir_graph_build1(g, IR_OP_MUL, in, 2, NULL, 0, NULL, nowhere);
+          if (loss && loss->type.dtype != term->type.dtype) {
+            ir_error_plain(d, "--seed-output: the seeded outputs must have one dtype");
+            rc = 1;
+          } else if (loss) {
+            ir_value *in2[2] = {loss, term};
+            loss = ir_graph_build1(g, IR_OP_ADD, in2, 2, NULL, 0, NULL, nowhere);
+          } else {
+            loss = term;
+          }
+        }
+      }
+      of_label = "seeded outputs";
+    } else {
+      const ir_output *out = NULL;
+      if (of && !(out = find_output(g, of))) {
+        ir_error_plain(d, "--of %s: the model has no output of that name", of);
+        rc = 1;
+      }
+      for (int i = 0; rc == 0 && !out && i < g->n_outputs; i++)
+        if (ir_dtype_is_float(g->outputs[i].value->type.dtype)) out = &g->outputs[i];
+      if (rc == 0 && (!out || !ir_dtype_is_float(out->value->type.dtype))) {
+        ir_error_plain(d, "grad: %s", out ? "--of names an output that is not floating-point" : "the model has no floating-point output");
+        rc = 1;
+      }
+      if (rc == 0) {
+        of_label = out->name;
+        loss = sum_all(g, out->value, "sum_of");
+        if (out->value->type.rank > 0 && !json)
+          fprintf(stderr, "tgc: note: output '%s' is not a scalar; differentiating the sum of its elements\n",
+                  out->name);
+      }
+    }
+    ir_value **grads = calloc((size_t)n_wrt + 1, sizeof *grads);
+    if (!grads) abort();
+    if (rc == 0 && pass_vjp(g, loss, wrt, n_wrt, grads, d) != 0) rc = 1;
+    for (int k = 0; rc == 0 && k < n_wrt; k++) {
+      char name[300];
+      snprintf(name, sizeof name, "d_%s", wrt[k]->name);
+      ir_graph_add_output(g, name, grads[k]);
+      deriv_keys[n_deriv++] = wrt[k]->name;
+    }
+    free(grads);
+  } else if (rc == 0) {
+    /* tangent inputs: the --tangent ones, else 1 on the first wrt */
+    ir_value **twrt = calloc((size_t)n_wrt + 1, sizeof *twrt);
+    ir_value **outs_of = calloc((size_t)g->n_outputs + 1, sizeof *outs_of);
+    ir_value **touts = calloc((size_t)g->n_outputs + 1, sizeof *touts);
+    if (!twrt || !outs_of || !touts) abort();
+    int n_t = 0;
+    for (int k = 0; k < n_wrt; k++) {
+      const char *spec = NULL;
+      for (int t = 0; t < n_tangs; t++)
+        if (strcmp(tangs[t].name, wrt_names[k]) == 0) spec = tangs[t].value;
+      if (!spec && !(n_tangs == 0 && k == 0)) continue;
+      char name[300];
+      snprintf(name, sizeof name, "t_%s", wrt[k]->name);
+      twrt[n_t] = wrt[k];
+      tan_inputs[n_t] = ir_graph_add_input(g, ir_graph_unique_name(g, name), wrt[k]->type, wrt[k]->loc);
+      specs[n_specs++] = (tool_input_spec){tan_inputs[n_t]->name, spec ? spec : "1"};
+      n_t++;
+    }
+    int n_of = 0;
+    for (int i = 0; i < n_fwd_outputs; i++)
+      if (ir_dtype_is_float(g->outputs[i].value->type.dtype)) outs_of[n_of++] = g->outputs[i].value;
+    if (pass_jvp(g, twrt, tan_inputs, n_t, outs_of, n_of, touts, d) != 0) rc = 1;
+    for (int i = 0, j = 0; rc == 0 && i < n_fwd_outputs; i++) {
+      if (!ir_dtype_is_float(g->outputs[i].value->type.dtype)) continue;
+      char name[300];
+      snprintf(name, sizeof name, "t_%s", g->outputs[i].name);
+      deriv_keys[n_deriv++] = g->outputs[i].name;
+      ir_graph_add_output(g, name, touts[j++]);
+    }
+    /* the "wrt" report lists the seeded values only */
+    for (int k = 0; k < n_t; k++) wrt[k] = twrt[k];
+    n_wrt = n_t;
+    free(twrt);
+    free(outs_of);
+    free(touts);
+  }
+  if (rc == 0 && run_pipeline(g, PASS_CANONICALIZE, &o, d) != 0) rc = 1;
+  if (rc == 0 && ir_verify(g, d) != 0) {
+    ir_error_plain(d, "internal error: the derivative graph does not verify");
+    rc = 1;
+  }
+  if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
+  rt_tensor **inputs = NULL, **params = NULL, **outputs = NULL;
+  if (g) {
+    inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
+    params = calloc((size_t)g->n_params + 1, sizeof *params);
+    outputs = calloc((size_t)g->n_outputs + 1, sizeof *outputs);
+    if (!inputs || !params || !outputs) abort();
+  }
+  if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
+  if (rc == 0 && run_graph(g, inputs, params, outputs, d) != 0) rc = 1;
+  if (rc == 0 && json) {
+    json_t *root = json_object(), *outs = json_object(), *ders = json_object();
+    json_object_set_new(root, "mode", json_string(forward ? "forward" : "reverse"));
+    if (forward) {
+      json_t *w = json_object();
+      for (int k = 0; k < n_wrt; k++) {
+        int at = -1;
+        for (int i = 0; i < g->n_inputs; i++)
+          if (g->inputs[i] == tan_inputs[k]) at = i;
+        json_object_set_new(w, wrt[k]->name, tool_tensor_json(inputs[at]));
+      }
+      json_object_set_new(root, "wrt", w);
+    } else {
+      json_object_set_new(root, "of", json_string(of_label));
+    }
+    for (int i = 0; i < n_deriv; i++)
+      json_object_set_new(ders, deriv_keys[i], tool_tensor_json(outputs[first_deriv + i]));
+    json_object_set_new(root, forward ? "tangents" : "gradients", ders);
+    for (int i = 0; i < n_fwd_outputs; i++) json_object_set_new(outs, g->outputs[i].name, tool_tensor_json(outputs[i]));
+    json_object_set_new(root, "outputs", outs);
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(root);
+  } else if (rc == 0) {
+    for (int i = 0; i < n_fwd_outputs; i++) tool_print_tensor(stdout, g->outputs[i].name, outputs[i]);
+    if (forward) {
+      printf("tangents for");
+      for (int k = 0; k < n_wrt; k++) printf("%s %s", k ? "," : "", wrt[k]->name);
+      printf(" (t_NAME: the derivative of output NAME along the input tangents):\n");
+    } else {
+      printf("gradients of %s:\n", of_label);
+    }
+    for (int i = 0; i < n_deriv; i++)
+      tool_print_tensor(stdout, g->outputs[first_deriv + i].name, outputs[first_deriv + i]);
+  }
+  if (g) {
+    for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(inputs[i]);
+    for (int i = 0; i < g->n_params; i++) rt_tensor_free(params[i]);
+    for (int i = 0; i < g->n_outputs; i++) rt_tensor_free(outputs[i]);
+  }
+  free(inputs);
+  free(params);
+  free(outputs);
+  free(deriv_keys);
+  free(tan_inputs);
+  free(wrt);
+  ir_graph_free(g);
+  free(text);
+  free(wrt_copy);
+  free(wrt_names);
+  free(specs);
+  free(seeds);
+  free(tangs);
+  ir_diag_free(d);
+  return rc;
+}
+
+/* ---- tgc gradcheck ---- */
+
+typedef struct {
+  const char *name;
+  ir_value *v;          /* in the checked graph */
+  rt_tensor *x;         /* its tensor (an input or parameter, f64) */
+  rt_tensor *tangent;   /* the tangent input of the derivative graph */
+  int grad_out;         /* output index of its gradient */
+  int checks;
+  bool elements;
+  double max_abs, max_fd, max_rel;
+} wrt_check;
+
+/* Builds the f64 loss graph (loss = first output or its sum). */
+static ir_graph *loss_graph(const ir_graph *g, ir_diag *d, ir_value **loss, bool *summed) {
+  ir_graph *h = retype_f64(g, d);
+  if (!h) return NULL;
+  if (h->n_outputs == 0 || !ir_dtype_is_float(h->outputs[0].value->type.dtype)) {
+    ir_error_plain(d, "gradcheck: the first output of the model must be floating-point");
+    ir_graph_free(h);
+    return NULL;
+  }
+  ir_value *y = h->outputs[0].value;
+  *summed = y->type.rank > 0;
+  *loss = sum_all(h, y, "gradcheck_loss");
+  h->n_outputs = 0; /* the loss (and derivatives) are the outputs now */
+  return h;
+}
+
+static int parse_positive(const char *flag, const char *val, double *out, ir_diag *d) {
+  char *end;
+  errno = 0;
+  double v = val ? strtod(val, &end) : 0;
+  if (!val || !*val || *end || errno || !(v > 0) || !isfinite(v)) {
+    ir_error_plain(d, "%s %s: expected a positive number", flag, val ? val : "");
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int tool_cmd_gradcheck(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("%s%s", gradcheck_help, tool_common_help);
+    return 0;
+  }
+  ir_diag *d = ir_diag_new(stderr);
+  tool_compile_opts o = {0};
+  tool_input_spec *specs = calloc((size_t)argc + 1, sizeof *specs);
+  if (!specs) abort();
+  int n_specs = 0, rc = 0;
+  uint64_t seed = 0;
+  double eps = 1e-6, tol = 1e-6;
+  bool json = false;
+  for (int i = 1; i < argc && rc == 0; i++) {
+    const char *a = argv[i], *val = NULL;
+    int r = tool_parse_common(&o, argc, argv, &i, d);
+    if (r == 0) r = tool_parse_input_flag(argc, argv, &i, specs, &n_specs, &seed, d);
+    if (r < 0) rc = 1;
+    if (r != 0) continue;
+    if (tool_flag("--eps", argc, argv, &i, &val)) {
+      if (parse_positive("--eps", val, &eps, d) != 0) rc = 1;
+    } else if (tool_flag("--tol", argc, argv, &i, &val)) {
+      if (parse_positive("--tol", val, &tol, d) != 0) rc = 1;
+    } else if (strcmp(a, "--json") == 0) {
+      json = true;
+    } else if (a[0] == '-' && a[1]) {
+      ir_error_plain(d, "unknown option '%s' (see 'tgc gradcheck --help')", a);
+      rc = 1;
+    } else if (o.file) {
+      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
+      rc = 1;
+    } else {
+      o.file = a;
+    }
+  }
+  if (rc == 0 && !o.file) {
+    ir_error_plain(d, "gradcheck: missing FILE (see 'tgc gradcheck --help')");
+    rc = 1;
+  }
+  char *text = NULL;
+  ir_graph *g = NULL, *gl = NULL, *gd = NULL; /* model, loss only, loss + derivatives */
+  ir_value *loss_l = NULL, *loss_d = NULL;
+  bool summed = false;
+  if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
+  if (rc == 0 && run_pipeline(g, PASS_AUTODIFF, &o, d) != 0) rc = 1;
+  if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
+  if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
+  if (rc == 0 && (!(gl = loss_graph(g, d, &loss_l, &summed)) || !(gd = loss_graph(g, d, &loss_d, &summed)))) rc = 1;
+  /* the values checked: every float input and parameter */
+  int n_leaf = gd ? gd->n_inputs + gd->n_params : 0, n_w = 0;
+  int n_in0 = gd ? gd->n_inputs : 0;
+  wrt_check *w = calloc((size_t)n_leaf + 1, sizeof *w);
+  ir_value **wv = calloc((size_t)n_leaf + 1, sizeof *wv), **tv = calloc((size_t)n_leaf + 1, sizeof *tv);
+  ir_value **grads = calloc((size_t)n_leaf + 1, sizeof *grads);
+  if (!w || !wv || !tv || !grads) abort();
+  for (int i = 0; rc == 0 && i < n_leaf; i++) {
+    ir_value *v = i < n_in0 ? gd->inputs[i] : gd->params[i - n_in0];
+    if (!ir_dtype_is_float(v->type.dtype)) continue;
+    w[n_w].name = v->name;
+    w[n_w].v = v;
+    wv[n_w++] = v;
+  }
+  ir_value *jvp_out = NULL;
+  if (rc == 0 && n_w == 0) {
+    ir_error_plain(d, "gradcheck: the model has no floating-point input or parameter to check");
+    rc = 1;
+  }
+  if (rc == 0) {
+    ir_graph_add_output(gl, "loss", loss_l);
+    ir_graph_add_output(gd, "loss", loss_d);
+    if (pass_vjp(gd, loss_d, wv, n_w, grads, d) != 0) rc = 1;
+    for (int k = 0; rc == 0 && k < n_w; k++) {
+      char name[300];
+      snprintf(name, sizeof name, "t_%s", w[k].name);
+      tv[k] = ir_graph_add_input(gd, ir_graph_unique_name(gd, name), wv[k]->type, wv[k]->loc);
+    }
+    if (rc == 0 && pass_jvp(gd, wv, tv, n_w, &loss_d, 1, &jvp_out, d) != 0) rc = 1;
+    if (rc == 0) {
+      ir_graph_add_output(gd, "jvp", jvp_out);
+      for (int k = 0; k < n_w; k++) {
+        char name[300];
+        snprintf(name, sizeof name, "d_%s", w[k].name);
+        w[k].grad_out = gd->n_outputs;
+        ir_graph_add_output(gd, name, grads[k]);
+      }
+      if (ir_verify(gd, d) != 0) {
+        ir_error_plain(d, "internal error: the derivative graph does not verify");
+        rc = 1;
+      }
+    }
+  }
+  /* tensors: the loss graph's inputs/params, shared with the derivative
+   * graph, whose tangent inputs come after */
+  rt_tensor **in_l = NULL, **par = NULL, **in_d = NULL, **out_l = NULL, **out_d = NULL;
+  if (rc == 0) {
+    in_l = calloc((size_t)gl->n_inputs + 1, sizeof *in_l);
+    par = calloc((size_t)gl->n_params + 1, sizeof *par);
+    in_d = calloc((size_t)gd->n_inputs + 1, sizeof *in_d);
+    out_l = calloc((size_t)gl->n_outputs + 1, sizeof *out_l);
+    out_d = calloc((size_t)gd->n_outputs + 1, sizeof *out_d);
+    if (!in_l || !par || !in_d || !out_l || !out_d) abort();
+    if (tool_bind_all(gl, specs, n_specs, seed, json, in_l, par, d) != 0) rc = 1;
+  }
+  for (int i = 0; rc == 0 && i < gd->n_inputs; i++) {
+    if (i < gl->n_inputs) in_d[i] = in_l[i];
+    else if (!(in_d[i] = rt_tensor_new(&gd->inputs[i]->type))) rc = 1;
+  }
+  for (int k = 0; rc == 0 && k < n_w; k++) {
+    for (int i = 0; i < gd->n_inputs; i++) {
+      if (gd->inputs[i] == w[k].v) w[k].x = in_d[i];
+      if (gd->inputs[i] == tv[k]) w[k].tangent = in_d[i];
+    }
+    for (int i = 0; i < gd->n_params; i++)
+      if (gd->params[i] == w[k].v) w[k].x = par[i];
+  }
+  /* the derivatives at x: loss and every gradient (zero tangents) */
+  if (rc == 0 && run_graph(gd, in_d, par, out_d, d) != 0) rc = 1;
+  double loss0 = rc == 0 ? rt_tensor_get(out_d[0], 0) : 0;
+  double total_abs = 0, total_rel = 0;
+  for (int k = 0; rc == 0 && k < n_w; k++) {
+    wrt_check *c = &w[k];
+    int64_t n = ir_type_numel(&c->x->type);
+    c->elements = n <= ELEMENT_LIMIT;
+    int n_dir = c->elements ? (int)n : RANDOM_DIRECTIONS;
+    rt_tensor *x0 = rt_tensor_new(&c->x->type), *v = rt_tensor_new(&c->x->type);
+    if (!x0 || !v) abort();
+    memcpy(x0->data, c->x->data, x0->nbytes);
+    double xmax = 0;
+    for (int64_t e = 0; e < n; e++) xmax = fmax(xmax, fabs(rt_tensor_get(x0, e)));
+    uint64_t stream = rt_hash_name(c->name);
+    for (int dir = 0; rc == 0 && dir < n_dir; dir++) {
+      for (int64_t e = 0; e < n; e++)
+        rt_tensor_set(v, e, c->elements ? (e == dir) : rt_random_normal(seed, stream, (uint64_t)dir * (uint64_t)n + (uint64_t)e));
+      double h = eps * fmax(1.0, c->elements ? fabs(rt_tensor_get(x0, dir)) : xmax);
+      /* reverse: <grad, v> */
+      double rev = 0;
+      for (int64_t e = 0; e < n; e++) rev += rt_tensor_get(out_d[c->grad_out], e) * rt_tensor_get(v, e);
+      /* forward: the jvp output with tangent v */
+      memcpy(c->tangent->data, v->data, v->nbytes);
+      rt_tensor **o2 = calloc((size_t)gd->n_outputs, sizeof *o2);
+      if (!o2) abort();
+      if (run_graph(gd, in_d, par, o2, d) != 0) rc = 1;
+      double fwd = rc == 0 ? rt_tensor_get(o2[1], 0) : 0;
+      free_tensors(o2, gd->n_outputs);
+      memset(c->tangent->data, 0, c->tangent->nbytes);
+      /* central difference */
+      double lp = 0, lm = 0;
+      for (int side = 0; rc == 0 && side < 2; side++) {
+        for (int64_t e = 0; e < n; e++)
+          rt_tensor_set(c->x, e, rt_tensor_get(x0, e) + (side ? -h : h) * rt_tensor_get(v, e));
+        if (run_graph(gl, in_l, par, out_l, d) != 0) rc = 1;
+        else if (side) lm = rt_tensor_get(out_l[0], 0);
+        else lp = rt_tensor_get(out_l[0], 0);
+        rt_tensor_free(out_l[0]);
+        out_l[0] = NULL;
+      }
+      memcpy(c->x->data, x0->data, x0->nbytes);
+      double fd = (lp - lm) / (2 * h);
+      c->max_abs = fmax(c->max_abs, fmax(fabs(rev - fd), fabs(fwd - fd)));
+      if (isnan(rev) || isnan(fwd) || isnan(fd)) c->max_abs = NAN;
+      c->max_fd = fmax(c->max_fd, fabs(fd));
+      c->checks++;
+    }
+    c->max_rel = c->max_abs == 0 ? 0 : c->max_abs / fmax(c->max_fd, 1e-300);
+    if (isnan(c->max_abs)) c->max_rel = NAN;
+    total_abs = isnan(c->max_abs) || isnan(total_abs) ? NAN : fmax(total_abs, c->max_abs);
+    total_rel = isnan(c->max_rel) || isnan(total_rel) ? NAN : fmax(total_rel, c->max_rel);
+    rt_tensor_free(x0);
+    rt_tensor_free(v);
+  }
+  bool pass = rc == 0 && total_rel <= tol; /* NaN fails */
+  const char *loss_name = g && g->n_outputs ? g->outputs[0].name : "?";
+  if (rc == 0 && json) {
+    json_t *root = json_object(), *jw = json_object();
+    char lbuf[300];
+    snprintf(lbuf, sizeof lbuf, summed ? "sum(%s)" : "%s", loss_name);
+    json_object_set_new(root, "loss", json_string(lbuf));
+    json_object_set_new(root, "loss_value", json_real(loss0));
+    json_object_set_new(root, "eps", json_real(eps));
+    json_object_set_new(root, "tol", json_real(tol));
+    for (int k = 0; k < n_w; k++) {
+      json_t *e = json_object();
+      json_object_set_new(e, "checks", json_integer(w[k].checks));
+      json_object_set_new(e, "kind", json_string(w[k].elements ? "elements" : "directions"));
+      json_object_set_new(e, "max_abs_error", isnan(w[k].max_abs) ? json_string("nan") : json_real(w[k].max_abs));
+      json_object_set_new(e, "max_rel_error", isnan(w[k].max_rel) ? json_string("nan") : json_real(w[k].max_rel));
+      json_object_set_new(jw, w[k].name, e);
+    }
+    json_object_set_new(root, "wrt", jw);
+    json_object_set_new(root, "max_abs_error", isnan(total_abs) ? json_string("nan") : json_real(total_abs));
+    json_object_set_new(root, "max_rel_error", isnan(total_rel) ? json_string("nan") : json_real(total_rel));
+    json_object_set_new(root, "pass", json_boolean(pass));
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(root);
+  } else if (rc == 0) {
+    printf("gradcheck %s: loss = %s%s%s = %.17g (f64), eps %g, tol %g\n", o.file, summed ? "sum(" : "", loss_name,
+           summed ? ") (the first output is not a scalar)" : " (the first output)", loss0, eps, tol);
+    printf("  %-24s %-14s %14s %14s\n", "value", "checks", "max abs err", "max rel err");
+    for (int k = 0; k < n_w; k++) {
+      char checks[64];
+      snprintf(checks, sizeof checks, "%d %s", w[k].checks, w[k].elements ? "elements" : "directions");
+      printf("  %-24s %-14s %14.3e %14.3e\n", w[k].name, checks, w[k].max_abs, w[k].max_rel);
+    }
+    printf("  %-24s %-14s %14.3e %14.3e\n", "all", "", total_abs, total_rel);
+    printf("%s: reverse and forward mode agree with central differences %s rel %g\n", pass ? "PASS" : "FAIL",
+           pass ? "within" : "NOT within", tol);
+  }
+  if (rc == 0 && !pass) rc = 1;
+  if (gl) {
+    for (int i = 0; i < gl->n_inputs; i++) rt_tensor_free(in_l ? in_l[i] : NULL);
+    for (int i = 0; i < gl->n_params; i++) rt_tensor_free(par ? par[i] : NULL);
+    for (int i = 0; i < gl->n_outputs; i++) rt_tensor_free(out_l ? out_l[i] : NULL);
+  }
+  if (gd && gl) {
+    for (int i = gl->n_inputs; i < gd->n_inputs; i++) rt_tensor_free(in_d ? in_d[i] : NULL);
+    for (int i = 0; i < gd->n_outputs; i++) rt_tensor_free(out_d ? out_d[i] : NULL);
+  }
+  free(in_l);
+  free(par);
+  free(in_d);
+  free(out_l);
+  free(out_d);
+  free(w);
+  free(wv);
+  free(tv);
+  free(grads);
+  ir_graph_free(gl);
+  ir_graph_free(gd);
+  ir_graph_free(g);
+  free(text);
+  free(specs);
+  ir_diag_free(d);
+  return rc;
+}

@@ -1,0 +1,604 @@
+/* tools/cmd_train.c — `tgc train`: compile a model into its training graph
+ * (pass_build_training) and an optimizer update graph (pass_build_update),
+ * feed it from a data source, and run the loop in runtime/train.c with a
+ * progress display, a JSON-lines log and safetensors state files.
+ *
+ * --batch / --seq-len / --vocab become -D B=N (or M=N) / -D T=N / -D V=N when
+ * the chosen config defines that constant (found through fe_list_configs);
+ * otherwise the model's own shapes must already agree. --resume reads the
+ * state file first: the training settings saved in its metadata are the
+ * defaults, flags given again override them. --steps is the total step
+ * count of the run (the cosine schedule ends there), so a resumed run goes
+ * on to the same end.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+static const char *const train_help =
+    "usage: tgc train FILE --data SOURCE [--steps N] [--optimizer sgd|momentum|adam|adamw] [--lr X]\n"
+    "                 [--batch N] [--vocab V] [--seq-len T] [--micro-batches K] [--clip NORM]\n"
+    "                 [--weight-decay W] [--warmup N] [--schedule constant|cosine] [--save PATH]\n"
+    "                 [--save-every N] [--resume PATH] [--log run.jsonl] [--seed N] [--json] [options]\n"
+    "\n"
+    "Trains FILE: the loss is its output named 'loss' (else its first output, a float scalar);\n"
+    "every parameter is trained.\n"
+    "\n"
+    "data (--data SOURCE, bound to the model's inputs by name):\n"
+    "  xor, regression      vector tasks: inputs X [features, batch] or x [batch, features] and\n"
+    "                       targets Y or y [batch] (or [batch, 1]). xor has 2 features, regression\n"
+    "                       features - 1; the next feature is a constant 1 (a bias), the rest 0.\n"
+    "  copy, reverse, sort  sequence tasks: inputs tokens and targets, integer [batch, T]; tokens\n"
+    "                       uniform in [0, V); targets the tokens copied, reversed or sorted\n"
+    "  text:PATH            a byte-level text file (tokens = bytes, targets = the next byte)\n"
+    "  tokens:PATH          a uint16 little-endian token file (targets = the next token)\n"
+    "  --batch N            batch size: sets the config constant B (else M) with -D\n"
+    "  --seq-len T          sequence length: sets the config constant T\n"
+    "  --vocab V            vocabulary of copy/reverse/sort: sets the config constant V if there is one\n"
+    "\n"
+    "optimization (defaults: vector tasks adam, lr 0.05, 1000 steps, constant schedule;\n"
+    "              sequence tasks adam, lr 0.003, 200 steps, warmup 20, cosine to 0.1 lr, clip 1):\n"
+    "  --steps N            total steps of the run (a resumed run continues to N)\n"
+    "  --optimizer NAME     sgd, momentum (0.9), adam, adamw (betas 0.9, 0.999, eps 1e-8)\n"
+    "  --lr X               peak learning rate\n"
+    "  --schedule S         constant, or cosine (decays to 0.1 x lr at the last step)\n"
+    "  --warmup N           linear warmup over the first N steps\n"
+    "  --micro-batches K    gradient accumulation: K batches per step, gradients averaged\n"
+    "  --clip NORM          clip the global gradient norm to NORM (0 = off)\n"
+    "  --weight-decay W     adamw: decoupled; others: L2 added to the gradient\n"
+    "  --seed N             parameter initialization and data (default 0)\n"
+    "\n"
+    "state and output:\n"
+    "  --save PATH          save parameters + optimizer state (safetensors) at the end\n"
+    "  --save-every N       ... and every N steps (written to PATH.tmp, fsynced, renamed)\n"
+    "  --resume PATH        continue from a saved state, bit-identically; its settings are the defaults\n"
+    "  --stop-at N          stop after step N (saving), as if interrupted; resume later\n"
+    "  --log FILE           one JSON object per step: step, loss, lr, accuracy (sequence models\n"
+    "                       with a 'logits' output), elapsed_s\n"
+    "  --print-every N      plain progress lines every N steps when not on a terminal\n"
+    "  --json               print the summary as one JSON object\n"
+    "\n"
+    "A progress bar is drawn on stderr when it is a terminal; otherwise (without --json) plain\n"
+    "progress lines go to stdout. The summary gives the final loss and\n"
+    "accuracy (means over the last 10 steps), steps/s, and predicted vs measured peak activation bytes.\n"
+    "\n";
+
+extern const char *const tool_common_help;
+
+/* Training settings; the *_set flags tell given from default (for --resume). */
+typedef struct {
+  const char *data;
+  int64_t steps, batch, seq_len, vocab, warmup, save_every, stop_at, print_every;
+  int optimizer, micro_batches;
+  rt_schedule_kind schedule;
+  double lr, clip, weight_decay;
+  uint64_t seed;
+  bool steps_set, lr_set, opt_set, sched_set, warmup_set, mb_set, clip_set, wd_set, seed_set, batch_set,
+      seq_set, vocab_set;
+  const char *save, *resume, *log;
+  bool json;
+} train_opts;
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t *out, ir_diag *d) {
+  char *end;
+  errno = 0;
+  long long x = v ? strtoll(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || x < lo) {
+    ir_error_plain(d, "%s %s: expected an integer >= %lld", flag, v ? v : "", (long long)lo);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+static int parse_f64(const char *flag, const char *v, double lo, double *out, ir_diag *d) {
+  char *end;
+  errno = 0;
+  double x = v ? strtod(v, &end) : 0;
+  if (!v || !*v || *end || errno || !isfinite(x) || x < lo) {
+    ir_error_plain(d, "%s %s: expected a number >= %g", flag, v ? v : "", lo);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+/* Applies settings saved in a state file to those not given on the command line. */
+static int apply_saved(train_opts *t, const rt_safetensors *f, ir_diag *d) {
+  const char *v;
+  if (!t->data && (v = rt_safetensors_meta(f, "data"))) t->data = v;
+  if (!t->opt_set && (v = rt_safetensors_meta(f, "optimizer"))) {
+    t->optimizer = pass_optimizer_from_name(v);
+    if (t->optimizer < 0) {
+      ir_error_plain(d, "%s: unknown optimizer '%s' in its metadata", t->resume, v);
+      return -1;
+    }
+    t->opt_set = true;
+  }
+  if (!t->sched_set && (v = rt_safetensors_meta(f, "schedule"))) {
+    t->schedule = strcmp(v, "cosine") == 0 ? RT_SCHEDULE_COSINE : RT_SCHEDULE_CONSTANT;
+    t->sched_set = true;
+  }
+  struct {
+    const char *key;
+    bool *set;
+    double *f;
+    int64_t *i;
+  } keys[] = {{"lr", &t->lr_set, &t->lr, NULL},           {"clip", &t->clip_set, &t->clip, NULL},
+              {"weight_decay", &t->wd_set, &t->weight_decay, NULL}, {"steps", &t->steps_set, NULL, &t->steps},
+              {"warmup", &t->warmup_set, NULL, &t->warmup}, {"batch", &t->batch_set, NULL, &t->batch},
+              {"seq_len", &t->seq_set, NULL, &t->seq_len},  {"vocab", &t->vocab_set, NULL, &t->vocab}};
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+    if (*keys[k].set || !(v = rt_safetensors_meta(f, keys[k].key))) continue;
+    char *end;
+    if (keys[k].f) *keys[k].f = strtod(v, &end);
+    else *keys[k].i = strtoll(v, &end, 10);
+    if (end == v || *end) {
+      ir_error_plain(d, "%s: metadata \"%s\" is '%s', not a number", t->resume, keys[k].key, v);
+      return -1;
+    }
+    *keys[k].set = true;
+  }
+  if (!t->mb_set && (v = rt_safetensors_meta(f, "micro_batches"))) {
+    t->micro_batches = atoi(v);
+    t->mb_set = t->micro_batches >= 1;
+  }
+  if (!t->seed_set && (v = rt_safetensors_meta(f, "seed"))) {
+    t->seed = strtoull(v, NULL, 10);
+    t->seed_set = true;
+  }
+  return 0;
+}
+
+/* Defaults by task family (see the help text). */
+static void apply_defaults(train_opts *t, bool sequence) {
+  if (!t->opt_set) t->optimizer = PASS_OPT_ADAM;
+  if (!t->lr_set) t->lr = sequence ? 0.003 : 0.05;
+  if (!t->steps_set) t->steps = sequence ? 200 : 1000;
+  if (!t->sched_set) t->schedule = sequence ? RT_SCHEDULE_COSINE : RT_SCHEDULE_CONSTANT;
+  if (!t->warmup_set) t->warmup = sequence ? 20 : 0;
+  if (!t->clip_set) t->clip = sequence ? 1.0 : 0.0;
+  if (!t->mb_set) t->micro_batches = 1;
+}
+
+/* Whether the chosen config of the model defines constant `name`. */
+static bool config_defines(const char *file, const char *text, const char *config, const char *name) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) return false;
+  FILE *sink = tmpfile();
+  ir_diag *d = ir_diag_new(sink ? sink : stderr);
+  fe_list_configs(file, text, strlen(text), d, m);
+  ir_diag_free(d);
+  if (sink) fclose(sink);
+  fclose(m);
+  bool found = false;
+  for (char *line = buf; line && *line && !found;) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    char *colon = strstr(line, ": ");
+    size_t nlen = strcspn(line, " :");
+    bool chosen = config ? (strlen(config) == nlen && strncmp(line, config, nlen) == 0)
+                         : strstr(line, " (default):") != NULL;
+    if (chosen && colon) {
+      for (char *p = colon + 2; p && *p;) {
+        size_t k = strcspn(p, " =");
+        if (k == strlen(name) && strncmp(p, name, k) == 0) found = true;
+        p = strstr(p, ", ");
+        if (p) p += 2;
+      }
+    }
+    line = nl ? nl + 1 : NULL;
+  }
+  free(buf);
+  return found;
+}
+
+static int add_define(tool_compile_opts *o, const char *name, int64_t v, char *store, ir_diag *d) {
+  if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
+    ir_error_plain(d, "too many -D options (at most 64)");
+    return -1;
+  }
+  snprintf(store, 32, "%lld", (long long)v);
+  o->defines[o->fe.n_defines++] = (fe_define){name, store};
+  o->fe.defines = o->defines;
+  return 0;
+}
+
+static const char *fmt_bytes(size_t b, char *buf, size_t n) {
+  if (b >= (1u << 20)) snprintf(buf, n, "%.2f MiB", (double)b / (1 << 20));
+  else if (b >= 1024) snprintf(buf, n, "%.1f KiB", (double)b / 1024);
+  else snprintf(buf, n, "%zu B", b);
+  return buf;
+}
+
+static void fmt_eta(double s, char *buf, size_t n) {
+  if (!isfinite(s) || s < 0) s = 0;
+  long t = (long)(s + 0.5);
+  if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* Saves the state with the run's settings as metadata. */
+static int save_state(const rt_trainer *tr, const train_opts *t, const char *path, ir_diag *d) {
+  char lr[40], clip[40], wd[40], steps[32], warm[32], mb[32], batch[32], seq[32], vocab[32];
+  snprintf(lr, sizeof lr, "%.17g", t->lr);
+  snprintf(clip, sizeof clip, "%.17g", t->clip);
+  snprintf(wd, sizeof wd, "%.17g", t->weight_decay);
+  snprintf(steps, sizeof steps, "%lld", (long long)t->steps);
+  snprintf(warm, sizeof warm, "%lld", (long long)t->warmup);
+  snprintf(mb, sizeof mb, "%d", t->micro_batches);
+  snprintf(batch, sizeof batch, "%lld", (long long)t->batch);
+  snprintf(seq, sizeof seq, "%lld", (long long)t->seq_len);
+  snprintf(vocab, sizeof vocab, "%lld", (long long)t->vocab);
+  rt_meta_entry meta[16];
+  int n = 0;
+  meta[n++] = (rt_meta_entry){"optimizer", pass_optimizer_name((pass_optimizer_kind)t->optimizer)};
+  meta[n++] = (rt_meta_entry){"lr", lr};
+  meta[n++] = (rt_meta_entry){"schedule", t->schedule == RT_SCHEDULE_COSINE ? "cosine" : "constant"};
+  meta[n++] = (rt_meta_entry){"warmup", warm};
+  meta[n++] = (rt_meta_entry){"steps", steps};
+  meta[n++] = (rt_meta_entry){"micro_batches", mb};
+  meta[n++] = (rt_meta_entry){"clip", clip};
+  meta[n++] = (rt_meta_entry){"weight_decay", wd};
+  meta[n++] = (rt_meta_entry){"data", t->data};
+  /* the data stream is a function of (seed, step, micro-batch): its position is the step */
+  meta[n++] = (rt_meta_entry){"data_rng", "counter: (seed, step, micro-batch)"};
+  if (t->batch_set) meta[n++] = (rt_meta_entry){"batch", batch};
+  if (t->seq_set) meta[n++] = (rt_meta_entry){"seq_len", seq};
+  if (t->vocab_set) meta[n++] = (rt_meta_entry){"vocab", vocab};
+  char err[1024];
+  if (rt_trainer_save(tr, path, meta, n, err, sizeof err) != 0) {
+    ir_error_plain(d, "%s", err);
+    return -1;
+  }
+  return 0;
+}
+
+static void json_num(FILE *f, const char *key, double v) {
+  if (isfinite(v)) fprintf(f, ",\"%s\":%.17g", key, v);
+  else fprintf(f, ",\"%s\":null", key);
+}
+
+static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t, ir_diag *d) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int r = tool_parse_common(o, argc, argv, &i, d);
+    if (r < 0) return -1;
+    if (r > 0) continue;
+    const char *val = NULL;
+#define TAKE(flag)                                                                              \
+  (strncmp(a, flag, strlen(flag)) == 0 && (a[strlen(flag)] == 0 || a[strlen(flag)] == '=') &&   \
+   ((val = a[strlen(flag)] == '=' ? a + strlen(flag) + 1 : (i + 1 < argc ? argv[++i] : NULL)), 1))
+    int rc = 0;
+    if (TAKE("--data")) {
+      if (!val || !*val) rc = -1, ir_error_plain(d, "--data needs a SOURCE");
+      t->data = val;
+    } else if (TAKE("--steps")) {
+      rc = parse_i64("--steps", val, 1, &t->steps, d), t->steps_set = true;
+    } else if (TAKE("--optimizer")) {
+      t->optimizer = pass_optimizer_from_name(val);
+      t->opt_set = true;
+      if (t->optimizer < 0)
+        rc = -1, ir_error_plain(d, "--optimizer %s: expected sgd, momentum, adam or adamw", val ? val : "");
+    } else if (TAKE("--lr")) {
+      rc = parse_f64("--lr", val, 0, &t->lr, d), t->lr_set = true;
+    } else if (TAKE("--batch")) {
+      rc = parse_i64("--batch", val, 1, &t->batch, d), t->batch_set = true;
+    } else if (TAKE("--seq-len")) {
+      rc = parse_i64("--seq-len", val, 1, &t->seq_len, d), t->seq_set = true;
+    } else if (TAKE("--vocab")) {
+      rc = parse_i64("--vocab", val, 1, &t->vocab, d), t->vocab_set = true;
+    } else if (TAKE("--micro-batches")) {
+      int64_t k = 1;
+      rc = parse_i64("--micro-batches", val, 1, &k, d);
+      if (rc == 0 && k > 1000000) rc = -1, ir_error_plain(d, "--micro-batches %s: at most 1000000", val);
+      t->micro_batches = (int)k, t->mb_set = true;
+    } else if (TAKE("--clip")) {
+      rc = parse_f64("--clip", val, 0, &t->clip, d), t->clip_set = true;
+    } else if (TAKE("--weight-decay")) {
+      rc = parse_f64("--weight-decay", val, 0, &t->weight_decay, d), t->wd_set = true;
+    } else if (TAKE("--warmup")) {
+      rc = parse_i64("--warmup", val, 0, &t->warmup, d), t->warmup_set = true;
+    } else if (TAKE("--schedule")) {
+      t->sched_set = true;
+      if (val && strcmp(val, "constant") == 0) t->schedule = RT_SCHEDULE_CONSTANT;
+      else if (val && strcmp(val, "cosine") == 0) t->schedule = RT_SCHEDULE_COSINE;
+      else rc = -1, ir_error_plain(d, "--schedule %s: expected constant or cosine", val ? val : "");
+    } else if (TAKE("--save")) {
+      if (!val || !*val) rc = -1, ir_error_plain(d, "--save needs a PATH");
+      t->save = val;
+    } else if (TAKE("--save-every")) {
+      rc = parse_i64("--save-every", val, 1, &t->save_every, d);
+    } else if (TAKE("--resume")) {
+      if (!val || !*val) rc = -1, ir_error_plain(d, "--resume needs a PATH");
+      t->resume = val;
+    } else if (TAKE("--stop-at")) {
+      rc = parse_i64("--stop-at", val, 1, &t->stop_at, d);
+    } else if (TAKE("--log")) {
+      if (!val || !*val) rc = -1, ir_error_plain(d, "--log needs a FILE");
+      t->log = val;
+    } else if (TAKE("--print-every")) {
+      rc = parse_i64("--print-every", val, 1, &t->print_every, d);
+    } else if (TAKE("--seed")) {
+      int64_t s = 0;
+      rc = parse_i64("--seed", val, 0, &s, d);
+      t->seed = (uint64_t)s, t->seed_set = true;
+    } else if (strcmp(a, "--json") == 0) {
+      t->json = true;
+    } else if (a[0] == '-' && a[1]) {
+      ir_error_plain(d, "unknown option '%s' (see 'tgc train --help')", a);
+      rc = -1;
+    } else if (o->file) {
+      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
+      rc = -1;
+    } else {
+      o->file = a;
+    }
+#undef TAKE
+    if (rc) return -1;
+  }
+  if (!o->file) {
+    ir_error_plain(d, "train: missing FILE (see 'tgc train --help')");
+    return -1;
+  }
+  if (t->save_every && !t->save) {
+    ir_error_plain(d, "--save-every needs --save PATH");
+    return -1;
+  }
+  return 0;
+}
+
+/* The size flags as -D overrides of the chosen config (when it has the constant). */
+static int map_size_flags(tool_compile_opts *o, train_opts *t, const char *text, char store[3][32], ir_diag *d) {
+  if (!text) return 0;
+  if (t->batch_set) {
+    const char *name = config_defines(o->file, text, o->fe.config, "B")   ? "B"
+                       : config_defines(o->file, text, o->fe.config, "M") ? "M"
+                                                                          : NULL;
+    if (name && add_define(o, name, t->batch, store[0], d) != 0) return -1;
+  }
+  if (t->seq_set && config_defines(o->file, text, o->fe.config, "T") && add_define(o, "T", t->seq_len, store[1], d) != 0)
+    return -1;
+  if (t->vocab_set && config_defines(o->file, text, o->fe.config, "V") && add_define(o, "V", t->vocab, store[2], d) != 0)
+    return -1;
+  return 0;
+}
+
+/* Checks --batch / --seq-len were honoured (the model may have no such constant). */
+static int check_sizes(const ir_graph *g, const train_opts *t, rt_data *ds, ir_diag *d) {
+  int64_t items = rt_data_batch_items(ds);
+  bool seq = rt_data_is_sequence(ds);
+  int64_t T = 0, B = items;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (seq && strcmp(g->inputs[i]->name, "tokens") == 0) B = g->inputs[i]->type.dims[0], T = g->inputs[i]->type.dims[1];
+  if (t->batch_set && B != t->batch) {
+    ir_error_plain(d, "--batch %lld: the model's batch is %lld and its config has no constant B or M to set",
+                   (long long)t->batch, (long long)B);
+    return -1;
+  }
+  if (seq && t->seq_set && T != t->seq_len) {
+    ir_error_plain(d, "--seq-len %lld: the model's sequence length is %lld and its config has no constant T to set",
+                   (long long)t->seq_len, (long long)T);
+    return -1;
+  }
+  return 0;
+}
+
+int tool_cmd_train(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("%s%s", train_help, tool_common_help);
+      return 0;
+    }
+  ir_diag *d = ir_diag_new(stderr);
+  tool_compile_opts o = {0};
+  train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1};
+  rt_safetensors *state = NULL;
+  char *text = NULL, err[1024] = "";
+  ir_graph *g = NULL, *u = NULL;
+  rt_data *ds = NULL;
+  rt_trainer *tr = NULL;
+  FILE *log = NULL;
+  char define_store[3][32];
+  int rc = 1;
+  if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
+  if (t.resume) {
+    if (!(state = rt_safetensors_read(t.resume, err, sizeof err))) {
+      ir_error_plain(d, "--resume: %s", err);
+      goto done;
+    }
+    if (apply_saved(&t, state, d) != 0) goto done;
+  }
+  if (!t.data) {
+    ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH)");
+    goto done;
+  }
+  if (!(ds = rt_data_open(t.data, t.vocab_set ? t.vocab : 0, err, sizeof err))) {
+    ir_error_plain(d, "--data: %s", err);
+    goto done;
+  }
+  apply_defaults(&t, rt_data_is_sequence(ds));
+
+  /* compile: the size flags first become -D overrides */
+  {
+    size_t len = 0;
+    char *peek = ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, d);
+    if (!peek) goto done;
+    bool is_ir = len && strlen(o.file) > 3 && strcmp(o.file + strlen(o.file) - 3, ".ir") == 0;
+    int mrc = map_size_flags(&o, &t, is_ir ? NULL : peek, define_store, d);
+    free(peek);
+    if (mrc != 0) goto done;
+  }
+  if (!(g = tool_load(&o, d, &text))) goto done;
+  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
+                     .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint};
+  if (pass_build_training(g, &po) != 0) goto done;
+  pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)t.optimizer);
+  opt.clip_norm = t.clip;
+  opt.weight_decay = t.weight_decay;
+  if (!(u = pass_build_update(g, &opt, d))) goto done;
+  rt_train_config cfg = {.train = g, .update = u, .data = ds, .seed = t.seed, .micro_batches = t.micro_batches};
+  cfg.schedule = (rt_schedule){.kind = t.schedule, .lr = t.lr, .warmup = t.warmup, .total = t.steps, .floor = 0.1};
+  if (!(tr = rt_trainer_new(&cfg, err, sizeof err))) {
+    ir_error_plain(d, "%s", err);
+    goto done;
+  }
+  if (check_sizes(g, &t, ds, d) != 0) goto done;
+  if (state && rt_trainer_load(tr, state, t.resume, err, sizeof err) != 0) {
+    ir_error_plain(d, "--resume: %s", err);
+    goto done;
+  }
+  if (t.log && !(log = fopen(t.log, rt_trainer_steps_done(tr) > 0 ? "a" : "w"))) {
+    ir_error_plain(d, "--log %s: cannot write: %s", t.log, strerror(errno));
+    goto done;
+  }
+
+  size_t predicted = pass_predict_peak_bytes(g);
+  bool seq = rt_data_is_sequence(ds);
+  int64_t items = rt_data_batch_items(ds) * t.micro_batches;
+  bool bar = isatty(STDERR_FILENO);
+  FILE *lines = stdout;
+  int64_t start = rt_trainer_steps_done(tr), end = t.steps;
+  if (t.stop_at && t.stop_at < end) end = t.stop_at;
+  int64_t every = t.print_every ? t.print_every : (t.steps >= 10 ? t.steps / 10 : 1);
+  if (!t.json)
+    fprintf(stdout, "training %s: %d parameter tensors, %s, lr %g (%s%s), data %s, %s %lld per step%s\n", o.file,
+            g->n_params, pass_optimizer_name((pass_optimizer_kind)t.optimizer), t.lr,
+            t.schedule == RT_SCHEDULE_COSINE ? "cosine" : "constant", t.warmup ? ", warmup" : "", t.data,
+            seq ? "tokens" : "samples", (long long)items, start ? " (resumed)" : "");
+  if (start >= t.steps && !t.json) fprintf(stdout, "already at step %lld of %lld\n", (long long)start, (long long)t.steps);
+  struct sigaction sa = {0}, old_sa;
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, &old_sa);
+  double t0 = now_s(), last_draw = 0;
+  enum { WINDOW = 10 };
+  double recent_loss[WINDOW] = {0}, recent_acc[WINDOW] = {0};
+  int n_recent = 0;
+  size_t peak = 0;
+  rt_step_result r = {0};
+  bool failed = false;
+  for (int64_t s = start; s < end && !interrupted; s++) {
+    if (rt_trainer_step(tr, &r, err, sizeof err) != 0) {
+      if (bar) fputc('\n', stderr);
+      ir_error_plain(d, "step %lld: %s", (long long)(s + 1), err);
+      failed = true;
+      break;
+    }
+    if (r.peak_bytes > peak) peak = r.peak_bytes;
+    recent_loss[n_recent % WINDOW] = r.loss;
+    recent_acc[n_recent % WINDOW] = r.accuracy;
+    n_recent++;
+    double el = now_s() - t0;
+    if (log) {
+      fprintf(log, "{\"step\":%lld", (long long)r.step);
+      json_num(log, "loss", r.loss);
+      json_num(log, "lr", r.lr);
+      if (r.accuracy >= 0) json_num(log, "accuracy", r.accuracy);
+      json_num(log, "elapsed_s", el);
+      fputs("}\n", log);
+      fflush(log);
+    }
+    double rate = (double)(r.step - start) / (el > 0 ? el : 1e-9);
+    char eta[32], acc[32] = "";
+    fmt_eta((double)(t.steps - r.step) / rate, eta, sizeof eta);
+    if (r.accuracy >= 0) snprintf(acc, sizeof acc, "  acc %5.1f%%", 100 * r.accuracy);
+    if (bar && (el - last_draw > 0.1 || r.step == end)) {
+      last_draw = el;
+      int width = 24, filled = (int)(width * (double)r.step / (double)t.steps);
+      char b[32];
+      for (int k = 0; k < width; k++) b[k] = k < filled ? '#' : '.';
+      b[width] = 0;
+      fprintf(stderr, "\r[%s] %lld/%lld  loss %.4g%s  %.0f %s/s  ETA %s   ", b, (long long)r.step, (long long)t.steps,
+              r.loss, acc, rate * (double)items, seq ? "tok" : "samples", eta);
+      fflush(stderr);
+    } else if (!bar && !t.json && (r.step % every == 0 || r.step == end)) {
+      fprintf(lines, "step %lld/%lld  loss %.6g%s  lr %.3g  %.0f %s/s  ETA %s\n", (long long)r.step, (long long)t.steps,
+              r.loss, acc, r.lr, rate * (double)items, seq ? "tokens" : "samples", eta);
+      fflush(lines);
+    }
+    if (!isfinite(r.loss)) {
+      if (bar) fputc('\n', stderr);
+      ir_error_plain(d, "step %lld: the loss is %g; stopping (try a smaller --lr or --clip)", (long long)r.step, r.loss);
+      failed = true;
+      break;
+    }
+    if (t.save && t.save_every && r.step % t.save_every == 0 && r.step != end && save_state(tr, &t, t.save, d) != 0) {
+      failed = true;
+      break;
+    }
+  }
+  sigaction(SIGINT, &old_sa, NULL);
+  if (bar && end > start) fputc('\n', stderr);
+  double elapsed = now_s() - t0;
+  if (failed) goto done;
+  if (interrupted && !t.json)
+    fprintf(stdout, "interrupted at step %lld%s\n", (long long)rt_trainer_steps_done(tr),
+            t.save ? "; saving the state" : "");
+  if (t.save && save_state(tr, &t, t.save, d) != 0) goto done;
+
+  int nw = n_recent < WINDOW ? n_recent : WINDOW;
+  double mean_loss = 0, mean_acc = 0;
+  for (int k = 0; k < nw; k++) mean_loss += recent_loss[k], mean_acc += recent_acc[k];
+  if (nw) mean_loss /= nw, mean_acc /= nw;
+  bool have_acc = nw && r.accuracy >= 0;
+  int64_t done_steps = rt_trainer_steps_done(tr) - start;
+  double sps = elapsed > 0 ? (double)done_steps / elapsed : 0;
+  if (t.json) {
+    json_t *j = json_object();
+    json_object_set_new(j, "steps", json_integer(rt_trainer_steps_done(tr)));
+    json_object_set_new(j, "steps_run", json_integer(done_steps));
+    json_object_set_new(j, "final_loss", nw && isfinite(mean_loss) ? json_real(mean_loss) : json_null());
+    json_object_set_new(j, "last_loss", nw && isfinite(r.loss) ? json_real(r.loss) : json_null());
+    json_object_set_new(j, "accuracy", have_acc ? json_real(mean_acc) : json_null());
+    json_object_set_new(j, "seconds", json_real(elapsed));
+    json_object_set_new(j, "steps_per_s", json_real(sps));
+    json_object_set_new(j, seq ? "tokens_per_s" : "samples_per_s", json_real(sps * (double)items));
+    json_object_set_new(j, "predicted_peak_bytes", json_integer((json_int_t)predicted));
+    json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)peak));
+    json_object_set_new(j, "interrupted", json_boolean(interrupted));
+    json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(j);
+  } else if (nw) {
+    char pb[32], mb[32];
+    printf("done: %lld steps in %.2f s (%.1f steps/s, %.0f %s/s)\n", (long long)rt_trainer_steps_done(tr), elapsed, sps,
+           sps * (double)items, seq ? "tokens" : "samples");
+    printf("final loss %.6g (mean of the last %d steps; last %.6g)\n", mean_loss, nw, r.loss);
+    if (have_acc) printf("token accuracy %.2f%% (mean of the last %d steps)\n", 100 * mean_acc, nw);
+    printf("peak activation memory: predicted %s, measured %s\n", fmt_bytes(predicted, pb, sizeof pb),
+           fmt_bytes(peak, mb, sizeof mb));
+    if (t.save) printf("saved %s\n", t.save);
+  }
+  rc = 0;
+done:
+  if (log) fclose(log);
+  rt_trainer_free(tr);
+  rt_data_free(ds);
+  rt_safetensors_free(state);
+  ir_graph_free(u);
+  ir_graph_free(g);
+  free(text);
+  ir_diag_free(d);
+  return rc;
+}
