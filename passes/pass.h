@@ -171,4 +171,51 @@ int pass_checkpoint_solve_chain(int n, const pass_ck_block *b, double base, doub
  * malformed (CONT at block 0 or after a stored block, or an unknown kind). */
 void pass_checkpoint_plan_cost(int n, const pass_ck_block *b, double base, const int *plan, double *mem, double *cost);
 
+/* ---- target.c (targets.def): hardware targets and the roofline ----
+ * A target is a device's peak FLOP/s, memory bandwidth and capacity: the
+ * built-in ones are listed once in targets.def with their vendor sources, a
+ * user's own comes from a target file (`tgc stats --target-file F`). The
+ * roofline: an op of f FLOPs that moves b bytes takes max(f / peak,
+ * b / bandwidth) seconds; it is compute-bound when its arithmetic intensity
+ * f / b reaches the ridge point peak / bandwidth, else memory-bound. */
+typedef struct {
+  char name[64];
+  double flops_bf16;   /* peak dense bf16/fp16 FLOP/s */
+  double flops_fp32;   /* peak fp32 FLOP/s (TF32 matrix units where the device has them) */
+  double bandwidth;    /* memory bandwidth, bytes/s */
+  double memory;       /* memory capacity, bytes (0: not given) */
+  const char *source;  /* where the figures come from (a target file: its path) */
+} pass_target;
+int pass_target_count(void);
+const pass_target *pass_target_at(int i);                 /* NULL when out of range */
+const pass_target *pass_target_lookup(const char *name);  /* NULL if unknown */
+/* Parses a target file: `key = value` lines (keys name, flops_bf16,
+ * flops_fp32, bandwidth, memory; numbers such as 312e12), '#' comments and
+ * blank lines. flops_bf16, flops_fp32 and bandwidth are required; name
+ * defaults to the path. Reports "path:line:col: error: ..." through d for
+ * every bad line (path's text is registered with d) and returns -1; else 0.
+ * t->source is path (keep it alive). */
+int pass_target_parse(const char *path, const char *text, size_t len, pass_target *t, ir_diag *d);
+/* The peak for elements of elem_bytes: flops_bf16 for 2-byte floats, else flops_fp32. */
+double pass_target_peak(const pass_target *t, size_t elem_bytes);
+double pass_roofline_seconds(double flops, double bytes, double peak, double bandwidth);
+bool pass_roofline_compute_bound(double flops, double bytes, double peak, double bandwidth);
+/* Estimates of a training step (what `tgc stats` prints):
+ * the closed form 12*l*h^2 + 2*v*h of a transformer's parameter count (l
+ * layers of width h: 4h^2 attention + 8h^2 MLP; input and output embeddings
+ * v*h each; biases and norms left out); */
+double pass_closed_form_params(double layers, double width, double vocab);
+/* training memory in bytes for n parameters held in elem_bytes each:
+ * parameters and gradients in elem_bytes; optimizer state opt_states fp32
+ * values per parameter, plus an fp32 master copy when elem_bytes == 2
+ * (mixed precision: adam 2+2+12 = 16 bytes per parameter); activations as
+ * given (the memory planner's peak); no gradients or optimizer when !trains; */
+typedef struct {
+  double params, grads, optimizer, activations, total;
+} pass_train_memory;
+pass_train_memory pass_training_memory(double n, size_t elem_bytes, int opt_states, double activations, bool trains);
+/* model FLOPs utilization as in PaLM (Chowdhery et al. 2022):
+ * 6 * n * tokens / (step_seconds * peak); 0 when undefined. */
+double pass_mfu(double n, double tokens, double step_seconds, double peak);
+
 #endif

@@ -218,8 +218,8 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, char *err, size_t errle
       return -1;
     }
     if (mv && ds->file_vocab > mv) {
-      errf(err, errlen, "data source '%s' has tokens up to %lld but the model's vocabulary is %lld (set it with -D)",
-           ds->spec, (long long)(ds->file_vocab - 1), (long long)mv);
+      errf(err, errlen, "data source '%s' has tokens up to %lld but the model's vocabulary is %lld (--vocab %lld sets V)",
+           ds->spec, (long long)(ds->file_vocab - 1), (long long)mv, (long long)ds->file_vocab);
       return -1;
     }
     ds->vocab = ds->file_vocab;

@@ -1,67 +1,433 @@
 /* tools/cmd_stats.c — `tgc stats`: what a model costs, computed from the IR
- * alone (nothing is allocated, so configs far too large to run can be
- * analysed).
+ * alone (nothing is allocated, so configs far too large to run — gpt3-175b —
+ * are analysed in well under a second).
  *
  * It compiles the model, builds its training graph (the loss is the output
  * named `loss`, else the first output — summed to a scalar if it is not one;
  * a grad node with respect to every parameter, or every float input when the
  * model has no parameters, its results output as d_<name>), runs the pass
- * pipeline without checkpointing, measures, then runs the checkpoint pass with
- * --checkpoint POLICY and measures again. Reported: parameter counts, FLOPs by
- * phase (forward, backward, recompute) and by op kind with bytes moved and
- * arithmetic intensity (passes/cost.c), and the CPU executor's peak memory as
- * the memory planner predicts it (passes/memplan.c), with and without the
- * policy. Gather (stats_collect) and print (text / JSON) are separate so more
- * reports (roofline, targets, optimizer memory) can join the same struct.
+ * pipeline up to the checkpoint pass, measures memory, runs the checkpoint
+ * pass with --checkpoint POLICY and measures again. With --dtype every
+ * floating-point value of the compiled graph is retyped to that dtype before
+ * measuring (the model may be written in f32; costs are then those of the
+ * same graph held in bf16/fp16/fp32). Reported (help text below for the
+ * definitions): parameters by group and the closed form 12 l h^2 + 2 v h;
+ * FLOPs by phase and 6 N tokens; memory (parameters, gradients, optimizer
+ * state, activations); the per-op roofline on a target (targets.def or
+ * --target-file), predicted step time and MFU.
+ *
+ * Config constants (B, T, nL, D, V, ...) are read from the chosen config's
+ * source as fe_list_configs prints it, with -D overrides applied, evaluated
+ * by a small integer-expression evaluator (numbers, earlier constants,
+ * + - * / and parentheses); a constant it cannot evaluate counts as unknown.
+ * Gather (stats_collect) and print (text / JSON) are separate.
  */
+#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tool.h"
 
 static const char *const stats_help =
-    "usage: tgc stats FILE [--config C] [-D NAME=VALUE]... [--checkpoint POLICY] [--json] [options]\n"
+    "usage: tgc stats FILE [--config C] [-D NAME=VALUE]... [--batch B] [--seq S] [--dtype bf16|fp16|fp32]\n"
+    "                 [--optimizer sgd|momentum|adam|adamw] [--checkpoint POLICY] [--target NAME]\n"
+    "                 [--target-file F] [--top N] [--params] [--json] [options]\n"
     "\n"
     "Compiles FILE and its training graph (gradients of the output 'loss', else of the\n"
     "first output, with respect to every parameter) without allocating anything, and\n"
     "reports what one training step costs:\n"
-    "  parameters      total and per parameter tensor\n"
-    "  FLOPs           forward, backward, recompute (from --checkpoint); gradient/forward\n"
-    "                  = (forward + backward) / forward; per op kind with bytes moved and\n"
-    "                  arithmetic intensity (FLOP/byte; formulas in passes/cost.c)\n"
-    "  memory          the peak bytes of tensors the CPU executor holds (predicted by the\n"
-    "                  memory planner: inputs and parameters not included), with and\n"
-    "                  without the checkpoint policy; the activation peak (forward and\n"
-    "                  recomputed values) and the activations saved for the backward pass\n"
+    "  parameters   the exact count, by group, and the closed form 12*l*h^2 + 2*v*h beside\n"
+    "               it. Groups, first rule that applies: embeddings (a table read by an\n"
+    "               embedding op, or a name with embed, wte, wpe, tok_emb, pos_emb, lm_head,\n"
+    "               unembed, or a name part 'output'); norms (read by layernorm/rmsnorm as\n"
+    "               gamma/beta); attention (a name with attn, attention, q_proj, k_proj,\n"
+    "               v_proj, o_proj, qkv, or a name part wq, wk, wv, wo); mlp (a name with mlp,\n"
+    "               ffn, feed_forward, fc, up_proj, down_proj, gate_proj, or a name part w1,\n"
+    "               w2, w3, up, down, gate); norms (a name with norm or a part starting with\n"
+    "               ln); other. Name parts are split at '.'. The closed form is shown when\n"
+    "               the config defines l as nL, n_layer, n_layers, num_layers or layers, h as\n"
+    "               D, d_model, n_embd, dim or hidden, and v as V, vocab, vocab_size or n_vocab\n"
+    "  FLOPs        forward, backward, recompute (--checkpoint), the optimizer update (the\n"
+    "               update graph of passes/optimizer.c), and 6*N*tokens beside forward +\n"
+    "               backward; tokens per step = B*T when the config defines B and T, else\n"
+    "               the elements of the first integer input. Formulas: passes/cost.c\n"
+    "  memory       in bytes of --dtype (default: the model's own): parameters, gradients,\n"
+    "               optimizer state (sgd 0, momentum 1, adam/adamw 2 values per parameter, in\n"
+    "               fp32), activations (the memory planner's activation peak under the\n"
+    "               checkpoint policy). With bf16/fp16, mixed precision as usually trained:\n"
+    "               16-bit parameters and gradients, fp32 optimizer state plus an fp32\n"
+    "               master copy of the parameters (adam: 2+2+12 = 16 bytes per parameter).\n"
+    "               GB = 1e9 bytes, GiB = 2^30. Also the CPU executor's predicted peak\n"
+    "  roofline     per op: FLOPs, bytes moved (each operand read once, each result\n"
+    "               written once), arithmetic intensity FLOP/byte, and with a target whether\n"
+    "               it is compute-bound (intensity >= peak/bandwidth) or memory-bound and\n"
+    "               its time max(FLOPs/peak, bytes/bandwidth); by op kind and the --top N\n"
+    "               (default 10) individual ops. Peak: the target's bf16/fp16 figure for a\n"
+    "               16-bit dtype, else its fp32 (TF32) figure\n"
+    "  step time    the sum of the per-op roofline times, plus the optimizer update as one\n"
+    "               fused pass over parameters, gradients and state\n"
+    "  MFU          model FLOPs utilization as in PaLM (Chowdhery et al. 2022):\n"
+    "               6*N*tokens / (step time * peak), N = the parameter count\n"
     "\n"
-    "  --json          print one JSON object: {\"file\", \"params\": {\"total\", \"tensors\"},\n"
-    "                  \"flops\": {\"forward\", \"backward\", \"recompute\", \"gradient\",\n"
-    "                  \"gradient_ratio\"}, \"memory\": {\"peak_bytes\", ...}, \"ops\": {...}}\n"
+    "  --batch B, --seq S   set the config constants B and T (an error if the config has none)\n"
+    "  --dtype DT           bf16, fp16 or fp32: the element size of every byte count\n"
+    "  --optimizer NAME     sgd, momentum, adam (default) or adamw\n"
+    "  --target NAME        a100-80g, a100-40g, h100-sxm, h200, v100, cpu-local (passes/targets.def)\n"
+    "  --target-file F      your own: lines 'key = value', keys name, flops_bf16, flops_fp32,\n"
+    "                       bandwidth (bytes/s), memory (bytes); e.g. 'flops_bf16 = 989e12'\n"
+    "  --top N              how many individual ops to list (0: none)\n"
+    "  --params             list every parameter tensor\n"
+    "  --json               one JSON object: {\"params\": {\"total\", \"by_group\", \"closed_form\", ...},\n"
+    "                       \"flops\": {\"forward\", \"backward\", \"recompute\", \"six_n_tokens\", ...},\n"
+    "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"total\",\n"
+    "                       \"peak_bytes\", ...}, \"target\", \"step_time_s\", \"mfu\", \"ops\", \"top_ops\"}\n"
     "\n";
 
 extern const char *const tool_common_help;
+
+/* ===================================================================== */
+/* config constants                                                       */
+/* ===================================================================== */
+typedef struct {
+  char *name, *src;
+  int64_t value;
+  bool known;
+} cfg_entry;
+
+typedef struct {
+  char *config; /* the chosen config's name; NULL: none (an .ir file, or no config) */
+  cfg_entry *e;
+  int n;
+} cfg_set;
+
+typedef struct {
+  const char *p;
+  const cfg_set *c;
+  int upto; /* entries before this one are visible */
+  bool ok;
+} cfg_eval;
+
+static void ev_space(cfg_eval *e) {
+  while (*e->p == ' ' || *e->p == '\t') e->p++;
+}
+
+static int64_t ev_sum(cfg_eval *e);
+
+/* primary := INT | NAME | '(' sum ')' | '-' primary */
+static int64_t ev_primary(cfg_eval *e) {
+  ev_space(e);
+  if (*e->p == '-') {
+    e->p++;
+    int64_t v = ev_primary(e);
+    if (v == INT64_MIN) e->ok = false;
+    return e->ok ? -v : 0;
+  }
+  if (*e->p == '(') {
+    e->p++;
+    int64_t v = ev_sum(e);
+    ev_space(e);
+    if (*e->p != ')') e->ok = false;
+    else e->p++;
+    return v;
+  }
+  if (isdigit((unsigned char)*e->p)) {
+    int64_t v = 0;
+    while (isdigit((unsigned char)*e->p)) {
+      if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *e->p - '0', &v)) e->ok = false;
+      e->p++;
+    }
+    if (*e->p == '.' || *e->p == 'e' || *e->p == 'E') e->ok = false; /* a real */
+    return v;
+  }
+  if (isalpha((unsigned char)*e->p) || *e->p == '_') {
+    const char *s = e->p;
+    while (isalnum((unsigned char)*e->p) || *e->p == '_') e->p++;
+    size_t n = (size_t)(e->p - s);
+    for (int i = e->upto - 1; i >= 0; i--)
+      if (strlen(e->c->e[i].name) == n && strncmp(e->c->e[i].name, s, n) == 0) {
+        if (!e->c->e[i].known) e->ok = false;
+        return e->c->e[i].value;
+      }
+  }
+  e->ok = false;
+  return 0;
+}
+
+/* product := primary (('*' | '/') primary)*   ('/' must divide exactly) */
+static int64_t ev_product(cfg_eval *e) {
+  int64_t v = ev_primary(e);
+  for (;;) {
+    ev_space(e);
+    char op = *e->p;
+    if ((op != '*' && op != '/') || e->p[1] == '*') return v;
+    e->p++;
+    int64_t r = ev_primary(e);
+    if (!e->ok) return 0;
+    if (op == '*') {
+      if (__builtin_mul_overflow(v, r, &v)) e->ok = false;
+    } else if (r == 0 || (v == INT64_MIN && r == -1) || v % r != 0) {
+      e->ok = false;
+    } else {
+      v /= r;
+    }
+  }
+}
+
+/* sum := product (('+' | '-') product)* */
+static int64_t ev_sum(cfg_eval *e) {
+  int64_t v = ev_product(e);
+  for (;;) {
+    ev_space(e);
+    char op = *e->p;
+    if (op != '+' && op != '-') return v;
+    e->p++;
+    int64_t r = ev_product(e);
+    if (!e->ok) return 0;
+    if (op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v)) e->ok = false;
+  }
+}
+
+static bool parse_int64(const char *s, int64_t *out) {
+  cfg_eval e = {.p = s, .c = &(cfg_set){0}, .ok = true};
+  int64_t v = ev_sum(&e);
+  ev_space(&e);
+  if (!e.ok || *e.p) return false;
+  *out = v;
+  return true;
+}
+
+static bool is_ident_at(const char *p, size_t *len) {
+  size_t n = 0;
+  if (!(isalpha((unsigned char)p[0]) || p[0] == '_')) return false;
+  while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
+  if (strncmp(p + n, " = ", 3) != 0) return false;
+  *len = n;
+  return true;
+}
+
+/* Reads the chosen config's constants (o->fe.config, else the default) of
+ * a .tg source and evaluates them with o's -D overrides. */
+static void cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c) {
+  memset(c, 0, sizeof *c);
+  char *buf = NULL;
+  size_t blen = 0;
+  FILE *m = open_memstream(&buf, &blen);
+  if (!m) return;
+  char *sinkbuf = NULL;
+  size_t sinklen = 0;
+  FILE *sink = open_memstream(&sinkbuf, &sinklen);
+  ir_diag *d = ir_diag_new(sink ? sink : m);
+  fe_list_configs(o->file, text, len, d, m);
+  ir_diag_free(d);
+  if (sink) fclose(sink);
+  free(sinkbuf);
+  fclose(m);
+  for (char *line = buf; line && *line;) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    size_t nlen = strcspn(line, " :");
+    char *colon = strchr(line, ':');
+    bool chosen = o->fe.config ? strlen(o->fe.config) == nlen && strncmp(line, o->fe.config, nlen) == 0
+                               : strstr(line, " (default):") == line + nlen;
+    if (chosen && colon) {
+      c->config = strndup(line, nlen);
+      char *p = colon + 1;
+      while (*p == ' ') p++;
+      while (*p) {
+        size_t klen;
+        if (!is_ident_at(p, &klen)) break;
+        char *src = p + klen + 3, *q = src, *next = NULL;
+        for (; *q; q++) {
+          size_t k2;
+          if (q[0] == ',' && q[1] == ' ' && is_ident_at(q + 2, &k2)) {
+            next = q + 2;
+            break;
+          }
+        }
+        cfg_entry *ne = realloc(c->e, (size_t)(c->n + 1) * sizeof *c->e);
+        if (!ne) abort();
+        c->e = ne;
+        c->e[c->n++] = (cfg_entry){strndup(p, klen), strndup(src, (size_t)(q - src)), 0, false};
+        if (!next) break;
+        p = next;
+      }
+      break;
+    }
+    line = nl ? nl + 1 : NULL;
+  }
+  free(buf);
+  for (int i = 0; i < c->n; i++) {
+    const char *src = c->e[i].src;
+    for (int k = 0; k < o->fe.n_defines; k++) /* the last -D of a name wins */
+      if (strcmp(o->fe.defines[k].name, c->e[i].name) == 0) src = o->fe.defines[k].value;
+    cfg_eval e = {.p = src, .c = c, .upto = i, .ok = true};
+    int64_t v = ev_sum(&e);
+    ev_space(&e);
+    c->e[i].known = e.ok && *e.p == 0;
+    c->e[i].value = c->e[i].known ? v : 0;
+  }
+}
+
+static void cfg_free(cfg_set *c) {
+  for (int i = 0; i < c->n; i++) free(c->e[i].name), free(c->e[i].src);
+  free(c->e);
+  free(c->config);
+}
+
+static const cfg_entry *cfg_find(const cfg_set *c, const char *name) {
+  for (int i = 0; i < c->n; i++)
+    if (strcmp(c->e[i].name, name) == 0) return &c->e[i];
+  return NULL;
+}
+
+/* The first of names the config defines with a known positive value. */
+static const cfg_entry *cfg_first(const cfg_set *c, const char *const *names) {
+  for (; *names; names++) {
+    const cfg_entry *e = cfg_find(c, *names);
+    if (e && e->known && e->value > 0) return e;
+  }
+  return NULL;
+}
+
+/* ===================================================================== */
+/* the report                                                             */
+/* ===================================================================== */
+enum { G_EMB, G_ATTN, G_MLP, G_NORM, G_OTHER, N_GROUPS };
+static const char *const group_names[N_GROUPS] = {"embeddings", "attention", "mlp", "norms", "other"};
 
 typedef struct {
   const char *name;
   ir_type type;
   int64_t count;
+  int group;
 } stats_param;
 
 typedef struct {
-  const char *file, *policy, *loss_name;
+  const ir_node *n;
+  double flops, bytes, time;
+  bool compute_bound;
+} stats_row;
+
+typedef struct {
+  double flops, bytes, time;
+  int nodes, compute_nodes;
+} stats_kind;
+
+typedef struct {
+  const char *file, *policy, *loss_name, *config;
   bool loss_summed;             /* the loss output was not a scalar: its sum is differentiated */
   int n_wrt;                    /* values differentiated by (0: forward only, -1: given as a training graph) */
   bool wrt_inputs;              /* no params: differentiated by the float inputs */
   stats_param *params;
   int n_params;
-  int64_t param_total;
-  double param_bytes;
+  int64_t param_total, group_total[N_GROUPS];
+  double param_bytes;           /* in the model's own dtypes */
+  const cfg_entry *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
+  double closed_form;
+  const cfg_entry *cb, *ct;     /* B and T */
+  double tokens;                /* per step; 0: unknown */
+  const char *tokens_from;
+  /* settings */
+  const char *dtype_name;
+  size_t dtype_bytes;
+  bool mixed;                   /* 16-bit dtype: fp32 master weights and optimizer state */
+  pass_optimizer_kind opt;
+  const pass_target *target;
+  int top;
+  bool list_params;
+  /* measurements */
   pass_graph_cost cost;         /* of the final graph (with the policy) */
   pass_mem_report mem_none;     /* without checkpointing */
   pass_mem_report mem;          /* with the policy */
+  double opt_flops;             /* the optimizer update graph */
+  double m_params, m_grads, m_opt, m_act, m_total;
+  stats_row *rows;
+  int n_rows;
+  stats_kind kinds[IR_NUM_OPS];
+  double peak, phase_time[PASS_NUM_PHASES], step_time, mfu;
+  double analysis_s;
 } stats;
+
+static double six_n_tokens(const stats *s) { return 6.0 * (double)s->param_total * s->tokens; }
+static double fwd_flops(const stats *s) { return s->cost.flops[PASS_PHASE_FORWARD]; }
+static double grad_flops(const stats *s) { return fwd_flops(s) + s->cost.flops[PASS_PHASE_BACKWARD]; }
+
+/* ---- parameter groups ---- */
+enum { USE_EMBED = 1, USE_NORM = 2 };
+
+static bool has_part(const char *name, const char *const *words) {
+  const char *p = name;
+  while (*p) {
+    size_t n = strcspn(p, ".");
+    for (const char *const *w = words; *w; w++)
+      if (strlen(*w) == n && strncmp(p, *w, n) == 0) return true;
+    p += n;
+    if (*p) p++;
+  }
+  return false;
+}
+
+static bool has_sub(const char *name, const char *const *words) {
+  for (const char *const *w = words; *w; w++)
+    if (strstr(name, *w)) return true;
+  return false;
+}
+
+static int param_group(const char *raw, unsigned uses) {
+  static const char *const emb_sub[] = {"embed", "wte", "wpe", "tok_emb", "pos_emb", "lm_head", "unembed", NULL};
+  static const char *const emb_part[] = {"output", NULL};
+  static const char *const attn_sub[] = {"attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "qkv", NULL};
+  static const char *const attn_part[] = {"wq", "wk", "wv", "wo", NULL};
+  static const char *const mlp_sub[] = {"mlp", "ffn", "feed_forward", "fc", "up_proj", "down_proj", "gate_proj", NULL};
+  static const char *const mlp_part[] = {"w1", "w2", "w3", "up", "down", "gate", NULL};
+  static const char *const norm_sub[] = {"norm", NULL};
+  if (uses & USE_EMBED) return G_EMB;
+  if (uses & USE_NORM) return G_NORM;
+  char name[256];
+  size_t i = 0;
+  for (; raw[i] && i + 1 < sizeof name; i++) name[i] = (char)tolower((unsigned char)raw[i]);
+  name[i] = 0;
+  if (has_sub(name, emb_sub) || has_part(name, emb_part)) return G_EMB;
+  if (has_sub(name, attn_sub) || has_part(name, attn_part)) return G_ATTN;
+  if (has_sub(name, mlp_sub) || has_part(name, mlp_part)) return G_MLP;
+  if (has_sub(name, norm_sub)) return G_NORM;
+  for (const char *p = name; *p;) { /* a name part starting with ln (ln_1_g, ln_f_b) */
+    if (p[0] == 'l' && p[1] == 'n') return G_NORM;
+    p += strcspn(p, ".");
+    if (*p) p++;
+  }
+  return G_OTHER;
+}
+
+static void count_params(const ir_graph *g, stats *s) {
+  unsigned *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
+  if (!uses) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    for (int k = 0; k < n->n_in; k++) {
+      const ir_value *v = n->in[k];
+      if (v->role != IR_ROLE_PARAM || v->id < 0 || v->id >= g->n_values) continue;
+      if (n->op == IR_OP_EMBEDDING && k == 0) uses[v->id] |= USE_EMBED;
+      if ((n->op == IR_OP_LAYERNORM || n->op == IR_OP_RMSNORM) && k >= 1) uses[v->id] |= USE_NORM;
+    }
+  }
+  s->n_params = g->n_params;
+  s->params = calloc((size_t)(g->n_params > 0 ? g->n_params : 1), sizeof *s->params);
+  if (!s->params) abort();
+  for (int i = 0; i < g->n_params; i++) {
+    const ir_value *p = g->params[i];
+    unsigned u = p->id >= 0 && p->id < g->n_values ? uses[p->id] : 0;
+    stats_param *sp = &s->params[i];
+    *sp = (stats_param){p->name, p->type, ir_type_numel(&p->type), param_group(p->name, u)};
+    s->param_total += sp->count;
+    s->group_total[sp->group] += sp->count;
+    s->param_bytes += (double)sp->count * (double)ir_dtype_size(p->type.dtype);
+  }
+  free(uses);
+}
 
 /* ---- the training graph ---- */
 static ir_value *pick_loss(ir_graph *g, stats *s, ir_diag *d) {
@@ -139,17 +505,116 @@ static int add_gradients(ir_graph *g, stats *s, ir_diag *d) {
   return 0;
 }
 
-/* ---- gathering ---- */
-static int stats_collect(ir_graph *g, const tool_compile_opts *o, stats *s, ir_diag *d) {
-  s->n_params = g->n_params;
-  s->params = calloc((size_t)(g->n_params > 0 ? g->n_params : 1), sizeof *s->params);
-  if (!s->params) abort();
-  for (int i = 0; i < g->n_params; i++) {
-    const ir_value *p = g->params[i];
-    s->params[i] = (stats_param){p->name, p->type, ir_type_numel(&p->type)};
-    s->param_total += s->params[i].count;
-    s->param_bytes += (double)s->params[i].count * (double)ir_dtype_size(p->type.dtype);
+/* Every floating-point value (and cast target) becomes dt: the graph as if
+ * written in dt. Only for analysis: the graph is never run afterwards. */
+static void retype_floats(ir_graph *g, ir_dtype dt) {
+  for (int i = 0; i < g->n_values; i++)
+    if (ir_dtype_is_float(g->values[i]->type.dtype)) g->values[i]->type.dtype = dt;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    for (int k = 0; n->op == IR_OP_CAST && k < n->n_attrs; k++)
+      if (n->attrs[k].kind == IR_ATTR_DTYPE && n->attrs[k].i >= 0 && n->attrs[k].i < IR_NUM_DTYPES &&
+          ir_dtype_is_float((ir_dtype)n->attrs[k].i))
+        n->attrs[k].i = dt;
   }
+}
+
+static const char *dtype_label(ir_dtype t) {
+  switch (t) {
+  case IR_DT_F32: return "fp32";
+  case IR_DT_F16: return "fp16";
+  case IR_DT_BF16: return "bf16";
+  case IR_DT_F64: return "fp64";
+  default: return ir_dtype_name(t);
+  }
+}
+
+/* The model's float dtype: its first parameter's, else its first float input's, else f32. */
+static ir_dtype model_dtype(const ir_graph *g) {
+  for (int i = 0; i < g->n_params; i++)
+    if (ir_dtype_is_float(g->params[i]->type.dtype)) return g->params[i]->type.dtype;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (ir_dtype_is_float(g->inputs[i]->type.dtype)) return g->inputs[i]->type.dtype;
+  return IR_DT_F32;
+}
+
+/* ---- gathering ---- */
+static void find_tokens(const ir_graph *g, const cfg_set *c, stats *s) {
+  s->cb = cfg_find(c, "B");
+  s->ct = cfg_find(c, "T");
+  if (s->cb && s->ct && s->cb->known && s->ct->known && s->cb->value > 0 && s->ct->value > 0) {
+    s->tokens = (double)s->cb->value * (double)s->ct->value;
+    s->tokens_from = "B*T";
+    return;
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!ir_dtype_is_float(g->inputs[i]->type.dtype) && g->inputs[i]->type.dtype != IR_DT_BOOL) {
+      s->tokens = (double)ir_type_numel(&g->inputs[i]->type);
+      s->tokens_from = g->inputs[i]->name;
+      return;
+    }
+}
+
+static void closed_form(const cfg_set *c, stats *s) {
+  static const char *const l_names[] = {"nL", "n_layer", "n_layers", "num_layers", "layers", NULL};
+  static const char *const h_names[] = {"D", "d_model", "n_embd", "dim", "hidden", NULL};
+  static const char *const v_names[] = {"V", "vocab", "vocab_size", "n_vocab", NULL};
+  s->cl = cfg_first(c, l_names);
+  s->ch = cfg_first(c, h_names);
+  s->cv = cfg_first(c, v_names);
+  if (!s->cl || !s->ch || !s->cv) {
+    s->cl = s->ch = s->cv = NULL;
+    return;
+  }
+  double l = (double)s->cl->value, h = (double)s->ch->value, v = (double)s->cv->value;
+  s->closed_form = 12 * l * h * h + 2 * v * h;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void roofline(const ir_graph *g, stats *s) {
+  s->rows = calloc((size_t)g->n_nodes + 1, sizeof *s->rows);
+  if (!s->rows) abort();
+  double bw = s->target ? s->target->bandwidth : 0;
+  s->peak = s->target ? pass_target_peak(s->target, s->dtype_bytes) : 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    pass_cost c = pass_node_cost(n);
+    stats_row *r = &s->rows[s->n_rows++];
+    *r = (stats_row){n, c.flops, c.bytes, 0, false};
+    if (s->target) {
+      r->time = pass_roofline_seconds(c.flops, c.bytes, s->peak, bw);
+      r->compute_bound = pass_roofline_compute_bound(c.flops, c.bytes, s->peak, bw);
+      s->phase_time[pass_node_phase(n)] += r->time;
+    }
+    stats_kind *k = &s->kinds[n->op];
+    k->flops += c.flops, k->bytes += c.bytes, k->time += r->time;
+    k->nodes++, k->compute_nodes += r->compute_bound;
+  }
+  if (!s->target) return;
+  /* the optimizer update as one fused pass: read parameters, gradients and
+   * state (with the master copy), write parameters and state */
+  double opt_bytes = 2 * s->m_params + s->m_grads + 2 * s->m_opt;
+  s->phase_time[PASS_PHASE_OPTIMIZER] += pass_roofline_seconds(s->opt_flops, opt_bytes, s->peak, bw);
+  for (int p = 0; p < PASS_NUM_PHASES; p++) s->step_time += s->phase_time[p];
+  if (s->step_time > 0 && s->peak > 0 && s->tokens > 0) s->mfu = six_n_tokens(s) / (s->step_time * s->peak);
+}
+
+static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set *c, int dtype_arg, stats *s,
+                         ir_diag *d) {
+  count_params(g, s);
+  closed_form(c, s);
+  find_tokens(g, c, s);
+  ir_dtype own = model_dtype(g);
+  ir_dtype dt = dtype_arg >= 0 ? (ir_dtype)dtype_arg : own;
+  s->dtype_name = dtype_label(dt);
+  s->dtype_bytes = ir_dtype_size(dt);
+  s->mixed = s->dtype_bytes == 2;
   if (add_gradients(g, s, d) != 0) return -1;
   if (ir_verify(g, d) != 0) return -1;
   pass_options po = {0};
@@ -167,15 +632,37 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, stats *s, ir_d
       break;
     }
   if (pass_run_pipeline(g, pass_default_pipeline, split, &po) != 0) return -1;
+  if (dtype_arg >= 0) retype_floats(g, dt);
   if (pass_memplan_analyze(g, &s->mem_none) != 0) return -1;
   po.checkpoint = o->checkpoint;
   if (pass_run_pipeline(g, pass_default_pipeline + split, pass_default_pipeline_len - split, &po) != 0) return -1;
   if (pass_memplan_analyze(g, &s->mem) != 0) return -1;
   pass_graph_cost_of(g, &s->cost);
+
+  /* optimizer: the FLOPs of its update graph; memory by the model in the help */
+  bool trains = s->n_wrt != 0 && g->n_params > 0;
+  if (trains) {
+    pass_optimizer opt = pass_optimizer_defaults(s->opt);
+    ir_graph *u = pass_build_update(g, &opt, d);
+    if (!u) return -1;
+    pass_graph_cost uc;
+    pass_graph_cost_of(u, &uc);
+    for (int p = 0; p < PASS_NUM_PHASES; p++) s->opt_flops += uc.flops[p];
+    ir_graph_free(u);
+  }
+  double n = (double)s->param_total, eb = (double)s->dtype_bytes;
+  s->m_params = n * eb;
+  s->m_grads = trains ? n * eb : 0;
+  s->m_opt = trains ? n * 4.0 * (pass_optimizer_state_count(s->opt) + (s->mixed ? 1 : 0)) : 0;
+  s->m_act = (double)s->mem.activation_peak_bytes;
+  s->m_total = s->m_params + s->m_grads + s->m_opt + s->m_act;
+  roofline(g, s);
   return 0;
 }
 
-/* ---- printing ---- */
+/* ===================================================================== */
+/* printing                                                               */
+/* ===================================================================== */
 /* 1234567 -> "1,234,567" (integral doubles; others with %.4g) */
 static const char *grouped(double v, char *buf, size_t n) {
   if (!(fabs(v) < 9.2e18) || v != floor(v)) {
@@ -195,31 +682,101 @@ static const char *grouped(double v, char *buf, size_t n) {
   return buf;
 }
 
-static const char *human_bytes(double b, char *buf, size_t n) {
-  const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (b >= 1024 && u < 5) b /= 1024, u++;
-  snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
+/* "698.36 GB, 650.41 GiB" (decimal and binary units side by side) */
+static const char *both_units(double b, char *buf, size_t n) {
+  const char *dec[] = {"B", "kB", "MB", "GB", "TB", "PB"}, *bin[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0, w = 0;
+  double x = b, y = b;
+  while (x >= 1000 && u < 5) x /= 1000, u++;
+  while (y >= 1024 && w < 5) y /= 1024, w++;
+  if (u == 0) snprintf(buf, n, "%.0f B", b);
+  else snprintf(buf, n, "%.2f %s, %.2f %s", x, dec[u], y, bin[w]);
   return buf;
 }
 
-static double fwd_flops(const stats *s) { return s->cost.flops[PASS_PHASE_FORWARD]; }
-static double grad_flops(const stats *s) { return fwd_flops(s) + s->cost.flops[PASS_PHASE_BACKWARD]; }
+/* 2.15e15 -> "2.15 PFLOP" style (SI prefixes) */
+static const char *si(double v, const char *unit, char *buf, size_t n) {
+  const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
+  int u = 0;
+  while (fabs(v) >= 1000 && u < 6) v /= 1000, u++;
+  snprintf(buf, n, "%.4g %s%s", v, pre[u], unit);
+  return buf;
+}
+
+static const char *seconds(double t, char *buf, size_t n) {
+  if (t >= 1) snprintf(buf, n, "%.3f s", t);
+  else if (t >= 1e-3) snprintf(buf, n, "%.3f ms", t * 1e3);
+  else snprintf(buf, n, "%.3f us", t * 1e6);
+  return buf;
+}
+
+static const char *bound_of(const stats_kind *k) {
+  if (k->compute_nodes == k->nodes) return "compute";
+  return k->compute_nodes ? "mixed" : "memory";
+}
+
+/* Ops by kind, the most expensive first (time on the target, else FLOPs). */
+static int kind_order(const stats *s, int *order) {
+  int n = 0;
+  for (int op = 0; op < IR_NUM_OPS; op++)
+    if (s->kinds[op].nodes) order[n++] = op;
+  for (int i = 1; i < n; i++) /* insertion sort, stable by op enum */
+    for (int j = i; j > 0; j--) {
+      const stats_kind *a = &s->kinds[order[j - 1]], *b = &s->kinds[order[j]];
+      bool swap = b->time > a->time ||
+                  (b->time == a->time && (b->flops > a->flops || (b->flops == a->flops && b->bytes > a->bytes)));
+      if (!swap) break;
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  return n;
+}
+
+static int row_cmp(const void *pa, const void *pb) {
+  const stats_row *a = pa, *b = pb;
+  if (a->time != b->time) return a->time < b->time ? 1 : -1;
+  if (a->flops != b->flops) return a->flops < b->flops ? 1 : -1;
+  if (a->bytes != b->bytes) return a->bytes < b->bytes ? 1 : -1;
+  return a->n->id - b->n->id;
+}
 
 static void print_text(FILE *out, const stats *s) {
-  char a[64], b[64], c[64];
-  fprintf(out, "model: %s\n", s->file);
-  fprintf(out, "\nparameters: %s (%s)\n", grouped((double)s->param_total, a, sizeof a),
-          human_bytes(s->param_bytes, b, sizeof b));
-  int w = 4;
-  for (int i = 0; i < s->n_params; i++)
-    if ((int)strlen(s->params[i].name) > w) w = (int)strlen(s->params[i].name);
-  for (int i = 0; i < s->n_params && i < 200; i++) {
-    char tb[128];
-    fprintf(out, "  %-*s  %-20s %15s\n", w, s->params[i].name, ir_type_str(&s->params[i].type, tb, sizeof tb),
-            grouped((double)s->params[i].count, a, sizeof a));
+  char a[64], b[64], c[64], e[96];
+  fprintf(out, "model: %s%s%s\n", s->file, s->config ? ", config " : "", s->config ? s->config : "");
+  fprintf(out, "settings: dtype %s (%zu bytes per element%s), optimizer %s, checkpoint %s", s->dtype_name,
+          s->dtype_bytes, s->mixed ? "; mixed precision: fp32 master weights and optimizer state" : "",
+          pass_optimizer_name(s->opt), s->policy);
+  if (s->tokens > 0)
+    fprintf(out, ", %s tokens per step (%s)", grouped(s->tokens, a, sizeof a),
+            strcmp(s->tokens_from, "B*T") == 0 ? (snprintf(e, sizeof e, "B = %lld, T = %lld", (long long)s->cb->value,
+                                                          (long long)s->ct->value), e)
+                                               : s->tokens_from);
+  fprintf(out, "\n");
+
+  fprintf(out, "\nparameters: %s\n", grouped((double)s->param_total, a, sizeof a));
+  for (int gi = 0; gi < N_GROUPS; gi++)
+    fprintf(out, "  %-12s %22s  %5.1f%%\n", group_names[gi], grouped((double)s->group_total[gi], a, sizeof a),
+            s->param_total ? 100.0 * (double)s->group_total[gi] / (double)s->param_total : 0.0);
+  if (s->cl)
+    fprintf(out, "  closed form 12*l*h^2 + 2*v*h = %s  (l = %s = %lld, h = %s = %lld, v = %s = %lld; exact / closed form = %.4f)\n",
+            grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->value, s->ch->name,
+            (long long)s->ch->value, s->cv->name, (long long)s->cv->value,
+            s->closed_form > 0 ? (double)s->param_total / s->closed_form : 0.0);
+  else
+    fprintf(out, "  closed form 12*l*h^2 + 2*v*h: not shown (the config defines no layers nL, width D and vocabulary V)\n");
+  if (s->list_params || s->n_params <= 16) {
+    int w = 4;
+    for (int i = 0; i < s->n_params; i++)
+      if ((int)strlen(s->params[i].name) > w) w = (int)strlen(s->params[i].name);
+    for (int i = 0; i < s->n_params; i++) {
+      char tb[128];
+      fprintf(out, "  %-*s  %-20s %15s  %s\n", w, s->params[i].name, ir_type_str(&s->params[i].type, tb, sizeof tb),
+              grouped((double)s->params[i].count, a, sizeof a), group_names[s->params[i].group]);
+    }
+  } else {
+    fprintf(out, "  (%d tensors: --params lists them)\n", s->n_params);
   }
-  if (s->n_params > 200) fprintf(out, "  ... (%d more)\n", s->n_params - 200);
 
   if (s->n_wrt < 0) fprintf(out, "\ntraining graph: as given (it already has a backward pass)\n");
   else if (s->n_wrt)
@@ -228,12 +785,16 @@ static void print_text(FILE *out, const stats *s) {
             s->wrt_inputs ? "float inputs" : "parameters");
   else fprintf(out, "\nno gradients (nothing to differentiate by): forward only\n");
   fprintf(out, "\nFLOPs per step:\n");
-  fprintf(out, "  forward     %22s\n", grouped(fwd_flops(s), a, sizeof a));
-  fprintf(out, "  backward    %22s\n", grouped(s->cost.flops[PASS_PHASE_BACKWARD], a, sizeof a));
-  fprintf(out, "  recompute   %22s   (--checkpoint %s)\n", grouped(s->cost.flops[PASS_PHASE_RECOMPUTE], a, sizeof a),
-          s->policy);
-  if (s->cost.flops[PASS_PHASE_OPTIMIZER] > 0)
-    fprintf(out, "  optimizer   %22s\n", grouped(s->cost.flops[PASS_PHASE_OPTIMIZER], a, sizeof a));
+  fprintf(out, "  forward     %26s  %s\n", grouped(fwd_flops(s), a, sizeof a), si(fwd_flops(s), "FLOP", b, sizeof b));
+  fprintf(out, "  backward    %26s  %s\n", grouped(s->cost.flops[PASS_PHASE_BACKWARD], a, sizeof a),
+          si(s->cost.flops[PASS_PHASE_BACKWARD], "FLOP", b, sizeof b));
+  fprintf(out, "  recompute   %26s  %s (--checkpoint %s)\n", grouped(s->cost.flops[PASS_PHASE_RECOMPUTE], a, sizeof a),
+          si(s->cost.flops[PASS_PHASE_RECOMPUTE], "FLOP", b, sizeof b), s->policy);
+  fprintf(out, "  optimizer   %26s  %s (%s update)\n", grouped(s->opt_flops, a, sizeof a),
+          si(s->opt_flops, "FLOP", b, sizeof b), pass_optimizer_name(s->opt));
+  if (s->tokens > 0 && s->param_total > 0)
+    fprintf(out, "  6*N*tokens  %26s  %s (forward + backward = %.4f x 6*N*tokens)\n", grouped(six_n_tokens(s), a, sizeof a),
+            si(six_n_tokens(s), "FLOP", b, sizeof b), grad_flops(s) / six_n_tokens(s));
   if (fwd_flops(s) > 0) {
     fprintf(out, "  gradient / forward = (forward + backward) / forward = %.3f\n", grad_flops(s) / fwd_flops(s));
     if (s->cost.flops[PASS_PHASE_RECOMPUTE] > 0)
@@ -241,39 +802,103 @@ static void print_text(FILE *out, const stats *s) {
               (grad_flops(s) + s->cost.flops[PASS_PHASE_RECOMPUTE]) / fwd_flops(s));
   }
 
-  fprintf(out, "\nmemory (CPU executor peak, predicted; inputs and parameters not included):\n");
-  fprintf(out, "  %-28s %18s  activation peak %s, saved for backward %s\n", "without checkpointing",
+  fprintf(out, "\nmemory for training (%s%s):\n", s->dtype_name, s->mixed ? ", mixed precision" : "");
+  char note[128];
+  int ns = pass_optimizer_state_count(s->opt);
+  snprintf(note, sizeof note, "%s: %d fp32 value%s per parameter%s", pass_optimizer_name(s->opt), ns, ns == 1 ? "" : "s",
+           s->mixed ? " + fp32 master weights" : "");
+  const struct {
+    const char *label;
+    double v;
+    const char *note;
+  } mem[] = {{"parameters", s->m_params, ""},
+             {"gradients", s->m_grads, ""},
+             {"optimizer", s->m_opt, note},
+             {"activations", s->m_act, "peak, --checkpoint"},
+             {"total", s->m_total, ""}};
+  for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
+    fprintf(out, "  %-12s %22s bytes  (%s)", mem[i].label, grouped(mem[i].v, a, sizeof a), both_units(mem[i].v, b, sizeof b));
+    if (i == 3) fprintf(out, "  %s %s", mem[i].note, s->policy);
+    else if (*mem[i].note) fprintf(out, "  %s", mem[i].note);
+    fputc('\n', out);
+  }
+  if (s->target && s->target->memory > 0)
+    fprintf(out, "  on %s (%s): %s\n", s->target->name, both_units(s->target->memory, a, sizeof a),
+            s->m_total <= s->target->memory
+                ? "fits"
+                : (snprintf(e, sizeof e, "does not fit: %.1f x its memory", s->m_total / s->target->memory), e));
+  fprintf(out, "  CPU executor peak (predicted; inputs and parameters not included):\n");
+  fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", "without checkpointing",
           grouped((double)s->mem_none.peak_bytes, a, sizeof a),
           grouped((double)s->mem_none.activation_peak_bytes, b, sizeof b),
           grouped((double)s->mem_none.saved_bytes, c, sizeof c));
   if (strcmp(s->policy, "none") != 0) {
     char label[64];
     snprintf(label, sizeof label, "with --checkpoint %s", s->policy);
-    fprintf(out, "  %-28s %18s  activation peak %s, saved for backward %s\n", label,
+    fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", label,
             grouped((double)s->mem.peak_bytes, a, sizeof a), grouped((double)s->mem.activation_peak_bytes, b, sizeof b),
             grouped((double)s->mem.saved_bytes, c, sizeof c));
   }
 
-  fprintf(out, "\nFLOPs by op (all phases):\n");
-  fprintf(out, "  %-20s %7s %22s %7s %20s %12s\n", "op", "nodes", "FLOPs", "share", "bytes moved", "FLOP/byte");
-  double total = 0;
-  for (int op = 0; op < IR_NUM_OPS; op++) total += s->cost.op_flops[op];
-  /* largest first */
-  bool done[IR_NUM_OPS] = {false};
-  for (;;) {
-    int best = -1;
-    for (int op = 0; op < IR_NUM_OPS; op++)
-      if (!done[op] && s->cost.op_count[op] &&
-          (best < 0 || s->cost.op_flops[op] > s->cost.op_flops[best] ||
-           (s->cost.op_flops[op] == s->cost.op_flops[best] && s->cost.op_bytes[op] > s->cost.op_bytes[best])))
-        best = op;
-    if (best < 0) break;
-    done[best] = true;
-    double by = s->cost.op_bytes[best];
-    fprintf(out, "  %-20s %7d %22s %6.1f%% %20s %12.2f\n", ir_op_name((ir_op)best), s->cost.op_count[best],
-            grouped(s->cost.op_flops[best], a, sizeof a), total > 0 ? 100 * s->cost.op_flops[best] / total : 0.0,
-            grouped(by, b, sizeof b), by > 0 ? s->cost.op_flops[best] / by : 0.0);
+  if (s->target) {
+    const pass_target *t = s->target;
+    fprintf(out, "\ntarget %s: %s bf16/fp16, %s fp32/TF32, %s, %s\n", t->name, si(t->flops_bf16, "FLOP/s", a, sizeof a),
+            si(t->flops_fp32, "FLOP/s", b, sizeof b), si(t->bandwidth, "B/s", c, sizeof c),
+            t->memory > 0 ? both_units(t->memory, e, sizeof e) : "memory not given");
+    fprintf(out, "  peak for %s: %s; ridge point %.1f FLOP/byte (compute-bound above it)\n", s->dtype_name,
+            si(s->peak, "FLOP/s", a, sizeof a), s->peak / t->bandwidth);
+    fprintf(out, "predicted step time (roofline: sum over ops of max(FLOPs/peak, bytes/bandwidth)):\n");
+    for (int p = 0; p < PASS_NUM_PHASES; p++)
+      fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), seconds(s->phase_time[p], a, sizeof a),
+              p == PASS_PHASE_OPTIMIZER ? "  (one fused pass over parameters, gradients and state)" : "");
+    fprintf(out, "  %-10s %14s\n", "total", seconds(s->step_time, a, sizeof a));
+    if (s->tokens > 0)
+      fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%s tokens/s)\n", 100 * s->mfu,
+              si(s->tokens / s->step_time, "", a, sizeof a));
+  } else {
+    fprintf(out, "\n(--target NAME gives the roofline, predicted step time and MFU: ");
+    for (int i = 0; i < pass_target_count(); i++) fprintf(out, "%s%s", i ? ", " : "", pass_target_at(i)->name);
+    fprintf(out, ")\n");
   }
+
+  fprintf(out, "\nops by kind (all phases; bytes in %s):\n", s->dtype_name);
+  fprintf(out, "  %-20s %7s %26s %7s %22s %10s %8s %12s %7s\n", "op", "nodes", "FLOPs", "share", "bytes moved", "FLOP/byte",
+          "bound", "time", "time%");
+  double total = 0;
+  for (int op = 0; op < IR_NUM_OPS; op++) total += s->kinds[op].flops;
+  int order[IR_NUM_OPS], nk = kind_order(s, order);
+  double step_ops = 0;
+  for (int p = 0; p < PASS_NUM_PHASES; p++)
+    if (p != PASS_PHASE_OPTIMIZER) step_ops += s->phase_time[p];
+  for (int i = 0; i < nk; i++) {
+    const stats_kind *k = &s->kinds[order[i]];
+    fprintf(out, "  %-20s %7d %26s %6.1f%% %22s %10.1f %8s %12s %6.1f%%\n", ir_op_name((ir_op)order[i]), k->nodes,
+            grouped(k->flops, a, sizeof a), total > 0 ? 100 * k->flops / total : 0.0, grouped(k->bytes, b, sizeof b),
+            k->bytes > 0 ? k->flops / k->bytes : 0.0, s->target ? bound_of(k) : "-",
+            s->target ? seconds(k->time, c, sizeof c) : "-", step_ops > 0 ? 100 * k->time / step_ops : 0.0);
+  }
+
+  int top = s->top < s->n_rows ? s->top : s->n_rows;
+  if (top > 0) {
+    stats_row *sorted = malloc((size_t)s->n_rows * sizeof *sorted);
+    if (!sorted) abort();
+    memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
+    qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
+    fprintf(out, "\ntop %d ops by %s:\n", top, s->target ? "predicted time" : "FLOPs");
+    fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10s %8s %12s\n", "value", "op", "phase", "type", "FLOPs", "bytes",
+            "FLOP/byte", "bound", "time");
+    for (int i = 0; i < top; i++) {
+      const stats_row *r = &sorted[i];
+      char tb[128];
+      const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
+      fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10.1f %8s %12s\n", v ? v->name : "-", ir_op_name(r->n->op),
+              pass_phase_name(pass_node_phase(r->n)), v ? ir_type_str(&v->type, tb, sizeof tb) : "-",
+              grouped(r->flops, a, sizeof a), grouped(r->bytes, b, sizeof b), r->bytes > 0 ? r->flops / r->bytes : 0.0,
+              s->target ? (r->compute_bound ? "compute" : "memory") : "-", s->target ? seconds(r->time, c, sizeof c) : "-");
+    }
+    free(sorted);
+  }
+  fprintf(out, "\n(analysed in %.2f s: compile, training graph, passes, cost)\n", s->analysis_s);
 }
 
 /* an exact integer when it is one and fits in 2^53, else a real */
@@ -290,12 +915,42 @@ static json_t *mem_json(const pass_mem_report *m) {
   return o;
 }
 
+static json_t *cfg_json(const cfg_entry *e) {
+  if (!e) return json_null();
+  json_t *o = json_object();
+  json_object_set_new(o, "name", json_string(e->name));
+  json_object_set_new(o, "value", json_integer(e->value));
+  return o;
+}
+
+static json_t *real_or_null(bool have, double v) { return have ? json_real(v) : json_null(); }
+
 static void print_json(FILE *out, const stats *s) {
   json_t *root = json_object();
   json_object_set_new(root, "file", json_string(s->file));
-  json_t *params = json_object(), *tensors = json_array();
+  json_object_set_new(root, "config", s->config ? json_string(s->config) : json_null());
+  json_t *set = json_object();
+  json_object_set_new(set, "dtype", json_string(s->dtype_name));
+  json_object_set_new(set, "dtype_bytes", json_integer((json_int_t)s->dtype_bytes));
+  json_object_set_new(set, "mixed_precision", json_boolean(s->mixed));
+  json_object_set_new(set, "optimizer", json_string(pass_optimizer_name(s->opt)));
+  json_object_set_new(set, "checkpoint", json_string(s->policy));
+  json_object_set_new(set, "batch", s->cb && s->cb->known ? json_integer(s->cb->value) : json_null());
+  json_object_set_new(set, "seq", s->ct && s->ct->known ? json_integer(s->ct->value) : json_null());
+  json_object_set_new(set, "tokens", s->tokens > 0 ? jnum(s->tokens) : json_null());
+  json_object_set_new(root, "settings", set);
+
+  json_t *params = json_object(), *tensors = json_array(), *groups = json_object();
   json_object_set_new(params, "total", jnum((double)s->param_total));
   json_object_set_new(params, "bytes", jnum(s->param_bytes));
+  for (int gi = 0; gi < N_GROUPS; gi++) json_object_set_new(groups, group_names[gi], jnum((double)s->group_total[gi]));
+  json_object_set_new(params, "by_group", groups);
+  json_object_set_new(params, "closed_form", s->cl ? jnum(s->closed_form) : json_null());
+  json_t *cc = json_object();
+  json_object_set_new(cc, "l", cfg_json(s->cl));
+  json_object_set_new(cc, "h", cfg_json(s->ch));
+  json_object_set_new(cc, "v", cfg_json(s->cv));
+  json_object_set_new(params, "closed_form_constants", cc);
   for (int i = 0; i < s->n_params; i++) {
     json_t *t = json_object(), *shape = json_array();
     json_object_set_new(t, "name", json_string(s->params[i].name));
@@ -303,6 +958,7 @@ static void print_json(FILE *out, const stats *s) {
     for (int k = 0; k < s->params[i].type.rank; k++) json_array_append_new(shape, json_integer(s->params[i].type.dims[k]));
     json_object_set_new(t, "shape", shape);
     json_object_set_new(t, "count", jnum((double)s->params[i].count));
+    json_object_set_new(t, "group", json_string(group_names[s->params[i].group]));
     json_array_append_new(tensors, t);
   }
   json_object_set_new(params, "tensors", tensors);
@@ -312,12 +968,18 @@ static void print_json(FILE *out, const stats *s) {
   json_object_set_new(fl, "forward", jnum(fwd_flops(s)));
   json_object_set_new(fl, "backward", jnum(s->cost.flops[PASS_PHASE_BACKWARD]));
   json_object_set_new(fl, "recompute", jnum(s->cost.flops[PASS_PHASE_RECOMPUTE]));
-  json_object_set_new(fl, "optimizer", jnum(s->cost.flops[PASS_PHASE_OPTIMIZER]));
+  json_object_set_new(fl, "optimizer", jnum(s->opt_flops));
   json_object_set_new(fl, "gradient", jnum(grad_flops(s)));
   json_object_set_new(fl, "gradient_ratio", json_real(fwd_flops(s) > 0 ? grad_flops(s) / fwd_flops(s) : 0.0));
+  json_object_set_new(fl, "six_n_tokens", s->tokens > 0 ? jnum(six_n_tokens(s)) : json_null());
   json_object_set_new(root, "flops", fl);
 
   json_t *mem = mem_json(&s->mem);
+  json_object_set_new(mem, "params", jnum(s->m_params));
+  json_object_set_new(mem, "grads", jnum(s->m_grads));
+  json_object_set_new(mem, "optimizer", jnum(s->m_opt));
+  json_object_set_new(mem, "activations", jnum(s->m_act));
+  json_object_set_new(mem, "total", jnum(s->m_total));
   json_object_set_new(mem, "checkpoint", json_string(s->policy));
   json_object_set_new(mem, "no_checkpoint", mem_json(&s->mem_none));
   json_object_set_new(root, "memory", mem);
@@ -328,20 +990,182 @@ static void print_json(FILE *out, const stats *s) {
   json_object_set_new(grad, "wrt", json_integer(s->n_wrt));
   json_object_set_new(root, "training", grad);
 
-  json_t *ops = json_object();
-  for (int op = 0; op < IR_NUM_OPS; op++) {
-    if (!s->cost.op_count[op]) continue;
+  bool tg = s->target != NULL;
+  if (tg) {
+    const pass_target *t = s->target;
+    json_t *to = json_object();
+    json_object_set_new(to, "name", json_string(t->name));
+    json_object_set_new(to, "flops_bf16", jnum(t->flops_bf16));
+    json_object_set_new(to, "flops_fp32", jnum(t->flops_fp32));
+    json_object_set_new(to, "bandwidth", jnum(t->bandwidth));
+    json_object_set_new(to, "memory", jnum(t->memory));
+    json_object_set_new(to, "peak", jnum(s->peak));
+    json_object_set_new(to, "ridge", json_real(s->peak / t->bandwidth));
+    json_object_set_new(to, "source", json_string(t->source ? t->source : ""));
+    json_object_set_new(to, "fits", t->memory > 0 ? json_boolean(s->m_total <= t->memory) : json_null());
+    json_object_set_new(root, "target", to);
+    json_t *pt = json_object();
+    for (int p = 0; p < PASS_NUM_PHASES; p++) json_object_set_new(pt, pass_phase_name((pass_phase)p), json_real(s->phase_time[p]));
+    json_object_set_new(root, "time_by_phase_s", pt);
+  } else {
+    json_object_set_new(root, "target", json_null());
+    json_object_set_new(root, "time_by_phase_s", json_null());
+  }
+  json_object_set_new(root, "step_time_s", real_or_null(tg, s->step_time));
+  json_object_set_new(root, "mfu", real_or_null(tg && s->tokens > 0, s->mfu));
+
+  json_t *ops = json_array();
+  int order[IR_NUM_OPS], nk = kind_order(s, order);
+  for (int i = 0; i < nk; i++) {
+    const stats_kind *k = &s->kinds[order[i]];
     json_t *e = json_object();
-    json_object_set_new(e, "nodes", json_integer(s->cost.op_count[op]));
-    json_object_set_new(e, "flops", jnum(s->cost.op_flops[op]));
-    json_object_set_new(e, "bytes", jnum(s->cost.op_bytes[op]));
-    json_object_set_new(e, "intensity", json_real(s->cost.op_bytes[op] > 0 ? s->cost.op_flops[op] / s->cost.op_bytes[op] : 0.0));
-    json_object_set_new(ops, ir_op_name((ir_op)op), e);
+    json_object_set_new(e, "op", json_string(ir_op_name((ir_op)order[i])));
+    json_object_set_new(e, "nodes", json_integer(k->nodes));
+    json_object_set_new(e, "flops", jnum(k->flops));
+    json_object_set_new(e, "bytes", jnum(k->bytes));
+    json_object_set_new(e, "intensity", json_real(k->bytes > 0 ? k->flops / k->bytes : 0.0));
+    json_object_set_new(e, "bound", tg ? json_string(bound_of(k)) : json_null());
+    json_object_set_new(e, "compute_bound_nodes", tg ? json_integer(k->compute_nodes) : json_null());
+    json_object_set_new(e, "time_s", real_or_null(tg, k->time));
+    json_array_append_new(ops, e);
   }
   json_object_set_new(root, "ops", ops);
+  json_t *topj = json_array();
+  int top = s->top < s->n_rows ? s->top : s->n_rows;
+  if (top > 0) {
+    stats_row *sorted = malloc((size_t)s->n_rows * sizeof *sorted);
+    if (!sorted) abort();
+    memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
+    qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
+    for (int i = 0; i < top; i++) {
+      const stats_row *r = &sorted[i];
+      const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
+      char tb[128];
+      json_t *e = json_object();
+      json_object_set_new(e, "value", json_string(v ? v->name : ""));
+      json_object_set_new(e, "op", json_string(ir_op_name(r->n->op)));
+      json_object_set_new(e, "phase", json_string(pass_phase_name(pass_node_phase(r->n))));
+      json_object_set_new(e, "type", json_string(v ? ir_type_str(&v->type, tb, sizeof tb) : ""));
+      json_object_set_new(e, "flops", jnum(r->flops));
+      json_object_set_new(e, "bytes", jnum(r->bytes));
+      json_object_set_new(e, "intensity", json_real(r->bytes > 0 ? r->flops / r->bytes : 0.0));
+      json_object_set_new(e, "bound", tg ? json_string(r->compute_bound ? "compute" : "memory") : json_null());
+      json_object_set_new(e, "time_s", real_or_null(tg, r->time));
+      json_array_append_new(topj, e);
+    }
+    free(sorted);
+  }
+  json_object_set_new(root, "top_ops", topj);
   json_dumpf(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
   fputc('\n', out);
   json_decref(root);
+}
+
+/* ===================================================================== */
+/* the command                                                            */
+/* ===================================================================== */
+static bool has_suffix(const char *s, const char *suf) {
+  size_t n = strlen(s), m = strlen(suf);
+  return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+static int bad_value(ir_diag *d, const char *flag, const char *v, const char *want) {
+  ir_error_plain(d, "%s %s: expected %s", flag, v ? v : "(nothing)", want);
+  return -1;
+}
+
+typedef struct {
+  bool json, list_params;
+  int dtype, optimizer, top;
+  const char *target, *target_file, *batch, *seq;
+} stats_flags;
+
+/* 1 consumed, 0 not a stats flag, -1 error (reported). */
+static int parse_stats_flag(stats_flags *f, int argc, char **argv, int *i, ir_diag *d) {
+  const char *v = NULL;
+  if (strcmp(argv[*i], "--json") == 0) return f->json = true, 1;
+  if (strcmp(argv[*i], "--params") == 0) return f->list_params = true, 1;
+  if (tool_flag("--dtype", argc, argv, i, &v)) {
+    f->dtype = !v ? -1 : strcmp(v, "bf16") == 0 ? IR_DT_BF16 : strcmp(v, "fp16") == 0 ? IR_DT_F16
+                      : strcmp(v, "fp32") == 0 ? IR_DT_F32 : -1;
+    return f->dtype < 0 ? bad_value(d, "--dtype", v, "bf16, fp16 or fp32") : 1;
+  }
+  if (tool_flag("--optimizer", argc, argv, i, &v)) {
+    f->optimizer = pass_optimizer_from_name(v);
+    return f->optimizer < 0 ? bad_value(d, "--optimizer", v, "sgd, momentum, adam or adamw") : 1;
+  }
+  if (tool_flag("--top", argc, argv, i, &v)) {
+    int64_t n;
+    if (!v || !parse_int64(v, &n) || n < 0 || n > 1000000) return bad_value(d, "--top", v, "a count from 0 to 1000000");
+    f->top = (int)n;
+    return 1;
+  }
+  const char **dst = NULL;
+  const char *flag = NULL;
+  if (tool_flag("--target", argc, argv, i, &v)) dst = &f->target, flag = "--target";
+  else if (tool_flag("--target-file", argc, argv, i, &v)) dst = &f->target_file, flag = "--target-file";
+  else if (tool_flag("--batch", argc, argv, i, &v)) dst = &f->batch, flag = "--batch";
+  else if (tool_flag("--seq", argc, argv, i, &v)) dst = &f->seq, flag = "--seq";
+  if (!dst) return 0;
+  if (!v || !*v) {
+    ir_error_plain(d, "%s needs a value", flag);
+    return -1;
+  }
+  *dst = v;
+  return 1;
+}
+
+/* --batch / --seq: a positive integer, and the config must define the constant. */
+static int set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
+                        ir_diag *d) {
+  int64_t n;
+  if (!parse_int64(v, &n) || n <= 0 || n > (INT64_C(1) << 40)) return bad_value(d, flag, v, "a positive integer");
+  if (!cfg_find(c, cname)) {
+    ir_error_plain(d, "%s %s: the model's config%s%s defines no constant '%s' (%s sets %s; use -D NAME=VALUE for other names)",
+                   flag, v, c->config ? " " : "", c->config ? c->config : "", cname, flag, cname);
+    return -1;
+  }
+  for (int k = 0; k < o->fe.n_defines; k++)
+    if (strcmp(o->defines[k].name, cname) == 0) {
+      ir_error_plain(d, "%s %s and -D %s=%s both set %s: give one", flag, v, cname, o->defines[k].value, cname);
+      return -1;
+    }
+  if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
+    ir_error_plain(d, "too many -D options (at most 64)");
+    return -1;
+  }
+  o->defines[o->fe.n_defines++] = (fe_define){cname, v};
+  o->fe.defines = o->defines;
+  return 0;
+}
+
+static int pick_target(const stats_flags *f, pass_target *own, const pass_target **out, char **text_out, ir_diag *d) {
+  *out = NULL;
+  if (f->target && f->target_file) {
+    ir_error_plain(d, "--target and --target-file: give one");
+    return -1;
+  }
+  if (f->target) {
+    if (!(*out = pass_target_lookup(f->target))) {
+      char list[512] = "";
+      for (int i = 0; i < pass_target_count(); i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, pass_target_at(i)->name, sizeof list - strlen(list) - 1);
+      }
+      ir_error_plain(d, "--target %s: unknown target (known: %s; or --target-file F)", f->target, list);
+      return -1;
+    }
+    return 0;
+  }
+  if (f->target_file) {
+    size_t len;
+    char *text = ir_read_file(f->target_file, 1u << 20, &len, d);
+    if (!text) return -1;
+    *text_out = text;
+    if (pass_target_parse(f->target_file, text, len, own, d) != 0) return -1;
+    *out = own;
+  }
+  return 0;
 }
 
 int tool_cmd_stats(int argc, char **argv) {
@@ -350,17 +1174,18 @@ int tool_cmd_stats(int argc, char **argv) {
       printf("%s%s", stats_help, tool_common_help);
       return 0;
     }
+  double t0 = now_s();
   ir_diag *d = ir_diag_new(stderr);
   tool_compile_opts o = {0};
-  bool json = false;
+  stats_flags f = {.dtype = -1, .optimizer = PASS_OPT_ADAM, .top = 10};
   int rc = 0;
   for (int i = 1; i < argc && rc == 0; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(&o, argc, argv, &i, d);
+    if (r == 0) r = parse_stats_flag(&f, argc, argv, &i, d);
     if (r < 0) rc = 1;
     if (r != 0) continue;
-    if (strcmp(a, "--json") == 0) json = true;
-    else if (a[0] == '-' && a[1]) {
+    if (a[0] == '-' && a[1]) {
       ir_error_plain(d, "unknown option '%s' (see 'tgc stats --help')", a);
       rc = 1;
     } else if (o.file) {
@@ -372,22 +1197,52 @@ int tool_cmd_stats(int argc, char **argv) {
     ir_error_plain(d, "stats: missing FILE (see 'tgc stats --help')");
     rc = 1;
   }
-  char *text = NULL;
+  pass_target own_target;
+  const pass_target *target = NULL;
+  char *target_text = NULL, *text = NULL, *src = NULL;
+  if (rc == 0 && pick_target(&f, &own_target, &target, &target_text, d) != 0) rc = 1;
+  cfg_set cfg = {0};
+  if (rc == 0 && !has_suffix(o.file, ".ir")) { /* the config's constants, before -D from --batch/--seq */
+    size_t len;
+    ir_diag *quiet = ir_diag_new(stderr);
+    src = ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, quiet);
+    ir_diag_free(quiet);
+    if (src) cfg_load(&o, src, len, &cfg);
+  } else if (rc == 0 && (f.batch || f.seq)) {
+    ir_error_plain(d, "%s applies to .tg files; '%s' is already IR", f.batch ? "--batch" : "--seq", o.file);
+    rc = 1;
+  }
+  if (rc == 0 && f.batch && set_constant(&o, &cfg, "--batch", "B", f.batch, d) != 0) rc = 1;
+  if (rc == 0 && f.seq && set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  if (rc == 0 && (f.batch || f.seq)) { /* re-evaluate with the new values */
+    cfg_free(&cfg);
+    cfg_load(&o, src, strlen(src), &cfg);
+  }
   ir_graph *g = NULL;
   stats s = {0};
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
   if (rc == 0) {
     s.file = o.file;
+    s.config = cfg.config;
     s.policy = o.checkpoint ? o.checkpoint : "none";
-    if (stats_collect(g, &o, &s, d) != 0) rc = 1;
+    s.opt = (pass_optimizer_kind)f.optimizer;
+    s.target = target;
+    s.top = f.top;
+    s.list_params = f.list_params;
+    if (stats_collect(g, &o, &cfg, f.dtype, &s, d) != 0) rc = 1;
+    s.analysis_s = now_s() - t0;
   }
   if (rc == 0) {
-    if (json) print_json(stdout, &s);
+    if (f.json) print_json(stdout, &s);
     else print_text(stdout, &s);
   }
   free(s.params);
+  free(s.rows);
   ir_graph_free(g);
   free(text);
+  free(src);
+  free(target_text);
+  cfg_free(&cfg);
   ir_diag_free(d);
   return rc;
 }

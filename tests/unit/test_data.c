@@ -200,7 +200,7 @@ static void test_files(void) {
   ds = rt_data_open(spec, 0, err, sizeof err);
   CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
   char want[900];
-  snprintf(want, sizeof want, "data source '%s' has tokens up to 255 but the model's vocabulary is 32 (set it with -D)",
+  snprintf(want, sizeof want, "data source '%s' has tokens up to 255 but the model's vocabulary is 32 (--vocab 256 sets V)",
            spec);
   CHECK_STR(err, want);
   rt_data_free(ds);

@@ -1,0 +1,199 @@
+/* passes/target.c — hardware targets for the cost reports: the built-in
+ * table (one row per entry of targets.def), lookup by name, the parser of a
+ * user's target file, and the two roofline formulas `tgc stats` applies to
+ * every op, and the small formulas of a training-step estimate (closed-form
+ * parameter count, training memory, MFU); declared in pass.h, section target.c.
+ *
+ * Target file, one `key = value` per line ('#' starts a comment, blank lines
+ * are skipped):
+ *   name       = my-gpu        any text without spaces (default: the path)
+ *   flops_bf16 = 989e12        peak dense bf16/fp16 FLOP/s   (required, > 0)
+ *   flops_fp32 = 494.7e12      peak fp32/TF32 FLOP/s         (required, > 0)
+ *   bandwidth  = 3.35e12       memory bandwidth, bytes/s     (required, > 0)
+ *   memory     = 80e9          memory capacity, bytes        (optional, >= 0)
+ * Every bad line is reported (path:line:col with the line and a caret) and
+ * parsing goes on, so one run shows all the mistakes; a missing required key
+ * is reported at the end.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+static const pass_target builtin_targets[] = {
+#define TARGET(id, nm, bf16, fp32, bw, mem, src) {nm, bf16, fp32, bw, mem, src},
+#include "targets.def"
+#undef TARGET
+};
+enum { N_TARGETS = (int)(sizeof builtin_targets / sizeof builtin_targets[0]) };
+
+int pass_target_count(void) { return N_TARGETS; }
+
+const pass_target *pass_target_at(int i) { return i >= 0 && i < N_TARGETS ? &builtin_targets[i] : NULL; }
+
+const pass_target *pass_target_lookup(const char *name) {
+  for (int i = 0; name && i < N_TARGETS; i++)
+    if (strcmp(builtin_targets[i].name, name) == 0) return &builtin_targets[i];
+  return NULL;
+}
+
+double pass_target_peak(const pass_target *t, size_t elem_bytes) {
+  return elem_bytes == 2 ? t->flops_bf16 : t->flops_fp32;
+}
+
+double pass_roofline_seconds(double flops, double bytes, double peak, double bandwidth) {
+  double c = peak > 0 ? flops / peak : 0, m = bandwidth > 0 ? bytes / bandwidth : 0;
+  return c > m ? c : m;
+}
+
+bool pass_roofline_compute_bound(double flops, double bytes, double peak, double bandwidth) {
+  if (flops <= 0) return false;
+  if (peak <= 0 || bandwidth <= 0) return false;
+  return flops / peak >= bytes / bandwidth;
+}
+
+/* ---- the target file ---- */
+enum { K_NAME, K_BF16, K_FP32, K_BW, K_MEM, N_KEYS };
+static const char *const key_names[N_KEYS] = {"name", "flops_bf16", "flops_fp32", "bandwidth", "memory"};
+
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* One line [p, end): 0 ok (or blank), -1 reported. seen[] records line numbers. */
+static int parse_line(const char *path, int line, const char *start, const char *end, pass_target *t, int *seen,
+                      ir_diag *d) {
+  const char *p = start;
+  const char *hash = memchr(p, '#', (size_t)(end - p));
+  if (hash) end = hash;
+  while (end > p && is_blank(end[-1])) end--;
+  while (p < end && is_blank(*p)) p++;
+  if (p == end) return 0;
+#define COL(q) ((int)((q) - start) + 1)
+  ir_loc loc = {path, line, COL(p)};
+  const char *k0 = p;
+  while (p < end && (isalnum((unsigned char)*p) || *p == '_')) p++;
+  size_t klen = (size_t)(p - k0);
+  if (klen == 0) {
+    ir_error(d, loc, "expected 'key = value' (keys: name, flops_bf16, flops_fp32, bandwidth, memory)");
+    return -1;
+  }
+  int key = -1;
+  for (int k = 0; k < N_KEYS; k++)
+    if (strlen(key_names[k]) == klen && strncmp(key_names[k], k0, klen) == 0) key = k;
+  if (key < 0) {
+    ir_error(d, loc, "unknown key '%.*s' (keys: name, flops_bf16, flops_fp32, bandwidth, memory)", (int)klen, k0);
+    return -1;
+  }
+  while (p < end && is_blank(*p)) p++;
+  if (p == end || *p != '=') {
+    ir_error(d, (ir_loc){path, line, COL(p)}, "expected '=' after '%s'", key_names[key]);
+    return -1;
+  }
+  p++;
+  while (p < end && is_blank(*p)) p++;
+  ir_loc vloc = {path, line, COL(p)};
+  if (p == end) {
+    ir_error(d, vloc, "missing value for '%s'", key_names[key]);
+    return -1;
+  }
+  if (seen[key]) {
+    ir_error(d, loc, "'%s' given twice (first on line %d)", key_names[key], seen[key]);
+    return -1;
+  }
+  size_t vlen = (size_t)(end - p);
+  if (key == K_NAME) {
+    for (const char *q = p; q < end; q++)
+      if (is_blank(*q) || !isprint((unsigned char)*q)) {
+        ir_error(d, (ir_loc){path, line, COL(q)}, "a target name is one word of printable characters");
+        return -1;
+      }
+    if (vlen >= sizeof t->name) {
+      ir_error(d, vloc, "target name longer than %zu characters", sizeof t->name - 1);
+      return -1;
+    }
+    memcpy(t->name, p, vlen);
+    t->name[vlen] = 0;
+    seen[key] = line;
+    return 0;
+  }
+  char num[64];
+  if (vlen >= sizeof num) {
+    ir_error(d, vloc, "'%.*s...' is not a number", 20, p);
+    return -1;
+  }
+  memcpy(num, p, vlen);
+  num[vlen] = 0;
+  char *stop;
+  errno = 0;
+  double v = strtod(num, &stop);
+  if (stop == num || *stop || errno == ERANGE || !isfinite(v)) {
+    ir_error(d, vloc, "'%s' is not a number (write e.g. 312e12)", num);
+    return -1;
+  }
+  if (key == K_MEM ? v < 0 : v <= 0) {
+    ir_error(d, vloc, "%s must be %s, got %s", key_names[key], key == K_MEM ? "at least 0" : "positive", num);
+    return -1;
+  }
+  double *field[N_KEYS] = {NULL, &t->flops_bf16, &t->flops_fp32, &t->bandwidth, &t->memory};
+  *field[key] = v;
+  seen[key] = line;
+  return 0;
+#undef COL
+}
+
+int pass_target_parse(const char *path, const char *text, size_t len, pass_target *t, ir_diag *d) {
+  memset(t, 0, sizeof *t);
+  if (!path) path = "<target>";
+  t->source = path;
+  ir_diag_add_source(d, path, text ? text : "", text ? len : 0);
+  int seen[N_KEYS] = {0}, errors = 0, line = 1;
+  const char *p = text ? text : "", *end = p + (text ? len : 0);
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *le = nl ? nl : end;
+    if (memchr(p, '\0', (size_t)(le - p))) {
+      ir_error(d, (ir_loc){path, line, 1}, "NUL byte in a target file");
+      errors++;
+    } else if (parse_line(path, line, p, le, t, seen, d) != 0) {
+      errors++;
+    }
+    p = nl ? nl + 1 : end;
+    line++;
+  }
+  for (int k = K_BF16; k <= K_BW; k++)
+    if (!seen[k]) {
+      ir_error(d, (ir_loc){path, 0, 0}, "missing '%s = ...' (a target file needs flops_bf16, flops_fp32 and bandwidth)",
+               key_names[k]);
+      errors++;
+    }
+  if (!seen[K_NAME]) {
+    size_t n = strlen(path);
+    if (n >= sizeof t->name) path += n - (sizeof t->name - 1);
+    snprintf(t->name, sizeof t->name, "%s", path);
+  }
+  return errors ? -1 : 0;
+}
+
+/* ---- training-step estimates ---- */
+double pass_closed_form_params(double layers, double width, double vocab) {
+  return 12 * layers * width * width + 2 * vocab * width;
+}
+
+pass_train_memory pass_training_memory(double n, size_t elem_bytes, int opt_states, double activations, bool trains) {
+  pass_train_memory m = {0};
+  m.params = n * (double)elem_bytes;
+  if (trains) {
+    m.grads = n * (double)elem_bytes;
+    m.optimizer = n * 4.0 * (double)(opt_states + (elem_bytes == 2 ? 1 : 0));
+  }
+  m.activations = activations;
+  m.total = m.params + m.grads + m.optimizer + m.activations;
+  return m;
+}
+
+double pass_mfu(double n, double tokens, double step_seconds, double peak) {
+  if (!(step_seconds > 0) || !(peak > 0) || !(n > 0) || !(tokens > 0)) return 0;
+  return 6 * n * tokens / (step_seconds * peak);
+}
