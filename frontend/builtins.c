@@ -381,6 +381,40 @@ static sv h_split(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   return build(S, call, A, IR_OP_SPLIT, &x, 1, attrs, 2, NULL);
 }
 
+/* grad(loss, w) or grad(loss, [w1, w2, ...]): a GRAD request node that the
+ * autodiff pass expands into the backward graph. A list gives one result per
+ * entry, a single tensor one result. */
+static sv h_grad(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
+  ir_value *loss = tensor_arg(S, A, 0);
+  if (!loss) return sv_poison();
+  sv w = A->pos[1];
+  int n = w.kind == SV_LIST ? w.n : 1;
+  if (w.kind == SV_LIST && n == 0) {
+    fe_error(S, A->pos_at[1], "argument 2 of 'grad' must be a tensor or a non-empty list of tensors");
+    return sv_poison();
+  }
+  ir_value **in = ir_arena_alloc(S->arena, (size_t)(n + 1) * sizeof *in);
+  in[0] = loss;
+  for (int i = 0; i < n; i++) {
+    sv item = w.kind == SV_LIST ? w.items[i] : w;
+    if (item.kind != SV_TENSOR) {
+      if (item.kind != SV_POISON)
+        fe_error(S, A->pos_at[1], "argument 2 of 'grad' must be a tensor or a list of tensors, got %s",
+                 fe_describe(S, item));
+      return sv_poison();
+    }
+    in[i + 1] = item.t;
+  }
+  sv r = build(S, call, A, IR_OP_GRAD, in, n + 1, NULL, 0, NULL);
+  if (r.kind == SV_TENSOR && w.kind == SV_LIST) { /* keep a one-entry list a tuple */
+    sv t = {.kind = SV_TUPLE, .n = 1};
+    t.items = ir_arena_alloc(S->arena, sizeof *t.items);
+    t.items[0] = r;
+    return t;
+  }
+  return r;
+}
+
 static sv h_tensor_op(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   ir_value *in[3];
   for (int i = 0; i < A->n; i++)
@@ -543,6 +577,7 @@ static const bi_spec builtins[] = {
     {"ones", h_fill, IR_OP_CONST, 1, 2, {NULL}},
     {"full", h_fill, IR_OP_CONST, 2, 3, {NULL}},
     {"arange", h_arange, IR_OP_IOTA, 1, 1, {NULL}},
+    {"grad", h_grad, IR_OP_GRAD, 2, 2, {NULL}},
 };
 #define N_BUILTINS ((int)(sizeof builtins / sizeof builtins[0]))
 

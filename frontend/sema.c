@@ -561,6 +561,17 @@ static bool parse_define(const char *text, sv *out) {
   return false;
 }
 
+/* Config names compare with '-', '.' and '_' as the same character, so
+ * `--config gpt3-2.7b` selects `config gpt3_2_7b` (identifiers cannot hold
+ * '-' or '.', but the published model names do). */
+static bool config_name_eq(const char *a, const char *b) {
+  for (;; a++, b++) {
+    char x = *a == '-' || *a == '.' ? '_' : *a, y = *b == '-' || *b == '.' ? '_' : *b;
+    if (x != y) return false;
+    if (!x) return true;
+  }
+}
+
 static const ast *pick_config(fe_sema *S, const ast *items, const char *want, const char *path) {
   const ast *first = NULL, *dflt = NULL, *found = NULL;
   int n = 0;
@@ -570,7 +581,7 @@ static const ast *pick_config(fe_sema *S, const ast *items, const char *want, co
     n++;
     if (!first) first = it;
     if (!dflt && strcmp(it->name, "default") == 0) dflt = it;
-    if (want && !found && strcmp(it->name, want) == 0) found = it;
+    if (want && !found && config_name_eq(it->name, want)) found = it;
   }
   if (!want) return dflt ? dflt : first;
   if (found) return found;
