@@ -26,6 +26,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -610,6 +611,217 @@ static int infer_cross_entropy_grad(ctx *c, const ir_type *in, ir_type *out) {
   return 0;
 }
 
+/* ---- fused attention ----
+ * attention (q[...,T,E], k[...,S,E], v[...,S,F]) {scale: float, causal: int}
+ *   -> (o[...,T,F], lse[...,T]): q, k, v share one float dtype and the same
+ *   batch dims (no broadcasting); o has q's dtype; lse (the row log-sum-exp
+ *   the backward reads) is f64 for f64 operands and f32 otherwise (f32, bf16,
+ *   f16: the kernels work in f32 there). scale is finite; causal is 0 or 1.
+ * attention_grad (q, k, v, o, lse, do) {scale, causal} -> (dq, dk, dv): o, lse
+ *   and do must have exactly the types attention gives (do: o's type). */
+static int infer_attention_core(ctx *c, const ir_type *in, ir_type *o, ir_type *lse) {
+  const ir_type *q = &in[0], *k = &in[1], *v = &in[2];
+  const ir_attr *a;
+  if (get_attr(c, "scale", IR_ATTR_FLOAT, true, &a) < 0) return -1;
+  if (!isfinite(a->f)) return fail(c, "attribute 'scale' of %s must be finite, got %g", c->name, a->f);
+  if (get_attr(c, "causal", IR_ATTR_INT, true, &a) < 0) return -1;
+  if (a->i != 0 && a->i != 1) return fail(c, "attribute 'causal' of %s must be 0 or 1, got %lld", c->name, (long long)a->i);
+  if (need_float(c, q, true) < 0 || same_dtype(c, q, k) < 0 || same_dtype(c, q, v) < 0) return -1;
+  if (q->rank < 2 || k->rank != q->rank || v->rank != q->rank)
+    return fail(c, "%s needs q, k, v of one rank >= 2, got %s, %s, %s", c->name, ts(q).s, ts(k).s, ts(v).s);
+  int r = q->rank;
+  bool ok = q->dims[r - 1] == k->dims[r - 1] && k->dims[r - 2] == v->dims[r - 2];
+  for (int i = 0; ok && i < r - 2; i++) ok = q->dims[i] == k->dims[i] && q->dims[i] == v->dims[i];
+  if (!ok)
+    return fail(c, "shape mismatch in %s: q %s, k %s, v %s (want q[...,T,E], k[...,S,E], v[...,S,F])", c->name,
+                ts(q).s, ts(k).s, ts(v).s);
+  *o = *q;
+  o->dims[r - 1] = v->dims[r - 1];
+  *lse = *q;
+  lse->rank = r - 1;
+  lse->dtype = q->dtype == IR_DT_F64 ? IR_DT_F64 : IR_DT_F32;
+  return check_result(c, o);
+}
+
+static int infer_attention(ctx *c, const ir_type *in, int n_in, ir_type *out, int *n_out) {
+  ir_type o, lse;
+  if (infer_attention_core(c, in, &o, &lse) < 0) return -1;
+  if (c->op == IR_OP_ATTENTION) {
+    out[0] = o;
+    out[1] = lse;
+    *n_out = 2;
+    return 0;
+  }
+  static const char *const names[3] = {"o", "lse", "do"};
+  const ir_type *want[3] = {&o, &lse, &o};
+  for (int i = 0; i < 3 && 3 + i < n_in; i++)
+    if (!ir_type_equal(&in[3 + i], want[i]))
+      return fail(c, "%s: %s must be %s, got %s", c->name, names[i], ts(want[i]).s, ts(&in[3 + i]).s);
+  for (int i = 0; i < 3; i++) out[i] = in[i];
+  *n_out = 3;
+  return 0;
+}
+
+/* ---- fused elementwise ops (made by passes/fuse_elementwise.c, run by runtime/kern_fused.c) ----
+ * The expr attribute is an s-expression over the operands $0, $1, ...:
+ *   e := $N | (const DTYPE NUMBER) | (cast DTYPE e) | (OP e) | (OP e e) | (where e e e)
+ * OP is the mnemonic of an elementwise unary or binary op of ops.def. Every
+ * subexpression is typed by its op's own rule here (so dtypes and numpy
+ * broadcasting are exactly those of the unfused ops); const is a scalar of
+ * DTYPE holding NUMBER rounded to it. Every operand must appear.
+ *   fused (operands...) {expr}        -> the type of expr
+ *   fused_matmul (a, b, extra...)     -> matmul(a, b)'s type P; in expr $0 is the
+ *                                       product and $1, $2, ... are extra 0, 1, ...;
+ *                                       expr must have type P (computed in place)
+ *   add_layernorm (x, r, gamma, beta) {eps} -> (s, y): x and r of one float type
+ *                                       (no broadcasting), gamma/beta as layernorm */
+enum { FEXPR_MAX_NODES = 4096, FEXPR_MAX_DEPTH = 200, FEXPR_MAX_OPERANDS = 64 };
+
+typedef struct {
+  ctx *c;
+  const char *s;
+  size_t pos;
+  const ir_type *ops; /* the type of $i */
+  int n_ops;
+  bool *used;
+  int nodes;
+} fexpr;
+
+static int fexpr_fail(fexpr *f, const char *what) {
+  return fail(f->c, "%s: bad expr at offset %zu: %s", f->c->name, f->pos, what);
+}
+
+static void fexpr_space(fexpr *f) {
+  while (f->s[f->pos] == ' ') f->pos++;
+}
+
+/* A word (up to a space or a parenthesis) into buf; its length (0: none). */
+static size_t fexpr_word(fexpr *f, char *buf, size_t cap) {
+  fexpr_space(f);
+  size_t n = 0;
+  while (f->s[f->pos] && f->s[f->pos] != ' ' && f->s[f->pos] != '(' && f->s[f->pos] != ')') {
+    if (n + 1 < cap) buf[n] = f->s[f->pos];
+    n++;
+    f->pos++;
+  }
+  if (n >= cap) return 0; /* too long to be a name or number of ours */
+  buf[n] = 0;
+  return n;
+}
+
+static int fexpr_dtype(fexpr *f, ir_dtype *dt) {
+  char w[32];
+  int d = fexpr_word(f, w, sizeof w) ? ir_dtype_from_name(w) : -1;
+  if (d < 0) return fexpr_fail(f, "expected a dtype name");
+  *dt = (ir_dtype)d;
+  return 0;
+}
+
+/* Calls the op's own typing rule; prefixes its message. */
+static int fexpr_rule(fexpr *f, ir_op op, const ir_type *in, int n, const ir_attr *a, int na, ir_type *out) {
+  char msg[256];
+  int n_out = 0;
+  if (ir_infer(op, in, n, a, na, out, &n_out, msg, sizeof msg) != 0)
+    return fail(f->c, "%s: in expr: %s", f->c->name, msg);
+  return 0;
+}
+
+static int fexpr_parse(fexpr *f, int depth, ir_type *out) {
+  if (depth > FEXPR_MAX_DEPTH) return fexpr_fail(f, "nested too deeply");
+  if (++f->nodes > FEXPR_MAX_NODES) return fexpr_fail(f, "too many nodes");
+  fexpr_space(f);
+  if (f->s[f->pos] == '$') {
+    f->pos++;
+    long idx = 0;
+    int digits = 0;
+    while (f->s[f->pos] >= '0' && f->s[f->pos] <= '9' && digits < 9) idx = idx * 10 + (f->s[f->pos++] - '0'), digits++;
+    if (digits == 0) return fexpr_fail(f, "expected an operand number after '$'");
+    if (idx >= f->n_ops) return fail(f->c, "%s: expr names $%ld but there are %d operands", f->c->name, idx, f->n_ops);
+    f->used[idx] = true;
+    *out = f->ops[idx];
+    return 0;
+  }
+  if (f->s[f->pos] != '(') return fexpr_fail(f, "expected '$N' or '('");
+  f->pos++;
+  char w[32];
+  if (!fexpr_word(f, w, sizeof w)) return fexpr_fail(f, "expected an op name");
+  if (strcmp(w, "const") == 0) {
+    ir_dtype dt;
+    char num[64];
+    if (fexpr_dtype(f, &dt) < 0) return -1;
+    size_t len = fexpr_word(f, num, sizeof num);
+    char *end = NULL;
+    double v = len ? strtod(num, &end) : 0;
+    if (!len || !end || *end) return fexpr_fail(f, "expected a number");
+    ir_attr a = ir_attr_float("value", v);
+    *out = (ir_type){.dtype = dt, .rank = 0};
+    if (fexpr_rule(f, IR_OP_CONST, NULL, 0, &a, 1, out) < 0) return -1;
+  } else if (strcmp(w, "cast") == 0) {
+    ir_dtype dt;
+    ir_type x;
+    if (fexpr_dtype(f, &dt) < 0 || fexpr_parse(f, depth + 1, &x) < 0) return -1;
+    ir_attr a = ir_attr_dtype("to", dt);
+    if (fexpr_rule(f, IR_OP_CAST, &x, 1, &a, 1, out) < 0) return -1;
+  } else {
+    int op = ir_op_from_name(w);
+    if (op < 0 || op == IR_OP_CAST || !ir_op_is_elementwise((ir_op)op))
+      return fail(f->c, "%s: expr uses '%s', which is not an elementwise op", f->c->name, w);
+    int n = ir_op_num_inputs((ir_op)op);
+    ir_type x[3];
+    for (int i = 0; i < n; i++)
+      if (fexpr_parse(f, depth + 1, &x[i]) < 0) return -1;
+    if (fexpr_rule(f, (ir_op)op, x, n, NULL, 0, out) < 0) return -1;
+  }
+  fexpr_space(f);
+  if (f->s[f->pos] != ')') return fexpr_fail(f, "expected ')'");
+  f->pos++;
+  return 0;
+}
+
+/* Types expr over ops[0..n_ops): every operand must be used, nothing may follow. */
+static int fexpr_type(ctx *c, const ir_type *ops, int n_ops, ir_type *out) {
+  const ir_attr *a;
+  if (get_attr(c, "expr", IR_ATTR_STR, true, &a) < 0) return -1;
+  bool used[FEXPR_MAX_OPERANDS] = {false};
+  if (n_ops > FEXPR_MAX_OPERANDS)
+    return fail(c, "%s has %d operands (at most %d)", c->name, n_ops, FEXPR_MAX_OPERANDS);
+  fexpr f = {.c = c, .s = a->s, .ops = ops, .n_ops = n_ops, .used = used};
+  if (fexpr_parse(&f, 0, out) < 0) return -1;
+  fexpr_space(&f);
+  if (f.s[f.pos]) return fexpr_fail(&f, "text after the expression");
+  for (int i = 0; i < n_ops; i++)
+    if (!used[i]) return fail(c, "%s: operand $%d is not used by expr", c->name, i);
+  return check_result(c, out);
+}
+
+static int infer_fused(ctx *c, const ir_type *in, int n_in, ir_type *out) {
+  if (c->op == IR_OP_FUSED) return fexpr_type(c, in, n_in, out);
+  /* fused_matmul: $0 = matmul(a, b), $i = in[i + 1] */
+  if (n_in < 2) return fail(c, "fused_matmul takes at least 2 operands (a, b), got %d", n_in);
+  ir_type ops[FEXPR_MAX_OPERANDS];
+  if (n_in - 1 > FEXPR_MAX_OPERANDS)
+    return fail(c, "%s has %d operands (at most %d)", c->name, n_in, FEXPR_MAX_OPERANDS + 1);
+  ctx mc = *c;
+  mc.op = IR_OP_MATMUL;
+  mc.name = "fused_matmul";
+  if (infer_matmul(&mc, &in[0], &in[1], &ops[0]) < 0) return -1;
+  for (int i = 2; i < n_in; i++) ops[i - 1] = in[i];
+  if (fexpr_type(c, ops, n_in - 1, out) < 0) return -1;
+  if (!ir_type_equal(out, &ops[0]))
+    return fail(c, "fused_matmul: the epilogue's type %s differs from the product's %s", ts(out).s, ts(&ops[0]).s);
+  return 0;
+}
+
+static int infer_add_layernorm(ctx *c, const ir_type *in, ir_type *out, int *n_out) {
+  if (!ir_type_equal(&in[0], &in[1]))
+    return fail(c, "add_layernorm needs x and r of the same type, got %s and %s", ts(&in[0]).s, ts(&in[1]).s);
+  ir_type norm_in[3] = {in[0], in[2], in[3]};
+  if (infer_norm(c, norm_in, 3, &out[1]) < 0) return -1;
+  out[0] = in[0];
+  *n_out = 2;
+  return 0;
+}
+
 int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs, ir_type *out, int *n_out,
              char *err, size_t errlen) {
   ctx c = {.op = op, .name = ir_op_name(op), .attrs = attrs, .n_attrs = n_attrs, .err = err, .errlen = errlen};
@@ -666,6 +878,10 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_UNSLICE: r = infer_unslice(&c, &in[0], &out[0]); break;
   case IR_OP_EMBEDDING_GRAD: r = infer_embedding_grad(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CROSS_ENTROPY_GRAD: r = infer_cross_entropy_grad(&c, in, &out[0]); break;
+  /* fused ops: rules land with the fusion passes */
+  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return infer_attention(&c, in, n_in, out, n_out);
+  case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: r = infer_fused(&c, in, n_in, &out[0]); break;
+  case IR_OP_ADD_LAYERNORM: return infer_add_layernorm(&c, in, out, n_out);
   case IR_NUM_OPS: break;
   }
   if (r == 0) *n_out = 1;

@@ -1,7 +1,7 @@
 /* passes/cost.c — the cost model: FLOPs and bytes moved of every op, and the
  * totals of a graph split by phase (forward, backward, recompute, optimizer)
- * and by op kind. `tgc stats` and the checkpoint pass read it; later the
- * roofline table and step-time prediction build on the same numbers.
+ * and by op kind. `tgc stats` (its roofline table and step-time prediction,
+ * with the targets of target.c) and the checkpoint pass read it.
  *
  * pass_node_cost is one switch over the op enum with no default, so adding
  * an op to ops.def without a formula here fails the build (-Wswitch is an
@@ -31,6 +31,21 @@
  *   cross_entropy_grad                  7 per logit (softmax 5, - one-hot, * g/positions)
  *   embedding_grad                      1 per element of g (a scatter-add)
  *   grad                                0 (a request, expanded by the autodiff pass)
+ * Fused ops count what the unfused ops they replace count, so a graph costs
+ * the same FLOPs before and after fusion and only its bytes drop:
+ *   attention (q[..,T,E], k[..,S,E], v[..,S,F]) per batch element:
+ *                                       2TSE (q k^T) + TS (scale) + TS if causal (mask)
+ *                                       + 5TS (softmax) + 2TSF (p v); the full T x S
+ *                                       (causal blocks are not skipped in the count)
+ *   attention_grad                      the FlashAttention backward per batch element:
+ *                                       recompute 2TSE + TS scale (+ TS mask) + 2TS
+ *                                       (exp(s - lse)); 2TF (rowsum(do o)); 2TSF (dv)
+ *                                       + 2TSF (dp); 2TS (ds = p (dp - rowsum));
+ *                                       2TSE (dq) + 2TSE (dk)
+ *   fused {expr}                        1 per result element for every elementwise op
+ *                                       mnemonic of ops.def (cast excepted) named in expr
+ *   fused_matmul {expr}                 matmul's 2*M*N*K + fused's count for its epilogue
+ *   add_layernorm                       1 + 8 per element (the add, then layernorm)
  * Bytes: every operand read once plus every result written once, in its
  * dtype's size — except embedding, which reads only the gathered rows (the
  * result's size) and the ids, not the whole table.
@@ -72,6 +87,44 @@ static double einsum_terms(const ir_node *n) {
   for (int i = 0; i < 128; i++)
     if (dim[i] >= 0) terms *= dim[i];
   return terms;
+}
+
+/* Elementwise op mnemonics (cast excepted) appearing as words in the expr
+ * attribute of a fused node: the ops its kernel applies per element. */
+static double fused_ops(const ir_node *n) {
+  const ir_attr *a = ir_node_attr(n, "expr");
+  if (!a || a->kind != IR_ATTR_STR || !a->s) return 0;
+  double count = 0;
+  for (const char *p = a->s; *p;) {
+    size_t len = 0;
+    while ((p[len] >= 'a' && p[len] <= 'z') || p[len] == '_' || (p[len] >= '0' && p[len] <= '9')) len++;
+    if (len == 0) {
+      p++;
+      continue;
+    }
+    for (int op = 0; op < IR_NUM_OPS; op++) {
+      const char *name = ir_op_name((ir_op)op);
+      if (op != IR_OP_CAST && ir_op_is_elementwise((ir_op)op) && strlen(name) == len && strncmp(name, p, len) == 0)
+        count++;
+    }
+    p += len;
+  }
+  return count;
+}
+
+/* Attention dims: batch elements, T, S, E (q k^T width) and F (v width);
+ * false when the operands do not have the shapes of ops.def. */
+static bool attention_dims(const ir_node *n, double *batch, double *t, double *s, double *e, double *f) {
+  if (n->n_in < 3) return false;
+  const ir_type *q = &n->in[0]->type, *k = &n->in[1]->type, *v = &n->in[2]->type;
+  if (q->rank < 2 || k->rank < 2 || v->rank < 2) return false;
+  *t = (double)q->dims[q->rank - 2];
+  *e = (double)q->dims[q->rank - 1];
+  *s = (double)k->dims[k->rank - 2];
+  *f = (double)v->dims[v->rank - 1];
+  *batch = 1;
+  for (int i = 0; i < q->rank - 2; i++) *batch *= (double)q->dims[i];
+  return true;
 }
 
 pass_cost pass_node_cost(const ir_node *n) {
@@ -116,6 +169,20 @@ pass_cost pass_node_cost(const ir_node *n) {
   case IR_OP_CROSS_ENTROPY_GRAD: c.flops = 7 * in_n; break;
   case IR_OP_EMBEDDING_GRAD: c.flops = n->n_in == 2 ? numel_d(&n->in[1]->type) : 0; break;
   case IR_OP_GRAD: c.bytes = 0; break;
+  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: {
+    double b, t, s, e, f, causal = ir_node_attr_int(n, "causal", 0) ? 1 : 0;
+    if (!attention_dims(n, &b, &t, &s, &e, &f)) break;
+    if (n->op == IR_OP_ATTENTION) c.flops = b * (2 * t * s * e + t * s * (1 + causal + 5) + 2 * t * s * f);
+    else c.flops = b * (2 * t * s * e + t * s * (1 + causal + 2) + 2 * t * f + 4 * t * s * f + 2 * t * s + 4 * t * s * e);
+    break;
+  }
+  case IR_OP_FUSED: c.flops = fused_ops(n) * out_n; break;
+  case IR_OP_FUSED_MATMUL:
+    if (n->n_in >= 2 && n->in[0]->type.rank >= 1)
+      c.flops = 2.0 * out_n * (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
+    c.flops += fused_ops(n) * out_n;
+    break;
+  case IR_OP_ADD_LAYERNORM: c.flops = 9 * out_n; break;
   case IR_NUM_OPS: break;
   }
   return c;

@@ -160,8 +160,53 @@ static void jvp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_valu
   ty[0] = ad_fit(c, r, &n->out[0]->type, TN(0));
 }
 
+/* attention (fused by fuse-attention), recomputed through primitives (the
+ * tangent is T x S wide, like the unfused graph's):
+ *   s = scale q k^T (causally masked);  p = softmax(s);
+ *   ts = scale (tq k^T + q tk^T);  tp = p (ts - rowsum(p ts));
+ *   to = tp v + p tv;  tlse = rowsum(p ts).
+ * Masked entries have p = 0, so ts needs no mask. */
+static void jvp_attention(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *q = n->in[0], *k = n->in[1], *v = n->in[2];
+  ir_dtype dt = q->type.dtype;
+  int r = q->type.rank;
+  ir_value *scale = ad_scalar(c, dt, ir_node_attr_float(n, "scale", 1.0));
+  ir_value *kt = ad_swap_last2(c, k);
+  ir_value *qk[2] = {q, kt};
+  ir_value *s = ad_bin(c, IR_OP_MUL, ad_op(c, IR_OP_MATMUL, qk, 2, NULL, 0, NULL), scale, NULL);
+  if (ir_node_attr_int(n, "causal", 0)) s = ad_op(c, IR_OP_CAUSAL_MASK, &s, 1, NULL, 0, NULL);
+  ir_attr axis = ir_attr_int("axis", r - 1);
+  ir_value *p = ad_op(c, IR_OP_SOFTMAX, &s, 1, &axis, 1, NULL);
+  ir_value *ts = NULL;
+  if (tx[0]) {
+    ir_value *in[2] = {tx[0], kt};
+    ts = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL);
+  }
+  if (tx[1]) {
+    ir_value *in[2] = {q, ad_swap_last2(c, tx[1])};
+    ts = ad_add(c, ts, ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL), NULL);
+  }
+  ir_value *to = NULL, *tlse = NULL;
+  if (ts) {
+    ts = ad_bin(c, IR_OP_MUL, ts, scale, NULL);
+    ir_value *pts = ad_bin(c, IR_OP_MUL, p, ts, NULL);
+    int64_t last = r - 1;
+    tlse = ad_reduce(c, IR_OP_REDUCE_SUM, pts, &last, 1, false, NULL);
+    ir_value *tp = ad_bin(c, IR_OP_MUL, p, ad_bin(c, IR_OP_SUB, ts, ad_last_sum(c, pts, r - 1), NULL), NULL);
+    ir_value *in[2] = {tp, v};
+    to = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL);
+  }
+  if (tx[2]) {
+    ir_value *in[2] = {p, tx[2]};
+    to = ad_add(c, to, ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL), NULL);
+  }
+  ty[0] = to;
+  ty[1] = tlse ? ad_cast(c, tlse, n->out[1]->type.dtype, NULL) : NULL;
+}
+
 #define RULE(f) {f, NULL}
 #define NONDIFF(why) {NULL, why}
+#define FUSED_OP "a fused op (the fusion passes make it after autodiff; differentiate the graph before fusing)"
 static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_CONST] = NONDIFF("a constant"),
     [IR_OP_IOTA] = NONDIFF("an index tensor"),
@@ -221,6 +266,12 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_UNSLICE] = RULE(jvp_same),
     [IR_OP_EMBEDDING_GRAD] = RULE(jvp_same), /* linear in g */
     [IR_OP_CROSS_ENTROPY_GRAD] = RULE(jvp_cross_entropy_grad),
+    [IR_OP_FUSED] = NONDIFF(FUSED_OP),
+    [IR_OP_FUSED_MATMUL] = NONDIFF(FUSED_OP),
+    [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
+    [IR_OP_ATTENTION] = RULE(jvp_attention),
+    [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
+                                     "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
 
 bool pass_jvp_has_rule(ir_op op, const char **why) {

@@ -25,7 +25,10 @@ static const pass_entry pass_table[PASS_COUNT] = {
 #undef PASS
 };
 
-const pass_id pass_default_pipeline[] = {PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT};
+/* fuse-attention runs first, so autodiff differentiates the fused op (its VJP
+ * is the fused backward) instead of the T x S primitives. */
+const pass_id pass_default_pipeline[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT,
+                                       PASS_FUSE_ELEMENTWISE};
 const int pass_default_pipeline_len = (int)(sizeof pass_default_pipeline / sizeof pass_default_pipeline[0]);
 
 const char *pass_name(pass_id p) { return (unsigned)p < PASS_COUNT ? pass_table[p].name : "?"; }
@@ -36,6 +39,25 @@ int pass_lookup(const char *name) {
   for (int i = 0; i < PASS_COUNT; i++)
     if (strcmp(pass_table[i].name, name) == 0) return i;
   return -1;
+}
+
+/* TGC_DISABLE_PASSES=name,name,...: passes every pipeline skips, whoever
+ * runs it (a debugging switch that also reaches pipelines a command does not
+ * build itself, such as the training graph's; "fuse-*" names every fusion
+ * pass). */
+static bool pass_disabled_by_env(pass_id p) {
+  const char *env = getenv("TGC_DISABLE_PASSES");
+  if (!env) return false;
+  const char *name = pass_name(p);
+  size_t n = strlen(name);
+  for (const char *s = env; *s;) {
+    size_t len = strcspn(s, ",");
+    if ((len == n && strncmp(s, name, n) == 0) || (len == 6 && strncmp(s, "fuse-*", 6) == 0 && strncmp(name, "fuse-", 5) == 0))
+      return true;
+    s += len;
+    if (*s == ',') s++;
+  }
+  return false;
 }
 
 static double now_ms(void) {
@@ -102,6 +124,7 @@ int pass_run_pipeline(ir_graph *g, const pass_id *passes, int n, const pass_opti
       rc = -1;
       break;
     }
+    if (pass_disabled_by_env(p)) continue;
     timings[ran].pass = p;
     timings[ran].nodes_before = g->n_nodes;
     double t0 = now_ms();

@@ -321,8 +321,44 @@ static void vjp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
   free(ops);
 }
 
+/* attention (fused by fuse-attention): the cotangent of o goes through the
+ * fused backward, attention_grad (FlashAttention-2: recomputes the scores
+ * from q, k and lse). lse has no gradient in graphs the pass makes (only
+ * attention_grad reads it); if something else reads it, d lse_i / d s_ij =
+ * p_ij, built here in primitives (T x S, as the unfused graph would):
+ *   p = exp(scale q k^T (masked) - lse);  ds = p * g_lse;
+ *   dq += scale ds k;  dk += scale ds^T q. */
+static void vjp_attention(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *q = n->in[0], *k = n->in[1];
+  if (gy[0]) {
+    ir_value *in[6] = {q, k, n->in[2], n->out[0], n->out[1], gy[0]}, *outs[3];
+    const char *names[3] = {gy[1] ? NULL : DN(0), gy[1] ? NULL : DN(1), DN(2)};
+    ad_op_multi(c, IR_OP_ATTENTION_GRAD, in, 6, n->attrs, n->n_attrs, names, outs);
+    for (int i = 0; i < 3; i++) gx[i] = outs[i];
+  }
+  if (gy[1]) {
+    ir_dtype dt = q->type.dtype;
+    int r = q->type.rank;
+    double scale = ir_node_attr_float(n, "scale", 1.0);
+    ir_value *qk[2] = {q, ad_swap_last2(c, k)};
+    ir_value *s = ad_bin(c, IR_OP_MUL, ad_op(c, IR_OP_MATMUL, qk, 2, NULL, 0, NULL), ad_scalar(c, dt, scale), NULL);
+    if (ir_node_attr_int(n, "causal", 0)) s = ad_op(c, IR_OP_CAUSAL_MASK, &s, 1, NULL, 0, NULL);
+    int64_t col[IR_MAX_RANK];
+    for (int i = 0; i < r - 1; i++) col[i] = q->type.dims[i];
+    col[r - 1] = 1; /* [..., T] -> [..., T, 1] */
+    ir_value *lse = ad_reshape(c, ad_cast(c, n->out[1], dt, NULL), col, r, NULL);
+    ir_value *gl = ad_reshape(c, ad_cast(c, gy[1], dt, NULL), col, r, NULL);
+    ir_value *p = ad_un(c, IR_OP_EXP, ad_bin(c, IR_OP_SUB, s, lse, NULL), NULL);
+    ir_value *ds = ad_bin(c, IR_OP_MUL, ad_bin(c, IR_OP_MUL, p, gl, NULL), ad_scalar(c, dt, scale), NULL);
+    ir_value *dsk[2] = {ds, k}, *dsq[2] = {ad_swap_last2(c, ds), q};
+    if (NEED(0)) gx[0] = ad_add(c, gx[0], ad_op(c, IR_OP_MATMUL, dsk, 2, NULL, 0, NULL), DN(0));
+    if (NEED(1)) gx[1] = ad_add(c, gx[1], ad_op(c, IR_OP_MATMUL, dsq, 2, NULL, 0, NULL), DN(1));
+  }
+}
+
 #define RULE(f) {f, NULL}
 #define NONDIFF(why) {NULL, why}
+#define FUSED_OP "a fused op (the fusion passes make it after autodiff; differentiate the graph before fusing)"
 static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_CONST] = NONDIFF("a constant"),
     [IR_OP_IOTA] = NONDIFF("an index tensor"),
@@ -383,6 +419,12 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_UNSLICE] = RULE(vjp_unslice),
     [IR_OP_EMBEDDING_GRAD] = RULE(vjp_embedding_grad),
     [IR_OP_CROSS_ENTROPY_GRAD] = RULE(vjp_cross_entropy_grad),
+    [IR_OP_FUSED] = NONDIFF(FUSED_OP),
+    [IR_OP_FUSED_MATMUL] = NONDIFF(FUSED_OP),
+    [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
+    [IR_OP_ATTENTION] = RULE(vjp_attention),
+    [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
+                                     "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
 
 bool pass_vjp_has_rule(ir_op op, const char **why) {

@@ -79,6 +79,11 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_UNSLICE] = rt_kern_unslice,
     [IR_OP_EMBEDDING_GRAD] = rt_kern_embedding_grad,
     [IR_OP_CROSS_ENTROPY_GRAD] = rt_kern_cross_entropy_grad,
+    [IR_OP_ATTENTION] = rt_kern_attention,
+    [IR_OP_ATTENTION_GRAD] = rt_kern_attention_grad,
+    [IR_OP_FUSED] = rt_kern_fused,
+    [IR_OP_FUSED_MATMUL] = rt_kern_fused_matmul,
+    [IR_OP_ADD_LAYERNORM] = rt_kern_add_layernorm,
 };
 
 static bool cpu_supports_op(const ir_node *n) {

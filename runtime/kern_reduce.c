@@ -16,6 +16,86 @@ static void row_major_strides(const ir_type *t, int64_t *s) {
   }
 }
 
+/* Fast paths for f32/f64 whose reduced dims (ignoring size-1 dims) all come
+ * before the kept ones ("leading": x viewed as [R, O], e.g. a weight
+ * gradient summed over the batch) or all after them ("trailing": [O, R],
+ * e.g. a row mean). Each result element still accumulates in double from
+ * 0, over r = 0..R-1 in order: the same additions in the same order as the
+ * general loop below, so the same bits; leading reductions run across a
+ * block of results at once (vectorized over o, one pass over memory). */
+enum { REDUCE_BLOCK = 256 };
+
+static inline double reduce_step(ir_op op, double acc, double x) {
+  if (op == IR_OP_REDUCE_MAX) return (x > acc || x != x) ? x : acc;
+  return acc + x;
+}
+
+static bool reduce_fast(const rt_kctx *k, const bool *reduced) {
+  const rt_tensor *a = k->in[0];
+  rt_tensor *out = k->out[0];
+  ir_op op = k->node->op;
+  ir_dtype dt = a->type.dtype;
+  if ((dt != IR_DT_F32 && dt != IR_DT_F64) || out->type.dtype != dt) return false;
+  int last_kept = -1, first_kept = a->type.rank, last_red = -1, first_red = a->type.rank;
+  int64_t R = 1, O = 1;
+  for (int d = 0; d < a->type.rank; d++) {
+    if (a->type.dims[d] == 1) continue;
+    if (reduced[d]) {
+      R *= a->type.dims[d];
+      if (d < first_red) first_red = d;
+      last_red = d;
+    } else {
+      O *= a->type.dims[d];
+      if (d < first_kept) first_kept = d;
+      last_kept = d;
+    }
+  }
+  bool leading = last_red < first_kept, trailing = last_kept < first_red;
+  if (!leading && !trailing) return false;
+  double init = op == IR_OP_REDUCE_MAX ? -INFINITY : 0.0;
+  double nred = (double)R;
+  const float *xf = a->data;
+  const double *xd = a->data;
+  if (leading) {
+    int64_t blocks = (O + REDUCE_BLOCK - 1) / REDUCE_BLOCK;
+#pragma omp parallel for schedule(static) if (O * R > RT_PAR_MIN && blocks > 1)
+    for (int64_t b = 0; b < blocks; b++) {
+      int64_t o0 = b * REDUCE_BLOCK;
+      int n = (int)(O - o0 < REDUCE_BLOCK ? O - o0 : REDUCE_BLOCK);
+      double acc[REDUCE_BLOCK];
+      for (int j = 0; j < n; j++) acc[j] = init;
+      for (int64_t r = 0; r < R; r++) {
+        if (op == IR_OP_REDUCE_MAX) {
+          for (int j = 0; j < n; j++)
+            acc[j] = reduce_step(op, acc[j], dt == IR_DT_F32 ? xf[r * O + o0 + j] : xd[r * O + o0 + j]);
+        } else if (dt == IR_DT_F32) {
+          const float *x = xf + r * O + o0;
+          for (int j = 0; j < n; j++) acc[j] += x[j];
+        } else {
+          const double *x = xd + r * O + o0;
+          for (int j = 0; j < n; j++) acc[j] += x[j];
+        }
+      }
+      for (int j = 0; j < n; j++)
+        rt_store(dt, out->data, o0 + j, op == IR_OP_REDUCE_MEAN ? acc[j] / nred : acc[j]);
+    }
+    return true;
+  }
+#pragma omp parallel for schedule(static) if (O * R > RT_PAR_MIN && O > 1)
+  for (int64_t o = 0; o < O; o++) {
+    double acc = init;
+    if (dt == IR_DT_F32) {
+      const float *x = xf + o * R;
+      for (int64_t r = 0; r < R; r++) acc = reduce_step(op, acc, x[r]);
+    } else {
+      const double *x = xd + o * R;
+      for (int64_t r = 0; r < R; r++) acc = reduce_step(op, acc, x[r]);
+    }
+    rt_store(dt, out->data, o, op == IR_OP_REDUCE_MEAN ? acc / nred : acc);
+  }
+  return true;
+}
+
 int rt_kern_reduce(const rt_kctx *k) {
   const rt_tensor *a = k->in[0];
   rt_tensor *out = k->out[0];
@@ -40,6 +120,7 @@ int rt_kern_reduce(const rt_kctx *k) {
       reduced[ax] = true;
     }
   }
+  if (reduce_fast(k, reduced)) return 0;
   int64_t strides[IR_MAX_RANK];
   row_major_strides(&a->type, strides);
   int64_t kdims[IR_MAX_RANK], kstr[IR_MAX_RANK], rdims[IR_MAX_RANK], rstr[IR_MAX_RANK];

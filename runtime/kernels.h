@@ -112,5 +112,12 @@ int rt_kern_einsum(const rt_kctx *k);
 int rt_kern_unslice(const rt_kctx *k);
 int rt_kern_embedding_grad(const rt_kctx *k);
 int rt_kern_cross_entropy_grad(const rt_kctx *k);
+/* kern_attention.c */
+int rt_kern_attention(const rt_kctx *k);
+int rt_kern_attention_grad(const rt_kctx *k);
+/* kern_fused.c */
+int rt_kern_fused(const rt_kctx *k);
+int rt_kern_fused_matmul(const rt_kctx *k);
+int rt_kern_add_layernorm(const rt_kctx *k);
 
 #endif

@@ -2,8 +2,10 @@
  *
  * A number is a pure function of (seed, stream, index): three rounds of the
  * splitmix64 finalizer mix them into 64 bits, the top 53 of which give a
- * uniform double in [0, 1). The normal number at index i uses the uniforms
- * at indices 2i and 2i+1 (Box–Muller, cosine branch). Because nothing is
+ * uniform double in [0, 1). Normal numbers come in Box–Muller pairs: indices
+ * 2k and 2k+1 share the uniforms at 4k and 4k+1 (radius from the first,
+ * angle from the second) and take the cosine and the sine branch; so one
+ * log and one sincos serve two numbers when a tensor is filled. Because nothing is
  * sequential, tensors can be filled in parallel and the result does not
  * depend on thread count, fill order, or on which other tensors exist:
  * inputs and parameters take their stream from the FNV-1a hash of their name.
@@ -19,8 +21,24 @@ static uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+/* The per-(seed, stream) key: hoisted out of fill loops. */
+static uint64_t stream_key(uint64_t seed, uint64_t stream) { return splitmix64(splitmix64(seed) ^ stream); }
+
 static uint64_t random_bits(uint64_t seed, uint64_t stream, uint64_t index) {
-  return splitmix64(splitmix64(splitmix64(seed) ^ stream) ^ index);
+  return splitmix64(stream_key(seed, stream) ^ index);
+}
+
+static double uniform_from_key(uint64_t key, uint64_t index) {
+  return (double)(splitmix64(key ^ index) >> 11) * 0x1.0p-53;
+}
+
+/* The Box–Muller pair k: out[0] = normal(2k), out[1] = normal(2k+1). */
+static void normal_pair(uint64_t key, uint64_t k, double out[2]) {
+  double u1 = uniform_from_key(key, 4 * k), u2 = uniform_from_key(key, 4 * k + 1);
+  /* 1 - u1 is in (0, 1], so the log is finite. */
+  double r = sqrt(-2.0 * log(1.0 - u1)), a = 6.283185307179586476925 * u2;
+  out[0] = r * cos(a);
+  out[1] = r * sin(a);
 }
 
 uint64_t rt_hash_name(const char *name) {
@@ -37,10 +55,25 @@ double rt_random_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
 }
 
 double rt_random_normal(uint64_t seed, uint64_t stream, uint64_t index) {
-  double u1 = rt_random_uniform(seed, stream, 2 * index);
-  double u2 = rt_random_uniform(seed, stream, 2 * index + 1);
-  /* 1 - u1 is in (0, 1], so the log is finite. */
-  return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586476925 * u2);
+  double pair[2];
+  normal_pair(stream_key(seed, stream), index / 2, pair);
+  return pair[index & 1];
+}
+
+/* t[i] = scale * normal(i) for every element, a pair at a time. */
+static void fill_normal(rt_tensor *t, uint64_t seed, uint64_t stream, double scale) {
+  uint64_t key = stream_key(seed, stream);
+  int64_t n = rt_numel(&t->type), pairs = (n + 1) / 2;
+  ir_dtype dt = t->type.dtype;
+#pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)
+  for (int64_t k = 0; k < pairs; k++) {
+    double z[2];
+    normal_pair(key, (uint64_t)k, z);
+    for (int j = 0; j < 2 && 2 * k + j < n; j++) {
+      if (dt == IR_DT_F32) ((float *)t->data)[2 * k + j] = (float)(scale * z[j]);
+      else rt_store(dt, t->data, 2 * k + j, scale * z[j]);
+    }
+  }
 }
 
 void rt_fill_random(rt_tensor *t, uint64_t seed, const char *name, int64_t int_high) {
@@ -48,6 +81,10 @@ void rt_fill_random(rt_tensor *t, uint64_t seed, const char *name, int64_t int_h
   int64_t n = rt_numel(&t->type);
   ir_dtype dt = t->type.dtype;
   double high = int_high > 0 ? (double)int_high : 1.0;
+  if (ir_dtype_is_float(dt)) {
+    fill_normal(t, seed, stream, 1.0);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)
   for (int64_t i = 0; i < n; i++) {
     double v;
@@ -71,9 +108,7 @@ void rt_init_param(rt_tensor *t, const ir_value *param, uint64_t seed) {
   case IR_INIT_ZEROS: rt_tensor_fill(t, 0.0); return;
   case IR_INIT_ONES: rt_tensor_fill(t, 1.0); return;
   case IR_INIT_NORMAL:
-#pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-      rt_store(dt, t->data, i, init.a * rt_random_normal(seed, stream, (uint64_t)i));
+    fill_normal(t, seed, stream, init.a);
     return;
   case IR_INIT_UNIFORM:
 #pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)

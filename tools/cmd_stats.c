@@ -208,6 +208,17 @@ static bool is_ident_at(const char *p, size_t *len) {
   return true;
 }
 
+/* Config names match with '-', '.' and '_' as one character (as the
+ * frontend's --config does: gpt3-2.7b is gpt3_2_7b). */
+static bool config_name_match(const char *want, const char *name, size_t n) {
+  size_t i = 0;
+  for (; i < n && want[i]; i++) {
+    bool ws = want[i] == '-' || want[i] == '.' || want[i] == '_', ns = name[i] == '-' || name[i] == '.' || name[i] == '_';
+    if (ws != ns || (!ws && want[i] != name[i])) return false;
+  }
+  return i == n && !want[i];
+}
+
 /* Reads the chosen config's constants (o->fe.config, else the default) of
  * a .tg source and evaluates them with o's -D overrides. */
 static void cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c) {
@@ -230,7 +241,7 @@ static void cfg_load(const tool_compile_opts *o, const char *text, size_t len, c
     if (nl) *nl = 0;
     size_t nlen = strcspn(line, " :");
     char *colon = strchr(line, ':');
-    bool chosen = o->fe.config ? strlen(o->fe.config) == nlen && strncmp(line, o->fe.config, nlen) == 0
+    bool chosen = o->fe.config ? config_name_match(o->fe.config, line, nlen)
                                : strstr(line, " (default):") == line + nlen;
     if (chosen && colon) {
       c->config = strndup(line, nlen);
@@ -341,6 +352,8 @@ typedef struct {
   /* measurements */
   pass_graph_cost cost;         /* of the final graph (with the policy) */
   pass_mem_report mem_none;     /* without checkpointing */
+  pass_mem_report mem_unfused;  /* without checkpointing and without fuse-attention */
+  bool have_unfused;            /* fuse-attention fused something, so mem_unfused was measured */
   pass_mem_report mem;          /* with the policy */
   double opt_flops;             /* the optimizer update graph */
   double m_params, m_grads, m_opt, m_act, m_total;
@@ -567,7 +580,7 @@ static void closed_form(const cfg_set *c, stats *s) {
     return;
   }
   double l = (double)s->cl->value, h = (double)s->ch->value, v = (double)s->cv->value;
-  s->closed_form = 12 * l * h * h + 2 * v * h;
+  s->closed_form = pass_closed_form_params(l, h, v);
 }
 
 static double now_s(void) {
@@ -602,7 +615,7 @@ static void roofline(const ir_graph *g, stats *s) {
   double opt_bytes = 2 * s->m_params + s->m_grads + 2 * s->m_opt;
   s->phase_time[PASS_PHASE_OPTIMIZER] += pass_roofline_seconds(s->opt_flops, opt_bytes, s->peak, bw);
   for (int p = 0; p < PASS_NUM_PHASES; p++) s->step_time += s->phase_time[p];
-  if (s->step_time > 0 && s->peak > 0 && s->tokens > 0) s->mfu = six_n_tokens(s) / (s->step_time * s->peak);
+  s->mfu = pass_mfu((double)s->param_total, s->tokens, s->step_time, s->peak);
 }
 
 static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set *c, int dtype_arg, stats *s,
@@ -624,18 +637,45 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
   po.dump_after = o->after;
   po.dump_out = stdout;
   po.dump_format = o->format;
-  /* the default pipeline up to the checkpoint pass, measure; then the rest with the policy */
-  int split = pass_default_pipeline_len;
-  for (int i = 0; i < pass_default_pipeline_len; i++)
-    if (pass_default_pipeline[i] == PASS_CHECKPOINT) {
+  /* the pipeline (less --disable-pass) up to the checkpoint pass, measure;
+   * then the rest with the policy */
+  pass_id pipe[2 * PASS_COUNT + 8];
+  int n_pipe = tool_pipeline(o, pipe);
+  int split = n_pipe;
+  for (int i = 0; i < n_pipe; i++)
+    if (pipe[i] == PASS_CHECKPOINT) {
       split = i;
       break;
     }
-  if (pass_run_pipeline(g, pass_default_pipeline, split, &po) != 0) return -1;
+  char *before = ir_print_to_string(g); /* to measure the unfused graph too */
+  if (pass_run_pipeline(g, pipe, split, &po) != 0) {
+    free(before);
+    return -1;
+  }
   if (dtype_arg >= 0) retype_floats(g, dt);
-  if (pass_memplan_analyze(g, &s->mem_none) != 0) return -1;
+  if (pass_memplan_analyze(g, &s->mem_none) != 0) {
+    free(before);
+    return -1;
+  }
+  bool fused = false;
+  for (int i = 0; i < g->n_nodes; i++) fused |= g->nodes[i]->op == IR_OP_ATTENTION;
+  if (fused) { /* the same graph without fuse-attention: what fusion saves */
+    ir_graph *u = ir_parse(g->source_file ? g->source_file : o->file, before, strlen(before), d);
+    pass_id up[2 * PASS_COUNT + 8];
+    int n_up = 0;
+    for (int i = 0; i < split; i++)
+      if (pipe[i] != PASS_FUSE_ATTENTION) up[n_up++] = pipe[i];
+    pass_options uo = {0};
+    uo.diag = d;
+    if (u && pass_run_pipeline(u, up, n_up, &uo) == 0) {
+      if (dtype_arg >= 0) retype_floats(u, dt);
+      s->have_unfused = pass_memplan_analyze(u, &s->mem_unfused) == 0;
+    }
+    ir_graph_free(u);
+  }
+  free(before);
   po.checkpoint = o->checkpoint;
-  if (pass_run_pipeline(g, pass_default_pipeline + split, pass_default_pipeline_len - split, &po) != 0) return -1;
+  if (pass_run_pipeline(g, pipe + split, n_pipe - split, &po) != 0) return -1;
   if (pass_memplan_analyze(g, &s->mem) != 0) return -1;
   pass_graph_cost_of(g, &s->cost);
 
@@ -650,12 +690,9 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
     for (int p = 0; p < PASS_NUM_PHASES; p++) s->opt_flops += uc.flops[p];
     ir_graph_free(u);
   }
-  double n = (double)s->param_total, eb = (double)s->dtype_bytes;
-  s->m_params = n * eb;
-  s->m_grads = trains ? n * eb : 0;
-  s->m_opt = trains ? n * 4.0 * (pass_optimizer_state_count(s->opt) + (s->mixed ? 1 : 0)) : 0;
-  s->m_act = (double)s->mem.activation_peak_bytes;
-  s->m_total = s->m_params + s->m_grads + s->m_opt + s->m_act;
+  pass_train_memory m = pass_training_memory((double)s->param_total, s->dtype_bytes, pass_optimizer_state_count(s->opt),
+                                             (double)s->mem.activation_peak_bytes, trains);
+  s->m_params = m.params, s->m_grads = m.grads, s->m_opt = m.optimizer, s->m_act = m.activations, s->m_total = m.total;
   roofline(g, s);
   return 0;
 }
@@ -704,7 +741,8 @@ static const char *si(double v, const char *unit, char *buf, size_t n) {
 }
 
 static const char *seconds(double t, char *buf, size_t n) {
-  if (t >= 1) snprintf(buf, n, "%.3f s", t);
+  if (t == 0) snprintf(buf, n, "0 s");
+  else if (t >= 1) snprintf(buf, n, "%.3f s", t);
   else if (t >= 1e-3) snprintf(buf, n, "%.3f ms", t * 1e3);
   else snprintf(buf, n, "%.3f us", t * 1e6);
   return buf;
@@ -832,6 +870,11 @@ static void print_text(FILE *out, const stats *s) {
           grouped((double)s->mem_none.peak_bytes, a, sizeof a),
           grouped((double)s->mem_none.activation_peak_bytes, b, sizeof b),
           grouped((double)s->mem_none.saved_bytes, c, sizeof c));
+  if (s->have_unfused)
+    fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", "without fuse-attention",
+            grouped((double)s->mem_unfused.peak_bytes, a, sizeof a),
+            grouped((double)s->mem_unfused.activation_peak_bytes, b, sizeof b),
+            grouped((double)s->mem_unfused.saved_bytes, c, sizeof c));
   if (strcmp(s->policy, "none") != 0) {
     char label[64];
     snprintf(label, sizeof label, "with --checkpoint %s", s->policy);
@@ -853,8 +896,8 @@ static void print_text(FILE *out, const stats *s) {
               p == PASS_PHASE_OPTIMIZER ? "  (one fused pass over parameters, gradients and state)" : "");
     fprintf(out, "  %-10s %14s\n", "total", seconds(s->step_time, a, sizeof a));
     if (s->tokens > 0)
-      fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%s tokens/s)\n", 100 * s->mfu,
-              si(s->tokens / s->step_time, "", a, sizeof a));
+      fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%.4g tokens/s)\n", 100 * s->mfu,
+              s->tokens / s->step_time);
   } else {
     fprintf(out, "\n(--target NAME gives the roofline, predicted step time and MFU: ");
     for (int i = 0; i < pass_target_count(); i++) fprintf(out, "%s%s", i ? ", " : "", pass_target_at(i)->name);
@@ -885,16 +928,23 @@ static void print_text(FILE *out, const stats *s) {
     memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
     qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
     fprintf(out, "\ntop %d ops by %s:\n", top, s->target ? "predicted time" : "FLOPs");
-    fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10s %8s %12s\n", "value", "op", "phase", "type", "FLOPs", "bytes",
-            "FLOP/byte", "bound", "time");
+    fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10s %8s %12s  %s\n", "value", "op", "phase", "type", "FLOPs",
+            "bytes", "FLOP/byte", "bound", "time", "from");
     for (int i = 0; i < top; i++) {
       const stats_row *r = &sorted[i];
       char tb[128];
       const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
-      fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10.1f %8s %12s\n", v ? v->name : "-", ir_op_name(r->n->op),
+      char from[64] = "-";
+      if (r->n->loc.line > 0) {
+        int k = snprintf(from, sizeof from, "line %d", r->n->loc.line);
+        if (r->n->layer >= 0 && k > 0 && (size_t)k < sizeof from)
+          snprintf(from + k, sizeof from - (size_t)k, ", layer %d", r->n->layer);
+      }
+      fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10.1f %8s %12s  %s\n", v ? v->name : "-", ir_op_name(r->n->op),
               pass_phase_name(pass_node_phase(r->n)), v ? ir_type_str(&v->type, tb, sizeof tb) : "-",
               grouped(r->flops, a, sizeof a), grouped(r->bytes, b, sizeof b), r->bytes > 0 ? r->flops / r->bytes : 0.0,
-              s->target ? (r->compute_bound ? "compute" : "memory") : "-", s->target ? seconds(r->time, c, sizeof c) : "-");
+              s->target ? (r->compute_bound ? "compute" : "memory") : "-", s->target ? seconds(r->time, c, sizeof c) : "-",
+              from);
     }
     free(sorted);
   }
@@ -974,14 +1024,18 @@ static void print_json(FILE *out, const stats *s) {
   json_object_set_new(fl, "six_n_tokens", s->tokens > 0 ? jnum(six_n_tokens(s)) : json_null());
   json_object_set_new(root, "flops", fl);
 
-  json_t *mem = mem_json(&s->mem);
+  json_t *mem = json_object();
   json_object_set_new(mem, "params", jnum(s->m_params));
   json_object_set_new(mem, "grads", jnum(s->m_grads));
   json_object_set_new(mem, "optimizer", jnum(s->m_opt));
   json_object_set_new(mem, "activations", jnum(s->m_act));
   json_object_set_new(mem, "total", jnum(s->m_total));
+  json_t *cpu = mem_json(&s->mem); /* the CPU executor's predicted peak */
+  json_object_update(mem, cpu);
+  json_decref(cpu);
   json_object_set_new(mem, "checkpoint", json_string(s->policy));
   json_object_set_new(mem, "no_checkpoint", mem_json(&s->mem_none));
+  if (s->have_unfused) json_object_set_new(mem, "no_fuse_attention", mem_json(&s->mem_unfused));
   json_object_set_new(root, "memory", mem);
 
   json_t *grad = json_object();
@@ -1120,7 +1174,7 @@ static int set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag
                         ir_diag *d) {
   int64_t n;
   if (!parse_int64(v, &n) || n <= 0 || n > (INT64_C(1) << 40)) return bad_value(d, flag, v, "a positive integer");
-  if (!cfg_find(c, cname)) {
+  if (c->config && !cfg_find(c, cname)) { /* no config read (a syntax error, no such config): the frontend reports */
     ir_error_plain(d, "%s %s: the model's config%s%s defines no constant '%s' (%s sets %s; use -D NAME=VALUE for other names)",
                    flag, v, c->config ? " " : "", c->config ? c->config : "", cname, flag, cname);
     return -1;

@@ -458,6 +458,11 @@ int tool_cmd_train(int argc, char **argv) {
   opt.clip_norm = t.clip;
   opt.weight_decay = t.weight_decay;
   if (!(u = pass_build_update(g, &opt, d))) goto done;
+  if (!o.pass_disabled[PASS_FUSE_ELEMENTWISE]) { /* the optimizer step: one fused kernel per new tensor */
+    static const pass_id fuse = PASS_FUSE_ELEMENTWISE;
+    pass_options uo = {.diag = d, .verify_each = o.verify_each};
+    if (pass_run_pipeline(u, &fuse, 1, &uo) != 0) goto done;
+  }
   rt_train_config cfg = {.train = g, .update = u, .data = ds, .seed = t.seed, .micro_batches = t.micro_batches};
   cfg.schedule = (rt_schedule){.kind = t.schedule, .lr = t.lr, .warmup = t.warmup, .total = t.steps, .floor = 0.1};
   if (!(tr = rt_trainer_new(&cfg, err, sizeof err))) {

@@ -1,6 +1,6 @@
 /* tools/load.c — what every compiling subcommand shares: the common flags
  * (-D, --config, --entry, --after/--dump-after, --format, --verify-each,
- * --time-passes), loading a .tg or .ir file into a verified graph, and
+ * --time-passes, --disable-pass/--no-fuse), loading a .tg or .ir file into a verified graph, and
  * running the pass pipeline. */
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +46,16 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.dump_out = dump_out;
   po.dump_format = o->format;
   po.checkpoint = o->checkpoint;
-  return pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &po);
+  pass_id list[PASS_COUNT * 2 + 8];
+  int n = tool_pipeline(o, list);
+  return pass_run_pipeline(g, list, n, &po);
+}
+
+int tool_pipeline(const tool_compile_opts *o, pass_id *out) {
+  int n = 0;
+  for (int i = 0; i < pass_default_pipeline_len; i++)
+    if (!o->pass_disabled[pass_default_pipeline[i]]) out[n++] = pass_default_pipeline[i];
+  return n;
 }
 
 /* Takes the value of a flag given as "--flag VALUE" or "--flag=VALUE". */
@@ -136,6 +145,26 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       return -1;
     }
     o->checkpoint = v;
+    return 1;
+  }
+  if (is_flag(a, "--disable-pass")) {
+    if (!(v = flag_value("--disable-pass", argc, argv, i, d))) return -1;
+    int p = pass_lookup(v);
+    if (p < 0) {
+      char list[512] = "";
+      for (int q = 0; q < PASS_COUNT; q++) {
+        if (q) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, pass_name((pass_id)q), sizeof list - strlen(list) - 1);
+      }
+      ir_error_plain(d, "--disable-pass %s: unknown pass (known: %s)", v, list);
+      return -1;
+    }
+    o->pass_disabled[p] = true;
+    return 1;
+  }
+  if (strcmp(a, "--no-fuse") == 0) {
+    for (int p = 0; p < PASS_COUNT; p++)
+      if (strncmp(pass_name((pass_id)p), "fuse-", 5) == 0) o->pass_disabled[p] = true;
     return 1;
   }
   if (strcmp(a, "--verify-each") == 0) {

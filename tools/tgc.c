@@ -40,6 +40,8 @@ const char *const tool_common_help =
     "  --dump-after PASS    print the IR after PASS (or 'all') to stdout\n"
     "  --verify-each        run the IR verifier after every pass\n"
     "  --time-passes        print the time and node count of every pass to stderr\n"
+    "  --disable-pass PASS  leave PASS out of the pipeline (repeatable), e.g. fuse-attention\n"
+    "  --no-fuse            leave every fusion pass (fuse-*) out\n"
     "  --checkpoint POLICY  activation checkpointing for graphs with a backward pass:\n"
     "                       none (default), block, selective, sqrt, budget=BYTES\n";
 
@@ -171,9 +173,19 @@ static int cmd_dump(int argc, char **argv) {
  * restarts itself once with OMP_WAIT_POLICY=passive. */
 static void prefer_passive_openmp(char **argv) {
   if (getenv("OMP_WAIT_POLICY")) return;
+  /* Only when /proc/self/exe is this program: under valgrind or another
+   * loader it is the tool's binary, and restarting that would fail. */
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  exe[n] = 0;
+  const char *exe_base = strrchr(exe, '/'), *arg_base = strrchr(argv[0], '/');
+  exe_base = exe_base ? exe_base + 1 : exe;
+  arg_base = arg_base ? arg_base + 1 : argv[0];
+  if (strcmp(exe_base, arg_base) != 0) return;
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-  execv("/proc/self/exe", argv);
-  /* exec failed (no /proc): carry on with the default policy */
+  execv(exe, argv);
+  unsetenv("OMP_WAIT_POLICY"); /* exec failed: carry on with the default policy */
 }
 
 int main(int argc, char **argv) {

@@ -19,13 +19,17 @@ typedef struct {
   int format;              /* 0 text, 1 dot, 2 json */
   bool verify_each, time_passes;
   const char *checkpoint;  /* --checkpoint POLICY */
+  bool pass_disabled[PASS_COUNT]; /* --disable-pass NAME (repeatable); --no-fuse: every fuse-* pass */
 } tool_compile_opts;
 
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
  * *text_out keeps the source alive for diagnostics (free after the graph). */
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out);
-/* Runs the default pipeline with o's dump/verify/time settings. */
+/* Runs the default pipeline (minus disabled passes) with o's dump/verify/time settings. */
 int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *dump_out);
+/* The default pipeline minus the passes o disables, into out (room for
+ * pass_default_pipeline_len ids); returns its length. */
+int tool_pipeline(const tool_compile_opts *o, pass_id *out);
 
 /* Parses one common option at argv[*i] (advancing *i past its value).
  * Returns 1 if consumed, 0 if not a common option, -1 on error (reported). */

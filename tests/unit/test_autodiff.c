@@ -270,9 +270,21 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
     node(c, op, in, n, &at, 1);
     return true;
   }
+  case IR_OP_ATTENTION: {
+    if (var > 1) break;
+    /* variant 0: only o is used (the fused backward); variant 1: causal, and
+     * lse is used too (its gradient is built in primitives) */
+    ir_value *in[3] = {inp(c, TY(dt, 1, 2, 3, 4), K_NORMAL, 0), inp(c, TY(dt, 1, 2, 3, 4), K_NORMAL, 0),
+                       inp(c, TY(dt, 1, 2, 3, 2), K_NORMAL, 0)};
+    ir_attr at[2] = {ir_attr_float("scale", 0.5), ir_attr_int("causal", var)};
+    node(c, op, in, 3, at, 2);
+    c->skip_out[1] = var == 0;
+    return true;
+  }
   case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_NOT: case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE:
   case IR_OP_GT: case IR_OP_GE: case IR_OP_AND: case IR_OP_OR: case IR_OP_GRAD:
-    break; /* not differentiable */
+  case IR_OP_ATTENTION_GRAD: case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: case IR_OP_ADD_LAYERNORM:
+    break; /* not differentiable (fused ops are made after autodiff) */
   case IR_NUM_OPS: break;
   }
   ir_graph_free(c->g);
@@ -296,7 +308,7 @@ static bool build_derivs(ir_op op, int var, ir_dtype dt, dcase *dc) {
   ir_value *loss = NULL;
   for (int j = 0; j < c->n_out; j++) {
     if (c->skip_out[j] || !ir_dtype_is_float(c->out[j]->type.dtype)) continue;
-    ir_value *w = ir_graph_add_input(c->g, ir_graph_unique_name(c->g, "w"), c->out[j]->type, L(3));
+    ir_value *w = ir_graph_add_input(c->g, "w", c->out[j]->type, L(3));
     ir_value *m[2] = {c->out[j], w};
     ir_value *p = ir_graph_build1(c->g, IR_OP_MUL, m, 2, NULL, 0, NULL, L(3));
     int64_t axes[IR_MAX_RANK];
@@ -317,10 +329,10 @@ static bool build_derivs(ir_op op, int var, ir_dtype dt, dcase *dc) {
   ir_diag *d = ir_diag_new(stderr);
   CHECK_EQ_INT(pass_vjp(c->g, loss, dc->wrt, dc->n_wrt, grads, d), 0);
   for (int k = 0; k < dc->n_wrt; k++)
-    dc->tan[k] = ir_graph_add_input(c->g, ir_graph_unique_name(c->g, "t"), dc->wrt[k]->type, L(4));
+    dc->tan[k] = ir_graph_add_input(c->g, "t", dc->wrt[k]->type, L(4));
   CHECK_EQ_INT(pass_jvp(c->g, dc->wrt, dc->tan, dc->n_wrt, &loss, 1, &jl, d), 0);
   ir_graph_add_output(c->g, "jvp", jl);
-  for (int k = 0; k < dc->n_wrt; k++) ir_graph_add_output(c->g, ir_graph_unique_name(c->g, "g"), grads[k]);
+  for (int k = 0; k < dc->n_wrt; k++) ir_graph_add_output(c->g, dc->wrt[k]->name, grads[k]);
   int problems = ir_verify(c->g, d);
   if (problems) ir_print(stderr, c->g);
   CHECK_EQ_INT(problems, 0);

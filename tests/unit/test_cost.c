@@ -7,6 +7,9 @@
  *    + results (embedding: ids + gathered rows + result) and elementwise ops
  *    cost one FLOP per result element (cast: 0);
  *  - the formulas of matmul (batched), einsum, softmax, layernorm, reductions;
+ *  - fused ops (attention, attention_grad, fused, fused_matmul, add_layernorm)
+ *    count the FLOPs of the ops they replace (a causal attention equals its
+ *    unfused matmul, scale, mask, softmax, matmul exactly) and fewer bytes;
  *  - graph totals split by phase;
  *  - the cost of a gradient (forward + backward, the training graph built as
  *    `tgc stats` builds it and differentiated by the autodiff pass) over the
@@ -58,9 +61,12 @@ static void test_all_ops(void) {
     int n_in = ir_op_num_inputs((ir_op)op), n_out = ir_op_num_outputs((ir_op)op);
     if (n_in < 0) n_in = 2;
     if (n_out < 0) n_out = 2;
-    ir_value *in[4] = {x, x, x, x};
+    ir_value *in[8];
+    ir_type out_t[8];
+    for (int k = 0; k < 8; k++) in[k] = x, out_t[k] = x->type;
+    CHECK(n_in <= 8 && n_out <= 8);
+    if (n_in > 8 || n_out > 8) continue;
     if (op == IR_OP_EMBEDDING || op == IR_OP_CROSS_ENTROPY) in[1] = ids;
-    ir_type out_t[4] = {x->type, x->type, x->type, x->type};
     ir_node *n = ir_graph_add_node(g, (ir_op)op, in, n_in, out_t, n_out, NULL, 0, NULL, (ir_loc){0});
     pass_cost c = pass_node_cost(n);
     bool finite = isfinite(c.flops) && isfinite(c.bytes) && c.flops >= 0 && c.bytes >= 0;
@@ -132,6 +138,77 @@ static void test_formulas(void) {
   ir_graph_free(g);
 }
 
+/* Fused ops cost the FLOPs of the unfused ops they replace, and fewer bytes.
+ * Nodes added without inference (fused ops are typed by the fusion passes). */
+static void test_fused(void) {
+  ir_graph *g = ir_graph_new("fused", NULL);
+  int64_t qd[4] = {2, 3, 8, 16};
+  ir_value *q = input(g, "q", IR_DT_F32, 4, qd), *k = input(g, "k", IR_DT_F32, 4, qd), *v = input(g, "v", IR_DT_F32, 4, qd);
+  /* unfused: softmax(causal_mask((q k^T) * scale)) v */
+  int64_t perm[4] = {0, 1, 3, 2};
+  ir_attr pat = ir_attr_ints("perm", perm, 4);
+  ir_value *kt = ir_graph_build1(g, IR_OP_TRANSPOSE, &k, 1, &pat, 1, "kt", (ir_loc){0});
+  ir_value *qk[2] = {q, kt};
+  ir_value *sc = ir_graph_build1(g, IR_OP_MATMUL, qk, 2, NULL, 0, "s", (ir_loc){0});
+  ir_attr val = ir_attr_float("value", 0.25);
+  ir_type scalar = {IR_DT_F32, 0, {0}};
+  ir_node *cn = ir_graph_add_node(g, IR_OP_CONST, NULL, 0, &scalar, 1, &val, 1, NULL, (ir_loc){0});
+  ir_value *mul_in[2] = {sc, cn->out[0]};
+  ir_value *scaled = ir_graph_build1(g, IR_OP_MUL, mul_in, 2, NULL, 0, "scaled", (ir_loc){0});
+  ir_value *masked = ir_graph_build1(g, IR_OP_CAUSAL_MASK, &scaled, 1, NULL, 0, "masked", (ir_loc){0});
+  ir_attr ax = ir_attr_int("axis", 3);
+  ir_value *p = ir_graph_build1(g, IR_OP_SOFTMAX, &masked, 1, &ax, 1, "p", (ir_loc){0});
+  ir_value *pv[2] = {p, v};
+  ir_value *o = ir_graph_build1(g, IR_OP_MATMUL, pv, 2, NULL, 0, "o", (ir_loc){0});
+  double unfused = 0, unfused_bytes = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    pass_cost c = pass_node_cost(g->nodes[i]);
+    if (g->nodes[i]->op != IR_OP_CONST) unfused += c.flops, unfused_bytes += c.bytes;
+  }
+  ir_value *qkv[3] = {q, k, v};
+  ir_type at[2] = {o->type, {IR_DT_F32, 3, {2, 3, 8}}};
+  ir_attr aa[2] = {ir_attr_float("scale", 0.25), ir_attr_int("causal", 1)};
+  ir_node *att = ir_graph_add_node(g, IR_OP_ATTENTION, qkv, 3, at, 2, aa, 2, NULL, (ir_loc){0});
+  pass_cost ca = pass_node_cost(att);
+  double b = 6, t = 8, s = 8, e = 16, f = 16;
+  CHECK_NEAR(ca.flops, b * (2 * t * s * e + 7 * t * s + 2 * t * s * f), 0);
+  CHECK_NEAR(ca.flops, unfused, 0);
+  CHECK(ca.bytes < unfused_bytes);
+  printf("attention [2,3,8,16] causal: %.0f FLOPs fused and unfused; bytes %.0f fused, %.0f unfused\n", ca.flops,
+         ca.bytes, unfused_bytes);
+  /* backward: 3 (recompute s, dq, dk) x 2TSE + 2 (dv, dp) x 2TSF + elementwise */
+  ir_value *gin[6] = {q, k, v, o, att->out[1], o};
+  ir_type gt[3] = {q->type, k->type, v->type};
+  ir_node *ag = ir_graph_add_node(g, IR_OP_ATTENTION_GRAD, gin, 6, gt, 3, aa, 2, NULL, (ir_loc){0});
+  CHECK_NEAR(pass_node_cost(ag).flops, b * (6 * t * s * e + 4 * t * s * f + 6 * t * s + 2 * t * f), 0);
+
+  /* fused elementwise: mul(add(x0, x1), tanh(x2)) = 3 ops per element */
+  ir_value *x = input(g, "x", IR_DT_F32, 2, (int64_t[]){4, 6});
+  ir_value *xs[3] = {x, x, x};
+  ir_attr ex = ir_attr_str("expr", "mul(add(x0, x1), tanh(x2))");
+  ir_node *fu = ir_graph_add_node(g, IR_OP_FUSED, xs, 3, &x->type, 1, &ex, 1, NULL, (ir_loc){0});
+  CHECK_NEAR(pass_node_cost(fu).flops, 3 * 24, 0);
+  CHECK_NEAR(pass_node_cost(fu).bytes, 4 * 24 * 4, 0);
+  ir_attr ex2 = ir_attr_str("expr", "cast(x0) castle relu_x"); /* cast: 0; other words are not ops */
+  ir_node *fu2 = ir_graph_add_node(g, IR_OP_FUSED, xs, 1, &x->type, 1, &ex2, 1, NULL, (ir_loc){0});
+  CHECK_NEAR(pass_node_cost(fu2).flops, 0, 0);
+  /* fused_matmul: [4,6] @ [6,5] + bias, gelu */
+  ir_value *w = input(g, "w", IR_DT_F32, 2, (int64_t[]){6, 5}), *bias = input(g, "bias", IR_DT_F32, 1, (int64_t[]){5});
+  ir_value *mm[3] = {x, w, bias};
+  ir_attr ex3 = ir_attr_str("expr", "gelu(add(acc, x2))");
+  ir_type mt = {IR_DT_F32, 2, {4, 5}};
+  ir_node *fm = ir_graph_add_node(g, IR_OP_FUSED_MATMUL, mm, 3, &mt, 1, &ex3, 1, NULL, (ir_loc){0});
+  CHECK_NEAR(pass_node_cost(fm).flops, 2.0 * 4 * 5 * 6 + 2 * 20, 0);
+  /* add_layernorm: the add and layernorm's 8 per element */
+  ir_value *gam = input(g, "gam", IR_DT_F32, 1, (int64_t[]){6});
+  ir_value *al[4] = {x, x, gam, gam};
+  ir_type alt[2] = {x->type, x->type};
+  ir_attr eps = ir_attr_float("eps", 1e-5);
+  ir_node *aln = ir_graph_add_node(g, IR_OP_ADD_LAYERNORM, al, 4, alt, 2, &eps, 1, NULL, (ir_loc){0});
+  CHECK_NEAR(pass_node_cost(aln).flops, 9 * 24, 0);
+  ir_graph_free(g);
+}
+
 /* (forward + backward) / forward FLOPs of FILE's training graph. */
 static double gradient_ratio(const char *file, const fe_define *defs, int n_defs) {
   ir_diag *d = ir_diag_new(stderr);
@@ -192,6 +269,7 @@ int main(void) {
   CHECK_NEAR(i3, 15.9, 0.05 / 15.9);
   test_all_ops();
   test_formulas();
+  test_fused();
   test_gradient_cost();
   return check_done();
 }

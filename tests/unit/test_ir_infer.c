@@ -22,7 +22,7 @@ static ir_type T(ir_dtype dt, int rank, ...) {
 #define D(x) ((int64_t)(x))
 
 typedef struct {
-  ir_type in[4];
+  ir_type in[8];
   int n_in;
   ir_attr attrs[6];
   int n_attrs;
@@ -209,6 +209,53 @@ static int valid_case(ir_op op, tcase *c) {
     c->in[c->n_in++] = F32(0);
     c->want[0] = F32(3, D(2), D(7), D(100));
     return 1;
+  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: {
+    /* q[2,3,5,4], k[2,3,7,4], v[2,3,7,6] -> o[2,3,5,6], lse f32[2,3,5] */
+    ir_type q = F32(4, D(2), D(3), D(5), D(4)), k = F32(4, D(2), D(3), D(7), D(4)), v = F32(4, D(2), D(3), D(7), D(6));
+    ir_type o = F32(4, D(2), D(3), D(5), D(6)), lse = F32(3, D(2), D(3), D(5));
+    c->in[c->n_in++] = q;
+    c->in[c->n_in++] = k;
+    c->in[c->n_in++] = v;
+    c->attrs[c->n_attrs++] = ir_attr_float("scale", 0.5);
+    c->attrs[c->n_attrs++] = ir_attr_int("causal", 1);
+    if (op == IR_OP_ATTENTION) {
+      c->want[0] = o;
+      c->want[1] = lse;
+      c->n_want = 2;
+    } else {
+      c->in[c->n_in++] = o;
+      c->in[c->n_in++] = lse;
+      c->in[c->n_in++] = o;
+      c->want[0] = q;
+      c->want[1] = k;
+      c->want[2] = v;
+      c->n_want = 3;
+    }
+    return 1;
+  }
+  case IR_OP_FUSED: /* gelu(a + bias) with a broadcast bias, cast to f64 */
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = F32(1, D(3));
+    c->attrs[c->n_attrs++] = ir_attr_str("expr", "(cast f64 (gelu (add $0 $1)))");
+    c->want[0] = T(IR_DT_F64, 2, D(2), D(3));
+    return 1;
+  case IR_OP_FUSED_MATMUL: /* [2,3] @ [3,4] + bias[4], relu */
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = F32(2, D(3), D(4));
+    c->in[c->n_in++] = F32(1, D(4));
+    c->attrs[c->n_attrs++] = ir_attr_str("expr", "(relu (add $0 $1))");
+    c->want[0] = F32(2, D(2), D(4));
+    return 1;
+  case IR_OP_ADD_LAYERNORM:
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = F32(1, D(3));
+    c->in[c->n_in++] = F32(1, D(3));
+    c->attrs[c->n_attrs++] = ir_attr_float("eps", 1e-5);
+    c->want[0] = x23;
+    c->want[1] = x23;
+    c->n_want = 2;
+    return 1;
   case IR_NUM_OPS: break;
   }
   return 0;
@@ -235,7 +282,7 @@ static void test_every_op(void) {
     /* the arity is checked for every fixed-arity op */
     int want_in = ir_op_num_inputs((ir_op)op);
     if (want_in >= 0) {
-      CHECK_EQ_INT(ir_infer((ir_op)op, c.in, want_in + 1 > 4 ? 4 : want_in + 1, c.attrs, c.n_attrs, c.out, &n_out,
+      CHECK_EQ_INT(ir_infer((ir_op)op, c.in, want_in + 1 > 8 ? 8 : want_in + 1, c.attrs, c.n_attrs, c.out, &n_out,
                             err, sizeof err),
                    -1);
     }
@@ -626,6 +673,61 @@ static void test_bad_operands(void) {
   CHECK_EQ_INT(ir_infer(IR_OP_ADD, two, 2, NULL, 0, &r, &n_out, NULL, 0), -1);
 }
 
+/* attention / attention_grad: dtypes of lse, shape rules, attributes. */
+static void test_attention(void) {
+  ir_attr at[2] = {ir_attr_float("scale", 0.125), ir_attr_int("causal", 0)};
+  ir_type in[6] = {T(IR_DT_F64, 3, D(2), D(5), D(4)), T(IR_DT_F64, 3, D(2), D(7), D(4)), T(IR_DT_F64, 3, D(2), D(7), D(3))};
+  ir_type out[4];
+  int n_out = 0;
+  char err[256];
+  /* f64 keeps lse in f64; bf16 and f16 (and f32) give an f32 lse */
+  CHECK_EQ_INT(ir_infer(IR_OP_ATTENTION, in, 3, at, 2, out, &n_out, err, sizeof err), 0);
+  CHECK_EQ_INT(n_out, 2);
+  char b[128];
+  CHECK_STR(ir_type_str(&out[0], b, sizeof b), "f64[2, 5, 3]");
+  CHECK_STR(ir_type_str(&out[1], b, sizeof b), "f64[2, 5]");
+  ir_type h[3] = {T(IR_DT_BF16, 2, D(5), D(4)), T(IR_DT_BF16, 2, D(7), D(4)), T(IR_DT_BF16, 2, D(7), D(3))};
+  CHECK_EQ_INT(ir_infer(IR_OP_ATTENTION, h, 3, at, 2, out, &n_out, err, sizeof err), 0);
+  CHECK_STR(ir_type_str(&out[0], b, sizeof b), "bf16[5, 3]");
+  CHECK_STR(ir_type_str(&out[1], b, sizeof b), "f32[5]");
+  /* shapes */
+  ir_type bad[3] = {in[0], T(IR_DT_F64, 3, D(2), D(7), D(5)), in[2]};
+  EXPECT_ERR("shape mismatch in attention: q f64[2, 5, 4], k f64[2, 7, 5], v f64[2, 7, 3] (want q[...,T,E], "
+             "k[...,S,E], v[...,S,F])",
+             IR_OP_ATTENTION, bad, 3, at, 2);
+  ir_type bcast[3] = {in[0], T(IR_DT_F64, 3, D(1), D(7), D(4)), in[2]};
+  EXPECT_ERR("shape mismatch in attention: q f64[2, 5, 4], k f64[1, 7, 4], v f64[2, 7, 3] (want q[...,T,E], "
+             "k[...,S,E], v[...,S,F])",
+             IR_OP_ATTENTION, bcast, 3, at, 2);
+  ir_type rank[3] = {in[0], T(IR_DT_F64, 2, D(7), D(4)), in[2]};
+  EXPECT_ERR("attention needs q, k, v of one rank >= 2, got f64[2, 5, 4], f64[7, 4], f64[2, 7, 3]", IR_OP_ATTENTION,
+             rank, 3, at, 2);
+  ir_type mixed[3] = {in[0], in[1], T(IR_DT_F32, 3, D(2), D(7), D(3))};
+  EXPECT_ERR("dtype mismatch in attention: f64 and f32", IR_OP_ATTENTION, mixed, 3, at, 2);
+  ir_type ints[3] = {T(IR_DT_I32, 2, D(5), D(4)), T(IR_DT_I32, 2, D(7), D(4)), T(IR_DT_I32, 2, D(7), D(3))};
+  EXPECT_ERR("attention needs floating-point operands, got i32", IR_OP_ATTENTION, ints, 3, at, 2);
+  /* attributes */
+  EXPECT_ERR("missing attribute 'causal' in attention", IR_OP_ATTENTION, in, 3, at, 1);
+  ir_attr c2[2] = {at[0], ir_attr_int("causal", 2)};
+  EXPECT_ERR("attribute 'causal' of attention must be 0 or 1, got 2", IR_OP_ATTENTION, in, 3, c2, 2);
+  ir_attr inf[2] = {ir_attr_float("scale", INFINITY), at[1]};
+  EXPECT_ERR("attribute 'scale' of attention must be finite, got inf", IR_OP_ATTENTION, in, 3, inf, 2);
+  ir_attr si[2] = {ir_attr_int("scale", 1), at[1]};
+  EXPECT_ERR("attribute 'scale' of attention must be a float", IR_OP_ATTENTION, in, 3, si, 2);
+  /* attention_grad: o, lse and do must be what attention gives */
+  in[3] = T(IR_DT_F64, 3, D(2), D(5), D(3));
+  in[4] = T(IR_DT_F64, 2, D(2), D(5));
+  in[5] = in[3];
+  CHECK_EQ_INT(ir_infer(IR_OP_ATTENTION_GRAD, in, 6, at, 2, out, &n_out, err, sizeof err), 0);
+  CHECK_EQ_INT(n_out, 3);
+  CHECK_STR(ir_type_str(&out[1], b, sizeof b), "f64[2, 7, 4]");
+  in[4] = T(IR_DT_F32, 2, D(2), D(5));
+  EXPECT_ERR("attention_grad: lse must be f64[2, 5], got f32[2, 5]", IR_OP_ATTENTION_GRAD, in, 6, at, 2);
+  in[4] = T(IR_DT_F64, 2, D(2), D(5));
+  in[5] = T(IR_DT_F64, 3, D(2), D(5), D(4));
+  EXPECT_ERR("attention_grad: do must be f64[2, 5, 3], got f64[2, 5, 4]", IR_OP_ATTENTION_GRAD, in, 6, at, 2);
+}
+
 int main(void) {
   test_every_op();
   test_elementwise_errors();
@@ -636,5 +738,6 @@ int main(void) {
   test_model_ops();
   test_einsum();
   test_bad_operands();
+  test_attention();
   return check_done();
 }

@@ -1,5 +1,5 @@
 /* tests/unit/test_pass_manager.c — the pass table, the default pipeline,
- * ({autodiff, canonicalize, checkpoint}) and pass_run_pipeline's dumping
+ * (autodiff before canonicalize and checkpoint) and pass_run_pipeline's dumping
  * (text dumps stay parseable IR), timing and verify_each (a graph with a wrongly typed node fails, naming the pass).
  * Dumps and reports go to tmpfile()s and are read back.
  */
@@ -50,11 +50,17 @@ static void test_table(void) {
   CHECK_STR(pass_name(PASS_CANONICALIZE), "canonicalize");
   CHECK(strlen(pass_help(PASS_CANONICALIZE)) > 0);
   for (int p = 0; p < PASS_COUNT; p++) CHECK_EQ_INT(pass_lookup(pass_name((pass_id)p)), p);
-  /* grad requests are expanded first, then everything is simplified, then checkpointed */
-  CHECK_EQ_INT(pass_default_pipeline_len, 3);
-  CHECK_EQ_INT(pass_default_pipeline[0], PASS_AUTODIFF);
-  CHECK_EQ_INT(pass_default_pipeline[1], PASS_CANONICALIZE);
-  CHECK_EQ_INT(pass_default_pipeline[2], PASS_CHECKPOINT);
+  /* the pipeline holds each pass once; grad requests are expanded (autodiff)
+   * before the graph is simplified (canonicalize) and checkpointed */
+  int at[PASS_COUNT];
+  for (int p = 0; p < PASS_COUNT; p++) at[p] = -1;
+  for (int i = 0; i < pass_default_pipeline_len; i++) {
+    pass_id p = pass_default_pipeline[i];
+    CHECK((unsigned)p < PASS_COUNT && at[p] < 0);
+    if ((unsigned)p < PASS_COUNT) at[p] = i;
+  }
+  CHECK(at[PASS_AUTODIFF] >= 0 && at[PASS_CANONICALIZE] > at[PASS_AUTODIFF]);
+  CHECK(at[PASS_CHECKPOINT] > at[PASS_AUTODIFF]);
 }
 
 static void test_dump_text(const char *dump_after, bool expect_dump) {
@@ -66,21 +72,26 @@ static void test_dump_text(const char *dump_after, bool expect_dump) {
   char *text = slurp(f);
   CHECK(text != NULL);
   if (text && expect_dump) {
-    /* the dump starts with the first pass dumped; the last section is the
-     * final graph (passes after canonicalize leave this sample alone) */
-    char head[64];
-    snprintf(head, sizeof head, "# IR after %s\n", strcmp(dump_after, "all") == 0 ? "autodiff" : dump_after);
+    /* the dump starts with the first pass dumped (with "all": the first of
+     * the pipeline); with "all" the last section is the final graph */
+    bool all = strcmp(dump_after, "all") == 0;
+    const char *first = pass_name(pass_default_pipeline[0]);
+    const char *final = pass_name(pass_default_pipeline[pass_default_pipeline_len - 1]);
+    char head[64], tail[64];
+    snprintf(head, sizeof head, "# IR after %s\n", all ? first : dump_after);
+    snprintf(tail, sizeof tail, "# IR after %s\n", final);
     CHECK(strncmp(text, head, strlen(head)) == 0);
     const char *last = text;
     for (const char *p = text; (p = strstr(p, "# IR after ")); p++) last = p;
     const char *body = strchr(last, '\n');
     body = body ? body + 1 : last;
-    if (strcmp(dump_after, "all") == 0) {
+    if (all) {
+      CHECK(strstr(text, "# IR after autodiff\n") != NULL);
       CHECK(strstr(text, "# IR after canonicalize\n") != NULL);
-      CHECK(strncmp(last, "# IR after checkpoint\n", 22) == 0);
+      CHECK(strncmp(last, tail, strlen(tail)) == 0);
     }
     char *printed = ir_print_to_string(g);
-    if (strcmp(dump_after, "autodiff") != 0) CHECK(printed && strcmp(body, printed) == 0);
+    if (all || strcmp(dump_after, final) == 0) CHECK(printed && strcmp(body, printed) == 0);
     /* the dump section, comment included, parses back to the same graph */
     ir_graph *back = ir_parse("dump.ir", last, strlen(last), d);
     CHECK(back != NULL);
@@ -94,7 +105,8 @@ static void test_dump_text(const char *dump_after, bool expect_dump) {
   } else if (text) {
     CHECK_STR(text, "");
   }
-  CHECK_EQ_INT(g->n_nodes, 2); /* b*1 -> b, exp(x) twice -> once, sin dead: exp, add */
+  /* b*1 -> b, exp(x) twice -> once, sin dead: exp, add (fused or not) */
+  CHECK(g->n_nodes >= 1 && g->n_nodes <= 2);
   free(text);
   fclose(f);
   CHECK_EQ_INT(ir_diag_errors(d), 0);
@@ -112,7 +124,9 @@ static void test_dump_formats(void) {
     CHECK(text && strlen(text) > 0);
     if (text && fmt == 2) CHECK(strchr(text, '{') != NULL);
     if (text && fmt == 1) {
-      CHECK(strstr(text, "// IR after autodiff") == text);
+      char head[64];
+      snprintf(head, sizeof head, "// IR after %s", pass_name(pass_default_pipeline[0]));
+      CHECK(strstr(text, head) == text);
       CHECK(strstr(text, "// IR after canonicalize") != NULL);
     }
     free(text);
@@ -135,9 +149,9 @@ static void test_time_passes(void) {
   ir_graph_free(g);
 }
 
-/* A node whose declared result type is wrong survives autodiff (there is no
- * grad to expand) and verify_each reports it after that first pass, naming
- * the pass. */
+/* A node whose declared result type is wrong survives the first pass of the
+ * pipeline (no rule touches it) and verify_each reports it right after that
+ * pass, naming the pass. */
 static void test_verify_each_fails(void) {
   ir_graph *g = ir_graph_new("broken", NULL);
   ir_type t2 = {.dtype = IR_DT_F32, .rank = 1, .dims = {2}};
@@ -152,7 +166,9 @@ static void test_verify_each_fails(void) {
   CHECK_EQ_INT(pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &o), -1);
   CHECK(ir_diag_errors(d) > 0);
   char *text = slurp(errf);
-  CHECK(text && strstr(text, "after pass 'autodiff'") != NULL);
+  char want[96];
+  snprintf(want, sizeof want, "after pass '%s'", pass_name(pass_default_pipeline[0]));
+  CHECK(text && strstr(text, want) != NULL);
   free(text);
   /* without verify_each the same pipeline succeeds */
   pass_options quiet = {.diag = d};

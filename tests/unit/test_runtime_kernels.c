@@ -839,6 +839,254 @@ static void test_einsum(void) {
   check_einsum("bqhd,bkhd->bhqk", 2, att, 1e-12);
 }
 
+/* ---- fused attention (kern_attention.c) ------------------------------------
+ * Reference in double, straight from the definition: s = scale q k^T masked
+ * where j > i + (S - T) if causal, p = softmax(s), o = p v, lse = log sum
+ * exp(s); a row that sees no key gives NaN and -inf. The backward from the
+ * same p: dv = p^T do, ds = p (do v^T - rowsum(do o)), dq = scale ds k,
+ * dk = scale ds^T q. Sizes cross the kernels' blocks (64 keys, 32 rows).
+ * Tolerance (relative, floor 1): f64 1e-12, f32 1e-5, bf16 2e-2 (outputs
+ * rounded to 8 significant bits). */
+typedef struct {
+  int64_t bh, t, s, e, f;
+  double scale;
+  bool causal;
+} att_case;
+
+/* p[i * S + j] for batch element b from q, k (NaN rows where no key is visible). */
+static void att_ref_probs(const att_case *a, const rt_tensor *q, const rt_tensor *k, int64_t b, double *p,
+                          double *lse) {
+  for (int64_t i = 0; i < a->t; i++) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < a->s; j++) {
+      double s = 0;
+      for (int64_t e = 0; e < a->e; e++)
+        s += rt_tensor_get(q, (b * a->t + i) * a->e + e) * rt_tensor_get(k, (b * a->s + j) * a->e + e);
+      s *= a->scale;
+      if (a->causal && j > i + (a->s - a->t)) s = -INFINITY;
+      p[i * a->s + j] = s;
+      if (s > mx) mx = s;
+    }
+    for (int64_t j = 0; j < a->s; j++) sum += exp(p[i * a->s + j] - mx);
+    for (int64_t j = 0; j < a->s; j++) p[i * a->s + j] = mx == -INFINITY ? NAN : exp(p[i * a->s + j] - mx) / sum;
+    lse[i] = mx == -INFINITY ? -INFINITY : mx + log(sum);
+  }
+}
+
+static void check_attention(ir_dtype dt, const att_case *a, double tol) {
+  ir_type tq = T(dt, 3, D(a->bh), D(a->t), D(a->e)), tk = T(dt, 3, D(a->bh), D(a->s), D(a->e));
+  ir_type tv = T(dt, 3, D(a->bh), D(a->s), D(a->f)), to = T(dt, 3, D(a->bh), D(a->t), D(a->f));
+  ir_type tl = T(dt == IR_DT_F64 ? IR_DT_F64 : IR_DT_F32, 2, D(a->bh), D(a->t));
+  ir_attr attrs[2] = {ir_attr_float("scale", a->scale), ir_attr_int("causal", a->causal)};
+  char what[96];
+  snprintf(what, sizeof what, "attention %s T%lld S%lld%s", ir_dtype_name(dt), (long long)a->t, (long long)a->s,
+           a->causal ? " causal" : "");
+  double *p = malloc((size_t)(a->t * a->s) * sizeof *p), *lse = malloc((size_t)a->t * sizeof *lse);
+  /* forward */
+  tcase c;
+  tc_begin(&c, "attention");
+  tc_input(&c, tq, 0, 1, 0);
+  tc_input(&c, tk, 0, 1, 0);
+  tc_input(&c, tv, 0, 1, 0);
+  if (tc_run(&c, IR_OP_ATTENTION, attrs, 2, NULL) == 0) {
+    CHECK_EQ_INT(c.node->n_out, 2);
+    double *wo = alloc_want(c.out[0]), *wl = alloc_want(c.out[1]);
+    for (int64_t b = 0; b < a->bh; b++) {
+      att_ref_probs(a, c.tin[0], c.tin[1], b, p, lse);
+      for (int64_t i = 0; i < a->t; i++) {
+        wl[b * a->t + i] = lse[i];
+        for (int64_t f = 0; f < a->f; f++) {
+          double acc = 0;
+          for (int64_t j = 0; j < a->s; j++) acc += p[i * a->s + j] * rt_tensor_get(c.tin[2], (b * a->s + j) * a->f + f);
+          wo[(b * a->t + i) * a->f + f] = acc;
+        }
+      }
+    }
+    snprintf(what + strlen(what), 8, " o");
+    compare(what, c.out[0], wo, tol);
+    what[strlen(what) - 2] = 0;
+    compare(what, c.out[1], wl, tol);
+    free(wo);
+    free(wl);
+  }
+  tc_end(&c);
+  /* backward: o and lse consistent with q, k, v (from the reference) */
+  tc_begin(&c, "attention_grad");
+  tc_input(&c, tq, 0, 1, 0);
+  tc_input(&c, tk, 0, 1, 0);
+  tc_input(&c, tv, 0, 1, 0);
+  tc_input(&c, to, 0, 1, 0);
+  tc_input(&c, tl, 0, 1, 0);
+  tc_input(&c, to, 0, 1, 0);
+  double *pall = malloc((size_t)(a->bh * a->t * a->s) * sizeof *pall);
+  for (int64_t b = 0; b < a->bh; b++) {
+    att_ref_probs(a, c.tin[0], c.tin[1], b, pall + b * a->t * a->s, lse);
+    for (int64_t i = 0; i < a->t; i++) {
+      rt_tensor_set(c.tin[4], b * a->t + i, lse[i]);
+      for (int64_t f = 0; f < a->f; f++) {
+        double acc = 0;
+        for (int64_t j = 0; j < a->s; j++)
+          acc += pall[(b * a->t + i) * a->s + j] * rt_tensor_get(c.tin[2], (b * a->s + j) * a->f + f);
+        rt_tensor_set(c.tin[3], (b * a->t + i) * a->f + f, acc);
+      }
+    }
+  }
+  if (tc_run(&c, IR_OP_ATTENTION_GRAD, attrs, 2, NULL) == 0) {
+    CHECK_EQ_INT(c.node->n_out, 3);
+    double *dq = alloc_want(c.out[0]), *dk = alloc_want(c.out[1]), *dv = alloc_want(c.out[2]);
+    const rt_tensor *q = c.tin[0], *k = c.tin[1], *v = c.tin[2], *o = c.tin[3], *g = c.tin[5];
+    for (int64_t b = 0; b < a->bh; b++)
+      for (int64_t i = 0; i < a->t; i++) {
+        double di = 0;
+        for (int64_t f = 0; f < a->f; f++) di += rt_tensor_get(g, (b * a->t + i) * a->f + f) * rt_tensor_get(o, (b * a->t + i) * a->f + f);
+        for (int64_t j = 0; j < a->s; j++) {
+          double pij = pall[(b * a->t + i) * a->s + j];
+          if (!(pij == pij) || (a->causal && j > i + (a->s - a->t))) continue; /* masked / no key */
+          double dp = 0;
+          for (int64_t f = 0; f < a->f; f++) {
+            double gf = rt_tensor_get(g, (b * a->t + i) * a->f + f);
+            dp += gf * rt_tensor_get(v, (b * a->s + j) * a->f + f);
+            dv[(b * a->s + j) * a->f + f] += pij * gf;
+          }
+          double ds = a->scale * pij * (dp - di);
+          for (int64_t e = 0; e < a->e; e++) {
+            dq[(b * a->t + i) * a->e + e] += ds * rt_tensor_get(k, (b * a->s + j) * a->e + e);
+            dk[(b * a->s + j) * a->e + e] += ds * rt_tensor_get(q, (b * a->t + i) * a->e + e);
+          }
+        }
+      }
+    const char *names[3] = {" dq", " dk", " dv"};
+    double *wants[3] = {dq, dk, dv};
+    size_t len = strlen(what);
+    for (int r = 0; r < 3; r++) {
+      snprintf(what + len, sizeof what - len, "%s", names[r]);
+      compare(what, c.out[r], wants[r], tol);
+      free(wants[r]);
+    }
+  }
+  tc_end(&c);
+  free(pall);
+  free(p);
+  free(lse);
+}
+
+static void test_attention(void) {
+  static const att_case cases[] = {
+      {2, 5, 7, 4, 3, 0.5, false},     /* one block, T != S */
+      {2, 37, 150, 5, 3, 0.3, false},  /* three key blocks, two row blocks */
+      {3, 70, 150, 4, 6, 0.4, true},   /* causal, T < S: the diagonal shifted by S - T */
+      {1, 150, 37, 3, 2, -0.7, true},  /* causal, T > S: the first T - S rows see no key (NaN) */
+      {1, 1, 1, 1, 1, 1.0, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    check_attention(IR_DT_F64, &cases[i], 1e-12);
+    check_attention(IR_DT_F32, &cases[i], 1e-5);
+  }
+  check_attention(IR_DT_BF16, &cases[2], 2e-2);
+  check_attention(IR_DT_F16, &cases[1], 2e-2);
+}
+
+/* ---- fused elementwise ops (kern_fused.c) -----------------------------------------
+ * References in double from the definitions, rounding every intermediate to
+ * its dtype with ir_round_to_dtype as the unfused kernels do: exact (tol 0).
+ * Sizes cross the kernel's 512-element chunks and its row / broadcast paths. */
+
+/* (sub (mul $0 (exp $1)) (cast f32 (sqrt $2))): x [R, C] f32, y [C] f32, z [R, 1] f64 */
+static void check_fused_expr(int64_t R, int64_t C) {
+  tcase c;
+  tc_begin(&c, "fused");
+  tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0);
+  tc_input(&c, T(IR_DT_F32, 1, D(C)), 0, 0.5, 0);
+  tc_input(&c, T(IR_DT_F64, 2, D(R), D(1)), 0, 1, 3);
+  ir_attr ex = ir_attr_str("expr", "(sub (mul $0 (exp $1)) (cast f32 (sqrt $2)))");
+  if (tc_run(&c, IR_OP_FUSED, &ex, 1, NULL) == 0) {
+    double *want = alloc_want(c.out[0]);
+    for (int64_t i = 0; i < R; i++)
+      for (int64_t j = 0; j < C; j++) {
+        double e = ir_round_to_dtype(IR_DT_F32, exp(rt_tensor_get(c.tin[1], j)));
+        double m = ir_round_to_dtype(IR_DT_F32, rt_tensor_get(c.tin[0], i * C + j) * e);
+        double q = ir_round_to_dtype(IR_DT_F32, sqrt(rt_tensor_get(c.tin[2], i)));
+        want[i * C + j] = ir_round_to_dtype(IR_DT_F32, m - q);
+      }
+    compare("fused expr", c.out[0], want, 0);
+    free(want);
+  }
+  tc_end(&c);
+}
+
+static void test_fused(void) {
+  check_fused_expr(3, 5);
+  check_fused_expr(7, 1300); /* rows longer than a chunk */
+  check_fused_expr(1, 1);
+  /* integer and bool dtypes: where(lt(a, b), a * 3, b) in i32 */
+  tcase c;
+  tc_begin(&c, "fused_int");
+  tc_input(&c, T(IR_DT_I32, 1, D(50)), 100, 1, 0);
+  tc_input(&c, T(IR_DT_I32, 1, D(50)), 100, 1, 0);
+  ir_attr ex = ir_attr_str("expr", "(where (lt $0 $1) (mul $0 (const i32 3)) $1)");
+  if (tc_run(&c, IR_OP_FUSED, &ex, 1, NULL) == 0) {
+    double *want = alloc_want(c.out[0]);
+    for (int i = 0; i < 50; i++) {
+      double a = rt_tensor_get(c.tin[0], i), b = rt_tensor_get(c.tin[1], i);
+      want[i] = a < b ? a * 3 : b;
+    }
+    compare("fused i32 where", c.out[0], want, 0);
+    free(want);
+  }
+  tc_end(&c);
+  /* fused_matmul: gelu(a @ b + bias), f32 [2, 3, 4] @ [4, 600] */
+  tc_begin(&c, "fused_matmul");
+  tc_input(&c, T(IR_DT_F32, 3, D(2), D(3), D(4)), 0, 1, 0);
+  tc_input(&c, T(IR_DT_F32, 2, D(4), D(600)), 0, 1, 0);
+  tc_input(&c, T(IR_DT_F32, 1, D(600)), 0, 1, 0);
+  ex = ir_attr_str("expr", "(gelu (add $0 $1))");
+  if (tc_run(&c, IR_OP_FUSED_MATMUL, &ex, 1, NULL) == 0) {
+    double *want = alloc_want(c.out[0]);
+    for (int64_t r = 0; r < 6; r++)
+      for (int64_t j = 0; j < 600; j++) {
+        double acc = 0;
+        for (int k = 0; k < 4; k++) acc += rt_tensor_get(c.tin[0], r * 4 + k) * rt_tensor_get(c.tin[1], k * 600 + j);
+        double sum = ir_round_to_dtype(IR_DT_F32, ir_round_to_dtype(IR_DT_F32, acc) + rt_tensor_get(c.tin[2], j));
+        want[r * 600 + j] = ir_round_to_dtype(IR_DT_F32, ir_eval_unary(IR_OP_GELU, sum));
+      }
+    compare("fused_matmul", c.out[0], want, 1e-5); /* the product: BLAS order, as matmul (f32 1e-5) */
+    free(want);
+  }
+  tc_end(&c);
+  /* add_layernorm: s = x + r exactly, y = layernorm(s) (1e-12 in f64) */
+  ir_dtype dts[2] = {IR_DT_F64, IR_DT_F32};
+  for (int t = 0; t < 2; t++) {
+    tc_begin(&c, "add_layernorm");
+    tc_input(&c, T(dts[t], 2, D(5), D(40)), 0, 1, 0);
+    tc_input(&c, T(dts[t], 2, D(5), D(40)), 0, 1, 0);
+    tc_input(&c, T(dts[t], 1, D(40)), 0, 1, 1);
+    tc_input(&c, T(dts[t], 1, D(40)), 0, 1, 0);
+    ir_attr eps = ir_attr_float("eps", 1e-5);
+    if (tc_run(&c, IR_OP_ADD_LAYERNORM, &eps, 1, NULL) == 0) {
+      double *ws = alloc_want(c.out[0]), *wy = alloc_want(c.out[1]);
+      for (int r = 0; r < 5; r++) {
+        double mean = 0, var = 0;
+        for (int j = 0; j < 40; j++) {
+          ws[r * 40 + j] =
+              ir_round_to_dtype(dts[t], rt_tensor_get(c.tin[0], r * 40 + j) + rt_tensor_get(c.tin[1], r * 40 + j));
+          mean += ws[r * 40 + j];
+        }
+        mean /= 40;
+        for (int j = 0; j < 40; j++) var += (ws[r * 40 + j] - mean) * (ws[r * 40 + j] - mean);
+        var /= 40;
+        for (int j = 0; j < 40; j++)
+          wy[r * 40 + j] = (ws[r * 40 + j] - mean) / sqrt(var + 1e-5) * rt_tensor_get(c.tin[2], j) +
+                           rt_tensor_get(c.tin[3], j);
+      }
+      compare("add_layernorm s", c.out[0], ws, 0);
+      compare("add_layernorm y", c.out[1], wy, t == 0 ? 1e-12 : 1e-5);
+      free(ws);
+      free(wy);
+    }
+    tc_end(&c);
+  }
+}
+
 /* ---- the kernel table covers ops.def ------------------------------------------------ */
 
 static void test_every_op_has_kernel(void) {
@@ -883,5 +1131,7 @@ int main(void) {
   test_unslice();
   test_embedding_grad();
   test_cross_entropy_grad();
+  test_attention();
+  test_fused();
   return check_done();
 }

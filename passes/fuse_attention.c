@@ -1,0 +1,328 @@
+/* passes/fuse_attention.c — finds scaled dot-product attention written in
+ * primitive ops and replaces its core with one ATTENTION node (FlashAttention:
+ * tiled, online softmax, the backward recomputes the scores; kernels in
+ * runtime/kern_attention.c, VJP in passes/vjp.c).
+ *
+ *   requires:    a verified graph; runs before autodiff (the default pipeline
+ *                puts it first), so the backward is built from the fused op.
+ *   invalidates: node and value ids (the graph is compacted) and the values
+ *                of the removed nodes; the fused result keeps the name of the
+ *                value it replaces, and every survivor keeps its name, role,
+ *                location and layer.
+ *
+ * The pattern, read backwards from each softmax (X* = optional):
+ *
+ *   s  = matmul(q, kt)            q[..,T,E], kt[..,E,S]; or einsum "..te,..se->..ts"
+ *                                 (or "..te,..es->..ts"); batch dims all equal
+ *   s' = mul(s, c) | mul(c, s) | div(s, c)     X* c a constant splat, the result s's type
+ *   m  = causal_mask(s')          X* fill -inf (the default)
+ *   p  = softmax(m, axis = last)
+ *   o  = matmul(p, v)             v[..,S,F]; or einsum "..ts,..sf->..tf"
+ *
+ * with the scale and the mask in either order — mask then scale only for a
+ * constant c > 0 (or 1/c > 0), the one case where -inf * c stays -inf so the
+ * result is the same. Every value from s to p must have exactly one use (p
+ * also returned as an output, or read elsewhere, blocks the fusion). The
+ * core becomes
+ *
+ *   o, lse = attention(q, k, v) {scale = c (1/c for div; 1 when absent), causal}
+ *
+ * where k is kt's operand when kt = transpose(k) swapping the last two axes,
+ * else a new transpose of kt. The constant is taken as its dtype stores it,
+ * so the fused op computes exactly what the graph computes, up to rounding
+ * (x / c becomes x * (1/c)). Head split and merge (reshape/transpose) stay:
+ * the op works on any batch dims. Near misses are left alone: a scale that is
+ * not a constant, a non-positive scale applied after the mask, a mask with
+ * another fill or on another value (the transposed scores, K), softmax over
+ * another axis, broadcast batch dims, anything between the steps.
+ * With --time-passes it prints how many softmax nodes it fused.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+typedef struct {
+  ir_node *scores, *scale, *mask, *softmax, *pv; /* scale, mask: NULL when absent */
+  ir_value *q, *kt, *k, *v;                       /* k NULL: transpose kt */
+  double scale_value;
+} attn_match;
+
+typedef struct {
+  ir_graph *g;
+  int *uses;   /* by value id: operand uses by live nodes + graph outputs */
+  int n_uses;
+} fa_ctx;
+
+static void count_uses(fa_ctx *c) {
+  int max_id = 0;
+  for (int i = 0; i < c->g->n_values; i++)
+    if (c->g->values[i]->id >= max_id) max_id = c->g->values[i]->id + 1;
+  free(c->uses);
+  c->n_uses = max_id;
+  c->uses = calloc((size_t)(max_id > 0 ? max_id : 1), sizeof *c->uses);
+  if (!c->uses) abort();
+  for (int i = 0; i < c->g->n_nodes; i++) {
+    const ir_node *n = c->g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j]->id >= 0 && n->in[j]->id < max_id) c->uses[n->in[j]->id]++;
+  }
+  for (int i = 0; i < c->g->n_outputs; i++) {
+    const ir_value *v = c->g->outputs[i].value;
+    if (v->id >= 0 && v->id < max_id) c->uses[v->id]++;
+  }
+}
+
+static int uses_of(const fa_ctx *c, const ir_value *v) {
+  return v->id >= 0 && v->id < c->n_uses ? c->uses[v->id] : 0;
+}
+
+/* The live node defining v if it has op `op`. */
+static ir_node *def_op(const ir_value *v, ir_op op) {
+  return v && v->def && !v->def->dead && v->def->op == op ? v->def : NULL;
+}
+
+/* Batch dims (all but the last two) of a and b are equal, ranks too. */
+static bool same_batch(const ir_type *a, const ir_type *b) {
+  if (a->rank != b->rank || a->rank < 2) return false;
+  for (int i = 0; i < a->rank - 2; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+/* transpose swapping exactly the last two axes */
+static bool swaps_last_two(const ir_node *t) {
+  const ir_attr *a = ir_node_attr(t, "perm");
+  if (!a || a->kind != IR_ATTR_INTS) return false;
+  int r = a->n;
+  if (r < 2) return false;
+  for (int i = 0; i < r - 2; i++)
+    if (a->ints[i] != i) return false;
+  return a->ints[r - 2] == r - 1 && a->ints[r - 1] == r - 2;
+}
+
+/* ---- einsum equations: "X,Y->Z" with two operands of rank r ---- */
+typedef struct {
+  char x[IR_MAX_RANK + 1], y[IR_MAX_RANK + 1], z[IR_MAX_RANK + 1];
+} eq2;
+
+static bool distinct(const char *s) {
+  for (int i = 0; s[i]; i++)
+    if (strchr(s + i + 1, s[i])) return false;
+  return true;
+}
+
+static bool parse_eq2(const ir_node *n, int r, eq2 *e) {
+  const ir_attr *a = ir_node_attr(n, "eq");
+  if (n->n_in != 2 || !a || a->kind != IR_ATTR_STR || !a->s) return false;
+  const char *comma = strchr(a->s, ','), *arrow = strstr(a->s, "->");
+  if (!comma || !arrow || arrow < comma) return false;
+  size_t lx = (size_t)(comma - a->s), ly = (size_t)(arrow - comma - 1), lz = strlen(arrow + 2);
+  if (lx != (size_t)r || ly != (size_t)r || lz != (size_t)r || r > IR_MAX_RANK) return false;
+  memcpy(e->x, a->s, lx), e->x[lx] = 0;
+  memcpy(e->y, comma + 1, ly), e->y[ly] = 0;
+  memcpy(e->z, arrow + 2, lz), e->z[lz] = 0;
+  if (!distinct(e->x) || !distinct(e->y) || !distinct(e->z)) return false;
+  return strncmp(e->x, e->y, (size_t)r - 2) == 0 && strncmp(e->x, e->z, (size_t)r - 2) == 0;
+}
+
+/* q k^T as an einsum: "Bte,Bse->Bts" (*k_t = false) or "Bte,Bes->Bts" (true). */
+static bool einsum_scores(const ir_node *n, int r, bool *k_t) {
+  eq2 e;
+  if (!parse_eq2(n, r, &e)) return false;
+  char t = e.x[r - 2], ee = e.x[r - 1], s = e.z[r - 1];
+  if (e.z[r - 2] != t) return false;
+  if (e.y[r - 2] == s && e.y[r - 1] == ee) return *k_t = false, true;
+  if (e.y[r - 2] == ee && e.y[r - 1] == s) return *k_t = true, true;
+  return false;
+}
+
+/* p v as an einsum: "Bts,Bsf->Btf". */
+static bool einsum_pv(const ir_node *n, int r) {
+  eq2 e;
+  if (!parse_eq2(n, r, &e)) return false;
+  return e.y[r - 2] == e.x[r - 1] && e.z[r - 2] == e.x[r - 2] && e.z[r - 1] == e.y[r - 1];
+}
+
+/* A constant splat scaling x: mul(x, c), mul(c, x) or div(x, c) whose result
+ * has x's type. Sets *x to the scaled operand and *scale (1/c for div). */
+static bool match_scale(const ir_node *n, ir_value **x, double *scale) {
+  if (n->op != IR_OP_MUL && n->op != IR_OP_DIV) return false;
+  for (int side = 0; side < (n->op == IR_OP_MUL ? 2 : 1); side++) {
+    ir_value *other = n->in[side], *cv = n->in[1 - side];
+    ir_node *cn = def_op(cv, IR_OP_CONST);
+    if (!cn || !ir_type_equal(&other->type, &n->out[0]->type)) continue;
+    const ir_attr *a = ir_node_attr(cn, "value");
+    if (!a || a->kind != IR_ATTR_FLOAT) continue;
+    double c = ir_round_to_dtype(cv->type.dtype, a->f); /* the value the graph multiplies by */
+    if (n->op == IR_OP_DIV) {
+      if (c == 0 || !isfinite(c)) continue;
+      c = 1.0 / c;
+    }
+    if (!isfinite(c)) continue;
+    *x = other;
+    *scale = c;
+    return true;
+  }
+  return false;
+}
+
+static bool mask_is_plain(const ir_node *m) {
+  const ir_attr *a = ir_node_attr(m, "fill");
+  return !a || (a->kind == IR_ATTR_FLOAT && a->f == -INFINITY);
+}
+
+/* The pattern ending at softmax node sm; false if it is not there exactly. */
+static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
+  memset(m, 0, sizeof *m);
+  m->softmax = sm;
+  m->scale_value = 1.0;
+  ir_value *p = sm->out[0];
+  int r = p->type.rank;
+  if (r < 2 || !ir_dtype_is_float(p->type.dtype) || ir_node_attr_int(sm, "axis", -1) != r - 1) return false;
+  if (uses_of(c, p) != 1) return false;
+  /* the one user: p v */
+  ir_node *pv = NULL;
+  for (int i = 0; i < c->g->n_nodes && !pv; i++) {
+    ir_node *n = c->g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j] == p) pv = n;
+  }
+  if (!pv || pv->n_in != 2 || pv->in[0] != p || pv->in[1] == p) return false;
+  if (!(pv->op == IR_OP_MATMUL || (pv->op == IR_OP_EINSUM && einsum_pv(pv, r)))) return false;
+  m->pv = pv;
+  m->v = pv->in[1];
+  if (!same_batch(&m->v->type, &p->type) || m->v->type.dims[r - 2] != p->type.dims[r - 1]) return false;
+  /* back from the softmax: the mask and the scale, in either order */
+  ir_value *x = sm->in[0];
+  bool scale_first = false; /* forward order: scale, then mask */
+  for (int step = 0; step < 2; step++) {
+    ir_node *d = x->def;
+    if (!d || d->dead || uses_of(c, x) != 1) break;
+    if (!m->mask && d->op == IR_OP_CAUSAL_MASK) {
+      if (!mask_is_plain(d)) return false;
+      m->mask = d;
+      x = d->in[0];
+      scale_first = m->scale == NULL;
+    } else if (!m->scale && match_scale(d, &x, &m->scale_value)) {
+      m->scale = d;
+    } else {
+      break;
+    }
+  }
+  /* mask then scale: only -inf * c == -inf (c > 0) keeps the masked entries masked */
+  if (m->mask && m->scale && !scale_first && !(m->scale_value > 0)) return false;
+  /* the scores */
+  ir_node *s = x->def;
+  if (!s || s->dead || uses_of(c, x) != 1 || s->n_in != 2) return false;
+  bool k_t = true;
+  if (s->op == IR_OP_EINSUM) {
+    if (!einsum_scores(s, r, &k_t)) return false;
+  } else if (s->op != IR_OP_MATMUL) {
+    return false;
+  }
+  m->scores = s;
+  m->q = s->in[0];
+  ir_value *kk = s->in[1];
+  if (!same_batch(&m->q->type, &p->type) || !same_batch(&kk->type, &p->type)) return false;
+  if (k_t) { /* kk is [.., E, S] */
+    m->kt = kk;
+    ir_node *t = def_op(kk, IR_OP_TRANSPOSE);
+    if (t && swaps_last_two(t)) m->k = t->in[0];
+  } else {
+    m->k = kk;
+  }
+  const ir_type *q = &m->q->type;
+  if (q->dtype != m->v->type.dtype || !ir_dtype_is_float(q->dtype)) return false;
+  /* nothing empty: softmax over no keys and p v over no keys disagree */
+  for (int i = 0; i < r; i++)
+    if (q->dims[i] == 0 || m->v->type.dims[i] == 0 || p->type.dims[i] == 0) return false;
+  return true;
+}
+
+/* Marks n dead and drops its operand uses from the counts. */
+static void kill(fa_ctx *c, ir_node *n) {
+  if (!n || n->dead) return;
+  n->dead = true;
+  for (int j = 0; j < n->n_in; j++)
+    if (n->in[j]->id >= 0 && n->in[j]->id < c->n_uses) c->uses[n->in[j]->id]--;
+}
+
+/* A node left with no users (the scale constant, k's transpose) goes too. */
+static void kill_if_unused(fa_ctx *c, ir_value *v) {
+  if (v && v->def && !v->def->dead && v->def->n_out == 1 && uses_of(c, v) == 0) kill(c, v->def);
+}
+
+static void rewrite(fa_ctx *c, const attn_match *m) {
+  ir_graph *g = c->g;
+  ir_loc loc = m->softmax->loc;
+  int added = 0;
+  ir_value *k = m->k;
+  if (!k) {
+    int r = m->kt->type.rank;
+    int64_t perm[IR_MAX_RANK];
+    for (int i = 0; i < r; i++) perm[i] = i;
+    perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+    ir_attr pa = ir_attr_ints("perm", perm, r);
+    k = ir_graph_build1(g, IR_OP_TRANSPOSE, &m->kt, 1, &pa, 1, NULL, m->scores->loc);
+    k->def->layer = m->scores->layer;
+    k->role = m->scores->out[0]->role;
+    added++;
+  }
+  ir_value *in[3] = {m->q, k, m->v};
+  ir_attr attrs[2] = {ir_attr_float("scale", m->scale_value), ir_attr_int("causal", m->mask != NULL)};
+  ir_type in_t[3] = {m->q->type, k->type, m->v->type}, out_t[3];
+  int n_out = 0;
+  char err[256];
+  if (ir_infer(IR_OP_ATTENTION, in_t, 3, attrs, 2, out_t, &n_out, err, sizeof err) != 0) {
+    fprintf(stderr, "tgc: internal error: fuse-attention building attention: %s\n", err);
+    abort();
+  }
+  const char *names[2] = {NULL, "lse"};
+  ir_node *att = ir_graph_add_node(g, IR_OP_ATTENTION, in, 3, out_t, n_out, attrs, 2, names, loc);
+  added++;
+  att->layer = m->softmax->layer;
+  ir_value *old = m->pv->out[0], *o = att->out[0];
+  o->role = att->out[1]->role = old->role;
+  o->shard = old->shard;
+  ir_replace_all_uses(g, old, o);
+  /* the fused result takes the replaced value's name (both names stay reserved) */
+  const char *name = old->name;
+  old->name = o->name;
+  o->name = name;
+  kill(c, m->pv);
+  kill(c, m->softmax);
+  kill(c, m->mask);
+  kill(c, m->scale);
+  kill(c, m->scores);
+  if (m->scale)
+    for (int j = 0; j < m->scale->n_in; j++) kill_if_unused(c, m->scale->in[j]);
+  if (m->k && m->kt != m->k) kill_if_unused(c, m->kt);
+  int pos = 0;
+  while (pos < g->n_nodes && g->nodes[pos] != m->pv) pos++;
+  ir_graph_move_tail(g, added, pos);
+}
+
+int pass_fuse_attention(ir_graph *g, const pass_options *o) {
+  fa_ctx c = {.g = g};
+  count_uses(&c);
+  int fused = 0, softmaxes = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_SOFTMAX) continue;
+    softmaxes++;
+    attn_match m;
+    if (!match_at(&c, n, &m)) continue;
+    rewrite(&c, &m);
+    count_uses(&c); /* new values (o, lse, a transpose) have ids past the table */
+    fused++;
+  }
+  free(c.uses);
+  if (fused) ir_graph_compact(g);
+  if (o && o->time_passes)
+    fprintf(o->time_out ? o->time_out : stderr, "fuse-attention: fused %d of %d softmax nodes\n", fused, softmaxes);
+  return 0;
+}

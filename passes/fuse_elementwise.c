@@ -1,0 +1,381 @@
+/* passes/fuse_elementwise.c — the fuse-elementwise pass: fewer kernels and
+ * fewer trips through memory, with results unchanged bit for bit.
+ *
+ * requires: a verified graph (it runs last in the default pipeline, after
+ *           autodiff, canonicalize and checkpoint, so recompute clones fuse
+ *           too); invalidates: node order (ids are renumbered), nothing else:
+ *           every value that stays keeps its name, role and location.
+ *
+ * Three rewrites, in this order:
+ *  1. add_layernorm: layernorm(s = add(x, r)) with x, r and s of one float
+ *     type becomes one add_layernorm (x, r, gamma, beta) -> (s, y); s keeps
+ *     its other uses (the residual stream and the backward read it).
+ *  2. elementwise groups: walking the nodes from the last to the first, an
+ *     elementwise node (unary, binary, where) that is not yet in a group
+ *     roots a group; an operand joins the group when its node is elementwise
+ *     or a broadcast and the value has no other use (not a graph output, not
+ *     read twice). A value smaller than the group's result (a broadcast
+ *     operand) is then computed once per result element: that recompute is
+ *     allowed only for cheap ops (not exp, log, tanh, gelu, sqrt, rsqrt, pow,
+ *     ...), else the value stays a separate kernel's result. Scalar constants
+ *     are written into the expression as literals whatever their uses (the
+ *     constant node is removed once nothing reads it). Everything else is an
+ *     operand $0, $1, ... of the fused node (the same value once).
+ *     The expr grammar is in ir/infer.c: s-expressions such as
+ *       (sub $0 (mul (cast f32 $1) (div $2 (add (sqrt $3) (const f32 1e-08)))))
+ *     where every op keeps its dtype, so the kernel rounds each intermediate
+ *     exactly as the unfused op would (runtime/kern_fused.c).
+ *     Every group becomes a fused node, a single op too: the fused kernel
+ *     computes f32 arithmetic on vectors of elements and hoists scalar
+ *     operands, where the unfused kernels call ir_eval_* per element.
+ *  3. fused_matmul: a group with an operand that is a matmul's result used
+ *     only there, of the group result's exact type (bias + activation after
+ *     a matmul), becomes fused_matmul (a, b, other operands) with the
+ *     product as $0: the product is computed into the result and the
+ *     epilogue applied in place.
+ * Limits: 64 ops and 32 operands per group (a larger chain becomes several).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+enum { MAX_GROUP_OPS = 64, MAX_LEAVES = 32 };
+
+typedef struct {
+  ir_graph *g;
+  int *uses;        /* by value id: operand uses + graph output uses */
+  bool *is_output;  /* by value id */
+  int *stamp;       /* by node id: the group being built that holds the node */
+  int cap_values, cap_nodes;
+  int serial;       /* current group stamp */
+} fuse_ctx;
+
+typedef struct {
+  ir_node *root;
+  int64_t numel;              /* of the root's result */
+  bool allow_broadcast;       /* absorb broadcast nodes */
+  ir_node *members[MAX_GROUP_OPS];
+  int n_members, n_ops;       /* n_ops: members that compute (not broadcasts) */
+  ir_value *leaves[MAX_LEAVES];
+  int n_leaves;
+  bool has_const, has_broadcast_leaf;
+  ir_value *mm;               /* the matmul result taken as $0, or NULL */
+  char *text;                 /* the expr being written */
+  size_t len, cap;
+  bool oom;
+} group;
+
+static int grow(fuse_ctx *c) {
+  if (c->g->n_values > c->cap_values) {
+    int cap = c->g->n_values * 2 + 16;
+    int *u = realloc(c->uses, (size_t)cap * sizeof *u);
+    if (!u) return -1;
+    c->uses = u;
+    bool *o = realloc(c->is_output, (size_t)cap * sizeof *o);
+    if (!o) return -1;
+    c->is_output = o;
+    for (int i = c->cap_values; i < cap; i++) c->uses[i] = 0, c->is_output[i] = false;
+    c->cap_values = cap;
+  }
+  if (c->g->n_nodes > c->cap_nodes) {
+    int cap = c->g->n_nodes * 2 + 16;
+    int *s = realloc(c->stamp, (size_t)cap * sizeof *s);
+    if (!s) return -1;
+    c->stamp = s;
+    for (int i = c->cap_nodes; i < cap; i++) c->stamp[i] = 0;
+    c->cap_nodes = cap;
+  }
+  return 0;
+}
+
+static void count_uses(fuse_ctx *c) {
+  ir_graph *g = c->g;
+  for (int i = 0; i < c->cap_values; i++) c->uses[i] = 0, c->is_output[i] = false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_in; j++) c->uses[n->in[j]->id]++;
+  }
+  for (int i = 0; i < g->n_outputs; i++) {
+    c->uses[g->outputs[i].value->id]++;
+    c->is_output[g->outputs[i].value->id] = true;
+  }
+}
+
+/* Gives node n (appended last, results of the given types) the values
+ * olds[] in place of its own fresh results, which go to the dead nodes
+ * dead_defs[] instead: the surviving values keep names, roles and ids, and
+ * no use needs rewriting. */
+static void adopt_results(ir_node *n, ir_value *const *olds, ir_node *const *dead_defs) {
+  for (int i = 0; i < n->n_out; i++) {
+    ir_value *fresh = n->out[i], *old = olds[i];
+    ir_node *d = dead_defs[i];
+    d->out[old->def_result] = fresh;
+    fresh->def = d;
+    fresh->def_result = old->def_result;
+    n->out[i] = old;
+    old->def = n;
+    old->def_result = i;
+  }
+}
+
+static int index_of(const ir_graph *g, const ir_node *n) {
+  return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n ? n->id : -1;
+}
+
+/* ---- 1. add + layernorm ---- */
+static int fuse_add_layernorm(fuse_ctx *c) {
+  ir_graph *g = c->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *ln = g->nodes[i];
+    if (ln->dead || ln->op != IR_OP_LAYERNORM) continue;
+    ir_value *s = ln->in[0];
+    ir_node *add = s->def;
+    if (!add || add->dead || add->op != IR_OP_ADD || !ir_dtype_is_float(s->type.dtype)) continue;
+    if (!ir_type_equal(&add->in[0]->type, &s->type) || !ir_type_equal(&add->in[1]->type, &s->type)) continue;
+    int a = index_of(g, add);
+    if (a < 0 || a >= i) continue;
+    /* place it at the add when gamma and beta exist there, else at the
+     * layernorm when nothing between reads s */
+    int pos = a;
+    for (int k = 1; k <= 2; k++)
+      if (ln->in[k]->def && index_of(g, ln->in[k]->def) > a) pos = i;
+    if (pos == i)
+      for (int k = a + 1; k < i && pos >= 0; k++)
+        for (int j = 0; j < g->nodes[k]->n_in; j++)
+          if (g->nodes[k]->in[j] == s && !g->nodes[k]->dead) pos = -1;
+    if (pos < 0) continue;
+    ir_value *in[4] = {add->in[0], add->in[1], ln->in[1], ln->in[2]};
+    ir_type types[2] = {s->type, ln->out[0]->type};
+    const ir_attr *eps = ir_node_attr(ln, "eps");
+    if (!eps) continue;
+    ir_node *n = ir_graph_add_node(g, IR_OP_ADD_LAYERNORM, in, 4, types, 2, eps, 1, NULL, add->loc);
+    n->layer = add->layer;
+    ir_value *olds[2] = {s, ln->out[0]};
+    ir_node *defs[2] = {add, ln};
+    adopt_results(n, olds, defs);
+    add->dead = ln->dead = true;
+    ir_graph_move_tail(g, 1, pos);
+    i++; /* ln moved one down */
+  }
+  return grow(c);
+}
+
+/* ---- 2. elementwise groups ---- */
+
+/* Ops worth recomputing per element of a larger result (cheap arithmetic,
+ * selects, comparisons, casts). */
+static bool cheap_op(ir_op op) {
+  switch (op) {
+  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_RELU: case IR_OP_SQUARE: case IR_OP_NOT: case IR_OP_CAST:
+  case IR_OP_SIGN: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_MAXIMUM: case IR_OP_MINIMUM:
+  case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE: case IR_OP_GT: case IR_OP_GE: case IR_OP_AND:
+  case IR_OP_OR: case IR_OP_WHERE: case IR_OP_BROADCAST:
+    return true;
+  default: return false;
+  }
+}
+
+static bool is_scalar_const(const ir_value *v) {
+  return v->def && !v->def->dead && v->def->op == IR_OP_CONST && v->type.rank == 0;
+}
+
+static bool in_group(const fuse_ctx *c, const ir_node *n) { return n && c->stamp[n->id] == c->serial; }
+
+/* Decides which producers join the group (marking them), and collects leaves. */
+static void collect(fuse_ctx *c, group *gr, ir_node *n) {
+  for (int j = 0; j < n->n_in; j++) {
+    ir_value *v = n->in[j];
+    ir_node *p = v->def;
+    if (is_scalar_const(v)) {
+      gr->has_const = true;
+      continue;
+    }
+    bool join = p && !p->dead && !in_group(c, p) && c->uses[v->id] == 1 && !c->is_output[v->id] &&
+                gr->n_members < MAX_GROUP_OPS &&
+                (ir_op_is_elementwise(p->op) || (p->op == IR_OP_BROADCAST && gr->allow_broadcast)) &&
+                (ir_type_numel(&v->type) == gr->numel || cheap_op(p->op));
+    if (join) {
+      c->stamp[p->id] = c->serial;
+      gr->members[gr->n_members++] = p;
+      if (p->op != IR_OP_BROADCAST) gr->n_ops++;
+      collect(c, gr, p);
+      continue;
+    }
+    int k = 0;
+    while (k < gr->n_leaves && gr->leaves[k] != v) k++;
+    if (k == gr->n_leaves) {
+      if (gr->n_leaves == MAX_LEAVES) {
+        gr->oom = true; /* too many operands: give up on this group */
+        return;
+      }
+      gr->leaves[gr->n_leaves++] = v;
+      if (!ir_type_equal(&v->type, &gr->root->out[0]->type)) gr->has_broadcast_leaf = true;
+    }
+  }
+}
+
+static void put(group *gr, const char *s) {
+  size_t n = strlen(s);
+  if (gr->len + n + 1 > gr->cap) {
+    size_t cap = (gr->len + n + 1) * 2 + 64;
+    char *t = realloc(gr->text, cap);
+    if (!t) {
+      gr->oom = true;
+      return;
+    }
+    gr->text = t;
+    gr->cap = cap;
+  }
+  memcpy(gr->text + gr->len, s, n + 1);
+  gr->len += n;
+}
+
+/* Writes the expression of value v (an operand inside the group). */
+static void emit(fuse_ctx *c, group *gr, const ir_value *v) {
+  char buf[96];
+  if (is_scalar_const(v) && !(v->def && in_group(c, v->def))) {
+    snprintf(buf, sizeof buf, "(const %s %.17g)", ir_dtype_name(v->type.dtype),
+             ir_node_attr_float(v->def, "value", 0));
+    put(gr, buf);
+    return;
+  }
+  const ir_node *p = v->def;
+  if (p && in_group(c, p)) {
+    if (p->op == IR_OP_BROADCAST) { /* operands broadcast in the kernel */
+      emit(c, gr, p->in[0]);
+      return;
+    }
+    if (p->op == IR_OP_CAST) snprintf(buf, sizeof buf, "(cast %s", ir_dtype_name(v->type.dtype));
+    else snprintf(buf, sizeof buf, "(%s", ir_op_name(p->op));
+    put(gr, buf);
+    for (int j = 0; j < p->n_in; j++) {
+      put(gr, " ");
+      emit(c, gr, p->in[j]);
+    }
+    put(gr, ")");
+    return;
+  }
+  /* a leaf: $k, the matmul product first for fused_matmul */
+  int k = 0;
+  if (gr->mm) {
+    if (v == gr->mm) {
+      put(gr, "$0");
+      return;
+    }
+    k = 1;
+    for (int i = 0; i < gr->n_leaves && gr->leaves[i] != v; i++)
+      if (gr->leaves[i] != gr->mm) k++;
+  } else {
+    while (k < gr->n_leaves && gr->leaves[k] != v) k++;
+  }
+  snprintf(buf, sizeof buf, "$%d", k);
+  put(gr, buf);
+}
+
+/* Builds the group rooted at root; 1 if a fused node replaced it, 0 if left
+ * alone, -1 out of memory. pos: root's index. */
+static int try_group(fuse_ctx *c, ir_node *root, int pos, bool allow_broadcast) {
+  ir_graph *g = c->g;
+  group gr = {.root = root, .numel = ir_type_numel(&root->out[0]->type), .allow_broadcast = allow_broadcast};
+  c->serial++;
+  c->stamp[root->id] = c->serial;
+  gr.members[gr.n_members++] = root;
+  gr.n_ops = 1;
+  collect(c, &gr, root);
+  if (gr.oom) return 0;
+  /* a matmul product used only here, of the result's type: the epilogue's $0 */
+  for (int i = 0; i < gr.n_leaves && !gr.mm; i++) {
+    ir_value *v = gr.leaves[i];
+    if (v->def && v->def->op == IR_OP_MATMUL && !v->def->dead && c->uses[v->id] == 1 && !c->is_output[v->id] &&
+        ir_type_equal(&v->type, &root->out[0]->type) && v->def->in[0]->type.rank >= 2 &&
+        v->def->in[1]->type.rank >= 2)
+      gr.mm = v;
+  }
+  put(&gr, "");
+  emit(c, &gr, root->out[0]);
+  int rc = 0;
+  if (gr.oom) goto done;
+  /* operands: fused (leaves...) or fused_matmul (a, b, leaves but the product...) */
+  ir_value *ops[MAX_LEAVES + 2];
+  int n_ops = 0;
+  ir_op op = IR_OP_FUSED;
+  if (gr.mm) {
+    op = IR_OP_FUSED_MATMUL;
+    ops[n_ops++] = gr.mm->def->in[0];
+    ops[n_ops++] = gr.mm->def->in[1];
+  }
+  for (int i = 0; i < gr.n_leaves; i++)
+    if (gr.leaves[i] != gr.mm) ops[n_ops++] = gr.leaves[i];
+  ir_type types[MAX_LEAVES + 2], out;
+  for (int i = 0; i < n_ops; i++) types[i] = ops[i]->type;
+  ir_attr ex = ir_attr_str("expr", gr.text);
+  int n_out = 0;
+  char err[256];
+  if (ir_infer(op, types, n_ops, &ex, 1, &out, &n_out, err, sizeof err) != 0 ||
+      !ir_type_equal(&out, &root->out[0]->type)) {
+    rc = -2; /* e.g. an absorbed broadcast carried the result's shape: retry without */
+    goto done;
+  }
+  ir_node *n = ir_graph_add_node(g, op, ops, n_ops, &out, 1, &ex, 1, NULL, root->loc);
+  n->layer = root->layer;
+  ir_value *old = root->out[0];
+  adopt_results(n, &old, &root);
+  for (int i = 0; i < gr.n_members; i++) {
+    ir_node *m = gr.members[i];
+    m->dead = true;
+    for (int j = 0; j < m->n_in; j++) c->uses[m->in[j]->id]--;
+  }
+  if (gr.mm) {
+    gr.mm->def->dead = true;
+    for (int j = 0; j < 2; j++) c->uses[gr.mm->def->in[j]->id]--;
+  }
+  for (int i = 0; i < n_ops; i++) c->uses[ops[i]->id]++;
+  ir_graph_move_tail(g, 1, pos);
+  rc = grow(c) == 0 ? 1 : -1;
+done:
+  free(gr.text);
+  return rc;
+}
+
+static int fuse_groups(fuse_ctx *c) {
+  ir_graph *g = c->g;
+  for (int i = g->n_nodes - 1; i >= 0; i--) {
+    ir_node *n = g->nodes[i];
+    if (n->dead || !ir_op_is_elementwise(n->op)) continue;
+    int rc = try_group(c, n, i, true);
+    if (rc == -2) rc = try_group(c, n, i, false);
+    if (rc == -1) return -1;
+  }
+  return 0;
+}
+
+/* Constant nodes whose every reader was fused. */
+static void drop_unused_consts(fuse_ctx *c) {
+  count_uses(c);
+  for (int i = 0; i < c->g->n_nodes; i++) {
+    ir_node *n = c->g->nodes[i];
+    if (!n->dead && n->op == IR_OP_CONST && c->uses[n->out[0]->id] == 0) n->dead = true;
+  }
+}
+
+int pass_fuse_elementwise(ir_graph *g, const pass_options *o) {
+  fuse_ctx c = {.g = g};
+  int rc = -1;
+  if (grow(&c) != 0) goto done;
+  count_uses(&c);
+  if (fuse_add_layernorm(&c) != 0) goto done;
+  count_uses(&c);
+  if (fuse_groups(&c) != 0) goto done;
+  drop_unused_consts(&c);
+  ir_graph_compact(g);
+  rc = 0;
+done:
+  if (rc != 0) ir_error_plain(o->diag, "fuse-elementwise: out of memory");
+  free(c.uses);
+  free(c.is_output);
+  free(c.stamp);
+  return rc;
+}

@@ -1,0 +1,610 @@
+/* runtime/kern_fused.c — kernels of the ops the fuse-elementwise pass makes:
+ * fused (an elementwise expression over broadcast operands), fused_matmul
+ * (matmul with an elementwise epilogue) and add_layernorm (residual add and
+ * layernorm in one pass over each row).
+ *
+ * The expr attribute (grammar in ir/infer.c, which types it; made by
+ * passes/fuse_elementwise.c) is parsed once per kernel call into a program:
+ * a postfix list of instructions (load an operand, a constant, one op), each
+ * with its result dtype. The program then runs over chunks of CHUNK output
+ * elements: every instruction fills a register of CHUNK values, so one
+ * instruction is one tight loop over a vector of elements (no per-element
+ * dispatch), and threads split the chunks (OpenMP, static schedule).
+ *
+ * Bit-exact with the unfused kernels (kern_elementwise.c), which compute
+ * every op in double and round to the result dtype (ir_round_to_dtype):
+ *  - f32 values live in float registers. add, sub, mul, div, sqrt and square
+ *    of f32 operands are computed in float: for these IEEE operations,
+ *    rounding the exact double result to float gives the correctly rounded
+ *    float result (double has more than 2*24+2 bits: double rounding is
+ *    innocuous), which is what float arithmetic gives. neg, abs, relu, sign,
+ *    maximum, minimum only select or flip signs: exact in float too.
+ *  - every other op (exp, tanh, gelu, pow, rsqrt, ...) and every dtype other
+ *    than f32 goes through ir_eval_unary / ir_eval_binary in double, then
+ *    ir_round_to_dtype, exactly as the unfused kernels do; non-f32 values
+ *    live in double registers (exact for every dtype as loaded by rt_load).
+ * NaN payloads are not guaranteed to match bit for bit (neither are they
+ * between two compilations of the unfused kernels); every NaN stays a NaN.
+ *
+ * Iteration: operand strides are broadcast against the output; adjacent
+ * dims that every operand walks contiguously are merged, so a contiguous
+ * elementwise chain is one flat loop and a bias add is rows x row-length.
+ * An f32 operand read with unit stride is used in place (no copy); a
+ * broadcast one (stride 0) is splatted once per chunk.
+ */
+#include <stdlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "kernels.h"
+
+enum {
+  CHUNK = 512,           /* elements per register */
+  MAX_INSTRUCTIONS = 4096,
+  MAX_DEPTH = 200,
+  FI_LOAD = IR_NUM_OPS,  /* instruction kinds beyond the ops */
+  FI_CONST,
+};
+
+typedef struct {
+  int kind;      /* an elementwise ir_op, FI_LOAD or FI_CONST */
+  ir_dtype dt;   /* result dtype */
+  bool f32;      /* result held in a float register */
+  bool uniform;  /* the same value for every element (scalar operands and constants only) */
+  int arg[3];    /* argument instructions */
+  int operand;   /* FI_LOAD: operand index */
+  double value;  /* FI_CONST: rounded to dt */
+} finst;
+
+typedef struct {
+  finst *ins;
+  int n, cap;
+  const char *s;
+  size_t pos;
+  int n_ops;
+  const rt_tensor *const *ops;
+  char *err;
+  size_t errlen;
+} fprog;
+
+static int prog_fail(fprog *p, const char *what) {
+  snprintf(p->err, p->errlen, "bad expr at offset %zu: %s", p->pos, what);
+  return -1;
+}
+
+static void prog_space(fprog *p) {
+  while (p->s[p->pos] == ' ') p->pos++;
+}
+
+static size_t prog_word(fprog *p, char *buf, size_t cap) {
+  prog_space(p);
+  size_t n = 0;
+  while (p->s[p->pos] && p->s[p->pos] != ' ' && p->s[p->pos] != '(' && p->s[p->pos] != ')') {
+    if (n + 1 < cap) buf[n] = p->s[p->pos];
+    n++;
+    p->pos++;
+  }
+  if (n >= cap) return 0;
+  buf[n] = 0;
+  return n;
+}
+
+static int prog_add(fprog *p, finst in) {
+  if (p->n == MAX_INSTRUCTIONS) return prog_fail(p, "too many nodes");
+  if (p->n == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 32;
+    finst *ni = realloc(p->ins, (size_t)cap * sizeof *ni);
+    if (!ni) return prog_fail(p, "out of memory");
+    p->ins = ni;
+    p->cap = cap;
+  }
+  in.f32 = in.dt == IR_DT_F32;
+  p->ins[p->n] = in;
+  return p->n++;
+}
+
+static int prog_dtype(fprog *p, ir_dtype *dt) {
+  char w[32];
+  int d = prog_word(p, w, sizeof w) ? ir_dtype_from_name(w) : -1;
+  if (d < 0) return prog_fail(p, "expected a dtype");
+  *dt = (ir_dtype)d;
+  return 0;
+}
+
+/* Parses one expression; returns its instruction index or -1. */
+static int prog_parse(fprog *p, int depth) {
+  if (depth > MAX_DEPTH) return prog_fail(p, "nested too deeply");
+  prog_space(p);
+  finst in = {.kind = FI_LOAD};
+  if (p->s[p->pos] == '$') {
+    p->pos++;
+    int idx = 0, digits = 0;
+    while (p->s[p->pos] >= '0' && p->s[p->pos] <= '9' && digits < 6) idx = idx * 10 + (p->s[p->pos++] - '0'), digits++;
+    if (!digits || idx >= p->n_ops) return prog_fail(p, "bad operand number");
+    in.operand = idx;
+    in.dt = p->ops[idx]->type.dtype;
+    return prog_add(p, in);
+  }
+  if (p->s[p->pos] != '(') return prog_fail(p, "expected '$N' or '('");
+  p->pos++;
+  char w[32];
+  if (!prog_word(p, w, sizeof w)) return prog_fail(p, "expected an op name");
+  if (strcmp(w, "const") == 0) {
+    char num[64];
+    in.kind = FI_CONST;
+    if (prog_dtype(p, &in.dt) < 0) return -1;
+    size_t len = prog_word(p, num, sizeof num);
+    char *end = NULL;
+    double v = len ? strtod(num, &end) : 0;
+    if (!len || !end || *end) return prog_fail(p, "expected a number");
+    in.value = ir_round_to_dtype(in.dt, v);
+  } else if (strcmp(w, "cast") == 0) {
+    in.kind = IR_OP_CAST;
+    if (prog_dtype(p, &in.dt) < 0) return -1;
+    if ((in.arg[0] = prog_parse(p, depth + 1)) < 0) return -1;
+  } else {
+    int op = ir_op_from_name(w);
+    if (op < 0 || op == IR_OP_CAST || !ir_op_is_elementwise((ir_op)op)) return prog_fail(p, "not an elementwise op");
+    in.kind = op;
+    int n = ir_op_num_inputs((ir_op)op);
+    for (int i = 0; i < n; i++)
+      if ((in.arg[i] = prog_parse(p, depth + 1)) < 0) return -1;
+    /* result dtype by the typing rules (ir/infer.c); re-checked here
+     * because a kernel must not trust an unverified graph */
+    const finst *a = &p->ins[in.arg[0]];
+    if (op == IR_OP_WHERE) {
+      if (a->dt != IR_DT_BOOL || p->ins[in.arg[1]].dt != p->ins[in.arg[2]].dt) return prog_fail(p, "bad where dtypes");
+      in.dt = p->ins[in.arg[1]].dt;
+    } else {
+      if (n == 2 && p->ins[in.arg[1]].dt != a->dt) return prog_fail(p, "dtype mismatch");
+      in.dt = ir_op_is_comparison((ir_op)op) ? IR_DT_BOOL : a->dt;
+    }
+  }
+  prog_space(p);
+  if (p->s[p->pos] != ')') return prog_fail(p, "expected ')'");
+  p->pos++;
+  return prog_add(p, in);
+}
+
+/* ---- evaluation of one chunk ---- */
+
+/* Where each operand's chunk starts and how it steps (elements). */
+typedef struct {
+  int64_t off;
+  int64_t step;
+} leaf_pos;
+
+typedef struct {
+  const float **fv;   /* per instruction: float values (f32 results) */
+  const double **dv;  /* per instruction: double values (others) */
+  float *fs;          /* scratch: CHUNK floats per instruction */
+  double *ds;         /* scratch: CHUNK doubles per instruction */
+  float *root_out;    /* where the root (an f32 result) writes this chunk, or NULL */
+} regs;
+
+/* sqrt of n floats: correctly rounded (IEEE), as sqrt in double then
+ * rounded to float; SSE2 does four at a time (libm's sqrtf does one, with
+ * an errno check that keeps the compiler from vectorizing). */
+static void sqrt_f32(float *z, const float *x, int n) {
+  int j = 0;
+#if defined(__SSE2__)
+  for (; j + 4 <= n; j += 4) _mm_storeu_ps(z + j, _mm_sqrt_ps(_mm_loadu_ps(x + j)));
+#endif
+  for (; j < n; j++) z[j] = sqrtf(x[j]);
+}
+
+static inline double reg_val(const regs *r, const finst *in, int i, int j) {
+  return in[i].f32 ? (double)r->fv[i][j] : r->dv[i][j];
+}
+
+static void eval_load(const fprog *p, const finst *in, int i, regs *r, const leaf_pos *lp, int n) {
+  const rt_tensor *t = p->ops[in[i].operand];
+  int64_t off = lp[in[i].operand].off, step = lp[in[i].operand].step;
+  ir_dtype dt = t->type.dtype;
+  if (in[i].f32) {
+    const float *src = (const float *)t->data + off;
+    if (step == 1) {
+      r->fv[i] = src;
+      return;
+    }
+    float *z = r->fs + (size_t)i * CHUNK;
+    if (step == 0) {
+      float v = src[0];
+      for (int j = 0; j < n; j++) z[j] = v;
+    } else {
+      for (int j = 0; j < n; j++) z[j] = src[j * step];
+    }
+    r->fv[i] = z;
+    return;
+  }
+  if (dt == IR_DT_F64 && step == 1) {
+    r->dv[i] = (const double *)t->data + off;
+    return;
+  }
+  double *z = r->ds + (size_t)i * CHUNK;
+  if (step == 0) {
+    double v = rt_load(dt, t->data, off);
+    for (int j = 0; j < n; j++) z[j] = v;
+  } else {
+    for (int j = 0; j < n; j++) z[j] = rt_load(dt, t->data, off + j * step);
+  }
+  r->dv[i] = z;
+}
+
+/* An instruction with an f32 result. */
+static void eval_f32(const finst *in, int i, regs *r, int n) {
+  const finst *I = &in[i];
+  float *z = r->root_out ? r->root_out : r->fs + (size_t)i * CHUNK;
+  const float *x = in[I->arg[0]].f32 ? r->fv[I->arg[0]] : NULL;
+  const float *y = I->kind != IR_OP_CAST && ir_op_kind_of((ir_op)I->kind) == IR_OPK_BINARY ? r->fv[I->arg[1]] : NULL;
+  r->fv[i] = z;
+  switch (I->kind) {
+  case FI_CONST: {
+    float v = (float)I->value;
+    for (int j = 0; j < n; j++) z[j] = v;
+    return;
+  }
+  case IR_OP_ADD: for (int j = 0; j < n; j++) z[j] = x[j] + y[j]; return;
+  case IR_OP_SUB: for (int j = 0; j < n; j++) z[j] = x[j] - y[j]; return;
+  case IR_OP_MUL: for (int j = 0; j < n; j++) z[j] = x[j] * y[j]; return;
+  case IR_OP_DIV: for (int j = 0; j < n; j++) z[j] = x[j] / y[j]; return;
+  case IR_OP_SQUARE: for (int j = 0; j < n; j++) z[j] = x[j] * x[j]; return;
+  case IR_OP_NEG: for (int j = 0; j < n; j++) z[j] = -x[j]; return;
+  case IR_OP_ABS: for (int j = 0; j < n; j++) z[j] = fabsf(x[j]); return;
+  case IR_OP_SQRT: sqrt_f32(z, x, n); return;
+  case IR_OP_RELU:
+    for (int j = 0; j < n; j++) z[j] = (x[j] > 0 || isnan(x[j])) ? x[j] : 0.0f;
+    return;
+  case IR_OP_SIGN:
+    for (int j = 0; j < n; j++) z[j] = x[j] > 0 ? 1.0f : x[j] < 0 ? -1.0f : x[j];
+    return;
+  case IR_OP_MAXIMUM:
+    for (int j = 0; j < n; j++) z[j] = (isnan(x[j]) || isnan(y[j])) ? NAN : (x[j] > y[j] ? x[j] : y[j]);
+    return;
+  case IR_OP_MINIMUM:
+    for (int j = 0; j < n; j++) z[j] = (isnan(x[j]) || isnan(y[j])) ? NAN : (x[j] < y[j] ? x[j] : y[j]);
+    return;
+  case IR_OP_WHERE: {
+    const double *c = r->dv[I->arg[0]];
+    const float *a = r->fv[I->arg[1]], *b = r->fv[I->arg[2]];
+    for (int j = 0; j < n; j++) z[j] = c[j] != 0 ? a[j] : b[j];
+    return;
+  }
+  case IR_OP_CAST:
+    if (x) { /* f32 -> f32 */
+      if (z != x) memmove(z, x, (size_t)n * sizeof *z);
+      return;
+    }
+    for (int j = 0; j < n; j++) z[j] = (float)ir_round_to_dtype(IR_DT_F32, r->dv[I->arg[0]][j]);
+    return;
+  default: break;
+  }
+  /* exp, log, tanh, gelu, pow, rsqrt, ...: in double, as the unfused kernels */
+  ir_op op = (ir_op)I->kind;
+  if (y) {
+    for (int j = 0; j < n; j++) z[j] = (float)ir_round_to_dtype(IR_DT_F32, ir_eval_binary(op, x[j], y[j]));
+  } else {
+    for (int j = 0; j < n; j++) z[j] = (float)ir_round_to_dtype(IR_DT_F32, ir_eval_unary(op, x[j]));
+  }
+}
+
+/* An instruction with a result in a double register (any dtype but f32). */
+static void eval_double(const finst *in, int i, regs *r, int n) {
+  const finst *I = &in[i];
+  double *z = r->ds + (size_t)i * CHUNK;
+  r->dv[i] = z;
+  ir_dtype dt = I->dt;
+  if (I->kind == FI_CONST) {
+    for (int j = 0; j < n; j++) z[j] = I->value;
+    return;
+  }
+  ir_op op = (ir_op)I->kind;
+  int a = I->arg[0], b = I->arg[1];
+  if (dt == IR_DT_F64 && (op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV)) {
+    const double *x = r->dv[a], *y = r->dv[b];
+    switch (op) {
+    case IR_OP_ADD: for (int j = 0; j < n; j++) z[j] = x[j] + y[j]; break;
+    case IR_OP_SUB: for (int j = 0; j < n; j++) z[j] = x[j] - y[j]; break;
+    case IR_OP_MUL: for (int j = 0; j < n; j++) z[j] = x[j] * y[j]; break;
+    default: for (int j = 0; j < n; j++) z[j] = x[j] / y[j]; break;
+    }
+    return;
+  }
+  if (op == IR_OP_WHERE) {
+    for (int j = 0; j < n; j++)
+      z[j] = ir_round_to_dtype(dt, reg_val(r, in, a, j) != 0 ? reg_val(r, in, b, j) : reg_val(r, in, I->arg[2], j));
+    return;
+  }
+  if (op == IR_OP_CAST) {
+    for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, reg_val(r, in, a, j));
+    return;
+  }
+  if (ir_op_kind_of(op) == IR_OPK_BINARY) {
+    for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
+  } else {
+    for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_unary(op, reg_val(r, in, a, j)));
+  }
+}
+
+/* Runs the program over n elements and stores the result at out[base..). */
+static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_tensor *out, int64_t base) {
+  const finst *in = p->ins;
+  int root = p->n - 1;
+  ir_dtype odt = out->type.dtype;
+  for (int i = 0; i < p->n; i++) {
+    if (in[i].uniform) continue; /* filled once per thread */
+    r->root_out = NULL;
+    if (in[i].kind == FI_LOAD) {
+      eval_load(p, in, i, r, lp, n);
+    } else if (in[i].f32) {
+      if (i == root && odt == IR_DT_F32) r->root_out = (float *)out->data + base; /* no copy */
+      eval_f32(in, i, r, n);
+    } else {
+      eval_double(in, i, r, n);
+    }
+  }
+  r->root_out = NULL;
+  if (odt == IR_DT_F32 && in[root].f32) {
+    float *o = (float *)out->data + base;
+    if (o != r->fv[root]) memmove(o, r->fv[root], (size_t)n * sizeof *o);
+  } else if (odt == IR_DT_F64 && !in[root].f32) {
+    double *o = (double *)out->data + base;
+    if (o != r->dv[root]) memmove(o, r->dv[root], (size_t)n * sizeof *o);
+  } else {
+    for (int j = 0; j < n; j++) rt_store(odt, out->data, base + j, reg_val(r, in, root, j));
+  }
+}
+
+/* Evaluates expr over ops[0..n_ops) (the $i) into out, broadcasting every
+ * operand to out's shape. */
+static int fused_run(const rt_kctx *k, const char *expr, const rt_tensor *const *ops, int n_ops, rt_tensor *out) {
+  char msg[256] = "";
+  fprog p = {.s = expr, .n_ops = n_ops, .ops = ops, .err = msg, .errlen = sizeof msg};
+  int root = prog_parse(&p, 0);
+  prog_space(&p);
+  if (root >= 0 && p.s[p.pos]) root = prog_fail(&p, "text after the expression");
+  if (root >= 0 && p.ins[root].dt != out->type.dtype) root = prog_fail(&p, "result dtype differs from the node's");
+  if (root < 0) {
+    free(p.ins);
+    rt_kerr(k, "%s %%%s: %s", ir_op_name(k->node->op), rt_value_name(k->node->out[0]), msg);
+    return -1;
+  }
+  /* broadcast strides, checked (the graph may be unverified) */
+  int rank = out->type.rank;
+  int64_t dims[IR_MAX_RANK];
+  for (int d = 0; d < rank; d++) dims[d] = out->type.dims[d];
+  int64_t(*st)[IR_MAX_RANK] = calloc((size_t)n_ops, sizeof *st);
+  if (!st) {
+    free(p.ins);
+    rt_kerr(k, "out of memory");
+    return -1;
+  }
+  for (int o = 0; o < n_ops; o++) {
+    const ir_type *t = &ops[o]->type;
+    bool ok = t->rank <= rank;
+    for (int d = 0; ok && d < t->rank; d++) {
+      int64_t od = dims[rank - t->rank + d];
+      ok = t->dims[d] == od || t->dims[d] == 1;
+    }
+    if (!ok) {
+      free(p.ins);
+      free(st);
+      rt_kerr(k, "%s %%%s: operand %d does not broadcast to the result", ir_op_name(k->node->op),
+              rt_value_name(k->node->out[0]), o);
+      return -1;
+    }
+    rt_broadcast_strides(t, rank, dims, st[o]);
+  }
+  /* merge dim d-1 into d where every operand steps contiguously across them */
+  int r2 = 0;
+  int64_t cd[IR_MAX_RANK];
+  int64_t(*cs)[IR_MAX_RANK] = calloc((size_t)n_ops, sizeof *cs);
+  if (!cs) {
+    free(p.ins);
+    free(st);
+    rt_kerr(k, "out of memory");
+    return -1;
+  }
+  for (int d = 0; d < rank; d++) {
+    if (dims[d] == 1) continue; /* size-1 dims never move */
+    bool merge = r2 > 0;
+    for (int o = 0; merge && o < n_ops; o++) merge = cs[o][r2 - 1] == st[o][d] * dims[d];
+    if (merge) {
+      cd[r2 - 1] *= dims[d];
+      for (int o = 0; o < n_ops; o++) cs[o][r2 - 1] = st[o][d];
+    } else {
+      cd[r2] = dims[d];
+      for (int o = 0; o < n_ops; o++) cs[o][r2] = st[o][d];
+      r2++;
+    }
+  }
+  free(st);
+  /* uniform instructions: computed once here, on one element */
+  finst *in = p.ins;
+  bool any_uniform = false;
+  for (int i = 0; i < p.n; i++) {
+    finst *I = &in[i];
+    if (I->kind == FI_LOAD) I->uniform = rt_numel(&ops[I->operand]->type) == 1;
+    else if (I->kind == FI_CONST) I->uniform = true;
+    else {
+      int na = I->kind == IR_OP_WHERE ? 3 : ir_op_kind_of((ir_op)I->kind) == IR_OPK_BINARY ? 2 : 1;
+      I->uniform = true;
+      for (int a = 0; a < na; a++) I->uniform &= in[I->arg[a]].uniform;
+    }
+    any_uniform |= I->uniform;
+  }
+  if (in[p.n - 1].uniform) { /* a result computed from scalars alone: keep the plain loop */
+    for (int i = 0; i < p.n; i++) in[i].uniform = false;
+    any_uniform = false;
+  }
+  float *ufs = NULL;
+  double *uds = NULL;
+  if (any_uniform) {
+    ufs = calloc((size_t)p.n, sizeof *ufs);
+    uds = calloc((size_t)p.n, sizeof *uds);
+    regs u = {.fv = calloc((size_t)p.n, sizeof *u.fv), .dv = calloc((size_t)p.n, sizeof *u.dv),
+              .fs = malloc((size_t)p.n * CHUNK * sizeof(float)), .ds = malloc((size_t)p.n * CHUNK * sizeof(double))};
+    leaf_pos *lp0 = calloc((size_t)n_ops, sizeof *lp0); /* offset 0, step 0 */
+    bool ok = ufs && uds && u.fv && u.dv && u.fs && u.ds && lp0;
+    for (int i = 0; ok && i < p.n; i++) {
+      if (!in[i].uniform) continue;
+      if (in[i].kind == FI_LOAD) eval_load(&p, in, i, &u, lp0, 1);
+      else if (in[i].f32) eval_f32(in, i, &u, 1);
+      else eval_double(in, i, &u, 1);
+      if (in[i].f32) ufs[i] = u.fv[i][0];
+      else uds[i] = u.dv[i][0];
+    }
+    free(u.fv), free(u.dv), free(u.fs), free(u.ds), free(lp0);
+    if (!ok) {
+      free(ufs), free(uds), free(cs), free(p.ins);
+      rt_kerr(k, "out of memory");
+      return -1;
+    }
+  }
+  int64_t inner = r2 ? cd[r2 - 1] : 1;
+  int64_t total = rt_numel(&out->type);
+  int64_t rows = inner ? total / inner : 0;
+  int64_t nch = (inner + CHUNK - 1) / CHUNK;
+  int64_t units = rows * nch;
+  int ni = p.n;
+  bool oom = false;
+#pragma omp parallel if (total > RT_PAR_MIN && units > 1)
+  {
+    regs r = {.fv = calloc((size_t)ni, sizeof *r.fv), .dv = calloc((size_t)ni, sizeof *r.dv),
+              .fs = malloc((size_t)ni * CHUNK * sizeof(float)), .ds = malloc((size_t)ni * CHUNK * sizeof(double))};
+    leaf_pos *lp = malloc((size_t)n_ops * sizeof *lp);
+    bool ok = r.fv && r.dv && r.fs && r.ds && lp;
+    if (!ok) {
+#pragma omp atomic write
+      oom = true;
+    }
+    for (int i = 0; ok && i < ni; i++) { /* uniform values, splatted once */
+      if (!in[i].uniform) continue;
+      if (in[i].f32) {
+        float *z = r.fs + (size_t)i * CHUNK;
+        for (int j = 0; j < CHUNK; j++) z[j] = ufs[i];
+        r.fv[i] = z;
+      } else {
+        double *z = r.ds + (size_t)i * CHUNK;
+        for (int j = 0; j < CHUNK; j++) z[j] = uds[i];
+        r.dv[i] = z;
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < units; u++) {
+      if (!ok) continue;
+      int64_t row = u / nch, j0 = (u % nch) * CHUNK;
+      int n = (int)(inner - j0 < CHUNK ? inner - j0 : CHUNK);
+      for (int o = 0; o < n_ops; o++) lp[o].off = 0;
+      int64_t rem = row;
+      for (int d = r2 - 2; d >= 0; d--) {
+        int64_t i = rem % cd[d];
+        rem /= cd[d];
+        for (int o = 0; o < n_ops; o++) lp[o].off += i * cs[o][d];
+      }
+      for (int o = 0; o < n_ops; o++) {
+        lp[o].step = r2 ? cs[o][r2 - 1] : 0;
+        lp[o].off += j0 * lp[o].step;
+      }
+      eval_chunk(&p, &r, lp, n, out, row * inner + j0);
+    }
+    free(r.fv);
+    free(r.dv);
+    free(r.fs);
+    free(r.ds);
+    free(lp);
+  }
+  free(cs);
+  free(p.ins);
+  free(ufs);
+  free(uds);
+  if (oom) {
+    rt_kerr(k, "out of memory evaluating %s %%%s", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
+    return -1;
+  }
+  return 0;
+}
+
+static const char *expr_of(const rt_kctx *k) {
+  const ir_attr *a = ir_node_attr(k->node, "expr");
+  if (!a || a->kind != IR_ATTR_STR || !a->s) {
+    rt_kerr(k, "%s %%%s: missing 'expr'", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
+    return NULL;
+  }
+  return a->s;
+}
+
+int rt_kern_fused(const rt_kctx *k) {
+  const char *expr = expr_of(k);
+  if (!expr) return -1;
+  return fused_run(k, expr, k->in, k->node->n_in, k->out[0]);
+}
+
+/* matmul into the result (the plain matmul kernel: same product bit for
+ * bit), then the epilogue in place: $0 is the product, $1... the extras. */
+int rt_kern_fused_matmul(const rt_kctx *k) {
+  const char *expr = expr_of(k);
+  if (!expr) return -1;
+  int n = k->node->n_in;
+  if (n < 2) {
+    rt_kerr(k, "fused_matmul %%%s: needs at least 2 operands", rt_value_name(k->node->out[0]));
+    return -1;
+  }
+  rt_kctx mk = *k; /* in[0], in[1] -> out[0] */
+  if (rt_kern_matmul(&mk) != 0) return -1;
+  const rt_tensor **ops = malloc((size_t)(n - 1) * sizeof *ops);
+  if (!ops) {
+    rt_kerr(k, "out of memory");
+    return -1;
+  }
+  ops[0] = k->out[0];
+  for (int i = 2; i < n; i++) ops[i - 1] = k->in[i];
+  int rc = fused_run(k, expr, ops, n - 1, k->out[0]);
+  free(ops);
+  return rc;
+}
+
+/* s = x + r, y = layernorm(s) row by row; the arithmetic and its order are
+ * those of rt_kern_binary followed by rt_kern_layernorm (kern_reduce.c). */
+int rt_kern_add_layernorm(const rt_kctx *k) {
+  const rt_tensor *x = k->in[0], *res = k->in[1], *gamma = k->in[2], *beta = k->in[3];
+  rt_tensor *s = k->out[0], *y = k->out[1];
+  double eps = ir_node_attr_float(k->node, "eps", 1e-5);
+  int64_t D = x->type.rank ? x->type.dims[x->type.rank - 1] : 1;
+  int64_t rows = D ? rt_numel(&x->type) / D : 0;
+  if (!ir_type_equal(&x->type, &res->type) || !ir_type_equal(&x->type, &s->type) ||
+      rt_numel(&gamma->type) != D || rt_numel(&beta->type) != D) {
+    rt_kerr(k, "add_layernorm %%%s: operand shapes do not match", rt_value_name(k->node->out[0]));
+    return -1;
+  }
+  ir_dtype xdt = x->type.dtype, gdt = gamma->type.dtype, bdt = beta->type.dtype, ydt = y->type.dtype;
+  bool f32 = xdt == IR_DT_F32;
+#pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t base = r * D;
+    if (f32) {
+      const float *a = (const float *)x->data + base, *b = (const float *)res->data + base;
+      float *sr = (float *)s->data + base;
+      for (int64_t j = 0; j < D; j++) sr[j] = a[j] + b[j];
+    } else {
+      for (int64_t j = 0; j < D; j++)
+        rt_store(xdt, s->data, base + j,
+                 ir_eval_binary(IR_OP_ADD, rt_load(xdt, x->data, base + j), rt_load(xdt, res->data, base + j)));
+    }
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < D; j++) mean += rt_load(xdt, s->data, base + j);
+    mean /= (double)D;
+    for (int64_t j = 0; j < D; j++) {
+      double c = rt_load(xdt, s->data, base + j) - mean;
+      var += c * c;
+    }
+    var /= (double)D;
+    double inv = 1.0 / sqrt(var + eps);
+    for (int64_t j = 0; j < D; j++) {
+      double c = rt_load(xdt, s->data, base + j) - mean;
+      rt_store(ydt, y->data, base + j, c * inv * rt_load(gdt, gamma->data, j) + rt_load(bdt, beta->data, j));
+    }
+  }
+  return 0;
+}
