@@ -57,10 +57,9 @@ typedef struct {
   int64_t numel;              /* of the root's result */
   bool allow_broadcast;       /* absorb broadcast nodes */
   ir_node *members[MAX_GROUP_OPS];
-  int n_members, n_ops;       /* n_ops: members that compute (not broadcasts) */
+  int n_members;
   ir_value *leaves[MAX_LEAVES];
   int n_leaves;
-  bool has_const, has_broadcast_leaf;
   ir_value *mm;               /* the matmul result taken as $0, or NULL */
   char *text;                 /* the expr being written */
   size_t len, cap;
@@ -189,10 +188,7 @@ static void collect(fuse_ctx *c, group *gr, ir_node *n) {
   for (int j = 0; j < n->n_in; j++) {
     ir_value *v = n->in[j];
     ir_node *p = v->def;
-    if (is_scalar_const(v)) {
-      gr->has_const = true;
-      continue;
-    }
+    if (is_scalar_const(v)) continue; /* a literal */
     bool join = p && !p->dead && !in_group(c, p) && c->uses[v->id] == 1 && !c->is_output[v->id] &&
                 gr->n_members < MAX_GROUP_OPS &&
                 (ir_op_is_elementwise(p->op) || (p->op == IR_OP_BROADCAST && gr->allow_broadcast)) &&
@@ -200,7 +196,6 @@ static void collect(fuse_ctx *c, group *gr, ir_node *n) {
     if (join) {
       c->stamp[p->id] = c->serial;
       gr->members[gr->n_members++] = p;
-      if (p->op != IR_OP_BROADCAST) gr->n_ops++;
       collect(c, gr, p);
       continue;
     }
@@ -212,7 +207,6 @@ static void collect(fuse_ctx *c, group *gr, ir_node *n) {
         return;
       }
       gr->leaves[gr->n_leaves++] = v;
-      if (!ir_type_equal(&v->type, &gr->root->out[0]->type)) gr->has_broadcast_leaf = true;
     }
   }
 }
@@ -283,7 +277,6 @@ static int try_group(fuse_ctx *c, ir_node *root, int pos, bool allow_broadcast) 
   c->serial++;
   c->stamp[root->id] = c->serial;
   gr.members[gr.n_members++] = root;
-  gr.n_ops = 1;
   collect(c, &gr, root);
   if (gr.oom) return 0;
   /* a matmul product used only here, of the result's type: the epilogue's $0 */

@@ -32,6 +32,7 @@
  * An f32 operand read with unit stride is used in place (no copy); a
  * broadcast one (stride 0) is splatted once per chunk.
  */
+#include <float.h>
 #include <stdlib.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -232,6 +233,14 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
   r->dv[i] = z;
 }
 
+/* ir_round_to_dtype(IR_DT_F32, x) as a float, with its common case inline:
+ * (float)x rounds to nearest even; only finite values past FLT_MAX take the
+ * out-of-line path (converting those is undefined in C). */
+static inline float round_f32(double x) {
+  if (!(fabs(x) > FLT_MAX) || isinf(x)) return (float)x;
+  return (float)ir_round_to_dtype(IR_DT_F32, x);
+}
+
 /* An instruction with an f32 result. */
 static void eval_f32(const finst *in, int i, regs *r, int n) {
   const finst *I = &in[i];
@@ -276,16 +285,16 @@ static void eval_f32(const finst *in, int i, regs *r, int n) {
       if (z != x) memmove(z, x, (size_t)n * sizeof *z);
       return;
     }
-    for (int j = 0; j < n; j++) z[j] = (float)ir_round_to_dtype(IR_DT_F32, r->dv[I->arg[0]][j]);
+    for (int j = 0; j < n; j++) z[j] = round_f32(r->dv[I->arg[0]][j]);
     return;
   default: break;
   }
   /* exp, log, tanh, gelu, pow, rsqrt, ...: in double, as the unfused kernels */
   ir_op op = (ir_op)I->kind;
   if (y) {
-    for (int j = 0; j < n; j++) z[j] = (float)ir_round_to_dtype(IR_DT_F32, ir_eval_binary(op, x[j], y[j]));
+    for (int j = 0; j < n; j++) z[j] = round_f32(ir_eval_binary(op, x[j], y[j]));
   } else {
-    for (int j = 0; j < n; j++) z[j] = (float)ir_round_to_dtype(IR_DT_F32, ir_eval_unary(op, x[j]));
+    for (int j = 0; j < n; j++) z[j] = round_f32(ir_eval_unary(op, x[j]));
   }
 }
 

@@ -205,6 +205,19 @@ static int run_pipeline(ir_graph *g, pass_id p, const tool_compile_opts *o, ir_d
   return pass_run_pipeline(g, &p, 1, &po);
 }
 
+/* The pipeline's passes up to and including autodiff (fuse-attention first,
+ * unless --disable-pass / --no-fuse), so that what is differentiated and
+ * checked is the graph `tgc run` executes, fused ops included. */
+static int run_front_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d) {
+  pass_id pipe[2 * PASS_COUNT + 8];
+  int n = tool_pipeline(o, pipe), k = 0;
+  while (k < n && pipe[k] != PASS_AUTODIFF) k++;
+  if (k == n) return run_pipeline(g, PASS_AUTODIFF, o, d); /* autodiff is never optional */
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes,
+                     .dump_after = o->after, .dump_out = stdout, .dump_format = o->format};
+  return pass_run_pipeline(g, pipe, k + 1, &po);
+}
+
 /* Runs g; outputs[] receive new tensors (freed by the caller). */
 static int run_graph(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params, rt_tensor **outputs,
                      ir_diag *d) {
@@ -332,7 +345,7 @@ int tool_cmd_grad(int argc, char **argv) {
   char *text = NULL;
   ir_graph *g = NULL;
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
-  if (rc == 0 && run_pipeline(g, PASS_AUTODIFF, &o, d) != 0) rc = 1;
+  if (rc == 0 && run_front_passes(g, &o, d) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
   ir_value **wrt = calloc((size_t)n_wrt + 1, sizeof *wrt);
   if (!wrt) abort();
@@ -610,7 +623,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   ir_value *loss_l = NULL, *loss_d = NULL;
   bool summed = false;
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
-  if (rc == 0 && run_pipeline(g, PASS_AUTODIFF, &o, d) != 0) rc = 1;
+  if (rc == 0 && run_front_passes(g, &o, d) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
   if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
   if (rc == 0 && (!(gl = loss_graph(g, d, &loss_l, &summed)) || !(gd = loss_graph(g, d, &loss_d, &summed)))) rc = 1;

@@ -63,7 +63,7 @@ typedef struct {
 } tcase;
 
 static ir_value *inp(tcase *c, ir_type t, int kind, int64_t high) {
-  char name[8];
+  char name[32];
   snprintf(name, sizeof name, "x%d", c->n_in);
   ir_value *v = ir_graph_add_input(c->g, name, t, L(1));
   c->kind[c->n_in] = kind;

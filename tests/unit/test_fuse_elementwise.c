@@ -2,7 +2,7 @@
  * kernels never change a result: fused and unfused graphs give the same
  * bytes (memcmp, no tolerance).
  *
- *   - every example (examples/*.tg, default config): the forward outputs;
+ *   - every example (each .tg file of examples/, default config): the forward outputs;
  *   - gpt and llama `tiny`: one training step (loss, logits, every
  *     gradient) and the optimizer update graphs (sgd, momentum, adam, adamw
  *     with decay and clipping) fused vs unfused;
@@ -70,8 +70,9 @@ static int64_t int_high(const ir_graph *g, const ir_value *v) {
   return high ? high : 2;
 }
 
-/* Binds seeded inputs (given[i] copied when not NULL) and params, runs g. */
-static int run_graph(const ir_graph *g, uint64_t seed, rt_tensor *const *given, run_result *r) {
+/* Binds seeded inputs (given[i] copied when not NULL; random floats made
+ * non-negative when nonneg, e.g. second moments) and params, runs g. */
+static int run_graph(const ir_graph *g, uint64_t seed, rt_tensor *const *given, bool nonneg, run_result *r) {
   memset(r, 0, sizeof *r);
   r->n_in = g->n_inputs, r->n_par = g->n_params, r->n_out = g->n_outputs;
   r->in = calloc((size_t)r->n_in + 1, sizeof *r->in);
@@ -82,6 +83,8 @@ static int run_graph(const ir_graph *g, uint64_t seed, rt_tensor *const *given, 
     r->in[i] = rt_tensor_new(&v->type);
     if (given && given[i]) memcpy(r->in[i]->data, given[i]->data, r->in[i]->nbytes);
     else rt_fill_random(r->in[i], seed, v->name, int_high(g, v));
+    if (nonneg && !(given && given[i]) && ir_dtype_is_float(v->type.dtype))
+      for (int64_t k = 0; k < ir_type_numel(&v->type); k++) rt_tensor_set(r->in[i], k, fabs(rt_tensor_get(r->in[i], k)));
   }
   for (int i = 0; i < g->n_params; i++) {
     r->par[i] = rt_tensor_new(&g->params[i]->type);
@@ -170,7 +173,7 @@ static int pair_run(pair *p, const char *path, const char *config, bool training
   for (int f = 0; f < 2; f++) {
     if (!(p->g[f] = compile(path, config, d, &p->text[f]))) return -1;
     if (pipeline(p->g[f], f == 1, training, d) != 0) return -1;
-    if (run_graph(p->g[f], 11, NULL, &p->r[f]) != 0) return -1;
+    if (run_graph(p->g[f], 11, NULL, false, &p->r[f]) != 0) return -1;
   }
   return 0;
 }
@@ -235,9 +238,8 @@ static void check_update(const ir_graph *model, const run_result *train, pass_op
   given[u[0]->n_inputs - 2] = lr;
   given[u[0]->n_inputs - 1] = step;
   run_result r[2];
-  int rc0 = run_graph(u[0], 5, given, &r[0]), rc1 = run_graph(u[1], 5, given, &r[1]);
+  int rc0 = run_graph(u[0], 5, given, true, &r[0]), rc1 = run_graph(u[1], 5, given, true, &r[1]);
   CHECK(rc0 == 0 && rc1 == 0);
-  /* v states must be >= 0 for sqrt: the random ones are squared by the run? no: fill |x| */
   if (rc0 == 0 && rc1 == 0) {
     bool same = same_outputs(what, u[0], &r[0], &r[1]);
     CHECK(same);
@@ -298,6 +300,18 @@ static void test_kernel_counts(void) {
       CHECK(p.r[1].kernels < p.r[0].kernels);
       CHECK(count_op(p.g[1], IR_OP_FUSED_MATMUL) > 0);
       CHECK(count_op(p.g[1], IR_OP_ADD_LAYERNORM) > 0);
+      /* the fused graph round-trips through the textual IR */
+      char *t1 = ir_print_to_string(p.g[1]);
+      ir_graph *back = ir_parse("fused.ir", t1, strlen(t1), d);
+      CHECK(back != NULL);
+      if (back) {
+        CHECK_EQ_INT(ir_verify(back, d), 0);
+        char *t2 = ir_print_to_string(back);
+        CHECK(strcmp(t1, t2) == 0);
+        free(t2);
+        ir_graph_free(back);
+      }
+      free(t1);
     }
     pair_free(&p);
   }
@@ -333,7 +347,7 @@ static void test_long_chain(void) {
   double ms[2];
   for (int f = 0; f < 2; f++) {
     double t0 = now_ms();
-    CHECK_EQ_INT(run_graph(u[f], 9, given, &r[f]), 0);
+    CHECK_EQ_INT(run_graph(u[f], 9, given, false, &r[f]), 0);
     ms[f] = now_ms() - t0;
   }
   CHECK(same_outputs("adamw chain", u[0], &r[0], &r[1]));
@@ -396,7 +410,10 @@ static void test_reduce_fast_paths(void) {
         /* reference: for each result element in order, accumulate in double over the reduced
          * index space in row-major order, starting from 0 (max: -inf, NaN wins) */
         int64_t kd[3], kn = 0, rd[3], rn = 0;
-        for (int d = 0; d < 3; d++) (red[d] ? rd[rn++] : kd[kn++]) = d;
+        for (int d = 0; d < 3; d++) {
+          if (red[d]) rd[rn++] = d;
+          else kd[kn++] = d;
+        }
         int64_t nk = 1, nr = 1;
         for (int k = 0; k < kn; k++) nk *= dims[kd[k]];
         for (int k = 0; k < rn; k++) nr *= dims[rd[k]];
