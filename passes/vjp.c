@@ -63,7 +63,8 @@ static void vjp_where(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value
   if (NEED(2)) gx[2] = ad_unbroadcast(c, ad_where(c, n->in[0], zero, gy[0], fin(c, n, 2)), &n->in[2]->type, DN(2));
 }
 
-/* y = a @ b: da = g @ b^T, db = a^T @ g, summed over broadcast batch dims */
+/* y = a @ b: da = g @ b^T, db = a^T @ g, summed over broadcast batch dims
+ * (for a rank-2 b under a batched a, the sum is folded into one matmul) */
 static bool same_batch(const ir_type *y, const ir_type *x) {
   if (y->rank != x->rank) return false;
   for (int i = 0; i < y->rank - 2; i++)
@@ -79,7 +80,16 @@ static void vjp_matmul(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
     ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &a->type) ? DN(0) : NULL);
     gx[0] = ad_unbroadcast(c, m, &a->type, DN(0));
   }
-  if (NEED(1)) {
+  if (NEED(1) && b->type.rank == 2 && a->type.rank >= 3) {
+    /* x @ W with W shared by every batch element: the batch sum is part of
+     * the contraction, db = a2^T @ g2 with a2 = a as [P*M, K], g2 = g as
+     * [P*M, N] — one 2-D product instead of P products then a reduce_sum. */
+    int64_t rows = 1;
+    for (int d = 0; d < a->type.rank - 1; d++) rows *= a->type.dims[d];
+    int64_t ad[2] = {rows, a->type.dims[a->type.rank - 1]}, gd[2] = {rows, y->dims[y->rank - 1]};
+    ir_value *in[2] = {ad_swap_last2(c, ad_reshape(c, a, ad, 2, NULL)), ad_reshape(c, gy[0], gd, 2, NULL)};
+    gx[1] = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, DN(1));
+  } else if (NEED(1)) {
     ir_value *in[2] = {ad_swap_last2(c, a), gy[0]};
     ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &b->type) ? DN(1) : NULL);
     gx[1] = ad_unbroadcast(c, m, &b->type, DN(1));

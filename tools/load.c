@@ -75,6 +75,19 @@ static bool is_flag(const char *a, const char *flag) {
   return strncmp(a, flag, fl) == 0 && (a[fl] == 0 || a[fl] == '=');
 }
 
+/* Pipelines that a command does not build itself (the training and update
+ * graphs of `tgc train`) honour TGC_DISABLE_PASSES (passes/pass.c): a
+ * disabled pass is added to it so that it is off everywhere in this run. */
+static void disable_everywhere(const char *name) {
+  const char *old = getenv("TGC_DISABLE_PASSES");
+  size_t n = (old ? strlen(old) + 1 : 0) + strlen(name) + 1;
+  char *v = malloc(n);
+  if (!v) abort();
+  snprintf(v, n, "%s%s%s", old ? old : "", old && *old ? "," : "", name);
+  setenv("TGC_DISABLE_PASSES", v, 1);
+  free(v);
+}
+
 int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_diag *d) {
   const char *a = argv[*i];
   if (strncmp(a, "-D", 2) == 0) {
@@ -160,11 +173,13 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       return -1;
     }
     o->pass_disabled[p] = true;
+    disable_everywhere(pass_name((pass_id)p));
     return 1;
   }
   if (strcmp(a, "--no-fuse") == 0) {
     for (int p = 0; p < PASS_COUNT; p++)
       if (strncmp(pass_name((pass_id)p), "fuse-", 5) == 0) o->pass_disabled[p] = true;
+    disable_everywhere("fuse-*");
     return 1;
   }
   if (strcmp(a, "--verify-each") == 0) {
