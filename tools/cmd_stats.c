@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tool.h"
+#include "stats.h"
 
 static const char *const stats_help =
     "usage: tgc stats FILE [--config C] [-D NAME=VALUE]... [--batch B] [--seq S] [--dtype bf16|fp16|fp32]\n"
@@ -91,17 +91,6 @@ extern const char *const tool_common_help;
 /* ===================================================================== */
 /* config constants                                                       */
 /* ===================================================================== */
-typedef struct {
-  char *name, *src;
-  int64_t value;
-  bool known;
-} cfg_entry;
-
-typedef struct {
-  char *config; /* the chosen config's name; NULL: none (an .ir file, or no config) */
-  cfg_entry *e;
-  int n;
-} cfg_set;
 
 typedef struct {
   const char *p;
@@ -288,7 +277,7 @@ static void cfg_free(cfg_set *c) {
   free(c->config);
 }
 
-static const cfg_entry *cfg_find(const cfg_set *c, const char *name) {
+const cfg_entry *stats_cfg_find(const cfg_set *c, const char *name) {
   for (int i = 0; i < c->n; i++)
     if (strcmp(c->e[i].name, name) == 0) return &c->e[i];
   return NULL;
@@ -297,78 +286,15 @@ static const cfg_entry *cfg_find(const cfg_set *c, const char *name) {
 /* The first of names the config defines with a known positive value. */
 static const cfg_entry *cfg_first(const cfg_set *c, const char *const *names) {
   for (; *names; names++) {
-    const cfg_entry *e = cfg_find(c, *names);
+    const cfg_entry *e = stats_cfg_find(c, *names);
     if (e && e->known && e->value > 0) return e;
   }
   return NULL;
 }
 
-/* ===================================================================== */
-/* the report                                                             */
-/* ===================================================================== */
-enum { G_EMB, G_ATTN, G_MLP, G_NORM, G_OTHER, N_GROUPS };
-static const char *const group_names[N_GROUPS] = {"embeddings", "attention", "mlp", "norms", "other"};
-
-typedef struct {
-  const char *name;
-  ir_type type;
-  int64_t count;
-  int group;
-} stats_param;
-
-typedef struct {
-  const ir_node *n;
-  double flops, bytes, time;
-  bool compute_bound;
-} stats_row;
-
-typedef struct {
-  double flops, bytes, time;
-  int nodes, compute_nodes;
-} stats_kind;
-
-typedef struct {
-  const char *file, *policy, *loss_name, *config;
-  bool loss_summed;             /* the loss output was not a scalar: its sum is differentiated */
-  int n_wrt;                    /* values differentiated by (0: forward only, -1: given as a training graph) */
-  bool wrt_inputs;              /* no params: differentiated by the float inputs */
-  stats_param *params;
-  int n_params;
-  int64_t param_total, group_total[N_GROUPS];
-  double param_bytes;           /* in the model's own dtypes */
-  const cfg_entry *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
-  double closed_form;
-  const cfg_entry *cb, *ct;     /* B and T */
-  double tokens;                /* per step; 0: unknown */
-  const char *tokens_from;
-  /* settings */
-  const char *dtype_name;
-  size_t dtype_bytes;
-  bool mixed;                   /* 16-bit dtype: fp32 master weights and optimizer state */
-  pass_optimizer_kind opt;
-  const pass_target *target;
-  int top;
-  bool list_params;
-  /* measurements */
-  pass_graph_cost cost;         /* of the final graph (with the policy) */
-  pass_mem_report mem_none;     /* without checkpointing */
-  pass_mem_report mem_unfused;  /* without checkpointing and without fuse-attention */
-  bool have_unfused;            /* fuse-attention fused something, so mem_unfused was measured */
-  pass_mem_report mem;          /* with the policy */
-  double opt_flops;             /* the optimizer update graph */
-  double m_params, m_grads, m_opt, m_act, m_total;
-  stats_row *rows;
-  int n_rows;
-  stats_kind kinds[IR_NUM_OPS];
-  double peak, phase_time[PASS_NUM_PHASES], step_time, mfu;
-  double analysis_s;
-} stats;
-
-static double six_n_tokens(const stats *s) { return 6.0 * (double)s->param_total * s->tokens; }
-static double fwd_flops(const stats *s) { return s->cost.flops[PASS_PHASE_FORWARD]; }
-static double grad_flops(const stats *s) { return fwd_flops(s) + s->cost.flops[PASS_PHASE_BACKWARD]; }
 
 /* ---- parameter groups ---- */
+const char *const stats_group_names[N_GROUPS] = {"embeddings", "attention", "mlp", "norms", "other"};
 enum { USE_EMBED = 1, USE_NORM = 2 };
 
 static bool has_part(const char *name, const char *const *words) {
@@ -553,8 +479,8 @@ static ir_dtype model_dtype(const ir_graph *g) {
 
 /* ---- gathering ---- */
 static void find_tokens(const ir_graph *g, const cfg_set *c, stats *s) {
-  s->cb = cfg_find(c, "B");
-  s->ct = cfg_find(c, "T");
+  s->cb = stats_cfg_find(c, "B");
+  s->ct = stats_cfg_find(c, "T");
   if (s->cb && s->ct && s->cb->known && s->ct->known && s->cb->value > 0 && s->ct->value > 0) {
     s->tokens = (double)s->cb->value * (double)s->ct->value;
     s->tokens_from = "B*T";
@@ -701,423 +627,6 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
 /* printing                                                               */
 /* ===================================================================== */
 /* 1234567 -> "1,234,567" (integral doubles; others with %.4g) */
-static const char *grouped(double v, char *buf, size_t n) {
-  if (!(fabs(v) < 9.2e18) || v != floor(v)) {
-    snprintf(buf, n, "%.4g", v);
-    return buf;
-  }
-  char raw[32];
-  snprintf(raw, sizeof raw, "%lld", (long long)v);
-  size_t len = strlen(raw), k = 0;
-  const char *p = raw;
-  if (*p == '-') buf[k++] = *p++, len--;
-  for (size_t i = 0; i < len && k + 2 < n; i++) {
-    if (i && (len - i) % 3 == 0) buf[k++] = ',';
-    buf[k++] = p[i];
-  }
-  buf[k] = 0;
-  return buf;
-}
-
-/* "698.36 GB, 650.41 GiB" (decimal and binary units side by side) */
-static const char *both_units(double b, char *buf, size_t n) {
-  const char *dec[] = {"B", "kB", "MB", "GB", "TB", "PB"}, *bin[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0, w = 0;
-  double x = b, y = b;
-  while (x >= 1000 && u < 5) x /= 1000, u++;
-  while (y >= 1024 && w < 5) y /= 1024, w++;
-  if (u == 0) snprintf(buf, n, "%.0f B", b);
-  else snprintf(buf, n, "%.2f %s, %.2f %s", x, dec[u], y, bin[w]);
-  return buf;
-}
-
-/* 2.15e15 -> "2.15 PFLOP" style (SI prefixes) */
-static const char *si(double v, const char *unit, char *buf, size_t n) {
-  const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
-  int u = 0;
-  while (fabs(v) >= 1000 && u < 6) v /= 1000, u++;
-  snprintf(buf, n, "%.4g %s%s", v, pre[u], unit);
-  return buf;
-}
-
-static const char *seconds(double t, char *buf, size_t n) {
-  if (t == 0) snprintf(buf, n, "0 s");
-  else if (t >= 1) snprintf(buf, n, "%.3f s", t);
-  else if (t >= 1e-3) snprintf(buf, n, "%.3f ms", t * 1e3);
-  else snprintf(buf, n, "%.3f us", t * 1e6);
-  return buf;
-}
-
-static const char *bound_of(const stats_kind *k) {
-  if (k->compute_nodes == k->nodes) return "compute";
-  return k->compute_nodes ? "mixed" : "memory";
-}
-
-/* Ops by kind, the most expensive first (time on the target, else FLOPs). */
-static int kind_order(const stats *s, int *order) {
-  int n = 0;
-  for (int op = 0; op < IR_NUM_OPS; op++)
-    if (s->kinds[op].nodes) order[n++] = op;
-  for (int i = 1; i < n; i++) /* insertion sort, stable by op enum */
-    for (int j = i; j > 0; j--) {
-      const stats_kind *a = &s->kinds[order[j - 1]], *b = &s->kinds[order[j]];
-      bool swap = b->time > a->time ||
-                  (b->time == a->time && (b->flops > a->flops || (b->flops == a->flops && b->bytes > a->bytes)));
-      if (!swap) break;
-      int t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
-    }
-  return n;
-}
-
-static int row_cmp(const void *pa, const void *pb) {
-  const stats_row *a = pa, *b = pb;
-  if (a->time != b->time) return a->time < b->time ? 1 : -1;
-  if (a->flops != b->flops) return a->flops < b->flops ? 1 : -1;
-  if (a->bytes != b->bytes) return a->bytes < b->bytes ? 1 : -1;
-  return a->n->id - b->n->id;
-}
-
-static void print_text(FILE *out, const stats *s) {
-  char a[64], b[64], c[64], e[96];
-  fprintf(out, "model: %s%s%s\n", s->file, s->config ? ", config " : "", s->config ? s->config : "");
-  fprintf(out, "settings: dtype %s (%zu bytes per element%s), optimizer %s, checkpoint %s", s->dtype_name,
-          s->dtype_bytes, s->mixed ? "; mixed precision: fp32 master weights and optimizer state" : "",
-          pass_optimizer_name(s->opt), s->policy);
-  if (s->tokens > 0)
-    fprintf(out, ", %s tokens per step (%s)", grouped(s->tokens, a, sizeof a),
-            strcmp(s->tokens_from, "B*T") == 0 ? (snprintf(e, sizeof e, "B = %lld, T = %lld", (long long)s->cb->value,
-                                                          (long long)s->ct->value), e)
-                                               : s->tokens_from);
-  fprintf(out, "\n");
-
-  fprintf(out, "\nparameters: %s\n", grouped((double)s->param_total, a, sizeof a));
-  for (int gi = 0; gi < N_GROUPS; gi++)
-    fprintf(out, "  %-12s %22s  %5.1f%%\n", group_names[gi], grouped((double)s->group_total[gi], a, sizeof a),
-            s->param_total ? 100.0 * (double)s->group_total[gi] / (double)s->param_total : 0.0);
-  if (s->cl)
-    fprintf(out, "  closed form 12*l*h^2 + 2*v*h = %s  (l = %s = %lld, h = %s = %lld, v = %s = %lld; exact / closed form = %.4f)\n",
-            grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->value, s->ch->name,
-            (long long)s->ch->value, s->cv->name, (long long)s->cv->value,
-            s->closed_form > 0 ? (double)s->param_total / s->closed_form : 0.0);
-  else
-    fprintf(out, "  closed form 12*l*h^2 + 2*v*h: not shown (the config defines no layers nL, width D and vocabulary V)\n");
-  if (s->list_params || s->n_params <= 16) {
-    int w = 4;
-    for (int i = 0; i < s->n_params; i++)
-      if ((int)strlen(s->params[i].name) > w) w = (int)strlen(s->params[i].name);
-    for (int i = 0; i < s->n_params; i++) {
-      char tb[128];
-      fprintf(out, "  %-*s  %-20s %15s  %s\n", w, s->params[i].name, ir_type_str(&s->params[i].type, tb, sizeof tb),
-              grouped((double)s->params[i].count, a, sizeof a), group_names[s->params[i].group]);
-    }
-  } else {
-    fprintf(out, "  (%d tensors: --params lists them)\n", s->n_params);
-  }
-
-  if (s->n_wrt < 0) fprintf(out, "\ntraining graph: as given (it already has a backward pass)\n");
-  else if (s->n_wrt)
-    fprintf(out, "\ntraining graph: gradients of %s%s%s with respect to %d %s\n", s->loss_summed ? "sum(" : "",
-            s->loss_name ? s->loss_name : "?", s->loss_summed ? ")" : "", s->n_wrt,
-            s->wrt_inputs ? "float inputs" : "parameters");
-  else fprintf(out, "\nno gradients (nothing to differentiate by): forward only\n");
-  fprintf(out, "\nFLOPs per step:\n");
-  fprintf(out, "  forward     %26s  %s\n", grouped(fwd_flops(s), a, sizeof a), si(fwd_flops(s), "FLOP", b, sizeof b));
-  fprintf(out, "  backward    %26s  %s\n", grouped(s->cost.flops[PASS_PHASE_BACKWARD], a, sizeof a),
-          si(s->cost.flops[PASS_PHASE_BACKWARD], "FLOP", b, sizeof b));
-  fprintf(out, "  recompute   %26s  %s (--checkpoint %s)\n", grouped(s->cost.flops[PASS_PHASE_RECOMPUTE], a, sizeof a),
-          si(s->cost.flops[PASS_PHASE_RECOMPUTE], "FLOP", b, sizeof b), s->policy);
-  fprintf(out, "  optimizer   %26s  %s (%s update)\n", grouped(s->opt_flops, a, sizeof a),
-          si(s->opt_flops, "FLOP", b, sizeof b), pass_optimizer_name(s->opt));
-  if (s->tokens > 0 && s->param_total > 0)
-    fprintf(out, "  6*N*tokens  %26s  %s (forward + backward = %.4f x 6*N*tokens)\n", grouped(six_n_tokens(s), a, sizeof a),
-            si(six_n_tokens(s), "FLOP", b, sizeof b), grad_flops(s) / six_n_tokens(s));
-  if (fwd_flops(s) > 0) {
-    fprintf(out, "  gradient / forward = (forward + backward) / forward = %.3f\n", grad_flops(s) / fwd_flops(s));
-    if (s->cost.flops[PASS_PHASE_RECOMPUTE] > 0)
-      fprintf(out, "  with recompute: (forward + backward + recompute) / forward = %.3f\n",
-              (grad_flops(s) + s->cost.flops[PASS_PHASE_RECOMPUTE]) / fwd_flops(s));
-  }
-
-  fprintf(out, "\nmemory for training (%s%s):\n", s->dtype_name, s->mixed ? ", mixed precision" : "");
-  char note[128];
-  int ns = pass_optimizer_state_count(s->opt);
-  snprintf(note, sizeof note, "%s: %d fp32 value%s per parameter%s", pass_optimizer_name(s->opt), ns, ns == 1 ? "" : "s",
-           s->mixed ? " + fp32 master weights" : "");
-  const struct {
-    const char *label;
-    double v;
-    const char *note;
-  } mem[] = {{"parameters", s->m_params, ""},
-             {"gradients", s->m_grads, ""},
-             {"optimizer", s->m_opt, note},
-             {"activations", s->m_act, "peak, --checkpoint"},
-             {"total", s->m_total, ""}};
-  for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
-    fprintf(out, "  %-12s %22s bytes  (%s)", mem[i].label, grouped(mem[i].v, a, sizeof a), both_units(mem[i].v, b, sizeof b));
-    if (i == 3) fprintf(out, "  %s %s", mem[i].note, s->policy);
-    else if (*mem[i].note) fprintf(out, "  %s", mem[i].note);
-    fputc('\n', out);
-  }
-  if (s->target && s->target->memory > 0)
-    fprintf(out, "  on %s (%s): %s\n", s->target->name, both_units(s->target->memory, a, sizeof a),
-            s->m_total <= s->target->memory
-                ? "fits"
-                : (snprintf(e, sizeof e, "does not fit: %.1f x its memory", s->m_total / s->target->memory), e));
-  fprintf(out, "  CPU executor peak (predicted; inputs and parameters not included):\n");
-  fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", "without checkpointing",
-          grouped((double)s->mem_none.peak_bytes, a, sizeof a),
-          grouped((double)s->mem_none.activation_peak_bytes, b, sizeof b),
-          grouped((double)s->mem_none.saved_bytes, c, sizeof c));
-  if (s->have_unfused)
-    fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", "without fuse-attention",
-            grouped((double)s->mem_unfused.peak_bytes, a, sizeof a),
-            grouped((double)s->mem_unfused.activation_peak_bytes, b, sizeof b),
-            grouped((double)s->mem_unfused.saved_bytes, c, sizeof c));
-  if (strcmp(s->policy, "none") != 0) {
-    char label[64];
-    snprintf(label, sizeof label, "with --checkpoint %s", s->policy);
-    fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", label,
-            grouped((double)s->mem.peak_bytes, a, sizeof a), grouped((double)s->mem.activation_peak_bytes, b, sizeof b),
-            grouped((double)s->mem.saved_bytes, c, sizeof c));
-  }
-
-  if (s->target) {
-    const pass_target *t = s->target;
-    fprintf(out, "\ntarget %s: %s bf16/fp16, %s fp32/TF32, %s, %s\n", t->name, si(t->flops_bf16, "FLOP/s", a, sizeof a),
-            si(t->flops_fp32, "FLOP/s", b, sizeof b), si(t->bandwidth, "B/s", c, sizeof c),
-            t->memory > 0 ? both_units(t->memory, e, sizeof e) : "memory not given");
-    fprintf(out, "  peak for %s: %s; ridge point %.1f FLOP/byte (compute-bound above it)\n", s->dtype_name,
-            si(s->peak, "FLOP/s", a, sizeof a), s->peak / t->bandwidth);
-    fprintf(out, "predicted step time (roofline: sum over ops of max(FLOPs/peak, bytes/bandwidth)):\n");
-    for (int p = 0; p < PASS_NUM_PHASES; p++)
-      fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), seconds(s->phase_time[p], a, sizeof a),
-              p == PASS_PHASE_OPTIMIZER ? "  (one fused pass over parameters, gradients and state)" : "");
-    fprintf(out, "  %-10s %14s\n", "total", seconds(s->step_time, a, sizeof a));
-    if (s->tokens > 0)
-      fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%.4g tokens/s)\n", 100 * s->mfu,
-              s->tokens / s->step_time);
-  } else {
-    fprintf(out, "\n(--target NAME gives the roofline, predicted step time and MFU: ");
-    for (int i = 0; i < pass_target_count(); i++) fprintf(out, "%s%s", i ? ", " : "", pass_target_at(i)->name);
-    fprintf(out, ")\n");
-  }
-
-  fprintf(out, "\nops by kind (all phases; bytes in %s):\n", s->dtype_name);
-  fprintf(out, "  %-20s %7s %26s %7s %22s %10s %8s %12s %7s\n", "op", "nodes", "FLOPs", "share", "bytes moved", "FLOP/byte",
-          "bound", "time", "time%");
-  double total = 0;
-  for (int op = 0; op < IR_NUM_OPS; op++) total += s->kinds[op].flops;
-  int order[IR_NUM_OPS], nk = kind_order(s, order);
-  double step_ops = 0;
-  for (int p = 0; p < PASS_NUM_PHASES; p++)
-    if (p != PASS_PHASE_OPTIMIZER) step_ops += s->phase_time[p];
-  for (int i = 0; i < nk; i++) {
-    const stats_kind *k = &s->kinds[order[i]];
-    fprintf(out, "  %-20s %7d %26s %6.1f%% %22s %10.1f %8s %12s %6.1f%%\n", ir_op_name((ir_op)order[i]), k->nodes,
-            grouped(k->flops, a, sizeof a), total > 0 ? 100 * k->flops / total : 0.0, grouped(k->bytes, b, sizeof b),
-            k->bytes > 0 ? k->flops / k->bytes : 0.0, s->target ? bound_of(k) : "-",
-            s->target ? seconds(k->time, c, sizeof c) : "-", step_ops > 0 ? 100 * k->time / step_ops : 0.0);
-  }
-
-  int top = s->top < s->n_rows ? s->top : s->n_rows;
-  if (top > 0) {
-    stats_row *sorted = malloc((size_t)s->n_rows * sizeof *sorted);
-    if (!sorted) abort();
-    memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
-    qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
-    fprintf(out, "\ntop %d ops by %s:\n", top, s->target ? "predicted time" : "FLOPs");
-    fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10s %8s %12s  %s\n", "value", "op", "phase", "type", "FLOPs",
-            "bytes", "FLOP/byte", "bound", "time", "from");
-    for (int i = 0; i < top; i++) {
-      const stats_row *r = &sorted[i];
-      char tb[128];
-      const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
-      char from[64] = "-";
-      if (r->n->loc.line > 0) {
-        int k = snprintf(from, sizeof from, "line %d", r->n->loc.line);
-        if (r->n->layer >= 0 && k > 0 && (size_t)k < sizeof from)
-          snprintf(from + k, sizeof from - (size_t)k, ", layer %d", r->n->layer);
-      }
-      fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10.1f %8s %12s  %s\n", v ? v->name : "-", ir_op_name(r->n->op),
-              pass_phase_name(pass_node_phase(r->n)), v ? ir_type_str(&v->type, tb, sizeof tb) : "-",
-              grouped(r->flops, a, sizeof a), grouped(r->bytes, b, sizeof b), r->bytes > 0 ? r->flops / r->bytes : 0.0,
-              s->target ? (r->compute_bound ? "compute" : "memory") : "-", s->target ? seconds(r->time, c, sizeof c) : "-",
-              from);
-    }
-    free(sorted);
-  }
-  fprintf(out, "\n(analysed in %.2f s: compile, training graph, passes, cost)\n", s->analysis_s);
-}
-
-/* an exact integer when it is one and fits in 2^53, else a real */
-static json_t *jnum(double v) {
-  if (v == floor(v) && fabs(v) <= 9007199254740992.0) return json_integer((json_int_t)v);
-  return json_real(v);
-}
-
-static json_t *mem_json(const pass_mem_report *m) {
-  json_t *o = json_object();
-  json_object_set_new(o, "peak_bytes", jnum((double)m->peak_bytes));
-  json_object_set_new(o, "activation_peak_bytes", jnum((double)m->activation_peak_bytes));
-  json_object_set_new(o, "saved_bytes", jnum((double)m->saved_bytes));
-  return o;
-}
-
-static json_t *cfg_json(const cfg_entry *e) {
-  if (!e) return json_null();
-  json_t *o = json_object();
-  json_object_set_new(o, "name", json_string(e->name));
-  json_object_set_new(o, "value", json_integer(e->value));
-  return o;
-}
-
-static json_t *real_or_null(bool have, double v) { return have ? json_real(v) : json_null(); }
-
-static void print_json(FILE *out, const stats *s) {
-  json_t *root = json_object();
-  json_object_set_new(root, "file", json_string(s->file));
-  json_object_set_new(root, "config", s->config ? json_string(s->config) : json_null());
-  json_t *set = json_object();
-  json_object_set_new(set, "dtype", json_string(s->dtype_name));
-  json_object_set_new(set, "dtype_bytes", json_integer((json_int_t)s->dtype_bytes));
-  json_object_set_new(set, "mixed_precision", json_boolean(s->mixed));
-  json_object_set_new(set, "optimizer", json_string(pass_optimizer_name(s->opt)));
-  json_object_set_new(set, "checkpoint", json_string(s->policy));
-  json_object_set_new(set, "batch", s->cb && s->cb->known ? json_integer(s->cb->value) : json_null());
-  json_object_set_new(set, "seq", s->ct && s->ct->known ? json_integer(s->ct->value) : json_null());
-  json_object_set_new(set, "tokens", s->tokens > 0 ? jnum(s->tokens) : json_null());
-  json_object_set_new(root, "settings", set);
-
-  json_t *params = json_object(), *tensors = json_array(), *groups = json_object();
-  json_object_set_new(params, "total", jnum((double)s->param_total));
-  json_object_set_new(params, "bytes", jnum(s->param_bytes));
-  for (int gi = 0; gi < N_GROUPS; gi++) json_object_set_new(groups, group_names[gi], jnum((double)s->group_total[gi]));
-  json_object_set_new(params, "by_group", groups);
-  json_object_set_new(params, "closed_form", s->cl ? jnum(s->closed_form) : json_null());
-  json_t *cc = json_object();
-  json_object_set_new(cc, "l", cfg_json(s->cl));
-  json_object_set_new(cc, "h", cfg_json(s->ch));
-  json_object_set_new(cc, "v", cfg_json(s->cv));
-  json_object_set_new(params, "closed_form_constants", cc);
-  for (int i = 0; i < s->n_params; i++) {
-    json_t *t = json_object(), *shape = json_array();
-    json_object_set_new(t, "name", json_string(s->params[i].name));
-    json_object_set_new(t, "dtype", json_string(ir_dtype_name(s->params[i].type.dtype)));
-    for (int k = 0; k < s->params[i].type.rank; k++) json_array_append_new(shape, json_integer(s->params[i].type.dims[k]));
-    json_object_set_new(t, "shape", shape);
-    json_object_set_new(t, "count", jnum((double)s->params[i].count));
-    json_object_set_new(t, "group", json_string(group_names[s->params[i].group]));
-    json_array_append_new(tensors, t);
-  }
-  json_object_set_new(params, "tensors", tensors);
-  json_object_set_new(root, "params", params);
-
-  json_t *fl = json_object();
-  json_object_set_new(fl, "forward", jnum(fwd_flops(s)));
-  json_object_set_new(fl, "backward", jnum(s->cost.flops[PASS_PHASE_BACKWARD]));
-  json_object_set_new(fl, "recompute", jnum(s->cost.flops[PASS_PHASE_RECOMPUTE]));
-  json_object_set_new(fl, "optimizer", jnum(s->opt_flops));
-  json_object_set_new(fl, "gradient", jnum(grad_flops(s)));
-  json_object_set_new(fl, "gradient_ratio", json_real(fwd_flops(s) > 0 ? grad_flops(s) / fwd_flops(s) : 0.0));
-  json_object_set_new(fl, "six_n_tokens", s->tokens > 0 ? jnum(six_n_tokens(s)) : json_null());
-  json_object_set_new(root, "flops", fl);
-
-  json_t *mem = json_object();
-  json_object_set_new(mem, "params", jnum(s->m_params));
-  json_object_set_new(mem, "grads", jnum(s->m_grads));
-  json_object_set_new(mem, "optimizer", jnum(s->m_opt));
-  json_object_set_new(mem, "activations", jnum(s->m_act));
-  json_object_set_new(mem, "total", jnum(s->m_total));
-  json_t *cpu = mem_json(&s->mem); /* the CPU executor's predicted peak */
-  json_object_update(mem, cpu);
-  json_decref(cpu);
-  json_object_set_new(mem, "checkpoint", json_string(s->policy));
-  json_object_set_new(mem, "no_checkpoint", mem_json(&s->mem_none));
-  if (s->have_unfused) json_object_set_new(mem, "no_fuse_attention", mem_json(&s->mem_unfused));
-  json_object_set_new(root, "memory", mem);
-
-  json_t *grad = json_object();
-  json_object_set_new(grad, "loss", json_string(s->loss_name ? s->loss_name : ""));
-  json_object_set_new(grad, "loss_summed", json_boolean(s->loss_summed));
-  json_object_set_new(grad, "wrt", json_integer(s->n_wrt));
-  json_object_set_new(root, "training", grad);
-
-  bool tg = s->target != NULL;
-  if (tg) {
-    const pass_target *t = s->target;
-    json_t *to = json_object();
-    json_object_set_new(to, "name", json_string(t->name));
-    json_object_set_new(to, "flops_bf16", jnum(t->flops_bf16));
-    json_object_set_new(to, "flops_fp32", jnum(t->flops_fp32));
-    json_object_set_new(to, "bandwidth", jnum(t->bandwidth));
-    json_object_set_new(to, "memory", jnum(t->memory));
-    json_object_set_new(to, "peak", jnum(s->peak));
-    json_object_set_new(to, "ridge", json_real(s->peak / t->bandwidth));
-    json_object_set_new(to, "source", json_string(t->source ? t->source : ""));
-    json_object_set_new(to, "fits", t->memory > 0 ? json_boolean(s->m_total <= t->memory) : json_null());
-    json_object_set_new(root, "target", to);
-    json_t *pt = json_object();
-    for (int p = 0; p < PASS_NUM_PHASES; p++) json_object_set_new(pt, pass_phase_name((pass_phase)p), json_real(s->phase_time[p]));
-    json_object_set_new(root, "time_by_phase_s", pt);
-  } else {
-    json_object_set_new(root, "target", json_null());
-    json_object_set_new(root, "time_by_phase_s", json_null());
-  }
-  json_object_set_new(root, "step_time_s", real_or_null(tg, s->step_time));
-  json_object_set_new(root, "mfu", real_or_null(tg && s->tokens > 0, s->mfu));
-
-  json_t *ops = json_array();
-  int order[IR_NUM_OPS], nk = kind_order(s, order);
-  for (int i = 0; i < nk; i++) {
-    const stats_kind *k = &s->kinds[order[i]];
-    json_t *e = json_object();
-    json_object_set_new(e, "op", json_string(ir_op_name((ir_op)order[i])));
-    json_object_set_new(e, "nodes", json_integer(k->nodes));
-    json_object_set_new(e, "flops", jnum(k->flops));
-    json_object_set_new(e, "bytes", jnum(k->bytes));
-    json_object_set_new(e, "intensity", json_real(k->bytes > 0 ? k->flops / k->bytes : 0.0));
-    json_object_set_new(e, "bound", tg ? json_string(bound_of(k)) : json_null());
-    json_object_set_new(e, "compute_bound_nodes", tg ? json_integer(k->compute_nodes) : json_null());
-    json_object_set_new(e, "time_s", real_or_null(tg, k->time));
-    json_array_append_new(ops, e);
-  }
-  json_object_set_new(root, "ops", ops);
-  json_t *topj = json_array();
-  int top = s->top < s->n_rows ? s->top : s->n_rows;
-  if (top > 0) {
-    stats_row *sorted = malloc((size_t)s->n_rows * sizeof *sorted);
-    if (!sorted) abort();
-    memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
-    qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
-    for (int i = 0; i < top; i++) {
-      const stats_row *r = &sorted[i];
-      const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
-      char tb[128];
-      json_t *e = json_object();
-      json_object_set_new(e, "value", json_string(v ? v->name : ""));
-      json_object_set_new(e, "op", json_string(ir_op_name(r->n->op)));
-      json_object_set_new(e, "phase", json_string(pass_phase_name(pass_node_phase(r->n))));
-      json_object_set_new(e, "type", json_string(v ? ir_type_str(&v->type, tb, sizeof tb) : ""));
-      json_object_set_new(e, "flops", jnum(r->flops));
-      json_object_set_new(e, "bytes", jnum(r->bytes));
-      json_object_set_new(e, "intensity", json_real(r->bytes > 0 ? r->flops / r->bytes : 0.0));
-      json_object_set_new(e, "bound", tg ? json_string(r->compute_bound ? "compute" : "memory") : json_null());
-      json_object_set_new(e, "time_s", real_or_null(tg, r->time));
-      json_array_append_new(topj, e);
-    }
-    free(sorted);
-  }
-  json_object_set_new(root, "top_ops", topj);
-  json_dumpf(root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-  fputc('\n', out);
-  json_decref(root);
-}
-
-/* ===================================================================== */
-/* the command                                                            */
-/* ===================================================================== */
 static bool has_suffix(const char *s, const char *suf) {
   size_t n = strlen(s), m = strlen(suf);
   return n >= m && strcmp(s + n - m, suf) == 0;
@@ -1174,7 +683,7 @@ static int set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag
                         ir_diag *d) {
   int64_t n;
   if (!parse_int64(v, &n) || n <= 0 || n > (INT64_C(1) << 40)) return bad_value(d, flag, v, "a positive integer");
-  if (c->config && !cfg_find(c, cname)) { /* no config read (a syntax error, no such config): the frontend reports */
+  if (c->config && !stats_cfg_find(c, cname)) { /* no config read (a syntax error, no such config): the frontend reports */
     ir_error_plain(d, "%s %s: the model's config%s%s defines no constant '%s' (%s sets %s; use -D NAME=VALUE for other names)",
                    flag, v, c->config ? " " : "", c->config ? c->config : "", cname, flag, cname);
     return -1;
@@ -1287,8 +796,8 @@ int tool_cmd_stats(int argc, char **argv) {
     s.analysis_s = now_s() - t0;
   }
   if (rc == 0) {
-    if (f.json) print_json(stdout, &s);
-    else print_text(stdout, &s);
+    if (f.json) stats_print_json(stdout, &s);
+    else stats_print_text(stdout, &s);
   }
   free(s.params);
   free(s.rows);

@@ -1,0 +1,89 @@
+/* tools/stats.h — what `tgc stats` gathers (cmd_stats.c) and prints
+ * (stats_print.c): private to those two files. */
+#ifndef TGC_STATS_H
+#define TGC_STATS_H
+
+#include "tool.h"
+
+typedef struct {
+  char *name, *src;
+  int64_t value;
+  bool known;
+} cfg_entry;
+
+typedef struct {
+  char *config; /* the chosen config's name; NULL: none (an .ir file, or no config) */
+  cfg_entry *e;
+  int n;
+} cfg_set;
+
+/* ===================================================================== */
+/* the report                                                             */
+/* ===================================================================== */
+enum { G_EMB, G_ATTN, G_MLP, G_NORM, G_OTHER, N_GROUPS };
+extern const char *const stats_group_names[N_GROUPS]; /* cmd_stats.c */
+
+typedef struct {
+  const char *name;
+  ir_type type;
+  int64_t count;
+  int group;
+} stats_param;
+
+typedef struct {
+  const ir_node *n;
+  double flops, bytes, time;
+  bool compute_bound;
+} stats_row;
+
+typedef struct {
+  double flops, bytes, time;
+  int nodes, compute_nodes;
+} stats_kind;
+
+typedef struct {
+  const char *file, *policy, *loss_name, *config;
+  bool loss_summed;             /* the loss output was not a scalar: its sum is differentiated */
+  int n_wrt;                    /* values differentiated by (0: forward only, -1: given as a training graph) */
+  bool wrt_inputs;              /* no params: differentiated by the float inputs */
+  stats_param *params;
+  int n_params;
+  int64_t param_total, group_total[N_GROUPS];
+  double param_bytes;           /* in the model's own dtypes */
+  const cfg_entry *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
+  double closed_form;
+  const cfg_entry *cb, *ct;     /* B and T */
+  double tokens;                /* per step; 0: unknown */
+  const char *tokens_from;
+  /* settings */
+  const char *dtype_name;
+  size_t dtype_bytes;
+  bool mixed;                   /* 16-bit dtype: fp32 master weights and optimizer state */
+  pass_optimizer_kind opt;
+  const pass_target *target;
+  int top;
+  bool list_params;
+  /* measurements */
+  pass_graph_cost cost;         /* of the final graph (with the policy) */
+  pass_mem_report mem_none;     /* without checkpointing */
+  pass_mem_report mem_unfused;  /* without checkpointing and without fuse-attention */
+  bool have_unfused;            /* fuse-attention fused something, so mem_unfused was measured */
+  pass_mem_report mem;          /* with the policy */
+  double opt_flops;             /* the optimizer update graph */
+  double m_params, m_grads, m_opt, m_act, m_total;
+  stats_row *rows;
+  int n_rows;
+  stats_kind kinds[IR_NUM_OPS];
+  double peak, phase_time[PASS_NUM_PHASES], step_time, mfu;
+  double analysis_s;
+} stats;
+
+static inline double six_n_tokens(const stats *s) { return 6.0 * (double)s->param_total * s->tokens; }
+static inline double fwd_flops(const stats *s) { return s->cost.flops[PASS_PHASE_FORWARD]; }
+static inline double grad_flops(const stats *s) { return fwd_flops(s) + s->cost.flops[PASS_PHASE_BACKWARD]; }
+
+const cfg_entry *stats_cfg_find(const cfg_set *c, const char *name);
+void stats_print_text(FILE *out, const stats *s);
+void stats_print_json(FILE *out, const stats *s);
+
+#endif
