@@ -310,14 +310,8 @@ int tool_cmd_grad(int argc, char **argv) {
       else n_tangs++;
     } else if (strcmp(a, "--json") == 0) {
       json = true;
-    } else if (a[0] == '-' && a[1]) {
-      ir_error_plain(d, "unknown option '%s' (see 'tgc grad --help')", a);
+    } else if (tool_positional("grad", a, &o, d) != 0) {
       rc = 1;
-    } else if (o.file) {
-      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
-      rc = 1;
-    } else {
-      o.file = a;
     }
   }
   /* --tangent names join the wrt list */
@@ -326,10 +320,7 @@ int tool_cmd_grad(int argc, char **argv) {
     for (int k = 0; k < n_wrt; k++) listed |= strcmp(wrt_names[k], tangs[t].name) == 0;
     if (!listed) wrt_names[n_wrt++] = tangs[t].name;
   }
-  if (rc == 0 && !o.file) {
-    ir_error_plain(d, "grad: missing FILE (see 'tgc grad --help')");
-    rc = 1;
-  }
+  if (rc == 0 && tool_need_file("grad", &o, d) != 0) rc = 1;
   if (rc == 0 && n_wrt == 0) {
     ir_error_plain(d, "grad: --wrt NAMES is required (the inputs or parameters to differentiate by)");
     rc = 1;
@@ -604,20 +595,11 @@ int tool_cmd_gradcheck(int argc, char **argv) {
       if (parse_positive("--tol", val, &tol, d) != 0) rc = 1;
     } else if (strcmp(a, "--json") == 0) {
       json = true;
-    } else if (a[0] == '-' && a[1]) {
-      ir_error_plain(d, "unknown option '%s' (see 'tgc gradcheck --help')", a);
+    } else if (tool_positional("gradcheck", a, &o, d) != 0) {
       rc = 1;
-    } else if (o.file) {
-      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
-      rc = 1;
-    } else {
-      o.file = a;
     }
   }
-  if (rc == 0 && !o.file) {
-    ir_error_plain(d, "gradcheck: missing FILE (see 'tgc gradcheck --help')");
-    rc = 1;
-  }
+  if (rc == 0 && tool_need_file("gradcheck", &o, d) != 0) rc = 1;
   char *text = NULL;
   ir_graph *g = NULL, *gl = NULL, *gd = NULL; /* model, loss only, loss + derivatives */
   ir_value *loss_l = NULL, *loss_d = NULL;

@@ -91,20 +91,11 @@ int tool_cmd_run(int argc, char **argv) {
       }
     } else if (strcmp(a, "--json") == 0) {
       json = true;
-    } else if (a[0] == '-' && a[1]) {
-      ir_error_plain(d, "unknown option '%s' (see 'tgc run --help')", a);
+    } else if (tool_positional("run", a, &o, d) != 0) {
       rc = 1;
-    } else if (o.file) {
-      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
-      rc = 1;
-    } else {
-      o.file = a;
     }
   }
-  if (rc == 0 && !o.file) {
-    ir_error_plain(d, "run: missing FILE (see 'tgc run --help')");
-    rc = 1;
-  }
+  if (rc == 0 && tool_need_file("run", &o, d) != 0) rc = 1;
   char *text = NULL;
   ir_graph *g = NULL;
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;

@@ -748,18 +748,9 @@ int tool_cmd_stats(int argc, char **argv) {
     if (r == 0) r = parse_stats_flag(&f, argc, argv, &i, d);
     if (r < 0) rc = 1;
     if (r != 0) continue;
-    if (a[0] == '-' && a[1]) {
-      ir_error_plain(d, "unknown option '%s' (see 'tgc stats --help')", a);
-      rc = 1;
-    } else if (o.file) {
-      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
-      rc = 1;
-    } else o.file = a;
+    if (tool_positional("stats", a, &o, d) != 0) rc = 1;
   }
-  if (rc == 0 && !o.file) {
-    ir_error_plain(d, "stats: missing FILE (see 'tgc stats --help')");
-    rc = 1;
-  }
+  if (rc == 0 && tool_need_file("stats", &o, d) != 0) rc = 1;
   pass_target own_target;
   const pass_target *target = NULL;
   char *target_text = NULL, *text = NULL, *src = NULL;

@@ -346,22 +346,13 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       t->seed = (uint64_t)s, t->seed_set = true;
     } else if (strcmp(a, "--json") == 0) {
       t->json = true;
-    } else if (a[0] == '-' && a[1]) {
-      ir_error_plain(d, "unknown option '%s' (see 'tgc train --help')", a);
+    } else if (tool_positional("train", a, o, d) != 0) {
       rc = -1;
-    } else if (o->file) {
-      ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
-      rc = -1;
-    } else {
-      o->file = a;
     }
 #undef TAKE
     if (rc) return -1;
   }
-  if (!o->file) {
-    ir_error_plain(d, "train: missing FILE (see 'tgc train --help')");
-    return -1;
-  }
+  if (tool_need_file("train", o, d) != 0) return -1;
   if (t->save_every && !t->save) {
     ir_error_plain(d, "--save-every needs --save PATH");
     return -1;

@@ -192,3 +192,22 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
   }
   return 0;
 }
+
+int tool_positional(const char *cmd, const char *a, tool_compile_opts *o, ir_diag *d) {
+  if (a[0] == '-' && a[1]) {
+    ir_error_plain(d, "unknown option '%s' (see 'tgc %s --help')", a, cmd);
+    return 1;
+  }
+  if (o->file) {
+    ir_error_plain(d, "unexpected argument '%s' (one FILE at a time)", a);
+    return 1;
+  }
+  o->file = a;
+  return 0;
+}
+
+int tool_need_file(const char *cmd, const tool_compile_opts *o, ir_diag *d) {
+  if (o->file) return 0;
+  ir_error_plain(d, "%s: missing FILE (see 'tgc %s --help')", cmd, cmd);
+  return 1;
+}

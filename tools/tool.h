@@ -35,6 +35,11 @@ int tool_pipeline(const tool_compile_opts *o, pass_id *out);
  * Returns 1 if consumed, 0 if not a common option, -1 on error (reported). */
 int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_diag *d);
 /* "tgc: error: ..." and exit status 1 semantics are in the callers. */
+/* The end of a subcommand's flag loop: an unknown flag is an error, the
+ * first plain argument is FILE, a second one an error. 0, or 1 after reporting. */
+int tool_positional(const char *cmd, const char *a, tool_compile_opts *o, ir_diag *d);
+/* 0 if FILE was given, else reports "CMD: missing FILE" and returns 1. */
+int tool_need_file(const char *cmd, const tool_compile_opts *o, ir_diag *d);
 int tool_cmd_run(int argc, char **argv);
 int tool_cmd_grad(int argc, char **argv);      /* cmd_grad.c */
 int tool_cmd_gradcheck(int argc, char **argv); /* cmd_grad.c */
