@@ -87,8 +87,22 @@ static void vjp_matmul(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
     int64_t rows = 1;
     for (int d = 0; d < a->type.rank - 1; d++) rows *= a->type.dims[d];
     int64_t ad[2] = {rows, a->type.dims[a->type.rank - 1]}, gd[2] = {rows, y->dims[y->rank - 1]};
-    ir_value *in[2] = {ad_swap_last2(c, ad_reshape(c, a, ad, 2, NULL)), ad_reshape(c, gy[0], gd, 2, NULL)};
-    gx[1] = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, DN(1));
+    ir_value *a2 = ad_reshape(c, a, ad, 2, NULL), *g2 = ad_reshape(c, gy[0], gd, 2, NULL);
+    const ir_node *bd = b->def;
+    const ir_attr *perm = bd && bd->op == IR_OP_TRANSPOSE ? ir_node_attr(bd, "perm") : NULL;
+    int64_t K = ad[1], N = gd[1];
+    if (perm && perm->kind == IR_ATTR_INTS && perm->n == 2 && perm->ints[0] == 1 && rows * N < K * N + rows * K) {
+      /* b = W^T (a tied output projection): db^T = g2^T @ a2 is dW itself;
+       * canonicalize cancels the transpose below against the transpose
+       * rule's, so the [K, N] product is never transposed — chosen when
+       * transposing g2 moves fewer elements than transposing a2 and db */
+      ir_value *in[2] = {ad_swap_last2(c, g2), a2};
+      int64_t swap[2] = {1, 0};
+      gx[1] = ad_transpose(c, ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL), swap, DN(1));
+    } else {
+      ir_value *in[2] = {ad_swap_last2(c, a2), g2};
+      gx[1] = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, DN(1));
+    }
   } else if (NEED(1)) {
     ir_value *in[2] = {ad_swap_last2(c, a), gy[0]};
     ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &b->type) ? DN(1) : NULL);

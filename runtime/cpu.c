@@ -5,7 +5,8 @@
  *
  * graph_compute runs the nodes of a verified graph in order. Buffers:
  *  - inputs and params are borrowed from the caller, never written or freed;
- *  - each node's results are allocated (zeroed) just before it runs, and an
+ *  - each node's results are allocated just before it runs (zeroed, unless
+ *    cpu_overwrites says its kernel writes every element), and an
  *    intermediate is freed right after its last use (precomputed per value;
  *    a result nobody uses is freed right after its node);
  *  - graph outputs are handed to the caller; an output that is also an
@@ -86,6 +87,30 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_ADD_LAYERNORM] = rt_kern_add_layernorm,
 };
 
+/* Ops whose kernel writes every element of every result, whatever the
+ * operands: their results are allocated without the zero fill. Any op not
+ * listed gets zeroed results — kernels that accumulate into their result
+ * (embedding_grad, unslice, attention, attention_grad, einsum) rely on it. A
+ * kernel listed here must never leave an element unwritten (matmul writes
+ * the zeros of an empty sum itself); valgrind runs the kernel tests. */
+static const bool cpu_overwrites[IR_NUM_OPS] = {
+    [IR_OP_NEG] = true, [IR_OP_ABS] = true, [IR_OP_EXP] = true, [IR_OP_LOG] = true,
+    [IR_OP_SQRT] = true, [IR_OP_RSQRT] = true, [IR_OP_SIN] = true, [IR_OP_COS] = true,
+    [IR_OP_TANH] = true, [IR_OP_SIGMOID] = true, [IR_OP_RELU] = true, [IR_OP_GELU] = true,
+    [IR_OP_SILU] = true, [IR_OP_SQUARE] = true, [IR_OP_NOT] = true, [IR_OP_CAST] = true,
+    [IR_OP_SIGN] = true, [IR_OP_GELU_GRAD] = true,
+    [IR_OP_ADD] = true, [IR_OP_SUB] = true, [IR_OP_MUL] = true, [IR_OP_DIV] = true,
+    [IR_OP_POW] = true, [IR_OP_MAXIMUM] = true, [IR_OP_MINIMUM] = true, [IR_OP_EQ] = true,
+    [IR_OP_NE] = true, [IR_OP_LT] = true, [IR_OP_LE] = true, [IR_OP_GT] = true,
+    [IR_OP_GE] = true, [IR_OP_AND] = true, [IR_OP_OR] = true, [IR_OP_WHERE] = true,
+    [IR_OP_MATMUL] = true, [IR_OP_TRANSPOSE] = true, [IR_OP_RESHAPE] = true,
+    [IR_OP_BROADCAST] = true, [IR_OP_SLICE] = true, [IR_OP_CONCAT] = true, [IR_OP_SPLIT] = true,
+    [IR_OP_REDUCE_SUM] = true, [IR_OP_REDUCE_MEAN] = true, [IR_OP_REDUCE_MAX] = true,
+    [IR_OP_SOFTMAX] = true, [IR_OP_LOG_SOFTMAX] = true, [IR_OP_LAYERNORM] = true,
+    [IR_OP_RMSNORM] = true, [IR_OP_CROSS_ENTROPY_GRAD] = true,
+    [IR_OP_FUSED] = true, [IR_OP_FUSED_MATMUL] = true, [IR_OP_ADD_LAYERNORM] = true,
+};
+
 static bool cpu_supports_op(const ir_node *n) {
   return n && (int)n->op >= 0 && n->op < IR_NUM_OPS && cpu_kernels[n->op] != NULL;
 }
@@ -129,9 +154,10 @@ static slot *slot_of(exec *x, const ir_value *v) {
   return v && v->id >= 0 && v->id < x->n_slots ? &x->slots[v->id] : NULL;
 }
 
-/* Allocates v's tensor, counting it; NULL + a message at loc on failure. */
-static rt_tensor *exec_alloc(exec *x, const ir_value *v, const ir_loc *loc) {
-  rt_tensor *t = rt_tensor_new(&v->type);
+/* Allocates v's tensor (zero-filled unless `zeroed` is false), counting it;
+ * NULL + a message at loc on failure. */
+static rt_tensor *exec_alloc(exec *x, const ir_value *v, const ir_loc *loc, bool zeroed) {
+  rt_tensor *t = zeroed ? rt_tensor_new(&v->type) : rt_tensor_new_uninit(&v->type);
   if (!t) {
     char ts[128];
     ir_type_str(&v->type, ts, sizeof ts);
@@ -157,7 +183,7 @@ static void exec_release(exec *x, slot *s) {
 }
 
 static rt_tensor *copy_tensor(exec *x, const ir_value *v, const rt_tensor *src) {
-  rt_tensor *t = exec_alloc(x, v, &v->loc);
+  rt_tensor *t = exec_alloc(x, v, &v->loc, false);
   if (t && t->nbytes) memcpy(t->data, src->data, t->nbytes);
   return t;
 }
@@ -210,7 +236,7 @@ static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_
                rt_value_name(n->out[i]));
       return -1;
     }
-    if (!(s->t = exec_alloc(x, n->out[i], &n->loc))) return -1;
+    if (!(s->t = exec_alloc(x, n->out[i], &n->loc, !cpu_overwrites[n->op]))) return -1;
     out[i] = s->t;
   }
   char kmsg[512] = "";

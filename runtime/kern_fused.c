@@ -22,7 +22,9 @@
  *  - every other op (exp, tanh, gelu, pow, rsqrt, ...) and every dtype other
  *    than f32 goes through ir_eval_unary / ir_eval_binary in double, then
  *    ir_round_to_dtype, exactly as the unfused kernels do; non-f32 values
- *    live in double registers (exact for every dtype as loaded by rt_load).
+ *    live in double registers (exact for every dtype as loaded by rt_load);
+ *    f64 results of cast, square, neg and sqrt skip the calls (rounding to
+ *    f64 is the identity; the arithmetic is ir_eval_unary's).
  * NaN payloads are not guaranteed to match bit for bit (neither are they
  * between two compilations of the unfused kernels); every NaN stays a NaN.
  *
@@ -317,6 +319,25 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
     case IR_OP_SUB: for (int j = 0; j < n; j++) z[j] = x[j] - y[j]; break;
     case IR_OP_MUL: for (int j = 0; j < n; j++) z[j] = x[j] * y[j]; break;
     default: for (int j = 0; j < n; j++) z[j] = x[j] / y[j]; break;
+    }
+    return;
+  }
+  if (dt == IR_DT_F64 && (op == IR_OP_CAST || op == IR_OP_SQUARE || op == IR_OP_NEG || op == IR_OP_SQRT)) {
+    /* rounding to f64 is the identity: the same double arithmetic as
+     * ir_eval_unary, without a call per element (the f64 squares of the
+     * global gradient norm) */
+    double *t = z;
+    if (in[a].f32) {
+      const float *x = r->fv[a];
+      for (int j = 0; j < n; j++) t[j] = (double)x[j];
+    } else if (t != r->dv[a]) {
+      memcpy(t, r->dv[a], (size_t)n * sizeof *t);
+    }
+    switch (op) {
+    case IR_OP_SQUARE: for (int j = 0; j < n; j++) t[j] = t[j] * t[j]; break;
+    case IR_OP_NEG: for (int j = 0; j < n; j++) t[j] = -t[j]; break;
+    case IR_OP_SQRT: for (int j = 0; j < n; j++) t[j] = sqrt(t[j]); break;
+    default: break;
     }
     return;
   }

@@ -3,7 +3,8 @@
  * Batch dims broadcast numpy-style: the kernel loops over the result's batch
  * index space and computes, per operand, the offset of its M×K / K×N matrix
  * through broadcast strides (0 along broadcast dims). Each matrix product is
- * one cblas_dgemm (f64) or cblas_sgemm (f32) call. bf16/f16 operands are
+ * one cblas_dgemm (f64) or cblas_sgemm (f32) call — or, for f32 x @ W with
+ * W shared by every batch, one sgemm over all rows at once. bf16/f16 operands are
  * widened to f32, multiplied with sgemm and rounded back; integer operands
  * use a plain loop accumulating in double. Rank-1 operands follow numpy
  * (a[K] is a row, b[K] a column, and that dim is dropped from the result).
@@ -56,6 +57,22 @@ static void mm_offsets(const mm_shape *s, int64_t bi, int64_t *ao, int64_t *bo) 
   *bo = b * s->k * s->n;
 }
 
+/* b is one matrix shared by every batch and a's matrices lie back to back
+ * (a is not broadcast): the batched product is a single [batches*M, K] @
+ * [K, N] product: W is packed once, not once per batch. (The result is
+ * that one sgemm call's: deterministic and thread-count independent like
+ * every call; OpenBLAS's small-matrix kernels may round the last bit
+ * differently from per-batch calls.) */
+static bool shared_b(const mm_shape *s) {
+  int64_t expect = 1;
+  for (int d = s->batch_rank - 1; d >= 0; d--) {
+    if (s->b_stride[d] != 0 && s->batch_dims[d] != 1) return false;
+    if (s->batch_dims[d] != 1 && s->a_stride[d] != expect) return false;
+    expect *= s->batch_dims[d];
+  }
+  return s->batches > 1;
+}
+
 static float *widen_to_f32(const rt_tensor *t) {
   int64_t n = rt_numel(&t->type);
   float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
@@ -72,7 +89,8 @@ int rt_kern_matmul(const rt_kctx *k) {
   int64_t M = s.m, K = s.k, N = s.n;
   ir_dtype dt = out->type.dtype;
   if (M == 0 || N == 0 || s.batches == 0) return 0;
-  if (K == 0) { /* empty sum: zeros, already there */
+  if (K == 0) { /* empty sum: zeros (the executor does not zero results) */
+    memset(out->data, 0, out->nbytes);
     return 0;
   }
   bool blas_ok = M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
@@ -97,7 +115,10 @@ int rt_kern_matmul(const rt_kctx *k) {
               rt_value_name(k->node->out[0]));
       return -1;
     }
-    for (int64_t bi = 0; bi < s.batches; bi++) {
+    if (shared_b(&s) && s.batches * M <= INT32_MAX) { /* x @ W: one product of all rows */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(s.batches * M), (int)N, (int)K, 1.0f, af,
+                  (int)K, bf, (int)N, 0.0f, of, (int)N);
+    } else for (int64_t bi = 0; bi < s.batches; bi++) {
       int64_t ao, bo;
       mm_offsets(&s, bi, &ao, &bo);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,

@@ -78,6 +78,9 @@ static inline int64_t rt_load_int(ir_dtype dt, const void *p, int64_t i) {
 void rt_broadcast_strides(const ir_type *t, int out_rank, const int64_t *out_dims,
                           int64_t *strides);
 int64_t rt_numel(const ir_type *t);
+/* rt_tensor_new without the zero fill (freed with rt_tensor_free): only for
+ * a result the kernel about to run overwrites entirely (cpu.c). */
+rt_tensor *rt_tensor_new_uninit(const ir_type *type);
 /* The name of v for messages, printed after a '%' ("?" if none). */
 const char *rt_value_name(const ir_value *v);
 void rt_kerr(const rt_kctx *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

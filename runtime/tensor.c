@@ -4,7 +4,10 @@
  * Sizes are checked before anything is allocated: the element count must
  * not exceed IR_MAX_ELEMENTS and the byte count must stay below
  * RT_MAX_TENSOR_BYTES, otherwise rt_tensor_new reports out of memory (NULL)
- * instead of attempting an absurd allocation. Element access converts
+ * instead of attempting an absurd allocation. rt_tensor_new zero-fills;
+ * rt_tensor_new_uninit (for the executor, when the kernel about to run
+ * writes every element) does not: calloc must memset reused heap memory,
+ * and that memset was pure waste for such results. Element access converts
  * through ir_round_to_dtype and ir's bf16/f16 conversions (see kernels.h).
  */
 #include <stdarg.h>
@@ -39,20 +42,24 @@ static int tensor_size(const ir_type *t, size_t *nbytes) {
   return 0;
 }
 
-rt_tensor *rt_tensor_new(const ir_type *type) {
+static rt_tensor *tensor_alloc(const ir_type *type, bool zeroed) {
   size_t nbytes;
   if (tensor_size(type, &nbytes) != 0) return NULL;
   rt_tensor *t = malloc(sizeof *t);
   if (!t) return NULL;
   t->type = *type;
   t->nbytes = nbytes;
-  t->data = calloc(nbytes ? nbytes : 1, 1);
+  t->data = zeroed ? calloc(nbytes ? nbytes : 1, 1) : malloc(nbytes ? nbytes : 1);
   if (!t->data) {
     free(t);
     return NULL;
   }
   return t;
 }
+
+rt_tensor *rt_tensor_new(const ir_type *type) { return tensor_alloc(type, true); }
+
+rt_tensor *rt_tensor_new_uninit(const ir_type *type) { return tensor_alloc(type, false); }
 
 void rt_tensor_free(rt_tensor *t) {
   if (!t) return;
