@@ -83,14 +83,8 @@ int rt_kern_cross_entropy_grad(const rt_kctx *k) {
 #pragma omp parallel for schedule(static) if (P * V > RT_PAR_MIN && P > 1)
   for (int64_t p = 0; p < P; p++) {
     int64_t base = p * V;
-    double mx = -INFINITY;
-    for (int64_t j = 0; j < V; j++) {
-      double x = rt_load(ldt, logits->data, base + j);
-      if (x > mx || x != x) mx = x;
-    }
-    if (mx == -INFINITY) mx = 0;
-    double sum = 0;
-    for (int64_t j = 0; j < V; j++) sum += exp(rt_load(ldt, logits->data, base + j) - mx);
+    double mx, sum;
+    rt_row_logsumexp(ldt, logits->data, base, V, &mx, &sum);
     int64_t t = rt_load_int(tdt, targets->data, p);
     for (int64_t j = 0; j < V; j++) {
       double s = exp(rt_load(ldt, logits->data, base + j) - mx) / sum;

@@ -123,4 +123,21 @@ int rt_kern_fused(const rt_kctx *k);
 int rt_kern_fused_matmul(const rt_kctx *k);
 int rt_kern_add_layernorm(const rt_kctx *k);
 
+/* The max and the sum of exp(x - max) of one row of V logits at base: the
+ * one definition cross_entropy and its gradient share, so that the
+ * probabilities the backward uses are those the forward's loss came from. */
+static inline void rt_row_logsumexp(ir_dtype dt, const void *logits, int64_t base, int64_t V, double *max,
+                                    double *sum) {
+  double mx = -INFINITY;
+  for (int64_t j = 0; j < V; j++) {
+    double x = rt_load(dt, logits, base + j);
+    if (x > mx || x != x) mx = x;
+  }
+  if (mx == -INFINITY) mx = 0;
+  double s = 0;
+  for (int64_t j = 0; j < V; j++) s += exp(rt_load(dt, logits, base + j) - mx);
+  *max = mx;
+  *sum = s;
+}
+
 #endif

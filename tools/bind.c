@@ -392,3 +392,30 @@ int tool_bind_all(const ir_graph *g, const tool_input_spec *specs, int n_specs, 
   }
   return 0;
 }
+
+void tool_alloc_slots(const ir_graph *g, tool_slots *s) {
+  s->inputs = calloc((size_t)g->n_inputs + 1, sizeof *s->inputs);
+  s->params = calloc((size_t)g->n_params + 1, sizeof *s->params);
+  s->outputs = calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
+  if (!s->inputs || !s->params || !s->outputs) abort();
+}
+
+void tool_free_slots(const ir_graph *g, tool_slots *s) {
+  for (int i = 0; g && s->inputs && i < g->n_inputs; i++) rt_tensor_free(s->inputs[i]);
+  for (int i = 0; g && s->params && i < g->n_params; i++) rt_tensor_free(s->params[i]);
+  for (int i = 0; g && s->outputs && i < g->n_outputs; i++) rt_tensor_free(s->outputs[i]);
+  free(s->inputs);
+  free(s->params);
+  free(s->outputs);
+  *s = (tool_slots){0};
+}
+
+int tool_execute(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params, rt_tensor **outputs,
+                 rt_stats *stats, ir_diag *d) {
+  char err[1024] = "";
+  if (rt_cpu_backend.graph_compute(g, inputs, params, outputs, stats, err, sizeof err) != 0) {
+    ir_error_plain(d, "%s", err);
+    return -1;
+  }
+  return 0;
+}

@@ -219,15 +219,6 @@ static int run_front_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d)
 }
 
 /* Runs g; outputs[] receive new tensors (freed by the caller). */
-static int run_graph(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params, rt_tensor **outputs,
-                     ir_diag *d) {
-  char err[1024] = "";
-  if (rt_cpu_backend.graph_compute(g, inputs, params, outputs, NULL, err, sizeof err) != 0) {
-    ir_error_plain(d, "%s", err);
-    return -1;
-  }
-  return 0;
-}
 
 static void free_tensors(rt_tensor **t, int n) {
   for (int i = 0; t && i < n; i++) rt_tensor_free(t[i]);
@@ -463,15 +454,11 @@ int tool_cmd_grad(int argc, char **argv) {
     rc = 1;
   }
   if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
-  rt_tensor **inputs = NULL, **params = NULL, **outputs = NULL;
-  if (g) {
-    inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
-    params = calloc((size_t)g->n_params + 1, sizeof *params);
-    outputs = calloc((size_t)g->n_outputs + 1, sizeof *outputs);
-    if (!inputs || !params || !outputs) abort();
-  }
+  tool_slots slots = {0};
+  if (g) tool_alloc_slots(g, &slots);
+  rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
-  if (rc == 0 && run_graph(g, inputs, params, outputs, d) != 0) rc = 1;
+  if (rc == 0 && tool_execute(g, inputs, params, outputs, NULL, d) != 0) rc = 1;
   if (rc == 0 && json) {
     json_t *root = json_object(), *outs = json_object(), *ders = json_object();
     json_object_set_new(root, "mode", json_string(forward ? "forward" : "reverse"));
@@ -507,14 +494,7 @@ int tool_cmd_grad(int argc, char **argv) {
     for (int i = 0; i < n_deriv; i++)
       tool_print_tensor(stdout, g->outputs[first_deriv + i].name, outputs[first_deriv + i]);
   }
-  if (g) {
-    for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(inputs[i]);
-    for (int i = 0; i < g->n_params; i++) rt_tensor_free(params[i]);
-    for (int i = 0; i < g->n_outputs; i++) rt_tensor_free(outputs[i]);
-  }
-  free(inputs);
-  free(params);
-  free(outputs);
+  tool_free_slots(g, &slots);
   free(deriv_keys);
   free(tan_inputs);
   free(wrt);
@@ -677,7 +657,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
       if (gd->params[i] == w[k].v) w[k].x = par[i];
   }
   /* the derivatives at x: loss and every gradient (zero tangents) */
-  if (rc == 0 && run_graph(gd, in_d, par, out_d, d) != 0) rc = 1;
+  if (rc == 0 && tool_execute(gd, in_d, par, out_d, NULL, d) != 0) rc = 1;
   double loss0 = rc == 0 ? rt_tensor_get(out_d[0], 0) : 0;
   /* elements computed by one run of the derivative graph: bounds the work
    * of element-by-element checks */
@@ -716,7 +696,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
       memcpy(c->tangent->data, v->data, v->nbytes);
       rt_tensor **o2 = calloc((size_t)gd->n_outputs, sizeof *o2);
       if (!o2) abort();
-      if (run_graph(gd, in_d, par, o2, d) != 0) rc = 1;
+      if (tool_execute(gd, in_d, par, o2, NULL, d) != 0) rc = 1;
       double fwd = rc == 0 ? rt_tensor_get(o2[1], 0) : 0;
       free_tensors(o2, gd->n_outputs);
       memset(c->tangent->data, 0, c->tangent->nbytes);
@@ -734,7 +714,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
         for (int pt = 0; rc == 0 && pt < points; pt++) {
           for (int64_t e = 0; e < n; e++)
             rt_tensor_set(c->x, e, rt_tensor_get(x0, e) + mult[pt] * step * rt_tensor_get(v, e));
-          if (run_graph(gl, in_l, par, out_l, d) != 0) rc = 1;
+          if (tool_execute(gl, in_l, par, out_l, NULL, d) != 0) rc = 1;
           else l[pt] = rt_tensor_get(out_l[0], 0);
           rt_tensor_free(out_l[0]);
           out_l[0] = NULL;

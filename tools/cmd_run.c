@@ -102,22 +102,12 @@ int tool_cmd_run(int argc, char **argv) {
   if (rc == 0 && tool_run_passes(g, &o, d, stdout) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
   if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
-  rt_tensor **inputs = NULL, **params = NULL, **outputs = NULL;
-  if (g) {
-    inputs = calloc((size_t)g->n_inputs + 1, sizeof *inputs);
-    params = calloc((size_t)g->n_params + 1, sizeof *params);
-    outputs = calloc((size_t)g->n_outputs + 1, sizeof *outputs);
-    if (!inputs || !params || !outputs) abort();
-  }
+  tool_slots slots = {0};
+  if (g) tool_alloc_slots(g, &slots);
+  rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
   rt_stats stats = {0};
-  if (rc == 0) {
-    char err[1024] = "";
-    if (rt_cpu_backend.graph_compute(g, inputs, params, outputs, &stats, err, sizeof err) != 0) {
-      ir_error_plain(d, "%s", err);
-      rc = 1;
-    }
-  }
+  if (rc == 0 && tool_execute(g, inputs, params, outputs, &stats, d) != 0) rc = 1;
   if (rc == 0 && out_dir) {
     struct stat st;
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
@@ -146,14 +136,7 @@ int tool_cmd_run(int argc, char **argv) {
       for (int i = 0; i < g->n_outputs; i++) tool_print_tensor(stdout, g->outputs[i].name, outputs[i]);
     }
   }
-  if (g) {
-    for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(inputs[i]);
-    for (int i = 0; i < g->n_params; i++) rt_tensor_free(params[i]);
-    for (int i = 0; i < g->n_outputs; i++) rt_tensor_free(outputs[i]);
-  }
-  free(inputs);
-  free(params);
-  free(outputs);
+  tool_free_slots(g, &slots);
   ir_graph_free(g);
   free(text);
   free(specs);

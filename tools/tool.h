@@ -65,6 +65,15 @@ rt_tensor *tool_bind_input(const ir_graph *g, const ir_value *in, const char *sp
 /* All inputs (from specs, else random with a note unless quiet) and params
  * (initialized from seed) into inputs[]/params[]; -1 after reporting
  * (what was allocated is left there for the caller to free). */
+/* The tensors one run of g binds: one slot per input, param and output. */
+typedef struct {
+  rt_tensor **inputs, **params, **outputs;
+} tool_slots;
+void tool_alloc_slots(const ir_graph *g, tool_slots *s);
+void tool_free_slots(const ir_graph *g, tool_slots *s); /* frees the tensors in them too */
+/* Runs g on the CPU backend; a runtime error is reported through d (-1). */
+int tool_execute(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params, rt_tensor **outputs,
+                 rt_stats *stats, ir_diag *d);
 int tool_bind_all(const ir_graph *g, const tool_input_spec *specs, int n_specs, uint64_t seed, bool quiet,
                   rt_tensor **inputs, rt_tensor **params, ir_diag *d);
 /* Refuses graphs whose parameters and inputs exceed the machine's memory. */
