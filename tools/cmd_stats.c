@@ -220,7 +220,7 @@ static void cfg_load(const tool_compile_opts *o, const char *text, size_t len, c
   size_t sinklen = 0;
   FILE *sink = open_memstream(&sinkbuf, &sinklen);
   ir_diag *d = ir_diag_new(sink ? sink : m);
-  fe_list_configs(o->file, text, len, d, m);
+  c->n_configs = fe_list_configs(o->file, text, len, d, m);
   ir_diag_free(d);
   if (sink) fclose(sink);
   free(sinkbuf);
@@ -683,6 +683,10 @@ static int set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag
                         ir_diag *d) {
   int64_t n;
   if (!parse_int64(v, &n) || n <= 0 || n > (INT64_C(1) << 40)) return bad_value(d, flag, v, "a positive integer");
+  if (!c->config && c->n_configs == 0) {
+    ir_error_plain(d, "%s %s: the model defines no config constants, so it has no %s to set", flag, v, cname);
+    return -1;
+  }
   if (c->config && !stats_cfg_find(c, cname)) { /* no config read (a syntax error, no such config): the frontend reports */
     ir_error_plain(d, "%s %s: the model's config%s%s defines no constant '%s' (%s sets %s; use -D NAME=VALUE for other names)",
                    flag, v, c->config ? " " : "", c->config ? c->config : "", cname, flag, cname);

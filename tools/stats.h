@@ -13,6 +13,7 @@ typedef struct {
 
 typedef struct {
   char *config; /* the chosen config's name; NULL: none (an .ir file, or no config) */
+  int n_configs; /* config sets in the file; -1: it did not parse (the frontend reports why) */
   cfg_entry *e;
   int n;
 } cfg_set;
