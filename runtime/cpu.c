@@ -217,7 +217,10 @@ static int bind_borrowed(exec *x, ir_value *const *vals, int n, rt_tensor *const
  * operands at their last use. in/out are scratch arrays of n's arity. */
 static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_tensor **out) {
   if (!cpu_supports_op(n)) {
-    exec_err(x, &n->loc, "cpu backend has no kernel for op %d", (int)n->op);
+    if (n->op == IR_OP_GRAD)
+      exec_err(x, &n->loc, "cannot run a grad request: the autodiff pass expands it (was it disabled?)");
+    else
+      exec_err(x, &n->loc, "the cpu backend has no kernel for '%s'", ir_op_name(n->op));
     return -1;
   }
   for (int i = 0; i < n->n_in; i++) {
