@@ -41,25 +41,6 @@ int pass_lookup(const char *name) {
   return -1;
 }
 
-/* TGC_DISABLE_PASSES=name,name,...: passes every pipeline skips, whoever
- * runs it (a debugging switch that also reaches pipelines a command does not
- * build itself, such as the training graph's; "fuse-*" names every fusion
- * pass). */
-static bool pass_disabled_by_env(pass_id p) {
-  const char *env = getenv("TGC_DISABLE_PASSES");
-  if (!env) return false;
-  const char *name = pass_name(p);
-  size_t n = strlen(name);
-  for (const char *s = env; *s;) {
-    size_t len = strcspn(s, ",");
-    if ((len == n && strncmp(s, name, n) == 0) || (len == 6 && strncmp(s, "fuse-*", 6) == 0 && strncmp(name, "fuse-", 5) == 0))
-      return true;
-    s += len;
-    if (*s == ',') s++;
-  }
-  return false;
-}
-
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -124,7 +105,7 @@ int pass_run_pipeline(ir_graph *g, const pass_id *passes, int n, const pass_opti
       rc = -1;
       break;
     }
-    if (pass_disabled_by_env(p)) continue;
+    if (opts.disabled && opts.disabled[p]) continue;
     timings[ran].pass = p;
     timings[ran].nodes_before = g->n_nodes;
     double t0 = now_ms();

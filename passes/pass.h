@@ -17,6 +17,8 @@ typedef struct {
   FILE *dump_out;         /* where dumps go (default stdout) */
   int dump_format;        /* 0 text, 1 dot, 2 json */
   const char *checkpoint; /* checkpoint policy: none (NULL), block, selective, sqrt, budget=BYTES */
+  const bool *disabled;   /* NULL, or PASS_COUNT flags: passes every pipeline run with these options skips
+                           * (--disable-pass, --no-fuse; also reaches pass_build_training) */
 } pass_options;
 
 typedef enum {

@@ -443,15 +443,16 @@ int tool_cmd_train(int argc, char **argv) {
   }
   if (!(g = tool_load(&o, d, &text))) goto done;
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
-                     .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint};
+                     .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
+                     .disabled = o.pass_disabled};
   if (pass_build_training(g, &po) != 0) goto done;
   pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)t.optimizer);
   opt.clip_norm = t.clip;
   opt.weight_decay = t.weight_decay;
   if (!(u = pass_build_update(g, &opt, d))) goto done;
-  if (!o.pass_disabled[PASS_FUSE_ELEMENTWISE]) { /* the optimizer step: one fused kernel per new tensor */
+  { /* the optimizer step: one fused kernel per new tensor (unless fusion is off) */
     static const pass_id fuse = PASS_FUSE_ELEMENTWISE;
-    pass_options uo = {.diag = d, .verify_each = o.verify_each};
+    pass_options uo = {.diag = d, .verify_each = o.verify_each, .disabled = o.pass_disabled};
     if (pass_run_pipeline(u, &fuse, 1, &uo) != 0) goto done;
   }
   rt_train_config cfg = {.train = g, .update = u, .data = ds, .seed = t.seed, .micro_batches = t.micro_batches};

@@ -46,6 +46,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.dump_out = dump_out;
   po.dump_format = o->format;
   po.checkpoint = o->checkpoint;
+  po.disabled = o->pass_disabled;
   pass_id list[PASS_COUNT * 2 + 8];
   int n = tool_pipeline(o, list);
   return pass_run_pipeline(g, list, n, &po);
@@ -73,19 +74,6 @@ static const char *flag_value(const char *flag, int argc, char **argv, int *i, i
 static bool is_flag(const char *a, const char *flag) {
   size_t fl = strlen(flag);
   return strncmp(a, flag, fl) == 0 && (a[fl] == 0 || a[fl] == '=');
-}
-
-/* Pipelines that a command does not build itself (the training and update
- * graphs of `tgc train`) honour TGC_DISABLE_PASSES (passes/pass.c): a
- * disabled pass is added to it so that it is off everywhere in this run. */
-static void disable_everywhere(const char *name) {
-  const char *old = getenv("TGC_DISABLE_PASSES");
-  size_t n = (old ? strlen(old) + 1 : 0) + strlen(name) + 1;
-  char *v = malloc(n);
-  if (!v) abort();
-  snprintf(v, n, "%s%s%s", old ? old : "", old && *old ? "," : "", name);
-  setenv("TGC_DISABLE_PASSES", v, 1);
-  free(v);
 }
 
 int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_diag *d) {
@@ -173,13 +161,11 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       return -1;
     }
     o->pass_disabled[p] = true;
-    disable_everywhere(pass_name((pass_id)p));
     return 1;
   }
   if (strcmp(a, "--no-fuse") == 0) {
     for (int p = 0; p < PASS_COUNT; p++)
       if (strncmp(pass_name((pass_id)p), "fuse-", 5) == 0) o->pass_disabled[p] = true;
-    disable_everywhere("fuse-*");
     return 1;
   }
   if (strcmp(a, "--verify-each") == 0) {

@@ -17,7 +17,7 @@
  *   - typing errors of fused exprs, a kernel fed a bad expr (an error, no
  *     crash), and differentiating a fused op (refused).
  * The unfused graphs come from the same pipeline with the pass skipped
- * (TGC_DISABLE_PASSES, read by the pass manager).
+ * (pass_options.disabled, honoured by the pass manager).
  */
 #include <dirent.h>
 #include <stdlib.h>
@@ -145,12 +145,11 @@ static ir_graph *compile(const char *path, const char *config, ir_diag *d, char 
 
 /* Runs the default pipeline (training: pass_build_training) with or without fuse-elementwise. */
 static int pipeline(ir_graph *g, bool fuse, bool training, ir_diag *d) {
-  if (!fuse) setenv("TGC_DISABLE_PASSES", "fuse-elementwise", 1);
-  pass_options po = {.diag = d, .verify_each = true};
-  int rc = training ? pass_build_training(g, &po)
-                    : pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &po);
-  unsetenv("TGC_DISABLE_PASSES");
-  return rc;
+  bool off[PASS_COUNT] = {false};
+  off[PASS_FUSE_ELEMENTWISE] = !fuse;
+  pass_options po = {.diag = d, .verify_each = true, .disabled = off};
+  return training ? pass_build_training(g, &po)
+                  : pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &po);
 }
 
 typedef struct {
