@@ -353,6 +353,13 @@ ir_attr ir_attr_ints(const char *key, const int64_t *v, int n) {
 ir_attr ir_attr_str(const char *key, const char *s) { return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = s}; }
 ir_attr ir_attr_dtype(const char *key, ir_dtype t) { return (ir_attr){.key = key, .kind = IR_ATTR_DTYPE, .i = t}; }
 
+bool ir_node_may_reuse(const ir_node *n, int i) {
+  if (!n || n->n_out != 1 || i < 0 || i >= n->n_in || !n->in[i] || !n->out[0]) return false;
+  if (n->op == IR_OP_RESHAPE) return i == 0;
+  if (!ir_op_is_elementwise(n->op) && n->op != IR_OP_FUSED) return false;
+  return ir_type_equal(&n->in[i]->type, &n->out[0]->type);
+}
+
 const ir_attr *ir_node_attr(const ir_node *n, const char *key) {
   for (int i = 0; i < n->n_attrs; i++)
     if (strcmp(n->attrs[i].key, key) == 0) return &n->attrs[i];

@@ -214,6 +214,14 @@ struct ir_node {
 
 /* Attribute lookup: NULL / default when absent. */
 const ir_attr *ir_node_attr(const ir_node *n, const char *key);
+/* Whether n's result may take over the buffer of operand i when nothing
+ * reads that operand after n: true for the ops whose kernels read each
+ * element of a same-typed operand before writing the same element of the
+ * result (unary, binary, where, fused; i's type equal to the result's), and
+ * for reshape (the bytes are the result's, unchanged). The CPU executor
+ * (runtime/cpu.c) reuses buffers by this rule and the memory prediction
+ * (passes/memplan.c) replays it: one definition for both. */
+bool ir_node_may_reuse(const ir_node *n, int i);
 int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt);
 double ir_node_attr_float(const ir_node *n, const char *key, double dflt);
 

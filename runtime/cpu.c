@@ -9,8 +9,13 @@
  *    cpu_overwrites says its kernel writes every element), and an
  *    intermediate is freed right after its last use (precomputed per value;
  *    a result nobody uses is freed right after its node);
+ *  - a result may take over an operand's buffer instead (ir_node_may_reuse:
+ *    elementwise ops and fused in place, reshape by moving the bytes) when
+ *    that operand is an intermediate read by nothing later and not an
+ *    output — the first such operand. Inputs and params are never reused,
+ *    except those the caller donates (rt_stats.donate_*);
  *  - graph outputs are handed to the caller; an output that is also an
- *    input/param, or that is listed a second time, is copied.
+ *    input/param (not donated), or that is listed a second time, is copied.
  * stats->peak_bytes is the peak of live bytes this executor allocated
  * (intermediates and outputs, not the borrowed inputs/params). On any error
  * every buffer it allocated is freed and outputs[] are NULL.
@@ -18,6 +23,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "kernels.h"
 
@@ -118,7 +124,8 @@ static bool cpu_supports_op(const ir_node *n) {
 /* Per-value executor state, indexed by value id. */
 typedef struct {
   rt_tensor *t;
-  bool borrowed;  /* an input/param tensor of the caller */
+  bool borrowed;  /* an input/param tensor of the caller: never freed here */
+  bool donated;   /* ... that the caller lets results overwrite (and get back) */
   bool is_output; /* handed to the caller: never freed by the executor */
   int last_use;   /* index of the last node reading it; -1 if none */
 } slot;
@@ -129,6 +136,7 @@ typedef struct {
   int n_slots;
   size_t live, peak, allocs;
   int kernels;
+  rt_profile *prof; /* NULL unless the caller profiles */
   char *err;
   size_t errlen;
 } exec;
@@ -148,6 +156,12 @@ static void exec_err(exec *x, const ir_loc *loc, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(x->err + n, x->errlen - (size_t)n, fmt, ap);
   va_end(ap);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static slot *slot_of(exec *x, const ir_value *v) {
@@ -189,7 +203,8 @@ static rt_tensor *copy_tensor(exec *x, const ir_value *v, const rt_tensor *src) 
 }
 
 /* Binds the caller's inputs/params after checking their types. */
-static int bind_borrowed(exec *x, ir_value *const *vals, int n, rt_tensor *const *ts, const char *what) {
+static int bind_borrowed(exec *x, ir_value *const *vals, int n, rt_tensor *const *ts, const bool *donate,
+                         const char *what) {
   for (int i = 0; i < n; i++) {
     slot *s = slot_of(x, vals[i]);
     if (!s) {
@@ -209,8 +224,22 @@ static int bind_borrowed(exec *x, ir_value *const *vals, int n, rt_tensor *const
     }
     s->t = ts[i];
     s->borrowed = true;
+    s->donated = donate && donate[i];
   }
   return 0;
+}
+
+/* The operand slot whose buffer n's result takes over, or NULL (see the
+ * header comment; passes/memplan.c replays this choice). */
+static slot *reusable_operand(exec *x, const ir_node *n, int ni) {
+  if (!cpu_overwrites[n->op]) return NULL;
+  for (int i = 0; i < n->n_in; i++) {
+    slot *s = slot_of(x, n->in[i]);
+    if (!s->t || s->last_use != ni || s->is_output || !ir_node_may_reuse(n, i)) continue;
+    if (s->borrowed && !s->donated) continue;
+    return s;
+  }
+  return NULL;
 }
 
 /* Runs node n (index ni): allocates its results, runs its kernel, frees
@@ -232,6 +261,8 @@ static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_
     }
     in[i] = s->t;
   }
+  double t0 = x->prof ? now_s() : 0;
+  slot *reuse = reusable_operand(x, n, ni);
   for (int i = 0; i < n->n_out; i++) {
     slot *s = slot_of(x, n->out[i]);
     if (!s || s->t) {
@@ -239,14 +270,29 @@ static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_
                rt_value_name(n->out[i]));
       return -1;
     }
-    if (!(s->t = exec_alloc(x, n->out[i], &n->loc, !cpu_overwrites[n->op]))) return -1;
+    if (reuse) { /* n_out == 1: the operand's tensor becomes the result */
+      s->t = reuse->t;
+      s->borrowed = reuse->borrowed;
+      s->donated = reuse->donated;
+      s->t->type = n->out[i]->type; /* differs only for reshape */
+      reuse->t = NULL;
+    } else if (!(s->t = exec_alloc(x, n->out[i], &n->loc, !cpu_overwrites[n->op]))) {
+      return -1;
+    }
     out[i] = s->t;
   }
   char kmsg[512] = "";
   rt_kctx k = {.node = n, .in = in, .out = out, .err = kmsg, .errlen = sizeof kmsg};
+  double t1 = x->prof ? now_s() : 0;
   if (cpu_kernels[n->op](&k) != 0) {
     exec_err(x, &n->loc, "%s", kmsg);
     return -1;
+  }
+  if (x->prof) {
+    double t2 = now_s();
+    x->prof->alloc_seconds += t1 - t0;
+    x->prof->seconds[n->op] += t2 - t1;
+    x->prof->calls[n->op]++;
   }
   x->kernels++;
   for (int i = 0; i < n->n_in; i++) {
@@ -284,7 +330,8 @@ static int run_nodes(exec *x) {
 
 static int cpu_graph_compute(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
                              rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen) {
-  exec x = {.g = g, .err = err, .errlen = errlen};
+  exec x = {.g = g, .err = err, .errlen = errlen, .prof = stats ? stats->profile : NULL};
+  double t_start = x.prof ? now_s() : 0;
   if (err && errlen) err[0] = 0;
   for (int i = 0; i < g->n_outputs; i++) outputs[i] = NULL;
   /* slots cover every id a value of this graph may carry */
@@ -318,8 +365,8 @@ static int cpu_graph_compute(const ir_graph *g, rt_tensor *const *inputs, rt_ten
     }
     s->is_output = true;
   }
-  if (bind_borrowed(&x, g->inputs, g->n_inputs, inputs, "input") != 0 ||
-      bind_borrowed(&x, g->params, g->n_params, params, "param") != 0)
+  if (bind_borrowed(&x, g->inputs, g->n_inputs, inputs, stats ? stats->donate_inputs : NULL, "input") != 0 ||
+      bind_borrowed(&x, g->params, g->n_params, params, stats ? stats->donate_params : NULL, "param") != 0)
     goto done;
   if (run_nodes(&x) != 0) goto done;
   /* Hand over outputs. First the copies (an input/param, or a value listed
@@ -335,7 +382,7 @@ static int cpu_graph_compute(const ir_graph *g, rt_tensor *const *inputs, rt_ten
     }
     bool repeated = false;
     for (int j = 0; j < i; j++) repeated |= g->outputs[j].value == v;
-    if ((s->borrowed || repeated) && !(outputs[i] = copy_tensor(&x, v, s->t))) goto done;
+    if (((s->borrowed && !s->donated) || repeated) && !(outputs[i] = copy_tensor(&x, v, s->t))) goto done;
   }
   for (int i = 0; i < g->n_outputs; i++) {
     slot *s = slot_of(&x, g->outputs[i].value);
@@ -354,6 +401,7 @@ done:
   for (int i = 0; i < x.n_slots; i++)
     if (!x.slots[i].borrowed) rt_tensor_free(x.slots[i].t);
   free(x.slots);
+  if (x.prof) x.prof->total_seconds += now_s() - t_start;
   if (stats) {
     stats->peak_bytes = x.peak;
     stats->total_allocs = x.allocs;

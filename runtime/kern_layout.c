@@ -126,7 +126,8 @@ int rt_kern_reshape(const rt_kctx *k) {
     rt_kerr(k, "reshape %%%s: element counts differ", rt_value_name(k->node->out[0]));
     return -1;
   }
-  if (out->nbytes) memcpy(out->data, k->in[0]->data, out->nbytes);
+  /* the executor may hand the operand's own buffer over (runtime/cpu.c) */
+  if (out->nbytes && out->data != k->in[0]->data) memcpy(out->data, k->in[0]->data, out->nbytes);
   return 0;
 }
 

@@ -42,10 +42,27 @@ void rt_fill_random(rt_tensor *t, uint64_t seed, const char *name, int64_t int_h
 /* Initializes a parameter from its ir_init with stream = hash of its name. */
 void rt_init_param(rt_tensor *t, const ir_value *param, uint64_t seed);
 
+/* Where the time of graph runs went, by op (kernel wall time, accumulated
+ * over every run given the same profile). Filled only when a caller sets
+ * rt_stats.profile: timing every kernel costs two clock reads per node. */
+typedef struct {
+  double seconds[IR_NUM_OPS];
+  int64_t calls[IR_NUM_OPS];
+  double alloc_seconds;  /* allocating (and zero-filling) results */
+  double total_seconds;  /* the whole graph_compute calls */
+} rt_profile;
+
 typedef struct {
   size_t peak_bytes;     /* peak of live tensor bytes during the run */
   size_t total_allocs;
   int kernels_run;
+  rt_profile *profile;   /* in: NULL, or where to add this run's kernel times */
+  /* in: NULL, or per input / param: true = donated. A donated tensor stays
+   * the caller's, but results may be computed in its buffer (it is then
+   * garbage) and it may come back as one of the outputs (outputs[j] ==
+   * inputs[i]): the caller frees each of its donated tensors that is not an
+   * output, and must not read them after the call, even on failure. */
+  const bool *donate_inputs, *donate_params;
 } rt_stats;
 
 /* A backend: what it supports and how it runs a graph. */
@@ -54,7 +71,8 @@ typedef struct rt_backend {
   bool (*supports_op)(const ir_node *n);
   /* inputs[i] feeds g->inputs[i], params[i] feeds g->params[i]; outputs[i]
    * receives a new tensor for g->outputs[i] (caller frees). Returns 0, or -1
-   * with a message in err. Inputs and params are not modified. */
+   * with a message in err. Inputs and params are not modified, unless the
+   * caller donates them (rt_stats.donate_*). */
   int (*graph_compute)(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
                        rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);
 } rt_backend;
@@ -161,6 +179,8 @@ typedef struct {
   uint64_t seed;
   int micro_batches;    /* K >= 1 */
   rt_schedule schedule;
+  rt_profile *profile;         /* NULL, or kernel times of the training graph runs */
+  rt_profile *update_profile;  /* NULL, or kernel times of the update graph runs */
 } rt_train_config;
 
 typedef struct {

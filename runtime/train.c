@@ -33,6 +33,7 @@ struct rt_trainer {
   int *grad_out;        /* np: index of d_<param> among train outputs */
   int loss_out, logits_out;
   int64_t step;
+  bool lost;            /* a failed update consumed the parameters: no more steps or saves */
 };
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -228,13 +229,17 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
   int64_t correct = 0, positions = 0;
   size_t peak = 0;
   int targ = rt_data_targets_input(t->c.data);
+  if (t->lost) {
+    errf(err, errlen, "the parameters were lost in a failed optimizer update");
+    return -1;
+  }
   for (int i = 0; i < t->np; i++) {
     rt_tensor_free(t->grads[i]);
     t->grads[i] = NULL;
   }
   for (int k = 0; k < K; k++) {
     if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->inputs, err, errlen) != 0) return -1;
-    rt_stats st = {0};
+    rt_stats st = {.profile = t->c.profile};
     if (rt_cpu_backend.graph_compute(tg, t->inputs, t->params, t->outs, &st, err, errlen) != 0) return -1;
     if (st.peak_bytes > peak) peak = st.peak_bytes;
     loss += rt_tensor_get(t->outs[t->loss_out], 0);
@@ -276,14 +281,41 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
   for (int i = 0; i < t->ns; i++) uin[t->np + i] = t->states[i];
   uin[t->np + t->ns] = lr_t;
   uin[t->np + t->ns + 1] = step_t;
-  if (rt_cpu_backend.graph_compute(ug, uin, t->params, uout, NULL, err, errlen) != 0) goto done;
-  for (int i = 0; i < t->np; i++) {
-    rt_tensor_free(t->params[i]);
-    t->params[i] = uout[i];
+  /* Gradients, states and parameters are donated: the update computes in
+   * their buffers (no fresh pages for ~3 copies of the model every step) and
+   * may hand them back as outputs. The old tensors that did not come back
+   * are freed after; on failure the model state is lost (the run stops). */
+  bool *donate = malloc((size_t)(nu > t->np ? nu : t->np) + 1);
+  if (!donate) {
+    errf(err, errlen, "out of memory");
+    goto done;
   }
-  for (int i = 0; i < t->ns; i++) {
-    rt_tensor_free(t->states[i]);
-    t->states[i] = uout[t->np + i];
+  for (int i = 0; i < nu; i++) donate[i] = i < t->np + t->ns;
+  bool *donate_p = malloc((size_t)t->np + 1);
+  if (!donate_p) {
+    free(donate);
+    errf(err, errlen, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < t->np; i++) donate_p[i] = true;
+  rt_stats ust = {.profile = t->c.update_profile, .donate_inputs = donate, .donate_params = donate_p};
+  int urc = rt_cpu_backend.graph_compute(ug, uin, t->params, uout, &ust, err, errlen);
+  free(donate);
+  free(donate_p);
+  /* the old tensors: free those not handed back as an output */
+  int nold = 2 * t->np + t->ns, nnew = t->np + t->ns;
+  for (int i = 0; i < nold; i++) {
+    rt_tensor *old = i < t->np ? t->grads[i] : i < 2 * t->np ? t->params[i - t->np] : t->states[i - 2 * t->np];
+    bool kept = false;
+    for (int j = 0; urc == 0 && j < nnew && !kept; j++) kept = uout[j] == old;
+    if (!kept) rt_tensor_free(old);
+  }
+  for (int i = 0; i < t->np; i++) t->grads[i] = NULL;
+  for (int i = 0; i < t->np; i++) t->params[i] = urc == 0 ? uout[i] : NULL;
+  for (int i = 0; i < t->ns; i++) t->states[i] = urc == 0 ? uout[t->np + i] : NULL;
+  if (urc != 0) {
+    t->lost = true;
+    goto done;
   }
   t->step++;
   rc = 0;
@@ -316,6 +348,10 @@ static char *state_name(const rt_trainer *t, int i) {
 
 int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
                     size_t errlen) {
+  if (t->lost) {
+    errf(err, errlen, "%s: not saved: the parameters were lost in a failed optimizer update", path);
+    return -1;
+  }
   int n = t->np + t->ns;
   rt_named_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
   char **snames = calloc((size_t)t->ns + 1, sizeof *snames);

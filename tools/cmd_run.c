@@ -33,6 +33,7 @@ static const char *const run_help =
     "                        \"stats\": {\"kernels\", \"peak_bytes\"}}\n"
     "                       (tensors of more than 4096 elements get a summary: min, max, mean, sum)\n"
     "  --backend cpu        the executor (only cpu in this build)\n"
+    "  --profile            time every kernel; print where the time went, by op, to stderr\n"
     "\n";
 
 extern const char *const tool_common_help;
@@ -70,7 +71,8 @@ int tool_cmd_run(int argc, char **argv) {
   int n_specs = 0, rc = 0;
   uint64_t seed = 0;
   const char *out_dir = NULL;
-  bool json = false;
+  bool json = false, profile = false;
+  rt_profile prof = {0};
   for (int i = 1; i < argc && rc == 0; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(&o, argc, argv, &i, d);
@@ -91,6 +93,8 @@ int tool_cmd_run(int argc, char **argv) {
       }
     } else if (strcmp(a, "--json") == 0) {
       json = true;
+    } else if (strcmp(a, "--profile") == 0) {
+      profile = true;
     } else if (tool_positional("run", a, &o, d) != 0) {
       rc = 1;
     }
@@ -106,8 +110,9 @@ int tool_cmd_run(int argc, char **argv) {
   if (g) tool_alloc_slots(g, &slots);
   rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
-  rt_stats stats = {0};
+  rt_stats stats = {.profile = profile ? &prof : NULL};
   if (rc == 0 && tool_execute(g, inputs, params, outputs, &stats, d) != 0) rc = 1;
+  if (rc == 0 && profile) tool_print_profile(stderr, &prof, o.file, 1);
   if (rc == 0 && out_dir) {
     struct stat st;
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {

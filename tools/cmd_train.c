@@ -64,6 +64,8 @@ static const char *const train_help =
     "                       with a 'logits' output), elapsed_s\n"
     "  --print-every N      plain progress lines every N steps when not on a terminal\n"
     "  --json               print the summary as one JSON object\n"
+    "  --profile            time every kernel; print where the time went, by op, for the\n"
+    "                       training graph and the optimizer update (to stderr)\n"
     "\n"
     "A progress bar is drawn on stderr when it is a terminal; otherwise (without --json) plain\n"
     "progress lines go to stdout. The summary gives the final loss and\n"
@@ -83,7 +85,7 @@ typedef struct {
   bool steps_set, lr_set, opt_set, sched_set, warmup_set, mb_set, clip_set, wd_set, seed_set, batch_set,
       seq_set, vocab_set;
   const char *save, *resume, *log;
-  bool json;
+  bool json, profile;
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -346,6 +348,8 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       t->seed = (uint64_t)s, t->seed_set = true;
     } else if (strcmp(a, "--json") == 0) {
       t->json = true;
+    } else if (strcmp(a, "--profile") == 0) {
+      t->profile = true;
     } else if (tool_positional("train", a, o, d) != 0) {
       rc = -1;
     }
@@ -411,6 +415,7 @@ int tool_cmd_train(int argc, char **argv) {
   rt_data *ds = NULL;
   rt_trainer *tr = NULL;
   FILE *log = NULL;
+  rt_profile *prof = NULL; /* --profile: [0] training graph, [1] update graph */
   char define_store[3][32];
   int rc = 1;
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
@@ -456,6 +461,11 @@ int tool_cmd_train(int argc, char **argv) {
     if (pass_run_pipeline(u, &fuse, 1, &uo) != 0) goto done;
   }
   rt_train_config cfg = {.train = g, .update = u, .data = ds, .seed = t.seed, .micro_batches = t.micro_batches};
+  if (t.profile && !(prof = calloc(2, sizeof *prof))) {
+    ir_error_plain(d, "out of memory");
+    goto done;
+  }
+  if (prof) cfg.profile = &prof[0], cfg.update_profile = &prof[1];
   cfg.schedule = (rt_schedule){.kind = t.schedule, .lr = t.lr, .warmup = t.warmup, .total = t.steps, .floor = 0.1};
   if (!(tr = rt_trainer_new(&cfg, err, sizeof err))) {
     ir_error_plain(d, "%s", err);
@@ -587,9 +597,15 @@ int tool_cmd_train(int argc, char **argv) {
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
   }
+  if (prof) {
+    int64_t runs = rt_trainer_steps_done(tr) - start;
+    tool_print_profile(stderr, &prof[0], "training graph (forward + backward)", runs * t.micro_batches);
+    tool_print_profile(stderr, &prof[1], "optimizer update", runs);
+  }
   rc = 0;
 done:
   if (log) fclose(log);
+  free(prof);
   rt_trainer_free(tr);
   rt_data_free(ds);
   rt_safetensors_free(state);

@@ -76,6 +76,10 @@ int tool_execute(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *
                  rt_stats *stats, ir_diag *d);
 int tool_bind_all(const ir_graph *g, const tool_input_spec *specs, int n_specs, uint64_t seed, bool quiet,
                   rt_tensor **inputs, rt_tensor **params, ir_diag *d);
+/* ---- profile.c ---- */
+/* The per-op table of p (filled by `runs` graph runs) under a title line. */
+void tool_print_profile(FILE *f, const rt_profile *p, const char *title, int64_t runs);
+
 /* Refuses graphs whose parameters and inputs exceed the machine's memory. */
 int tool_check_memory(const ir_graph *g, ir_diag *d);
 /* "name = v  (dtype)" for scalars, nested lists up to 256 elements, else a summary. */

@@ -83,7 +83,7 @@ static int tc_run(tcase *c, ir_op op, const ir_attr *attrs, int n_attrs, const i
   int problems = ir_verify(c->g, d);
   ir_diag_free(d);
   CHECK_EQ_INT(problems, 0);
-  rt_stats st;
+  rt_stats st = {0};
   int rc = rt_cpu_backend.graph_compute(c->g, c->tin, NULL, c->out, &st, err, sizeof err);
   if (rc != 0) fprintf(stderr, "run %s failed: %s\n", ir_op_name(op), err);
   CHECK_EQ_INT(rc, 0);
