@@ -93,7 +93,7 @@ sv fe_build(fe_sema *S, const ast *at, ir_op op, ir_value *const *in, int n_in, 
     fe_error(S, at, "'%s' is not a compile-time constant expression", fe_src(S, at));
     return sv_poison();
   }
-  int max_out = op == IR_OP_GRAD ? n_in : 1;
+  int max_out = op == IR_OP_GRAD ? n_in : op == IR_OP_FUSED ? IR_FUSED_MAX_RESULTS : 1;
   if (op == IR_OP_SPLIT)
     for (int i = 0; i < n_attrs; i++)
       if (strcmp(attrs[i].key, "sizes") == 0 && attrs[i].n > max_out) max_out = attrs[i].n;

@@ -270,6 +270,26 @@ int ir_count_uses(const ir_graph *g, const ir_value *v) {
   return uses;
 }
 
+int *ir_use_counts(const ir_graph *g, int *bound) {
+  int max_id = 0;
+  for (int i = 0; i < g->n_values; i++)
+    if (g->values[i]->id >= max_id) max_id = g->values[i]->id + 1;
+  int *uses = calloc((size_t)(max_id > 0 ? max_id : 1), sizeof *uses);
+  if (!uses) return NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j]->id >= 0 && n->in[j]->id < max_id) uses[n->in[j]->id]++;
+  }
+  for (int i = 0; i < g->n_outputs; i++) {
+    const ir_value *v = g->outputs[i].value;
+    if (v->id >= 0 && v->id < max_id) uses[v->id]++;
+  }
+  *bound = max_id;
+  return uses;
+}
+
 void ir_graph_compact(ir_graph *g) {
   int k = 0;
   for (int i = 0; i < g->n_nodes; i++)
@@ -353,11 +373,13 @@ ir_attr ir_attr_ints(const char *key, const int64_t *v, int n) {
 ir_attr ir_attr_str(const char *key, const char *s) { return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = s}; }
 ir_attr ir_attr_dtype(const char *key, ir_dtype t) { return (ir_attr){.key = key, .kind = IR_ATTR_DTYPE, .i = t}; }
 
-bool ir_node_may_reuse(const ir_node *n, int i) {
-  if (!n || n->n_out != 1 || i < 0 || i >= n->n_in || !n->in[i] || !n->out[0]) return false;
+bool ir_node_may_reuse(const ir_node *n, int r, int i) {
+  if (!n || r < 0 || r >= n->n_out || i < 0 || i >= n->n_in || !n->in[i] || !n->out[r]) return false;
+  if (n->op == IR_OP_FUSED) return ir_type_equal(&n->in[i]->type, &n->out[r]->type);
+  if (n->n_out != 1) return false;
   if (n->op == IR_OP_RESHAPE) return i == 0;
-  if (!ir_op_is_elementwise(n->op) && n->op != IR_OP_FUSED) return false;
-  return ir_type_equal(&n->in[i]->type, &n->out[0]->type);
+  if (!ir_op_is_elementwise(n->op)) return false;
+  return ir_type_equal(&n->in[i]->type, &n->out[r]->type);
 }
 
 const ir_attr *ir_node_attr(const ir_node *n, const char *key) {
@@ -377,4 +399,14 @@ double ir_node_attr_float(const ir_node *n, const char *key, double dflt) {
   if (a->kind == IR_ATTR_FLOAT) return a->f;
   if (a->kind == IR_ATTR_INT) return (double)a->i;
   return dflt;
+}
+
+bool ir_transpose_swaps_last2(const ir_node *n) {
+  if (!n || n->op != IR_OP_TRANSPOSE) return false;
+  const ir_attr *a = ir_node_attr(n, "perm");
+  if (!a || a->kind != IR_ATTR_INTS || a->n < 2) return false;
+  int r = a->n;
+  for (int i = 0; i < r - 2; i++)
+    if (a->ints[i] != i) return false;
+  return a->ints[r - 2] == r - 1 && a->ints[r - 1] == r - 2;
 }

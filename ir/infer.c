@@ -14,13 +14,17 @@
  *   - axes are normalized: 0 <= axis < rank; "axes" lists are strictly
  *     increasing (sorted, unique); may be empty (reduce nothing).
  *   - optional: reduce_* "keepdims" (0 or 1, default 0), slice "step"
- *     (default 1). Every other listed attribute is required.
+ *     (default 1), matmul "transpose_a" / "transpose_b" (see below). Every
+ *     other listed attribute is required.
  *   - float attributes (const "value", norm "eps") must be FLOAT; eps must be
  *     finite and >= 0. Attributes not used by an op are ignored (passes may
  *     annotate nodes), but a key given twice is an error.
- *   - matmul needs rank >= 2 on both sides (the frontend lowers 1-D operands).
+ *   - matmul needs rank >= 2 on both sides (the frontend lowers 1-D operands);
+ *     matmul and fused_matmul take optional "transpose_a" / "transpose_b"
+ *     (0 or 1, default 0): 1 reads that operand with its last two axes swapped.
  *   - split: out must have room for one type per entry of "sizes" (a caller
- *     sizes its buffer by that attribute); other ops write one result.
+ *     sizes its buffer by that attribute); fused: room for
+ *     IR_FUSED_MAX_RESULTS; other ops write one result.
  *
  * Messages are one line, user-facing, printing full types ("f32[2, 3]").
  */
@@ -292,21 +296,35 @@ static int infer_where(ctx *c, const ir_type *in, ir_type *out) {
   return check_result(c, out);
 }
 
+/* transpose_a / transpose_b: optional, 0 or 1 (absent = 0); 1 reads that
+ * operand as the transpose of its last two axes. */
+static int get_transpose_flag(ctx *c, const char *key, bool *set) {
+  int64_t v;
+  if (get_int(c, key, false, 0, &v) < 0) return -1;
+  if (v != 0 && v != 1) return fail(c, "attribute '%s' of %s must be 0 or 1, got %lld", key, c->name, (long long)v);
+  *set = v == 1;
+  return 0;
+}
+
 static int infer_matmul(ctx *c, const ir_type *a, const ir_type *b, ir_type *out) {
+  bool ta = false, tb = false;
+  if (get_transpose_flag(c, "transpose_a", &ta) < 0 || get_transpose_flag(c, "transpose_b", &tb) < 0) return -1;
   if (same_dtype(c, a, b) < 0 || need_float(c, a, true) < 0) return -1;
   if (a->rank < 2 || b->rank < 2)
     return fail(c, "matmul needs operands of rank >= 2, got %s @ %s", ts(a).s, ts(b).s);
-  int64_t k1 = a->dims[a->rank - 1], k2 = b->dims[b->rank - 2];
+  /* a[..., M, K] (transposed: [..., K, M]) @ b[..., K, N] (transposed: [..., N, K]) */
+  int64_t m = a->dims[a->rank - (ta ? 1 : 2)], k1 = a->dims[a->rank - (ta ? 2 : 1)];
+  int64_t k2 = b->dims[b->rank - (tb ? 1 : 2)], n = b->dims[b->rank - (tb ? 2 : 1)];
   if (k1 != k2)
-    return fail(c, "shape mismatch in matmul: %s @ %s: inner dimensions %lld and %lld differ", ts(a).s, ts(b).s,
-                (long long)k1, (long long)k2);
+    return fail(c, "shape mismatch in matmul: %s%s @ %s%s: inner dimensions %lld and %lld differ", ts(a).s,
+                ta ? " (transposed)" : "", ts(b).s, tb ? " (transposed)" : "", (long long)k1, (long long)k2);
   ir_type ba = {.dtype = a->dtype, .rank = a->rank - 2}, bb = {.dtype = b->dtype, .rank = b->rank - 2};
   memcpy(ba.dims, a->dims, sizeof(int64_t) * (size_t)ba.rank);
   memcpy(bb.dims, b->dims, sizeof(int64_t) * (size_t)bb.rank);
   if (broadcast(&ba, &bb, out))
     return fail(c, "shape mismatch in matmul: %s @ %s: batch dimensions do not broadcast", ts(a).s, ts(b).s);
-  out->dims[out->rank++] = a->dims[a->rank - 2];
-  out->dims[out->rank++] = b->dims[b->rank - 1];
+  out->dims[out->rank++] = m;
+  out->dims[out->rank++] = n;
   return check_result(c, out);
 }
 
@@ -685,6 +703,8 @@ typedef struct {
   int n_ops;
   bool *used;
   int nodes;
+  const ir_type *results; /* the types of the results before this expression (#k) */
+  int n_results;
 } fexpr;
 
 static int fexpr_fail(fexpr *f, const char *what) {
@@ -741,7 +761,18 @@ static int fexpr_parse(fexpr *f, int depth, ir_type *out) {
     *out = f->ops[idx];
     return 0;
   }
-  if (f->s[f->pos] != '(') return fexpr_fail(f, "expected '$N' or '('");
+  if (f->s[f->pos] == '#') { /* an earlier result of the same node */
+    f->pos++;
+    long idx = 0;
+    int digits = 0;
+    while (f->s[f->pos] >= '0' && f->s[f->pos] <= '9' && digits < 9) idx = idx * 10 + (f->s[f->pos++] - '0'), digits++;
+    if (digits == 0) return fexpr_fail(f, "expected a result number after '#'");
+    if (idx >= f->n_results)
+      return fail(f->c, "%s: expr %d names #%ld, which is not an earlier result", f->c->name, f->n_results, idx);
+    *out = f->results[idx];
+    return 0;
+  }
+  if (f->s[f->pos] != '(') return fexpr_fail(f, "expected '$N', '#N' or '('");
   f->pos++;
   char w[32];
   if (!fexpr_word(f, w, sizeof w)) return fexpr_fail(f, "expected an op name");
@@ -778,24 +809,42 @@ static int fexpr_parse(fexpr *f, int depth, ir_type *out) {
   return 0;
 }
 
-/* Types expr over ops[0..n_ops): every operand must be used, nothing may follow. */
-static int fexpr_type(ctx *c, const ir_type *ops, int n_ops, ir_type *out) {
+/* Types expr over ops[0..n_ops): every operand must be used, nothing may
+ * follow. multi (fused): expressions separated by ';', one per result (at
+ * most IR_FUSED_MAX_RESULTS), each over the same elements (equal shapes);
+ * #k reads result k < this one. *n_res: the result count. */
+static int fexpr_type(ctx *c, const ir_type *ops, int n_ops, bool multi, ir_type *out, int *n_res) {
   const ir_attr *a;
   if (get_attr(c, "expr", IR_ATTR_STR, true, &a) < 0) return -1;
   bool used[FEXPR_MAX_OPERANDS] = {false};
   if (n_ops > FEXPR_MAX_OPERANDS)
     return fail(c, "%s has %d operands (at most %d)", c->name, n_ops, FEXPR_MAX_OPERANDS);
-  fexpr f = {.c = c, .s = a->s, .ops = ops, .n_ops = n_ops, .used = used};
-  if (fexpr_parse(&f, 0, out) < 0) return -1;
-  fexpr_space(&f);
+  fexpr f = {.c = c, .s = a->s, .ops = ops, .n_ops = n_ops, .used = used, .results = out};
+  for (;;) {
+    if (f.n_results == IR_FUSED_MAX_RESULTS)
+      return fail(c, "%s: expr has more than %d results", c->name, IR_FUSED_MAX_RESULTS);
+    ir_type t;
+    if (fexpr_parse(&f, 0, &t) < 0) return -1;
+    if (f.n_results > 0 && (t.rank != out[0].rank || memcmp(t.dims, out[0].dims, sizeof(int64_t) * (size_t)t.rank)))
+      return fail(c, "%s: result %d has type %s, not the shape of result 0 (%s)", c->name, f.n_results, ts(&t).s,
+                  ts(&out[0]).s);
+    out[f.n_results++] = t;
+    fexpr_space(&f);
+    if (!multi || f.s[f.pos] != ';') break;
+    f.pos++;
+  }
   if (f.s[f.pos]) return fexpr_fail(&f, "text after the expression");
   for (int i = 0; i < n_ops; i++)
     if (!used[i]) return fail(c, "%s: operand $%d is not used by expr", c->name, i);
-  return check_result(c, out);
+  *n_res = f.n_results;
+  for (int i = 0; i < f.n_results; i++)
+    if (check_result(c, &out[i]) < 0) return -1;
+  return 0;
 }
 
-static int infer_fused(ctx *c, const ir_type *in, int n_in, ir_type *out) {
-  if (c->op == IR_OP_FUSED) return fexpr_type(c, in, n_in, out);
+static int infer_fused(ctx *c, const ir_type *in, int n_in, ir_type *out, int *n_out) {
+  *n_out = 1;
+  if (c->op == IR_OP_FUSED) return fexpr_type(c, in, n_in, true, out, n_out);
   /* fused_matmul: $0 = matmul(a, b), $i = in[i + 1] */
   if (n_in < 2) return fail(c, "fused_matmul takes at least 2 operands (a, b), got %d", n_in);
   ir_type ops[FEXPR_MAX_OPERANDS];
@@ -806,7 +855,7 @@ static int infer_fused(ctx *c, const ir_type *in, int n_in, ir_type *out) {
   mc.name = "fused_matmul";
   if (infer_matmul(&mc, &in[0], &in[1], &ops[0]) < 0) return -1;
   for (int i = 2; i < n_in; i++) ops[i - 1] = in[i];
-  if (fexpr_type(c, ops, n_in - 1, out) < 0) return -1;
+  if (fexpr_type(c, ops, n_in - 1, false, out, n_out) < 0) return -1;
   if (!ir_type_equal(out, &ops[0]))
     return fail(c, "fused_matmul: the epilogue's type %s differs from the product's %s", ts(out).s, ts(&ops[0]).s);
   return 0;
@@ -880,7 +929,7 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_CROSS_ENTROPY_GRAD: r = infer_cross_entropy_grad(&c, in, &out[0]); break;
   /* fused ops: rules land with the fusion passes */
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return infer_attention(&c, in, n_in, out, n_out);
-  case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: r = infer_fused(&c, in, n_in, &out[0]); break;
+  case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: return infer_fused(&c, in, n_in, out, n_out);
   case IR_OP_ADD_LAYERNORM: return infer_add_layernorm(&c, in, out, n_out);
   case IR_NUM_OPS: break;
   }

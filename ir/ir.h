@@ -214,16 +214,21 @@ struct ir_node {
 
 /* Attribute lookup: NULL / default when absent. */
 const ir_attr *ir_node_attr(const ir_node *n, const char *key);
-/* Whether n's result may take over the buffer of operand i when nothing
+/* Whether n's result r may take over the buffer of operand i when nothing
  * reads that operand after n: true for the ops whose kernels read each
  * element of a same-typed operand before writing the same element of the
- * result (unary, binary, where, fused; i's type equal to the result's), and
- * for reshape (the bytes are the result's, unchanged). The CPU executor
- * (runtime/cpu.c) reuses buffers by this rule and the memory prediction
- * (passes/memplan.c) replays it: one definition for both. */
-bool ir_node_may_reuse(const ir_node *n, int i);
+ * result (unary, binary, where, fused — every result of a multi-result
+ * fused; i's type equal to r's), and for reshape (the bytes are the
+ * result's, unchanged). The CPU executor (runtime/cpu.c) reuses buffers by
+ * this rule, giving each result the first operand not already taken, and
+ * the memory prediction (passes/memplan.c) replays it: one definition. */
+bool ir_node_may_reuse(const ir_node *n, int r, int i);
 int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt);
 double ir_node_attr_float(const ir_node *n, const char *key, double dflt);
+/* n is a transpose whose perm swaps exactly the last two axes
+ * ([0, 1, ..., r-3, r-1, r-2], rank r >= 2): what matmul's transpose_a /
+ * transpose_b read for free. */
+bool ir_transpose_swaps_last2(const ir_node *n);
 
 typedef struct {
   const char *name;  /* output name as the user sees it */
@@ -276,6 +281,10 @@ ir_value *ir_graph_build1(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
 void ir_replace_all_uses(ir_graph *g, ir_value *old_v, ir_value *new_v);
 /* Number of uses of v as a node operand or graph output. O(nodes). */
 int ir_count_uses(const ir_graph *g, const ir_value *v);
+/* The same for every value at once: a malloc'd array (the caller frees)
+ * indexed by value id, of *bound entries (the largest id + 1); uses by dead
+ * nodes are not counted. NULL when out of memory. */
+int *ir_use_counts(const ir_graph *g, int *bound);
 /* Drops nodes marked dead and values no longer defined or declared;
  * renumbers ids densely. */
 void ir_graph_compact(ir_graph *g);
@@ -290,9 +299,12 @@ void ir_graph_move_tail(ir_graph *g, int count, int pos);
  * out[0] must hold the wanted type on entry and is validated. *n_out is set
  * to the result count. Returns 0, or -1 with a one-line message in err such
  * as "shape mismatch in matmul: f32[2, 3] @ f32[4, 5]: inner dimensions 3 and 4 differ".
- * For SPLIT, out must have room for one type per entry of `sizes`.
- * Optional attributes: keepdims (0), slice step (1); all others are required;
+ * For SPLIT, out must have room for one type per entry of `sizes`; for
+ * FUSED (one result per ';'-separated expression), IR_FUSED_MAX_RESULTS.
+ * Optional attributes: keepdims (0), slice step (1), matmul / fused_matmul
+ * transpose_a and transpose_b (0); all others are required;
  * unknown attribute keys are ignored (passes may annotate nodes). */
+enum { IR_FUSED_MAX_RESULTS = 8 };
 int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs,
              ir_type *out, int *n_out, char *err, size_t errlen);
 /* Numpy broadcast of two shapes; -1 with a message if incompatible. */

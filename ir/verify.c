@@ -175,6 +175,7 @@ static void check_decls(vctx *c, ir_value *const *list, int n, int kind) {
 /* Capacity ir_infer may need for the results of n (split: one per size). */
 static int infer_capacity(const ir_node *n) {
   int cap = n->n_out > 1 ? n->n_out : 1;
+  if (n->op == IR_OP_FUSED && cap < IR_FUSED_MAX_RESULTS) cap = IR_FUSED_MAX_RESULTS;
   for (int i = 0; i < n->n_attrs; i++)
     if (n->attrs[i].kind == IR_ATTR_INTS && n->attrs[i].n > cap) cap = n->attrs[i].n;
   return cap;

@@ -112,14 +112,16 @@ ir_value *ad_transpose(ad_ctx *c, ir_value *x, const int64_t *perm, const char *
   return ad_op(c, IR_OP_TRANSPOSE, &x, 1, &a, 1, name);
 }
 
-ir_value *ad_swap_last2(ad_ctx *c, ir_value *x) {
+ir_value *ad_swap_last2_named(ad_ctx *c, ir_value *x, const char *name) {
   int64_t perm[IR_MAX_RANK];
   int r = x->type.rank;
   for (int i = 0; i < r; i++) perm[i] = i;
   perm[r - 2] = r - 1;
   perm[r - 1] = r - 2;
-  return ad_transpose(c, x, perm, NULL);
+  return ad_transpose(c, x, perm, name);
 }
+
+ir_value *ad_swap_last2(ad_ctx *c, ir_value *x) { return ad_swap_last2_named(c, x, NULL); }
 
 ir_value *ad_cast(ad_ctx *c, ir_value *x, ir_dtype to, const char *name) {
   if (x->type.dtype == to) return x;

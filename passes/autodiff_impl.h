@@ -42,6 +42,7 @@ ir_value *ad_reshape(ad_ctx *c, ir_value *x, const int64_t *dims, int rank, cons
 ir_value *ad_broadcast(ad_ctx *c, ir_value *x, const ir_type *t, const char *name);
 ir_value *ad_transpose(ad_ctx *c, ir_value *x, const int64_t *perm, const char *name);
 ir_value *ad_swap_last2(ad_ctx *c, ir_value *x);
+ir_value *ad_swap_last2_named(ad_ctx *c, ir_value *x, const char *name);
 ir_value *ad_cast(ad_ctx *c, ir_value *x, ir_dtype to, const char *name);
 ir_value *ad_slice(ad_ctx *c, ir_value *x, int axis, int64_t start, int64_t end, int64_t step, const char *name);
 /* Adjoint of numpy broadcasting: sums v over the axes t was broadcast along,

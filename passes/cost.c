@@ -15,7 +15,8 @@
  *                                       comparisons and logical ops count 1
  *   cast                                0 (a conversion, no arithmetic)
  *   causal_mask                         1 per element (a select)
- *   matmul [...,M,K]@[...,K,N]          2*M*N*K per batch element (batch dims of the result)
+ *   matmul [...,M,K]@[...,K,N]          2*M*N*K per batch element (batch dims of the result);
+ *                                       K is a's dim -2 under transpose_a
  *   einsum                              (number of operands) per term of the full index
  *                                       space (n-1 multiplies + 1 add): 2*M*N*K for a matmul;
  *                                       a one-operand einsum counts 1 per term
@@ -127,6 +128,16 @@ static bool attention_dims(const ir_node *n, double *batch, double *t, double *s
   return true;
 }
 
+/* 2*M*N*K of a matmul or fused_matmul's product with result [..., M, N] of
+ * out_n elements: K, the contracted dim, is the first operand's last dim, or
+ * its dim -2 when transpose_a reads it transposed (a vector operand has rank 1). */
+static double matmul_flops(const ir_node *n, double out_n) {
+  if (n->n_in < 2 || n->in[0]->type.rank < 1) return 0;
+  const ir_type *a = &n->in[0]->type;
+  bool ta = ir_node_attr_int(n, "transpose_a", 0) != 0 && a->rank >= 2;
+  return 2.0 * out_n * (double)a->dims[a->rank - (ta ? 2 : 1)];
+}
+
 pass_cost pass_node_cost(const ir_node *n) {
   pass_cost c = {0, 0};
   if (!n || (int)n->op < 0 || n->op >= IR_NUM_OPS) return c;
@@ -145,11 +156,7 @@ pass_cost pass_node_cost(const ir_node *n) {
   case IR_OP_GE: case IR_OP_AND: case IR_OP_OR: case IR_OP_WHERE: case IR_OP_CAUSAL_MASK:
     c.flops = out_n;
     break;
-  case IR_OP_MATMUL:
-    /* result [..., M, N]; K is the last dim of the first operand (a vector operand has rank 1) */
-    if (n->n_in == 2 && n->in[0]->type.rank >= 1)
-      c.flops = 2.0 * out_n * (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
-    break;
+  case IR_OP_MATMUL: c.flops = matmul_flops(n, out_n); break;
   case IR_OP_EINSUM:
     c.flops = einsum_terms(n) * (n->n_in >= 2 ? (double)n->n_in : 1.0);
     break;
@@ -178,9 +185,7 @@ pass_cost pass_node_cost(const ir_node *n) {
   }
   case IR_OP_FUSED: c.flops = fused_ops(n) * out_n; break;
   case IR_OP_FUSED_MATMUL:
-    if (n->n_in >= 2 && n->in[0]->type.rank >= 1)
-      c.flops = 2.0 * out_n * (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
-    c.flops += fused_ops(n) * out_n;
+    c.flops = matmul_flops(n, out_n) + fused_ops(n) * out_n;
     break;
   case IR_OP_ADD_LAYERNORM: c.flops = 9 * out_n; break;
   case IR_NUM_OPS: break;

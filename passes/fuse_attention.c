@@ -34,7 +34,8 @@
  * the op works on any batch dims. Near misses are left alone: a scale that is
  * not a constant, a non-positive scale applied after the mask, a mask with
  * another fill or on another value (the transposed scores, K), softmax over
- * another axis, broadcast batch dims, anything between the steps.
+ * another axis, broadcast batch dims, a matmul with transpose_a or
+ * transpose_b set, anything between the steps.
  * With --time-passes it prints how many softmax nodes it fused.
  */
 #include <math.h>
@@ -56,23 +57,9 @@ typedef struct {
 } fa_ctx;
 
 static void count_uses(fa_ctx *c) {
-  int max_id = 0;
-  for (int i = 0; i < c->g->n_values; i++)
-    if (c->g->values[i]->id >= max_id) max_id = c->g->values[i]->id + 1;
   free(c->uses);
-  c->n_uses = max_id;
-  c->uses = calloc((size_t)(max_id > 0 ? max_id : 1), sizeof *c->uses);
+  c->uses = ir_use_counts(c->g, &c->n_uses);
   if (!c->uses) abort();
-  for (int i = 0; i < c->g->n_nodes; i++) {
-    const ir_node *n = c->g->nodes[i];
-    if (n->dead) continue;
-    for (int j = 0; j < n->n_in; j++)
-      if (n->in[j]->id >= 0 && n->in[j]->id < max_id) c->uses[n->in[j]->id]++;
-  }
-  for (int i = 0; i < c->g->n_outputs; i++) {
-    const ir_value *v = c->g->outputs[i].value;
-    if (v->id >= 0 && v->id < max_id) c->uses[v->id]++;
-  }
 }
 
 static int uses_of(const fa_ctx *c, const ir_value *v) {
@@ -84,23 +71,18 @@ static ir_node *def_op(const ir_value *v, ir_op op) {
   return v && v->def && !v->def->dead && v->def->op == op ? v->def : NULL;
 }
 
+/* A matmul that reads its operands as they are (no transpose_a /
+ * transpose_b): the pattern's shapes are written for that form. */
+static bool plain_matmul(const ir_node *n) {
+  return !ir_node_attr_int(n, "transpose_a", 0) && !ir_node_attr_int(n, "transpose_b", 0);
+}
+
 /* Batch dims (all but the last two) of a and b are equal, ranks too. */
 static bool same_batch(const ir_type *a, const ir_type *b) {
   if (a->rank != b->rank || a->rank < 2) return false;
   for (int i = 0; i < a->rank - 2; i++)
     if (a->dims[i] != b->dims[i]) return false;
   return true;
-}
-
-/* transpose swapping exactly the last two axes */
-static bool swaps_last_two(const ir_node *t) {
-  const ir_attr *a = ir_node_attr(t, "perm");
-  if (!a || a->kind != IR_ATTR_INTS) return false;
-  int r = a->n;
-  if (r < 2) return false;
-  for (int i = 0; i < r - 2; i++)
-    if (a->ints[i] != i) return false;
-  return a->ints[r - 2] == r - 1 && a->ints[r - 1] == r - 2;
 }
 
 /* ---- einsum equations: "X,Y->Z" with two operands of rank r ---- */
@@ -192,7 +174,7 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
       if (n->in[j] == p) pv = n;
   }
   if (!pv || pv->n_in != 2 || pv->in[0] != p || pv->in[1] == p) return false;
-  if (!(pv->op == IR_OP_MATMUL || (pv->op == IR_OP_EINSUM && einsum_pv(pv, r)))) return false;
+  if (!((pv->op == IR_OP_MATMUL && plain_matmul(pv)) || (pv->op == IR_OP_EINSUM && einsum_pv(pv, r)))) return false;
   m->pv = pv;
   m->v = pv->in[1];
   if (!same_batch(&m->v->type, &p->type) || m->v->type.dims[r - 2] != p->type.dims[r - 1]) return false;
@@ -221,7 +203,7 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
   bool k_t = true;
   if (s->op == IR_OP_EINSUM) {
     if (!einsum_scores(s, r, &k_t)) return false;
-  } else if (s->op != IR_OP_MATMUL) {
+  } else if (s->op != IR_OP_MATMUL || !plain_matmul(s)) {
     return false;
   }
   m->scores = s;
@@ -231,7 +213,7 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
   if (k_t) { /* kk is [.., E, S] */
     m->kt = kk;
     ir_node *t = def_op(kk, IR_OP_TRANSPOSE);
-    if (t && swaps_last_two(t)) m->k = t->in[0];
+    if (t && ir_transpose_swaps_last2(t)) m->k = t->in[0];
   } else {
     m->k = kk;
   }

@@ -33,7 +33,17 @@
  *     a matmul), becomes fused_matmul (a, b, other operands) with the
  *     product as $0: the product is computed into the result and the
  *     epilogue applied in place.
- * Limits: 64 ops and 32 operands per group (a larger chain becomes several).
+ *  4. several results: a fused node F whose single result X has the shape of
+ *     a later fused node P's results and is read by P alone (and maybe
+ *     listed as a graph output: an optimizer's new moment, read by the
+ *     parameter update) joins P: one node computes X and P's results in
+ *     one pass over the elements, P's expressions reading X as #0 (no
+ *     recompute), so X is not written and then read back and F's operands
+ *     are loaded once. The kernel computes every result of a chunk before
+ *     storing any, so results may take over operands' buffers in place.
+ *     Adam's m', v' and p' become one kernel per parameter.
+ * Limits: 64 ops and 32 operands per group (a larger chain becomes several);
+ * IR_FUSED_MAX_RESULTS results per fused node.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,17 +312,23 @@ static int try_group(fuse_ctx *c, ir_node *root, int pos, bool allow_broadcast) 
   }
   for (int i = 0; i < gr.n_leaves; i++)
     if (gr.leaves[i] != gr.mm) ops[n_ops++] = gr.leaves[i];
-  ir_type types[MAX_LEAVES + 2], out;
+  ir_type types[MAX_LEAVES + 2], outs[IR_FUSED_MAX_RESULTS];
   for (int i = 0; i < n_ops; i++) types[i] = ops[i]->type;
-  ir_attr ex = ir_attr_str("expr", gr.text);
+  /* the expr, and the matmul's transposed reads (transpose_a / transpose_b) */
+  static const char *const transpose_keys[2] = {"transpose_a", "transpose_b"};
+  ir_attr ex[3] = {ir_attr_str("expr", gr.text)};
+  int n_ex = 1;
+  for (int j = 0; gr.mm && j < 2; j++)
+    if (ir_node_attr_int(gr.mm->def, transpose_keys[j], 0)) ex[n_ex++] = ir_attr_int(transpose_keys[j], 1);
   int n_out = 0;
   char err[256];
-  if (ir_infer(op, types, n_ops, &ex, 1, &out, &n_out, err, sizeof err) != 0 ||
-      !ir_type_equal(&out, &root->out[0]->type)) {
+  ir_type out = root->out[0]->type;
+  if (ir_infer(op, types, n_ops, ex, n_ex, outs, &n_out, err, sizeof err) != 0 || n_out != 1 ||
+      !ir_type_equal(&outs[0], &out)) {
     rc = -2; /* e.g. an absorbed broadcast carried the result's shape: retry without */
     goto done;
   }
-  ir_node *n = ir_graph_add_node(g, op, ops, n_ops, &out, 1, &ex, 1, NULL, root->loc);
+  ir_node *n = ir_graph_add_node(g, op, ops, n_ops, &out, 1, ex, n_ex, NULL, root->loc);
   n->layer = root->layer;
   ir_value *old = root->out[0];
   adopt_results(n, &old, &root);
@@ -345,6 +361,138 @@ static int fuse_groups(fuse_ctx *c) {
   return 0;
 }
 
+/* ---- 4. several results ---- */
+
+/* Appends expr to *buf (at *len, capacity *cap) with every $j written as
+ * $op_map[j] (op_map[j] < 0: as "#0") and every #k as #(k + shift). */
+static int renumber(char **buf, size_t *len, size_t *cap, const char *expr, const int *op_map, int shift) {
+  for (const char *q = expr; *q;) {
+    char piece[32];
+    size_t n = 1;
+    if ((*q == '$' || *q == '#') && q[1] >= '0' && q[1] <= '9') {
+      char kind = *q;
+      long v = strtol(q + 1, (char **)&q, 10);
+      if (kind == '$' && op_map[v] < 0) snprintf(piece, sizeof piece, "#0");
+      else snprintf(piece, sizeof piece, "%c%ld", kind, kind == '$' ? (long)op_map[v] : v + shift);
+      n = strlen(piece);
+    } else {
+      piece[0] = *q++;
+      piece[1] = 0;
+    }
+    if (*len + n + 1 > *cap) {
+      size_t nc = (*len + n + 1) * 2 + 64;
+      char *t = realloc(*buf, nc);
+      if (!t) return -1;
+      *buf = t;
+      *cap = nc;
+    }
+    memcpy(*buf + *len, piece, n + 1);
+    *len += n;
+  }
+  return 0;
+}
+
+static bool same_shape(const ir_type *a, const ir_type *b) {
+  return a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+/* The operand of fused node p that can join it (step 4), or -1. */
+static int joinable_operand(fuse_ctx *c, const ir_node *p) {
+  const ir_graph *g = c->g;
+  if (p->n_out >= IR_FUSED_MAX_RESULTS) return -1;
+  for (int j = 0; j < p->n_in; j++) {
+    const ir_value *x = p->in[j];
+    const ir_node *f = x->def;
+    if (!f || f->dead || f->op != IR_OP_FUSED || f->n_out != 1 || !same_shape(&x->type, &p->out[0]->type)) continue;
+    int readers = c->uses[x->id];
+    for (int i = 0; i < g->n_outputs; i++) readers -= g->outputs[i].value == x;
+    for (int i = 0; i < p->n_in; i++) readers -= p->in[i] == x;
+    if (readers != 0) continue;
+    int n_ops = p->n_in - 1 + f->n_in; /* at most: shared operands count once */
+    if (n_ops > MAX_LEAVES) continue;
+    return j;
+  }
+  return -1;
+}
+
+/* Joins f (the definer of p's operand xi) into p: one node with results
+ * (x, p's results...) at p's place. 1 done, 0 not possible, -1 out of memory. */
+static int join_results(fuse_ctx *c, ir_node *p, int xi, int pos) {
+  ir_graph *g = c->g;
+  ir_value *x = p->in[xi];
+  ir_node *f = x->def;
+  ir_value *ops[2 * MAX_LEAVES];
+  int n_ops = 0, fmap[MAX_LEAVES * 2], pmap[MAX_LEAVES * 2];
+  for (int j = 0; j < f->n_in; j++) {
+    int k = 0;
+    while (k < n_ops && ops[k] != f->in[j]) k++;
+    if (k == n_ops) ops[n_ops++] = f->in[j];
+    fmap[j] = k;
+  }
+  for (int j = 0; j < p->n_in; j++) {
+    if (p->in[j] == x) {
+      pmap[j] = -1;
+      continue;
+    }
+    int k = 0;
+    while (k < n_ops && ops[k] != p->in[j]) k++;
+    if (k == n_ops) ops[n_ops++] = p->in[j];
+    pmap[j] = k;
+  }
+  const ir_attr *fe = ir_node_attr(f, "expr"), *pe = ir_node_attr(p, "expr");
+  if (!fe || !pe || fe->kind != IR_ATTR_STR || pe->kind != IR_ATTR_STR || n_ops > MAX_LEAVES) return 0;
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  if (renumber(&text, &len, &cap, fe->s, fmap, 0) != 0 || renumber(&text, &len, &cap, "; ", fmap, 0) != 0 ||
+      renumber(&text, &len, &cap, pe->s, pmap, 1) != 0) {
+    free(text);
+    return -1;
+  }
+  ir_type types[2 * MAX_LEAVES], outs[IR_FUSED_MAX_RESULTS];
+  for (int i = 0; i < n_ops; i++) types[i] = ops[i]->type;
+  ir_attr ex = ir_attr_str("expr", text);
+  int n_out = 0;
+  char err[256];
+  bool ok = ir_infer(IR_OP_FUSED, types, n_ops, &ex, 1, outs, &n_out, err, sizeof err) == 0 && n_out == p->n_out + 1 &&
+            ir_type_equal(&outs[0], &x->type);
+  for (int i = 0; ok && i < p->n_out; i++) ok = ir_type_equal(&outs[i + 1], &p->out[i]->type);
+  if (!ok) {
+    free(text);
+    return 0;
+  }
+  ir_node *n = ir_graph_add_node(g, IR_OP_FUSED, ops, n_ops, outs, n_out, &ex, 1, NULL, p->loc);
+  free(text);
+  n->layer = p->layer;
+  ir_value *olds[IR_FUSED_MAX_RESULTS];
+  ir_node *defs[IR_FUSED_MAX_RESULTS];
+  olds[0] = x, defs[0] = f;
+  for (int i = 0; i < p->n_out; i++) olds[i + 1] = p->out[i], defs[i + 1] = p;
+  adopt_results(n, olds, defs);
+  f->dead = p->dead = true;
+  for (int j = 0; j < f->n_in; j++) c->uses[f->in[j]->id]--;
+  for (int j = 0; j < p->n_in; j++) c->uses[p->in[j]->id]--;
+  for (int j = 0; j < n_ops; j++) c->uses[ops[j]->id]++;
+  ir_graph_move_tail(g, 1, pos);
+  return grow(c) == 0 ? 1 : -1;
+}
+
+static int fuse_results(fuse_ctx *c) {
+  ir_graph *g = c->g;
+  count_uses(c);
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *p = g->nodes[i];
+    if (p->dead || p->op != IR_OP_FUSED) continue;
+    int xi;
+    while ((xi = joinable_operand(c, p)) >= 0) {
+      int rc = join_results(c, p, xi, i);
+      if (rc < 0) return -1;
+      if (rc == 0) break;
+      p = g->nodes[i]; /* the joined node, at p's place */
+    }
+  }
+  return 0;
+}
+
 /* Constant nodes whose every reader was fused. */
 static void drop_unused_consts(fuse_ctx *c) {
   count_uses(c);
@@ -362,6 +510,7 @@ int pass_fuse_elementwise(ir_graph *g, const pass_options *o) {
   if (fuse_add_layernorm(&c) != 0) goto done;
   count_uses(&c);
   if (fuse_groups(&c) != 0) goto done;
+  if (fuse_results(&c) != 0) goto done;
   drop_unused_consts(&c);
   ir_graph_compact(g);
   rc = 0;

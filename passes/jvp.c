@@ -47,12 +47,14 @@ static void jvp_where(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value
   ty[0] = ad_fit(c, w, &n->out[0]->type, TN(0));
 }
 
+/* bilinear: t_a @ b + a @ t_b, each product reading its operands as n does
+ * (n's attributes: transpose_a / transpose_b) */
 static void jvp_matmul(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value *p[2] = {NULL, NULL};
   for (int i = 0; i < 2; i++)
     if (tx[i]) {
       ir_value *in[2] = {i == 0 ? tx[0] : n->in[0], i == 1 ? tx[1] : n->in[1]};
-      p[i] = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL);
+      p[i] = ad_op(c, IR_OP_MATMUL, in, 2, n->attrs, n->n_attrs, NULL);
     }
   ty[0] = ad_fit(c, ad_add(c, p[0], p[1], NULL), &n->out[0]->type, TN(0));
 }

@@ -5,8 +5,8 @@
  *  - before a node runs, each of its results is allocated (counted) in turn,
  *    the peak checked after each allocation — unless the result takes over
  *    an operand's buffer (ir_node_may_reuse; the first operand that is not
- *    an input/param, not an output, and read by nothing after this node):
- *    then the bytes change hands and nothing is allocated;
+ *    an input/param, not an output, read by nothing after this node and not
+ *    taken by an earlier result): then the bytes change hands;
  *  - after the node, each operand whose last use (the last non-dead node
  *    reading it) is this node is freed unless it is a graph output, and a
  *    result nobody reads is freed at once (again unless it is an output);
@@ -134,13 +134,18 @@ int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r) {
       r->first_backward_node = ni;
       r->saved_bytes = m.live_role[IR_ROLE_ACT];
     }
-    int reuse = -1;
-    for (int i = 0; i < n->n_in && reuse < 0; i++) {
-      mp_slot *s = slot(&m, n->in[i]);
-      if (s && s->live && !s->borrowed && !s->is_output && s->last_use == ni && ir_node_may_reuse(n, i)) reuse = i;
-    }
-    if (reuse >= 0) { /* one result: the operand's buffer becomes it */
-      const ir_value *a = n->in[reuse], *o = n->out[0];
+    for (int k = 0; k < n->n_out; k++) {
+      int reuse = -1;
+      for (int i = 0; i < n->n_in && reuse < 0; i++) {
+        mp_slot *s = slot(&m, n->in[i]);
+        if (s && s->live && !s->borrowed && !s->is_output && s->last_use == ni && ir_node_may_reuse(n, k, i)) reuse = i;
+      }
+      if (reuse < 0) {
+        alloc_value(&m, n->out[k], ni);
+        continue;
+      }
+      /* the operand's buffer becomes the result */
+      const ir_value *a = n->in[reuse], *o = n->out[k];
       mp_slot *sa = slot(&m, a), *so = slot(&m, o);
       sa->live = false;
       m.live_role[a->role < IR_NUM_ROLES ? a->role : IR_ROLE_ACT] -= sa->bytes;
@@ -148,8 +153,6 @@ int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r) {
       m.live_role[o->role < IR_NUM_ROLES ? o->role : IR_ROLE_ACT] += so->bytes;
       so->live = true;
       note_peak(&m, ni);
-    } else {
-      for (int i = 0; i < n->n_out; i++) alloc_value(&m, n->out[i], ni);
     }
     for (int i = 0; i < n->n_in; i++) {
       mp_slot *s = slot(&m, n->in[i]);

@@ -26,9 +26,11 @@ static const pass_entry pass_table[PASS_COUNT] = {
 };
 
 /* fuse-attention runs first, so autodiff differentiates the fused op (its VJP
- * is the fused backward) instead of the T x S primitives. */
+ * is the fused backward) instead of the T x S primitives. fuse-transpose runs
+ * after fuse-elementwise, so fused_matmul operands fold too and the
+ * elementwise fusion never meets transpose_a / transpose_b. */
 const pass_id pass_default_pipeline[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT,
-                                       PASS_FUSE_ELEMENTWISE};
+                                       PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE};
 const int pass_default_pipeline_len = (int)(sizeof pass_default_pipeline / sizeof pass_default_pipeline[0]);
 
 const char *pass_name(pass_id p) { return (unsigned)p < PASS_COUNT ? pass_table[p].name : "?"; }

@@ -72,13 +72,20 @@ static bool same_batch(const ir_type *y, const ir_type *x) {
   return true;
 }
 
+/* With transpose_a / transpose_b set, the rule runs on the materialized
+ * transposes (a = swap(in[0]), b = swap(in[1])) and the gradient of a
+ * transposed operand is swapped back to the operand's own layout
+ * (canonicalize cancels swap pairs, fuse-transpose folds what is left). */
 static void vjp_matmul(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
-  ir_value *a = n->in[0], *b = n->in[1];
+  bool ta = ir_node_attr_int(n, "transpose_a", 0) != 0, tb = ir_node_attr_int(n, "transpose_b", 0) != 0;
+  ir_value *a = ta ? ad_swap_last2(c, n->in[0]) : n->in[0], *b = tb ? ad_swap_last2(c, n->in[1]) : n->in[1];
+  const char *dn0 = ta ? NULL : DN(0), *dn1 = tb ? NULL : DN(1);
   const ir_type *y = &n->out[0]->type;
   if (NEED(0)) {
     ir_value *in[2] = {gy[0], ad_swap_last2(c, b)};
-    ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &a->type) ? DN(0) : NULL);
-    gx[0] = ad_unbroadcast(c, m, &a->type, DN(0));
+    ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &a->type) ? dn0 : NULL);
+    gx[0] = ad_unbroadcast(c, m, &a->type, dn0);
+    if (ta) gx[0] = ad_swap_last2_named(c, gx[0], DN(0));
   }
   if (NEED(1) && b->type.rank == 2 && a->type.rank >= 3) {
     /* x @ W with W shared by every batch element: the batch sum is part of
@@ -98,16 +105,17 @@ static void vjp_matmul(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
        * transposing g2 moves fewer elements than transposing a2 and db */
       ir_value *in[2] = {ad_swap_last2(c, g2), a2};
       int64_t swap[2] = {1, 0};
-      gx[1] = ad_transpose(c, ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL), swap, DN(1));
+      gx[1] = ad_transpose(c, ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL), swap, dn1);
     } else {
       ir_value *in[2] = {ad_swap_last2(c, a2), g2};
-      gx[1] = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, DN(1));
+      gx[1] = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, dn1);
     }
   } else if (NEED(1)) {
     ir_value *in[2] = {ad_swap_last2(c, a), gy[0]};
-    ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &b->type) ? DN(1) : NULL);
-    gx[1] = ad_unbroadcast(c, m, &b->type, DN(1));
+    ir_value *m = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, same_batch(y, &b->type) ? dn1 : NULL);
+    gx[1] = ad_unbroadcast(c, m, &b->type, dn1);
   }
+  if (tb && gx[1]) gx[1] = ad_swap_last2_named(c, gx[1], DN(1));
 }
 
 static void vjp_transpose(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {

@@ -229,13 +229,14 @@ static int bind_borrowed(exec *x, ir_value *const *vals, int n, rt_tensor *const
   return 0;
 }
 
-/* The operand slot whose buffer n's result takes over, or NULL (see the
- * header comment; passes/memplan.c replays this choice). */
-static slot *reusable_operand(exec *x, const ir_node *n, int ni) {
+/* The operand slot whose buffer n's result r takes over, or NULL (see the
+ * header comment; passes/memplan.c replays this choice). Slots already
+ * handed to an earlier result have no tensor any more. */
+static slot *reusable_operand(exec *x, const ir_node *n, int ni, int r) {
   if (!cpu_overwrites[n->op]) return NULL;
   for (int i = 0; i < n->n_in; i++) {
     slot *s = slot_of(x, n->in[i]);
-    if (!s->t || s->last_use != ni || s->is_output || !ir_node_may_reuse(n, i)) continue;
+    if (!s->t || s->last_use != ni || s->is_output || !ir_node_may_reuse(n, r, i)) continue;
     if (s->borrowed && !s->donated) continue;
     return s;
   }
@@ -262,7 +263,6 @@ static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_
     in[i] = s->t;
   }
   double t0 = x->prof ? now_s() : 0;
-  slot *reuse = reusable_operand(x, n, ni);
   for (int i = 0; i < n->n_out; i++) {
     slot *s = slot_of(x, n->out[i]);
     if (!s || s->t) {
@@ -270,7 +270,8 @@ static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_
                rt_value_name(n->out[i]));
       return -1;
     }
-    if (reuse) { /* n_out == 1: the operand's tensor becomes the result */
+    slot *reuse = reusable_operand(x, n, ni, i);
+    if (reuse) { /* the operand's tensor becomes the result */
       s->t = reuse->t;
       s->borrowed = reuse->borrowed;
       s->donated = reuse->donated;

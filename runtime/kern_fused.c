@@ -63,6 +63,8 @@ typedef struct {
 typedef struct {
   finst *ins;
   int n, cap;
+  int roots[IR_FUSED_MAX_RESULTS]; /* the instruction of each result */
+  int n_roots;
   const char *s;
   size_t pos;
   int n_ops;
@@ -129,7 +131,14 @@ static int prog_parse(fprog *p, int depth) {
     in.dt = p->ops[idx]->type.dtype;
     return prog_add(p, in);
   }
-  if (p->s[p->pos] != '(') return prog_fail(p, "expected '$N' or '('");
+  if (p->s[p->pos] == '#') { /* an earlier result: its instruction */
+    p->pos++;
+    int idx = 0, digits = 0;
+    while (p->s[p->pos] >= '0' && p->s[p->pos] <= '9' && digits < 6) idx = idx * 10 + (p->s[p->pos++] - '0'), digits++;
+    if (!digits || idx >= p->n_roots) return prog_fail(p, "bad result number");
+    return p->roots[idx];
+  }
+  if (p->s[p->pos] != '(') return prog_fail(p, "expected '$N', '#N' or '('");
   p->pos++;
   char w[32];
   if (!prog_word(p, w, sizeof w)) return prog_fail(p, "expected an op name");
@@ -235,14 +244,6 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
   r->dv[i] = z;
 }
 
-/* ir_round_to_dtype(IR_DT_F32, x) as a float, with its common case inline:
- * (float)x rounds to nearest even; only finite values past FLT_MAX take the
- * out-of-line path (converting those is undefined in C). */
-static inline float round_f32(double x) {
-  if (!(fabs(x) > FLT_MAX) || isinf(x)) return (float)x;
-  return (float)ir_round_to_dtype(IR_DT_F32, x);
-}
-
 /* An instruction with an f32 result. */
 static void eval_f32(const finst *in, int i, regs *r, int n) {
   const finst *I = &in[i];
@@ -287,16 +288,16 @@ static void eval_f32(const finst *in, int i, regs *r, int n) {
       if (z != x) memmove(z, x, (size_t)n * sizeof *z);
       return;
     }
-    for (int j = 0; j < n; j++) z[j] = round_f32(r->dv[I->arg[0]][j]);
+    for (int j = 0; j < n; j++) z[j] = rt_round_f32(r->dv[I->arg[0]][j]);
     return;
   default: break;
   }
   /* exp, log, tanh, gelu, pow, rsqrt, ...: in double, as the unfused kernels */
   ir_op op = (ir_op)I->kind;
   if (y) {
-    for (int j = 0; j < n; j++) z[j] = round_f32(ir_eval_binary(op, x[j], y[j]));
+    for (int j = 0; j < n; j++) z[j] = rt_round_f32(ir_eval_binary(op, x[j], y[j]));
   } else {
-    for (int j = 0; j < n; j++) z[j] = round_f32(ir_eval_unary(op, x[j]));
+    for (int j = 0; j < n; j++) z[j] = rt_round_f32(ir_eval_unary(op, x[j]));
   }
 }
 
@@ -357,24 +358,9 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
   }
 }
 
-/* Runs the program over n elements and stores the result at out[base..). */
-static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_tensor *out, int64_t base) {
-  const finst *in = p->ins;
-  int root = p->n - 1;
+/* Stores the register of instruction root (n elements) at out[base..). */
+static void store_root(const finst *in, const regs *r, int root, int n, rt_tensor *out, int64_t base) {
   ir_dtype odt = out->type.dtype;
-  for (int i = 0; i < p->n; i++) {
-    if (in[i].uniform) continue; /* filled once per thread */
-    r->root_out = NULL;
-    if (in[i].kind == FI_LOAD) {
-      eval_load(p, in, i, r, lp, n);
-    } else if (in[i].f32) {
-      if (i == root && odt == IR_DT_F32) r->root_out = (float *)out->data + base; /* no copy */
-      eval_f32(in, i, r, n);
-    } else {
-      eval_double(in, i, r, n);
-    }
-  }
-  r->root_out = NULL;
   if (odt == IR_DT_F32 && in[root].f32) {
     float *o = (float *)out->data + base;
     if (o != r->fv[root]) memmove(o, r->fv[root], (size_t)n * sizeof *o);
@@ -386,15 +372,73 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
   }
 }
 
-/* Evaluates expr over ops[0..n_ops) (the $i) into out, broadcasting every
- * operand to out's shape. */
-static int fused_run(const rt_kctx *k, const char *expr, const rt_tensor *const *ops, int n_ops, rt_tensor *out) {
+/* Runs the program over n elements and stores result k at outs[k][base..).
+ * One result: the root instruction writes straight into the output. More:
+ * every result is computed before any is stored, so a result may be stored
+ * over an operand's buffer (the executor's in-place reuse) that another
+ * result still reads; a result that is an operand as loaded is copied to
+ * scratch first for the same reason. */
+static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_tensor *const *outs, int64_t base) {
+  const finst *in = p->ins;
+  bool single = p->n_roots == 1;
+  int root = p->roots[0];
+  ir_dtype odt = outs[0]->type.dtype;
+  for (int i = 0; i < p->n; i++) {
+    if (in[i].uniform) continue; /* filled once per thread */
+    r->root_out = NULL;
+    if (in[i].kind == FI_LOAD) {
+      eval_load(p, in, i, r, lp, n);
+    } else if (in[i].f32) {
+      if (single && i == root && odt == IR_DT_F32) r->root_out = (float *)outs[0]->data + base; /* no copy */
+      eval_f32(in, i, r, n);
+    } else {
+      eval_double(in, i, r, n);
+    }
+  }
+  r->root_out = NULL;
+  if (!single)
+    for (int k = 0; k < p->n_roots; k++) {
+      int i = p->roots[k];
+      if (in[i].kind != FI_LOAD) continue;
+      if (in[i].f32 && r->fv[i] != r->fs + (size_t)i * CHUNK) {
+        memcpy(r->fs + (size_t)i * CHUNK, r->fv[i], (size_t)n * sizeof(float));
+        r->fv[i] = r->fs + (size_t)i * CHUNK;
+      } else if (!in[i].f32 && r->dv[i] != r->ds + (size_t)i * CHUNK) {
+        memcpy(r->ds + (size_t)i * CHUNK, r->dv[i], (size_t)n * sizeof(double));
+        r->dv[i] = r->ds + (size_t)i * CHUNK;
+      }
+    }
+  for (int k = 0; k < p->n_roots; k++) store_root(in, r, p->roots[k], n, outs[k], base);
+}
+
+/* Evaluates expr over ops[0..n_ops) (the $i) into outs[0..n_outs), every
+ * operand broadcast to the shape of the results (which share one shape):
+ * one expression per result, separated by ';' (only when multi). */
+static int fused_run(const rt_kctx *k, const char *expr, bool multi, const rt_tensor *const *ops, int n_ops,
+                     rt_tensor *const *outs, int n_outs) {
   char msg[256] = "";
   fprog p = {.s = expr, .n_ops = n_ops, .ops = ops, .err = msg, .errlen = sizeof msg};
-  int root = prog_parse(&p, 0);
-  prog_space(&p);
+  rt_tensor *out = outs[0];
+  int root = 0;
+  while (root >= 0) {
+    if (p.n_roots == n_outs) {
+      root = prog_fail(&p, "more expressions than results");
+      break;
+    }
+    root = prog_parse(&p, 0);
+    if (root < 0) break;
+    const rt_tensor *o = outs[p.n_roots];
+    if (p.ins[root].dt != o->type.dtype) root = prog_fail(&p, "result dtype differs from the node's");
+    else if (rt_numel(&o->type) != rt_numel(&out->type) || o->type.rank != out->type.rank ||
+             memcmp(o->type.dims, out->type.dims, sizeof(int64_t) * (size_t)o->type.rank) != 0)
+      root = prog_fail(&p, "results differ in shape");
+    else p.roots[p.n_roots++] = root;
+    prog_space(&p);
+    if (root < 0 || !multi || p.s[p.pos] != ';') break;
+    p.pos++;
+  }
   if (root >= 0 && p.s[p.pos]) root = prog_fail(&p, "text after the expression");
-  if (root >= 0 && p.ins[root].dt != out->type.dtype) root = prog_fail(&p, "result dtype differs from the node's");
+  if (root >= 0 && p.n_roots != n_outs) root = prog_fail(&p, "fewer expressions than results");
   if (root < 0) {
     free(p.ins);
     rt_kerr(k, "%s %%%s: %s", ir_op_name(k->node->op), rt_value_name(k->node->out[0]), msg);
@@ -464,7 +508,9 @@ static int fused_run(const rt_kctx *k, const char *expr, const rt_tensor *const 
     }
     any_uniform |= I->uniform;
   }
-  if (in[p.n - 1].uniform) { /* a result computed from scalars alone: keep the plain loop */
+  bool uniform_root = false;
+  for (int r = 0; r < p.n_roots; r++) uniform_root |= in[p.roots[r]].uniform;
+  if (uniform_root) { /* a result computed from scalars alone: keep the plain loop */
     for (int i = 0; i < p.n; i++) in[i].uniform = false;
     any_uniform = false;
   }
@@ -537,7 +583,7 @@ static int fused_run(const rt_kctx *k, const char *expr, const rt_tensor *const 
         lp[o].step = r2 ? cs[o][r2 - 1] : 0;
         lp[o].off += j0 * lp[o].step;
       }
-      eval_chunk(&p, &r, lp, n, out, row * inner + j0);
+      eval_chunk(&p, &r, lp, n, outs, row * inner + j0);
     }
     free(r.fv);
     free(r.dv);
@@ -568,7 +614,11 @@ static const char *expr_of(const rt_kctx *k) {
 int rt_kern_fused(const rt_kctx *k) {
   const char *expr = expr_of(k);
   if (!expr) return -1;
-  return fused_run(k, expr, k->in, k->node->n_in, k->out[0]);
+  if (k->node->n_out < 1 || k->node->n_out > IR_FUSED_MAX_RESULTS) {
+    rt_kerr(k, "fused: %d results (1 to %d)", k->node->n_out, IR_FUSED_MAX_RESULTS);
+    return -1;
+  }
+  return fused_run(k, expr, true, k->in, k->node->n_in, k->out, k->node->n_out);
 }
 
 /* matmul into the result (the plain matmul kernel: same product bit for
@@ -590,7 +640,7 @@ int rt_kern_fused_matmul(const rt_kctx *k) {
   }
   ops[0] = k->out[0];
   for (int i = 2; i < n; i++) ops[i - 1] = k->in[i];
-  int rc = fused_run(k, expr, ops, n - 1, k->out[0]);
+  int rc = fused_run(k, expr, false, ops, n - 1, k->out, 1);
   free(ops);
   return rc;
 }

@@ -80,16 +80,41 @@ int rt_kern_cross_entropy_grad(const rt_kctx *k) {
     }
   }
   double scale = rt_load(gs->type.dtype, gs->data, 0) / (double)(P ? P : 1);
-#pragma omp parallel for schedule(static) if (P * V > RT_PAR_MIN && P > 1)
-  for (int64_t p = 0; p < P; p++) {
-    int64_t base = p * V;
-    double mx, sum;
-    rt_row_logsumexp(ldt, logits->data, base, V, &mx, &sum);
-    int64_t t = rt_load_int(tdt, targets->data, p);
-    for (int64_t j = 0; j < V; j++) {
-      double s = exp(rt_load(ldt, logits->data, base + j) - mx) / sum;
-      rt_store(odt, out->data, base + j, (s - (j == t ? 1.0 : 0.0)) * scale);
+  bool oom = false;
+#pragma omp parallel if (P * V > RT_PAR_MIN && P > 1)
+  {
+    /* exp(x - max) of one row, kept from the sum to the division: one exp
+     * per element (the values are those rt_row_logsumexp sums, bit for bit) */
+    double *e = malloc((size_t)(V ? V : 1) * sizeof *e);
+    if (!e) {
+#pragma omp atomic write
+      oom = true;
     }
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < P; p++) {
+      if (!e) continue;
+      int64_t base = p * V;
+      double mx, sum = 0;
+      rt_row_max(ldt, logits->data, base, V, &mx);
+      if (ldt == IR_DT_F32) {
+        const float *x = (const float *)logits->data + base;
+        for (int64_t j = 0; j < V; j++) sum += (e[j] = exp((double)x[j] - mx));
+      } else {
+        for (int64_t j = 0; j < V; j++) sum += (e[j] = exp(rt_load(ldt, logits->data, base + j) - mx));
+      }
+      int64_t t = rt_load_int(tdt, targets->data, p);
+      if (odt == IR_DT_F32) {
+        float *o = (float *)out->data + base;
+        for (int64_t j = 0; j < V; j++) o[j] = rt_round_f32((e[j] / sum - (j == t ? 1.0 : 0.0)) * scale);
+      } else {
+        for (int64_t j = 0; j < V; j++) rt_store(odt, out->data, base + j, (e[j] / sum - (j == t ? 1.0 : 0.0)) * scale);
+      }
+    }
+    free(e);
+  }
+  if (oom) {
+    rt_kerr(k, "out of memory in cross_entropy_grad %%%s", rt_value_name(k->node->out[0]));
+    return -1;
   }
   return 0;
 }

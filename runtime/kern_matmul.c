@@ -8,11 +8,27 @@
  * widened to f32, multiplied with sgemm and rounded back; integer operands
  * use a plain loop accumulating in double. Rank-1 operands follow numpy
  * (a[K] is a row, b[K] a column, and that dim is dropped from the result).
+ *
+ * transpose_a = 1 reads a stored as [..., K, M] (transpose_b = 1: b stored
+ * as [..., N, K]) through its last-two-axes transpose, as BLAS does:
+ * CblasTrans with the stored matrix's leading dimension, no copy (the
+ * integer loop walks the stored matrix with swapped strides). The result
+ * is the same, byte for byte, as the product of the transpose written out
+ * (what the graph computes without fuse-transpose): OpenBLAS packs either
+ * layout into the same panels and runs the same kernels over them. Not so
+ * for small products, which it computes with small-matrix kernels (M*N*K
+ * up to 100^3 on AVX-512 in 0.3.21), one per transpose case, rounding
+ * differently: below RT_MM_TRANSPOSED_MIN multiply-adds (per matrix) the
+ * operand is transposed into a copy first, which costs little there.
  */
 #include <cblas.h>
 #include <stdlib.h>
 
 #include "kernels.h"
+
+/* Products of at least this many multiply-adds (M*N*K of one matrix) read a
+ * transposed operand in place; smaller ones from a transposed copy (above). */
+#define RT_MM_TRANSPOSED_MIN (1 << 21)
 
 typedef struct {
   int64_t m, k, n;
@@ -22,10 +38,11 @@ typedef struct {
   int64_t batches;
 } mm_shape;
 
-static void mm_plan(const ir_type *a, const ir_type *b, mm_shape *s) {
-  s->m = a->rank >= 2 ? a->dims[a->rank - 2] : 1;
-  s->k = a->rank >= 1 ? a->dims[a->rank - 1] : 1;
-  s->n = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+/* ta / tb: the operand is read transposed (its rank is >= 2: ir_infer). */
+static void mm_plan(const ir_type *a, const ir_type *b, bool ta, bool tb, mm_shape *s) {
+  s->m = ta ? a->dims[a->rank - 1] : a->rank >= 2 ? a->dims[a->rank - 2] : 1;
+  s->k = ta ? a->dims[a->rank - 2] : a->rank >= 1 ? a->dims[a->rank - 1] : 1;
+  s->n = tb ? b->dims[b->rank - 2] : b->rank >= 2 ? b->dims[b->rank - 1] : 1;
   /* batch shapes: all but the matrix dims */
   ir_type ab = {.dtype = a->dtype, .rank = a->rank > 2 ? a->rank - 2 : 0};
   ir_type bb = {.dtype = b->dtype, .rank = b->rank > 2 ? b->rank - 2 : 0};
@@ -59,7 +76,9 @@ static void mm_offsets(const mm_shape *s, int64_t bi, int64_t *ao, int64_t *bo) 
 
 /* b is one matrix shared by every batch and a's matrices lie back to back
  * (a is not broadcast): the batched product is a single [batches*M, K] @
- * [K, N] product: W is packed once, not once per batch. (The result is
+ * [K, N] product: W is packed once, not once per batch. Not for a read
+ * transposed: its rows are not those of one [batches*M, K] matrix; b may be
+ * (W^T: CblasTrans on the one [N, K] matrix). (The result is
  * that one sgemm call's: deterministic and thread-count independent like
  * every call; OpenBLAS's small-matrix kernels may round the last bit
  * differently from per-batch calls.) */
@@ -81,12 +100,15 @@ static float *widen_to_f32(const rt_tensor *t) {
   return p;
 }
 
-int rt_kern_matmul(const rt_kctx *k) {
-  const rt_tensor *a = k->in[0], *b = k->in[1];
+/* out = a @ b, a / b read transposed when ta / tb. */
+static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, bool ta, bool tb) {
   rt_tensor *out = k->out[0];
   mm_shape s;
-  mm_plan(&a->type, &b->type, &s);
+  mm_plan(&a->type, &b->type, ta, tb, &s);
   int64_t M = s.m, K = s.k, N = s.n;
+  /* row-major leading dimensions of the stored matrices */
+  int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   ir_dtype dt = out->type.dtype;
   if (M == 0 || N == 0 || s.batches == 0) return 0;
   if (K == 0) { /* empty sum: zeros (the executor does not zero results) */
@@ -98,9 +120,8 @@ int rt_kern_matmul(const rt_kctx *k) {
     for (int64_t bi = 0; bi < s.batches; bi++) {
       int64_t ao, bo;
       mm_offsets(&s, bi, &ao, &bo);
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0,
-                  (const double *)a->data + ao, (int)K, (const double *)b->data + bo, (int)N, 0.0,
-                  (double *)out->data + bi * M * N, (int)N);
+      cblas_dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, (const double *)a->data + ao, (int)lda,
+                  (const double *)b->data + bo, (int)ldb, 0.0, (double *)out->data + bi * M * N, (int)N);
     }
     return 0;
   }
@@ -115,14 +136,14 @@ int rt_kern_matmul(const rt_kctx *k) {
               rt_value_name(k->node->out[0]));
       return -1;
     }
-    if (shared_b(&s) && s.batches * M <= INT32_MAX) { /* x @ W: one product of all rows */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(s.batches * M), (int)N, (int)K, 1.0f, af,
-                  (int)K, bf, (int)N, 0.0f, of, (int)N);
+    if (!ta && shared_b(&s) && s.batches * M <= INT32_MAX) { /* x @ W: one product of all rows */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, opb, (int)(s.batches * M), (int)N, (int)K, 1.0f, af, (int)K, bf,
+                  (int)ldb, 0.0f, of, (int)N);
     } else for (int64_t bi = 0; bi < s.batches; bi++) {
       int64_t ao, bo;
       mm_offsets(&s, bi, &ao, &bo);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
-                  af + ao, (int)K, bf + bo, (int)N, 0.0f, of + bi * M * N, (int)N);
+      cblas_sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, af + ao, (int)lda, bf + bo, (int)ldb, 0.0f,
+                  of + bi * M * N, (int)N);
     }
     if (!native) {
       int64_t n = s.batches * M * N;
@@ -140,9 +161,50 @@ int rt_kern_matmul(const rt_kctx *k) {
     int64_t bi = o / (M * N), i = o / N % M, j = o % N, ao, bo;
     mm_offsets(&s, bi, &ao, &bo);
     double acc = 0;
+    /* a(i, kk), b(kk, j) of the stored matrices, transposed or not */
+    int64_t ai = ao + (ta ? i : i * K), as = ta ? M : 1, bj = bo + (tb ? j * K : j), bs = tb ? 1 : N;
     for (int64_t kk = 0; kk < K; kk++)
-      acc += rt_load(adt, a->data, ao + i * K + kk) * rt_load(bdt, b->data, bo + kk * N + j);
+      acc += rt_load(adt, a->data, ai + kk * as) * rt_load(bdt, b->data, bj + kk * bs);
     rt_store(dt, out->data, o, acc);
   }
   return 0;
+}
+
+/* The last-two-axes transpose of x written out: what a transpose node makes. */
+static rt_tensor *swap_last2_copy(const rt_tensor *x) {
+  ir_type t = x->type;
+  int r = t.rank;
+  int64_t rows = t.dims[r - 2], cols = t.dims[r - 1];
+  t.dims[r - 2] = cols, t.dims[r - 1] = rows;
+  rt_tensor *y = rt_tensor_new_uninit(&t); /* every element written below */
+  if (!y || rows * cols == 0) return y;
+  size_t es = ir_dtype_size(t.dtype);
+  int64_t mats = rt_numel(&t) / (rows * cols);
+  const char *src = x->data;
+  char *dst = y->data;
+  for (int64_t m = 0; m < mats; m++, src += (size_t)(rows * cols) * es, dst += (size_t)(rows * cols) * es)
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < cols; j++) memcpy(dst + (size_t)(j * rows + i) * es, src + (size_t)(i * cols + j) * es, es);
+  return y;
+}
+
+int rt_kern_matmul(const rt_kctx *k) {
+  const rt_tensor *a = k->in[0], *b = k->in[1];
+  bool ta = k->node && ir_node_attr_int(k->node, "transpose_a", 0) != 0 && a->type.rank >= 2;
+  bool tb = k->node && ir_node_attr_int(k->node, "transpose_b", 0) != 0 && b->type.rank >= 2;
+  if (!ta && !tb) return matmul_run(k, a, b, false, false);
+  mm_shape s;
+  mm_plan(&a->type, &b->type, ta, tb, &s);
+  if ((double)s.m * (double)s.n * (double)s.k >= RT_MM_TRANSPOSED_MIN) return matmul_run(k, a, b, ta, tb);
+  /* a small product: the transposed operands written out, then exactly the
+   * computation of the graph with transpose nodes */
+  rt_tensor *at = ta ? swap_last2_copy(a) : NULL, *bt = tb ? swap_last2_copy(b) : NULL;
+  int rc = -1;
+  if ((ta && !at) || (tb && !bt))
+    rt_kerr(k, "out of memory transposing an operand of matmul %%%s", rt_value_name(k->node->out[0]));
+  else
+    rc = matmul_run(k, ta ? at : a, tb ? bt : b, false, false);
+  rt_tensor_free(at);
+  rt_tensor_free(bt);
+  return rc;
 }

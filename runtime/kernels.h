@@ -17,7 +17,9 @@
 #ifndef TGC_RT_KERNELS_H
 #define TGC_RT_KERNELS_H
 
+#include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime.h"
@@ -51,6 +53,14 @@ static inline double rt_load(ir_dtype dt, const void *p, int64_t i) {
 
 /* Stores v rounded to dt (ir_round_to_dtype), so the stored value is exactly
  * what constant folding computes. */
+/* ir_round_to_dtype(IR_DT_F32, x) as a float, with its common case inline:
+ * (float)x rounds to nearest even; only finite values past FLT_MAX take the
+ * out-of-line path (converting those is undefined in C). */
+static inline float rt_round_f32(double x) {
+  if (!(fabs(x) > FLT_MAX) || isinf(x)) return (float)x;
+  return (float)ir_round_to_dtype(IR_DT_F32, x);
+}
+
 static inline void rt_store(ir_dtype dt, void *p, int64_t i, double v) {
   double r = ir_round_to_dtype(dt, v);
   switch (dt) {
@@ -126,16 +136,33 @@ int rt_kern_add_layernorm(const rt_kctx *k);
 /* The max and the sum of exp(x - max) of one row of V logits at base: the
  * one definition cross_entropy and its gradient share, so that the
  * probabilities the backward uses are those the forward's loss came from. */
+/* The max of a row (NaN if any; 0 for a row of -inf or an empty row): the
+ * shift of rt_row_logsumexp. */
+static inline void rt_row_max(ir_dtype dt, const void *logits, int64_t base, int64_t V, double *max) {
+  double mx = -INFINITY;
+  if (dt == IR_DT_F32) {
+    const float *x = (const float *)logits + base;
+    for (int64_t j = 0; j < V; j++)
+      if (x[j] > mx || x[j] != x[j]) mx = x[j];
+  } else {
+    for (int64_t j = 0; j < V; j++) {
+      double x = rt_load(dt, logits, base + j);
+      if (x > mx || x != x) mx = x;
+    }
+  }
+  *max = mx == -INFINITY ? 0 : mx;
+}
+
 static inline void rt_row_logsumexp(ir_dtype dt, const void *logits, int64_t base, int64_t V, double *max,
                                     double *sum) {
-  double mx = -INFINITY;
-  for (int64_t j = 0; j < V; j++) {
-    double x = rt_load(dt, logits, base + j);
-    if (x > mx || x != x) mx = x;
+  double mx, s = 0;
+  rt_row_max(dt, logits, base, V, &mx);
+  if (dt == IR_DT_F32) {
+    const float *x = (const float *)logits + base;
+    for (int64_t j = 0; j < V; j++) s += exp((double)x[j] - mx);
+  } else {
+    for (int64_t j = 0; j < V; j++) s += exp(rt_load(dt, logits, base + j) - mx);
   }
-  if (mx == -INFINITY) mx = 0;
-  double s = 0;
-  for (int64_t j = 0; j < V; j++) s += exp(rt_load(dt, logits, base + j) - mx);
   *max = mx;
   *sum = s;
 }

@@ -124,7 +124,7 @@ static ir_graph *retype_f64(const ir_graph *g, ir_diag *d) {
     int n_out = n->n_out > 0 ? n->n_out : 1;
     ir_value **in = calloc((size_t)(n->n_in > 0 ? n->n_in : 1), sizeof *in);
     ir_type *tin = calloc((size_t)(n->n_in > 0 ? n->n_in : 1), sizeof *tin);
-    ir_type *tout = calloc((size_t)n_out + 1, sizeof *tout);
+    ir_type *tout = calloc((size_t)n_out + IR_FUSED_MAX_RESULTS, sizeof *tout);
     ir_attr *attrs = calloc((size_t)(n->n_attrs > 0 ? n->n_attrs : 1), sizeof *attrs);
     const char **names = calloc((size_t)n_out, sizeof *names);
     if (!in || !tin || !tout || !attrs || !names) abort();

@@ -8,7 +8,7 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 "$tgc" dump "$model" -o "$dir/a.ir" || exit 1
 "$tgc" dump "$dir/a.ir" -o "$dir/b.ir" || exit 1
 cmp "$dir/a.ir" "$dir/b.ir" || { echo "FAIL: elaborated IR does not round-trip"; diff "$dir/a.ir" "$dir/b.ir" | head; exit 1; }
-for pass in fuse-attention autodiff canonicalize fuse-elementwise checkpoint; do
+for pass in fuse-attention autodiff canonicalize fuse-elementwise checkpoint fuse-transpose; do
   "$tgc" dump "$model" --after "$pass" -o "$dir/p.ir" || exit 1
   "$tgc" dump "$dir/p.ir" -o "$dir/q.ir" || exit 1
   grep -v '^#' "$dir/p.ir" > "$dir/p2.ir"

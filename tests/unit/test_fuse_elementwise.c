@@ -483,7 +483,7 @@ static void test_transpose_fast_path(void) {
 
 static void expect_infer_error(ir_op op, const ir_type *in, int n, const char *expr, const char *want) {
   ir_attr a = ir_attr_str("expr", expr);
-  ir_type out[2];
+  ir_type out[IR_FUSED_MAX_RESULTS];
   int n_out;
   char err[256] = "";
   CHECK_EQ_INT(ir_infer(op, in, n, &a, 1, out, &n_out, err, sizeof err), -1);
@@ -511,7 +511,19 @@ static void test_typing(void) {
   char deep[2200] = "";
   for (int i = 0; i < 300; i++) strcat(deep, "(neg ");
   expect_infer_error(IR_OP_FUSED, in, 1, deep, "nested too deeply");
+  /* several results: one per ';'-separated expression, #k reads result k */
+  ir_attr multi = ir_attr_str("expr", "(add $0 $1); (gt #0 $0)");
+  ir_type outs[IR_FUSED_MAX_RESULTS];
+  CHECK_EQ_INT(ir_infer(IR_OP_FUSED, in, 2, &multi, 1, outs, &n_out, err, sizeof err), 0);
+  CHECK_EQ_INT(n_out, 2);
+  CHECK_STR(ir_type_str(&outs[1], ts, sizeof ts), "bool[2, 3]");
+  expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 $1); (mul #1 $0)", "expr 1 names #1, which is not an earlier result");
+  expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 $1); (neg $1)", "result 1 has type f32[3], not the shape of result 0 (f32[2, 3])");
+  expect_infer_error(IR_OP_FUSED, in, 1, "$0;$0;$0;$0;$0;$0;$0;$0;$0", "expr has more than 8 results");
+  expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 $1);", "expected '$N', '#N' or '('");
+  expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 #0)", "names #0, which is not an earlier result");
   ir_type mm[3] = {{IR_DT_F32, 2, {2, 3}}, {IR_DT_F32, 2, {3, 4}}, {IR_DT_F32, 2, {1, 1}}};
+  expect_infer_error(IR_OP_FUSED_MATMUL, mm, 3, "(add $0 $1); $0", "text after the expression");
   expect_infer_error(IR_OP_FUSED_MATMUL, mm, 3, "(gt $0 $1)", "epilogue's type bool[2, 4] differs from the product's");
   ir_type mm3[3] = {mm[0], mm[1], {IR_DT_F32, 3, {5, 1, 1}}};
   expect_infer_error(IR_OP_FUSED_MATMUL, mm3, 3, "(add $0 $1)", "differs from the product's f32[2, 4]");
@@ -520,6 +532,50 @@ static void test_typing(void) {
   ir_type two[2];
   CHECK_EQ_INT(ir_infer(IR_OP_ADD_LAYERNORM, al, 4, &eps, 1, two, &n_out, err, sizeof err), -1);
   CHECK(strstr(err, "same type") != NULL);
+}
+
+/* A fused node with three results, run with both operands donated: the
+ * executor gives result 0 x's buffer and result 1 y's, so the kernel must
+ * read every operand of a chunk before it stores any result (c reads the
+ * original x and y). Checked against the same arithmetic in plain C. */
+static void test_multi_results_in_place(void) {
+  ir_graph *g = ir_graph_new("multi", NULL);
+  enum { N = 3000 };
+  ir_type t = {IR_DT_F32, 1, {N}};
+  ir_value *xy[2] = {ir_graph_add_input(g, "x", t, (ir_loc){0}), ir_graph_add_input(g, "y", t, (ir_loc){0})};
+  ir_attr a = ir_attr_str("expr", "(add $0 $1); (mul #0 $0); (sub $1 (exp $0))");
+  ir_type ts[3] = {t, t, t};
+  ir_node *n = ir_graph_add_node(g, IR_OP_FUSED, xy, 2, ts, 3, &a, 1, NULL, (ir_loc){0});
+  const char *names[3] = {"a", "b", "c"};
+  for (int i = 0; i < 3; i++) ir_graph_add_output(g, names[i], n->out[i]);
+  CHECK_EQ_INT(ir_verify(g, NULL), 0);
+  for (int donate = 0; donate < 2; donate++) {
+    rt_tensor *in[2] = {rt_tensor_new(&t), rt_tensor_new(&t)}, *out[3] = {NULL, NULL, NULL};
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) {
+      x[i] = 0.001f * (float)i - 1.5f;
+      y[i] = 0.5f - 0.0007f * (float)i;
+      ((float *)in[0]->data)[i] = x[i];
+      ((float *)in[1]->data)[i] = y[i];
+    }
+    bool d[2] = {donate, donate};
+    rt_stats st = {.donate_inputs = d};
+    char err[256] = "";
+    CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, &st, err, sizeof err), 0);
+    CHECK_EQ_INT(st.total_allocs, (donate ? 1 : 3));
+    if (donate) CHECK(out[0] == in[0] && out[1] == in[1]);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+      float sum = x[i] + y[i], prod = sum * x[i], diff = (float)((double)y[i] - (double)(float)exp((double)x[i]));
+      bad += ((float *)out[0]->data)[i] != sum || ((float *)out[1]->data)[i] != prod ||
+             ((float *)out[2]->data)[i] != diff;
+    }
+    CHECK_EQ_INT(bad, 0);
+    for (int i = 0; i < 3; i++) rt_tensor_free(out[i]);
+    for (int i = 0; i < 2; i++)
+      if (!donate) rt_tensor_free(in[i]);
+  }
+  ir_graph_free(g);
 }
 
 /* A fused node whose expr was never typed (built without ir_infer): the
@@ -566,6 +622,7 @@ static void test_not_differentiable(void) {
 
 int main(void) {
   test_typing();
+  test_multi_results_in_place();
   test_bad_expr_kernel();
   test_not_differentiable();
   test_reduce_fast_paths();

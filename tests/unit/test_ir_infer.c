@@ -422,6 +422,52 @@ static void test_matmul(void) {
   CHECK_STR(TYPE_STR(r), "f32[5, 7, 2, 4]");
 }
 
+/* transpose_a / transpose_b: a[..., K, M] and b[..., N, K] read transposed */
+static void test_matmul_transposed(void) {
+  ir_type in[3], r;
+  ir_attr ta = ir_attr_int("transpose_a", 1), tb = ir_attr_int("transpose_b", 1), both[2] = {ta, tb};
+  in[0] = F32(2, D(3), D(2)); /* read as [2, 3] */
+  in[1] = F32(2, D(3), D(4));
+  CHECK_EQ_INT(infer(IR_OP_MATMUL, in, 2, &ta, 1, &r), 0);
+  CHECK_STR(TYPE_STR(r), "f32[2, 4]");
+  in[0] = F32(2, D(2), D(3));
+  in[1] = F32(2, D(4), D(3)); /* read as [3, 4] */
+  CHECK_EQ_INT(infer(IR_OP_MATMUL, in, 2, &tb, 1, &r), 0);
+  CHECK_STR(TYPE_STR(r), "f32[2, 4]");
+  in[0] = F32(4, D(5), D(1), D(3), D(2)); /* [5, 1, 2, 3] */
+  in[1] = F32(3, D(7), D(4), D(3));       /* [7, 3, 4] */
+  CHECK_EQ_INT(infer(IR_OP_MATMUL, in, 2, both, 2, &r), 0);
+  CHECK_STR(TYPE_STR(r), "f32[5, 7, 2, 4]");
+  /* absent and 0 read as they are */
+  ir_attr zero[2] = {ir_attr_int("transpose_a", 0), ir_attr_int("transpose_b", 0)};
+  in[0] = F32(2, D(2), D(3));
+  in[1] = F32(2, D(3), D(4));
+  CHECK_EQ_INT(infer(IR_OP_MATMUL, in, 2, zero, 2, &r), 0);
+  CHECK_STR(TYPE_STR(r), "f32[2, 4]");
+  /* the inner dims are the ones read */
+  EXPECT_ERR("shape mismatch in matmul: f32[2, 3] (transposed) @ f32[3, 4]: inner dimensions 2 and 3 differ",
+             IR_OP_MATMUL, in, 2, &ta, 1);
+  EXPECT_ERR("shape mismatch in matmul: f32[2, 3] @ f32[3, 4] (transposed): inner dimensions 3 and 4 differ",
+             IR_OP_MATMUL, in, 2, &tb, 1);
+  ir_attr bad = ir_attr_int("transpose_b", 2);
+  EXPECT_ERR("attribute 'transpose_b' of matmul must be 0 or 1, got 2", IR_OP_MATMUL, in, 2, &bad, 1);
+  bad = ir_attr_int("transpose_a", -1);
+  EXPECT_ERR("attribute 'transpose_a' of matmul must be 0 or 1, got -1", IR_OP_MATMUL, in, 2, &bad, 1);
+  bad = ir_attr_float("transpose_a", 1.0);
+  EXPECT_ERR("attribute 'transpose_a' of matmul must be an int", IR_OP_MATMUL, in, 2, &bad, 1);
+  in[1] = F32(1, D(3));
+  EXPECT_ERR("matmul needs operands of rank >= 2, got f32[2, 3] @ f32[3]", IR_OP_MATMUL, in, 2, &tb, 1);
+  /* fused_matmul types its product the same way: [3, 2]^T @ [3, 4] + bias[4] */
+  ir_attr fm[2] = {ir_attr_str("expr", "(add $0 $1)"), ta};
+  in[0] = F32(2, D(3), D(2));
+  in[1] = F32(2, D(3), D(4));
+  in[2] = F32(1, D(4));
+  CHECK_EQ_INT(infer(IR_OP_FUSED_MATMUL, in, 3, fm, 2, &r), 0);
+  CHECK_STR(TYPE_STR(r), "f32[2, 4]");
+  fm[1] = ir_attr_int("transpose_a", 3);
+  EXPECT_ERR("attribute 'transpose_a' of fused_matmul must be 0 or 1, got 3", IR_OP_FUSED_MATMUL, in, 3, fm, 2);
+}
+
 static void test_layout(void) {
   ir_type x = F32(2, D(2), D(3)), r;
   /* transpose */
@@ -733,6 +779,7 @@ int main(void) {
   test_elementwise_errors();
   test_sources();
   test_matmul();
+  test_matmul_transposed();
   test_layout();
   test_reductions_and_norms();
   test_model_ops();

@@ -61,6 +61,8 @@ static void test_table(void) {
   }
   CHECK(at[PASS_AUTODIFF] >= 0 && at[PASS_CANONICALIZE] > at[PASS_AUTODIFF]);
   CHECK(at[PASS_CHECKPOINT] > at[PASS_AUTODIFF]);
+  /* fuse-transpose folds into the fused_matmul nodes fuse-elementwise makes */
+  CHECK(at[PASS_FUSE_ELEMENTWISE] >= 0 && at[PASS_FUSE_TRANSPOSE] > at[PASS_FUSE_ELEMENTWISE]);
 }
 
 static void test_dump_text(const char *dump_after, bool expect_dump) {

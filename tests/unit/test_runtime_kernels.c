@@ -13,6 +13,10 @@
  * Autodiff helpers (unslice, embedding_grad, cross_entropy_grad, causal_mask
  * with fill): unslice exact, the others 1e-12 (f64) / 1e-6 (f32); sign and
  * gelu_grad run in the unary loop.
+ * matmul with transpose_a / transpose_b (every dtype path, batched with
+ * broadcast, the shared-W f32 path) against matmul of explicit transposes:
+ * f64 and integers the same bytes; f32 and bf16 within 1e-6 (printed:
+ * whether the bytes were the same).
  * Also: the missing-kernel loop over ops.def (grad is the one op with no
  * kernel: the autodiff pass expands it).
  */
@@ -382,6 +386,127 @@ static void test_matmul(void) {
   check_matmul(T(IR_DT_BF16, 3, D(2), D(3), D(8)), T(IR_DT_BF16, 2, D(8), D(5)), 1e-2);
   check_matmul(T(IR_DT_F16, 2, D(3), D(8)), T(IR_DT_F16, 3, D(2), D(8), D(5)), 2e-3);
   check_matmul(T(IR_DT_F64, 2, D(3), D(0)), T(IR_DT_F64, 2, D(0), D(2)), 0); /* K = 0: zeros */
+}
+
+/* ---- matmul reading transposed operands ----------------------------------------- */
+
+/* Runs a (stored [..., K, M] when tra) @ b (stored [..., N, K] when trb) as
+ * one matmul {transpose_a, transpose_b} (explicit false) or as matmul of
+ * explicit last-two-axes transposes (explicit true). checked false builds
+ * the nodes without typing (an integer matmul, which ir_infer refuses, to
+ * reach the kernel's plain loop). Returns the result (the caller frees). */
+static rt_tensor *run_mm_transposed(rt_tensor *a, rt_tensor *b, bool tra, bool trb, bool explicit, bool checked) {
+  ir_graph *g = ir_graph_new("mmt", "kern.tg");
+  ir_value *in[2] = {ir_graph_add_input(g, "a", a->type, NOLOC), ir_graph_add_input(g, "b", b->type, NOLOC)};
+  bool tr[2] = {tra, trb};
+  ir_attr attrs[2];
+  int n_attrs = 0;
+  for (int i = 0; i < 2; i++) {
+    if (!tr[i]) continue;
+    if (!explicit) {
+      attrs[n_attrs++] = ir_attr_int(i == 0 ? "transpose_a" : "transpose_b", 1);
+      continue;
+    }
+    int r = in[i]->type.rank;
+    int64_t perm[IR_MAX_RANK];
+    for (int d = 0; d < r; d++) perm[d] = d;
+    perm[r - 2] = r - 1, perm[r - 1] = r - 2;
+    ir_attr pa = ir_attr_ints("perm", perm, r);
+    ir_type t = in[i]->type;
+    t.dims[r - 2] = in[i]->type.dims[r - 1], t.dims[r - 1] = in[i]->type.dims[r - 2];
+    in[i] = ir_graph_add_node(g, IR_OP_TRANSPOSE, &in[i], 1, &t, 1, &pa, 1, NULL, NOLOC)->out[0];
+  }
+  ir_value *y;
+  if (checked) {
+    y = ir_graph_build1(g, IR_OP_MATMUL, in, 2, attrs, n_attrs, "y", NOLOC);
+  } else { /* in[] are read as they are now: explicit, or the untransposed type rule */
+    const ir_type *ta = &in[0]->type, *tb = &in[1]->type;
+    ir_type t = {.dtype = ta->dtype, .rank = ta->rank};
+    memcpy(t.dims, ta->dims, sizeof t.dims);
+    t.dims[t.rank - 2] = ta->dims[ta->rank - (!explicit && tra ? 1 : 2)];
+    t.dims[t.rank - 1] = tb->dims[tb->rank - (!explicit && trb ? 2 : 1)];
+    y = ir_graph_add_node(g, IR_OP_MATMUL, in, 2, &t, 1, attrs, n_attrs, NULL, NOLOC)->out[0];
+  }
+  ir_graph_add_output(g, "y", y);
+  rt_tensor *tin[2] = {a, b}, *out[1] = {NULL};
+  rt_stats st = {0};
+  char err[512];
+  if (rt_cpu_backend.graph_compute(g, tin, NULL, out, &st, err, sizeof err) != 0) {
+    fprintf(stderr, "matmul transposed: %s\n", err);
+    CHECK(false);
+  }
+  ir_graph_free(g);
+  return out[0];
+}
+
+/* a and b hold random values of the stored types; the product read through
+ * the attributes against the product of explicit transposes: tol 0 = the
+ * same bytes, else relative. Returns whether the bytes were the same. */
+static bool check_matmul_transposed(ir_type sa, ir_type sb, bool tra, bool trb, double tol, bool checked) {
+  char what[160], ta_s[64], tb_s[64];
+  snprintf(what, sizeof what, "matmul %s @ %s%s%s", ir_type_str(&sa, ta_s, sizeof ta_s),
+           ir_type_str(&sb, tb_s, sizeof tb_s), tra ? " transpose_a" : "", trb ? " transpose_b" : "");
+  rt_tensor *a = rt_tensor_new(&sa), *b = rt_tensor_new(&sb);
+  rt_fill_random(a, rt_hash_name(what), "a", 7);
+  rt_fill_random(b, rt_hash_name(what), "b", 7);
+  rt_tensor *got = run_mm_transposed(a, b, tra, trb, false, checked);
+  rt_tensor *want = run_mm_transposed(a, b, tra, trb, true, checked);
+  bool same = false;
+  CHECK(got && want);
+  if (got && want) {
+    CHECK(ir_type_equal(&got->type, &want->type));
+    same = got->nbytes == want->nbytes && memcmp(got->data, want->data, got->nbytes) == 0;
+    int64_t n = ir_type_numel(&want->type);
+    double *w = malloc((size_t)(n ? n : 1) * sizeof *w);
+    for (int64_t i = 0; i < n; i++) w[i] = rt_tensor_get(want, i);
+    if (tol == 0) CHECK(same);
+    compare(what, got, w, tol);
+    free(w);
+    printf("%-72s %s\n", what, same ? "bit-identical to explicit transposes" : "differs in the last bits");
+  }
+  rt_tensor_free(a), rt_tensor_free(b), rt_tensor_free(got), rt_tensor_free(want);
+  return same;
+}
+
+/* a [.., M, K] (stored [.., K, M] when tra) and b [.., K, N] (stored
+ * [.., N, K] when trb), batch dims as given (rank 2 + nb). */
+static ir_type mm_operand(ir_dtype dt, int nb, const int64_t *batch, int64_t rows, int64_t cols, bool tr) {
+  ir_type t = {.dtype = dt, .rank = nb + 2};
+  for (int d = 0; d < nb; d++) t.dims[d] = batch[d];
+  t.dims[nb] = tr ? cols : rows, t.dims[nb + 1] = tr ? rows : cols;
+  return t;
+}
+
+static void test_matmul_transposed(void) {
+  static const int64_t b21[] = {2, 1}, b3[] = {3}, b2[] = {2};
+  /* big = 0: products small enough to read a transposed copy (M*N*K < 2^21),
+   * of sizes where OpenBLAS's small-matrix kernels would round differently
+   * per transpose case (the copy is what keeps them equal);
+   * big = 1: 2.6M multiply-adds per matrix, read in place with CblasTrans */
+  for (int big = 0; big < 2; big++)
+    for (int t = 1; t < 4; t++) {
+      bool tra = t & 1, trb = t & 2;
+      int64_t M = big ? 64 : 24, K = big ? 160 : 33, N = big ? 256 : 20;
+      ir_dtype dts[2] = {IR_DT_F64, IR_DT_F32};
+      for (int f = 0; f < 2; f++) {
+        double tol = dts[f] == IR_DT_F64 ? 0 : 1e-6; /* f32: bit-identical too, reported */
+        /* 2-D */
+        check_matmul_transposed(mm_operand(dts[f], 0, NULL, M, K, tra), mm_operand(dts[f], 0, NULL, K, N, trb), tra, trb,
+                                tol, true);
+        /* batched with broadcast: a [2, 1, M, K] @ b [3, K, N] */
+        check_matmul_transposed(mm_operand(dts[f], 2, b21, M, K, tra), mm_operand(dts[f], 1, b3, K, N, trb), tra, trb,
+                                tol, true);
+      }
+      /* x @ W with W shared by every batch: f32 takes one sgemm over all rows (b may be transposed) */
+      check_matmul_transposed(mm_operand(IR_DT_F32, 1, b2, M, K, tra), mm_operand(IR_DT_F32, 0, NULL, K, N, trb), tra,
+                              trb, 1e-6, true);
+      /* bf16: widened to f32 for sgemm */
+      check_matmul_transposed(mm_operand(IR_DT_BF16, 0, NULL, M, K, tra), mm_operand(IR_DT_BF16, 1, b2, K, N, trb), tra,
+                              trb, 1e-6, true);
+      /* the plain loop: integers (not a typed matmul; the kernel is reached all the same) */
+      check_matmul_transposed(mm_operand(IR_DT_I32, 1, b2, M, K, tra), mm_operand(IR_DT_I32, 0, NULL, K, N, trb), tra,
+                              trb, 0, false);
+    }
 }
 
 /* ---- layout -------------------------------------------------------------------- */
@@ -1119,6 +1244,7 @@ int main(void) {
   test_where();
   test_const_iota();
   test_matmul();
+  test_matmul_transposed();
   test_layout();
   test_reduce();
   test_softmax();
