@@ -18,6 +18,10 @@ typedef struct {
 
 rt_tensor *rt_tensor_new(const ir_type *type);     /* zero-filled; NULL if out of memory */
 void rt_tensor_free(rt_tensor *t);
+/* Keeps freed tensor buffers of 1 MiB and more, up to `bytes` in all, for
+ * reuse by allocations of the same size (no fresh pages each training
+ * step). 0 (the default) turns the cache off and frees what it holds. */
+void rt_tensor_cache_limit(size_t bytes);
 double rt_tensor_get(const rt_tensor *t, int64_t i);          /* element i as double */
 void rt_tensor_set(rt_tensor *t, int64_t i, double v);        /* rounds to the dtype */
 /* Fills with a constant. */

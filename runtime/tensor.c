@@ -42,6 +42,69 @@ static int tensor_size(const ir_type *t, size_t *nbytes) {
   return 0;
 }
 
+/* ---- the buffer cache ----
+ * Large buffers (glibc maps each one fresh from the kernel, so every use
+ * pays a page fault and a zeroing per 4 KiB) are kept when freed, up to a
+ * byte limit, and handed to the next allocation of exactly the same size:
+ * a training loop allocates the same sizes every step. Off (limit 0) unless
+ * a program turns it on (`tgc train` does). Oldest entries go first when
+ * the limit is reached. Guarded for calls from several threads. */
+enum { CACHE_SLOTS = 512 };
+#define CACHE_MIN_BYTES ((size_t)1 << 20)
+static struct {
+  void *p;
+  size_t n;
+} cache[CACHE_SLOTS];
+static int cache_n;
+static size_t cache_bytes, cache_limit;
+
+static void cache_drop_oldest(void) {
+  free(cache[0].p);
+  cache_bytes -= cache[0].n;
+  memmove(cache, cache + 1, (size_t)(cache_n - 1) * sizeof cache[0]);
+  cache_n--;
+}
+
+void rt_tensor_cache_limit(size_t bytes) {
+#pragma omp critical(rt_tensor_cache)
+  {
+    cache_limit = bytes;
+    while (cache_n > 0 && cache_bytes > cache_limit) cache_drop_oldest();
+  }
+}
+
+static void *cache_take(size_t n) {
+  void *p = NULL;
+  if (n < CACHE_MIN_BYTES) return NULL;
+#pragma omp critical(rt_tensor_cache)
+  for (int i = cache_n - 1; i >= 0; i--) /* the most recently freed first */
+    if (cache[i].n == n) {
+      p = cache[i].p;
+      cache_bytes -= n;
+      memmove(cache + i, cache + i + 1, (size_t)(cache_n - i - 1) * sizeof cache[0]);
+      cache_n--;
+      break;
+    }
+  return p;
+}
+
+/* Keeps p (n bytes) in the cache, or frees it. */
+static void cache_put(void *p, size_t n) {
+  bool kept = false;
+  if (n >= CACHE_MIN_BYTES) {
+#pragma omp critical(rt_tensor_cache)
+    if (n <= cache_limit) {
+      while (cache_n > 0 && (cache_n == CACHE_SLOTS || cache_bytes + n > cache_limit)) cache_drop_oldest();
+      cache[cache_n].p = p;
+      cache[cache_n].n = n;
+      cache_n++;
+      cache_bytes += n;
+      kept = true;
+    }
+  }
+  if (!kept) free(p);
+}
+
 static rt_tensor *tensor_alloc(const ir_type *type, bool zeroed) {
   size_t nbytes;
   if (tensor_size(type, &nbytes) != 0) return NULL;
@@ -49,7 +112,9 @@ static rt_tensor *tensor_alloc(const ir_type *type, bool zeroed) {
   if (!t) return NULL;
   t->type = *type;
   t->nbytes = nbytes;
-  t->data = zeroed ? calloc(nbytes ? nbytes : 1, 1) : malloc(nbytes ? nbytes : 1);
+  t->data = cache_take(nbytes);
+  if (t->data && zeroed) memset(t->data, 0, nbytes);
+  if (!t->data) t->data = zeroed ? calloc(nbytes ? nbytes : 1, 1) : malloc(nbytes ? nbytes : 1);
   if (!t->data) {
     free(t);
     return NULL;
@@ -63,7 +128,7 @@ rt_tensor *rt_tensor_new_uninit(const ir_type *type) { return tensor_alloc(type,
 
 void rt_tensor_free(rt_tensor *t) {
   if (!t) return;
-  free(t->data);
+  cache_put(t->data, t->nbytes);
   free(t);
 }
 

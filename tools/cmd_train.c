@@ -466,6 +466,12 @@ int tool_cmd_train(int argc, char **argv) {
     goto done;
   }
   if (prof) cfg.profile = &prof[0], cfg.update_profile = &prof[1];
+  { /* every step allocates the same sizes: keep freed large buffers for the
+     * next step (a quarter of the machine's memory at most, 8 GiB) */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t ram = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0, cap = (size_t)8 << 30;
+    rt_tensor_cache_limit(ram / 4 < cap ? ram / 4 : cap);
+  }
   cfg.schedule = (rt_schedule){.kind = t.schedule, .lr = t.lr, .warmup = t.warmup, .total = t.steps, .floor = 0.1};
   if (!(tr = rt_trainer_new(&cfg, err, sizeof err))) {
     ir_error_plain(d, "%s", err);
@@ -607,6 +613,7 @@ done:
   if (log) fclose(log);
   free(prof);
   rt_trainer_free(tr);
+  rt_tensor_cache_limit(0);
   rt_data_free(ds);
   rt_safetensors_free(state);
   ir_graph_free(u);

@@ -458,8 +458,38 @@ static void test_inplace_and_donation(void) {
   ir_graph_free(g);
 }
 
+/* The buffer cache: a freed large buffer comes back for the next tensor of
+ * the same byte size (zero-filled again by rt_tensor_new), not for another
+ * size; off by default and after rt_tensor_cache_limit(0). */
+static void test_tensor_cache(void) {
+  ir_type big = T(IR_DT_F32, 1, D(1 << 19)), other = T(IR_DT_F32, 1, D((1 << 19) + 1));
+  rt_tensor *a = rt_tensor_new(&big);
+  void *pa = a->data;
+  rt_tensor_free(a); /* cache off: freed */
+  rt_tensor_cache_limit((size_t)64 << 20);
+  a = rt_tensor_new(&big);
+  pa = a->data;
+  memset(a->data, 0x7f, a->nbytes);
+  rt_tensor_free(a);
+  rt_tensor *b = rt_tensor_new(&other);
+  CHECK(b->data != pa);
+  rt_tensor *c = rt_tensor_new(&big);
+  CHECK(c->data == pa);
+  int nonzero = 0;
+  for (int64_t i = 0; i < (1 << 19); i++) nonzero += ((float *)c->data)[i] != 0;
+  CHECK_EQ_INT(nonzero, 0);
+  rt_tensor_free(b);
+  rt_tensor_free(c);
+  rt_tensor_cache_limit(0); /* frees both */
+  ir_type small = T(IR_DT_F32, 1, D(16));
+  rt_tensor *s = rt_tensor_new(&small);
+  CHECK(s != NULL);
+  rt_tensor_free(s);
+}
+
 int main(void) {
   test_tensors();
+  test_tensor_cache();
   test_inplace_and_donation();
   test_random();
   test_peak_and_outputs();
