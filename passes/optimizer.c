@@ -19,10 +19,13 @@
  *   sgd:      p' = p - lr * g
  *   momentum: v' = mu * v + g;  p' = p - lr * v'
  *   adam:     m' = b1 * m + (1 - b1) * g;   v' = b2 * v + (1 - b2) * square(g)
- *             mhat = m' / (1 - pow(b1, t)); vhat = v' / (1 - pow(b2, t))    (1 - pow(.) in f64)
- *             p' = p - lr * (mhat / (sqrt(vhat) + eps))
+ *             with bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t), step = lr / bc1 and
+ *             sbc2 = sqrt(bc2) (all four in f64), as PyTorch's Adam writes it:
+ *             p' = p - step * (m' / (sqrt(v') / sbc2 + eps))
+ *             (= p - lr * mhat / (sqrt(vhat) + eps) with mhat = m' / bc1, vhat =
+ *             v' / bc2, in two divisions per element instead of three)
  *   adamw:    as adam, with decoupled decay first: p1 = p - (lr * wd) * p  (lr * wd in f64)
- *             p' = p1 - lr * (mhat / (sqrt(vhat) + eps))
+ *             p' = p1 - step * (m' / (sqrt(v') / sbc2 + eps))
  * Scalars computed in f64 (lr, 1 - pow(b, t), lr * wd, scale) are cast to
  * the parameter's dtype where they meet it; constants such as 1 - b1 are
  * computed in double and stored in the parameter's dtype.
@@ -237,12 +240,14 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
   ir_value *step = ir_graph_add_input(g, "step", sc, none);
 
   ir_value *scale = opt->clip_norm > 0 ? clip_scale(&b, grad, np, opt->clip_norm) : NULL;
-  ir_value *bc1 = NULL, *bc2 = NULL, *lr_wd = NULL;
+  ir_value *step_size = NULL, *sbc2 = NULL, *lr_wd = NULL;
   if (opt->kind == PASS_OPT_ADAM || opt->kind == PASS_OPT_ADAMW) {
-    bc1 = op2(&b, IR_OP_SUB, scalar(&b, IR_DT_F64, 1.0), op2(&b, IR_OP_POW, scalar(&b, IR_DT_F64, opt->beta1), step, NULL),
-              "bias_correction1");
-    bc2 = op2(&b, IR_OP_SUB, scalar(&b, IR_DT_F64, 1.0), op2(&b, IR_OP_POW, scalar(&b, IR_DT_F64, opt->beta2), step, NULL),
-              "bias_correction2");
+    ir_value *bc1 = op2(&b, IR_OP_SUB, scalar(&b, IR_DT_F64, 1.0),
+                        op2(&b, IR_OP_POW, scalar(&b, IR_DT_F64, opt->beta1), step, NULL), "bias_correction1");
+    ir_value *bc2 = op2(&b, IR_OP_SUB, scalar(&b, IR_DT_F64, 1.0),
+                        op2(&b, IR_OP_POW, scalar(&b, IR_DT_F64, opt->beta2), step, NULL), "bias_correction2");
+    step_size = op2(&b, IR_OP_DIV, lr, bc1, "step_size");
+    sbc2 = op1(&b, IR_OP_SQRT, bc2, "sqrt_bias_correction2");
   }
   if (opt->kind == PASS_OPT_ADAMW && opt->weight_decay > 0)
     lr_wd = op2(&b, IR_OP_MUL, lr, scalar(&b, IR_DT_F64, opt->weight_decay), "lr_wd");
@@ -257,18 +262,17 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
     if (scale) gv = op2(&b, IR_OP_MUL, gv, cast_to(&b, scale, dt), NULL);
     if (opt->weight_decay > 0 && opt->kind != PASS_OPT_ADAMW)
       gv = op2(&b, IR_OP_ADD, gv, op2(&b, IR_OP_MUL, scalar(&b, dt, opt->weight_decay), p[i], NULL), NULL);
-    ir_value *lr_dt = cast_to(&b, lr, dt);
     const char *pname = derived_name(g, "new.", p[i]->name);
     switch (opt->kind) {
     case PASS_OPT_SGD:
-      new_p[i] = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, lr_dt, gv, NULL), pname);
+      new_p[i] = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, cast_to(&b, lr, dt), gv, NULL), pname);
       break;
     case PASS_OPT_MOMENTUM: {
       ir_value *v = state[i];
       ir_value *v2 = op2(&b, IR_OP_ADD, op2(&b, IR_OP_MUL, scalar(&b, dt, opt->momentum), v, NULL), gv,
                          derived_name(g, "new.", v->name));
       new_state[i] = v2;
-      new_p[i] = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, lr_dt, v2, NULL), pname);
+      new_p[i] = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, cast_to(&b, lr, dt), v2, NULL), pname);
       break;
     }
     case PASS_OPT_ADAM:
@@ -279,10 +283,9 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
       ir_value *v2 = op2(&b, IR_OP_ADD, op2(&b, IR_OP_MUL, scalar(&b, dt, opt->beta2), v, NULL),
                          op2(&b, IR_OP_MUL, scalar(&b, dt, 1.0 - opt->beta2), op1(&b, IR_OP_SQUARE, gv, NULL), NULL),
                          derived_name(g, "new.", v->name));
-      ir_value *mhat = op2(&b, IR_OP_DIV, m2, cast_to(&b, bc1, dt), NULL);
-      ir_value *vhat = op2(&b, IR_OP_DIV, v2, cast_to(&b, bc2, dt), NULL);
-      ir_value *den = op2(&b, IR_OP_ADD, op1(&b, IR_OP_SQRT, vhat, NULL), scalar(&b, dt, opt->eps), NULL);
-      ir_value *upd = op2(&b, IR_OP_MUL, lr_dt, op2(&b, IR_OP_DIV, mhat, den, NULL), NULL);
+      ir_value *den = op2(&b, IR_OP_ADD, op2(&b, IR_OP_DIV, op1(&b, IR_OP_SQRT, v2, NULL), cast_to(&b, sbc2, dt), NULL),
+                          scalar(&b, dt, opt->eps), NULL);
+      ir_value *upd = op2(&b, IR_OP_MUL, cast_to(&b, step_size, dt), op2(&b, IR_OP_DIV, m2, den, NULL), NULL);
       ir_value *base = p[i];
       if (lr_wd) base = op2(&b, IR_OP_SUB, p[i], op2(&b, IR_OP_MUL, cast_to(&b, lr_wd, dt), p[i], NULL), NULL);
       new_p[i] = op2(&b, IR_OP_SUB, base, upd, pname);

@@ -658,7 +658,7 @@ int rt_kern_add_layernorm(const rt_kctx *k) {
     rt_kerr(k, "add_layernorm %%%s: operand shapes do not match", rt_value_name(k->node->out[0]));
     return -1;
   }
-  ir_dtype xdt = x->type.dtype, gdt = gamma->type.dtype, bdt = beta->type.dtype, ydt = y->type.dtype;
+  ir_dtype xdt = x->type.dtype;
   bool f32 = xdt == IR_DT_F32;
 #pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
   for (int64_t r = 0; r < rows; r++) {
@@ -672,19 +672,7 @@ int rt_kern_add_layernorm(const rt_kctx *k) {
         rt_store(xdt, s->data, base + j,
                  ir_eval_binary(IR_OP_ADD, rt_load(xdt, x->data, base + j), rt_load(xdt, res->data, base + j)));
     }
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < D; j++) mean += rt_load(xdt, s->data, base + j);
-    mean /= (double)D;
-    for (int64_t j = 0; j < D; j++) {
-      double c = rt_load(xdt, s->data, base + j) - mean;
-      var += c * c;
-    }
-    var /= (double)D;
-    double inv = 1.0 / sqrt(var + eps);
-    for (int64_t j = 0; j < D; j++) {
-      double c = rt_load(xdt, s->data, base + j) - mean;
-      rt_store(ydt, y->data, base + j, c * inv * rt_load(gdt, gamma->data, j) + rt_load(bdt, beta->data, j));
-    }
+    rt_layernorm_row(xdt, s->data, base, D, eps, gamma, beta, y);
   }
   return 0;
 }

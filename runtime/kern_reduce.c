@@ -210,25 +210,9 @@ int rt_kern_layernorm(const rt_kctx *k) {
   double eps = ir_node_attr_float(k->node, "eps", 1e-5);
   int64_t D = x->type.rank ? x->type.dims[x->type.rank - 1] : 1;
   int64_t rows = D ? rt_numel(&x->type) / D : 0;
-  ir_dtype xdt = x->type.dtype, gdt = gamma->type.dtype, bdt = beta->type.dtype, odt = out->type.dtype;
+  ir_dtype xdt = x->type.dtype;
 #pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t base = r * D;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < D; j++) mean += rt_load(xdt, x->data, base + j);
-    mean /= (double)D;
-    for (int64_t j = 0; j < D; j++) {
-      double c = rt_load(xdt, x->data, base + j) - mean;
-      var += c * c;
-    }
-    var /= (double)D;
-    double inv = 1.0 / sqrt(var + eps);
-    for (int64_t j = 0; j < D; j++) {
-      double c = rt_load(xdt, x->data, base + j) - mean;
-      rt_store(odt, out->data, base + j,
-               c * inv * rt_load(gdt, gamma->data, j) + rt_load(bdt, beta->data, j));
-    }
-  }
+  for (int64_t r = 0; r < rows; r++) rt_layernorm_row(xdt, x->data, r * D, D, eps, gamma, beta, out);
   return 0;
 }
 

@@ -136,6 +136,43 @@ int rt_kern_add_layernorm(const rt_kctx *k);
 /* The max and the sum of exp(x - max) of one row of V logits at base: the
  * one definition cross_entropy and its gradient share, so that the
  * probabilities the backward uses are those the forward's loss came from. */
+/* layernorm of one row of D elements at x[base..): mean and variance in
+ * double (summed in index order), then (x - mean) / sqrt(var + eps) * gamma
+ * + beta in double, rounded to out's dtype. f32 rows read and write floats
+ * directly: the same arithmetic without a dtype switch per element. Shared
+ * by layernorm (kern_reduce.c) and add_layernorm (kern_fused.c). */
+static inline void rt_layernorm_row(ir_dtype xdt, const void *x, int64_t base, int64_t D, double eps,
+                                    const rt_tensor *gamma, const rt_tensor *beta, rt_tensor *out) {
+  ir_dtype gdt = gamma->type.dtype, bdt = beta->type.dtype, odt = out->type.dtype;
+  double mean = 0, var = 0;
+  if (xdt == IR_DT_F32 && gdt == IR_DT_F32 && bdt == IR_DT_F32 && odt == IR_DT_F32) {
+    const float *xr = (const float *)x + base, *g = gamma->data, *b = beta->data;
+    float *o = (float *)out->data + base;
+    for (int64_t j = 0; j < D; j++) mean += xr[j];
+    mean /= (double)D;
+    for (int64_t j = 0; j < D; j++) {
+      double c = xr[j] - mean;
+      var += c * c;
+    }
+    var /= (double)D;
+    double inv = 1.0 / sqrt(var + eps);
+    for (int64_t j = 0; j < D; j++) o[j] = rt_round_f32((xr[j] - mean) * inv * g[j] + b[j]);
+    return;
+  }
+  for (int64_t j = 0; j < D; j++) mean += rt_load(xdt, x, base + j);
+  mean /= (double)D;
+  for (int64_t j = 0; j < D; j++) {
+    double c = rt_load(xdt, x, base + j) - mean;
+    var += c * c;
+  }
+  var /= (double)D;
+  double inv = 1.0 / sqrt(var + eps);
+  for (int64_t j = 0; j < D; j++) {
+    double c = rt_load(xdt, x, base + j) - mean;
+    rt_store(odt, out->data, base + j, c * inv * rt_load(gdt, gamma->data, j) + rt_load(bdt, beta->data, j));
+  }
+}
+
 /* The max of a row (NaN if any; 0 for a row of -inf or an empty row): the
  * shift of rt_row_logsumexp. */
 static inline void rt_row_max(ir_dtype dt, const void *logits, int64_t base, int64_t V, double *max) {

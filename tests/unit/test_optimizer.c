@@ -80,8 +80,7 @@ static void ref_step(const pass_optimizer *o, ref_param *rp, int step, double lr
       default: {
         *m = o->beta1 * *m + (1.0 - o->beta1) * gv;
         *v = o->beta2 * *v + (1.0 - o->beta2) * (gv * gv);
-        double mhat = *m / bc1, vhat = *v / bc2;
-        double upd = lr * (mhat / (sqrt(vhat) + o->eps));
+        double upd = (lr / bc1) * (*m / (sqrt(*v) / sqrt(bc2) + o->eps));
         double base = *p;
         if (o->kind == PASS_OPT_ADAMW && o->weight_decay > 0) base = *p - lr_wd * *p;
         *p = base - upd;
