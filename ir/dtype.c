@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "scalar.h"
 
 /* ---- dtype tables ---- */
 static const char *const dtype_names[IR_NUM_DTYPES] = {
@@ -226,30 +227,13 @@ double ir_eval_unary(ir_op op, double x) {
   case IR_OP_TANH: return tanh(x);
   case IR_OP_SIGMOID: return sigmoid(x);
   case IR_OP_RELU: return (x > 0 || isnan(x)) ? x : 0.0;
-  case IR_OP_GELU: {
-    /* 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as
-     * x / (1 + e^-2u) (1 + tanh u = 2 / (1 + e^-2u)): one exp instead of a
-     * tanh, and no cancellation in 1 + tanh u for negative x */
-    if (isinf(x)) return x > 0 ? x : 0.0; /* the formula gives inf * 0 at -inf */
-    double u = 0.7978845608028654 /* sqrt(2/pi) */ * (x + 0.044715 * x * x * x);
-    return x / (1.0 + exp(-2.0 * u));
-  }
+  case IR_OP_GELU: return ir_gelu(x); /* ir/scalar.h */
   case IR_OP_SILU:
     if (isinf(x)) return x > 0 ? x : 0.0;
     return x * sigmoid(x);
   case IR_OP_SQUARE: return x * x;
   case IR_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* keeps 0, -0 and NaN */
-  case IR_OP_GELU_GRAD: {
-    if (isinf(x)) return x > 0 ? 1.0 : 0.0;
-    /* d/dx 0.5 x (1 + tanh u), u = c (x + a x^3):
-     *   0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2), t = tanh u;
-     * with s = (1 + t) / 2 = 1 / (1 + e), e = e^-2u, and 1 - s = e s:
-     *   s + 2 x s (1 - s) c (1 + 3 a x^2) (as GELU: one exp, no cancellation) */
-    const double c = 0.7978845608028654, a = 0.044715;
-    double e = exp(-2.0 * c * (x + a * x * x * x));
-    double s = 1.0 / (1.0 + e), oms = isinf(e) ? 1.0 : e * s;
-    return s + 2.0 * x * s * oms * c * (1.0 + 3.0 * a * x * x);
-  }
+  case IR_OP_GELU_GRAD: return ir_gelu_grad(x);
   case IR_OP_NOT: return x == 0 ? 1.0 : 0.0;
   case IR_OP_CAST: return x;
   default: break;

@@ -1,0 +1,73 @@
+/* ir/scalar.h — scalar semantics of the gelu family, inline so that kernels
+ * can run them over vectors of elements (the compiler vectorizes a loop of
+ * these: no calls, no branches, only IEEE +, -, *, /, compares and bit
+ * moves). ir_eval_unary (dtype.c) calls the same functions, so constant
+ * folding, the unfused kernels and the fused kernels agree bit for bit;
+ * compiled without FP contraction (C11 mode), the results do not depend on
+ * the vector width or the machine.
+ */
+#ifndef TGC_IR_SCALAR_H
+#define TGC_IR_SCALAR_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* e^x for x in [-707, 709.78] within about 2 ulp: x = k ln2 + r with
+ * |r| <= ln2 / 2 (Cody-Waite, ln2 split so k ln2hi is exact), e^r by its
+ * Taylor series to r^13 (the next term is below 2^-57), times 2^(k-1) built
+ * in the exponent bits, times 2. Above 709.78 +inf; below -707 it returns
+ * e^-707 (~1e-307, which 1 + e cannot tell from 0: the only use here); NaN
+ * stays NaN. */
+static inline double ir_exp_smooth(double x) {
+  const double log2e = 1.4426950408889634, ln2hi = 6.93147180369123816490e-01, ln2lo = 1.90821492927058770002e-10;
+  const double shifter = 6755399441055744.0; /* 1.5 * 2^52: adding it rounds to an integer in the low bits */
+  double xc = x < -707.0 ? -707.0 : x > 709.78 ? 709.78 : x;
+  double t = xc * log2e + shifter;
+  double kd = t - shifter;
+  double r = (xc - kd * ln2hi) - kd * ln2lo;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  int64_t tb, sb;
+  memcpy(&tb, &t, sizeof tb);
+  memcpy(&sb, &shifter, sizeof sb);
+  int64_t bits = (tb - sb + 1022) << 52; /* k is in the low bits of t: 2^(k-1) */
+  double scale;
+  memcpy(&scale, &bits, sizeof scale);
+  double y = p * scale * 2.0;
+  return x > 709.782712893384 ? INFINITY : y;
+}
+
+/* gelu, tanh form: 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3),
+ * as x / (1 + e^-2u) (1 + tanh u = 2 / (1 + e^-2u)): no cancellation in
+ * 1 + tanh u for negative x. gelu(+inf) = +inf, gelu(-inf) = 0. */
+static inline double ir_gelu(double x) {
+  double u = 0.7978845608028654 /* sqrt(2/pi) */ * (x + 0.044715 * x * x * x);
+  double y = x / (1.0 + ir_exp_smooth(-2.0 * u));
+  return isinf(x) ? (x > 0 ? x : 0.0) : y;
+}
+
+/* d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2), t = tanh u;
+ * with s = (1 + t) / 2 = 1 / (1 + e), e = e^-2u, and 1 - s = e s:
+ * s + 2 x s (1 - s) c (1 + 3 a x^2). 1 at +inf, 0 at -inf. */
+static inline double ir_gelu_grad(double x) {
+  const double c = 0.7978845608028654, a = 0.044715;
+  double e = ir_exp_smooth(-2.0 * (c * (x + a * x * x * x)));
+  double s = 1.0 / (1.0 + e), oms = isinf(e) ? 1.0 : e * s;
+  double y = s + 2.0 * x * s * oms * c * (1.0 + 3.0 * a * x * x);
+  return isinf(x) ? (x > 0 ? 1.0 : 0.0) : y;
+}
+
+#endif
