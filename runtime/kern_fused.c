@@ -41,7 +41,6 @@
 #endif
 
 #include "kernels.h"
-#include "scalar.h"
 
 enum {
   CHUNK = 512,           /* elements per register */
@@ -245,22 +244,6 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
   r->dv[i] = z;
 }
 
-/* gelu / gelu_grad of n floats with ir/scalar.h's inline functions (the
- * definition ir_eval_unary uses): branch-free, so the loops vectorize, and
- * GCC builds AVX-512 and AVX2 versions picked at load time for the machine
- * (each element is the same IEEE arithmetic in every version: no FP
- * contraction in C11 mode). The results fit a float: |gelu(x)| <= |x| and
- * gelu_grad lies in [-0.13, 1.13]. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-static void gelu_f32(float *z, const float *x, int n, bool grad) {
-  if (grad)
-    for (int j = 0; j < n; j++) z[j] = (float)ir_gelu_grad((double)x[j]);
-  else
-    for (int j = 0; j < n; j++) z[j] = (float)ir_gelu((double)x[j]);
-}
-
 /* An instruction with an f32 result. */
 static void eval_f32(const finst *in, int i, regs *r, int n) {
   const finst *I = &in[i];
@@ -307,8 +290,8 @@ static void eval_f32(const finst *in, int i, regs *r, int n) {
     }
     for (int j = 0; j < n; j++) z[j] = rt_round_f32(r->dv[I->arg[0]][j]);
     return;
-  case IR_OP_GELU: gelu_f32(z, x, n, false); return;
-  case IR_OP_GELU_GRAD: gelu_f32(z, x, n, true); return;
+  case IR_OP_GELU: rt_gelu_f32(z, x, n, false); return; /* vectorized: vec_math.c */
+  case IR_OP_GELU_GRAD: rt_gelu_f32(z, x, n, true); return;
   default: break;
   }
   /* exp, log, tanh, pow, rsqrt, ...: in double, as the unfused kernels */

@@ -84,7 +84,7 @@ int rt_kern_cross_entropy_grad(const rt_kctx *k) {
 #pragma omp parallel if (P * V > RT_PAR_MIN && P > 1)
   {
     /* exp(x - max) of one row, kept from the sum to the division: one exp
-     * per element (the values are those rt_row_logsumexp sums, bit for bit) */
+     * per element (the forward's row terms, bit for bit) */
     double *e = malloc((size_t)(V ? V : 1) * sizeof *e);
     if (!e) {
 #pragma omp atomic write
@@ -94,14 +94,8 @@ int rt_kern_cross_entropy_grad(const rt_kctx *k) {
     for (int64_t p = 0; p < P; p++) {
       if (!e) continue;
       int64_t base = p * V;
-      double mx, sum = 0;
-      rt_row_max(ldt, logits->data, base, V, &mx);
-      if (ldt == IR_DT_F32) {
-        const float *x = (const float *)logits->data + base;
-        for (int64_t j = 0; j < V; j++) sum += (e[j] = exp((double)x[j] - mx));
-      } else {
-        for (int64_t j = 0; j < V; j++) sum += (e[j] = exp(rt_load(ldt, logits->data, base + j) - mx));
-      }
+      double mx, sum;
+      rt_row_logsumexp(ldt, logits->data, base, V, &mx, &sum, e);
       int64_t t = rt_load_int(tdt, targets->data, p);
       if (odt == IR_DT_F32) {
         float *o = (float *)out->data + base;

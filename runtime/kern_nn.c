@@ -87,13 +87,29 @@ int rt_kern_cross_entropy(const rt_kctx *k) {
     return -1;
   }
   ir_dtype ldt = logits->type.dtype, tdt = targets->type.dtype;
-#pragma omp parallel for schedule(static) if (P * V > RT_PAR_MIN && P > 1)
-  for (int64_t p = 0; p < P; p++) {
-    int64_t base = p * V;
-    double mx, sum;
-    rt_row_logsumexp(ldt, logits->data, base, V, &mx, &sum);
-    int64_t t = rt_load_int(tdt, targets->data, p);
-    loss[p] = mx + log(sum) - rt_load(ldt, logits->data, base + t);
+  bool oom = false;
+#pragma omp parallel if (P * V > RT_PAR_MIN && P > 1)
+  {
+    double *e = malloc((size_t)(V ? V : 1) * sizeof *e); /* one row's terms */
+    if (!e) {
+#pragma omp atomic write
+      oom = true;
+    }
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < P; p++) {
+      if (!e) continue;
+      int64_t base = p * V;
+      double mx, sum;
+      rt_row_logsumexp(ldt, logits->data, base, V, &mx, &sum, e);
+      int64_t t = rt_load_int(tdt, targets->data, p);
+      loss[p] = mx + log(sum) - rt_load(ldt, logits->data, base + t);
+    }
+    free(e);
+  }
+  if (oom) {
+    free(loss);
+    rt_kerr(k, "out of memory in cross_entropy %%%s", rt_value_name(k->node->out[0]));
+    return -1;
   }
   double total = 0;
   for (int64_t p = 0; p < P; p++) total += loss[p];

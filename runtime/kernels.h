@@ -190,16 +190,20 @@ static inline void rt_row_max(ir_dtype dt, const void *logits, int64_t base, int
   *max = mx == -INFINITY ? 0 : mx;
 }
 
+/* vec_math.c: vectorized loops over ir/scalar.h's functions. */
+void rt_gelu_f32(float *z, const float *x, int n, bool grad);
+/* e[j] = ir_exp_smooth(x[base + j] - shift), j < n: the terms of a
+ * cross-entropy row (within 1 ulp of libm's exp on [-707, 0]). */
+void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double shift, double *e);
+
+/* The row's max and sum of e^(x - max) (e[0..V) gets the terms, summed in
+ * index order): log-sum-exp = max + log(sum). */
 static inline void rt_row_logsumexp(ir_dtype dt, const void *logits, int64_t base, int64_t V, double *max,
-                                    double *sum) {
+                                    double *sum, double *e) {
   double mx, s = 0;
   rt_row_max(dt, logits, base, V, &mx);
-  if (dt == IR_DT_F32) {
-    const float *x = (const float *)logits + base;
-    for (int64_t j = 0; j < V; j++) s += exp((double)x[j] - mx);
-  } else {
-    for (int64_t j = 0; j < V; j++) s += exp(rt_load(dt, logits, base + j) - mx);
-  }
+  rt_exp_shifted(dt, logits, base, V, mx, e);
+  for (int64_t j = 0; j < V; j++) s += e[j];
   *max = mx;
   *sum = s;
 }

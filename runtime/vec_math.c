@@ -1,0 +1,36 @@
+/* runtime/vec_math.c — loops over ir/scalar.h's branch-free functions,
+ * compiled to be vectorized: GCC builds AVX-512, AVX2 and baseline versions
+ * of each (target_clones) and picks one at load time for the machine. Each
+ * element is the same IEEE arithmetic in every version (C11 mode: no FP
+ * contraction), so results equal the scalar definitions bit for bit; the
+ * file is compiled with -fno-trapping-math, which lets GCC if-convert the
+ * selects (see CMakeLists.txt) and changes no value.
+ */
+#include "kernels.h"
+#include "scalar.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define RT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define RT_CLONES
+#endif
+
+/* The results fit a float: |gelu(x)| <= |x| and gelu_grad lies in [-0.13, 1.13]. */
+RT_CLONES void rt_gelu_f32(float *z, const float *x, int n, bool grad) {
+  if (grad)
+    for (int j = 0; j < n; j++) z[j] = (float)ir_gelu_grad((double)x[j]);
+  else
+    for (int j = 0; j < n; j++) z[j] = (float)ir_gelu((double)x[j]);
+}
+
+RT_CLONES static void exp_shifted_f32(double *e, const float *x, double shift, int64_t n) {
+  for (int64_t j = 0; j < n; j++) e[j] = ir_exp_smooth((double)x[j] - shift);
+}
+
+void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double shift, double *e) {
+  if (dt == IR_DT_F32) {
+    exp_shifted_f32(e, (const float *)x + base, shift, n);
+    return;
+  }
+  for (int64_t j = 0; j < n; j++) e[j] = ir_exp_smooth(rt_load(dt, x, base + j) - shift);
+}
