@@ -9,6 +9,7 @@
 #ifndef TGC_IR_SCALAR_H
 #define TGC_IR_SCALAR_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -68,6 +69,14 @@ static inline double ir_gelu_grad(double x) {
   double s = 1.0 / (1.0 + e), oms = isinf(e) ? 1.0 : e * s;
   double y = s + 2.0 * x * s * oms * c * (1.0 + 3.0 * a * x * x);
   return isinf(x) ? (x > 0 ? 1.0 : 0.0) : y;
+}
+
+/* ir_round_to_dtype(IR_DT_F32, x) without a call or a branch: finite
+ * values past FLT_MAX become FLT_MAX or, from FLT_MAX + half an ulp on, inf
+ * (with their sign); everything else converts round-to-nearest-even. */
+static inline float ir_round_f32(double x) {
+  double big = copysign(fabs(x) >= 0x1.ffffffp127 ? INFINITY : FLT_MAX, x);
+  return (float)(fabs(x) > FLT_MAX && !isinf(x) ? big : x);
 }
 
 #endif

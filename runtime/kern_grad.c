@@ -99,7 +99,9 @@ int rt_kern_cross_entropy_grad(const rt_kctx *k) {
       int64_t t = rt_load_int(tdt, targets->data, p);
       if (odt == IR_DT_F32) {
         float *o = (float *)out->data + base;
-        for (int64_t j = 0; j < V; j++) o[j] = rt_round_f32((e[j] / sum - (j == t ? 1.0 : 0.0)) * scale);
+        /* (e/sum - 0) * scale is (e/sum) * scale: the vectorized row, then the target */
+        rt_softmax_scaled_f32(o, e, sum, scale, V);
+        o[t] = rt_round_f32((e[t] / sum - 1.0) * scale);
       } else {
         for (int64_t j = 0; j < V; j++) rt_store(odt, out->data, base + j, (e[j] / sum - (j == t ? 1.0 : 0.0)) * scale);
       }

@@ -173,14 +173,14 @@ static inline void rt_layernorm_row(ir_dtype xdt, const void *x, int64_t base, i
   }
 }
 
+float rt_max_f32(const float *x, int64_t n); /* vec_math.c: NaN if any is NaN */
+
 /* The max of a row (NaN if any; 0 for a row of -inf or an empty row): the
  * shift of rt_row_logsumexp. */
 static inline void rt_row_max(ir_dtype dt, const void *logits, int64_t base, int64_t V, double *max) {
   double mx = -INFINITY;
   if (dt == IR_DT_F32) {
-    const float *x = (const float *)logits + base;
-    for (int64_t j = 0; j < V; j++)
-      if (x[j] > mx || x[j] != x[j]) mx = x[j];
+    mx = rt_max_f32((const float *)logits + base, V);
   } else {
     for (int64_t j = 0; j < V; j++) {
       double x = rt_load(dt, logits, base + j);
@@ -195,6 +195,8 @@ void rt_gelu_f32(float *z, const float *x, int n, bool grad);
 /* e[j] = ir_exp_smooth(x[base + j] - shift), j < n: the terms of a
  * cross-entropy row (within 1 ulp of libm's exp on [-707, 0]). */
 void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double shift, double *e);
+/* o[j] = f32((e[j] / sum) * scale), j < n. */
+void rt_softmax_scaled_f32(float *o, const double *e, double sum, double scale, int64_t n);
 
 /* The row's max and sum of e^(x - max) (e[0..V) gets the terms, summed in
  * index order): log-sum-exp = max + log(sum). */

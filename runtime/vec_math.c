@@ -34,3 +34,34 @@ void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double 
   }
   for (int64_t j = 0; j < n; j++) e[j] = ir_exp_smooth(rt_load(dt, x, base + j) - shift);
 }
+
+/* o[j] = (e[j] / sum) * scale rounded to f32, j < n: a cross-entropy
+ * gradient row before the target's -1 (the caller writes o[target]). */
+RT_CLONES void rt_softmax_scaled_f32(float *o, const double *e, double sum, double scale, int64_t n) {
+  for (int64_t j = 0; j < n; j++) o[j] = ir_round_f32(e[j] / sum * scale);
+}
+
+/* The largest of x[0..n) (NaN if any is NaN; -inf for n = 0), in 16
+ * independent lanes that vectorize: max is exact and order-free (ties of
+ * -0 and +0 may pick either zero, which no caller can tell apart: x - 0
+ * and x + 0 agree for both). */
+RT_CLONES float rt_max_f32(const float *x, int64_t n) {
+  enum { L = 16 };
+  float m[L];
+  int nan = 0;
+  for (int l = 0; l < L; l++) m[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + L <= n; j += L)
+    for (int l = 0; l < L; l++) {
+      float v = x[j + l];
+      m[l] = v > m[l] ? v : m[l];
+      nan |= v != v;
+    }
+  for (; j < n; j++) {
+    m[0] = x[j] > m[0] ? x[j] : m[0];
+    nan |= x[j] != x[j];
+  }
+  float r = m[0];
+  for (int l = 1; l < L; l++) r = m[l] > r ? m[l] : r;
+  return nan ? NAN : r;
+}

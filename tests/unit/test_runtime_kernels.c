@@ -24,7 +24,9 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "kernels.h"
 #include "runtime.h"
+#include "scalar.h"
 
 static const ir_loc NOLOC = {0};
 
@@ -1236,8 +1238,41 @@ static void test_every_op_has_kernel(void) {
   }
 }
 
+/* The vectorized helpers of vec_math.c against their scalar meaning. */
+static void test_vec_math(void) {
+  float x[37];
+  for (int i = 0; i < 37; i++) x[i] = (float)((i * 7) % 37) - 18.5f;
+  CHECK(rt_max_f32(x, 37) == 17.5f);
+  CHECK(rt_max_f32(x, 0) == -INFINITY);
+  x[30] = NAN;
+  CHECK(isnan(rt_max_f32(x, 37)));
+  CHECK(!isnan(rt_max_f32(x, 30)));
+  float z[20];
+  for (int i = 0; i < 20; i++) z[i] = i % 2 ? -0.0f : 0.0f;
+  CHECK(rt_max_f32(z, 20) == 0.0f);
+  for (int i = 0; i < 20; i++) z[i] = -INFINITY;
+  CHECK(rt_max_f32(z, 20) == -INFINITY);
+  /* ir_round_f32 is ir_round_to_dtype(f32) at the edges */
+  const double edges[] = {0.0, -0.0, 1.0 / 3, 3.4028234663852886e38, 3.4028235677973366e38, 3.4028235677973362e38,
+                          -3.4028235677973366e38, 1e39, -1e300, INFINITY, -INFINITY, 1e-46, 7e-46};
+  for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+    float a = ir_round_f32(edges[i]), b = (float)ir_round_to_dtype(IR_DT_F32, edges[i]);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+  }
+  float nanr = ir_round_f32(NAN);
+  CHECK(isnan(nanr));
+  double e[40];
+  float o[40];
+  for (int i = 0; i < 40; i++) e[i] = exp(-0.3 * i);
+  rt_softmax_scaled_f32(o, e, 2.5, 1.0 / 3, 40);
+  int bad = 0;
+  for (int i = 0; i < 40; i++) bad += o[i] != (float)(e[i] / 2.5 * (1.0 / 3));
+  CHECK_EQ_INT(bad, 0);
+}
+
 int main(void) {
   test_every_op_has_kernel();
+  test_vec_math();
   test_unary();
   test_cast();
   test_binary();
