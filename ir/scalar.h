@@ -41,10 +41,10 @@ static inline double ir_exp_smooth(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  int64_t tb, sb;
+  uint64_t tb, sb; /* unsigned: wraps (defined) for the NaN and inf patterns */
   memcpy(&tb, &t, sizeof tb);
   memcpy(&sb, &shifter, sizeof sb);
-  int64_t bits = (tb - sb + 1022) << 52; /* k is in the low bits of t: 2^(k-1) */
+  uint64_t bits = (tb - sb + 1022) << 52; /* k is in the low bits of t: 2^(k-1) */
   double scale;
   memcpy(&scale, &bits, sizeof scale);
   double y = p * scale * 2.0;
