@@ -8,7 +8,8 @@
 #   sh bench/run.sh all                             check, baseline, tgc
 #
 # Environment:
-#   CC (gcc), BASELINE_CFLAGS ("-O3 -march=native -fopenmp"), STEPS (baseline: 5; tgc: 3),
+#   CC (gcc), BASELINE_CFLAGS ("-O3 -march=native -fopenmp"), STEPS (baseline: 5; tgc: 6, the first
+#   two of which warm up the buffer cache),
 #   OMP_NUM_THREADS (default: every core), BUILD (build-bench, relative to the repo root),
 #   TGC_FUSION_ON_FLAGS / TGC_FUSION_OFF_FLAGS: extra `tgc train` flags for the two runs
 #   (the fusion-off switch is looked up in `tgc train --help` when not given).
@@ -89,7 +90,7 @@ cmd_tgc() {
   TOK="$ROOT/$BUILD/tokens-gpt2.u16"
   "$BL" --write-tokens "$TOK" 1048576 --seed 0
   OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/tgc_bench.XXXXXX")
-  STEPS_TGC=${STEPS:-3}
+  STEPS_TGC=${STEPS:-6}
   # the same optimizer as the baseline: AdamW, lr 3e-4, no decay, no warmup, no clipping
   TRAIN="train $MODEL --data tokens:$TOK --steps $STEPS_TGC --optimizer adamw --lr 3e-4 --weight-decay 0"
   TRAIN="$TRAIN --warmup 0 --clip 0 --schedule constant --json"
