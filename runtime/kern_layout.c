@@ -85,6 +85,10 @@ static void strided_gather(rt_tensor *out, const void *in, const int64_t *stride
       rr /= dims[d];
     }
     char *row = dst + (size_t)(r * inner) * es;
+    if (istride == 1) { /* the row is contiguous in the operand too (e.g. a head split) */
+      memcpy(row, src + (size_t)off * es, (size_t)inner * es);
+      continue;
+    }
     for (int64_t j = 0; j < inner; j++, off += istride)
       copy_elem(row + (size_t)j * es, src + (size_t)off * es, es);
   }

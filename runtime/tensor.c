@@ -49,8 +49,8 @@ static int tensor_size(const ir_type *t, size_t *nbytes) {
  * a training loop allocates the same sizes every step. Off (limit 0) unless
  * a program turns it on (`tgc train` does). Oldest entries go first when
  * the limit is reached. Guarded for calls from several threads. */
-enum { CACHE_SLOTS = 512 };
-#define CACHE_MIN_BYTES ((size_t)1 << 20)
+enum { CACHE_SLOTS = 2048 };
+#define CACHE_MIN_BYTES ((size_t)1 << 16)
 static struct {
   void *p;
   size_t n;
