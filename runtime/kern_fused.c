@@ -190,8 +190,9 @@ typedef struct {
 typedef struct {
   const float **fv;   /* per instruction: float values (f32 results) */
   const double **dv;  /* per instruction: double values (others) */
-  float *fs;          /* scratch: CHUNK floats per instruction */
-  double *ds;         /* scratch: CHUNK doubles per instruction */
+  float *fs;          /* scratch: w floats per instruction */
+  double *ds;         /* scratch: w doubles per instruction */
+  int w;              /* register width: CHUNK, or fewer for a smaller result */
   float *root_out;    /* where the root (an f32 result) writes this chunk, or NULL */
 } regs;
 
@@ -220,7 +221,7 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
       r->fv[i] = src;
       return;
     }
-    float *z = r->fs + (size_t)i * CHUNK;
+    float *z = r->fs + (size_t)i * r->w;
     if (step == 0) {
       float v = src[0];
       for (int j = 0; j < n; j++) z[j] = v;
@@ -234,7 +235,7 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
     r->dv[i] = (const double *)t->data + off;
     return;
   }
-  double *z = r->ds + (size_t)i * CHUNK;
+  double *z = r->ds + (size_t)i * r->w;
   if (step == 0) {
     double v = rt_load(dt, t->data, off);
     for (int j = 0; j < n; j++) z[j] = v;
@@ -252,7 +253,7 @@ __attribute__((target_clones("avx2", "default")))
 #endif
 static void eval_f32(const finst *in, int i, regs *r, int n) {
   const finst *I = &in[i];
-  float *z = r->root_out ? r->root_out : r->fs + (size_t)i * CHUNK;
+  float *z = r->root_out ? r->root_out : r->fs + (size_t)i * r->w;
   const float *x = in[I->arg[0]].f32 ? r->fv[I->arg[0]] : NULL;
   const float *y = I->kind != IR_OP_CAST && ir_op_kind_of((ir_op)I->kind) == IR_OPK_BINARY ? r->fv[I->arg[1]] : NULL;
   r->fv[i] = z;
@@ -311,7 +312,7 @@ static void eval_f32(const finst *in, int i, regs *r, int n) {
 /* An instruction with a result in a double register (any dtype but f32). */
 static void eval_double(const finst *in, int i, regs *r, int n) {
   const finst *I = &in[i];
-  double *z = r->ds + (size_t)i * CHUNK;
+  double *z = r->ds + (size_t)i * r->w;
   r->dv[i] = z;
   ir_dtype dt = I->dt;
   if (I->kind == FI_CONST) {
@@ -407,12 +408,12 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
     for (int k = 0; k < p->n_roots; k++) {
       int i = p->roots[k];
       if (in[i].kind != FI_LOAD) continue;
-      if (in[i].f32 && r->fv[i] != r->fs + (size_t)i * CHUNK) {
-        memcpy(r->fs + (size_t)i * CHUNK, r->fv[i], (size_t)n * sizeof(float));
-        r->fv[i] = r->fs + (size_t)i * CHUNK;
-      } else if (!in[i].f32 && r->dv[i] != r->ds + (size_t)i * CHUNK) {
-        memcpy(r->ds + (size_t)i * CHUNK, r->dv[i], (size_t)n * sizeof(double));
-        r->dv[i] = r->ds + (size_t)i * CHUNK;
+      if (in[i].f32 && r->fv[i] != r->fs + (size_t)i * r->w) {
+        memcpy(r->fs + (size_t)i * r->w, r->fv[i], (size_t)n * sizeof(float));
+        r->fv[i] = r->fs + (size_t)i * r->w;
+      } else if (!in[i].f32 && r->dv[i] != r->ds + (size_t)i * r->w) {
+        memcpy(r->ds + (size_t)i * r->w, r->dv[i], (size_t)n * sizeof(double));
+        r->dv[i] = r->ds + (size_t)i * r->w;
       }
     }
   for (int k = 0; k < p->n_roots; k++) store_root(in, r, p->roots[k], n, outs[k], base);
@@ -527,7 +528,7 @@ static int fused_run(const rt_kctx *k, const char *expr, bool multi, const rt_te
     ufs = calloc((size_t)p.n, sizeof *ufs);
     uds = calloc((size_t)p.n, sizeof *uds);
     regs u = {.fv = calloc((size_t)p.n, sizeof *u.fv), .dv = calloc((size_t)p.n, sizeof *u.dv),
-              .fs = malloc((size_t)p.n * CHUNK * sizeof(float)), .ds = malloc((size_t)p.n * CHUNK * sizeof(double))};
+              .fs = malloc((size_t)p.n * sizeof(float)), .ds = malloc((size_t)p.n * sizeof(double)), .w = 1};
     leaf_pos *lp0 = calloc((size_t)n_ops, sizeof *lp0); /* offset 0, step 0 */
     bool ok = ufs && uds && u.fv && u.dv && u.fs && u.ds && lp0;
     for (int i = 0; ok && i < p.n; i++) {
@@ -549,13 +550,15 @@ static int fused_run(const rt_kctx *k, const char *expr, bool multi, const rt_te
   int64_t total = rt_numel(&out->type);
   int64_t rows = inner ? total / inner : 0;
   int64_t nch = (inner + CHUNK - 1) / CHUNK;
+  int rw = (int)(inner < CHUNK ? (inner > 0 ? inner : 1) : CHUNK); /* registers no wider than a row */
   int64_t units = rows * nch;
   int ni = p.n;
   bool oom = false;
 #pragma omp parallel if (total > RT_PAR_MIN && units > 1)
   {
     regs r = {.fv = calloc((size_t)ni, sizeof *r.fv), .dv = calloc((size_t)ni, sizeof *r.dv),
-              .fs = malloc((size_t)ni * CHUNK * sizeof(float)), .ds = malloc((size_t)ni * CHUNK * sizeof(double))};
+              .fs = malloc((size_t)ni * (size_t)rw * sizeof(float)), .ds = malloc((size_t)ni * (size_t)rw * sizeof(double)),
+              .w = rw};
     leaf_pos *lp = malloc((size_t)n_ops * sizeof *lp);
     bool ok = r.fv && r.dv && r.fs && r.ds && lp;
     if (!ok) {
@@ -565,12 +568,12 @@ static int fused_run(const rt_kctx *k, const char *expr, bool multi, const rt_te
     for (int i = 0; ok && i < ni; i++) { /* uniform values, splatted once */
       if (!in[i].uniform) continue;
       if (in[i].f32) {
-        float *z = r.fs + (size_t)i * CHUNK;
-        for (int j = 0; j < CHUNK; j++) z[j] = ufs[i];
+        float *z = r.fs + (size_t)i * (size_t)rw;
+        for (int j = 0; j < rw; j++) z[j] = ufs[i];
         r.fv[i] = z;
       } else {
-        double *z = r.ds + (size_t)i * CHUNK;
-        for (int j = 0; j < CHUNK; j++) z[j] = uds[i];
+        double *z = r.ds + (size_t)i * (size_t)rw;
+        for (int j = 0; j < rw; j++) z[j] = uds[i];
         r.dv[i] = z;
       }
     }
