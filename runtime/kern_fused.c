@@ -64,6 +64,7 @@ typedef struct {
   finst *ins;
   int n, cap;
   int roots[IR_FUSED_MAX_RESULTS]; /* the instruction of each result */
+  unsigned direct;                 /* bit k: result k is written straight into its output */
   int n_roots;
   const char *s;
   size_t pos;
@@ -382,10 +383,12 @@ static void store_root(const finst *in, const regs *r, int root, int n, rt_tenso
 
 /* Runs the program over n elements and stores result k at outs[k][base..).
  * One result: the root instruction writes straight into the output. More:
- * every result is computed before any is stored, so a result may be stored
- * over an operand's buffer (the executor's in-place reuse) that another
- * result still reads; a result that is an operand as loaded is copied to
- * scratch first for the same reason. */
+ * a result whose output no later instruction loads from (p->direct, see
+ * fused_run) is written straight into it too; the others are computed
+ * before any of them is stored, so a result may be stored over an
+ * operand's buffer (the executor's in-place reuse) that another result
+ * still reads; a result that is an operand as loaded is copied to scratch
+ * first for the same reason. */
 static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_tensor *const *outs, int64_t base) {
   const finst *in = p->ins;
   bool single = p->n_roots == 1;
@@ -398,6 +401,8 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
       eval_load(p, in, i, r, lp, n);
     } else if (in[i].f32) {
       if (single && i == root && odt == IR_DT_F32) r->root_out = (float *)outs[0]->data + base; /* no copy */
+      for (int k = 0; !single && k < p->n_roots; k++)
+        if ((p->direct >> k & 1) && p->roots[k] == i) r->root_out = (float *)outs[k]->data + base;
       eval_f32(in, i, r, n);
     } else {
       eval_double(in, i, r, n);
@@ -416,7 +421,8 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
         r->dv[i] = r->ds + (size_t)i * r->w;
       }
     }
-  for (int k = 0; k < p->n_roots; k++) store_root(in, r, p->roots[k], n, outs[k], base);
+  for (int k = 0; k < p->n_roots; k++)
+    if (single || !(p->direct >> k & 1)) store_root(in, r, p->roots[k], n, outs[k], base);
 }
 
 /* Evaluates expr over ops[0..n_ops) (the $i) into outs[0..n_outs), every
@@ -516,11 +522,24 @@ static int fused_run(const rt_kctx *k, const char *expr, bool multi, const rt_te
     }
     any_uniform |= I->uniform;
   }
-  bool uniform_root = false;
-  for (int r = 0; r < p.n_roots; r++) uniform_root |= in[p.roots[r]].uniform;
+  bool uniform_root = false, load_root = false;
+  for (int r = 0; r < p.n_roots; r++) uniform_root |= in[p.roots[r]].uniform, load_root |= in[p.roots[r]].kind == FI_LOAD;
   if (uniform_root) { /* a result computed from scalars alone: keep the plain loop */
     for (int i = 0; i < p.n; i++) in[i].uniform = false;
     any_uniform = false;
+  }
+  /* Results written straight into their outputs (several results): an f32
+   * result computed by an f32 instruction, the same root for no other
+   * result, with no instruction after it loading from the output's buffer
+   * (the executor may have given it an operand's buffer) and no result that
+   * is a plain load (whose register may point into such a buffer). */
+  p.direct = 0;
+  for (int r = 0; p.n_roots > 1 && !load_root && r < p.n_roots; r++) {
+    int ri = p.roots[r];
+    bool ok = in[ri].f32 && !in[ri].uniform && outs[r]->type.dtype == IR_DT_F32;
+    for (int q = 0; ok && q < p.n_roots; q++) ok = q == r || p.roots[q] != ri;
+    for (int i = ri + 1; ok && i < p.n; i++) ok = !(in[i].kind == FI_LOAD && ops[in[i].operand]->data == outs[r]->data);
+    if (ok) p.direct |= 1u << r;
   }
   float *ufs = NULL;
   double *uds = NULL;
