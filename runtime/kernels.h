@@ -198,16 +198,18 @@ void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double 
 /* o[j] = f32((e[j] / sum) * scale), j < n. */
 void rt_softmax_scaled_f32(float *o, const double *e, double sum, double scale, int64_t n);
 
-/* The row's max and sum of e^(x - max) (e[0..V) gets the terms, summed in
- * index order): log-sum-exp = max + log(sum). */
+/* sum of e[0..n) in 16 interleaved lanes, then the lanes in order (vec_math.c) */
+double rt_sum_lanes(const double *e, int64_t n);
+
+/* The row's max and sum of e^(x - max) (e[0..V) gets the terms, summed by
+ * rt_sum_lanes): log-sum-exp = max + log(sum). */
 static inline void rt_row_logsumexp(ir_dtype dt, const void *logits, int64_t base, int64_t V, double *max,
                                     double *sum, double *e) {
-  double mx, s = 0;
+  double mx;
   rt_row_max(dt, logits, base, V, &mx);
   rt_exp_shifted(dt, logits, base, V, mx, e);
-  for (int64_t j = 0; j < V; j++) s += e[j];
   *max = mx;
-  *sum = s;
+  *sum = rt_sum_lanes(e, V);
 }
 
 #endif

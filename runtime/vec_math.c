@@ -65,3 +65,18 @@ RT_CLONES float rt_max_f32(const float *x, int64_t n) {
   for (int l = 1; l < L; l++) r = m[l] > r ? m[l] : r;
   return nan ? NAN : r;
 }
+
+/* The sum of e[0..n) in 16 interleaved partial sums (lane l adds e[l],
+ * e[l + 16], ... in order), then the lanes in order: a fixed order, the same
+ * on every machine and vector width, without the latency of one chain. */
+RT_CLONES double rt_sum_lanes(const double *e, int64_t n) {
+  enum { L = 16 };
+  double acc[L] = {0};
+  int64_t j = 0;
+  for (; j + L <= n; j += L)
+    for (int l = 0; l < L; l++) acc[l] += e[j + l];
+  for (int l = 0; j < n; j++, l++) acc[l] += e[j];
+  double s = 0;
+  for (int l = 0; l < L; l++) s += acc[l];
+  return s;
+}

@@ -1268,6 +1268,13 @@ static void test_vec_math(void) {
   int bad = 0;
   for (int i = 0; i < 40; i++) bad += o[i] != (float)(e[i] / 2.5 * (1.0 / 3));
   CHECK_EQ_INT(bad, 0);
+  /* rt_sum_lanes: lane l sums e[l], e[l + 16], ... in order; then the lanes */
+  for (int n = 0; n <= 40; n += 13) {
+    double lane[16] = {0}, want = 0;
+    for (int i = 0; i < n; i++) lane[i % 16] += e[i];
+    for (int l = 0; l < 16; l++) want += lane[l];
+    CHECK(rt_sum_lanes(e, n) == want);
+  }
 }
 
 int main(void) {
