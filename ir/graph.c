@@ -270,10 +270,18 @@ int ir_count_uses(const ir_graph *g, const ir_value *v) {
   return uses;
 }
 
-int *ir_use_counts(const ir_graph *g, int *bound) {
-  int max_id = 0;
+int ir_graph_id_bound(const ir_graph *g) {
+  int bound = 0;
   for (int i = 0; i < g->n_values; i++)
-    if (g->values[i]->id >= max_id) max_id = g->values[i]->id + 1;
+    if (g->values[i] && g->values[i]->id >= bound) bound = g->values[i]->id + 1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int j = 0; j < g->nodes[i]->n_out; j++)
+      if (g->nodes[i]->out[j]->id >= bound) bound = g->nodes[i]->out[j]->id + 1;
+  return bound;
+}
+
+int *ir_use_counts(const ir_graph *g, int *bound) {
+  int max_id = ir_graph_id_bound(g);
   int *uses = calloc((size_t)(max_id > 0 ? max_id : 1), sizeof *uses);
   if (!uses) return NULL;
   for (int i = 0; i < g->n_nodes; i++) {

@@ -285,6 +285,9 @@ int ir_count_uses(const ir_graph *g, const ir_value *v);
  * indexed by value id, of *bound entries (the largest id + 1); uses by dead
  * nodes are not counted. NULL when out of memory. */
 int *ir_use_counts(const ir_graph *g, int *bound);
+/* The largest id a value of g carries (a declared value or a node result,
+ * dead nodes included) + 1: the size of a table indexed by value id. */
+int ir_graph_id_bound(const ir_graph *g);
 /* Drops nodes marked dead and values no longer defined or declared;
  * renumbers ids densely. */
 void ir_graph_compact(ir_graph *g);

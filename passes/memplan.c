@@ -87,13 +87,7 @@ static bool is_backward_node(const ir_node *n) {
 int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r) {
   memset(r, 0, sizeof *r);
   r->peak_node = -2; /* nothing seen yet */
-  int max_id = -1;
-  for (int i = 0; i < g->n_values; i++)
-    if (g->values[i] && g->values[i]->id > max_id) max_id = g->values[i]->id;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int j = 0; j < g->nodes[i]->n_out; j++)
-      if (g->nodes[i]->out[j]->id > max_id) max_id = g->nodes[i]->out[j]->id;
-  mp m = {.g = g, .n = max_id + 1, .r = r};
+  mp m = {.g = g, .n = ir_graph_id_bound(g), .r = r};
   m.s = calloc((size_t)(m.n > 0 ? m.n : 1), sizeof *m.s);
   if (!m.s) return -1;
   for (int i = 0; i < m.n; i++) m.s[i].last_use = -1;

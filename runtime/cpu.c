@@ -335,14 +335,7 @@ static int cpu_graph_compute(const ir_graph *g, rt_tensor *const *inputs, rt_ten
   double t_start = x.prof ? now_s() : 0;
   if (err && errlen) err[0] = 0;
   for (int i = 0; i < g->n_outputs; i++) outputs[i] = NULL;
-  /* slots cover every id a value of this graph may carry */
-  int max_id = -1;
-  for (int i = 0; i < g->n_values; i++)
-    if (g->values[i] && g->values[i]->id > max_id) max_id = g->values[i]->id;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int j = 0; j < g->nodes[i]->n_out; j++)
-      if (g->nodes[i]->out[j]->id > max_id) max_id = g->nodes[i]->out[j]->id;
-  x.n_slots = max_id + 1;
+  x.n_slots = ir_graph_id_bound(g); /* every id a value of this graph may carry */
   x.slots = calloc((size_t)(x.n_slots > 0 ? x.n_slots : 1), sizeof *x.slots);
   if (!x.slots) {
     exec_err(&x, NULL, "out of memory");

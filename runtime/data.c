@@ -60,14 +60,6 @@ int64_t rt_data_batch_items(const rt_data *ds) {
   return is_sequence(ds->kind) ? ds->batch * ds->seq_len : ds->batch;
 }
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 void rt_data_free(rt_data *ds) {
   if (!ds) return;
@@ -80,12 +72,12 @@ void rt_data_free(rt_data *ds) {
 static int scan_file(rt_data *ds, const char *path, char *err, size_t errlen) {
   struct stat st;
   if (fstat(ds->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    errf(err, errlen, "%s: not a regular file", path);
+    rt_errf(err, errlen, "%s: not a regular file", path);
     return -1;
   }
   int width = ds->kind == DS_TOKENS ? 2 : 1;
   if (ds->kind == DS_TOKENS && st.st_size % 2 != 0) {
-    errf(err, errlen, "%s: %lld bytes is an odd size: not a file of uint16 tokens", path, (long long)st.st_size);
+    rt_errf(err, errlen, "%s: %lld bytes is an odd size: not a file of uint16 tokens", path, (long long)st.st_size);
     return -1;
   }
   ds->n_file_tokens = (int64_t)st.st_size / width;
@@ -99,7 +91,7 @@ static int scan_file(rt_data *ds, const char *path, char *err, size_t errlen) {
   for (;;) {
     ssize_t got = pread(ds->fd, buf, sizeof buf, at);
     if (got < 0) {
-      errf(err, errlen, "%s: read error: %s", path, strerror(errno));
+      rt_errf(err, errlen, "%s: read error: %s", path, strerror(errno));
       return -1;
     }
     if (got == 0) break;
@@ -117,14 +109,14 @@ static int scan_file(rt_data *ds, const char *path, char *err, size_t errlen) {
 rt_data *rt_data_open(const char *spec, int64_t vocab, char *err, size_t errlen) {
   rt_data *ds = calloc(1, sizeof *ds);
   if (!ds) {
-    errf(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     return NULL;
   }
   ds->fd = -1;
   ds->vocab = vocab;
   ds->spec = strdup(spec ? spec : "");
   if (!ds->spec) {
-    errf(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     free(ds);
     return NULL;
   }
@@ -135,26 +127,26 @@ rt_data *rt_data_open(const char *spec, int64_t vocab, char *err, size_t errlen)
   if (strncmp(ds->spec, "text:", 5) == 0) kind = DS_TEXT, path = ds->spec + 5;
   if (strncmp(ds->spec, "tokens:", 7) == 0) kind = DS_TOKENS, path = ds->spec + 7;
   if (kind < 0) {
-    errf(err, errlen, "unknown data source '%s' (known: xor, regression, copy, reverse, sort, text:PATH, tokens:PATH)",
+    rt_errf(err, errlen, "unknown data source '%s' (known: xor, regression, copy, reverse, sort, text:PATH, tokens:PATH)",
          ds->spec);
     rt_data_free(ds);
     return NULL;
   }
   ds->kind = (ds_kind)kind;
   if (vocab < 0 || (vocab > 0 && !is_sequence(ds->kind))) {
-    errf(err, errlen, vocab < 0 ? "the vocabulary must be positive" : "data source '%s' has no vocabulary", ds->spec);
+    rt_errf(err, errlen, vocab < 0 ? "the vocabulary must be positive" : "data source '%s' has no vocabulary", ds->spec);
     rt_data_free(ds);
     return NULL;
   }
   if (path) {
     if (!*path) {
-      errf(err, errlen, "data source '%s' needs a file path", ds->spec);
+      rt_errf(err, errlen, "data source '%s' needs a file path", ds->spec);
       rt_data_free(ds);
       return NULL;
     }
     ds->fd = open(path, O_RDONLY);
     if (ds->fd < 0) {
-      errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+      rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
       rt_data_free(ds);
       return NULL;
     }
@@ -189,12 +181,12 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, char *err, size_t errle
   int ti = find_input(g, "tokens"), gi = find_input(g, "targets");
   for (int i = 0; i < g->n_inputs; i++)
     if (i != ti && i != gi) {
-      errf(err, errlen, "data source '%s' feeds inputs 'tokens' and 'targets'; the model also has input '%s'", ds->spec,
+      rt_errf(err, errlen, "data source '%s' feeds inputs 'tokens' and 'targets'; the model also has input '%s'", ds->spec,
            g->inputs[i]->name);
       return -1;
     }
   if (ti < 0 || gi < 0) {
-    errf(err, errlen, "data source '%s' needs model inputs 'tokens' and 'targets' (integer [batch, T]); the model has no '%s'",
+    rt_errf(err, errlen, "data source '%s' needs model inputs 'tokens' and 'targets' (integer [batch, T]); the model has no '%s'",
          ds->spec, ti < 0 ? "tokens" : "targets");
     return -1;
   }
@@ -202,7 +194,7 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, char *err, size_t errle
   char a[160], b[160];
   bool int_t = tt->dtype == IR_DT_I32 || tt->dtype == IR_DT_I64, int_g = gt->dtype == IR_DT_I32 || gt->dtype == IR_DT_I64;
   if (!int_t || !int_g || tt->rank != 2 || !ir_type_equal(tt, gt)) {
-    errf(err, errlen, "data source '%s' needs 'tokens' and 'targets' of the same integer type [batch, T]; the model has %s and %s",
+    rt_errf(err, errlen, "data source '%s' needs 'tokens' and 'targets' of the same integer type [batch, T]; the model has %s and %s",
          ds->spec, ir_type_str(tt, a, sizeof a), ir_type_str(gt, b, sizeof b));
     return -1;
   }
@@ -213,12 +205,12 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, char *err, size_t errle
   int64_t mv = model_vocab(g, g->inputs[ti], g->inputs[gi]);
   if (ds->fd >= 0) {
     if (ds->n_file_tokens < ds->seq_len + 1) {
-      errf(err, errlen, "data source '%s': the file holds %lld tokens, fewer than one window of T + 1 = %lld", ds->spec,
+      rt_errf(err, errlen, "data source '%s': the file holds %lld tokens, fewer than one window of T + 1 = %lld", ds->spec,
            (long long)ds->n_file_tokens, (long long)(ds->seq_len + 1));
       return -1;
     }
     if (mv && ds->file_vocab > mv) {
-      errf(err, errlen, "data source '%s' has tokens up to %lld but the model's vocabulary is %lld (--vocab %lld sets V)",
+      rt_errf(err, errlen, "data source '%s' has tokens up to %lld but the model's vocabulary is %lld (--vocab %lld sets V)",
            ds->spec, (long long)(ds->file_vocab - 1), (long long)mv, (long long)ds->file_vocab);
       return -1;
     }
@@ -227,11 +219,11 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, char *err, size_t errle
   }
   if (ds->vocab == 0) ds->vocab = mv;
   if (ds->vocab == 0) {
-    errf(err, errlen, "data source '%s': cannot tell the vocabulary from the model; give --vocab V", ds->spec);
+    rt_errf(err, errlen, "data source '%s': cannot tell the vocabulary from the model; give --vocab V", ds->spec);
     return -1;
   }
   if (mv && ds->vocab > mv) {
-    errf(err, errlen, "--vocab %lld is larger than the model's vocabulary %lld", (long long)ds->vocab, (long long)mv);
+    rt_errf(err, errlen, "--vocab %lld is larger than the model's vocabulary %lld", (long long)ds->vocab, (long long)mv);
     return -1;
   }
   return 0;
@@ -244,19 +236,19 @@ static int bind_vector(rt_data *ds, const ir_graph *g, char *err, size_t errlen)
   int fi = xi >= 0 ? xi : xs, ti = yi >= 0 ? yi : ys;
   for (int i = 0; i < g->n_inputs; i++)
     if (i != fi && i != ti) {
-      errf(err, errlen, "data source '%s' feeds inputs X [features, batch] or x [batch, features] and Y or y [batch]; the model also has input '%s'",
+      rt_errf(err, errlen, "data source '%s' feeds inputs X [features, batch] or x [batch, features] and Y or y [batch]; the model also has input '%s'",
            ds->spec, g->inputs[i]->name);
       return -1;
     }
   if (fi < 0 || ti < 0) {
-    errf(err, errlen, "data source '%s' needs a features input (X [features, batch] or x [batch, features]) and a targets input (Y or y [batch]); the model has no %s",
+    rt_errf(err, errlen, "data source '%s' needs a features input (X [features, batch] or x [batch, features]) and a targets input (Y or y [batch]); the model has no %s",
          ds->spec, fi < 0 ? "X or x" : "Y or y");
     return -1;
   }
   const ir_type *ft = &g->inputs[fi]->type, *tt = &g->inputs[ti]->type;
   char a[160], b[160];
   if (!ir_dtype_is_float(ft->dtype) || !ir_dtype_is_float(tt->dtype) || ft->rank != 2) {
-    errf(err, errlen, "data source '%s' needs float inputs %s: [%s] and %s: [batch]; the model has %s and %s", ds->spec,
+    rt_errf(err, errlen, "data source '%s' needs float inputs %s: [%s] and %s: [batch]; the model has %s and %s", ds->spec,
          g->inputs[fi]->name, fi == xi ? "features, batch" : "batch, features", g->inputs[ti]->name,
          ir_type_str(ft, a, sizeof a), ir_type_str(tt, b, sizeof b));
     return -1;
@@ -267,14 +259,14 @@ static int bind_vector(rt_data *ds, const ir_graph *g, char *err, size_t errlen)
   bool targ_ok = (tt->rank == 1 && tt->dims[0] == ds->batch) ||
                  (tt->rank == 2 && tt->dims[0] == ds->batch && tt->dims[1] == 1);
   if (!targ_ok) {
-    errf(err, errlen, "data source '%s': targets %s must be [%lld] or [%lld, 1] (the batch of %s %s)", ds->spec,
+    rt_errf(err, errlen, "data source '%s': targets %s must be [%lld] or [%lld, 1] (the batch of %s %s)", ds->spec,
          g->inputs[ti]->name, (long long)ds->batch, (long long)ds->batch, g->inputs[fi]->name,
          ir_type_str(ft, a, sizeof a));
     return -1;
   }
   int64_t need = ds->kind == DS_XOR ? 2 : 1;
   if (ds->features < need) {
-    errf(err, errlen, "data source '%s' has %lld features but the model's %s has %lld", ds->spec, (long long)need,
+    rt_errf(err, errlen, "data source '%s' has %lld features but the model's %s has %lld", ds->spec, (long long)need,
          g->inputs[fi]->name, (long long)ds->features);
     return -1;
   }
@@ -353,7 +345,7 @@ static int fill_sequence(const rt_data *ds, uint64_t seed, int64_t step, int mic
   if (!row || !buf) {
     free(row);
     free(buf);
-    errf(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     return -1;
   }
   int rc = 0;
@@ -365,7 +357,7 @@ static int fill_sequence(const rt_data *ds, uint64_t seed, int64_t step, int mic
       size_t want = (size_t)(T + 1) * (size_t)width;
       ssize_t got = pread(ds->fd, buf, want, (off_t)start * width);
       if (got != (ssize_t)want) {
-        errf(err, errlen, "data source '%s': short read at token %lld", ds->spec, (long long)start);
+        rt_errf(err, errlen, "data source '%s': short read at token %lld", ds->spec, (long long)start);
         rc = -1;
         break;
       }
@@ -392,7 +384,7 @@ static int fill_sequence(const rt_data *ds, uint64_t seed, int64_t step, int mic
 int rt_data_fill(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tensor *const *inputs, char *err,
                  size_t errlen) {
   if (!ds->bound) {
-    errf(err, errlen, "data source '%s' is not bound to a model", ds->spec);
+    rt_errf(err, errlen, "data source '%s' is not bound to a model", ds->spec);
     return -1;
   }
   rt_tensor *a = inputs[ds->in_feat], *b = inputs[ds->in_targ];

@@ -1,13 +1,12 @@
 /* runtime/kern_grad.c — kernels of the helper ops that backward graphs are
- * made of: unslice (adjoint of slice), embedding_grad (scatter-add, the
- * adjoint of embedding) and cross_entropy_grad. sign and gelu_grad are plain
- * unary ops and run through rt_kern_unary.
+ * made of: unslice (adjoint of slice) and embedding_grad (scatter-add, the
+ * adjoint of embedding). cross_entropy_grad shares its rows with
+ * cross_entropy (kern_nn.c); sign and gelu_grad are plain unary ops and run
+ * through rt_kern_unary.
  *
  * Determinism: embedding_grad splits the work over the D columns of the
  * table gradient, and each column accumulates the rows of g in position
  * order, so repeated ids sum in the same order for any thread count.
- * cross_entropy_grad computes each position independently (rows in
- * parallel), with the same max-shifted softmax as the cross_entropy kernel.
  */
 #include "kernels.h"
 
@@ -47,13 +46,11 @@ int rt_kern_embedding_grad(const rt_kctx *k) {
   int64_t V = out->type.dims[0], D = out->type.dims[1];
   int64_t P = rt_numel(&ids->type);
   ir_dtype idt = ids->type.dtype, gdt = g->type.dtype, odt = out->type.dtype;
-  for (int64_t p = 0; p < P; p++) {
-    int64_t id = rt_load_int(idt, ids->data, p);
-    if (id < 0 || id >= V) {
-      rt_kerr(k, "embedding_grad id %lld out of range [0, %lld) in %%%s (element %lld)", (long long)id,
-              (long long)V, rt_value_name(k->node->in[0]), (long long)p);
-      return -1;
-    }
+  int64_t bad, at = rt_first_out_of_range(ids, V, &bad);
+  if (at >= 0) {
+    rt_kerr(k, "embedding_grad id %lld out of range [0, %lld) in %%%s (element %lld)", (long long)bad, (long long)V,
+            rt_value_name(k->node->in[0]), (long long)at);
+    return -1;
   }
 #pragma omp parallel for schedule(static) if (P * D > RT_PAR_MIN && D > 1)
   for (int64_t j = 0; j < D; j++)
@@ -61,56 +58,5 @@ int rt_kern_embedding_grad(const rt_kctx *k) {
       int64_t o = rt_load_int(idt, ids->data, p) * D + j;
       rt_store(odt, out->data, o, rt_load(odt, out->data, o) + rt_load(gdt, g->data, p * D + j));
     }
-  return 0;
-}
-
-/* (logits[..., V], targets int[...], g[]) -> (softmax(logits) - onehot(targets)) * g / P */
-int rt_kern_cross_entropy_grad(const rt_kctx *k) {
-  const rt_tensor *logits = k->in[0], *targets = k->in[1], *gs = k->in[2];
-  rt_tensor *out = k->out[0];
-  int64_t V = logits->type.rank ? logits->type.dims[logits->type.rank - 1] : 1;
-  int64_t P = rt_numel(&targets->type);
-  ir_dtype ldt = logits->type.dtype, tdt = targets->type.dtype, odt = out->type.dtype;
-  for (int64_t p = 0; p < P; p++) {
-    int64_t t = rt_load_int(tdt, targets->data, p);
-    if (t < 0 || t >= V) {
-      rt_kerr(k, "cross_entropy_grad target %lld out of range [0, %lld) in %%%s (element %lld)", (long long)t,
-              (long long)V, rt_value_name(k->node->in[1]), (long long)p);
-      return -1;
-    }
-  }
-  double scale = rt_load(gs->type.dtype, gs->data, 0) / (double)(P ? P : 1);
-  bool oom = false;
-#pragma omp parallel if (P * V > RT_PAR_MIN && P > 1)
-  {
-    /* exp(x - max) of one row, kept from the sum to the division: one exp
-     * per element (the forward's row terms, bit for bit) */
-    double *e = malloc((size_t)(V ? V : 1) * sizeof *e);
-    if (!e) {
-#pragma omp atomic write
-      oom = true;
-    }
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < P; p++) {
-      if (!e) continue;
-      int64_t base = p * V;
-      double mx, sum;
-      rt_row_logsumexp(ldt, logits->data, base, V, &mx, &sum, e);
-      int64_t t = rt_load_int(tdt, targets->data, p);
-      if (odt == IR_DT_F32) {
-        float *o = (float *)out->data + base;
-        /* (e/sum - 0) * scale is (e/sum) * scale: the vectorized row, then the target */
-        rt_softmax_scaled_f32(o, e, sum, scale, V);
-        o[t] = rt_round_f32((e[t] / sum - 1.0) * scale);
-      } else {
-        for (int64_t j = 0; j < V; j++) rt_store(odt, out->data, base + j, (e[j] / sum - (j == t ? 1.0 : 0.0)) * scale);
-      }
-    }
-    free(e);
-  }
-  if (oom) {
-    rt_kerr(k, "out of memory in cross_entropy_grad %%%s", rt_value_name(k->node->out[0]));
-    return -1;
-  }
   return 0;
 }

@@ -1,11 +1,13 @@
 /* runtime/kern_nn.c — sources (const, iota) and model ops (embedding,
- * cross_entropy, causal_mask).
+ * cross_entropy and its gradient, causal_mask).
  *
  * Ids and targets are checked before any work: the first one out of range
  * fails the kernel with a message naming the ids/targets value, the element
- * and the bad id. cross_entropy computes each position's
- * logsumexp(logits) - logits[target] in parallel into a scratch array and
- * sums it sequentially, so the mean does not depend on the thread count.
+ * and the bad id. cross_entropy and cross_entropy_grad share one row routine
+ * (ce_rows): each position's max-shifted exponentials, computed once per
+ * row. cross_entropy computes each position's logsumexp(logits) -
+ * logits[target] in parallel into a scratch array and sums it sequentially,
+ * so the mean does not depend on the thread count.
  */
 #include <stdlib.h>
 
@@ -34,8 +36,7 @@ int rt_kern_iota(const rt_kctx *k) {
   return 0;
 }
 
-/* Index of the first id outside [0, high), or -1 if all are inside. */
-static int64_t first_out_of_range(const rt_tensor *ids, int64_t high, int64_t *bad) {
+int64_t rt_first_out_of_range(const rt_tensor *ids, int64_t high, int64_t *bad) {
   int64_t n = rt_numel(&ids->type);
   for (int64_t i = 0; i < n; i++) {
     int64_t v = rt_load_int(ids->type.dtype, ids->data, i);
@@ -52,7 +53,7 @@ int rt_kern_embedding(const rt_kctx *k) {
   const rt_tensor *table = k->in[0], *ids = k->in[1];
   rt_tensor *out = k->out[0];
   int64_t V = table->type.dims[0], D = table->type.rank > 1 ? table->type.dims[1] : 1;
-  int64_t bad, at = first_out_of_range(ids, V, &bad);
+  int64_t bad, at = rt_first_out_of_range(ids, V, &bad);
   if (at >= 0) {
     rt_kerr(k, "embedding id %lld out of range [0, %lld) in %%%s (element %lld)", (long long)bad,
             (long long)V, rt_value_name(k->node->in[1]), (long long)at);
@@ -69,28 +70,19 @@ int rt_kern_embedding(const rt_kctx *k) {
   return 0;
 }
 
-/* (logits[..., V], targets int[...]) -> [] mean of logsumexp - logits[target] */
-int rt_kern_cross_entropy(const rt_kctx *k) {
-  const rt_tensor *logits = k->in[0], *targets = k->in[1];
-  rt_tensor *out = k->out[0];
+/* The rows of cross_entropy (loss != NULL: loss[p] = logsumexp(row p) -
+ * row p's target logit) and of its gradient (grad != NULL: (softmax(row p)
+ * - onehot(target p)) * scale), rows in parallel with one scratch row of
+ * exponentials per thread, kept from the sum to the division. Targets must
+ * be in range. -1 when the scratch cannot be allocated. */
+static int ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, rt_tensor *grad, double scale) {
   int64_t V = logits->type.rank ? logits->type.dims[logits->type.rank - 1] : 1;
-  int64_t bad, at = first_out_of_range(targets, V, &bad);
-  if (at >= 0) {
-    rt_kerr(k, "cross_entropy target %lld out of range [0, %lld) in %%%s (element %lld)",
-            (long long)bad, (long long)V, rt_value_name(k->node->in[1]), (long long)at);
-    return -1;
-  }
   int64_t P = rt_numel(&targets->type);
-  double *loss = malloc((size_t)(P ? P : 1) * sizeof *loss);
-  if (!loss) {
-    rt_kerr(k, "out of memory in cross_entropy %%%s", rt_value_name(k->node->out[0]));
-    return -1;
-  }
-  ir_dtype ldt = logits->type.dtype, tdt = targets->type.dtype;
+  ir_dtype ldt = logits->type.dtype, tdt = targets->type.dtype, odt = grad ? grad->type.dtype : IR_DT_F32;
   bool oom = false;
 #pragma omp parallel if (P * V > RT_PAR_MIN && P > 1)
   {
-    double *e = malloc((size_t)(V ? V : 1) * sizeof *e); /* one row's terms */
+    double *e = malloc((size_t)(V ? V : 1) * sizeof *e);
     if (!e) {
 #pragma omp atomic write
       oom = true;
@@ -102,11 +94,42 @@ int rt_kern_cross_entropy(const rt_kctx *k) {
       double mx, sum;
       rt_row_logsumexp(ldt, logits->data, base, V, &mx, &sum, e);
       int64_t t = rt_load_int(tdt, targets->data, p);
-      loss[p] = mx + log(sum) - rt_load(ldt, logits->data, base + t);
+      if (loss) loss[p] = mx + log(sum) - rt_load(ldt, logits->data, base + t);
+      if (grad && odt == IR_DT_F32) {
+        float *o = (float *)grad->data + base;
+        /* (e/sum - 0) * scale is (e/sum) * scale: the vectorized row, then the target */
+        rt_softmax_scaled_f32(o, e, sum, scale, V);
+        o[t] = rt_round_f32((e[t] / sum - 1.0) * scale);
+      } else if (grad) {
+        for (int64_t j = 0; j < V; j++) rt_store(odt, grad->data, base + j, (e[j] / sum - (j == t ? 1.0 : 0.0)) * scale);
+      }
     }
     free(e);
   }
-  if (oom) {
+  return oom ? -1 : 0;
+}
+
+/* Checks the targets of op k (operand 1) against V; -1 with the message. */
+static int ce_check_targets(const rt_kctx *k, int64_t V) {
+  int64_t bad, at = rt_first_out_of_range(k->in[1], V, &bad);
+  if (at < 0) return 0;
+  rt_kerr(k, "%s target %lld out of range [0, %lld) in %%%s (element %lld)", ir_op_name(k->node->op), (long long)bad,
+          (long long)V, rt_value_name(k->node->in[1]), (long long)at);
+  return -1;
+}
+
+static int64_t ce_vocab(const rt_tensor *logits) {
+  return logits->type.rank ? logits->type.dims[logits->type.rank - 1] : 1;
+}
+
+/* (logits[..., V], targets int[...]) -> [] mean of logsumexp - logits[target] */
+int rt_kern_cross_entropy(const rt_kctx *k) {
+  const rt_tensor *logits = k->in[0], *targets = k->in[1];
+  rt_tensor *out = k->out[0];
+  if (ce_check_targets(k, ce_vocab(logits)) != 0) return -1;
+  int64_t P = rt_numel(&targets->type);
+  double *loss = malloc((size_t)(P ? P : 1) * sizeof *loss);
+  if (!loss || ce_rows(logits, targets, loss, NULL, 0) != 0) {
     free(loss);
     rt_kerr(k, "out of memory in cross_entropy %%%s", rt_value_name(k->node->out[0]));
     return -1;
@@ -115,6 +138,19 @@ int rt_kern_cross_entropy(const rt_kctx *k) {
   for (int64_t p = 0; p < P; p++) total += loss[p];
   free(loss);
   rt_store(out->type.dtype, out->data, 0, total / (double)P);
+  return 0;
+}
+
+/* (logits[..., V], targets int[...], g[]) -> (softmax(logits) - onehot(targets)) * g / P */
+int rt_kern_cross_entropy_grad(const rt_kctx *k) {
+  const rt_tensor *logits = k->in[0], *targets = k->in[1], *gs = k->in[2];
+  if (ce_check_targets(k, ce_vocab(logits)) != 0) return -1;
+  int64_t P = rt_numel(&targets->type);
+  double scale = rt_load(gs->type.dtype, gs->data, 0) / (double)(P ? P : 1);
+  if (ce_rows(logits, targets, NULL, k->out[0], scale) != 0) {
+    rt_kerr(k, "out of memory in cross_entropy_grad %%%s", rt_value_name(k->node->out[0]));
+    return -1;
+  }
   return 0;
 }
 

@@ -94,6 +94,10 @@ rt_tensor *rt_tensor_new_uninit(const ir_type *type);
 /* The name of v for messages, printed after a '%' ("?" if none). */
 const char *rt_value_name(const ir_value *v);
 void rt_kerr(const rt_kctx *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "message" / "PATH: message" into err (errlen bytes; nothing if err is NULL). */
+void rt_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void rt_path_errf(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* kern_elementwise.c */
 int rt_kern_unary(const rt_kctx *k);
@@ -189,6 +193,10 @@ static inline void rt_row_max(ir_dtype dt, const void *logits, int64_t base, int
   }
   *max = mx == -INFINITY ? 0 : mx;
 }
+
+/* kern_nn.c: index of the first id of ids outside [0, high) (its value in
+ * *bad), or -1 if all are inside. */
+int64_t rt_first_out_of_range(const rt_tensor *ids, int64_t high, int64_t *bad);
 
 /* vec_math.c: vectorized loops over ir/scalar.h's functions. */
 void rt_gelu_f32(float *z, const float *x, int n, bool grad);

@@ -26,17 +26,6 @@
 
 #define NPY_MAX_HEADER (1u << 20)
 
-static void npy_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void npy_err(char *err, size_t errlen, const char *path, const char *fmt, ...) {
-  if (!err || errlen == 0) return;
-  int n = snprintf(err, errlen, "%s: ", path);
-  if (n < 0 || (size_t)n >= errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-  va_end(ap);
-}
 
 /* numpy descr of each dtype as stored in a file (bf16 is widened to f32). */
 static const char *descr_of(ir_dtype dt) {
@@ -204,86 +193,86 @@ static int dtype_of_descr(const char *d) {
 rt_tensor *rt_npy_read(const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    npy_err(err, errlen, path, "cannot open: %s", strerror(errno));
+    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
     return NULL;
   }
   rt_tensor *t = NULL;
   char *header = NULL;
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    npy_err(err, errlen, path, "not a regular file");
+    rt_path_errf(err, errlen, path, "not a regular file");
     goto done;
   }
   uint64_t file_size = (uint64_t)st.st_size;
   unsigned char pre[12];
   size_t got = fread(pre, 1, 8, f);
   if (got < 6 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-    npy_err(err, errlen, path, "not a .npy file (bad magic)");
+    rt_path_errf(err, errlen, path, "not a .npy file (bad magic)");
     goto done;
   }
   if (got < 8) {
-    npy_err(err, errlen, path, "truncated header");
+    rt_path_errf(err, errlen, path, "truncated header");
     goto done;
   }
   int major = pre[6], minor = pre[7];
   if (major < 1 || major > 3 || minor != 0) {
-    npy_err(err, errlen, path, "unsupported .npy format version %d.%d", major, minor);
+    rt_path_errf(err, errlen, path, "unsupported .npy format version %d.%d", major, minor);
     goto done;
   }
   size_t len_bytes = major == 1 ? 2 : 4;
   if (fread(pre + 8, 1, len_bytes, f) != len_bytes) {
-    npy_err(err, errlen, path, "truncated header");
+    rt_path_errf(err, errlen, path, "truncated header");
     goto done;
   }
   uint32_t hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
   if (major > 1) hlen |= (uint32_t)pre[10] << 16 | (uint32_t)pre[11] << 24;
   uint64_t data_start = 8 + len_bytes + (uint64_t)hlen;
   if (hlen > NPY_MAX_HEADER) {
-    npy_err(err, errlen, path, "header length %u too large", (unsigned)hlen);
+    rt_path_errf(err, errlen, path, "header length %u too large", (unsigned)hlen);
     goto done;
   }
   if (data_start > file_size) {
-    npy_err(err, errlen, path, "truncated header (header length %u, file has %llu bytes)",
+    rt_path_errf(err, errlen, path, "truncated header (header length %u, file has %llu bytes)",
             (unsigned)hlen, (unsigned long long)file_size);
     goto done;
   }
   header = malloc(hlen + 1);
   if (!header || fread(header, 1, hlen, f) != hlen) {
-    npy_err(err, errlen, path, header ? "read error" : "out of memory");
+    rt_path_errf(err, errlen, path, header ? "read error" : "out of memory");
     goto done;
   }
   header[hlen] = 0;
   hdr_parser p = {.s = header, .end = header + hlen};
   if (parse_header(&p) != 0) {
-    npy_err(err, errlen, path, "%s", p.msg);
+    rt_path_errf(err, errlen, path, "%s", p.msg);
     goto done;
   }
   int dt = dtype_of_descr(p.descr);
   if (dt < 0) {
-    npy_err(err, errlen, path, "unsupported dtype '%s' (supported: <f8 <f4 <f2 <i4 <i8 |b1)",
+    rt_path_errf(err, errlen, path, "unsupported dtype '%s' (supported: <f8 <f4 <f2 <i4 <i8 |b1)",
             p.descr);
     goto done;
   }
   if (p.fortran) {
-    npy_err(err, errlen, path, "fortran_order True is not supported (write C order)");
+    rt_path_errf(err, errlen, path, "fortran_order True is not supported (write C order)");
     goto done;
   }
   p.type.dtype = (ir_dtype)dt;
   uint64_t want = (uint64_t)rt_numel(&p.type) * ir_dtype_size(p.type.dtype);
   uint64_t have = file_size - data_start;
   if (have != want) {
-    npy_err(err, errlen, path, "%s data: expected %llu bytes, file has %llu",
+    rt_path_errf(err, errlen, path, "%s data: expected %llu bytes, file has %llu",
             have < want ? "truncated" : "trailing", (unsigned long long)want,
             (unsigned long long)have);
     goto done;
   }
   t = rt_tensor_new(&p.type);
   if (!t) {
-    npy_err(err, errlen, path, "out of memory (%llu bytes)", (unsigned long long)want);
+    rt_path_errf(err, errlen, path, "out of memory (%llu bytes)", (unsigned long long)want);
     goto done;
   }
   if (fread(t->data, 1, t->nbytes, f) != t->nbytes) {
-    npy_err(err, errlen, path, "truncated data");
+    rt_path_errf(err, errlen, path, "truncated data");
     rt_tensor_free(t);
     t = NULL;
     goto done;
@@ -301,7 +290,7 @@ done:
 int rt_npy_write(const char *path, const rt_tensor *t, char *err, size_t errlen) {
   const char *descr = descr_of(t->type.dtype);
   if (!descr) {
-    npy_err(err, errlen, path, "cannot write dtype %d", (int)t->type.dtype);
+    rt_path_errf(err, errlen, path, "cannot write dtype %d", (int)t->type.dtype);
     return -1;
   }
   char hdr[512];
@@ -319,7 +308,7 @@ int rt_npy_write(const char *path, const rt_tensor *t, char *err, size_t errlen)
 
   FILE *f = fopen(path, "wb");
   if (!f) {
-    npy_err(err, errlen, path, "cannot open for writing: %s", strerror(errno));
+    rt_path_errf(err, errlen, path, "cannot open for writing: %s", strerror(errno));
     return -1;
   }
   bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)n, f) == (size_t)n;
@@ -334,7 +323,7 @@ int rt_npy_write(const char *path, const rt_tensor *t, char *err, size_t errlen)
   }
   if (fclose(f) != 0) ok = false;
   if (!ok) {
-    npy_err(err, errlen, path, "write failed: %s", strerror(errno));
+    rt_path_errf(err, errlen, path, "write failed: %s", strerror(errno));
     return -1;
   }
   return 0;

@@ -67,17 +67,6 @@ static bool host_is_little_endian(void) {
   return c == 1;
 }
 
-static void fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fail(char *err, size_t errlen, const char *path, const char *fmt, ...) {
-  if (!err || !errlen) return;
-  int k = snprintf(err, errlen, "%s: ", path);
-  if (k < 0 || (size_t)k >= errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-  va_end(ap);
-}
 
 /* ---------------------------------------------------------------------- */
 /* writing                                                                 */
@@ -101,7 +90,7 @@ static int fsync_dir_of(const char *path) {
 int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n, const rt_meta_entry *meta,
                          int n_meta, char *err, size_t errlen) {
   if (!host_is_little_endian()) {
-    fail(err, errlen, path, "writing safetensors needs a little-endian host");
+    rt_path_errf(err, errlen, path, "writing safetensors needs a little-endian host");
     return -1;
   }
   json_t *root = json_object();
@@ -110,7 +99,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   for (int i = 0; i < n_meta; i++) {
     json_t *v = json_string(meta[i].value);
     if (!v || json_object_set_new(md, meta[i].key, v) != 0) {
-      fail(err, errlen, path, "metadata '%s' is not valid UTF-8", meta[i].key);
+      rt_path_errf(err, errlen, path, "metadata '%s' is not valid UTF-8", meta[i].key);
       json_decref(root);
       return -1;
     }
@@ -120,7 +109,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
     const rt_tensor *t = tensors[i].t;
     const char *dn = st_dtype_name(t->type.dtype);
     if (!dn || strcmp(tensors[i].name, "__metadata__") == 0 || json_object_get(root, tensors[i].name)) {
-      fail(err, errlen, path, dn ? "tensor name '%s' is reserved or used twice" : "tensor '%s' has no safetensors dtype",
+      rt_path_errf(err, errlen, path, dn ? "tensor name '%s' is reserved or used twice" : "tensor '%s' has no safetensors dtype",
            tensors[i].name);
       json_decref(root);
       return -1;
@@ -134,7 +123,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
     json_array_append_new(offs, json_integer((json_int_t)off));
     json_object_set_new(e, "data_offsets", offs);
     if (json_object_set_new(root, tensors[i].name, e) != 0) {
-      fail(err, errlen, path, "tensor name '%s' is not valid UTF-8", tensors[i].name);
+      rt_path_errf(err, errlen, path, "tensor name '%s' is not valid UTF-8", tensors[i].name);
       json_decref(root);
       return -1;
     }
@@ -142,7 +131,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(root);
   if (!hdr) {
-    fail(err, errlen, path, "cannot encode the header (are the names valid UTF-8?)");
+    rt_path_errf(err, errlen, path, "cannot encode the header (are the names valid UTF-8?)");
     return -1;
   }
   size_t hlen = strlen(hdr);
@@ -152,13 +141,13 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   char *tmp = malloc(tlen);
   if (!tmp) {
     free(hdr);
-    fail(err, errlen, path, "out of memory");
+    rt_path_errf(err, errlen, path, "out of memory");
     return -1;
   }
   snprintf(tmp, tlen, "%s.tmp", path);
   FILE *f = fopen(tmp, "wb");
   if (!f) {
-    fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+    rt_path_errf(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
     free(tmp);
     free(hdr);
     return -1;
@@ -174,20 +163,20 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   int saved = errno;
   ok = (fclose(f) == 0) && ok;
   if (!ok) {
-    fail(err, errlen, path, "writing %s failed: %s", tmp, strerror(saved ? saved : errno));
+    rt_path_errf(err, errlen, path, "writing %s failed: %s", tmp, strerror(saved ? saved : errno));
     remove(tmp);
     free(tmp);
     return -1;
   }
   if (rename(tmp, path) != 0) {
-    fail(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
+    rt_path_errf(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
     remove(tmp);
     free(tmp);
     return -1;
   }
   free(tmp);
   if (fsync_dir_of(path) != 0) {
-    fail(err, errlen, path, "cannot fsync its directory: %s", strerror(errno));
+    rt_path_errf(err, errlen, path, "cannot fsync its directory: %s", strerror(errno));
     return -1;
   }
   return 0;
@@ -247,24 +236,24 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
                        size_t errlen) {
   out->name = name;
   if (!json_is_object(e)) {
-    fail(err, errlen, path, "tensor '%s': header entry is not an object", name);
+    rt_path_errf(err, errlen, path, "tensor '%s': header entry is not an object", name);
     return -1;
   }
   json_t *dt = json_object_get(e, "dtype"), *shape = json_object_get(e, "shape"),
          *offs = json_object_get(e, "data_offsets");
   if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs)) {
-    fail(err, errlen, path, "tensor '%s': needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", name);
+    rt_path_errf(err, errlen, path, "tensor '%s': needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", name);
     return -1;
   }
   int d = st_dtype_from_name(json_string_value(dt));
   if (d < 0) {
-    fail(err, errlen, path, "tensor '%s': unsupported dtype \"%s\"", name, json_string_value(dt));
+    rt_path_errf(err, errlen, path, "tensor '%s': unsupported dtype \"%s\"", name, json_string_value(dt));
     return -1;
   }
   out->type.dtype = (ir_dtype)d;
   size_t rank = json_array_size(shape);
   if (rank > IR_MAX_RANK) {
-    fail(err, errlen, path, "tensor '%s': rank %zu is more than %d", name, rank, IR_MAX_RANK);
+    rt_path_errf(err, errlen, path, "tensor '%s': rank %zu is more than %d", name, rank, IR_MAX_RANK);
     return -1;
   }
   out->type.rank = (int)rank;
@@ -272,12 +261,12 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
   for (size_t i = 0; i < rank; i++) {
     json_t *v = json_array_get(shape, i);
     if (!json_is_integer(v) || json_integer_value(v) < 0) {
-      fail(err, errlen, path, "tensor '%s': shape entries must be non-negative integers", name);
+      rt_path_errf(err, errlen, path, "tensor '%s': shape entries must be non-negative integers", name);
       return -1;
     }
     int64_t dim = json_integer_value(v);
     if (dim > 0 && numel > IR_MAX_ELEMENTS / dim) {
-      fail(err, errlen, path, "tensor '%s': shape is too large", name);
+      rt_path_errf(err, errlen, path, "tensor '%s': shape is too large", name);
       return -1;
     }
     numel *= dim;
@@ -286,20 +275,20 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
   json_t *b = json_array_get(offs, 0), *en = json_array_get(offs, 1);
   if (json_array_size(offs) != 2 || !json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
       json_integer_value(en) < json_integer_value(b)) {
-    fail(err, errlen, path, "tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end", name);
+    rt_path_errf(err, errlen, path, "tensor '%s': data_offsets must be [begin, end] with 0 <= begin <= end", name);
     return -1;
   }
   out->begin = (uint64_t)json_integer_value(b);
   out->end = (uint64_t)json_integer_value(en);
   if (out->end > data_len) {
-    fail(err, errlen, path, "tensor '%s': data_offsets [%llu, %llu] go past the end of the data (%llu bytes)", name,
+    rt_path_errf(err, errlen, path, "tensor '%s': data_offsets [%llu, %llu] go past the end of the data (%llu bytes)", name,
          (unsigned long long)out->begin, (unsigned long long)out->end, (unsigned long long)data_len);
     return -1;
   }
   uint64_t want = (uint64_t)numel * ir_dtype_size(out->type.dtype);
   if (out->end - out->begin != want) {
     char tb[160];
-    fail(err, errlen, path, "tensor '%s': data_offsets span %llu bytes but %s needs %llu", name,
+    rt_path_errf(err, errlen, path, "tensor '%s': data_offsets span %llu bytes but %s needs %llu", name,
          (unsigned long long)(out->end - out->begin), ir_type_str(&out->type, tb, sizeof tb),
          (unsigned long long)want);
     return -1;
@@ -310,12 +299,12 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
 rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if (!host_is_little_endian()) {
-    fail(err, errlen, path, "reading safetensors needs a little-endian host");
+    rt_path_errf(err, errlen, path, "reading safetensors needs a little-endian host");
     return NULL;
   }
   FILE *fp = fopen(path, "rb");
   if (!fp) {
-    fail(err, errlen, path, "cannot open: %s", strerror(errno));
+    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
     return NULL;
   }
   rt_safetensors *f = NULL;
@@ -324,40 +313,40 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
   st_entry *ents = NULL;
   struct stat st;
   if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fail(err, errlen, path, "not a regular file");
+    rt_path_errf(err, errlen, path, "not a regular file");
     goto bad;
   }
   uint64_t size = (uint64_t)st.st_size;
   unsigned char len8[8];
   if (size < 8 || fread(len8, 1, 8, fp) != 8) {
-    fail(err, errlen, path, "truncated: %llu bytes, too short to hold the 8-byte header length",
+    rt_path_errf(err, errlen, path, "truncated: %llu bytes, too short to hold the 8-byte header length",
          (unsigned long long)size);
     goto bad;
   }
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
   if (hlen > size - 8) {
-    fail(err, errlen, path, "truncated or corrupt: the header length %llu is more than the %llu bytes that follow",
+    rt_path_errf(err, errlen, path, "truncated or corrupt: the header length %llu is more than the %llu bytes that follow",
          (unsigned long long)hlen, (unsigned long long)(size - 8));
     goto bad;
   }
   if (hlen > ST_MAX_HEADER || hlen < 2) {
-    fail(err, errlen, path, "corrupt: implausible header length %llu", (unsigned long long)hlen);
+    rt_path_errf(err, errlen, path, "corrupt: implausible header length %llu", (unsigned long long)hlen);
     goto bad;
   }
   hdr = malloc(hlen);
   if (!hdr || fread(hdr, 1, hlen, fp) != hlen) {
-    fail(err, errlen, path, "cannot read the %llu-byte header", (unsigned long long)hlen);
+    rt_path_errf(err, errlen, path, "cannot read the %llu-byte header", (unsigned long long)hlen);
     goto bad;
   }
   json_error_t je;
   root = json_loadb(hdr, hlen, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
-    fail(err, errlen, path, "corrupt header: bad JSON at byte %d: %s", je.position, je.text);
+    rt_path_errf(err, errlen, path, "corrupt header: bad JSON at byte %d: %s", je.position, je.text);
     goto bad;
   }
   if (!json_is_object(root)) {
-    fail(err, errlen, path, "corrupt header: the JSON is not an object");
+    rt_path_errf(err, errlen, path, "corrupt header: the JSON is not an object");
     goto bad;
   }
   uint64_t data_len = size - 8 - hlen;
@@ -374,7 +363,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
   json_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) {
       if (!json_is_object(val)) {
-        fail(err, errlen, path, "corrupt header: \"__metadata__\" is not an object");
+        rt_path_errf(err, errlen, path, "corrupt header: \"__metadata__\" is not an object");
         goto bad;
       }
       size_t nm = json_object_size(val);
@@ -385,7 +374,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
       json_t *mv;
       json_object_foreach(val, mk, mv) {
         if (!json_is_string(mv)) {
-          fail(err, errlen, path, "corrupt header: metadata \"%s\" is not a string", mk);
+          rt_path_errf(err, errlen, path, "corrupt header: metadata \"%s\" is not a string", mk);
           goto bad;
         }
         f->meta_keys[f->n_meta] = strdup(mk);
@@ -403,18 +392,18 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
   uint64_t at = 0;
   for (int i = 0; i < ne; i++) {
     if (ents[i].begin < at) {
-      fail(err, errlen, path, "corrupt: tensors '%s' and '%s' overlap", ents[i - 1].name, ents[i].name);
+      rt_path_errf(err, errlen, path, "corrupt: tensors '%s' and '%s' overlap", ents[i - 1].name, ents[i].name);
       goto bad;
     }
     if (ents[i].begin > at) {
-      fail(err, errlen, path, "corrupt: data bytes %llu..%llu belong to no tensor", (unsigned long long)at,
+      rt_path_errf(err, errlen, path, "corrupt: data bytes %llu..%llu belong to no tensor", (unsigned long long)at,
            (unsigned long long)ents[i].begin);
       goto bad;
     }
     at = ents[i].end;
   }
   if (at != data_len) {
-    fail(err, errlen, path, "corrupt: %llu bytes after the last tensor", (unsigned long long)(data_len - at));
+    rt_path_errf(err, errlen, path, "corrupt: %llu bytes after the last tensor", (unsigned long long)(data_len - at));
     goto bad;
   }
   /* Sizes are now bounded by the file size: allocate and read. */
@@ -427,7 +416,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
     if (!f->names[f->n - 1]) goto oom;
     if (t->nbytes && (fseeko(fp, (off_t)(8 + hlen + ents[i].begin), SEEK_SET) != 0 ||
                       fread(t->data, 1, t->nbytes, fp) != t->nbytes)) {
-      fail(err, errlen, path, "cannot read the data of tensor '%s'", ents[i].name);
+      rt_path_errf(err, errlen, path, "cannot read the data of tensor '%s'", ents[i].name);
       goto bad;
     }
   }
@@ -437,7 +426,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
   fclose(fp);
   return f;
 oom:
-  fail(err, errlen, path, "out of memory");
+  rt_path_errf(err, errlen, path, "out of memory");
 bad:
   free(ents);
   free(hdr);

@@ -163,6 +163,24 @@ void rt_broadcast_strides(const ir_type *t, int out_rank, const int64_t *out_dim
 
 const char *rt_value_name(const ir_value *v) { return v && v->name ? v->name : "?"; }
 
+void rt_errf(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+void rt_path_errf(char *err, size_t errlen, const char *path, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  int n = snprintf(err, errlen, "%s: ", path);
+  if (n < 0 || (size_t)n >= errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+  va_end(ap);
+}
+
 void rt_kerr(const rt_kctx *k, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -36,14 +36,6 @@ struct rt_trainer {
   bool lost;            /* a failed update consumed the parameters: no more steps or saves */
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-  if (!err || !errlen) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 double rt_schedule_lr(const rt_schedule *s, int64_t step) {
   if (s->warmup > 0 && step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
@@ -86,7 +78,7 @@ static int check_layout(rt_trainer *t, char *err, size_t errlen) {
   if (t->loss_out < 0) t->loss_out = 0;
   if (tg->n_outputs == 0 || tg->outputs[t->loss_out].value->type.rank != 0 ||
       !ir_dtype_is_float(tg->outputs[t->loss_out].value->type.dtype)) {
-    errf(err, errlen, "the training graph's first output must be a float scalar loss");
+    rt_errf(err, errlen, "the training graph's first output must be a float scalar loss");
     return -1;
   }
   t->logits_out = find_output(tg, "logits");
@@ -95,47 +87,47 @@ static int check_layout(rt_trainer *t, char *err, size_t errlen) {
     snprintf(name, sizeof name, "d_%s", tg->params[i]->name);
     int k = find_output(tg, name);
     if (k < 0 || !ir_type_equal(&tg->outputs[k].value->type, &tg->params[i]->type)) {
-      errf(err, errlen, "the training graph has no output %s of the type of parameter '%s' (%s)", name,
+      rt_errf(err, errlen, "the training graph has no output %s of the type of parameter '%s' (%s)", name,
            tg->params[i]->name, ir_type_str(&tg->params[i]->type, a, sizeof a));
       return -1;
     }
     t->grad_out[i] = k;
   }
   if (ug->n_params != t->np) {
-    errf(err, errlen, "the update graph has %d parameters, the training graph %d", ug->n_params, t->np);
+    rt_errf(err, errlen, "the update graph has %d parameters, the training graph %d", ug->n_params, t->np);
     return -1;
   }
   for (int i = 0; i < t->np; i++)
     if (strcmp(ug->params[i]->name, tg->params[i]->name) != 0 ||
         !ir_type_equal(&ug->params[i]->type, &tg->params[i]->type)) {
-      errf(err, errlen, "update parameter %d is '%s' %s, training parameter '%s' %s", i, ug->params[i]->name,
+      rt_errf(err, errlen, "update parameter %d is '%s' %s, training parameter '%s' %s", i, ug->params[i]->name,
            ir_type_str(&ug->params[i]->type, a, sizeof a), tg->params[i]->name,
            ir_type_str(&tg->params[i]->type, b, sizeof b));
       return -1;
     }
   t->ns = ug->n_inputs - t->np - 2;
   if (t->ns < 0 || ug->n_outputs != t->np + t->ns) {
-    errf(err, errlen, "the update graph has %d inputs and %d outputs for %d parameters: not the optimizer layout",
+    rt_errf(err, errlen, "the update graph has %d inputs and %d outputs for %d parameters: not the optimizer layout",
          ug->n_inputs, ug->n_outputs, t->np);
     return -1;
   }
   for (int i = 0; i < 2; i++) {
     const ir_type *st = &ug->inputs[t->np + t->ns + i]->type;
     if (st->rank != 0 || st->dtype != IR_DT_F64) {
-      errf(err, errlen, "the update graph's %s input must be an f64 scalar", i ? "step" : "lr");
+      rt_errf(err, errlen, "the update graph's %s input must be an f64 scalar", i ? "step" : "lr");
       return -1;
     }
   }
   for (int i = 0; i < t->np; i++)
     if (!ir_type_equal(&ug->inputs[i]->type, &tg->params[i]->type) ||
         !ir_type_equal(&ug->outputs[i].value->type, &tg->params[i]->type)) {
-      errf(err, errlen, "update graph gradient/new value %d does not have the type of parameter '%s'", i,
+      rt_errf(err, errlen, "update graph gradient/new value %d does not have the type of parameter '%s'", i,
            tg->params[i]->name);
       return -1;
     }
   for (int i = 0; i < t->ns; i++)
     if (!ir_type_equal(&ug->inputs[t->np + i]->type, &ug->outputs[t->np + i].value->type)) {
-      errf(err, errlen, "optimizer state '%s' and its new value differ in type", ug->inputs[t->np + i]->name);
+      rt_errf(err, errlen, "optimizer state '%s' and its new value differ in type", ug->inputs[t->np + i]->name);
       return -1;
     }
   return 0;
@@ -144,7 +136,7 @@ static int check_layout(rt_trainer *t, char *err, size_t errlen) {
 rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   rt_trainer *t = calloc(1, sizeof *t);
   if (!t) {
-    errf(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     return NULL;
   }
   t->c = *c;
@@ -170,7 +162,7 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     if (!(t->states[i] = rt_tensor_new(&ug->inputs[t->np + i]->type))) goto oom;
   return t;
 oom:
-  errf(err, errlen, "out of memory");
+  rt_errf(err, errlen, "out of memory");
 fail:
   rt_trainer_free(t);
   return NULL;
@@ -238,7 +230,7 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
   size_t peak = 0;
   int targ = rt_data_targets_input(t->c.data);
   if (t->lost) {
-    errf(err, errlen, "the parameters were lost in a failed optimizer update");
+    rt_errf(err, errlen, "the parameters were lost in a failed optimizer update");
     return -1;
   }
   for (int i = 0; i < t->np; i++) {
@@ -280,7 +272,7 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
   rt_tensor *lr_t = rt_tensor_new(&sc), *step_t = rt_tensor_new(&sc);
   int rc = -1;
   if (!uin || !uout || !lr_t || !step_t) {
-    errf(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     goto done;
   }
   rt_tensor_set(lr_t, 0, lr);
@@ -295,14 +287,14 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
    * are freed after; on failure the model state is lost (the run stops). */
   bool *donate = malloc((size_t)(nu > t->np ? nu : t->np) + 1);
   if (!donate) {
-    errf(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     goto done;
   }
   for (int i = 0; i < nu; i++) donate[i] = i < t->np + t->ns;
   bool *donate_p = malloc((size_t)t->np + 1);
   if (!donate_p) {
     free(donate);
-    errf(err, errlen, "out of memory");
+    rt_errf(err, errlen, "out of memory");
     goto done;
   }
   for (int i = 0; i < t->np; i++) donate_p[i] = true;
@@ -357,7 +349,7 @@ static char *state_name(const rt_trainer *t, int i) {
 int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
                     size_t errlen) {
   if (t->lost) {
-    errf(err, errlen, "%s: not saved: the parameters were lost in a failed optimizer update", path);
+    rt_errf(err, errlen, "%s: not saved: the parameters were lost in a failed optimizer update", path);
     return -1;
   }
   int n = t->np + t->ns;
@@ -366,13 +358,13 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
   rt_meta_entry *md = calloc((size_t)n_meta + 3, sizeof *md);
   int rc = -1;
   if (!ts || !snames || !md) {
-    errf(err, errlen, "%s: out of memory", path);
+    rt_errf(err, errlen, "%s: out of memory", path);
     goto done;
   }
   for (int i = 0; i < t->np; i++) ts[i] = (rt_named_tensor){t->c.train->params[i]->name, t->params[i]};
   for (int i = 0; i < t->ns; i++) {
     if (!(snames[i] = state_name(t, i))) {
-      errf(err, errlen, "%s: out of memory", path);
+      rt_errf(err, errlen, "%s: out of memory", path);
       goto done;
     }
     ts[t->np + i] = (rt_named_tensor){snames[i], t->states[i]};
@@ -399,12 +391,12 @@ static const rt_tensor *expect_tensor(const rt_safetensors *f, const char *path,
   const rt_tensor *x = rt_safetensors_find(f, name);
   char a[160], b[160];
   if (!x) {
-    errf(err, errlen, "%s: missing tensor '%s' (%s)", path, name,
+    rt_errf(err, errlen, "%s: missing tensor '%s' (%s)", path, name,
          is_state ? "optimizer state: was it saved with another optimizer?" : "a parameter of the model");
     return NULL;
   }
   if (!ir_type_equal(&x->type, want)) {
-    errf(err, errlen, "%s: tensor '%s' is %s but the model's %s is %s", path, name, ir_type_str(&x->type, a, sizeof a),
+    rt_errf(err, errlen, "%s: tensor '%s' is %s but the model's %s is %s", path, name, ir_type_str(&x->type, a, sizeof a),
          is_state ? "optimizer state" : "parameter", ir_type_str(want, b, sizeof b));
     return NULL;
   }
@@ -414,20 +406,20 @@ static const rt_tensor *expect_tensor(const rt_safetensors *f, const char *path,
 int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, char *err, size_t errlen) {
   const char *fmt = rt_safetensors_meta(f, "format"), *step = rt_safetensors_meta(f, "step");
   if (!fmt || strcmp(fmt, FORMAT_NAME) != 0) {
-    errf(err, errlen, "%s: not a tgc training state (metadata \"format\" is %s%s%s, expected \"%s\")", path,
+    rt_errf(err, errlen, "%s: not a tgc training state (metadata \"format\" is %s%s%s, expected \"%s\")", path,
          fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", FORMAT_NAME);
     return -1;
   }
   char *end = NULL;
   long long s = step ? strtoll(step, &end, 10) : -1;
   if (!step || end == step || *end || s < 0) {
-    errf(err, errlen, "%s: metadata \"step\" is %s, expected a non-negative integer", path, step ? step : "missing");
+    rt_errf(err, errlen, "%s: metadata \"step\" is %s, expected a non-negative integer", path, step ? step : "missing");
     return -1;
   }
   int n = t->np + t->ns;
   const rt_tensor **src = calloc((size_t)n + 1, sizeof *src);
   if (!src) {
-    errf(err, errlen, "%s: out of memory", path);
+    rt_errf(err, errlen, "%s: out of memory", path);
     return -1;
   }
   int rc = -1;
@@ -437,7 +429,7 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
   for (int i = 0; i < t->ns; i++) {
     char *name = state_name(t, i);
     if (!name) {
-      errf(err, errlen, "%s: out of memory", path);
+      rt_errf(err, errlen, "%s: out of memory", path);
       goto done;
     }
     src[t->np + i] = expect_tensor(f, path, name, &t->states[i]->type, true, err, errlen);
@@ -451,7 +443,7 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
       bool used = false;
       for (int i = 0; i < n && !used; i++) used = src[i] == x;
       if (!used) {
-        errf(err, errlen, "%s: unexpected tensor '%s': not a parameter or optimizer state of this model and optimizer",
+        rt_errf(err, errlen, "%s: unexpected tensor '%s': not a parameter or optimizer state of this model and optimizer",
              path, rt_safetensors_name(f, j));
         goto done;
       }
