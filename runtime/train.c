@@ -34,6 +34,7 @@ struct rt_trainer {
   int loss_out, logits_out;
   int64_t step;
   bool lost;            /* a failed update consumed the parameters: no more steps or saves */
+  bool *donate;         /* update inputs given to the executor (grads, states), and the params */
 };
 
 
@@ -66,6 +67,7 @@ void rt_trainer_free(rt_trainer *t) {
   free(t->inputs);
   free(t->outs);
   free(t->grad_out);
+  free(t->donate);
   free(t);
 }
 
@@ -160,6 +162,10 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   }
   for (int i = 0; i < t->ns; i++)
     if (!(t->states[i] = rt_tensor_new(&ug->inputs[t->np + i]->type))) goto oom;
+  /* update inputs: grads and states donated, lr and step not; the first np
+   * entries (all true) serve as the params' flags too */
+  if (!(t->donate = calloc((size_t)ug->n_inputs + 1, sizeof *t->donate))) goto oom;
+  for (int i = 0; i < t->np + t->ns; i++) t->donate[i] = true;
   return t;
 oom:
   rt_errf(err, errlen, "out of memory");
@@ -285,23 +291,8 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
    * their buffers (no fresh pages for ~3 copies of the model every step) and
    * may hand them back as outputs. The old tensors that did not come back
    * are freed after; on failure the model state is lost (the run stops). */
-  bool *donate = malloc((size_t)(nu > t->np ? nu : t->np) + 1);
-  if (!donate) {
-    rt_errf(err, errlen, "out of memory");
-    goto done;
-  }
-  for (int i = 0; i < nu; i++) donate[i] = i < t->np + t->ns;
-  bool *donate_p = malloc((size_t)t->np + 1);
-  if (!donate_p) {
-    free(donate);
-    rt_errf(err, errlen, "out of memory");
-    goto done;
-  }
-  for (int i = 0; i < t->np; i++) donate_p[i] = true;
-  rt_stats ust = {.profile = t->c.update_profile, .donate_inputs = donate, .donate_params = donate_p};
+  rt_stats ust = {.profile = t->c.update_profile, .donate_inputs = t->donate, .donate_params = t->donate};
   int urc = rt_cpu_backend.graph_compute(ug, uin, t->params, uout, &ust, err, errlen);
-  free(donate);
-  free(donate_p);
   /* the old tensors: free those not handed back as an output */
   int nold = 2 * t->np + t->ns, nnew = t->np + t->ns;
   for (int i = 0; i < nold; i++) {
