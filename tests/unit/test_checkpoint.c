@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "testgraph.h"
 #include "frontend.h"
 #include "pass.h"
 #include "runtime.h"
@@ -45,12 +46,7 @@ static void add_training(ir_graph *g, bool sum_grads) {
   ir_value *loss = g->outputs[0].value;
   for (int i = 0; i < g->n_outputs; i++)
     if (strcmp(g->outputs[i].name, "loss") == 0) loss = g->outputs[i].value;
-  if (loss->type.rank > 0) {
-    int64_t axes[IR_MAX_RANK];
-    for (int i = 0; i < loss->type.rank; i++) axes[i] = i;
-    ir_attr at[2] = {ir_attr_ints("axes", axes, loss->type.rank), ir_attr_int("keepdims", 0)};
-    loss = ir_graph_build1(g, IR_OP_REDUCE_SUM, &loss, 1, at, 2, "sumloss", loss->loc);
-  }
+  loss = test_sum_all(g, loss);
   int n = g->n_params;
   ir_value *wrt[256];
   ir_type types[256];
@@ -100,25 +96,7 @@ static int run_pipeline_unfused(ir_graph *g, const char *policy, ir_diag *d) {
 }
 
 /* Runs g on the CPU with seeded inputs/params; outputs[] receive tensors. */
-static int execute(const ir_graph *g, rt_tensor **outputs, rt_stats *st) {
-  rt_tensor **in = calloc((size_t)g->n_inputs + 1, sizeof *in), **pa = calloc((size_t)g->n_params + 1, sizeof *pa);
-  for (int i = 0; i < g->n_inputs; i++) {
-    in[i] = rt_tensor_new(&g->inputs[i]->type);
-    rt_fill_random(in[i], 1, g->inputs[i]->name, 2);
-  }
-  for (int i = 0; i < g->n_params; i++) {
-    pa[i] = rt_tensor_new(&g->params[i]->type);
-    rt_init_param(pa[i], g->params[i], 2);
-  }
-  char err[512];
-  int rc = rt_cpu_backend.graph_compute(g, in, pa, outputs, st, err, sizeof err);
-  if (rc) fprintf(stderr, "execute: %s\n", err);
-  for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(in[i]);
-  for (int i = 0; i < g->n_params; i++) rt_tensor_free(pa[i]);
-  free(in);
-  free(pa);
-  return rc;
-}
+static int execute(const ir_graph *g, rt_tensor **outputs, rt_stats *st) { return test_execute(g, 1, 2, 2, outputs, st); }
 
 static void free_outputs(rt_tensor **t, int n) {
   for (int i = 0; i < n; i++) rt_tensor_free(t[i]);

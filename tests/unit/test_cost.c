@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "testgraph.h"
 #include "frontend.h"
 #include "pass.h"
 
@@ -219,12 +220,7 @@ static double gradient_ratio(const char *file, const fe_define *defs, int n_defs
   double ratio = -1;
   if (g) {
     ir_value *loss = g->outputs[0].value;
-    if (loss->type.rank > 0) {
-      int64_t axes[IR_MAX_RANK];
-      for (int i = 0; i < loss->type.rank; i++) axes[i] = i;
-      ir_attr at[2] = {ir_attr_ints("axes", axes, loss->type.rank), ir_attr_int("keepdims", 0)};
-      loss = ir_graph_build1(g, IR_OP_REDUCE_SUM, &loss, 1, at, 2, "sumloss", loss->loc);
-    }
+    loss = test_sum_all(g, loss);
     ir_value *wrt[64] = {loss};
     ir_type types[64];
     int n = 0;

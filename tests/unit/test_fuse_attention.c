@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "testgraph.h"
 #include "frontend.h"
 #include "pass.h"
 #include "runtime.h"
@@ -70,12 +71,7 @@ static ir_graph *load_ir(const char *text, bool f64) {
  * every parameter; the gradients become outputs d_<param>. */
 static void add_grad(ir_graph *g) {
   ir_value *loss = g->outputs[0].value;
-  if (loss->type.rank > 0) {
-    int64_t axes[IR_MAX_RANK];
-    for (int i = 0; i < loss->type.rank; i++) axes[i] = i;
-    ir_attr at[2] = {ir_attr_ints("axes", axes, loss->type.rank), ir_attr_int("keepdims", 0)};
-    loss = ir_graph_build1(g, IR_OP_REDUCE_SUM, &loss, 1, at, 2, "sumloss", loss->loc);
-  }
+  loss = test_sum_all(g, loss);
   int n = g->n_params;
   ir_value **wrt = malloc((size_t)(n + 1) * sizeof *wrt);
   ir_type *types = malloc((size_t)(n > 0 ? n : 1) * sizeof *types);

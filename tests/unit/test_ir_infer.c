@@ -7,19 +7,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "testgraph.h"
 #include "ir.h"
 
 /* T(dtype, rank, dims...) */
-static ir_type T(ir_dtype dt, int rank, ...) {
-  ir_type t = {.dtype = dt, .rank = rank};
-  va_list ap;
-  va_start(ap, rank);
-  for (int i = 0; i < rank; i++) t.dims[i] = va_arg(ap, int64_t);
-  va_end(ap);
-  return t;
-}
 #define F32(...) T(IR_DT_F32, __VA_ARGS__)
-#define D(x) ((int64_t)(x))
 
 typedef struct {
   ir_type in[8];

@@ -11,29 +11,15 @@
 #include <string.h>
 
 #include "check.h"
+#include "testgraph.h"
 #include "frontend.h"
 #include "pass.h"
 #include "runtime.h"
 
 static int execute(const ir_graph *g, rt_stats *st) {
-  rt_tensor **in = calloc((size_t)g->n_inputs + 1, sizeof *in), **pa = calloc((size_t)g->n_params + 1, sizeof *pa);
   rt_tensor **out = calloc((size_t)g->n_outputs + 1, sizeof *out);
-  for (int i = 0; i < g->n_inputs; i++) {
-    in[i] = rt_tensor_new(&g->inputs[i]->type);
-    rt_fill_random(in[i], 3, g->inputs[i]->name, 2);
-  }
-  for (int i = 0; i < g->n_params; i++) {
-    pa[i] = rt_tensor_new(&g->params[i]->type);
-    rt_init_param(pa[i], g->params[i], 4);
-  }
-  char err[512];
-  int rc = rt_cpu_backend.graph_compute(g, in, pa, out, st, err, sizeof err);
-  if (rc) fprintf(stderr, "execute: %s\n", err);
-  for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(in[i]);
-  for (int i = 0; i < g->n_params; i++) rt_tensor_free(pa[i]);
+  int rc = test_execute(g, 3, 2, 4, out, st);
   for (int i = 0; i < g->n_outputs; i++) rt_tensor_free(out[i]);
-  free(in);
-  free(pa);
   free(out);
   return rc;
 }

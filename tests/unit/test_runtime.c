@@ -15,17 +15,9 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "testgraph.h"
 #include "runtime.h"
 
-static ir_type T(ir_dtype dt, int rank, ...) {
-  ir_type t = {.dtype = dt, .rank = rank};
-  va_list ap;
-  va_start(ap, rank);
-  for (int d = 0; d < rank; d++) t.dims[d] = va_arg(ap, int64_t);
-  va_end(ap);
-  return t;
-}
-#define D(x) ((int64_t)(x))
 
 static ir_loc LOC(int line, int col) { return (ir_loc){.file = "model.tg", .line = line, .col = col}; }
 

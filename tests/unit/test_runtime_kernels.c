@@ -24,21 +24,13 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "testgraph.h"
 #include "kernels.h"
 #include "runtime.h"
 #include "scalar.h"
 
 static const ir_loc NOLOC = {0};
 
-static ir_type T(ir_dtype dt, int rank, ...) {
-  ir_type t = {.dtype = dt, .rank = rank};
-  va_list ap;
-  va_start(ap, rank);
-  for (int d = 0; d < rank; d++) t.dims[d] = va_arg(ap, int64_t);
-  va_end(ap);
-  return t;
-}
-#define D(x) ((int64_t)(x))
 
 /* ---- running one-node graphs -------------------------------------------- */
 

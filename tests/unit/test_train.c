@@ -16,59 +16,24 @@
 #include <string.h>
 
 #include "check.h"
+#include "testtrain.h"
 #include "frontend.h"
 #include "ir.h"
 #include "pass.h"
 #include "runtime.h"
 
-typedef struct {
-  ir_diag *d;
-  char *text;
-  ir_graph *g, *u;
-  rt_data *ds;
-  rt_trainer *tr;
-} session;
-
-static void session_close(session *s) {
-  rt_trainer_free(s->tr);
-  rt_data_free(s->ds);
-  ir_graph_free(s->u);
-  ir_graph_free(s->g);
-  free(s->text);
-  ir_diag_free(s->d);
-  memset(s, 0, sizeof *s);
-}
-
-static int session_open(session *s, const char *path, const char *config, const char *data, const pass_optimizer *opt,
-                        rt_schedule sched, int micro, uint64_t seed) {
-  memset(s, 0, sizeof *s);
-  s->d = ir_diag_new(stderr);
-  size_t len = 0;
-  if (!(s->text = ir_read_file(path, 1u << 20, &len, s->d))) return -1;
-  fe_options fo = {.config = config};
-  if (!(s->g = fe_compile(path, s->text, len, &fo, s->d))) return -1;
-  pass_options po = {.diag = s->d, .verify_each = true};
-  if (pass_build_training(s->g, &po) != 0) return -1;
-  if (!(s->u = pass_build_update(s->g, opt, s->d))) return -1;
-  char err[1024];
-  if (!(s->ds = rt_data_open(data, 0, err, sizeof err))) {
-    fprintf(stderr, "%s\n", err);
-    return -1;
-  }
-  rt_train_config c = {.train = s->g, .update = s->u, .data = s->ds, .seed = seed, .micro_batches = micro,
-                       .schedule = sched};
-  if (!(s->tr = rt_trainer_new(&c, err, sizeof err))) {
-    fprintf(stderr, "%s\n", err);
-    return -1;
-  }
-  return 0;
+/* a session of testtrain.h, verifying the IR after every pass */
+static int open_run(session *s, const char *path, const char *data, const pass_optimizer *opt, rt_schedule sched,
+                    int micro, uint64_t seed) {
+  setup c = {.path = path, .data = data, .opt = *opt, .sched = sched, .micro = micro, .seed = seed, .verify_each = true};
+  return session_open(s, &c);
 }
 
 static void test_xor_converges(void) {
   session s;
   pass_optimizer opt = pass_optimizer_defaults(PASS_OPT_ADAM);
   rt_schedule sched = {.kind = RT_SCHEDULE_CONSTANT, .lr = 0.05};
-  int rc = session_open(&s, "examples/mlp.tg", NULL, "xor", &opt, sched, 1, 0);
+  int rc = open_run(&s, "examples/mlp.tg", "xor", &opt, sched, 1, 0);
   CHECK_EQ_INT(rc, 0);
   if (rc == 0) {
     /* the layout the runtime relies on */
@@ -116,7 +81,7 @@ static int run_sgd(int micro, int steps, double **out, int *n_out) {
   session s;
   pass_optimizer opt = pass_optimizer_defaults(PASS_OPT_SGD);
   rt_schedule sched = {.kind = RT_SCHEDULE_CONSTANT, .lr = 0.5};
-  int rc = session_open(&s, "examples/mlp.tg", NULL, "xor", &opt, sched, micro, 3);
+  int rc = open_run(&s, "examples/mlp.tg", "xor", &opt, sched, micro, 3);
   char err[1024];
   for (int i = 0; rc == 0 && i < steps; i++)
     if (rt_trainer_step(s.tr, NULL, err, sizeof err) != 0) {
@@ -165,7 +130,7 @@ static void test_regression(void) {
   opt.weight_decay = 1e-4;
   opt.clip_norm = 5;
   rt_schedule sched = {.kind = RT_SCHEDULE_COSINE, .lr = 0.01, .warmup = 10, .total = 600, .floor = 0.1};
-  int rc = session_open(&s, "examples/mlp.tg", NULL, "regression", &opt, sched, 1, 1);
+  int rc = open_run(&s, "examples/mlp.tg", "regression", &opt, sched, 1, 1);
   CHECK_EQ_INT(rc, 0);
   double first = 0, last = 0;
   char err[1024];

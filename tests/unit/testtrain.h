@@ -1,0 +1,68 @@
+/* tests/unit/testtrain.h — a training session for the unit tests: compile
+ * a model (one optional -D), build its training and update graphs, open the
+ * data source and a trainer (session_open); session_close frees it all. */
+#ifndef TGC_TESTTRAIN_H
+#define TGC_TESTTRAIN_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "ir.h"
+#include "pass.h"
+#include "runtime.h"
+
+typedef struct {
+  ir_diag *d;
+  char *text;
+  ir_graph *g, *u;
+  rt_data *ds;
+  rt_trainer *tr;
+} session;
+
+typedef struct {
+  const char *path, *config, *data;
+  const char *define_name, *define_value; /* one -D, or NULL */
+  pass_optimizer opt;
+  rt_schedule sched;
+  int micro;
+  uint64_t seed;
+  bool verify_each;                       /* verify the IR after every pass */
+} setup;
+
+static inline void session_close(session *s) {
+  rt_trainer_free(s->tr);
+  rt_data_free(s->ds);
+  ir_graph_free(s->u);
+  ir_graph_free(s->g);
+  free(s->text);
+  ir_diag_free(s->d);
+  memset(s, 0, sizeof *s);
+}
+
+static inline int session_open(session *s, const setup *c) {
+  memset(s, 0, sizeof *s);
+  s->d = ir_diag_new(stderr);
+  size_t len = 0;
+  if (!(s->text = ir_read_file(c->path, 1u << 20, &len, s->d))) return -1;
+  fe_define def = {c->define_name, c->define_value};
+  fe_options fo = {.config = c->config, .defines = c->define_name ? &def : NULL, .n_defines = c->define_name ? 1 : 0};
+  if (!(s->g = fe_compile(c->path, s->text, len, &fo, s->d))) return -1;
+  pass_options po = {.diag = s->d, .verify_each = c->verify_each};
+  if (pass_build_training(s->g, &po) != 0) return -1;
+  if (!(s->u = pass_build_update(s->g, &c->opt, s->d))) return -1;
+  char err[1024];
+  if (!(s->ds = rt_data_open(c->data, 0, err, sizeof err))) {
+    fprintf(stderr, "%s\n", err);
+    return -1;
+  }
+  rt_train_config tc = {.train = s->g, .update = s->u, .data = s->ds, .seed = c->seed, .micro_batches = c->micro,
+                        .schedule = c->sched};
+  if (!(s->tr = rt_trainer_new(&tc, err, sizeof err))) {
+    fprintf(stderr, "%s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+#endif
