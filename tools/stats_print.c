@@ -86,6 +86,16 @@ static int row_cmp(const void *pa, const void *pb) {
   return a->n->id - b->n->id;
 }
 
+/* A copy of the rows, largest first (predicted time, then FLOPs, bytes,
+ * node order): the "top ops" of both printers. The caller frees it. */
+static stats_row *rows_ranked(const stats *s) {
+  stats_row *sorted = malloc((size_t)(s->n_rows > 0 ? s->n_rows : 1) * sizeof *sorted);
+  if (!sorted) abort();
+  memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
+  qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
+  return sorted;
+}
+
 void stats_print_text(FILE *out, const stats *s) {
   char a[64], b[64], c[64], e[96];
   fprintf(out, "model: %s%s%s\n", s->file, s->config ? ", config " : "", s->config ? s->config : "");
@@ -230,10 +240,7 @@ void stats_print_text(FILE *out, const stats *s) {
 
   int top = s->top < s->n_rows ? s->top : s->n_rows;
   if (top > 0) {
-    stats_row *sorted = malloc((size_t)s->n_rows * sizeof *sorted);
-    if (!sorted) abort();
-    memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
-    qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
+    stats_row *sorted = rows_ranked(s);
     fprintf(out, "\ntop %d ops by %s:\n", top, s->target ? "predicted time" : "FLOPs");
     fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10s %8s %12s  %s\n", "value", "op", "phase", "type", "FLOPs",
             "bytes", "FLOP/byte", "bound", "time", "from");
@@ -394,10 +401,7 @@ void stats_print_json(FILE *out, const stats *s) {
   json_t *topj = json_array();
   int top = s->top < s->n_rows ? s->top : s->n_rows;
   if (top > 0) {
-    stats_row *sorted = malloc((size_t)s->n_rows * sizeof *sorted);
-    if (!sorted) abort();
-    memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
-    qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
+    stats_row *sorted = rows_ranked(s);
     for (int i = 0; i < top; i++) {
       const stats_row *r = &sorted[i];
       const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
