@@ -10,7 +10,7 @@
 #   (outputs go to $OUT, default a new /tmp/tgc_reverse.* directory)
 #
 # On a 2-core machine under load, OMP_WAIT_POLICY=passive can help a lot:
-# libgomp's spinning threads otherwise compete with OpenBLAS's.
+# libgomp's spinning threads otherwise compete with other processes.
 set -e
 TGC=$(realpath "${1:-build/tgc}")
 [ $# -gt 0 ] && shift

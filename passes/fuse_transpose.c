@@ -1,5 +1,5 @@
 /* passes/fuse_transpose.c — the fuse-transpose pass: a matmul reads a
- * transposed operand the way BLAS does (CblasTrans) instead of reading a
+ * transposed operand the way BLAS does (a transpose flag) instead of reading a
  * transpose written out to memory first.
  *
  *   requires:    a verified graph; runs after fuse-elementwise in the default

@@ -3,32 +3,25 @@
  * Batch dims broadcast numpy-style: the kernel loops over the result's batch
  * index space and computes, per operand, the offset of its M×K / K×N matrix
  * through broadcast strides (0 along broadcast dims). Each matrix product is
- * one cblas_dgemm (f64) or cblas_sgemm (f32) call — or, for f32 x @ W with
- * W shared by every batch, one sgemm over all rows at once. bf16/f16 operands are
- * widened to f32, multiplied with sgemm and rounded back; integer operands
- * use a plain loop accumulating in double. Rank-1 operands follow numpy
- * (a[K] is a row, b[K] a column, and that dim is dropped from the result).
+ * one rt_sgemm (f32) / rt_dgemm (f64) call (gemm.c: every element is the
+ * same fused multiply-add chain over k, however the work is split) — or, for
+ * x @ W with W shared by every batch, one product over all rows at once, and
+ * for many small products, the batches spread over the threads. bf16/f16
+ * operands are widened to f32, multiplied in f32 and rounded back; integer
+ * operands use a plain loop accumulating in double. Rank-1 operands follow
+ * numpy (a[K] is a row, b[K] a column, and that dim is dropped from the
+ * result).
  *
  * transpose_a = 1 reads a stored as [..., K, M] (transpose_b = 1: b stored
- * as [..., N, K]) through its last-two-axes transpose, as BLAS does:
- * CblasTrans with the stored matrix's leading dimension, no copy (the
- * integer loop walks the stored matrix with swapped strides). The result
- * is the same, byte for byte, as the product of the transpose written out
- * (what the graph computes without fuse-transpose): OpenBLAS packs either
- * layout into the same panels and runs the same kernels over them. Not so
- * for small products, which it computes with small-matrix kernels (M*N*K
- * up to 100^3 on AVX-512 in 0.3.21), one per transpose case, rounding
- * differently: below RT_MM_TRANSPOSED_MIN multiply-adds (per matrix) the
- * operand is transposed into a copy first, which costs little there.
+ * as [..., N, K]) through its last-two-axes transpose, as BLAS does: the
+ * product packs either layout into the same panels, so the result is the
+ * same, bit for bit, as the product of the transpose written out (what the
+ * graph computes without fuse-transpose).
  */
-#include <cblas.h>
+#include <omp.h>
 #include <stdlib.h>
 
 #include "kernels.h"
-
-/* Products of at least this many multiply-adds (M*N*K of one matrix) read a
- * transposed operand in place; smaller ones from a transposed copy (above). */
-#define RT_MM_TRANSPOSED_MIN (1 << 21)
 
 typedef struct {
   int64_t m, k, n;
@@ -78,10 +71,8 @@ static void mm_offsets(const mm_shape *s, int64_t bi, int64_t *ao, int64_t *bo) 
  * (a is not broadcast): the batched product is a single [batches*M, K] @
  * [K, N] product: W is packed once, not once per batch. Not for a read
  * transposed: its rows are not those of one [batches*M, K] matrix; b may be
- * (W^T: CblasTrans on the one [N, K] matrix). (The result is
- * that one sgemm call's: deterministic and thread-count independent like
- * every call; OpenBLAS's small-matrix kernels may round the last bit
- * differently from per-batch calls.) */
+ * (W^T, the one [N, K] matrix read transposed). The elements are the same
+ * as those of per-batch products (gemm.c). */
 static bool shared_b(const mm_shape *s) {
   int64_t expect = 1;
   for (int d = s->batch_rank - 1; d >= 0; d--) {
@@ -100,6 +91,11 @@ static float *widen_to_f32(const rt_tensor *t) {
   return p;
 }
 
+static int mm_oom(const rt_kctx *k) {
+  rt_kerr(k, "out of memory in matmul %%%s", rt_value_name(k->node->out[0]));
+  return -1;
+}
+
 /* out = a @ b, a / b read transposed when ta / tb. */
 static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, bool ta, bool tb) {
   rt_tensor *out = k->out[0];
@@ -108,24 +104,23 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
   int64_t M = s.m, K = s.k, N = s.n;
   /* row-major leading dimensions of the stored matrices */
   int64_t lda = ta ? M : K, ldb = tb ? K : N;
-  CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   ir_dtype dt = out->type.dtype;
   if (M == 0 || N == 0 || s.batches == 0) return 0;
   if (K == 0) { /* empty sum: zeros (the executor does not zero results) */
     memset(out->data, 0, out->nbytes);
     return 0;
   }
-  bool blas_ok = M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
-  if (blas_ok && dt == IR_DT_F64 && a->type.dtype == IR_DT_F64 && b->type.dtype == IR_DT_F64) {
+  if (dt == IR_DT_F64 && a->type.dtype == IR_DT_F64 && b->type.dtype == IR_DT_F64) {
     for (int64_t bi = 0; bi < s.batches; bi++) {
       int64_t ao, bo;
       mm_offsets(&s, bi, &ao, &bo);
-      cblas_dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, (const double *)a->data + ao, (int)lda,
-                  (const double *)b->data + bo, (int)ldb, 0.0, (double *)out->data + bi * M * N, (int)N);
+      if (rt_dgemm(ta, tb, M, N, K, (const double *)a->data + ao, lda, (const double *)b->data + bo, ldb,
+                   (double *)out->data + bi * M * N, N) != 0)
+        return mm_oom(k);
     }
     return 0;
   }
-  if (blas_ok && (dt == IR_DT_F32 || dt == IR_DT_BF16 || dt == IR_DT_F16)) {
+  if ((dt == IR_DT_F32 || dt == IR_DT_BF16 || dt == IR_DT_F16)) {
     bool native = dt == IR_DT_F32 && a->type.dtype == IR_DT_F32 && b->type.dtype == IR_DT_F32;
     float *af = native ? a->data : widen_to_f32(a);
     float *bf = native ? b->data : widen_to_f32(b);
@@ -136,23 +131,32 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
               rt_value_name(k->node->out[0]));
       return -1;
     }
-    if (!ta && shared_b(&s) && s.batches * M <= INT32_MAX) { /* x @ W: one product of all rows */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, opb, (int)(s.batches * M), (int)N, (int)K, 1.0f, af, (int)K, bf,
-                  (int)ldb, 0.0f, of, (int)N);
-    } else for (int64_t bi = 0; bi < s.batches; bi++) {
-      int64_t ao, bo;
-      mm_offsets(&s, bi, &ao, &bo);
-      cblas_sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, af + ao, (int)lda, bf + bo, (int)ldb, 0.0f,
-                  of + bi * M * N, (int)N);
+    int rc = 0;
+    if (!ta && shared_b(&s)) { /* x @ W: one product of all rows */
+      rc = rt_sgemm(false, tb, s.batches * M, N, K, af, K, bf, ldb, of, N);
+    } else if (s.batches >= 2 * omp_get_max_threads() && (double)M * (double)N * (double)K < (1 << 21)) {
+      /* many small products: one per thread at a time */
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : rc)
+      for (int64_t bi = 0; bi < s.batches; bi++) {
+        int64_t ao, bo;
+        mm_offsets(&s, bi, &ao, &bo);
+        rc |= rt_sgemm(ta, tb, M, N, K, af + ao, lda, bf + bo, ldb, of + bi * M * N, N);
+      }
+    } else {
+      for (int64_t bi = 0; bi < s.batches && rc == 0; bi++) {
+        int64_t ao, bo;
+        mm_offsets(&s, bi, &ao, &bo);
+        rc = rt_sgemm(ta, tb, M, N, K, af + ao, lda, bf + bo, ldb, of + bi * M * N, N);
+      }
     }
     if (!native) {
       int64_t n = s.batches * M * N;
       for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, of[i]);
       free(af), free(bf), free(of);
     }
-    return 0;
+    return rc ? mm_oom(k) : 0;
   }
-  /* Integer (or mixed, or beyond BLAS's int sizes) matmul: plain loop in
+  /* Integer (or mixed) matmul: plain loop in
    * double, one output element each. */
   int64_t total = s.batches * M * N;
   ir_dtype adt = a->type.dtype, bdt = b->type.dtype;
@@ -170,41 +174,9 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
   return 0;
 }
 
-/* The last-two-axes transpose of x written out: what a transpose node makes. */
-static rt_tensor *swap_last2_copy(const rt_tensor *x) {
-  ir_type t = x->type;
-  int r = t.rank;
-  int64_t rows = t.dims[r - 2], cols = t.dims[r - 1];
-  t.dims[r - 2] = cols, t.dims[r - 1] = rows;
-  rt_tensor *y = rt_tensor_new_uninit(&t); /* every element written below */
-  if (!y || rows * cols == 0) return y;
-  size_t es = ir_dtype_size(t.dtype);
-  int64_t mats = rt_numel(&t) / (rows * cols);
-  const char *src = x->data;
-  char *dst = y->data;
-  for (int64_t m = 0; m < mats; m++, src += (size_t)(rows * cols) * es, dst += (size_t)(rows * cols) * es)
-    for (int64_t i = 0; i < rows; i++)
-      for (int64_t j = 0; j < cols; j++) memcpy(dst + (size_t)(j * rows + i) * es, src + (size_t)(i * cols + j) * es, es);
-  return y;
-}
-
 int rt_kern_matmul(const rt_kctx *k) {
   const rt_tensor *a = k->in[0], *b = k->in[1];
   bool ta = k->node && ir_node_attr_int(k->node, "transpose_a", 0) != 0 && a->type.rank >= 2;
   bool tb = k->node && ir_node_attr_int(k->node, "transpose_b", 0) != 0 && b->type.rank >= 2;
-  if (!ta && !tb) return matmul_run(k, a, b, false, false);
-  mm_shape s;
-  mm_plan(&a->type, &b->type, ta, tb, &s);
-  if ((double)s.m * (double)s.n * (double)s.k >= RT_MM_TRANSPOSED_MIN) return matmul_run(k, a, b, ta, tb);
-  /* a small product: the transposed operands written out, then exactly the
-   * computation of the graph with transpose nodes */
-  rt_tensor *at = ta ? swap_last2_copy(a) : NULL, *bt = tb ? swap_last2_copy(b) : NULL;
-  int rc = -1;
-  if ((ta && !at) || (tb && !bt))
-    rt_kerr(k, "out of memory transposing an operand of matmul %%%s", rt_value_name(k->node->out[0]));
-  else
-    rc = matmul_run(k, ta ? at : a, tb ? bt : b, false, false);
-  rt_tensor_free(at);
-  rt_tensor_free(bt);
-  return rc;
+  return matmul_run(k, a, b, ta, tb);
 }

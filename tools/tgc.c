@@ -167,7 +167,7 @@ static int cmd_dump(int argc, char **argv) {
 }
 
 /* libgomp reads OMP_WAIT_POLICY once, when it is loaded, before main. Its
- * default (spin, then sleep) makes idle workers fight OpenBLAS and other
+ * default (spin, then sleep) makes idle workers fight other
  * processes for the cores of a small shared machine: measured 2.1 vs 6.2
  * training steps/s on 2 loaded cores. So unless the user chose a policy, tgc
  * restarts itself once with OMP_WAIT_POLICY=passive. */

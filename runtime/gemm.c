@@ -1,0 +1,325 @@
+/* runtime/gemm.c — the CPU backend's matrix products: C = op(A) op(B),
+ * row-major, f32 and f64, with one definition of the result:
+ *
+ *   C[i,j] = the fused multiply-add chain c = fma(A[i,k], B[k,j], c) over
+ *            k = 0, 1, ..., K-1 in order, starting from c = +0, in the
+ *            element type.
+ *
+ * Every element is that chain, whatever the machine (AVX-512, AVX2 or plain
+ * C, which uses fmaf/fma), the thread count, the blocking, the transposes or
+ * how a batched product is split: so tgc's results do not depend on any of
+ * them, bit for bit. (OpenBLAS, used before, computes an element with
+ * schemes that depend on the element's place in its micro-tiles on some
+ * CPUs — Haswell and Zen kernels in 0.3.21 —, so results changed with the
+ * thread count and with how rows were grouped into calls.)
+ *
+ * How (the BLIS scheme): C is computed in MR x NR micro-tiles held in vector
+ * registers. B is packed in KC x NC panels of NR-wide column strips, A in
+ * MC x KC blocks of MR-tall row strips (zero-padded at the edges: padding
+ * only feeds lanes that are not stored). The K loop is cut into KC-deep
+ * blocks; a micro-tile continues its chains from C in memory (an f32 stored
+ * and reloaded exactly), so the blocking does not change the chain. Threads
+ * share the packing and split the micro-tiles of a block between them.
+ * Packing buffers are kept per thread across calls (no allocation in the
+ * steady state) and freed at exit.
+ */
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define RT_GEMM_X86 1
+#endif
+
+#ifndef KC_
+#define KC_ 256
+#define MC_ 144
+#define NC_ 3072
+#endif
+enum { KC = KC_, MC = MC_, NC = NC_, MAX_MR = 12, MAX_NR = 32 };
+
+/* One micro-kernel: c[MR x NR] (ldc) continues (or, when first, starts) its
+ * chains over kc steps of the packed a (MR per step) and b (NR per step). */
+typedef void (*ukernel_s)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool first);
+typedef void (*ukernel_d)(int64_t kc, const double *a, const double *b, double *c, int64_t ldc, bool first);
+
+/* ---------------------------------------------------------------------- */
+/* micro-kernels                                                            */
+/* ---------------------------------------------------------------------- */
+
+/* Plain C: the reference chain with fmaf / fma (exact on every machine). */
+#define GENERIC_MR 4
+#define GENERIC_NR 4
+static void ukr_s_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool first) {
+  float acc[GENERIC_MR][GENERIC_NR];
+  for (int r = 0; r < GENERIC_MR; r++)
+    for (int j = 0; j < GENERIC_NR; j++) acc[r][j] = first ? 0.0f : c[r * ldc + j];
+  for (int64_t k = 0; k < kc; k++)
+    for (int r = 0; r < GENERIC_MR; r++)
+      for (int j = 0; j < GENERIC_NR; j++) acc[r][j] = fmaf(a[k * GENERIC_MR + r], b[k * GENERIC_NR + j], acc[r][j]);
+  for (int r = 0; r < GENERIC_MR; r++)
+    for (int j = 0; j < GENERIC_NR; j++) c[r * ldc + j] = acc[r][j];
+}
+static void ukr_d_generic(int64_t kc, const double *a, const double *b, double *c, int64_t ldc, bool first) {
+  double acc[GENERIC_MR][GENERIC_NR];
+  for (int r = 0; r < GENERIC_MR; r++)
+    for (int j = 0; j < GENERIC_NR; j++) acc[r][j] = first ? 0.0 : c[r * ldc + j];
+  for (int64_t k = 0; k < kc; k++)
+    for (int r = 0; r < GENERIC_MR; r++)
+      for (int j = 0; j < GENERIC_NR; j++) acc[r][j] = fma(a[k * GENERIC_MR + r], b[k * GENERIC_NR + j], acc[r][j]);
+  for (int r = 0; r < GENERIC_MR; r++)
+    for (int j = 0; j < GENERIC_NR; j++) c[r * ldc + j] = acc[r][j];
+}
+
+#ifdef RT_GEMM_X86
+/* A vector micro-kernel: MR rows x NV vectors of W lanes; every accumulator
+ * lane is one element's chain (vfmadd: one rounding, as fma). */
+#define UKERNEL(name, isa, T, V, W, MR, NV, zero, load, store, set1, fmadd)                             \
+  __attribute__((target(isa))) static void name(int64_t kc, const T *a, const T *b, T *c, int64_t ldc,  \
+                                                  bool first) {                                           \
+    V acc[MR][NV];                                                                                        \
+    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                                 \
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] = first ? zero() : load(c + r * ldc + v * W); \
+    for (int64_t k = 0; k < kc; k++) {                                                                    \
+      V bv[NV];                                                                                           \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = load(b + k * (NV * W) + v * W);        \
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                             \
+        V ar = set1(a[k * MR + r]);                                                                       \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] = fmadd(ar, bv[v], acc[r][v]);     \
+      }                                                                                                   \
+    }                                                                                                     \
+    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                                 \
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) store(c + r * ldc + v * W, acc[r][v]);           \
+  }
+UKERNEL(ukr_s_avx512, "avx512f", float, __m512, 16, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+        _mm512_set1_ps, _mm512_fmadd_ps)
+UKERNEL(ukr_s_avx2, "avx2,fma", float, __m256, 8, 6, 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+        _mm256_set1_ps, _mm256_fmadd_ps)
+UKERNEL(ukr_d_avx512, "avx512f", double, __m512d, 8, 12, 2, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+        _mm512_set1_pd, _mm512_fmadd_pd)
+UKERNEL(ukr_d_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+        _mm256_set1_pd, _mm256_fmadd_pd)
+#endif
+
+/* The micro-kernels this machine runs, chosen once. */
+typedef struct {
+  int mr, nr;
+  ukernel_s s;
+  int dmr, dnr;
+  ukernel_d d;
+  const char *isa;
+} gemm_arch;
+
+/* The best micro-kernels the machine has, or those named `want` (NULL:
+ * the best); false when the machine lacks them. */
+static bool pick_arch(const char *want, gemm_arch *g) {
+  *g = (gemm_arch){GENERIC_MR, GENERIC_NR, ukr_s_generic, GENERIC_MR, GENERIC_NR, ukr_d_generic, "generic"};
+  bool avx512 = false, avx2 = false;
+#ifdef RT_GEMM_X86
+  __builtin_cpu_init();
+  avx512 = __builtin_cpu_supports("avx512f");
+  avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (want && strcmp(want, "avx512") == 0) {
+    if (!avx512) return false;
+  } else if (want && strcmp(want, "avx2") == 0) {
+    if (!avx2) return false;
+    avx512 = false;
+  } else if (want) {
+    if (strcmp(want, "generic") != 0) return false;
+    avx512 = avx2 = false;
+  }
+  if (avx512) *g = (gemm_arch){12, 32, ukr_s_avx512, 12, 16, ukr_d_avx512, "avx512"};
+  else if (avx2) *g = (gemm_arch){6, 16, ukr_s_avx2, 6, 8, ukr_d_avx2, "avx2"};
+#else
+  if (want && strcmp(want, "generic") != 0) return false;
+#endif
+  return true;
+}
+
+static gemm_arch arch;
+static bool arch_ready;
+static void ensure_arch(void) {
+  if (__atomic_load_n(&arch_ready, __ATOMIC_ACQUIRE)) return;
+#pragma omp critical(rt_gemm_arch)
+  if (!arch_ready) {
+    pick_arch(NULL, &arch);
+    __atomic_store_n(&arch_ready, true, __ATOMIC_RELEASE);
+  }
+}
+
+const char *rt_gemm_isa(void) {
+  ensure_arch();
+  return arch.isa;
+}
+
+int rt_gemm_use_isa(const char *isa) {
+  gemm_arch g;
+  if (!pick_arch(isa, &g)) return -1;
+  ensure_arch();
+  arch = g;
+  return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* packing scratch: one A block and one B panel per thread slot            */
+/* ---------------------------------------------------------------------- */
+enum { MAX_SLOTS = 256 };
+static void *scratch[MAX_SLOTS];
+static size_t scratch_cap[MAX_SLOTS];
+static bool scratch_atexit;
+
+static void free_scratch(void) {
+  for (int i = 0; i < MAX_SLOTS; i++) {
+    free(scratch[i]);
+    scratch[i] = NULL;
+    scratch_cap[i] = 0;
+  }
+}
+
+/* Slot `slot`'s buffer of at least `bytes` (64-aligned), NULL if out of memory. */
+static void *scratch_get(int slot, size_t bytes) {
+  if (slot < 0 || slot >= MAX_SLOTS) return NULL;
+  if (scratch_cap[slot] >= bytes) return scratch[slot];
+  void *p = NULL;
+  if (posix_memalign(&p, 64, bytes) != 0) return NULL;
+  free(scratch[slot]);
+  scratch[slot] = p;
+  scratch_cap[slot] = bytes;
+#pragma omp critical(rt_gemm_atexit)
+  if (!scratch_atexit) {
+    scratch_atexit = true;
+    atexit(free_scratch);
+  }
+  return p;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---------------------------------------------------------------------- */
+/* the blocked product, written once for both element types                */
+/* ---------------------------------------------------------------------- */
+/* Packs a strip of w (<= width) lines of an operand into dst: kc steps of
+ * `width` values, zero-padded past w. Step k, line l reads X[(k0 + k) * ld
+ * + l0 + l] when `along` (the strip's lines are contiguous in memory: B
+ * untransposed, A transposed), else X[(l0 + l) * ld + k0 + k]. */
+#define PACK(T, dst, width, w, kc, X, ld, along, k0, l0)                                    \
+  do {                                                                                      \
+    T *d_ = (dst);                                                                          \
+    if (along) {                                                                            \
+      for (int64_t k = 0; k < (kc); k++) {                                                  \
+        const T *src_ = (X) + ((k0) + k) * (ld) + (l0);                                     \
+        memcpy(d_ + k * (width), src_, (size_t)(w) * sizeof(T));                            \
+        for (int64_t l = (w); l < (width); l++) d_[k * (width) + l] = (T)0;                 \
+      }                                                                                     \
+    } else {                                                                                \
+      for (int64_t l = 0; l < (width); l++) {                                               \
+        if (l >= (w)) {                                                                     \
+          for (int64_t k = 0; k < (kc); k++) d_[k * (width) + l] = (T)0;                    \
+          continue;                                                                         \
+        }                                                                                   \
+        const T *src_ = (X) + ((l0) + l) * (ld) + (k0);                                     \
+        for (int64_t k = 0; k < (kc); k++) d_[k * (width) + l] = src_[k];                   \
+      }                                                                                     \
+    }                                                                                       \
+  } while (0)
+
+#define GEMM_BODY(T, MR_, NR_, UK)                                                                           \
+  const int mr = MR_, nr = NR_;                                                                             \
+  int64_t nc_max = min64(NC, (N + nr - 1) / nr * nr);                                                       \
+  int64_t kc_max = min64(KC, K);                                                                            \
+  T *bp = buf, *ap = bp + kc_max * nc_max;                                                                  \
+  for (int64_t jc = 0; jc < N; jc += NC) {                                                                  \
+    int64_t nc = min64(NC, N - jc), npanels = (nc + nr - 1) / nr;                                           \
+    for (int64_t pc = 0; pc < K; pc += KC) {                                                                \
+      int64_t kc = min64(KC, K - pc);                                                                       \
+      bool first = pc == 0;                                                                                 \
+      for (int64_t q = 0; q < npanels; q++) {                                                              \
+        PACK(T, bp + q * kc * nr, nr, min64(nr, N - (jc + q * nr)), kc, B, ldb, !tb, pc, jc + q * nr);      \
+      }                                                                                                     \
+      for (int64_t ic = 0; ic < M; ic += MC) {                                                              \
+        int64_t mc = min64(MC, M - ic), mpanels = (mc + mr - 1) / mr;                                       \
+        for (int64_t p = 0; p < mpanels; p++) {                                                            \
+          PACK(T, ap + p * kc * mr, mr, min64(mr, M - (ic + p * mr)), kc, A, lda, ta, pc, ic + p * mr);     \
+        }                                                                                                   \
+        for (int64_t q = 0; q < npanels; q++) {                                                             \
+          for (int64_t p = 0; p < mpanels; p++) {                                                           \
+            int64_t i0 = ic + p * mr, j0 = jc + q * nr, h = min64(mr, M - i0), w = min64(nr, N - j0);       \
+            T *cij = C + i0 * ldc + j0;                                                                     \
+            if (h == mr && w == nr) {                                                                       \
+              UK(kc, ap + p * kc * mr, bp + q * kc * nr, cij, ldc, first);                                  \
+            } else { /* an edge tile: through a full-size copy */                                           \
+              T tile[MAX_MR * MAX_NR];                                                                      \
+              for (int64_t r = 0; r < h && !first; r++) memcpy(tile + r * nr, cij + r * ldc, (size_t)w * sizeof(T)); \
+              UK(kc, ap + p * kc * mr, bp + q * kc * nr, tile, nr, first);                                  \
+              for (int64_t r = 0; r < h; r++) memcpy(cij + r * ldc, tile + r * nr, (size_t)w * sizeof(T)); \
+            }                                                                                               \
+          }                                                                                                 \
+        }                                                                                                   \
+      }                                                                                                     \
+    }                                                                                                       \
+  }
+
+static size_t scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) {
+  int64_t nc = min64(NC, (N + nr - 1) / nr * nr), mc = min64(MC, (M + mr - 1) / mr * mr), kc = min64(KC, K);
+  return (size_t)(kc * nc + kc * mc);
+}
+
+/* One thread's product (its own packing buffer). */
+static void sgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                         const float *B, int64_t ldb, float *C, int64_t ldc, float *buf) {
+  GEMM_BODY(float, arch.mr, arch.nr, arch.s)
+}
+static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
+                         const double *B, int64_t ldb, double *C, int64_t ldc, double *buf) {
+  GEMM_BODY(double, arch.dmr, arch.dnr, arch.d)
+}
+
+/* Work below which a product runs on one thread (thread start-up costs more). */
+#define PAR_MIN_FLOPS (1 << 20)
+
+/* The threads split C into one block of whole micro-tile columns each (or
+ * of rows, when C is taller than wide) and each computes its block alone,
+ * packing its own panels: no barrier, no shared buffer. (The packing of the
+ * operand every block reads in full is repeated per thread: M*K or K*N
+ * copies against M*N*K/threads multiply-adds.) */
+#define GEMM_ENTRY(T, fn, serial, MR, NR)                                                                 \
+  int fn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb, \
+         T *C, int64_t ldc) {                                                                             \
+    ensure_arch();                                                                                        \
+    if (M <= 0 || N <= 0) return 0;                                                                       \
+    if (K <= 0) {                                                                                         \
+      for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, (size_t)N * sizeof *C);                       \
+      return 0;                                                                                           \
+    }                                                                                                     \
+    bool nested = omp_in_parallel();                                                                      \
+    int outer = nested ? omp_get_thread_num() : 0;                                                        \
+    int nt = nested || (double)M * (double)N * (double)K < PAR_MIN_FLOPS ? 1 : omp_get_max_threads();       \
+    bool by_rows = M > N;                                                                                 \
+    int64_t unit = by_rows ? MR : NR, units = ((by_rows ? M : N) + unit - 1) / unit;                      \
+    if (nt > units) nt = (int)units;                                                                      \
+    if (nt > MAX_SLOTS) nt = MAX_SLOTS;                                                                   \
+    int failed = 0;                                                                                       \
+    _Pragma("omp parallel num_threads(nt) if (nt > 1) reduction(| : failed)") {                          \
+      int t = omp_get_thread_num(), slot = nested ? outer : t;                                            \
+      int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;                                             \
+      int64_t b0 = u0 * unit, b1 = u1 * unit, lim = by_rows ? M : N;                                      \
+      if (b1 > lim) b1 = lim;                                                                             \
+      if (b1 > b0) {                                                                                      \
+        int64_t m = by_rows ? b1 - b0 : M, n = by_rows ? N : b1 - b0;                                     \
+        const T *a = by_rows ? A + (ta ? b0 : b0 * lda) : A;                                              \
+        const T *b = by_rows ? B : B + (tb ? b0 * ldb : b0);                                              \
+        T *c = C + (by_rows ? b0 * ldc : b0);                                                             \
+        T *buf = scratch_get(slot, scratch_elems(m, n, K, MR, NR) * sizeof(T));                           \
+        if (buf) serial(ta, tb, m, n, K, a, lda, b, ldb, c, ldc, buf);                                    \
+        else failed = 1;                                                                                  \
+      }                                                                                                   \
+    }                                                                                                     \
+    return failed ? -1 : 0;                                                                               \
+  }
+
+GEMM_ENTRY(float, rt_sgemm, sgemm_serial, arch.mr, arch.nr)
+GEMM_ENTRY(double, rt_dgemm, dgemm_serial, arch.dmr, arch.dnr)

@@ -1,0 +1,139 @@
+/* tests/unit/test_gemm.c — runtime/gemm.c against its definition.
+ *
+ * rt_sgemm / rt_dgemm promise that every element of C = op(A) op(B) is the
+ * fused multiply-add chain c = fma(A[i,k], B[k,j], c) over k = 0..K-1 from
+ * +0. The reference here is that chain written out with fmaf / fma, so the
+ * comparison is exact (0 tolerance: the same bits), for:
+ *   - every micro-kernel set this machine has (generic, avx2, avx512);
+ *   - all four transpose cases, leading dimensions wider than the matrix;
+ *   - sizes that are not multiples of the micro-tile (edges), K across
+ *     several KC blocks, N across several NC blocks, M across MC blocks,
+ *     tall (split by rows) and wide (split by columns) products;
+ *   - 1, 2 and 3 threads, and a call made inside a parallel region;
+ *   - K = 0 (zeros) and M or N = 0 (nothing written).
+ */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "kernels.h"
+
+static float frand(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((*s >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+/* The definition: one fmaf chain per element. */
+static void ref_s(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float c = 0.0f;
+      for (int64_t k = 0; k < K; k++) c = fmaf(ta ? A[k * lda + i] : A[i * lda + k], tb ? B[j * ldb + k] : B[k * ldb + j], c);
+      C[i * ldc + j] = c;
+    }
+}
+static void ref_d(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
+                  int64_t ldb, double *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double c = 0.0;
+      for (int64_t k = 0; k < K; k++) c = fma(ta ? A[k * lda + i] : A[i * lda + k], tb ? B[j * ldb + k] : B[k * ldb + j], c);
+      C[i * ldc + j] = c;
+    }
+}
+
+/* Compares C with the reference bit for bit; prints the first mismatches. */
+static int compare(const char *what, const void *got, const void *want, int64_t M, int64_t N, int64_t ldc, size_t es) {
+  int bad = 0;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      const char *g = (const char *)got + (size_t)(i * ldc + j) * es, *w = (const char *)want + (size_t)(i * ldc + j) * es;
+      if (memcmp(g, w, es) != 0 && bad++ < 3)
+        fprintf(stderr, "  %s: C[%lld,%lld] = %.9g, the chain gives %.9g\n", what, (long long)i, (long long)j,
+                es == 4 ? *(const float *)g : *(const double *)g, es == 4 ? *(const float *)w : *(const double *)w);
+    }
+  if (bad) fprintf(stderr, "  %s: %d elements differ (tolerance: 0, the same bits)\n", what, bad);
+  return bad;
+}
+
+static void run_case(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int pad) {
+  int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  int64_t arows = ta ? K : M, brows = tb ? N : K;
+  size_t na = (size_t)(arows * lda + 1), nb = (size_t)(brows * ldb + 1), nc = (size_t)(M * ldc + 1);
+  float *A = malloc(na * 4), *B = malloc(nb * 4), *C = malloc(nc * 4), *R = malloc(nc * 4);
+  double *Ad = malloc(na * 8), *Bd = malloc(nb * 8), *Cd = malloc(nc * 8), *Rd = malloc(nc * 8);
+  uint64_t s = (uint64_t)(M * 1000003 + N * 1009 + K * 7 + ta * 2 + tb);
+  for (size_t i = 0; i < na; i++) Ad[i] = A[i] = frand(&s);
+  for (size_t i = 0; i < nb; i++) Bd[i] = B[i] = frand(&s);
+  for (size_t i = 0; i < nc; i++) R[i] = C[i] = Rd[i] = Cd[i] = 12345.0f; /* the padding must survive */
+  ref_s(ta, tb, M, N, K, A, lda, B, ldb, R, ldc);
+  ref_d(ta, tb, M, N, K, Ad, lda, Bd, ldb, Rd, ldc);
+  char what[160];
+  snprintf(what, sizeof what, "%s M%lld N%lld K%lld%s%s pad %d", rt_gemm_isa(), (long long)M, (long long)N,
+           (long long)K, ta ? " ta" : "", tb ? " tb" : "", pad);
+  int threads[] = {1, 2, 3};
+  for (int t = 0; t < 3; t++) {
+    omp_set_num_threads(threads[t]);
+    CHECK_EQ_INT(rt_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc), 0);
+    CHECK_EQ_INT(compare(what, C, R, M, N + pad, ldc, 4), 0);
+    CHECK_EQ_INT(rt_dgemm(ta, tb, M, N, K, Ad, lda, Bd, ldb, Cd, ldc), 0);
+    CHECK_EQ_INT(compare(what, Cd, Rd, M, N + pad, ldc, 8), 0);
+  }
+  /* inside a parallel region: each thread its own product, all the same */
+  omp_set_num_threads(2);
+  float *C2 = malloc(nc * 4);
+  for (size_t i = 0; i < nc; i++) C2[i] = 12345.0f;
+  int rc = 0;
+#pragma omp parallel sections reduction(| : rc)
+  {
+#pragma omp section
+    rc |= rt_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+#pragma omp section
+    rc |= rt_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C2, ldc);
+  }
+  CHECK_EQ_INT(rc, 0);
+  CHECK_EQ_INT(compare(what, C, R, M, N + pad, ldc, 4), 0);
+  CHECK_EQ_INT(compare(what, C2, R, M, N + pad, ldc, 4), 0);
+  free(A), free(B), free(C), free(R), free(C2), free(Ad), free(Bd), free(Cd), free(Rd);
+}
+
+static void test_shapes(void) {
+  static const int64_t shapes[][3] = {
+      {1, 1, 1},   {3, 5, 7},    {13, 33, 17}, {12, 32, 256}, {25, 70, 300},  /* edges; K across 2 KC blocks */
+      {200, 9, 40}, {7, 400, 40}, {150, 40, 33},                               /* tall, wide, M across MC */
+      {5, 3100, 3}, {64, 64, 64}, {2, 1, 600},                                  /* N across NC; K across 3 blocks */
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int t = 0; t < 4; t++) run_case(shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t & 2, i % 3 == 1 ? 3 : 0);
+}
+
+static void test_degenerate(void) {
+  float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 1, 1, 1, 1, 1}, C[4] = {9, 9, 9, 9};
+  CHECK_EQ_INT(rt_sgemm(false, false, 2, 2, 0, A, 1, B, 2, C, 2), 0); /* empty sum */
+  for (int i = 0; i < 4; i++) CHECK(C[i] == 0.0f && !signbit(C[i]));
+  C[0] = 7;
+  CHECK_EQ_INT(rt_sgemm(false, false, 0, 2, 3, A, 3, B, 2, C, 2), 0); /* nothing to write */
+  CHECK(C[0] == 7);
+  /* -0 products start from +0: (+0) + (-0) = +0, as the chain defines */
+  float a = -1.0f, b = 0.0f, c = 5.0f;
+  CHECK_EQ_INT(rt_sgemm(false, false, 1, 1, 1, &a, 1, &b, 1, &c, 1), 0);
+  CHECK(c == 0.0f && !signbit(c));
+}
+
+int main(void) {
+  int max = omp_get_max_threads();
+  const char *isas[] = {"generic", "avx2", "avx512"};
+  for (int i = 0; i < 3; i++) {
+    if (rt_gemm_use_isa(isas[i]) != 0) {
+      printf("gemm %-8s not available on this machine\n", isas[i]);
+      continue;
+    }
+    test_shapes();
+    test_degenerate();
+    printf("gemm %-8s every element the fma chain (f32, f64; 4 transpose cases; 1-3 threads; nested)\n", isas[i]);
+  }
+  CHECK_EQ_INT(rt_gemm_use_isa("sse9"), -1);
+  omp_set_num_threads(max);
+  return check_done();
+}
