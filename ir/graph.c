@@ -161,7 +161,7 @@ void ir_graph_add_output(ir_graph *g, const char *name, ir_value *v) {
   PUSH(g->outputs, g->n_outputs, g->cap_outputs, o);
 }
 
-static ir_attr copy_attr(ir_graph *g, const ir_attr *a) {
+static ir_attr copy_attr(ir_graph *g, ir_op op, const ir_attr *a) {
   ir_attr c = *a;
   c.key = ir_arena_strdup(g->arena, a->key);
   if (a->kind == IR_ATTR_INTS) {
@@ -170,6 +170,7 @@ static ir_attr copy_attr(ir_graph *g, const ir_attr *a) {
     c.ints = v;
   }
   if (a->kind == IR_ATTR_STR) c.s = ir_arena_strdup(g->arena, a->s ? a->s : "");
+  ir_attr_parse(op, &c, g->arena); /* expr / eq: the structure, in the graph */
   return c;
 }
 
@@ -186,7 +187,7 @@ ir_node *ir_graph_add_node(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   for (int i = 0; i < n_in; i++) n->in[i] = in[i];
   n->n_attrs = n_attrs;
   n->attrs = ir_arena_alloc(g->arena, (size_t)(n_attrs > 0 ? n_attrs : 1) * sizeof *n->attrs);
-  for (int i = 0; i < n_attrs; i++) n->attrs[i] = copy_attr(g, &attrs[i]);
+  for (int i = 0; i < n_attrs; i++) n->attrs[i] = copy_attr(g, op, &attrs[i]);
   n->n_out = n_out;
   n->out = ir_arena_alloc(g->arena, (size_t)(n_out > 0 ? n_out : 1) * sizeof *n->out);
   for (int i = 0; i < n_out; i++) {
@@ -218,6 +219,19 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   if (out_type) out[0] = *out_type;
   int n_out = out_type ? 1 : 0;
   ir_node *node = NULL;
+  /* an expr or eq is parsed here, once: typed, then copied with the node */
+  ir_attr *parsed = NULL;
+  for (int i = 0; i < n_attrs && !parsed; i++)
+    if (attrs[i].kind == IR_ATTR_STR && !attrs[i].expr && !attrs[i].einsum) {
+      ir_attr probe = attrs[i];
+      ir_attr_parse(op, &probe, g->arena);
+      if (probe.expr || probe.einsum) {
+        if (!(parsed = malloc((size_t)n_attrs * sizeof *parsed))) abort();
+        memcpy(parsed, attrs, (size_t)n_attrs * sizeof *parsed);
+        parsed[i] = probe;
+      }
+    }
+  if (parsed) attrs = parsed;
   if (ir_infer(op, in_types, n_in, attrs, n_attrs, out, &n_out, err, errlen) == 0) {
     const char **names = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *names);
     if (!names) abort();
@@ -233,6 +247,7 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
     node = ir_graph_add_node(g, op, in, n_in, out, n_out, attrs, n_attrs, names, loc);
     free(names);
   }
+  free(parsed);
   free(out);
   if (in_types != in_types_small) free(in_types);
   return node;
@@ -380,6 +395,9 @@ ir_attr ir_attr_ints(const char *key, const int64_t *v, int n) {
 }
 ir_attr ir_attr_str(const char *key, const char *s) { return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = s}; }
 ir_attr ir_attr_dtype(const char *key, ir_dtype t) { return (ir_attr){.key = key, .kind = IR_ATTR_DTYPE, .i = t}; }
+ir_attr ir_attr_expr(const char *key, const ir_expr *e, const char *text) {
+  return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = text, .expr = e};
+}
 
 bool ir_node_may_reuse(const ir_node *n, int r, int i) {
   if (!n || r < 0 || r >= n->n_out || i < 0 || i >= n->n_in || !n->in[i] || !n->out[r]) return false;

@@ -512,64 +512,62 @@ static int infer_causal_mask(ctx *c, const ir_type *x, ir_type *out) {
 }
 
 /* einsum {eq: "ij,jk->ik"}: explicit form only; letters a-z A-Z. */
-static int letter_index(char ch) {
-  if (ch >= 'a' && ch <= 'z') return ch - 'a';
-  if (ch >= 'A' && ch <= 'Z') return 26 + ch - 'A';
-  return -1;
+/* The structure of attribute `eq` (ir/expr.c), or parsed now into *tmp
+ * (the caller frees it) when the attribute came without one. */
+static const ir_einsum *get_einsum(ctx *c, ir_einsum **tmp, const char **text) {
+  const ir_attr *a;
+  if (get_attr(c, "eq", IR_ATTR_STR, true, &a) < 0) return NULL;
+  *text = a->s;
+  if (a->einsum) return a->einsum;
+  char msg[200];
+  if (!(*tmp = ir_einsum_parse(a->s, msg, sizeof msg))) fail(c, "%s", msg);
+  return *tmp;
 }
 
 static int infer_einsum(ctx *c, const ir_type *in, int n, ir_type *out) {
-  const ir_attr *a;
-  if (get_attr(c, "eq", IR_ATTR_STR, true, &a) < 0) return -1;
-  const char *eq = a->s;
   for (int i = 1; i < n; i++)
     if (same_dtype(c, &in[0], &in[i]) < 0) return -1;
   if (need_float(c, &in[0], n > 1) < 0) return -1;
-  const char *arrow = strstr(eq, "->");
-  if (!arrow || strstr(arrow + 2, "->"))
-    return fail(c, "einsum equation \"%.64s\" must have the explicit form \"ij,jk->ik\"", eq);
+  ir_einsum *tmp = NULL;
+  const char *eq = "";
+  const ir_einsum *e = get_einsum(c, &tmp, &eq);
+  if (!e) return -1;
   int64_t dim[52];
   int where[52] = {0}; /* operand that first fixed the letter's dim */
   for (int i = 0; i < 52; i++) dim[i] = -1;
-  const char *p = eq;
-  for (int t = 0; t < n; t++) {
-    const char *term = p;
-    int len = 0;
-    for (; p < arrow && *p != ','; p++, len++) {
-      int li = letter_index(*p);
-      if (li < 0) return fail(c, "einsum equation \"%.64s\" has an invalid character '%c'", eq, *p);
-      if (len >= in[t].rank) continue; /* length mismatch, reported below */
-      int64_t d = in[t].dims[len];
+  int r = 0;
+  for (int t = 0; t < e->n_terms && t < n && r == 0; t++) {
+    int len = e->start[t + 1] - e->start[t];
+    for (int k = 0; k < len && k < in[t].rank; k++) {
+      int li = e->labels[e->start[t] + k];
+      int64_t d = in[t].dims[k];
       if (dim[li] < 0) {
         dim[li] = d;
         where[li] = t;
       } else if (dim[li] != d) {
-        return fail(c, "shape mismatch in einsum \"%.64s\": '%c' is %lld in %s and %lld in %s", eq, *p,
-                    (long long)dim[li], ts(&in[where[li]]).s, (long long)d, ts(&in[t]).s);
+        r = fail(c, "shape mismatch in einsum \"%.64s\": '%c' is %lld in %s and %lld in %s", eq, ir_einsum_letter(li),
+                 (long long)dim[li], ts(&in[where[li]]).s, (long long)d, ts(&in[t]).s);
+        break;
       }
     }
-    if (len != in[t].rank)
-      return fail(c, "einsum term \"%.*s\" has %d letters but operand %d is %s", len > 16 ? 16 : len, term, len, t,
-                  ts(&in[t]).s);
-    if (t < n - 1) {
-      if (p == arrow) return fail(c, "einsum equation \"%.64s\" has %d input terms but %d operands", eq, t + 1, n);
-      p++; /* ',' */
+    if (r == 0 && len != in[t].rank) {
+      char term[17];
+      int shown = len > 16 ? 16 : len;
+      for (int k = 0; k < shown; k++) term[k] = ir_einsum_letter(e->labels[e->start[t] + k]);
+      term[shown] = 0;
+      r = fail(c, "einsum term \"%s\" has %d letters but operand %d is %s", term, len, t, ts(&in[t]).s);
     }
   }
-  if (p != arrow) return fail(c, "einsum equation \"%.64s\" has more input terms than the %d operands", eq, n);
-  out->dtype = in[0].dtype;
-  out->rank = 0;
-  bool used[52] = {false};
-  for (const char *q = arrow + 2; *q; q++) {
-    int li = letter_index(*q);
-    if (li < 0) return fail(c, "einsum equation \"%.64s\" has an invalid character '%c'", eq, *q);
-    if (dim[li] < 0) return fail(c, "einsum output letter '%c' appears in no input of \"%.64s\"", *q, eq);
-    if (used[li]) return fail(c, "einsum output letter '%c' repeated in \"%.64s\"", *q, eq);
-    used[li] = true;
-    if (out->rank == IR_MAX_RANK) return fail(c, "einsum output of \"%.64s\" has rank > %d", eq, IR_MAX_RANK);
-    out->dims[out->rank++] = dim[li];
+  if (r == 0 && e->n_terms < n) r = fail(c, "einsum equation \"%.64s\" has %d input terms but %d operands", eq, e->n_terms, n);
+  if (r == 0 && e->n_terms > n) r = fail(c, "einsum equation \"%.64s\" has more input terms than the %d operands", eq, n);
+  if (r == 0) {
+    out->dtype = in[0].dtype;
+    out->rank = e->out_len;
+    for (int k = 0; k < e->out_len; k++) out->dims[k] = dim[e->out[k]];
+    r = check_result(c, out);
   }
-  return check_result(c, out);
+  ir_einsum_free(tmp);
+  return r;
 }
 
 
@@ -693,153 +691,82 @@ static int infer_attention(ctx *c, const ir_type *in, int n_in, ir_type *out, in
  *                                       expr must have type P (computed in place)
  *   add_layernorm (x, r, gamma, beta) {eps} -> (s, y): x and r of one float type
  *                                       (no broadcasting), gamma/beta as layernorm */
-enum { FEXPR_MAX_NODES = 4096, FEXPR_MAX_DEPTH = 200, FEXPR_MAX_OPERANDS = 64 };
-
-typedef struct {
-  ctx *c;
-  const char *s;
-  size_t pos;
-  const ir_type *ops; /* the type of $i */
-  int n_ops;
-  bool *used;
-  int nodes;
-  const ir_type *results; /* the types of the results before this expression (#k) */
-  int n_results;
-} fexpr;
-
-static int fexpr_fail(fexpr *f, const char *what) {
-  return fail(f->c, "%s: bad expr at offset %zu: %s", f->c->name, f->pos, what);
-}
-
-static void fexpr_space(fexpr *f) {
-  while (f->s[f->pos] == ' ') f->pos++;
-}
-
-/* A word (up to a space or a parenthesis) into buf; its length (0: none). */
-static size_t fexpr_word(fexpr *f, char *buf, size_t cap) {
-  fexpr_space(f);
-  size_t n = 0;
-  while (f->s[f->pos] && f->s[f->pos] != ' ' && f->s[f->pos] != '(' && f->s[f->pos] != ')') {
-    if (n + 1 < cap) buf[n] = f->s[f->pos];
-    n++;
-    f->pos++;
-  }
-  if (n >= cap) return 0; /* too long to be a name or number of ours */
-  buf[n] = 0;
-  return n;
-}
-
-static int fexpr_dtype(fexpr *f, ir_dtype *dt) {
-  char w[32];
-  int d = fexpr_word(f, w, sizeof w) ? ir_dtype_from_name(w) : -1;
-  if (d < 0) return fexpr_fail(f, "expected a dtype name");
-  *dt = (ir_dtype)d;
-  return 0;
-}
+enum { FEXPR_MAX_OPERANDS = 64 };
 
 /* Calls the op's own typing rule; prefixes its message. */
-static int fexpr_rule(fexpr *f, ir_op op, const ir_type *in, int n, const ir_attr *a, int na, ir_type *out) {
+static int fexpr_rule(ctx *c, ir_op op, const ir_type *in, int n, const ir_attr *a, int na, ir_type *out) {
   char msg[256];
   int n_out = 0;
-  if (ir_infer(op, in, n, a, na, out, &n_out, msg, sizeof msg) != 0)
-    return fail(f->c, "%s: in expr: %s", f->c->name, msg);
+  if (ir_infer(op, in, n, a, na, out, &n_out, msg, sizeof msg) != 0) return fail(c, "%s: in expr: %s", c->name, msg);
   return 0;
 }
 
-static int fexpr_parse(fexpr *f, int depth, ir_type *out) {
-  if (depth > FEXPR_MAX_DEPTH) return fexpr_fail(f, "nested too deeply");
-  if (++f->nodes > FEXPR_MAX_NODES) return fexpr_fail(f, "too many nodes");
-  fexpr_space(f);
-  if (f->s[f->pos] == '$') {
-    f->pos++;
-    long idx = 0;
-    int digits = 0;
-    while (f->s[f->pos] >= '0' && f->s[f->pos] <= '9' && digits < 9) idx = idx * 10 + (f->s[f->pos++] - '0'), digits++;
-    if (digits == 0) return fexpr_fail(f, "expected an operand number after '$'");
-    if (idx >= f->n_ops) return fail(f->c, "%s: expr names $%ld but there are %d operands", f->c->name, idx, f->n_ops);
-    f->used[idx] = true;
-    *out = f->ops[idx];
-    return 0;
-  }
-  if (f->s[f->pos] == '#') { /* an earlier result of the same node */
-    f->pos++;
-    long idx = 0;
-    int digits = 0;
-    while (f->s[f->pos] >= '0' && f->s[f->pos] <= '9' && digits < 9) idx = idx * 10 + (f->s[f->pos++] - '0'), digits++;
-    if (digits == 0) return fexpr_fail(f, "expected a result number after '#'");
-    if (idx >= f->n_results)
-      return fail(f->c, "%s: expr %d names #%ld, which is not an earlier result", f->c->name, f->n_results, idx);
-    *out = f->results[idx];
-    return 0;
-  }
-  if (f->s[f->pos] != '(') return fexpr_fail(f, "expected '$N', '#N' or '('");
-  f->pos++;
-  char w[32];
-  if (!fexpr_word(f, w, sizeof w)) return fexpr_fail(f, "expected an op name");
-  if (strcmp(w, "const") == 0) {
-    ir_dtype dt;
-    char num[64];
-    if (fexpr_dtype(f, &dt) < 0) return -1;
-    size_t len = fexpr_word(f, num, sizeof num);
-    char *end = NULL;
-    double v = len ? strtod(num, &end) : 0;
-    if (!len || !end || *end) return fexpr_fail(f, "expected a number");
-    ir_attr a = ir_attr_float("value", v);
-    *out = (ir_type){.dtype = dt, .rank = 0};
-    if (fexpr_rule(f, IR_OP_CONST, NULL, 0, &a, 1, out) < 0) return -1;
-  } else if (strcmp(w, "cast") == 0) {
-    ir_dtype dt;
-    ir_type x;
-    if (fexpr_dtype(f, &dt) < 0 || fexpr_parse(f, depth + 1, &x) < 0) return -1;
-    ir_attr a = ir_attr_dtype("to", dt);
-    if (fexpr_rule(f, IR_OP_CAST, &x, 1, &a, 1, out) < 0) return -1;
-  } else {
-    int op = ir_op_from_name(w);
-    if (op < 0 || op == IR_OP_CAST || !ir_op_is_elementwise((ir_op)op))
-      return fail(f->c, "%s: expr uses '%s', which is not an elementwise op", f->c->name, w);
-    int n = ir_op_num_inputs((ir_op)op);
-    ir_type x[3];
-    for (int i = 0; i < n; i++)
-      if (fexpr_parse(f, depth + 1, &x[i]) < 0) return -1;
-    if (fexpr_rule(f, (ir_op)op, x, n, NULL, 0, out) < 0) return -1;
-  }
-  fexpr_space(f);
-  if (f->s[f->pos] != ')') return fexpr_fail(f, "expected ')'");
-  f->pos++;
-  return 0;
-}
-
-/* Types expr over ops[0..n_ops): every operand must be used, nothing may
- * follow. multi (fused): expressions separated by ';', one per result (at
- * most IR_FUSED_MAX_RESULTS), each over the same elements (equal shapes);
- * #k reads result k < this one. *n_res: the result count. */
+/* Types expr (the structure of ir/expr.c) over ops[0..n_ops): every operand
+ * must be used. multi (fused): one result per expression, each over the
+ * same elements (equal shapes); #k reads result k. *n_res: the result count. */
 static int fexpr_type(ctx *c, const ir_type *ops, int n_ops, bool multi, ir_type *out, int *n_res) {
   const ir_attr *a;
   if (get_attr(c, "expr", IR_ATTR_STR, true, &a) < 0) return -1;
-  bool used[FEXPR_MAX_OPERANDS] = {false};
   if (n_ops > FEXPR_MAX_OPERANDS)
     return fail(c, "%s has %d operands (at most %d)", c->name, n_ops, FEXPR_MAX_OPERANDS);
-  fexpr f = {.c = c, .s = a->s, .ops = ops, .n_ops = n_ops, .used = used, .results = out};
-  for (;;) {
-    if (f.n_results == IR_FUSED_MAX_RESULTS)
-      return fail(c, "%s: expr has more than %d results", c->name, IR_FUSED_MAX_RESULTS);
-    ir_type t;
-    if (fexpr_parse(&f, 0, &t) < 0) return -1;
-    if (f.n_results > 0 && (t.rank != out[0].rank || memcmp(t.dims, out[0].dims, sizeof(int64_t) * (size_t)t.rank)))
-      return fail(c, "%s: result %d has type %s, not the shape of result 0 (%s)", c->name, f.n_results, ts(&t).s,
-                  ts(&out[0]).s);
-    out[f.n_results++] = t;
-    fexpr_space(&f);
-    if (!multi || f.s[f.pos] != ';') break;
-    f.pos++;
+  ir_expr *tmp = NULL;
+  const ir_expr *e = a->expr;
+  if (!e) {
+    char msg[200];
+    if (!(e = tmp = ir_expr_parse(a->s, multi, msg, sizeof msg))) return fail(c, "%s: %s", c->name, msg);
   }
-  if (f.s[f.pos]) return fexpr_fail(&f, "text after the expression");
-  for (int i = 0; i < n_ops; i++)
-    if (!used[i]) return fail(c, "%s: operand $%d is not used by expr", c->name, i);
-  *n_res = f.n_results;
-  for (int i = 0; i < f.n_results; i++)
-    if (check_result(c, &out[i]) < 0) return -1;
-  return 0;
+  bool used[FEXPR_MAX_OPERANDS] = {false};
+  ir_type *t = malloc((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *t);
+  int r = t ? 0 : fail(c, "out of memory");
+  int next = 0; /* the next result */
+  for (int i = 0; i < e->n_ins && r == 0; i++) {
+    const ir_expr_inst *in = &e->ins[i];
+    switch (in->kind) {
+    case IR_EXPR_OPERAND:
+      if (in->index >= n_ops) {
+        r = fail(c, "%s: expr names $%d but there are %d operands", c->name, in->index, n_ops);
+        break;
+      }
+      used[in->index] = true;
+      t[i] = ops[in->index];
+      break;
+    case IR_EXPR_RESULT:
+      if (in->index >= next) { /* only for structures not made by the parser */
+        r = fail(c, "%s: expr %d names #%d, which is not an earlier result", c->name, next, in->index);
+        break;
+      }
+      t[i] = out[in->index];
+      break;
+    case IR_EXPR_CONST: {
+      ir_attr v = ir_attr_float("value", in->value);
+      t[i] = (ir_type){.dtype = in->dtype, .rank = 0};
+      r = fexpr_rule(c, IR_OP_CONST, NULL, 0, &v, 1, &t[i]);
+      break;
+    }
+    case IR_EXPR_OP: {
+      ir_type x[3];
+      int na = in->op == IR_OP_CAST ? 1 : ir_op_num_inputs(in->op);
+      for (int k = 0; k < na; k++) x[k] = t[in->arg[k]];
+      ir_attr to = ir_attr_dtype("to", in->dtype);
+      r = fexpr_rule(c, in->op, x, na, in->op == IR_OP_CAST ? &to : NULL, in->op == IR_OP_CAST, &t[i]);
+      break;
+    }
+    }
+    while (r == 0 && next < e->n_results && e->results[next] == i) {
+      if (next > 0 && (t[i].rank != out[0].rank || memcmp(t[i].dims, out[0].dims, sizeof(int64_t) * (size_t)t[i].rank)))
+        r = fail(c, "%s: result %d has type %s, not the shape of result 0 (%s)", c->name, next, ts(&t[i]).s,
+                 ts(&out[0]).s);
+      else out[next++] = t[i];
+    }
+  }
+  if (r == 0 && !multi && e->n_results != 1) r = fail(c, "%s: expr has %d results (one expected)", c->name, e->n_results);
+  for (int i = 0; i < n_ops && r == 0; i++)
+    if (!used[i]) r = fail(c, "%s: operand $%d is not used by expr", c->name, i);
+  *n_res = next;
+  for (int i = 0; i < next && r == 0; i++) r = check_result(c, &out[i]);
+  free(t);
+  ir_expr_free(tmp);
+  return r;
 }
 
 static int infer_fused(ctx *c, const ir_type *in, int n_in, ir_type *out, int *n_out) {

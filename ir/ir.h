@@ -12,6 +12,7 @@
  *   dtype.c   — dtype names/sizes, bf16/f16 conversion, scalar op semantics
  *   diag.c    — diagnostics: file:line:col: error: msg, source line, caret
  *   graph.c   — graph construction, names, use replacement, dead-node removal
+ *   expr.c    — sub-languages inside attributes (fused expressions, einsum), parsed once
  *   infer.c   — shape/dtype inference per op (the rules sema and the verifier share)
  *   verify.c  — ir_verify
  *   print.c   — textual IR printer
@@ -180,6 +181,8 @@ typedef struct ir_value {
 } ir_value;
 
 typedef enum { IR_ATTR_INT, IR_ATTR_FLOAT, IR_ATTR_INTS, IR_ATTR_STR, IR_ATTR_DTYPE } ir_attr_kind;
+typedef struct ir_expr ir_expr;
+typedef struct ir_einsum ir_einsum;
 typedef struct {
   const char *key;
   ir_attr_kind kind;
@@ -187,7 +190,12 @@ typedef struct {
   double f;             /* FLOAT */
   int n;                /* INTS: count */
   const int64_t *ints;  /* INTS */
-  const char *s;        /* STR */
+  const char *s;        /* STR (for expr and eq: the printed form of the structure) */
+  /* STR attributes holding a sub-language (expr.c): the structure parsed
+   * from s when the node was built or read; NULL for every other attribute,
+   * and when s does not parse (ir_infer then reports why). */
+  const ir_expr *expr;      /* fused / fused_matmul "expr" */
+  const ir_einsum *einsum;  /* einsum "eq" */
 } ir_attr;
 
 /* Attribute constructors for builders (ints/s are copied into the graph
@@ -197,6 +205,8 @@ ir_attr ir_attr_float(const char *key, double v);
 ir_attr ir_attr_ints(const char *key, const int64_t *v, int n);
 ir_attr ir_attr_str(const char *key, const char *s);
 ir_attr ir_attr_dtype(const char *key, ir_dtype t);
+/* A fused expression given as its structure and its text (ir_expr_print). */
+ir_attr ir_attr_expr(const char *key, const ir_expr *e, const char *text);
 
 struct ir_node {
   int id;            /* index in graph->nodes (dense after ir_graph_compact) */
@@ -296,6 +306,75 @@ void ir_graph_compact(ir_graph *g);
 void ir_graph_move_tail(ir_graph *g, int count, int pos);
 
 /* ===================================================================== */
+/* expr.c — sub-languages inside attributes, parsed once                  */
+/* ===================================================================== */
+/* A fused expression (see expr.c for the grammar) as a postfix list of
+ * instructions: every instruction after its arguments; results[r] is the
+ * instruction that computes result r (one per ';'-separated expression). */
+enum { IR_FUSED_MAX_RESULTS = 8 };
+typedef enum {
+  IR_EXPR_OPERAND, /* $index: operand `index` of the node */
+  IR_EXPR_RESULT,  /* #index: result `index` of the same node (an earlier one) */
+  IR_EXPR_CONST,   /* a literal `value` of `dtype` (as written: rounding is the consumer's) */
+  IR_EXPR_OP,      /* elementwise `op` of arg[0..arity); cast converts to `dtype` */
+} ir_expr_kind;
+typedef struct {
+  ir_expr_kind kind;
+  ir_op op;
+  ir_dtype dtype;
+  int index;
+  int arg[3];      /* instruction indices (smaller than this one's); -1 past the arity */
+  double value;
+} ir_expr_inst;
+struct ir_expr {
+  int n_ins, n_results;
+  const ir_expr_inst *ins;
+  const int *results;
+};
+/* Parses text (several ';'-separated results when multi); NULL with a
+ * one-line message in err ("bad expr at offset 7: expected ')'", ...).
+ * The result is malloc'd: ir_expr_free. */
+ir_expr *ir_expr_parse(const char *text, bool multi, char *err, size_t errlen);
+void ir_expr_free(ir_expr *e);
+/* A copy in arena a (NULL: malloc'd). */
+ir_expr *ir_expr_copy(const ir_expr *e, ir_arena *a);
+/* The text ir_expr_parse reads back (malloc'd; NULL if out of memory). */
+char *ir_expr_print(const ir_expr *e);
+/* Building an expression instruction by instruction (passes). */
+typedef struct ir_expr_builder ir_expr_builder;
+ir_expr_builder *ir_expr_builder_new(void);
+void ir_expr_builder_free(ir_expr_builder *b);
+/* Appends an instruction (its args must be earlier ones); its index, -1 out of memory. */
+int ir_expr_add(ir_expr_builder *b, ir_expr_inst in);
+int ir_expr_add_result(ir_expr_builder *b, int root);
+/* Appends all of e: operand $i becomes $operand_map[i] (or #0 when
+ * operand_map[i] < 0), #k becomes #(k + result_base); e's results become
+ * further results. 0, or -1 out of memory. */
+int ir_expr_append(ir_expr_builder *b, const ir_expr *e, const int *operand_map, int result_base);
+/* The expression built (malloc'd), NULL if empty or out of memory. */
+ir_expr *ir_expr_builder_finish(ir_expr_builder *b);
+
+/* An einsum equation "ij,jk->ik": input term t has the labels
+ * labels[start[t] .. start[t + 1]), the output out[0 .. out_len); labels
+ * are 0..51 for a-z, A-Z. Syntax only: that the terms fit the operands is
+ * ir_infer's. */
+struct ir_einsum {
+  int n_terms;
+  const int *start;
+  const int8_t *labels;
+  int out_len;
+  const int8_t *out;
+};
+ir_einsum *ir_einsum_parse(const char *eq, char *err, size_t errlen); /* NULL + message; ir_einsum_free */
+void ir_einsum_free(ir_einsum *e);
+ir_einsum *ir_einsum_copy(const ir_einsum *e, ir_arena *a);
+int ir_einsum_label(char letter);  /* -1 if not a letter */
+char ir_einsum_letter(int label);
+/* For ir_graph_add_node: gives attribute a of an op its structure in arena
+ * (a copy of a->expr / a->einsum when set, else parsed from a->s). */
+void ir_attr_parse(ir_op op, ir_attr *a, ir_arena *arena);
+
+/* ===================================================================== */
 /* infer.c                                                                */
 /* ===================================================================== */
 /* Computes result types of op on operand types in[0..n_in). For NULLARY ops
@@ -307,7 +386,6 @@ void ir_graph_move_tail(ir_graph *g, int count, int pos);
  * Optional attributes: keepdims (0), slice step (1), matmul / fused_matmul
  * transpose_a and transpose_b (0); all others are required;
  * unknown attribute keys are ignored (passes may annotate nodes). */
-enum { IR_FUSED_MAX_RESULTS = 8 };
 int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs,
              ir_type *out, int *n_out, char *err, size_t errlen);
 /* Numpy broadcast of two shapes; -1 with a message if incompatible. */

@@ -281,25 +281,16 @@ ir_value *ad_softmax_jvp(ad_ctx *c, ir_value *s, ir_value *v, int axis, const ch
   return ad_bin(c, IR_OP_MUL, s, ad_bin(c, IR_OP_SUB, v, dot, NULL), name);
 }
 
-bool ad_einsum_parse(const char *eq, int n_in, ad_einsum_eq *e) {
+bool ad_einsum_terms(const ir_einsum *eq, int n_in, ad_einsum_eq *e) {
   memset(e, 0, sizeof *e);
-  if (!eq || n_in < 1 || n_in > (int)(sizeof e->terms / sizeof e->terms[0])) return false;
-  const char *arrow = strstr(eq, "->");
-  if (!arrow) return false;
-  const char *p = eq;
+  if (!eq || n_in < 1 || eq->n_terms != n_in || n_in > (int)(sizeof e->terms / sizeof e->terms[0])) return false;
   for (int t = 0; t < n_in; t++) {
-    int len = 0;
-    for (; p < arrow && *p != ','; p++) {
-      if (len == IR_MAX_RANK) return false;
-      e->terms[t][len++] = *p;
-    }
-    if (t < n_in - 1) {
-      if (*p != ',') return false;
-      p++;
-    }
+    int len = eq->start[t + 1] - eq->start[t];
+    if (len > IR_MAX_RANK) return false;
+    for (int k = 0; k < len; k++) e->terms[t][k] = ir_einsum_letter(eq->labels[eq->start[t] + k]);
   }
-  if (p != arrow || strlen(arrow + 2) > IR_MAX_RANK) return false;
-  strcpy(e->out, arrow + 2);
+  if (eq->out_len > IR_MAX_RANK) return false;
+  for (int k = 0; k < eq->out_len; k++) e->out[k] = ir_einsum_letter(eq->out[k]);
   e->n = n_in;
   return true;
 }

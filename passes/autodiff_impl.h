@@ -74,7 +74,8 @@ typedef struct {
   char out[IR_MAX_RANK + 1];
   int n;
 } ad_einsum_eq;
-bool ad_einsum_parse(const char *eq, int n_in, ad_einsum_eq *e);
+/* The terms of a parsed equation as letter strings; false if it does not fit n_in operands. */
+bool ad_einsum_terms(const ir_einsum *eq, int n_in, ad_einsum_eq *e);
 
 /* ---- rule tables (vjp.c, jvp.c): for the missing-rule tests ----
  * Returns true if op has a rule; else *why says why it is not

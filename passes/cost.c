@@ -74,42 +74,26 @@ static double bytes_of(const ir_value *v) {
  * equation does not match the operands (an unverified node). */
 static double einsum_terms(const ir_node *n) {
   const ir_attr *a = ir_node_attr(n, "eq");
-  if (!a || a->kind != IR_ATTR_STR || !a->s) return 0;
-  double dim[128];
-  for (int i = 0; i < 128; i++) dim[i] = -1;
-  const char *p = a->s;
-  for (int t = 0; t < n->n_in && *p && *p != '-'; t++) {
-    int k = 0;
-    for (; *p && *p != ',' && *p != '-'; p++, k++)
-      if (k < n->in[t]->type.rank && (unsigned char)*p < 128) dim[(unsigned char)*p] = (double)n->in[t]->type.dims[k];
-    if (*p == ',') p++;
-  }
+  const ir_einsum *e = a ? a->einsum : NULL;
+  if (!e) return 0;
+  double dim[52];
+  for (int i = 0; i < 52; i++) dim[i] = -1;
+  for (int t = 0; t < n->n_in && t < e->n_terms; t++)
+    for (int k = 0; k < e->start[t + 1] - e->start[t] && k < n->in[t]->type.rank; k++)
+      dim[e->labels[e->start[t] + k]] = (double)n->in[t]->type.dims[k];
   double terms = 1;
-  for (int i = 0; i < 128; i++)
+  for (int i = 0; i < 52; i++)
     if (dim[i] >= 0) terms *= dim[i];
   return terms;
 }
 
-/* Elementwise op mnemonics (cast excepted) appearing as words in the expr
- * attribute of a fused node: the ops its kernel applies per element. */
+/* The elementwise ops (cast excepted) of a fused node's expression: what
+ * its kernel applies per element. */
 static double fused_ops(const ir_node *n) {
   const ir_attr *a = ir_node_attr(n, "expr");
-  if (!a || a->kind != IR_ATTR_STR || !a->s) return 0;
+  const ir_expr *e = a ? a->expr : NULL;
   double count = 0;
-  for (const char *p = a->s; *p;) {
-    size_t len = 0;
-    while ((p[len] >= 'a' && p[len] <= 'z') || p[len] == '_' || (p[len] >= '0' && p[len] <= '9')) len++;
-    if (len == 0) {
-      p++;
-      continue;
-    }
-    for (int op = 0; op < IR_NUM_OPS; op++) {
-      const char *name = ir_op_name((ir_op)op);
-      if (op != IR_OP_CAST && ir_op_is_elementwise((ir_op)op) && strlen(name) == len && strncmp(name, p, len) == 0)
-        count++;
-    }
-    p += len;
-  }
+  for (int i = 0; e && i < e->n_ins; i++) count += e->ins[i].kind == IR_EXPR_OP && e->ins[i].op != IR_OP_CAST;
   return count;
 }
 

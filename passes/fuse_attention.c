@@ -98,14 +98,15 @@ static bool distinct(const char *s) {
 
 static bool parse_eq2(const ir_node *n, int r, eq2 *e) {
   const ir_attr *a = ir_node_attr(n, "eq");
-  if (n->n_in != 2 || !a || a->kind != IR_ATTR_STR || !a->s) return false;
-  const char *comma = strchr(a->s, ','), *arrow = strstr(a->s, "->");
-  if (!comma || !arrow || arrow < comma) return false;
-  size_t lx = (size_t)(comma - a->s), ly = (size_t)(arrow - comma - 1), lz = strlen(arrow + 2);
-  if (lx != (size_t)r || ly != (size_t)r || lz != (size_t)r || r > IR_MAX_RANK) return false;
-  memcpy(e->x, a->s, lx), e->x[lx] = 0;
-  memcpy(e->y, comma + 1, ly), e->y[ly] = 0;
-  memcpy(e->z, arrow + 2, lz), e->z[lz] = 0;
+  const ir_einsum *q = a ? a->einsum : NULL;
+  if (n->n_in != 2 || !q || q->n_terms != 2 || r > IR_MAX_RANK) return false;
+  if (q->start[1] != r || q->start[2] - q->start[1] != r || q->out_len != r) return false;
+  for (int k = 0; k < r; k++) {
+    e->x[k] = ir_einsum_letter(q->labels[k]);
+    e->y[k] = ir_einsum_letter(q->labels[r + k]);
+    e->z[k] = ir_einsum_letter(q->out[k]);
+  }
+  e->x[r] = e->y[r] = e->z[r] = 0;
   if (!distinct(e->x) || !distinct(e->y) || !distinct(e->z)) return false;
   return strncmp(e->x, e->y, (size_t)r - 2) == 0 && strncmp(e->x, e->z, (size_t)r - 2) == 0;
 }

@@ -21,7 +21,7 @@
  *     are written into the expression as literals whatever their uses (the
  *     constant node is removed once nothing reads it). Everything else is an
  *     operand $0, $1, ... of the fused node (the same value once).
- *     The expr grammar is in ir/infer.c: s-expressions such as
+ *     The expr grammar is in ir/expr.c: s-expressions such as
  *       (sub $0 (mul (cast f32 $1) (div $2 (add (sqrt $3) (const f32 1e-08)))))
  *     where every op keeps its dtype, so the kernel rounds each intermediate
  *     exactly as the unfused op would (runtime/kern_fused.c).
@@ -71,8 +71,7 @@ typedef struct {
   ir_value *leaves[MAX_LEAVES];
   int n_leaves;
   ir_value *mm;               /* the matmul result taken as $0, or NULL */
-  char *text;                 /* the expr being written */
-  size_t len, cap;
+  ir_expr_builder *expr;      /* the expr being built */
   bool oom;
 } group;
 
@@ -221,62 +220,32 @@ static void collect(fuse_ctx *c, group *gr, ir_node *n) {
   }
 }
 
-static void put(group *gr, const char *s) {
-  size_t n = strlen(s);
-  if (gr->len + n + 1 > gr->cap) {
-    size_t cap = (gr->len + n + 1) * 2 + 64;
-    char *t = realloc(gr->text, cap);
-    if (!t) {
-      gr->oom = true;
-      return;
-    }
-    gr->text = t;
-    gr->cap = cap;
-  }
-  memcpy(gr->text + gr->len, s, n + 1);
-  gr->len += n;
-}
-
-/* Writes the expression of value v (an operand inside the group). */
-static void emit(fuse_ctx *c, group *gr, const ir_value *v) {
-  char buf[96];
-  if (is_scalar_const(v) && !(v->def && in_group(c, v->def))) {
-    snprintf(buf, sizeof buf, "(const %s %.17g)", ir_dtype_name(v->type.dtype),
-             ir_node_attr_float(v->def, "value", 0));
-    put(gr, buf);
-    return;
-  }
+/* Adds the expression of value v (an operand inside the group) to the
+ * builder; its instruction, or -1 (out of memory). */
+static int emit(fuse_ctx *c, group *gr, const ir_value *v) {
+  if (is_scalar_const(v) && !(v->def && in_group(c, v->def)))
+    return ir_expr_add(gr->expr, (ir_expr_inst){.kind = IR_EXPR_CONST, .op = IR_OP_CONST, .dtype = v->type.dtype,
+                                                .value = ir_node_attr_float(v->def, "value", 0)});
   const ir_node *p = v->def;
   if (p && in_group(c, p)) {
-    if (p->op == IR_OP_BROADCAST) { /* operands broadcast in the kernel */
-      emit(c, gr, p->in[0]);
-      return;
-    }
-    if (p->op == IR_OP_CAST) snprintf(buf, sizeof buf, "(cast %s", ir_dtype_name(v->type.dtype));
-    else snprintf(buf, sizeof buf, "(%s", ir_op_name(p->op));
-    put(gr, buf);
-    for (int j = 0; j < p->n_in; j++) {
-      put(gr, " ");
-      emit(c, gr, p->in[j]);
-    }
-    put(gr, ")");
-    return;
+    if (p->op == IR_OP_BROADCAST) return emit(c, gr, p->in[0]); /* operands broadcast in the kernel */
+    ir_expr_inst in = {.kind = IR_EXPR_OP, .op = p->op, .dtype = v->type.dtype, .arg = {-1, -1, -1}};
+    for (int j = 0; j < p->n_in && j < 3; j++)
+      if ((in.arg[j] = emit(c, gr, p->in[j])) < 0) return -1;
+    return ir_expr_add(gr->expr, in);
   }
   /* a leaf: $k, the matmul product first for fused_matmul */
   int k = 0;
   if (gr->mm) {
-    if (v == gr->mm) {
-      put(gr, "$0");
-      return;
+    if (v != gr->mm) {
+      k = 1;
+      for (int i = 0; i < gr->n_leaves && gr->leaves[i] != v; i++)
+        if (gr->leaves[i] != gr->mm) k++;
     }
-    k = 1;
-    for (int i = 0; i < gr->n_leaves && gr->leaves[i] != v; i++)
-      if (gr->leaves[i] != gr->mm) k++;
   } else {
     while (k < gr->n_leaves && gr->leaves[k] != v) k++;
   }
-  snprintf(buf, sizeof buf, "$%d", k);
-  put(gr, buf);
+  return ir_expr_add(gr->expr, (ir_expr_inst){.kind = IR_EXPR_OPERAND, .index = k});
 }
 
 /* Builds the group rooted at root; 1 if a fused node replaced it, 0 if left
@@ -297,10 +266,13 @@ static int try_group(fuse_ctx *c, ir_node *root, int pos, bool allow_broadcast) 
         v->def->in[1]->type.rank >= 2)
       gr.mm = v;
   }
-  put(&gr, "");
-  emit(c, &gr, root->out[0]);
-  int rc = 0;
-  if (gr.oom) goto done;
+  int rc = -1;
+  ir_expr *expr = NULL;
+  char *text = NULL;
+  if (!(gr.expr = ir_expr_builder_new()) || ir_expr_add_result(gr.expr, emit(c, &gr, root->out[0])) != 0 ||
+      !(expr = ir_expr_builder_finish(gr.expr)) || !(text = ir_expr_print(expr)))
+    goto done;
+  rc = 0;
   /* operands: fused (leaves...) or fused_matmul (a, b, leaves but the product...) */
   ir_value *ops[MAX_LEAVES + 2];
   int n_ops = 0;
@@ -316,7 +288,7 @@ static int try_group(fuse_ctx *c, ir_node *root, int pos, bool allow_broadcast) 
   for (int i = 0; i < n_ops; i++) types[i] = ops[i]->type;
   /* the expr, and the matmul's transposed reads (transpose_a / transpose_b) */
   static const char *const transpose_keys[2] = {"transpose_a", "transpose_b"};
-  ir_attr ex[3] = {ir_attr_str("expr", gr.text)};
+  ir_attr ex[3] = {ir_attr_expr("expr", expr, text)};
   int n_ex = 1;
   for (int j = 0; gr.mm && j < 2; j++)
     if (ir_node_attr_int(gr.mm->def, transpose_keys[j], 0)) ex[n_ex++] = ir_attr_int(transpose_keys[j], 1);
@@ -345,7 +317,9 @@ static int try_group(fuse_ctx *c, ir_node *root, int pos, bool allow_broadcast) 
   ir_graph_move_tail(g, 1, pos);
   rc = grow(c) == 0 ? 1 : -1;
 done:
-  free(gr.text);
+  ir_expr_builder_free(gr.expr);
+  ir_expr_free(expr);
+  free(text);
   return rc;
 }
 
@@ -362,35 +336,6 @@ static int fuse_groups(fuse_ctx *c) {
 }
 
 /* ---- 4. several results ---- */
-
-/* Appends expr to *buf (at *len, capacity *cap) with every $j written as
- * $op_map[j] (op_map[j] < 0: as "#0") and every #k as #(k + shift). */
-static int renumber(char **buf, size_t *len, size_t *cap, const char *expr, const int *op_map, int shift) {
-  for (const char *q = expr; *q;) {
-    char piece[32];
-    size_t n = 1;
-    if ((*q == '$' || *q == '#') && q[1] >= '0' && q[1] <= '9') {
-      char kind = *q;
-      long v = strtol(q + 1, (char **)&q, 10);
-      if (kind == '$' && op_map[v] < 0) snprintf(piece, sizeof piece, "#0");
-      else snprintf(piece, sizeof piece, "%c%ld", kind, kind == '$' ? (long)op_map[v] : v + shift);
-      n = strlen(piece);
-    } else {
-      piece[0] = *q++;
-      piece[1] = 0;
-    }
-    if (*len + n + 1 > *cap) {
-      size_t nc = (*len + n + 1) * 2 + 64;
-      char *t = realloc(*buf, nc);
-      if (!t) return -1;
-      *buf = t;
-      *cap = nc;
-    }
-    memcpy(*buf + *len, piece, n + 1);
-    *len += n;
-  }
-  return 0;
-}
 
 static bool same_shape(const ir_type *a, const ir_type *b) {
   return a->rank == b->rank && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank) == 0;
@@ -440,27 +385,33 @@ static int join_results(fuse_ctx *c, ir_node *p, int xi, int pos) {
     pmap[j] = k;
   }
   const ir_attr *fe = ir_node_attr(f, "expr"), *pe = ir_node_attr(p, "expr");
-  if (!fe || !pe || fe->kind != IR_ATTR_STR || pe->kind != IR_ATTR_STR || n_ops > MAX_LEAVES) return 0;
+  if (!fe || !pe || !fe->expr || !pe->expr || n_ops > MAX_LEAVES) return 0;
+  /* f's expression is result #0; p's read it as #0 and their own results shift by one */
+  ir_expr_builder *b = ir_expr_builder_new();
+  ir_expr *expr = NULL;
   char *text = NULL;
-  size_t len = 0, cap = 0;
-  if (renumber(&text, &len, &cap, fe->s, fmap, 0) != 0 || renumber(&text, &len, &cap, "; ", fmap, 0) != 0 ||
-      renumber(&text, &len, &cap, pe->s, pmap, 1) != 0) {
-    free(text);
+  if (!b || ir_expr_append(b, fe->expr, fmap, 0) != 0 || ir_expr_append(b, pe->expr, pmap, 1) != 0 ||
+      !(expr = ir_expr_builder_finish(b)) || !(text = ir_expr_print(expr))) {
+    ir_expr_builder_free(b);
+    ir_expr_free(expr);
     return -1;
   }
+  ir_expr_builder_free(b);
   ir_type types[2 * MAX_LEAVES], outs[IR_FUSED_MAX_RESULTS];
   for (int i = 0; i < n_ops; i++) types[i] = ops[i]->type;
-  ir_attr ex = ir_attr_str("expr", text);
+  ir_attr ex = ir_attr_expr("expr", expr, text);
   int n_out = 0;
   char err[256];
   bool ok = ir_infer(IR_OP_FUSED, types, n_ops, &ex, 1, outs, &n_out, err, sizeof err) == 0 && n_out == p->n_out + 1 &&
             ir_type_equal(&outs[0], &x->type);
   for (int i = 0; ok && i < p->n_out; i++) ok = ir_type_equal(&outs[i + 1], &p->out[i]->type);
   if (!ok) {
+    ir_expr_free(expr);
     free(text);
     return 0;
   }
   ir_node *n = ir_graph_add_node(g, IR_OP_FUSED, ops, n_ops, outs, n_out, &ex, 1, NULL, p->loc);
+  ir_expr_free(expr);
   free(text);
   n->layer = p->layer;
   ir_value *olds[IR_FUSED_MAX_RESULTS];

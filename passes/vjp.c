@@ -285,7 +285,7 @@ static void vjp_causal_mask(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir
  * repeats a letter. */
 static void vjp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ad_einsum_eq e;
-  if (!ad_einsum_parse(ir_node_attr(n, "eq")->s, n->n_in, &e)) abort(); /* verified graphs parse */
+  if (!ad_einsum_terms(ir_node_attr(n, "eq")->einsum, n->n_in, &e)) abort(); /* verified graphs have it */
   ir_value **ops = malloc((size_t)(n->n_in + 1) * sizeof *ops);
   if (!ops) abort();
   for (int i = 0; i < n->n_in; i++) {

@@ -1,18 +1,16 @@
 /* runtime/kern_einsum.c — general einsum ("ij,jk->ik", "bij,bjk->bik",
  * "ii->i", "ij->" ...).
  *
- * The equation is parsed into labels (letters). Labels of the output index
- * the result; every other label is summed. For each operand and label the
+ * The equation comes parsed (ir/expr.c: labels per term). Labels of the
+ * output index the result; every other label is summed. For each operand and label the
  * kernel precomputes one stride: the sum of the operand's strides over the
  * dims carrying that label (so a repeated label walks a diagonal). Each
  * result element (in parallel) then walks the summed labels' index space
  * with an odometer, multiplying the operands' elements and accumulating in
  * double — sequentially, so the result does not depend on thread count.
- * Without "->" the output is the labels used exactly once, in alphabetical
- * order (numpy's implicit form).
+ * (The frontend writes numpy's implicit form out: every equation here has
+ * its "->".)
  */
-#include <ctype.h>
-
 #include "kernels.h"
 
 #define EIN_MAX_LABELS 52
@@ -29,18 +27,13 @@ typedef struct {
   int64_t stride[EIN_MAX_OPS][EIN_MAX_LABELS]; /* per operand, per label */
 } ein_plan;
 
-static int label_id(char c, int *ids, ein_plan *p) {
-  int slot = islower((unsigned char)c) ? c - 'a' : c - 'A' + 26;
-  if (ids[slot] < 0) ids[slot] = p->n_labels++;
-  return ids[slot];
-}
-
-/* Parses eq against the operand types; 0 or -1 with a message in k->err. */
-static int ein_parse(const rt_kctx *k, const char *eq, ein_plan *p) {
+/* The plan of equation e (ir/expr.c's structure) against the operand
+ * types: labels numbered in order of first appearance; 0 or -1 with a
+ * message in k->err (the graph may be unverified). */
+static int ein_plan_of(const rt_kctx *k, const ir_einsum *e, const char *eq, ein_plan *p) {
   const char *name = rt_value_name(k->node->out[0]);
   int ids[EIN_MAX_LABELS];
   for (int i = 0; i < EIN_MAX_LABELS; i++) ids[i] = -1;
-  int count[EIN_MAX_LABELS] = {0};
   memset(p, 0, sizeof *p);
   for (int i = 0; i < EIN_MAX_LABELS; i++) p->size[i] = -1;
   p->n_ops = k->node->n_in;
@@ -48,57 +41,41 @@ static int ein_parse(const rt_kctx *k, const char *eq, ein_plan *p) {
     rt_kerr(k, "einsum %%%s: more than %d operands", name, EIN_MAX_OPS);
     return -1;
   }
-  const char *s = eq;
+  if (e->n_terms != p->n_ops) {
+    rt_kerr(k, "einsum %%%s: equation '%s' has %d terms for %d operands", name, eq, e->n_terms, p->n_ops);
+    return -1;
+  }
   for (int op = 0; op < p->n_ops; op++) {
     const ir_type *t = &k->in[op]->type;
+    int len = e->start[op + 1] - e->start[op];
+    if (len != t->rank) {
+      rt_kerr(k, "einsum %%%s: equation '%s' does not match operand %d", name, eq, op);
+      return -1;
+    }
     int64_t strides[IR_MAX_RANK], acc = 1;
     for (int d = t->rank - 1; d >= 0; d--) strides[d] = acc, acc *= t->dims[d];
-    int d = 0;
-    for (; *s && *s != ',' && *s != '-'; s++) {
-      if (*s == ' ') continue;
-      if (!isalpha((unsigned char)*s) || d >= t->rank) {
-        rt_kerr(k, "einsum %%%s: equation '%s' does not match operand %d", name, eq, op);
-        return -1;
-      }
-      int l = label_id(*s, ids, p);
+    for (int d = 0; d < len; d++) {
+      int slot = e->labels[e->start[op] + d];
+      if (ids[slot] < 0) ids[slot] = p->n_labels++;
+      int l = ids[slot];
       if (p->size[l] >= 0 && p->size[l] != t->dims[d]) {
-        rt_kerr(k, "einsum %%%s: label '%c' has sizes %lld and %lld", name, *s,
+        rt_kerr(k, "einsum %%%s: label '%c' has sizes %lld and %lld", name, ir_einsum_letter(slot),
                 (long long)p->size[l], (long long)t->dims[d]);
         return -1;
       }
       p->size[l] = t->dims[d];
       p->stride[op][l] += strides[d];
-      count[l]++;
-      d++;
     }
-    if (d != t->rank || (op + 1 < p->n_ops) != (*s == ',')) {
-      rt_kerr(k, "einsum %%%s: equation '%s' does not match operand %d", name, eq, op);
-      return -1;
-    }
-    if (*s == ',') s++;
   }
   bool in_out[EIN_MAX_LABELS] = {0};
-  if (s[0] == '-' && s[1] == '>') {
-    for (s += 2; *s; s++) {
-      if (*s == ' ') continue;
-      int slot = isalpha((unsigned char)*s) ? (islower((unsigned char)*s) ? *s - 'a' : *s - 'A' + 26) : -1;
-      if (slot < 0 || ids[slot] < 0 || in_out[ids[slot]] || p->out_rank >= IR_MAX_RANK) {
-        rt_kerr(k, "einsum %%%s: bad output labels in '%s'", name, eq);
-        return -1;
-      }
-      in_out[ids[slot]] = true;
-      p->out_label[p->out_rank++] = ids[slot];
+  for (int d = 0; d < e->out_len; d++) {
+    int l = ids[e->out[d]];
+    if (l < 0 || in_out[l] || p->out_rank >= IR_MAX_RANK) {
+      rt_kerr(k, "einsum %%%s: bad output labels in '%s'", name, eq);
+      return -1;
     }
-  } else if (*s) {
-    rt_kerr(k, "einsum %%%s: cannot parse '%s'", name, eq);
-    return -1;
-  } else { /* implicit: labels used once, alphabetically (upper case first, as ASCII) */
-    for (int slot = 26; slot < 52; slot++)
-      if (ids[slot] >= 0 && count[ids[slot]] == 1 && p->out_rank < IR_MAX_RANK)
-        in_out[ids[slot]] = true, p->out_label[p->out_rank++] = ids[slot];
-    for (int slot = 0; slot < 26; slot++)
-      if (ids[slot] >= 0 && count[ids[slot]] == 1 && p->out_rank < IR_MAX_RANK)
-        in_out[ids[slot]] = true, p->out_label[p->out_rank++] = ids[slot];
+    in_out[l] = true;
+    p->out_label[p->out_rank++] = l;
   }
   for (int l = 0; l < p->n_labels; l++)
     if (!in_out[l]) p->sum_label[p->n_sum++] = l;
@@ -114,12 +91,12 @@ static int ein_parse(const rt_kctx *k, const char *eq, ein_plan *p) {
 
 int rt_kern_einsum(const rt_kctx *k) {
   const ir_attr *eq = ir_node_attr(k->node, "eq");
-  if (!eq || eq->kind != IR_ATTR_STR || !eq->s) {
-    rt_kerr(k, "einsum %%%s: missing 'eq'", rt_value_name(k->node->out[0]));
+  if (!eq || eq->kind != IR_ATTR_STR || !eq->einsum) {
+    rt_kerr(k, "einsum %%%s: missing or malformed 'eq'", rt_value_name(k->node->out[0]));
     return -1;
   }
   ein_plan p;
-  if (ein_parse(k, eq->s, &p) != 0) return -1;
+  if (ein_plan_of(k, eq->einsum, eq->s, &p) != 0) return -1;
   rt_tensor *out = k->out[0];
   int64_t nout = rt_numel(&out->type), nsum = 1;
   for (int i = 0; i < p.n_sum; i++) nsum *= p.size[p.sum_label[i]];

@@ -3,10 +3,10 @@
  * (matmul with an elementwise epilogue) and add_layernorm (residual add and
  * layernorm in one pass over each row).
  *
- * The expr attribute (grammar in ir/infer.c, which types it; made by
- * passes/fuse_elementwise.c) is parsed once per kernel call into a program:
- * a postfix list of instructions (load an operand, a constant, one op), each
- * with its result dtype. The program then runs over chunks of CHUNK output
+ * The expr attribute comes parsed (ir/expr.c; made by
+ * passes/fuse_elementwise.c, typed by ir/infer.c): each call turns its
+ * structure into a program — a postfix list of instructions (load an
+ * operand, a constant, one op), each with its result dtype. The program then runs over chunks of CHUNK output
  * elements: every instruction fills a register of CHUNK values, so one
  * instruction is one tight loop over a vector of elements (no per-element
  * dispatch), and threads split the chunks (OpenMP, static schedule).
@@ -45,7 +45,6 @@
 enum {
   CHUNK = 512,           /* elements per register */
   MAX_INSTRUCTIONS = 4096,
-  MAX_DEPTH = 200,
   FI_LOAD = IR_NUM_OPS,  /* instruction kinds beyond the ops */
   FI_CONST,
 };
@@ -66,8 +65,6 @@ typedef struct {
   int roots[IR_FUSED_MAX_RESULTS]; /* the instruction of each result */
   unsigned direct;                 /* bit k: result k is written straight into its output */
   int n_roots;
-  const char *s;
-  size_t pos;
   int n_ops;
   const rt_tensor *const *ops;
   char *err;
@@ -75,25 +72,8 @@ typedef struct {
 } fprog;
 
 static int prog_fail(fprog *p, const char *what) {
-  snprintf(p->err, p->errlen, "bad expr at offset %zu: %s", p->pos, what);
+  snprintf(p->err, p->errlen, "bad expr: %s", what);
   return -1;
-}
-
-static void prog_space(fprog *p) {
-  while (p->s[p->pos] == ' ') p->pos++;
-}
-
-static size_t prog_word(fprog *p, char *buf, size_t cap) {
-  prog_space(p);
-  size_t n = 0;
-  while (p->s[p->pos] && p->s[p->pos] != ' ' && p->s[p->pos] != '(' && p->s[p->pos] != ')') {
-    if (n + 1 < cap) buf[n] = p->s[p->pos];
-    n++;
-    p->pos++;
-  }
-  if (n >= cap) return 0;
-  buf[n] = 0;
-  return n;
 }
 
 static int prog_add(fprog *p, finst in) {
@@ -110,74 +90,60 @@ static int prog_add(fprog *p, finst in) {
   return p->n++;
 }
 
-static int prog_dtype(fprog *p, ir_dtype *dt) {
-  char w[32];
-  int d = prog_word(p, w, sizeof w) ? ir_dtype_from_name(w) : -1;
-  if (d < 0) return prog_fail(p, "expected a dtype");
-  *dt = (ir_dtype)d;
-  return 0;
-}
-
-/* Parses one expression; returns its instruction index or -1. */
-static int prog_parse(fprog *p, int depth) {
-  if (depth > MAX_DEPTH) return prog_fail(p, "nested too deeply");
-  prog_space(p);
-  finst in = {.kind = FI_LOAD};
-  if (p->s[p->pos] == '$') {
-    p->pos++;
-    int idx = 0, digits = 0;
-    while (p->s[p->pos] >= '0' && p->s[p->pos] <= '9' && digits < 6) idx = idx * 10 + (p->s[p->pos++] - '0'), digits++;
-    if (!digits || idx >= p->n_ops) return prog_fail(p, "bad operand number");
-    in.operand = idx;
-    in.dt = p->ops[idx]->type.dtype;
-    return prog_add(p, in);
-  }
-  if (p->s[p->pos] == '#') { /* an earlier result: its instruction */
-    p->pos++;
-    int idx = 0, digits = 0;
-    while (p->s[p->pos] >= '0' && p->s[p->pos] <= '9' && digits < 6) idx = idx * 10 + (p->s[p->pos++] - '0'), digits++;
-    if (!digits || idx >= p->n_roots) return prog_fail(p, "bad result number");
-    return p->roots[idx];
-  }
-  if (p->s[p->pos] != '(') return prog_fail(p, "expected '$N', '#N' or '('");
-  p->pos++;
-  char w[32];
-  if (!prog_word(p, w, sizeof w)) return prog_fail(p, "expected an op name");
-  if (strcmp(w, "const") == 0) {
-    char num[64];
-    in.kind = FI_CONST;
-    if (prog_dtype(p, &in.dt) < 0) return -1;
-    size_t len = prog_word(p, num, sizeof num);
-    char *end = NULL;
-    double v = len ? strtod(num, &end) : 0;
-    if (!len || !end || *end) return prog_fail(p, "expected a number");
-    in.value = ir_round_to_dtype(in.dt, v);
-  } else if (strcmp(w, "cast") == 0) {
-    in.kind = IR_OP_CAST;
-    if (prog_dtype(p, &in.dt) < 0) return -1;
-    if ((in.arg[0] = prog_parse(p, depth + 1)) < 0) return -1;
-  } else {
-    int op = ir_op_from_name(w);
-    if (op < 0 || op == IR_OP_CAST || !ir_op_is_elementwise((ir_op)op)) return prog_fail(p, "not an elementwise op");
-    in.kind = op;
-    int n = ir_op_num_inputs((ir_op)op);
-    for (int i = 0; i < n; i++)
-      if ((in.arg[i] = prog_parse(p, depth + 1)) < 0) return -1;
-    /* result dtype by the typing rules (ir/infer.c); re-checked here
-     * because a kernel must not trust an unverified graph */
-    const finst *a = &p->ins[in.arg[0]];
-    if (op == IR_OP_WHERE) {
-      if (a->dt != IR_DT_BOOL || p->ins[in.arg[1]].dt != p->ins[in.arg[2]].dt) return prog_fail(p, "bad where dtypes");
-      in.dt = p->ins[in.arg[1]].dt;
-    } else {
-      if (n == 2 && p->ins[in.arg[1]].dt != a->dt) return prog_fail(p, "dtype mismatch");
-      in.dt = ir_op_is_comparison((ir_op)op) ? IR_DT_BOOL : a->dt;
+/* The register program of expression e (ir/expr.c's structure): one
+ * instruction per load, constant and op; #k reads result k's instruction.
+ * The dtypes are derived again by the typing rules of ir/infer.c, because a
+ * kernel must not trust an unverified graph. 0, or -1 with p->err. */
+static int prog_build(fprog *p, const ir_expr *e) {
+  int *map = malloc((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *map);
+  if (!map) return prog_fail(p, "out of memory");
+  int rc = 0;
+  for (int i = 0; i < e->n_ins && rc == 0; i++) {
+    const ir_expr_inst *x = &e->ins[i];
+    finst in = {.kind = FI_LOAD};
+    switch (x->kind) {
+    case IR_EXPR_OPERAND:
+      if (x->index >= p->n_ops) {
+        rc = prog_fail(p, "bad operand number");
+        break;
+      }
+      in.operand = x->index;
+      in.dt = p->ops[x->index]->type.dtype;
+      rc = (map[i] = prog_add(p, in)) < 0 ? -1 : 0;
+      break;
+    case IR_EXPR_RESULT:
+      if (x->index >= p->n_roots) rc = prog_fail(p, "bad result number");
+      else map[i] = p->roots[x->index];
+      break;
+    case IR_EXPR_CONST:
+      in.kind = FI_CONST;
+      in.dt = x->dtype;
+      in.value = ir_round_to_dtype(x->dtype, x->value);
+      rc = (map[i] = prog_add(p, in)) < 0 ? -1 : 0;
+      break;
+    case IR_EXPR_OP: {
+      ir_op op = x->op;
+      int n = op == IR_OP_CAST ? 1 : ir_op_num_inputs(op);
+      in.kind = op;
+      for (int k = 0; k < n; k++) in.arg[k] = map[x->arg[k]];
+      const finst *a = &p->ins[in.arg[0]];
+      if (op == IR_OP_CAST) {
+        in.dt = x->dtype;
+      } else if (op == IR_OP_WHERE) {
+        if (a->dt != IR_DT_BOOL || p->ins[in.arg[1]].dt != p->ins[in.arg[2]].dt) rc = prog_fail(p, "bad where dtypes");
+        in.dt = p->ins[in.arg[1]].dt;
+      } else {
+        if (n == 2 && p->ins[in.arg[1]].dt != a->dt) rc = prog_fail(p, "dtype mismatch");
+        in.dt = ir_op_is_comparison(op) ? IR_DT_BOOL : a->dt;
+      }
+      if (rc == 0) rc = (map[i] = prog_add(p, in)) < 0 ? -1 : 0;
+      break;
     }
+    }
+    while (rc == 0 && p->n_roots < e->n_results && e->results[p->n_roots] == i) p->roots[p->n_roots++] = map[i];
   }
-  prog_space(p);
-  if (p->s[p->pos] != ')') return prog_fail(p, "expected ')'");
-  p->pos++;
-  return prog_add(p, in);
+  free(map);
+  return rc;
 }
 
 /* ---- evaluation of one chunk ---- */
@@ -428,31 +394,20 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
 /* Evaluates expr over ops[0..n_ops) (the $i) into outs[0..n_outs), every
  * operand broadcast to the shape of the results (which share one shape):
  * one expression per result, separated by ';' (only when multi). */
-static int fused_run(const rt_kctx *k, const char *expr, bool multi, const rt_tensor *const *ops, int n_ops,
+static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *const *ops, int n_ops,
                      rt_tensor *const *outs, int n_outs) {
   char msg[256] = "";
-  fprog p = {.s = expr, .n_ops = n_ops, .ops = ops, .err = msg, .errlen = sizeof msg};
+  fprog p = {.n_ops = n_ops, .ops = ops, .err = msg, .errlen = sizeof msg};
   rt_tensor *out = outs[0];
-  int root = 0;
-  while (root >= 0) {
-    if (p.n_roots == n_outs) {
-      root = prog_fail(&p, "more expressions than results");
-      break;
-    }
-    root = prog_parse(&p, 0);
-    if (root < 0) break;
-    const rt_tensor *o = outs[p.n_roots];
-    if (p.ins[root].dt != o->type.dtype) root = prog_fail(&p, "result dtype differs from the node's");
-    else if (rt_numel(&o->type) != rt_numel(&out->type) || o->type.rank != out->type.rank ||
+  int root = prog_build(&p, expr);
+  if (root == 0 && p.n_roots != n_outs) root = prog_fail(&p, "the expressions do not match the results");
+  for (int r = 0; root == 0 && r < p.n_roots; r++) {
+    const rt_tensor *o = outs[r];
+    if (p.ins[p.roots[r]].dt != o->type.dtype) root = prog_fail(&p, "result dtype differs from the node's");
+    else if (o->type.rank != out->type.rank ||
              memcmp(o->type.dims, out->type.dims, sizeof(int64_t) * (size_t)o->type.rank) != 0)
       root = prog_fail(&p, "results differ in shape");
-    else p.roots[p.n_roots++] = root;
-    prog_space(&p);
-    if (root < 0 || !multi || p.s[p.pos] != ';') break;
-    p.pos++;
   }
-  if (root >= 0 && p.s[p.pos]) root = prog_fail(&p, "text after the expression");
-  if (root >= 0 && p.n_roots != n_outs) root = prog_fail(&p, "fewer expressions than results");
   if (root < 0) {
     free(p.ins);
     rt_kerr(k, "%s %%%s: %s", ir_op_name(k->node->op), rt_value_name(k->node->out[0]), msg);
@@ -631,29 +586,29 @@ static int fused_run(const rt_kctx *k, const char *expr, bool multi, const rt_te
   return 0;
 }
 
-static const char *expr_of(const rt_kctx *k) {
+static const ir_expr *expr_of(const rt_kctx *k) {
   const ir_attr *a = ir_node_attr(k->node, "expr");
-  if (!a || a->kind != IR_ATTR_STR || !a->s) {
-    rt_kerr(k, "%s %%%s: missing 'expr'", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
+  if (!a || a->kind != IR_ATTR_STR || !a->expr) {
+    rt_kerr(k, "%s %%%s: missing or malformed 'expr'", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
     return NULL;
   }
-  return a->s;
+  return a->expr;
 }
 
 int rt_kern_fused(const rt_kctx *k) {
-  const char *expr = expr_of(k);
+  const ir_expr *expr = expr_of(k);
   if (!expr) return -1;
   if (k->node->n_out < 1 || k->node->n_out > IR_FUSED_MAX_RESULTS) {
     rt_kerr(k, "fused: %d results (1 to %d)", k->node->n_out, IR_FUSED_MAX_RESULTS);
     return -1;
   }
-  return fused_run(k, expr, true, k->in, k->node->n_in, k->out, k->node->n_out);
+  return fused_run(k, expr, k->in, k->node->n_in, k->out, k->node->n_out);
 }
 
 /* matmul into the result (the plain matmul kernel: same product bit for
  * bit), then the epilogue in place: $0 is the product, $1... the extras. */
 int rt_kern_fused_matmul(const rt_kctx *k) {
-  const char *expr = expr_of(k);
+  const ir_expr *expr = expr_of(k);
   if (!expr) return -1;
   int n = k->node->n_in;
   if (n < 2) {
@@ -669,7 +624,7 @@ int rt_kern_fused_matmul(const rt_kctx *k) {
   }
   ops[0] = k->out[0];
   for (int i = 2; i < n; i++) ops[i - 1] = k->in[i];
-  int rc = fused_run(k, expr, false, ops, n - 1, k->out, 1);
+  int rc = fused_run(k, expr, ops, n - 1, k->out, 1);
   free(ops);
   return rc;
 }

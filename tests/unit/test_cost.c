@@ -183,20 +183,20 @@ static void test_fused(void) {
   ir_node *ag = ir_graph_add_node(g, IR_OP_ATTENTION_GRAD, gin, 6, gt, 3, aa, 2, NULL, (ir_loc){0});
   CHECK_NEAR(pass_node_cost(ag).flops, b * (6 * t * s * e + 4 * t * s * f + 6 * t * s + 2 * t * f), 0);
 
-  /* fused elementwise: mul(add(x0, x1), tanh(x2)) = 3 ops per element */
+  /* fused elementwise: (mul (add $0 $1) (tanh $2)) = 3 ops per element */
   ir_value *x = input(g, "x", IR_DT_F32, 2, (int64_t[]){4, 6});
   ir_value *xs[3] = {x, x, x};
-  ir_attr ex = ir_attr_str("expr", "mul(add(x0, x1), tanh(x2))");
+  ir_attr ex = ir_attr_str("expr", "(mul (add $0 $1) (tanh $2))");
   ir_node *fu = ir_graph_add_node(g, IR_OP_FUSED, xs, 3, &x->type, 1, &ex, 1, NULL, (ir_loc){0});
   CHECK_NEAR(pass_node_cost(fu).flops, 3 * 24, 0);
   CHECK_NEAR(pass_node_cost(fu).bytes, 4 * 24 * 4, 0);
-  ir_attr ex2 = ir_attr_str("expr", "cast(x0) castle relu_x"); /* cast: 0; other words are not ops */
-  ir_node *fu2 = ir_graph_add_node(g, IR_OP_FUSED, xs, 1, &x->type, 1, &ex2, 1, NULL, (ir_loc){0});
+  ir_attr ex2 = ir_attr_str("expr", "(cast f32 (const f32 2))"); /* cast and const: 0 */
+  ir_node *fu2 = ir_graph_add_node(g, IR_OP_FUSED, xs, 0, &x->type, 1, &ex2, 1, NULL, (ir_loc){0});
   CHECK_NEAR(pass_node_cost(fu2).flops, 0, 0);
   /* fused_matmul: [4,6] @ [6,5] + bias, gelu */
   ir_value *w = input(g, "w", IR_DT_F32, 2, (int64_t[]){6, 5}), *bias = input(g, "bias", IR_DT_F32, 1, (int64_t[]){5});
   ir_value *mm[3] = {x, w, bias};
-  ir_attr ex3 = ir_attr_str("expr", "gelu(add(acc, x2))");
+  ir_attr ex3 = ir_attr_str("expr", "(gelu (add $0 $1))");
   ir_type mt = {IR_DT_F32, 2, {4, 5}};
   ir_node *fm = ir_graph_add_node(g, IR_OP_FUSED_MATMUL, mm, 3, &mt, 1, &ex3, 1, NULL, (ir_loc){0});
   CHECK_NEAR(pass_node_cost(fm).flops, 2.0 * 4 * 5 * 6 + 2 * 20, 0);

@@ -29,7 +29,7 @@ static ir_type ty(ir_dtype dt, int rank, const int64_t *dims) {
 static ir_loc at(int line, int col) { return (ir_loc){NULL, line, col}; }
 
 static ir_attr attr_f(const char *key, double f) {
-  ir_attr a = {key, IR_ATTR_FLOAT, 0, f, 0, NULL, NULL};
+  ir_attr a = ir_attr_float(key, f);
   return a;
 }
 

@@ -1,0 +1,165 @@
+/* tests/unit/test_ir_expr.c — ir/expr.c: the sub-languages parsed once.
+ *
+ * Fused expressions: parse -> print gives the same text; the instructions
+ * are in postfix order with the right kinds, ops, dtypes and literals;
+ * every syntax error has its exact message; the builder and ir_expr_append
+ * (the several-results join of fuse-elementwise) renumber operands and
+ * results. Einsum equations: labels per term and output, and the syntax
+ * errors. Attributes: a node built with an expr or eq carries the parsed
+ * structure (in the graph's arena), a copied node a copy of it.
+ */
+#include <stdlib.h>
+
+#include "check.h"
+#include "ir.h"
+
+static void roundtrip(const char *text, bool multi) {
+  char err[200];
+  ir_expr *e = ir_expr_parse(text, multi, err, sizeof err);
+  CHECK(e != NULL);
+  if (!e) {
+    fprintf(stderr, "  %s: %s\n", text, err);
+    return;
+  }
+  char *back = ir_expr_print(e);
+  CHECK_STR(back, text);
+  free(back);
+  ir_expr_free(e);
+}
+
+static void parse_error(const char *text, bool multi, const char *want) {
+  char err[200] = "";
+  ir_expr *e = ir_expr_parse(text, multi, err, sizeof err);
+  CHECK(e == NULL);
+  CHECK_STR(err, want);
+  ir_expr_free(e);
+}
+
+static void test_expr(void) {
+  roundtrip("$0", false);
+  roundtrip("(gelu (add $0 $1))", false);
+  roundtrip("(sub $0 (mul (cast f32 $1) (div $2 (add (sqrt $3) (const f32 1e-08)))))", false);
+  roundtrip("(where $0 $1 (neg $2))", false);
+  roundtrip("(neg $0); (mul #0 $1); (add #1 #0)", true);
+
+  char err[200];
+  ir_expr *e = ir_expr_parse("(mul (cast f64 $1) (const f64 0.5)); (exp #0)", true, err, sizeof err);
+  CHECK(e && e->n_ins == 6 && e->n_results == 2);
+  if (e) {
+    /* $1, cast, const, mul | #0, exp */
+    CHECK(e->ins[0].kind == IR_EXPR_OPERAND && e->ins[0].index == 1);
+    CHECK(e->ins[1].kind == IR_EXPR_OP && e->ins[1].op == IR_OP_CAST && e->ins[1].dtype == IR_DT_F64 &&
+          e->ins[1].arg[0] == 0 && e->ins[1].arg[1] == -1);
+    CHECK(e->ins[2].kind == IR_EXPR_CONST && e->ins[2].dtype == IR_DT_F64 && e->ins[2].value == 0.5);
+    CHECK(e->ins[3].op == IR_OP_MUL && e->ins[3].arg[0] == 1 && e->ins[3].arg[1] == 2);
+    CHECK(e->ins[4].kind == IR_EXPR_RESULT && e->ins[4].index == 0);
+    CHECK(e->ins[5].op == IR_OP_EXP && e->ins[5].arg[0] == 4);
+    CHECK(e->results[0] == 3 && e->results[1] == 5);
+  }
+  ir_expr_free(e);
+
+  parse_error("(add $0", false, "bad expr at offset 7: expected '$N', '#N' or '('");
+  parse_error("(add $0 $1", false, "bad expr at offset 10: expected ')'");
+  parse_error("(matmul $0 $1)", false, "expr uses 'matmul', which is not an elementwise op");
+  parse_error("(neg $0); (mul #1 $0)", true, "expr 1 names #1, which is not an earlier result");
+  parse_error("(neg $0); (neg $0)", false, "bad expr at offset 8: text after the expression");
+  parse_error("$0;$0;$0;$0;$0;$0;$0;$0;$0", true, "expr has more than 8 results");
+  parse_error("(const f99 1)", false, "bad expr at offset 10: expected a dtype name");
+  parse_error("(const f32 x)", false, "bad expr at offset 12: expected a number");
+  parse_error("$x", false, "bad expr at offset 1: expected an operand number after '$'");
+  char deep[2000] = "";
+  for (int i = 0; i < 201; i++) strcat(deep, "(neg ");
+  strcat(deep, "$0");
+  for (int i = 0; i < 201; i++) strcat(deep, ")");
+  parse_error(deep, false, "bad expr at offset 1004: nested too deeply");
+
+  /* the builder and the join of two expressions */
+  ir_expr *f = ir_expr_parse("(mul $0 $1)", false, err, sizeof err);
+  ir_expr *p = ir_expr_parse("(add $0 $1); (neg #0)", true, err, sizeof err);
+  ir_expr_builder *b = ir_expr_builder_new();
+  int fmap[2] = {2, 0}, pmap[2] = {-1, 1}; /* p's $0 is f's result */
+  CHECK_EQ_INT(ir_expr_append(b, f, fmap, 0), 0);
+  CHECK_EQ_INT(ir_expr_append(b, p, pmap, 1), 0);
+  ir_expr *j = ir_expr_builder_finish(b);
+  char *jt = j ? ir_expr_print(j) : NULL;
+  CHECK_STR(jt, "(mul $2 $0); (add #0 $1); (neg #1)");
+  free(jt);
+  ir_expr_free(j);
+  ir_expr_builder_free(b);
+  ir_expr_free(f);
+  ir_expr_free(p);
+}
+
+static void einsum_error(const char *eq, const char *want) {
+  char err[200] = "";
+  ir_einsum *e = ir_einsum_parse(eq, err, sizeof err);
+  CHECK(e == NULL);
+  CHECK_STR(err, want);
+  ir_einsum_free(e);
+}
+
+static void test_einsum(void) {
+  char err[200];
+  ir_einsum *e = ir_einsum_parse("bij,bjk->bik", err, sizeof err);
+  CHECK(e && e->n_terms == 2 && e->out_len == 3);
+  if (e) {
+    CHECK(e->start[0] == 0 && e->start[1] == 3 && e->start[2] == 6);
+    CHECK(e->labels[0] == ir_einsum_label('b') && e->labels[4] == ir_einsum_label('j'));
+    CHECK(e->out[2] == ir_einsum_label('k'));
+  }
+  ir_einsum_free(e);
+  e = ir_einsum_parse("ij->", err, sizeof err); /* a full sum: empty output */
+  CHECK(e && e->n_terms == 1 && e->out_len == 0);
+  ir_einsum_free(e);
+  e = ir_einsum_parse(",->", err, sizeof err); /* two scalars */
+  CHECK(e && e->n_terms == 2 && e->start[2] == 0);
+  ir_einsum_free(e);
+  CHECK_EQ_INT(ir_einsum_label('Z'), 51);
+  CHECK_EQ_INT(ir_einsum_letter(27), 'B');
+  einsum_error("ij,jk", "einsum equation \"ij,jk\" must have the explicit form \"ij,jk->ik\"");
+  einsum_error("ij->j->i", "einsum equation \"ij->j->i\" must have the explicit form \"ij,jk->ik\"");
+  einsum_error("i1->i", "einsum equation \"i1->i\" has an invalid character '1'");
+  einsum_error("ij->k", "einsum output letter 'k' appears in no input of \"ij->k\"");
+  einsum_error("ij->ii", "einsum output letter 'i' repeated in \"ij->ii\"");
+}
+
+static void test_attrs(void) {
+  ir_graph *g = ir_graph_new("t", NULL);
+  ir_type t = {.dtype = IR_DT_F32, .rank = 1, .dims = {4}};
+  ir_value *x = ir_graph_add_input(g, "x", t, (ir_loc){0});
+  ir_attr a = ir_attr_str("expr", "(neg $0)");
+  ir_node *n = ir_graph_add_node(g, IR_OP_FUSED, &x, 1, &t, 1, &a, 1, NULL, (ir_loc){0});
+  const ir_attr *na = ir_node_attr(n, "expr");
+  CHECK(na && na->expr && na->expr->n_ins == 2 && na->expr->ins[1].op == IR_OP_NEG);
+  CHECK_STR(na->s, "(neg $0)");
+  /* a copy of the node carries a copy of the structure */
+  ir_node *c = ir_graph_add_node(g, IR_OP_FUSED, &x, 1, &t, 1, n->attrs, n->n_attrs, NULL, (ir_loc){0});
+  const ir_attr *ca = ir_node_attr(c, "expr");
+  CHECK(ca->expr && ca->expr != na->expr && ca->expr->n_ins == 2);
+  /* a malformed expr: no structure (the verifier reports it) */
+  ir_attr bad = ir_attr_str("expr", "(neg $0");
+  ir_node *nb = ir_graph_add_node(g, IR_OP_FUSED, &x, 1, &t, 1, &bad, 1, NULL, (ir_loc){0});
+  CHECK(ir_node_attr(nb, "expr")->expr == NULL);
+  /* einsum through ir_graph_build: parsed once, typed, kept */
+  ir_type m = {.dtype = IR_DT_F32, .rank = 2, .dims = {2, 3}};
+  ir_value *y = ir_graph_add_input(g, "y", m, (ir_loc){0});
+  ir_attr eq = ir_attr_str("eq", "ij->ji");
+  char err[200];
+  ir_node *en = ir_graph_build(g, IR_OP_EINSUM, &y, 1, &eq, 1, NULL, "yt", (ir_loc){0}, err, sizeof err);
+  CHECK(en && ir_node_attr(en, "eq")->einsum && en->out[0]->type.dims[0] == 3);
+  ir_attr eq2 = ir_attr_str("eq", "ij->k");
+  CHECK(ir_graph_build(g, IR_OP_EINSUM, &y, 1, &eq2, 1, NULL, NULL, (ir_loc){0}, err, sizeof err) == NULL);
+  CHECK_STR(err, "einsum output letter 'k' appears in no input of \"ij->k\"");
+  /* other attributes carry no structure, whatever their key */
+  ir_attr other = ir_attr_str("expr", "(neg $0)");
+  ir_node *rs = ir_graph_add_node(g, IR_OP_NEG, &x, 1, &t, 1, &other, 1, NULL, (ir_loc){0});
+  CHECK(ir_node_attr(rs, "expr")->expr == NULL);
+  ir_graph_free(g);
+}
+
+int main(void) {
+  test_expr();
+  test_einsum();
+  test_attrs();
+  return check_done();
+}
