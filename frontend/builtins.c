@@ -36,7 +36,7 @@ struct bi_spec {
   const char *name;
   bi_handler fn;
   ir_op op;
-  int min_pos, max_pos; /* max_pos -1: no limit */
+  int min_pos, max_pos; /* max_pos -1: no limit; 0 and 0 with fn NULL: not a builtin (ops.def rows without LANG) */
   const char *kws[MAX_KWS];
 };
 
@@ -544,15 +544,16 @@ static sv h_arange(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
 /* the table                                                               */
 /* ---------------------------------------------------------------------- */
 
-#define UNARY(nm, op) {nm, h_unary, IR_OP_##op, 1, 1, {NULL}}
+/* Elementwise ops flagged LANG in ops.def are builtins of their own name
+ * (unary and binary: exp(x), maximum(a, b)); the rows of other ops are
+ * skipped. Then the builtins with their own handlers. */
+#define LANG_OP(id, nm, nin, kind, flags)                                                                  \
+  {((flags) & IR_OPF_LANG) ? nm : NULL, ((flags) & IR_OPF_LANG) ? (IR_OPK_##kind == IR_OPK_BINARY ? h_binary : h_unary) : NULL, \
+   IR_OP_##id, nin, nin, {NULL}},
 static const bi_spec builtins[] = {
-    UNARY("neg", NEG), UNARY("abs", ABS), UNARY("exp", EXP), UNARY("log", LOG), UNARY("sqrt", SQRT),
-    UNARY("rsqrt", RSQRT), UNARY("sin", SIN), UNARY("cos", COS), UNARY("tanh", TANH),
-    UNARY("sigmoid", SIGMOID), UNARY("relu", RELU), UNARY("gelu", GELU), UNARY("silu", SILU),
-    UNARY("square", SQUARE),
-    {"pow", h_binary, IR_OP_POW, 2, 2, {NULL}},
-    {"maximum", h_binary, IR_OP_MAXIMUM, 2, 2, {NULL}},
-    {"minimum", h_binary, IR_OP_MINIMUM, 2, 2, {NULL}},
+#define OP(id, nm, nin, nout, kind, flags, flops, scalar) LANG_OP(id, nm, nin, kind, flags)
+#include "ops.def"
+#undef OP
     {"where", h_where, IR_OP_WHERE, 3, 3, {NULL}},
     {"sum", h_reduce, IR_OP_REDUCE_SUM, 1, 1, {"axis", "keepdims", NULL}},
     {"mean", h_reduce, IR_OP_REDUCE_MEAN, 1, 1, {"axis", "keepdims", NULL}},
@@ -583,7 +584,7 @@ static const bi_spec builtins[] = {
 
 static const bi_spec *find_builtin(const char *name) {
   for (int i = 0; i < N_BUILTINS; i++)
-    if (strcmp(builtins[i].name, name) == 0) return &builtins[i];
+    if (builtins[i].name && strcmp(builtins[i].name, name) == 0) return &builtins[i];
   return NULL;
 }
 
@@ -593,6 +594,7 @@ const char *fe_suggest_function(fe_sema *S, const char *name) {
   const char *best = NULL;
   int best_d = strlen(name) <= 3 ? 2 : 3;
   for (int i = 0; i < N_BUILTINS; i++) {
+    if (!builtins[i].name) continue;
     int d = fe_edit_distance(name, builtins[i].name, best_d - 1);
     if (d < best_d) {
       best_d = d;

@@ -164,103 +164,53 @@ double ir_round_to_dtype(ir_dtype t, double x) {
   return x;
 }
 
-/* ---- op tables ---- */
-static const char *const op_names[IR_NUM_OPS] = {
-#define OP(id, name, nin, nout, kind) [IR_OP_##id] = name,
-#include "ops.def"
-#undef OP
-};
-static const signed char op_nin[IR_NUM_OPS] = {
-#define OP(id, name, nin, nout, kind) [IR_OP_##id] = nin,
-#include "ops.def"
-#undef OP
-};
-static const signed char op_nout[IR_NUM_OPS] = {
-#define OP(id, name, nin, nout, kind) [IR_OP_##id] = nout,
-#include "ops.def"
-#undef OP
-};
-static const ir_op_kind op_kinds[IR_NUM_OPS] = {
-#define OP(id, name, nin, nout, kind) [IR_OP_##id] = IR_OPK_##kind,
+/* ---- the op table (ops.def) ---- */
+typedef struct {
+  const char *name;
+  signed char nin, nout;
+  ir_op_kind kind;
+  unsigned flags;
+  int flops;
+  ir_scalar_fn scalar;
+} op_info;
+static const op_info ops[IR_NUM_OPS] = {
+#define OP(id, mnemonic, n_in, n_out, k, f, fl, sc) \
+  [IR_OP_##id] = {.name = mnemonic, .nin = n_in, .nout = n_out, .kind = IR_OPK_##k, .flags = (f), .flops = fl, .scalar = sc},
 #include "ops.def"
 #undef OP
 };
 
-const char *ir_op_name(ir_op op) { return (unsigned)op < IR_NUM_OPS ? op_names[op] : "?"; }
+const char *ir_op_name(ir_op op) { return (unsigned)op < IR_NUM_OPS ? ops[op].name : "?"; }
 
 int ir_op_from_name(const char *name) {
   if (!name) return -1;
   for (int i = 0; i < IR_NUM_OPS; i++)
-    if (strcmp(op_names[i], name) == 0) return i;
+    if (strcmp(ops[i].name, name) == 0) return i;
   return -1;
 }
 
-int ir_op_num_inputs(ir_op op) { return (unsigned)op < IR_NUM_OPS ? op_nin[op] : 0; }
-int ir_op_num_outputs(ir_op op) { return (unsigned)op < IR_NUM_OPS ? op_nout[op] : 0; }
-ir_op_kind ir_op_kind_of(ir_op op) { return (unsigned)op < IR_NUM_OPS ? op_kinds[op] : IR_OPK_OTHER; }
+int ir_op_num_inputs(ir_op op) { return (unsigned)op < IR_NUM_OPS ? ops[op].nin : 0; }
+int ir_op_num_outputs(ir_op op) { return (unsigned)op < IR_NUM_OPS ? ops[op].nout : 0; }
+ir_op_kind ir_op_kind_of(ir_op op) { return (unsigned)op < IR_NUM_OPS ? ops[op].kind : IR_OPK_OTHER; }
+unsigned ir_op_flags(ir_op op) { return (unsigned)op < IR_NUM_OPS ? ops[op].flags : 0; }
+int ir_op_flops_per_element(ir_op op) { return (unsigned)op < IR_NUM_OPS ? ops[op].flops : -1; }
 
 bool ir_op_is_elementwise(ir_op op) {
   ir_op_kind k = ir_op_kind_of(op);
   return (unsigned)op < IR_NUM_OPS && (k == IR_OPK_UNARY || k == IR_OPK_BINARY || op == IR_OP_WHERE);
 }
 
-bool ir_op_is_comparison(ir_op op) { return op >= IR_OP_EQ && op <= IR_OP_GE; }
+bool ir_op_is_comparison(ir_op op) { return ir_op_has(op, IR_OPF_CMP); }
 
-/* ---- scalar semantics ---- */
-static double sigmoid(double x) {
-  /* never evaluates exp of a large positive number */
-  if (x >= 0) return 1.0 / (1.0 + exp(-x));
-  double e = exp(x); /* also NaN -> NaN */
-  return e / (1.0 + e);
-}
-
+/* ---- scalar semantics: the scalar column of ops.def (ir/scalar.h) ---- */
 double ir_eval_unary(ir_op op, double x) {
-  switch (op) {
-  case IR_OP_NEG: return -x;
-  case IR_OP_ABS: return fabs(x);
-  case IR_OP_EXP: return exp(x);
-  case IR_OP_LOG: return log(x);
-  case IR_OP_SQRT: return sqrt(x);
-  case IR_OP_RSQRT: return 1.0 / sqrt(x);
-  case IR_OP_SIN: return sin(x);
-  case IR_OP_COS: return cos(x);
-  case IR_OP_TANH: return tanh(x);
-  case IR_OP_SIGMOID: return sigmoid(x);
-  case IR_OP_RELU: return (x > 0 || isnan(x)) ? x : 0.0;
-  case IR_OP_GELU: return ir_gelu(x); /* ir/scalar.h */
-  case IR_OP_SILU:
-    if (isinf(x)) return x > 0 ? x : 0.0;
-    return x * sigmoid(x);
-  case IR_OP_SQUARE: return x * x;
-  case IR_OP_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x; /* keeps 0, -0 and NaN */
-  case IR_OP_GELU_GRAD: return ir_gelu_grad(x);
-  case IR_OP_NOT: return x == 0 ? 1.0 : 0.0;
-  case IR_OP_CAST: return x;
-  default: break;
-  }
-  assert(!"ir_eval_unary: not a unary elementwise op");
-  return NAN;
+  bool ok = ir_op_kind_of(op) == IR_OPK_UNARY && ops[op].scalar;
+  assert(ok && "ir_eval_unary: not a unary elementwise op");
+  return ok ? ops[op].scalar(x, 0) : NAN;
 }
 
 double ir_eval_binary(ir_op op, double a, double b) {
-  switch (op) {
-  case IR_OP_ADD: return a + b;
-  case IR_OP_SUB: return a - b;
-  case IR_OP_MUL: return a * b;
-  case IR_OP_DIV: return a / b;
-  case IR_OP_POW: return pow(a, b);
-  case IR_OP_MAXIMUM: return (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b);
-  case IR_OP_MINIMUM: return (isnan(a) || isnan(b)) ? NAN : (a < b ? a : b);
-  case IR_OP_EQ: return a == b;
-  case IR_OP_NE: return a != b;
-  case IR_OP_LT: return a < b;
-  case IR_OP_LE: return a <= b;
-  case IR_OP_GT: return a > b;
-  case IR_OP_GE: return a >= b;
-  case IR_OP_AND: return (a != 0 && b != 0) ? 1.0 : 0.0;
-  case IR_OP_OR: return (a != 0 || b != 0) ? 1.0 : 0.0;
-  default: break;
-  }
-  assert(!"ir_eval_binary: not a binary elementwise op");
-  return NAN;
+  bool ok = ir_op_kind_of(op) == IR_OPK_BINARY && ops[op].scalar;
+  assert(ok && "ir_eval_binary: not a binary elementwise op");
+  return ok ? ops[op].scalar(a, b) : NAN;
 }

@@ -401,10 +401,9 @@ ir_attr ir_attr_expr(const char *key, const ir_expr *e, const char *text) {
 
 bool ir_node_may_reuse(const ir_node *n, int r, int i) {
   if (!n || r < 0 || r >= n->n_out || i < 0 || i >= n->n_in || !n->in[i] || !n->out[r]) return false;
-  if (n->op == IR_OP_FUSED) return ir_type_equal(&n->in[i]->type, &n->out[r]->type);
-  if (n->n_out != 1) return false;
-  if (n->op == IR_OP_RESHAPE) return i == 0;
-  if (!ir_op_is_elementwise(n->op)) return false;
+  if (ir_op_has(n->op, IR_OPF_VIEW)) return n->n_out == 1 && i == 0;
+  if (!ir_op_has(n->op, IR_OPF_INPLACE)) return false;
+  if (n->n_out != 1 && n->op != IR_OP_FUSED) return false; /* several results: fused computes a block before storing */
   return ir_type_equal(&n->in[i]->type, &n->out[r]->type);
 }
 

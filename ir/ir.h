@@ -72,7 +72,7 @@ double ir_round_to_dtype(ir_dtype t, double x);
 /* ops (ops.def)                                                          */
 /* ===================================================================== */
 typedef enum {
-#define OP(id, name, nin, nout, kind) IR_OP_##id,
+#define OP(id, name, nin, nout, kind, flags, flops, scalar) IR_OP_##id,
 #include "ops.def"
 #undef OP
   IR_NUM_OPS
@@ -80,13 +80,34 @@ typedef enum {
 
 typedef enum { IR_OPK_NULLARY, IR_OPK_UNARY, IR_OPK_BINARY, IR_OPK_OTHER } ir_op_kind;
 
+/* The facts column of ops.def (see there for their meaning). */
+enum {
+  IR_OPF_FLOAT = 1 << 0,   /* elementwise operands: floating-point only */
+  IR_OPF_NUMERIC = 1 << 1, /* elementwise operands: any dtype but bool */
+  IR_OPF_BOOL = 1 << 2,    /* elementwise operands: bool only */
+  IR_OPF_CMP = 1 << 3,     /* a comparison: operands of one dtype, bool result */
+  IR_OPF_LANG = 1 << 4,    /* a .tg builtin function of the op's name */
+  IR_OPF_CHEAP = 1 << 5,   /* cheap to recompute per element of a larger result */
+  IR_OPF_INPLACE = 1 << 6, /* a result may take over a same-typed dead operand's buffer */
+  IR_OPF_VIEW = 1 << 7,    /* the result is the operand's bytes */
+  IR_OPF_ZEROED = 1 << 8,  /* results start zero-filled (kernels accumulate) */
+};
+
+/* The scalar meaning of an elementwise op, in double (ir/scalar.h). */
+typedef double (*ir_scalar_fn)(double a, double b);
+
 const char *ir_op_name(ir_op op);
 int ir_op_from_name(const char *name);      /* -1 if unknown */
 int ir_op_num_inputs(ir_op op);             /* -1 = variadic */
 int ir_op_num_outputs(ir_op op);            /* -1 = variadic */
 ir_op_kind ir_op_kind_of(ir_op op);
+unsigned ir_op_flags(ir_op op);             /* IR_OPF_* */
+static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_op_flags(op) & flag) != 0; }
+/* FLOPs per element of the (first) result when a constant, else -1 (a
+ * formula in passes/cost.c). */
+int ir_op_flops_per_element(ir_op op);
 bool ir_op_is_elementwise(ir_op op);        /* UNARY, BINARY or WHERE */
-bool ir_op_is_comparison(ir_op op);         /* EQ..GE: result is bool */
+bool ir_op_is_comparison(ir_op op);         /* IR_OPF_CMP: result is bool */
 
 /* Scalar semantics of elementwise ops, in double: the one definition that
  * constant folding and every reference kernel use (results are then rounded

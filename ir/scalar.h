@@ -1,10 +1,12 @@
-/* ir/scalar.h — scalar semantics of the gelu family, inline so that kernels
- * can run them over vectors of elements (the compiler vectorizes a loop of
- * these: no calls, no branches, only IEEE +, -, *, /, compares and bit
- * moves). ir_eval_unary (dtype.c) calls the same functions, so constant
- * folding, the unfused kernels and the fused kernels agree bit for bit;
- * compiled without FP contraction (C11 mode), the results do not depend on
- * the vector width or the machine.
+/* ir/scalar.h — the scalar meaning of every elementwise op (the scalar
+ * column of ops.def: ir_s_<op>(a, b) in double, b unused by unary ops),
+ * inline so that kernels can run them over vectors of elements. The gelu
+ * family is written so the compiler vectorizes a loop of it: no calls, no
+ * branches, only IEEE +, -, *, /, compares and bit moves. ir_eval_unary /
+ * ir_eval_binary (dtype.c) call these functions, so constant folding, the
+ * unfused kernels and the fused kernels agree bit for bit; compiled without
+ * FP contraction (C11 mode), the results do not depend on the vector width
+ * or the machine.
  */
 #ifndef TGC_IR_SCALAR_H
 #define TGC_IR_SCALAR_H
@@ -70,6 +72,47 @@ static inline double ir_gelu_grad(double x) {
   double y = s + 2.0 * x * s * oms * c * (1.0 + 3.0 * a * x * x);
   return isinf(x) ? (x > 0 ? 1.0 : 0.0) : y;
 }
+
+/* ---- the scalar column of ops.def ---- */
+static inline double ir_s_sigmoid(double x, double b) {
+  (void)b;
+  /* never evaluates exp of a large positive number */
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  double e = exp(x); /* also NaN -> NaN */
+  return e / (1.0 + e);
+}
+static inline double ir_s_neg(double x, double b) { return (void)b, -x; }
+static inline double ir_s_abs(double x, double b) { return (void)b, fabs(x); }
+static inline double ir_s_exp(double x, double b) { return (void)b, exp(x); }
+static inline double ir_s_log(double x, double b) { return (void)b, log(x); }
+static inline double ir_s_sqrt(double x, double b) { return (void)b, sqrt(x); }
+static inline double ir_s_rsqrt(double x, double b) { return (void)b, 1.0 / sqrt(x); }
+static inline double ir_s_sin(double x, double b) { return (void)b, sin(x); }
+static inline double ir_s_cos(double x, double b) { return (void)b, cos(x); }
+static inline double ir_s_tanh(double x, double b) { return (void)b, tanh(x); }
+static inline double ir_s_relu(double x, double b) { return (void)b, (x > 0 || isnan(x)) ? x : 0.0; }
+static inline double ir_s_gelu(double x, double b) { return (void)b, ir_gelu(x); }
+static inline double ir_s_silu(double x, double b) { return isinf(x) ? (x > 0 ? x : 0.0) : x * ir_s_sigmoid(x, b); }
+static inline double ir_s_square(double x, double b) { return (void)b, x * x; }
+static inline double ir_s_not(double x, double b) { return (void)b, x == 0 ? 1.0 : 0.0; }
+static inline double ir_s_cast(double x, double b) { return (void)b, x; } /* the rounding is the store's */
+static inline double ir_s_sign(double x, double b) { return (void)b, x > 0 ? 1.0 : x < 0 ? -1.0 : x; } /* keeps 0, -0, NaN */
+static inline double ir_s_gelu_grad(double x, double b) { return (void)b, ir_gelu_grad(x); }
+static inline double ir_s_add(double a, double b) { return a + b; }
+static inline double ir_s_sub(double a, double b) { return a - b; }
+static inline double ir_s_mul(double a, double b) { return a * b; }
+static inline double ir_s_div(double a, double b) { return a / b; }
+static inline double ir_s_pow(double a, double b) { return pow(a, b); }
+static inline double ir_s_maximum(double a, double b) { return (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b); }
+static inline double ir_s_minimum(double a, double b) { return (isnan(a) || isnan(b)) ? NAN : (a < b ? a : b); }
+static inline double ir_s_eq(double a, double b) { return a == b; }
+static inline double ir_s_ne(double a, double b) { return a != b; }
+static inline double ir_s_lt(double a, double b) { return a < b; }
+static inline double ir_s_le(double a, double b) { return a <= b; }
+static inline double ir_s_gt(double a, double b) { return a > b; }
+static inline double ir_s_ge(double a, double b) { return a >= b; }
+static inline double ir_s_and(double a, double b) { return (a != 0 && b != 0) ? 1.0 : 0.0; }
+static inline double ir_s_or(double a, double b) { return (a != 0 || b != 0) ? 1.0 : 0.0; }
 
 /* ir_round_to_dtype(IR_DT_F32, x) without a call or a branch: finite
  * values past FLT_MAX become FLT_MAX or, from FLT_MAX + half an ulp on, inf

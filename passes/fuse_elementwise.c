@@ -174,17 +174,8 @@ static int fuse_add_layernorm(fuse_ctx *c) {
 /* ---- 2. elementwise groups ---- */
 
 /* Ops worth recomputing per element of a larger result (cheap arithmetic,
- * selects, comparisons, casts). */
-static bool cheap_op(ir_op op) {
-  switch (op) {
-  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_RELU: case IR_OP_SQUARE: case IR_OP_NOT: case IR_OP_CAST:
-  case IR_OP_SIGN: case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_MAXIMUM: case IR_OP_MINIMUM:
-  case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE: case IR_OP_GT: case IR_OP_GE: case IR_OP_AND:
-  case IR_OP_OR: case IR_OP_WHERE: case IR_OP_BROADCAST:
-    return true;
-  default: return false;
-  }
-}
+ * selects, comparisons, casts): IR_OPF_CHEAP in ops.def. */
+static bool cheap_op(ir_op op) { return ir_op_has(op, IR_OPF_CHEAP); }
 
 static bool is_scalar_const(const ir_value *v) {
   return v->def && !v->def->dead && v->def->op == IR_OP_CONST && v->type.rank == 0;

@@ -209,40 +209,11 @@ static void jvp_attention(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_v
 #define RULE(f) {f, NULL}
 #define NONDIFF(why) {NULL, why}
 #define FUSED_OP "a fused op (the fusion passes make it after autodiff; differentiate the graph before fusing)"
+/* Rules of the ops that are not plain elementwise; those take theirs from
+ * their kind and flags (jvp_rule_of). */
 static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_CONST] = NONDIFF("a constant"),
     [IR_OP_IOTA] = NONDIFF("an index tensor"),
-    [IR_OP_NEG] = RULE(jvp_unary),
-    [IR_OP_ABS] = RULE(jvp_unary),
-    [IR_OP_EXP] = RULE(jvp_unary),
-    [IR_OP_LOG] = RULE(jvp_unary),
-    [IR_OP_SQRT] = RULE(jvp_unary),
-    [IR_OP_RSQRT] = RULE(jvp_unary),
-    [IR_OP_SIN] = RULE(jvp_unary),
-    [IR_OP_COS] = RULE(jvp_unary),
-    [IR_OP_TANH] = RULE(jvp_unary),
-    [IR_OP_SIGMOID] = RULE(jvp_unary),
-    [IR_OP_RELU] = RULE(jvp_unary),
-    [IR_OP_GELU] = RULE(jvp_unary),
-    [IR_OP_SILU] = RULE(jvp_unary),
-    [IR_OP_SQUARE] = RULE(jvp_unary),
-    [IR_OP_NOT] = NONDIFF("a logical operation"),
-    [IR_OP_CAST] = RULE(jvp_cast),
-    [IR_OP_ADD] = RULE(jvp_binary),
-    [IR_OP_SUB] = RULE(jvp_binary),
-    [IR_OP_MUL] = RULE(jvp_binary),
-    [IR_OP_DIV] = RULE(jvp_binary),
-    [IR_OP_POW] = RULE(jvp_binary),
-    [IR_OP_MAXIMUM] = RULE(jvp_binary),
-    [IR_OP_MINIMUM] = RULE(jvp_binary),
-    [IR_OP_EQ] = NONDIFF("a comparison"),
-    [IR_OP_NE] = NONDIFF("a comparison"),
-    [IR_OP_LT] = NONDIFF("a comparison"),
-    [IR_OP_LE] = NONDIFF("a comparison"),
-    [IR_OP_GT] = NONDIFF("a comparison"),
-    [IR_OP_GE] = NONDIFF("a comparison"),
-    [IR_OP_AND] = NONDIFF("a logical operation"),
-    [IR_OP_OR] = NONDIFF("a logical operation"),
     [IR_OP_WHERE] = RULE(jvp_where),
     [IR_OP_MATMUL] = RULE(jvp_matmul),
     [IR_OP_TRANSPOSE] = RULE(jvp_same),
@@ -263,8 +234,6 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_CAUSAL_MASK] = RULE(jvp_causal_mask),
     [IR_OP_EINSUM] = RULE(jvp_einsum),
     [IR_OP_GRAD] = NONDIFF("a gradient request that is not expanded yet (run the autodiff pass first)"),
-    [IR_OP_SIGN] = RULE(jvp_unary),
-    [IR_OP_GELU_GRAD] = RULE(jvp_unary),
     [IR_OP_UNSLICE] = RULE(jvp_same),
     [IR_OP_EMBEDDING_GRAD] = RULE(jvp_same), /* linear in g */
     [IR_OP_CROSS_ENTROPY_GRAD] = RULE(jvp_cross_entropy_grad),
@@ -276,9 +245,23 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
 
+/* The rule of op: elementwise ops share theirs (the derivative of each is in
+ * autodiff_build.c); comparisons and logic are not differentiable. */
+static jvp_rule jvp_rule_of(ir_op op) {
+  if (op == IR_OP_CAST) return (jvp_rule)RULE(jvp_cast);
+  ir_op_kind k = ir_op_kind_of(op);
+  if (k == IR_OPK_UNARY || k == IR_OPK_BINARY) {
+    if (ir_op_has(op, IR_OPF_CMP)) return (jvp_rule)NONDIFF("a comparison");
+    if (ir_op_has(op, IR_OPF_BOOL)) return (jvp_rule)NONDIFF("a logical operation");
+    return k == IR_OPK_UNARY ? (jvp_rule)RULE(jvp_unary) : (jvp_rule)RULE(jvp_binary);
+  }
+  return (unsigned)op < IR_NUM_OPS ? jvp_rules[op] : (jvp_rule)NONDIFF("not an op");
+}
+
 bool pass_jvp_has_rule(ir_op op, const char **why) {
-  *why = (unsigned)op < IR_NUM_OPS ? jvp_rules[op].nondiff : NULL;
-  return (unsigned)op < IR_NUM_OPS && jvp_rules[op].fn != NULL;
+  jvp_rule r = jvp_rule_of(op);
+  *why = r.nondiff;
+  return r.fn != NULL;
 }
 
 int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n, ir_value *const *of, int n_of,
@@ -319,7 +302,7 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
     }
     for (int i = 0; i < nd->n_in; i++) any |= tan[nd->in[i]->id] != NULL;
     if (!want || !any || !float_out) continue;
-    const jvp_rule *r = &jvp_rules[nd->op];
+    const jvp_rule rule = jvp_rule_of(nd->op), *r = &rule;
     if (!r->fn) {
       ir_error(d, nd->loc, "cannot differentiate %%%s: '%s' is %s", nd->out[0]->name, ir_op_name(nd->op),
                r->nondiff ? r->nondiff : "not differentiable");

@@ -391,40 +391,11 @@ static void vjp_attention(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_v
 #define RULE(f) {f, NULL}
 #define NONDIFF(why) {NULL, why}
 #define FUSED_OP "a fused op (the fusion passes make it after autodiff; differentiate the graph before fusing)"
+/* Rules of the ops that are not plain elementwise; those take theirs from
+ * their kind and flags (vjp_rule_of). */
 static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_CONST] = NONDIFF("a constant"),
     [IR_OP_IOTA] = NONDIFF("an index tensor"),
-    [IR_OP_NEG] = RULE(vjp_unary),
-    [IR_OP_ABS] = RULE(vjp_unary),
-    [IR_OP_EXP] = RULE(vjp_unary),
-    [IR_OP_LOG] = RULE(vjp_unary),
-    [IR_OP_SQRT] = RULE(vjp_unary),
-    [IR_OP_RSQRT] = RULE(vjp_unary),
-    [IR_OP_SIN] = RULE(vjp_unary),
-    [IR_OP_COS] = RULE(vjp_unary),
-    [IR_OP_TANH] = RULE(vjp_unary),
-    [IR_OP_SIGMOID] = RULE(vjp_unary),
-    [IR_OP_RELU] = RULE(vjp_unary),
-    [IR_OP_GELU] = RULE(vjp_unary),
-    [IR_OP_SILU] = RULE(vjp_unary),
-    [IR_OP_SQUARE] = RULE(vjp_unary),
-    [IR_OP_NOT] = NONDIFF("a logical operation"),
-    [IR_OP_CAST] = RULE(vjp_cast), /* casts to integers/bool end the float flow by activity */
-    [IR_OP_ADD] = RULE(vjp_binary),
-    [IR_OP_SUB] = RULE(vjp_binary),
-    [IR_OP_MUL] = RULE(vjp_binary),
-    [IR_OP_DIV] = RULE(vjp_binary),
-    [IR_OP_POW] = RULE(vjp_binary),
-    [IR_OP_MAXIMUM] = RULE(vjp_binary),
-    [IR_OP_MINIMUM] = RULE(vjp_binary),
-    [IR_OP_EQ] = NONDIFF("a comparison"),
-    [IR_OP_NE] = NONDIFF("a comparison"),
-    [IR_OP_LT] = NONDIFF("a comparison"),
-    [IR_OP_LE] = NONDIFF("a comparison"),
-    [IR_OP_GT] = NONDIFF("a comparison"),
-    [IR_OP_GE] = NONDIFF("a comparison"),
-    [IR_OP_AND] = NONDIFF("a logical operation"),
-    [IR_OP_OR] = NONDIFF("a logical operation"),
     [IR_OP_WHERE] = RULE(vjp_where),
     [IR_OP_MATMUL] = RULE(vjp_matmul),
     [IR_OP_TRANSPOSE] = RULE(vjp_transpose),
@@ -446,8 +417,6 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_EINSUM] = RULE(vjp_einsum),
     [IR_OP_GRAD] = NONDIFF("a gradient request that is not expanded yet (the autodiff pass expands grad nodes in "
                            "order, so differentiate the expanded graph)"),
-    [IR_OP_SIGN] = RULE(vjp_unary),
-    [IR_OP_GELU_GRAD] = RULE(vjp_unary),
     [IR_OP_UNSLICE] = RULE(vjp_unslice),
     [IR_OP_EMBEDDING_GRAD] = RULE(vjp_embedding_grad),
     [IR_OP_CROSS_ENTROPY_GRAD] = RULE(vjp_cross_entropy_grad),
@@ -459,9 +428,23 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
 
+/* The rule of op: elementwise ops share theirs (the derivative of each is in
+ * autodiff_build.c); comparisons and logic are not differentiable. */
+static vjp_rule vjp_rule_of(ir_op op) {
+  if (op == IR_OP_CAST) return (vjp_rule)RULE(vjp_cast);
+  ir_op_kind k = ir_op_kind_of(op);
+  if (k == IR_OPK_UNARY || k == IR_OPK_BINARY) {
+    if (ir_op_has(op, IR_OPF_CMP)) return (vjp_rule)NONDIFF("a comparison");
+    if (ir_op_has(op, IR_OPF_BOOL)) return (vjp_rule)NONDIFF("a logical operation");
+    return k == IR_OPK_UNARY ? (vjp_rule)RULE(vjp_unary) : (vjp_rule)RULE(vjp_binary);
+  }
+  return (unsigned)op < IR_NUM_OPS ? vjp_rules[op] : (vjp_rule)NONDIFF("not an op");
+}
+
 bool pass_vjp_has_rule(ir_op op, const char **why) {
-  *why = (unsigned)op < IR_NUM_OPS ? vjp_rules[op].nondiff : NULL;
-  return (unsigned)op < IR_NUM_OPS && vjp_rules[op].fn != NULL;
+  vjp_rule r = vjp_rule_of(op);
+  *why = r.nondiff;
+  return r.fn != NULL;
 }
 
 /* Largest value id in use + 1 (ids are indices into per-value arrays). */
@@ -511,7 +494,7 @@ int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value 
     bool has = false;
     for (int j = 0; j < nd->n_out; j++) has |= ct[nd->out[j]->id] != NULL;
     if (!has) continue;
-    const vjp_rule *r = &vjp_rules[nd->op];
+    const vjp_rule rule = vjp_rule_of(nd->op), *r = &rule;
     if (!r->fn) {
       ir_error(d, nd->loc, "cannot differentiate %%%s: '%s' is %s", nd->out[0]->name, ir_op_name(nd->op),
                r->nondiff ? r->nondiff : "not differentiable");

@@ -1,7 +1,8 @@
 /* runtime/cpu.c — the CPU backend: the kernel table and the executor.
  *
- * cpu_kernels is indexed by the op enum; an op without an entry is not
- * supported (test_runtime_kernels loops over ops.def and fails on a gap).
+ * cpu_kernels is indexed by the op enum (elementwise ops by their kind); an
+ * op without an entry is not supported (test_runtime_kernels loops over
+ * ops.def and fails on a gap).
  *
  * graph_compute runs the nodes of a verified graph in order. Buffers:
  *  - inputs and params are borrowed from the caller, never written or freed;
@@ -27,40 +28,11 @@
 
 #include "kernels.h"
 
+/* Kernels of the ops that are not plain elementwise (those run
+ * rt_kern_unary / rt_kern_binary by their kind: cpu_kernel). */
 static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_CONST] = rt_kern_const,
     [IR_OP_IOTA] = rt_kern_iota,
-    [IR_OP_NEG] = rt_kern_unary,
-    [IR_OP_ABS] = rt_kern_unary,
-    [IR_OP_EXP] = rt_kern_unary,
-    [IR_OP_LOG] = rt_kern_unary,
-    [IR_OP_SQRT] = rt_kern_unary,
-    [IR_OP_RSQRT] = rt_kern_unary,
-    [IR_OP_SIN] = rt_kern_unary,
-    [IR_OP_COS] = rt_kern_unary,
-    [IR_OP_TANH] = rt_kern_unary,
-    [IR_OP_SIGMOID] = rt_kern_unary,
-    [IR_OP_RELU] = rt_kern_unary,
-    [IR_OP_GELU] = rt_kern_unary,
-    [IR_OP_SILU] = rt_kern_unary,
-    [IR_OP_SQUARE] = rt_kern_unary,
-    [IR_OP_NOT] = rt_kern_unary,
-    [IR_OP_CAST] = rt_kern_unary,
-    [IR_OP_ADD] = rt_kern_binary,
-    [IR_OP_SUB] = rt_kern_binary,
-    [IR_OP_MUL] = rt_kern_binary,
-    [IR_OP_DIV] = rt_kern_binary,
-    [IR_OP_POW] = rt_kern_binary,
-    [IR_OP_MAXIMUM] = rt_kern_binary,
-    [IR_OP_MINIMUM] = rt_kern_binary,
-    [IR_OP_EQ] = rt_kern_binary,
-    [IR_OP_NE] = rt_kern_binary,
-    [IR_OP_LT] = rt_kern_binary,
-    [IR_OP_LE] = rt_kern_binary,
-    [IR_OP_GT] = rt_kern_binary,
-    [IR_OP_GE] = rt_kern_binary,
-    [IR_OP_AND] = rt_kern_binary,
-    [IR_OP_OR] = rt_kern_binary,
     [IR_OP_WHERE] = rt_kern_where,
     [IR_OP_MATMUL] = rt_kern_matmul,
     [IR_OP_TRANSPOSE] = rt_kern_transpose,
@@ -81,8 +53,6 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_CAUSAL_MASK] = rt_kern_causal_mask,
     [IR_OP_EINSUM] = rt_kern_einsum,
     /* GRAD has no kernel: the autodiff pass expands it before anything runs */
-    [IR_OP_SIGN] = rt_kern_unary,
-    [IR_OP_GELU_GRAD] = rt_kern_unary,
     [IR_OP_UNSLICE] = rt_kern_unslice,
     [IR_OP_EMBEDDING_GRAD] = rt_kern_embedding_grad,
     [IR_OP_CROSS_ENTROPY_GRAD] = rt_kern_cross_entropy_grad,
@@ -93,32 +63,22 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_ADD_LAYERNORM] = rt_kern_add_layernorm,
 };
 
-/* Ops whose kernel writes every element of every result, whatever the
- * operands: their results are allocated without the zero fill. Any op not
- * listed gets zeroed results — kernels that accumulate into their result
- * (embedding_grad, unslice, attention, attention_grad, einsum) rely on it. A
- * kernel listed here must never leave an element unwritten (matmul writes
- * the zeros of an empty sum itself); valgrind runs the kernel tests. */
-static const bool cpu_overwrites[IR_NUM_OPS] = {
-    [IR_OP_NEG] = true, [IR_OP_ABS] = true, [IR_OP_EXP] = true, [IR_OP_LOG] = true,
-    [IR_OP_SQRT] = true, [IR_OP_RSQRT] = true, [IR_OP_SIN] = true, [IR_OP_COS] = true,
-    [IR_OP_TANH] = true, [IR_OP_SIGMOID] = true, [IR_OP_RELU] = true, [IR_OP_GELU] = true,
-    [IR_OP_SILU] = true, [IR_OP_SQUARE] = true, [IR_OP_NOT] = true, [IR_OP_CAST] = true,
-    [IR_OP_SIGN] = true, [IR_OP_GELU_GRAD] = true,
-    [IR_OP_ADD] = true, [IR_OP_SUB] = true, [IR_OP_MUL] = true, [IR_OP_DIV] = true,
-    [IR_OP_POW] = true, [IR_OP_MAXIMUM] = true, [IR_OP_MINIMUM] = true, [IR_OP_EQ] = true,
-    [IR_OP_NE] = true, [IR_OP_LT] = true, [IR_OP_LE] = true, [IR_OP_GT] = true,
-    [IR_OP_GE] = true, [IR_OP_AND] = true, [IR_OP_OR] = true, [IR_OP_WHERE] = true,
-    [IR_OP_MATMUL] = true, [IR_OP_TRANSPOSE] = true, [IR_OP_RESHAPE] = true,
-    [IR_OP_BROADCAST] = true, [IR_OP_SLICE] = true, [IR_OP_CONCAT] = true, [IR_OP_SPLIT] = true,
-    [IR_OP_REDUCE_SUM] = true, [IR_OP_REDUCE_MEAN] = true, [IR_OP_REDUCE_MAX] = true,
-    [IR_OP_SOFTMAX] = true, [IR_OP_LOG_SOFTMAX] = true, [IR_OP_LAYERNORM] = true,
-    [IR_OP_RMSNORM] = true, [IR_OP_CROSS_ENTROPY_GRAD] = true,
-    [IR_OP_FUSED] = true, [IR_OP_FUSED_MATMUL] = true, [IR_OP_ADD_LAYERNORM] = true,
-};
+static kernel_fn cpu_kernel(ir_op op) {
+  switch (ir_op_kind_of(op)) {
+  case IR_OPK_UNARY: return rt_kern_unary;
+  case IR_OPK_BINARY: return rt_kern_binary;
+  default: return (unsigned)op < IR_NUM_OPS ? cpu_kernels[op] : NULL;
+  }
+}
+
+/* Results are allocated without the zero fill, except for the ops whose
+ * kernels accumulate into them (IR_OPF_ZEROED in ops.def): every other
+ * kernel writes every element of every result (matmul writes the zeros of
+ * an empty sum itself); valgrind runs the kernel tests. */
+static bool cpu_overwrites(ir_op op) { return !ir_op_has(op, IR_OPF_ZEROED); }
 
 static bool cpu_supports_op(const ir_node *n) {
-  return n && (int)n->op >= 0 && n->op < IR_NUM_OPS && cpu_kernels[n->op] != NULL;
+  return n && (int)n->op >= 0 && n->op < IR_NUM_OPS && cpu_kernel(n->op) != NULL;
 }
 
 /* Per-value executor state, indexed by value id. */
@@ -233,7 +193,7 @@ static int bind_borrowed(exec *x, ir_value *const *vals, int n, rt_tensor *const
  * header comment; passes/memplan.c replays this choice). Slots already
  * handed to an earlier result have no tensor any more. */
 static slot *reusable_operand(exec *x, const ir_node *n, int ni, int r) {
-  if (!cpu_overwrites[n->op]) return NULL;
+  if (!cpu_overwrites(n->op)) return NULL;
   for (int i = 0; i < n->n_in; i++) {
     slot *s = slot_of(x, n->in[i]);
     if (!s->t || s->last_use != ni || s->is_output || !ir_node_may_reuse(n, r, i)) continue;
@@ -277,7 +237,7 @@ static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_
       s->donated = reuse->donated;
       s->t->type = n->out[i]->type; /* differs only for reshape */
       reuse->t = NULL;
-    } else if (!(s->t = exec_alloc(x, n->out[i], &n->loc, !cpu_overwrites[n->op]))) {
+    } else if (!(s->t = exec_alloc(x, n->out[i], &n->loc, !cpu_overwrites(n->op)))) {
       return -1;
     }
     out[i] = s->t;
@@ -285,7 +245,7 @@ static int run_node(exec *x, const ir_node *n, int ni, const rt_tensor **in, rt_
   char kmsg[512] = "";
   rt_kctx k = {.node = n, .in = in, .out = out, .err = kmsg, .errlen = sizeof kmsg};
   double t1 = x->prof ? now_s() : 0;
-  if (cpu_kernels[n->op](&k) != 0) {
+  if (cpu_kernel(n->op)(&k) != 0) {
     exec_err(x, &n->loc, "%s", kmsg);
     return -1;
   }

@@ -22,7 +22,10 @@ int rt_kern_iota(const rt_kctx *k) {
   rt_tensor *out = k->out[0];
   int rank = out->type.rank;
   int64_t axis = ir_node_attr_int(k->node, "axis", 0);
-  if (rank == 0) return 0; /* the single element's index is 0 */
+  if (rank == 0) { /* the single element's index is 0 */
+    rt_store(out->type.dtype, out->data, 0, 0);
+    return 0;
+  }
   if (axis < 0 || axis >= rank) {
     rt_kerr(k, "iota %%%s: bad axis %lld", rt_value_name(k->node->out[0]), (long long)axis);
     return -1;

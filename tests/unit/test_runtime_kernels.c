@@ -152,7 +152,7 @@ static bool needs_positive(ir_op op) { return op == IR_OP_LOG || op == IR_OP_SQR
 
 static void test_unary(void) {
   static const ir_op ops[] = {
-#define OP(id, name, nin, nout, kind) IR_OPK_##kind == IR_OPK_UNARY ? IR_OP_##id : IR_NUM_OPS,
+#define OP(id, name, nin, nout, kind, flags, flops, scalar) IR_OPK_##kind == IR_OPK_UNARY ? IR_OP_##id : IR_NUM_OPS,
 #include "ops.def"
 #undef OP
   };
@@ -219,7 +219,7 @@ typedef struct {
 
 static void test_binary(void) {
   static const ir_op ops[] = {
-#define OP(id, name, nin, nout, kind) IR_OPK_##kind == IR_OPK_BINARY ? IR_OP_##id : IR_NUM_OPS,
+#define OP(id, name, nin, nout, kind, flags, flops, scalar) IR_OPK_##kind == IR_OPK_BINARY ? IR_OP_##id : IR_NUM_OPS,
 #include "ops.def"
 #undef OP
   };
@@ -1210,7 +1210,7 @@ static void test_every_op_has_kernel(void) {
     ir_op op;
     const char *name;
   } all[] = {
-#define OP(id, name, nin, nout, kind) {IR_OP_##id, name},
+#define OP(id, name, nin, nout, kind, flags, flops, scalar) {IR_OP_##id, name},
 #include "ops.def"
 #undef OP
   };
