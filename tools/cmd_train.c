@@ -282,6 +282,14 @@ static void json_num(FILE *f, const char *key, double v) {
   else fprintf(f, ",\"%s\":null", key);
 }
 
+/* A log line that did not reach the file (full disk, closed pipe) stops the
+ * run: a log with holes would pass for a complete one. */
+static bool log_failed(FILE *log, const char *path, ir_diag *d) {
+  if (fflush(log) == 0 && !ferror(log)) return false;
+  ir_error_plain(d, "--log %s: cannot write: %s", path, strerror(errno));
+  return true;
+}
+
 static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t, ir_diag *d) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -530,7 +538,10 @@ int tool_cmd_train(int argc, char **argv) {
       if (r.accuracy >= 0) json_num(log, "accuracy", r.accuracy);
       json_num(log, "elapsed_s", el);
       fputs("}\n", log);
-      fflush(log);
+      if (log_failed(log, t.log, d)) {
+        failed = true;
+        break;
+      }
     }
     double rate = (double)(r.step - start) / (el > 0 ? el : 1e-9);
     char eta[32], acc[32] = "";
@@ -610,7 +621,10 @@ int tool_cmd_train(int argc, char **argv) {
   }
   rc = 0;
 done:
-  if (log) fclose(log);
+  if (log && fclose(log) != 0 && rc == 0) {
+    ir_error_plain(d, "--log %s: cannot write: %s", t.log, strerror(errno));
+    rc = 1;
+  }
   free(prof);
   rt_trainer_free(tr);
   rt_tensor_cache_limit(0);

@@ -3,7 +3,8 @@
 # Runs `tgc check tests/bad/NAME.tg|.ir` (or the command line in
 # tests/bad/NAME.args, where FILE stands for the model file) from the repo
 # root and requires exit status 1, no crash, and stderr equal, byte for byte,
-# to tests/bad/NAME.expected.
+# to tests/bad/NAME.expected. tests/bad/NAME.stdout, when present, names
+# where stdout goes instead of a temporary file (e.g. /dev/full).
 tgc="$1"; name="$2"
 cd "$(dirname "$0")/../.." || exit 2
 file=""
@@ -14,8 +15,10 @@ else
   args="check $file"
 fi
 out=$(mktemp); err=$(mktemp)
+sink="$out"
+[ -f "tests/bad/$name.stdout" ] && sink=$(cat "tests/bad/$name.stdout")
 # shellcheck disable=SC2086
-timeout 60 "$tgc" $args </dev/null >"$out" 2>"$err"
+timeout 60 "$tgc" $args </dev/null >"$sink" 2>"$err"
 rc=$?
 status=0
 if [ "$rc" -ne 1 ]; then echo "FAIL $name: exit status $rc, expected 1"; status=1; fi
