@@ -90,8 +90,11 @@ extern const rt_backend rt_cpu_backend;
  * of JSON {"NAME": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
  * ..., "__metadata__": {"key": "string", ...}}, then the tensor bytes
  * (little-endian, row-major; offsets relative to the end of the header).
- * Writing goes to PATH.tmp, is flushed and fsynced, renamed over PATH, and
- * the directory is fsynced: a crash leaves either the old file or the new.
+ * Writing goes to a fresh PATH.tmp.<pid>.<random> (two writers never share
+ * one), is flushed and fsynced, renamed over PATH, and the directory is
+ * fsynced: a crash leaves either the old file or the new. An existing PATH
+ * that is not a regular file (a device, folder, FIFO, symbolic link) is
+ * refused, never replaced.
  * Reading refuses anything malformed (short file, header length beyond the
  * file, bad JSON, unknown dtype, bad shape, offsets out of range, overlapping
  * or leaving holes, size not matching the shape) with "PATH: problem" in err. */
@@ -104,6 +107,11 @@ typedef struct {
 } rt_meta_entry;
 int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n, const rt_meta_entry *meta,
                          int n_meta, char *err, size_t errlen);
+/* Before a long job that will save to path: refuses a path that exists and
+ * is not a regular file, proves its folder writable (creates and removes a
+ * temporary file), and removes temporary files of path left by writers that
+ * are no longer running (*removed counts them). 0, or -1 with err. */
+int rt_safetensors_check_target(const char *path, int *removed, char *err, size_t errlen);
 
 typedef struct rt_safetensors rt_safetensors;
 rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen);

@@ -57,7 +57,8 @@ static const char *const train_help =
     "\n"
     "state and output:\n"
     "  --save PATH          save parameters + optimizer state (safetensors) at the end\n"
-    "  --save-every N       ... and every N steps (written to PATH.tmp, fsynced, renamed)\n"
+    "  --save-every N       ... and every N steps (each save is written to a temporary file next\n"
+    "                       to PATH, fsynced, renamed over PATH; PATH must be a regular file or new)\n"
     "  --resume PATH        continue from a saved state, bit-identically; its settings are the defaults\n"
     "  --stop-at N          stop after step N (saving), as if interrupted; resume later\n"
     "  --log FILE           one JSON object per step: step, loss, lr, accuracy (sequence models\n"
@@ -282,6 +283,22 @@ static void json_num(FILE *f, const char *key, double v) {
   else fprintf(f, ",\"%s\":null", key);
 }
 
+/* --save PATH is checked before any work: it must be a regular file or new,
+ * in a writable folder (a run must not train for hours and then fail to
+ * save). Temporary files of PATH left by killed runs are removed. */
+static int check_save_target(const char *path, ir_diag *d) {
+  char err[1024];
+  int removed = 0;
+  if (rt_safetensors_check_target(path, &removed, err, sizeof err) != 0) {
+    ir_error_plain(d, "--save %s", err);
+    return -1;
+  }
+  if (removed)
+    ir_note(d, (ir_loc){0}, "removed %d temporary file%s of %s left by an interrupted save", removed,
+            removed > 1 ? "s" : "", path);
+  return 0;
+}
+
 /* A log line that did not reach the file (full disk, closed pipe) stops the
  * run: a log with holes would pass for a complete one. */
 static bool log_failed(FILE *log, const char *path, ir_diag *d) {
@@ -427,6 +444,7 @@ int tool_cmd_train(int argc, char **argv) {
   char define_store[3][32];
   int rc = 1;
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
+  if (t.save && check_save_target(t.save, d) != 0) goto done;
   if (t.resume) {
     if (!(state = rt_safetensors_read(t.resume, err, sizeof err))) {
       ir_error_plain(d, "--resume: %s", err);
