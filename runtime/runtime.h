@@ -121,6 +121,8 @@ const char *rt_safetensors_name(const rt_safetensors *f, int i);
 const rt_tensor *rt_safetensors_tensor(const rt_safetensors *f, int i);
 const rt_tensor *rt_safetensors_find(const rt_safetensors *f, const char *name);   /* NULL if absent */
 const char *rt_safetensors_meta(const rt_safetensors *f, const char *key);         /* NULL if absent */
+int rt_safetensors_meta_count(const rt_safetensors *f);
+const char *rt_safetensors_meta_key(const rt_safetensors *f, int i);              /* in file order */
 
 /* ===================================================================== */
 /* data.c — training data sources                                         */
@@ -203,6 +205,8 @@ typedef struct {
   size_t peak_bytes;    /* the largest rt_stats.peak_bytes of the training graph runs */
 } rt_step_result;
 
+/* The most steps a run can count: the update reads the step as an f64. */
+#define RT_MAX_STEP (INT64_C(1) << 53)
 typedef struct rt_trainer rt_trainer;
 rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen);
 void rt_trainer_free(rt_trainer *t);

@@ -322,6 +322,9 @@ const rt_tensor *rt_safetensors_find(const rt_safetensors *f, const char *name) 
   return NULL;
 }
 
+int rt_safetensors_meta_count(const rt_safetensors *f) { return f->n_meta; }
+const char *rt_safetensors_meta_key(const rt_safetensors *f, int i) { return f->meta_keys[i]; }
+
 const char *rt_safetensors_meta(const rt_safetensors *f, const char *key) {
   for (int i = 0; i < f->n_meta; i++)
     if (strcmp(f->meta_keys[i], key) == 0) return f->meta_values[i];

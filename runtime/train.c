@@ -11,6 +11,7 @@
  * thread count. So saving after N steps and resuming gives, bit for bit, the
  * parameters of an uninterrupted run (tests/unit/test_train_resume.c).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -402,9 +403,13 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
     return -1;
   }
   char *end = NULL;
+  errno = 0;
   long long s = step ? strtoll(step, &end, 10) : -1;
-  if (!step || end == step || *end || s < 0) {
-    rt_errf(err, errlen, "%s: metadata \"step\" is %s, expected a non-negative integer", path, step ? step : "missing");
+  if (!step || end == step || *end || errno || s < 0 || s > RT_MAX_STEP) {
+    char shown[48] = "";
+    if (step) snprintf(shown, sizeof shown, "\"%.40s%s\"", step, strlen(step) > 40 ? "..." : "");
+    rt_errf(err, errlen, "%s: metadata \"step\" is %s: expected an integer in [0, %lld]", path,
+            step ? shown : "missing", (long long)RT_MAX_STEP);
     return -1;
   }
   int n = t->np + t->ns;
