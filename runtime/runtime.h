@@ -175,7 +175,11 @@ int rt_data_targets_input(const rt_data *ds);
  * the host in micro-batch order and divide by K; run the update graph with
  * lr from the schedule and step + 1. Parameters are initialized from the
  * seed (rt_init_param), states to zero. Deterministic: the same config gives
- * bit-identical parameters, and save + resume continues exactly. */
+ * bit-identical parameters, and save + resume continues exactly.
+ * After every update the parameters are checked for Inf/NaN: a step that
+ * makes one non-finite fails ("parameters became non-finite ('NAME': K of
+ * N elements are Inf or NaN; the loss was L)"), and the trainer then
+ * refuses further steps and saves, so the last good state on disk stays. */
 typedef enum { RT_SCHEDULE_CONSTANT, RT_SCHEDULE_COSINE } rt_schedule_kind;
 typedef struct {
   rt_schedule_kind kind;
@@ -215,7 +219,8 @@ int64_t rt_trainer_steps_done(const rt_trainer *t);
 int rt_trainer_num_params(const rt_trainer *t);
 const rt_tensor *rt_trainer_param(const rt_trainer *t, int i);   /* in train->params order */
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
- * meta + {"format": "tgc-train-1", "step": N, "seed": S}. */
+ * meta + {"format": "tgc-train-1", "step": N, "seed": S}. Refuses (and
+ * writes nothing) when a parameter holds Inf or NaN. */
 int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
                     size_t errlen);
 /* Loads a state saved for the same model and optimizer: every tensor must

@@ -381,6 +381,14 @@ static int check_save_target(const char *path, ir_diag *d) {
   return 0;
 }
 
+/* After a failed step: what --save PATH holds (a failed run never saves). */
+static void note_kept_state(const char *path, int64_t last_saved, ir_diag *d) {
+  if (!path) return;
+  if (last_saved) ir_note(d, (ir_loc){0}, "%s keeps the state of step %lld", path, (long long)last_saved);
+  else if (access(path, F_OK) == 0) ir_note(d, (ir_loc){0}, "%s was left as it was", path);
+  else ir_note(d, (ir_loc){0}, "nothing was saved to %s", path);
+}
+
 /* A log line that did not reach the file (full disk, closed pipe) stops the
  * run: a log with holes would pass for a complete one. */
 static bool log_failed(FILE *log, const char *path, ir_diag *d) {
@@ -586,6 +594,7 @@ int tool_cmd_train(int argc, char **argv) {
   size_t peak = 0;
   rt_step_result r = {0};
   bool failed = false;
+  int64_t last_saved = 0; /* the step of this run's last save */
   for (int64_t s = start; s < end && !interrupted; s++) {
     if (rt_trainer_step(tr, &r, err, sizeof err) != 0) {
       if (bar) fputc('\n', stderr);
@@ -634,15 +643,21 @@ int tool_cmd_train(int argc, char **argv) {
       failed = true;
       break;
     }
-    if (t.save && t.save_every && r.step % t.save_every == 0 && r.step != end && save_state(tr, &t, t.save, d) != 0) {
-      failed = true;
-      break;
+    if (t.save && t.save_every && r.step % t.save_every == 0 && r.step != end) {
+      if (save_state(tr, &t, t.save, d) != 0) {
+        failed = true;
+        break;
+      }
+      last_saved = r.step;
     }
   }
   sigaction(SIGINT, &old_sa, NULL);
   if (bar && end > start) fputc('\n', stderr);
   double elapsed = now_s() - t0;
-  if (failed) goto done;
+  if (failed) {
+    note_kept_state(t.save, last_saved, d);
+    goto done;
+  }
   if (interrupted && !t.json)
     fprintf(stdout, "interrupted at step %lld%s\n", (long long)rt_trainer_steps_done(tr),
             t.save ? "; saving the state" : "");
