@@ -98,6 +98,10 @@ extern const rt_backend rt_cpu_backend;
  * Reading refuses anything malformed (short file, header length beyond the
  * file, bad JSON, unknown dtype, bad shape, offsets out of range, overlapping
  * or leaving holes, size not matching the shape) with "PATH: problem" in err. */
+/* Every file written carries metadata "data_crc32": the CRC-32 (zlib) of
+ * all tensor bytes in file order, 8 lowercase hex digits. Reading checks it
+ * when the file has it (files from other writers may not). */
+#define RT_SAFETENSORS_CRC_KEY "data_crc32"
 typedef struct {
   const char *name;
   const rt_tensor *t;

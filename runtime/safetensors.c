@@ -18,6 +18,13 @@
  * rt_safetensors_check_target, run before a long job, also proves the folder
  * writable and removes temporary files of PATH whose writer is dead.
  *
+ * Every file tgc writes carries metadata "data_crc32": the CRC-32 (zlib's,
+ * the polynomial of gzip and PNG) of all tensor bytes in file order, as 8
+ * hex digits; reading checks it when present, so a flipped data byte is
+ * refused instead of resumed from. (By hand: python3 -c "import zlib,sys;
+ * d=open(sys.argv[1],'rb').read(); n=int.from_bytes(d[:8],'little');
+ * print('%08x' % zlib.crc32(d[8+n:]))" FILE.)
+ *
  * Reading trusts nothing: every size in the header is checked against the
  * real file size before anything is allocated, offsets must tile the data
  * area exactly (no overlap, no hole, no trailing bytes), and the byte count
@@ -36,6 +43,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "kernels.h"
 
@@ -66,6 +74,14 @@ static int st_dtype_from_name(const char *s) {
   for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
     if (strcmp(st_dtypes[i].name, s) == 0) return (int)st_dtypes[i].dt;
   return -1;
+}
+
+/* The CRC-32 of n tensors' bytes, in the order given. */
+static uint32_t data_crc32(const rt_tensor *const *ts, int n) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  for (int i = 0; i < n; i++)
+    if (ts[i]->nbytes) crc = crc32_z(crc, ts[i]->data, ts[i]->nbytes);
+  return (uint32_t)crc;
 }
 
 static bool host_is_little_endian(void) {
@@ -210,11 +226,30 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   json_object_set_new(root, "__metadata__", md);
   for (int i = 0; i < n_meta; i++) {
     json_t *v = json_string(meta[i].value);
+    if (strcmp(meta[i].key, RT_SAFETENSORS_CRC_KEY) == 0) {
+      rt_path_errf(err, errlen, path, "metadata key '%s' is reserved (the writer sets it)", meta[i].key);
+      json_decref(v);
+      json_decref(root);
+      return -1;
+    }
     if (!v || json_object_set_new(md, meta[i].key, v) != 0) {
       rt_path_errf(err, errlen, path, "metadata '%s' is not valid UTF-8", meta[i].key);
       json_decref(root);
       return -1;
     }
+  }
+  { /* the checksum of the tensor bytes, in the order they are written */
+    const rt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+    if (!ts) {
+      rt_path_errf(err, errlen, path, "out of memory");
+      json_decref(root);
+      return -1;
+    }
+    for (int i = 0; i < n; i++) ts[i] = tensors[i].t;
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)data_crc32(ts, n));
+    free(ts);
+    json_object_set_new(md, RT_SAFETENSORS_CRC_KEY, json_string(crc));
   }
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
@@ -408,6 +443,25 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
   return 0;
 }
 
+/* The tensors (read in file order) against metadata "data_crc32", when the
+ * file has it. */
+static int check_crc(const rt_safetensors *f, const char *path, char *err, size_t errlen) {
+  const char *want = rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY);
+  if (!want) return 0;
+  if (strlen(want) != 8 || strspn(want, "0123456789abcdef") != 8) {
+    rt_path_errf(err, errlen, path, "corrupt header: metadata \"%s\" is \"%.40s\", not 8 hexadecimal digits",
+                 RT_SAFETENSORS_CRC_KEY, want);
+    return -1;
+  }
+  char got[16];
+  snprintf(got, sizeof got, "%08x", (unsigned)data_crc32((const rt_tensor *const *)f->tensors, f->n));
+  if (strcmp(got, want) != 0) {
+    rt_path_errf(err, errlen, path, "corrupt: the tensor bytes have CRC-32 %s but the header says %s", got, want);
+    return -1;
+  }
+  return 0;
+}
+
 rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if (!host_is_little_endian()) {
@@ -532,6 +586,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
       goto bad;
     }
   }
+  if (check_crc(f, path, err, errlen) != 0) goto bad;
   free(ents);
   free(hdr);
   json_decref(root);

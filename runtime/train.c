@@ -454,6 +454,12 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
          fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", FORMAT_NAME);
     return -1;
   }
+  /* rt_safetensors_read checked it: a state without one was not written by tgc whole */
+  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
+    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
+            RT_SAFETENSORS_CRC_KEY);
+    return -1;
+  }
   char *end = NULL;
   errno = 0;
   long long s = step ? strtoll(step, &end, 10) : -1;

@@ -155,9 +155,9 @@ static const train_setting settings[] = {
 #undef INT
 #undef NUM
 #define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
-/* metadata keys that are not settings: read by the trainer (format, step)
- * or for people (data_rng) */
-static const char *const other_keys[] = {"format", "step", "data_rng"};
+/* metadata keys that are not settings: read by the trainer (format, step),
+ * by the reader (the checksum) or for people (data_rng) */
+static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng"};
 
 /* v cut to 40 bytes, non-printing bytes as '?', for messages. */
 static const char *shown(const char *v, char buf[48]) {

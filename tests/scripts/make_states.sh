@@ -44,6 +44,19 @@ meta() {
   write "$dir/$1.safetensors" "$h"
 }
 
+# drop NAME KEY: DIR/NAME.safetensors without metadata KEY
+drop() {
+  write "$dir/$1.safetensors" "$(printf '%s' "$header" | sed "s|,\"$2\":\"[^\"]*\"||; s|\"$2\":\"[^\"]*\",||")"
+}
+
+drop no_checksum data_crc32
+meta checksum_text data_crc32 xyz
+# one data byte flipped (the last one: 0x00 <-> 0xff pattern by xor 0x55)
+cp "$good" "$dir/flipped_byte.safetensors"
+size=$(wc -c < "$good")
+last=$(tail -c 1 "$good" | od -An -tu1 | tr -d ' ')
+# shellcheck disable=SC2059
+printf "\\$(printf %03o $(( last ^ 0x55 )))" | dd of="$dir/flipped_byte.safetensors" bs=1 seek=$((size - 1)) conv=notrunc 2>/dev/null
 meta micro_batches_huge micro_batches 1000000000
 meta lr_negative lr -1
 meta lr_huge lr 1e39

@@ -4,7 +4,8 @@
  * truncated file refused with its exact message. The save target: a path
  * that is a device, folder, FIFO or symbolic link is refused and left as it
  * was; temporary files of dead writers are removed, a live writer's kept;
- * two processes saving to one path at once never collide.
+ * two processes saving to one path at once never collide. The data_crc32
+ * checksum against a bitwise CRC-32, and a flipped data byte refused.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -294,6 +295,65 @@ static void test_two_writers(void) {
   CHECK_EQ_INT(count_temps(), 0);
 }
 
+/* CRC-32 bit by bit (reflected, polynomial 0xEDB88320): the textbook
+ * definition, independent of zlib's tables. */
+static uint32_t crc32_reference(const unsigned char *p, size_t n) {
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0xedb88320u : c >> 1;
+  }
+  return c ^ 0xffffffffu;
+}
+
+/* Every written file carries data_crc32 = the CRC-32 of its data bytes
+ * (checked against the bitwise reference, itself checked on the standard
+ * "123456789" -> cbf43926); a flipped data byte, a malformed value and a
+ * caller's attempt to set the key are refused with exact messages. */
+static void test_checksum(void) {
+  CHECK_EQ_INT(crc32_reference((const unsigned char *)"123456789", 9), 0xcbf43926u);
+  rt_tensor *a = make(IR_DT_F64, 2, 2, 3), *b = make(IR_DT_I32, 1, 5, 0);
+  rt_named_tensor nt[2] = {{"a", a}, {"b", b}};
+  char err[1024], want[1200];
+  CHECK_EQ_INT(rt_safetensors_write(path, nt, 2, NULL, 0, err, sizeof err), 0);
+  size_t len = 0;
+  FILE *fp = fopen(path, "rb");
+  unsigned char buf[4096];
+  if (fp) len = fread(buf, 1, sizeof buf, fp), fclose(fp);
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+  CHECK_EQ_INT(len, 8 + hlen + 48 + 20);
+  char crc[16];
+  snprintf(crc, sizeof crc, "%08x", (unsigned)crc32_reference(buf + 8 + hlen, len - 8 - hlen));
+  rt_safetensors *f = rt_safetensors_read(path, err, sizeof err);
+  CHECK(f != NULL);
+  if (f) CHECK_STR(rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY), crc);
+  rt_safetensors_free(f);
+  /* one bit of the data flipped: refused, naming both sums */
+  buf[len - 1] ^= 0x01;
+  char crc2[16];
+  snprintf(crc2, sizeof crc2, "%08x", (unsigned)crc32_reference(buf + 8 + hlen, len - 8 - hlen));
+  fp = fopen(path, "wb");
+  fwrite(buf, 1, len, fp);
+  fclose(fp);
+  snprintf(want, sizeof want, "corrupt: the tensor bytes have CRC-32 %s but the header says %s", crc2, crc);
+  expect_refused("flipped bit", want);
+  /* a value that is not 8 hex digits */
+  write_raw("{\"__metadata__\":{\"data_crc32\":\"12345678z\"}}", AUTO, NULL, 0);
+  expect_refused("crc text", "corrupt header: metadata \"data_crc32\" is \"12345678z\", not 8 hexadecimal digits");
+  /* files of other writers have none: accepted */
+  write_raw("{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", AUTO, buf, 8);
+  f = rt_safetensors_read(path, err, sizeof err);
+  CHECK(f != NULL);
+  rt_safetensors_free(f);
+  rt_meta_entry meta[1] = {{RT_SAFETENSORS_CRC_KEY, "00000000"}};
+  CHECK_EQ_INT(rt_safetensors_write(path, nt, 2, meta, 1, err, sizeof err), -1);
+  snprintf(want, sizeof want, "%s: metadata key 'data_crc32' is reserved (the writer sets it)", path);
+  CHECK_STR(err, want);
+  rt_tensor_free(a);
+  rt_tensor_free(b);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -302,6 +362,7 @@ int main(void) {
   snprintf(path, sizeof path, "%s/state.safetensors", dir);
   test_round_trip();
   test_corrupt();
+  test_checksum();
   test_target_not_regular();
   test_stale_temps();
   test_two_writers();
