@@ -468,9 +468,12 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
     rt_path_errf(err, errlen, path, "reading safetensors needs a little-endian host");
     return NULL;
   }
-  FILE *fp = fopen(path, "rb");
+  int fd = ir_open_regular(path);
+  FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
   if (!fp) {
-    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
+    if (fd == -2) rt_path_errf(err, errlen, path, "not a regular file");
+    else rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
+    if (fd >= 0) close(fd);
     return NULL;
   }
   rt_safetensors *f = NULL;
@@ -478,8 +481,8 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
   char *hdr = NULL;
   st_entry *ents = NULL;
   struct stat st;
-  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-    rt_path_errf(err, errlen, path, "not a regular file");
+  if (fstat(fileno(fp), &st) != 0) {
+    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
     goto bad;
   }
   uint64_t size = (uint64_t)st.st_size;
