@@ -8,9 +8,11 @@
  * as the first line alone otherwise. Errors past the limit are counted, not
  * printed. Also the safe whole-file reader used for every input file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ir.h"
 
@@ -124,15 +126,30 @@ void ir_error_plain(ir_diag *d, const char *fmt, ...) {
   va_end(ap);
 }
 
+int ir_open_regular(const char *path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  int flags = fcntl(fd, F_GETFL);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    close(fd);
+    return -2;
+  }
+  return fd;
+}
+
 char *ir_read_file(const char *path, size_t max_bytes, size_t *len, ir_diag *d) {
-  FILE *f = fopen(path, "rb");
+  int fd = ir_open_regular(path);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
-    ir_error_plain(d, "cannot open '%s': %s", path, strerror(errno));
+    if (fd == -2) ir_error_plain(d, "'%s' is not a regular file", path);
+    else ir_error_plain(d, "cannot open '%s': %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
     return NULL;
   }
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    ir_error_plain(d, "'%s' is not a regular file", path);
+  if (fstat(fileno(f), &st) != 0) {
+    ir_error_plain(d, "cannot open '%s': %s", path, strerror(errno));
     fclose(f);
     return NULL;
   }

@@ -437,12 +437,17 @@ static int infer_reduce(ctx *c, const ir_type *x, ir_type *out) {
                 ts(x).s, x->rank);
   out->dtype = x->dtype;
   out->rank = 0;
+  int64_t count = 1; /* elements per result */
   for (int d = 0, j = 0; d < x->rank; d++) {
     bool reduced = j < n && axes[j] == d;
-    if (reduced) j++;
+    if (reduced) j++, count *= x->dims[d];
     if (!reduced) out->dims[out->rank++] = x->dims[d];
     else if (keep) out->dims[out->rank++] = 1;
   }
+  /* a sum of nothing is 0; a max or mean of nothing has no value */
+  if (count == 0 && ir_type_numel(out) > 0 && c->op != IR_OP_REDUCE_SUM)
+    return fail(c, "%s over axes %s of %s: the %s of no elements is undefined", c->name, ints_str(axes, n).s, ts(x).s,
+                c->op == IR_OP_REDUCE_MAX ? "max" : "mean");
   return 0;
 }
 
@@ -474,6 +479,9 @@ static int infer_embedding(ctx *c, const ir_type *table, const ir_type *ids, ir_
   if (!is_int_dtype(ids->dtype)) return fail(c, "embedding ids must be i32 or i64, got %s", ir_dtype_name(ids->dtype));
   if (ids->rank + 1 > IR_MAX_RANK)
     return fail(c, "embedding of ids %s would have rank %d (the maximum is %d)", ts(ids).s, ids->rank + 1, IR_MAX_RANK);
+  if (table->dims[0] == 0 && ir_type_numel(ids) > 0) /* an empty table with no ids is fine: an empty result */
+    return fail(c, "embedding table %s has no rows: none of the %lld ids can be valid", ts(table).s,
+                (long long)ir_type_numel(ids));
   *out = *ids;
   out->dtype = table->dtype;
   out->dims[out->rank++] = table->dims[1];
@@ -489,6 +497,10 @@ static int infer_cross_entropy(ctx *c, const ir_type *logits, const ir_type *tgt
   if (!ok)
     return fail(c, "shape mismatch in cross_entropy: targets %s must have the shape of logits %s without the last dimension",
                 ts(tgt).s, ts(logits).s);
+  /* known at compile time: a mean over no positions, or targets with no class to name */
+  if (ir_type_numel(tgt) == 0) return fail(c, "cross_entropy over 0 positions (logits %s): the mean is undefined", ts(logits).s);
+  if (logits->dims[logits->rank - 1] == 0)
+    return fail(c, "cross_entropy logits %s have no classes: no target can be valid", ts(logits).s);
   *out = (ir_type){.dtype = logits->dtype, .rank = 0};
   return 0;
 }
@@ -597,7 +609,8 @@ static int infer_unslice(ctx *c, const ir_type *x, ir_type *out) {
 static int infer_embedding_grad(ctx *c, const ir_type *ids, const ir_type *g, ir_type *out) {
   int64_t vocab;
   if (get_int(c, "vocab", true, 0, &vocab) < 0) return -1;
-  if (vocab < 1) return fail(c, "embedding_grad vocab must be >= 1, got %lld", (long long)vocab);
+  if (vocab < 0 || (vocab == 0 && ir_type_numel(ids) > 0))
+    return fail(c, "embedding_grad vocab must be >= %d, got %lld", ir_type_numel(ids) > 0, (long long)vocab);
   if (!is_int_dtype(ids->dtype)) return fail(c, "embedding_grad ids must be i32 or i64, got %s", ir_dtype_name(ids->dtype));
   if (need_float(c, g, false) < 0) return -1;
   bool ok = g->rank == ids->rank + 1;

@@ -140,6 +140,12 @@ int ir_diag_errors(const ir_diag *d);
 /* After this many errors further ones are counted but not printed (default 20). */
 void ir_diag_set_max_errors(ir_diag *d, int n);
 
+/* Opens path read-only, never blocking on a FIFO or a device (it is opened
+ * O_NONBLOCK, and blocking is restored only once fstat says it is a regular
+ * file). Returns the fd; -1 with errno set when it cannot be opened; -2
+ * when it is not a regular file (closed again). Every reader of user files
+ * opens them through this. */
+int ir_open_regular(const char *path);
 /* Reads a whole regular file into a malloc'd, NUL-terminated buffer.
  * Directories, devices, unreadable and over-large (> max_bytes) files are
  * reported through d ("tgc: error: PATH: ..."), returning NULL. */

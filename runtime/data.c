@@ -71,8 +71,8 @@ void rt_data_free(rt_data *ds) {
 /* Scans a token file once for its largest token (files are read in chunks). */
 static int scan_file(rt_data *ds, const char *path, char *err, size_t errlen) {
   struct stat st;
-  if (fstat(ds->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    rt_errf(err, errlen, "%s: not a regular file", path);
+  if (fstat(ds->fd, &st) != 0) {
+    rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     return -1;
   }
   int width = ds->kind == DS_TOKENS ? 2 : 1;
@@ -144,9 +144,11 @@ rt_data *rt_data_open(const char *spec, int64_t vocab, char *err, size_t errlen)
       rt_data_free(ds);
       return NULL;
     }
-    ds->fd = open(path, O_RDONLY);
+    ds->fd = ir_open_regular(path);
     if (ds->fd < 0) {
-      rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+      if (ds->fd == -2) rt_errf(err, errlen, "%s: not a regular file", path);
+      else rt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+      ds->fd = -1;
       rt_data_free(ds);
       return NULL;
     }

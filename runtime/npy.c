@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kernels.h"
 
@@ -191,16 +192,19 @@ static int dtype_of_descr(const char *d) {
 /* ---- reading ------------------------------------------------------------ */
 
 rt_tensor *rt_npy_read(const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
+  int fd = ir_open_regular(path);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
   if (!f) {
-    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
+    if (fd == -2) rt_path_errf(err, errlen, path, "not a regular file");
+    else rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
+    if (fd >= 0) close(fd);
     return NULL;
   }
   rt_tensor *t = NULL;
   char *header = NULL;
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-    rt_path_errf(err, errlen, path, "not a regular file");
+  if (fstat(fileno(f), &st) != 0) {
+    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
     goto done;
   }
   uint64_t file_size = (uint64_t)st.st_size;

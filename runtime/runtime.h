@@ -90,11 +90,18 @@ extern const rt_backend rt_cpu_backend;
  * of JSON {"NAME": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
  * ..., "__metadata__": {"key": "string", ...}}, then the tensor bytes
  * (little-endian, row-major; offsets relative to the end of the header).
- * Writing goes to PATH.tmp, is flushed and fsynced, renamed over PATH, and
- * the directory is fsynced: a crash leaves either the old file or the new.
+ * Writing goes to a fresh PATH.tmp.<pid>.<random> (two writers never share
+ * one), is flushed and fsynced, renamed over PATH, and the directory is
+ * fsynced: a crash leaves either the old file or the new. An existing PATH
+ * that is not a regular file (a device, folder, FIFO, symbolic link) is
+ * refused, never replaced.
  * Reading refuses anything malformed (short file, header length beyond the
  * file, bad JSON, unknown dtype, bad shape, offsets out of range, overlapping
  * or leaving holes, size not matching the shape) with "PATH: problem" in err. */
+/* Every file written carries metadata "data_crc32": the CRC-32 (zlib) of
+ * all tensor bytes in file order, 8 lowercase hex digits. Reading checks it
+ * when the file has it (files from other writers may not). */
+#define RT_SAFETENSORS_CRC_KEY "data_crc32"
 typedef struct {
   const char *name;
   const rt_tensor *t;
@@ -104,6 +111,11 @@ typedef struct {
 } rt_meta_entry;
 int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n, const rt_meta_entry *meta,
                          int n_meta, char *err, size_t errlen);
+/* Before a long job that will save to path: refuses a path that exists and
+ * is not a regular file, proves its folder writable (creates and removes a
+ * temporary file), and removes temporary files of path left by writers that
+ * are no longer running (*removed counts them). 0, or -1 with err. */
+int rt_safetensors_check_target(const char *path, int *removed, char *err, size_t errlen);
 
 typedef struct rt_safetensors rt_safetensors;
 rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen);
@@ -113,6 +125,8 @@ const char *rt_safetensors_name(const rt_safetensors *f, int i);
 const rt_tensor *rt_safetensors_tensor(const rt_safetensors *f, int i);
 const rt_tensor *rt_safetensors_find(const rt_safetensors *f, const char *name);   /* NULL if absent */
 const char *rt_safetensors_meta(const rt_safetensors *f, const char *key);         /* NULL if absent */
+int rt_safetensors_meta_count(const rt_safetensors *f);
+const char *rt_safetensors_meta_key(const rt_safetensors *f, int i);              /* in file order */
 
 /* ===================================================================== */
 /* data.c — training data sources                                         */
@@ -165,7 +179,11 @@ int rt_data_targets_input(const rt_data *ds);
  * the host in micro-batch order and divide by K; run the update graph with
  * lr from the schedule and step + 1. Parameters are initialized from the
  * seed (rt_init_param), states to zero. Deterministic: the same config gives
- * bit-identical parameters, and save + resume continues exactly. */
+ * bit-identical parameters, and save + resume continues exactly.
+ * After every update the parameters are checked for Inf/NaN: a step that
+ * makes one non-finite fails ("parameters became non-finite ('NAME': K of
+ * N elements are Inf or NaN; the loss was L)"), and the trainer then
+ * refuses further steps and saves, so the last good state on disk stays. */
 typedef enum { RT_SCHEDULE_CONSTANT, RT_SCHEDULE_COSINE } rt_schedule_kind;
 typedef struct {
   rt_schedule_kind kind;
@@ -195,6 +213,8 @@ typedef struct {
   size_t peak_bytes;    /* the largest rt_stats.peak_bytes of the training graph runs */
 } rt_step_result;
 
+/* The most steps a run can count: the update reads the step as an f64. */
+#define RT_MAX_STEP (INT64_C(1) << 53)
 typedef struct rt_trainer rt_trainer;
 rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen);
 void rt_trainer_free(rt_trainer *t);
@@ -203,7 +223,8 @@ int64_t rt_trainer_steps_done(const rt_trainer *t);
 int rt_trainer_num_params(const rt_trainer *t);
 const rt_tensor *rt_trainer_param(const rt_trainer *t, int i);   /* in train->params order */
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
- * meta + {"format": "tgc-train-1", "step": N, "seed": S}. */
+ * meta + {"format": "tgc-train-1", "step": N, "seed": S}. Refuses (and
+ * writes nothing) when a parameter holds Inf or NaN. */
 int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
                     size_t errlen);
 /* Loads a state saved for the same model and optimizer: every tensor must

@@ -9,9 +9,21 @@
  * [begin, end]} (offsets relative to the first byte after the header) and
  * holds a "__metadata__" map of strings.
  *
- * Writing is crash-safe: PATH.tmp is written, flushed, fsynced and renamed
- * over PATH, then the directory is fsynced, so PATH is always either the old
- * file or the new one, whole.
+ * Writing is crash-safe: a temporary file next to PATH
+ * (PATH.tmp.<pid>.<random>, created exclusively, so two writers never share
+ * one) is written, flushed, fsynced and renamed over PATH, then the
+ * directory is fsynced, so PATH is always either the old file or the new
+ * one, whole. PATH itself must be a regular file or absent: a device, a
+ * folder, a FIFO or a symbolic link is never replaced.
+ * rt_safetensors_check_target, run before a long job, also proves the folder
+ * writable and removes temporary files of PATH whose writer is dead.
+ *
+ * Every file tgc writes carries metadata "data_crc32": the CRC-32 (zlib's,
+ * the polynomial of gzip and PNG) of all tensor bytes in file order, as 8
+ * hex digits; reading checks it when present, so a flipped data byte is
+ * refused instead of resumed from. (By hand: python3 -c "import zlib,sys;
+ * d=open(sys.argv[1],'rb').read(); n=int.from_bytes(d[:8],'little');
+ * print('%08x' % zlib.crc32(d[8+n:]))" FILE.)
  *
  * Reading trusts nothing: every size in the header is checked against the
  * real file size before anything is allocated, offsets must tile the data
@@ -20,14 +32,18 @@
  * "PATH: problem" (see the messages below; tests/unit/test_safetensors.c
  * checks them).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "kernels.h"
 
@@ -60,6 +76,14 @@ static int st_dtype_from_name(const char *s) {
   return -1;
 }
 
+/* The CRC-32 of n tensors' bytes, in the order given. */
+static uint32_t data_crc32(const rt_tensor *const *ts, int n) {
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  for (int i = 0; i < n; i++)
+    if (ts[i]->nbytes) crc = crc32_z(crc, ts[i]->data, ts[i]->nbytes);
+  return (uint32_t)crc;
+}
+
 static bool host_is_little_endian(void) {
   uint16_t x = 1;
   unsigned char c;
@@ -72,12 +96,16 @@ static bool host_is_little_endian(void) {
 /* writing                                                                 */
 /* ---------------------------------------------------------------------- */
 
-static int fsync_dir_of(const char *path) {
+/* The folder of path ("." when it has none). */
+static char *dir_of(const char *path) {
   const char *slash = strrchr(path, '/');
-  char *dir;
-  if (!slash) dir = strdup(".");
-  else if (slash == path) dir = strdup("/");
-  else dir = strndup(path, (size_t)(slash - path));
+  if (!slash) return strdup(".");
+  if (slash == path) return strdup("/");
+  return strndup(path, (size_t)(slash - path));
+}
+
+static int fsync_dir_of(const char *path) {
+  char *dir = dir_of(path);
   if (!dir) return -1;
   int fd = open(dir, O_RDONLY);
   free(dir);
@@ -87,22 +115,141 @@ static int fsync_dir_of(const char *path) {
   return rc;
 }
 
+/* PATH must be absent or a regular file (lstat: a symbolic link is not
+ * followed, and not replaced either). */
+static int check_replaceable(const char *path, char *err, size_t errlen) {
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return 0;
+    rt_path_errf(err, errlen, path, "cannot check it: %s", strerror(errno));
+    return -1;
+  }
+  if (S_ISREG(st.st_mode)) return 0;
+  const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISLNK(st.st_mode)  ? "a symbolic link"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "a special file";
+  rt_path_errf(err, errlen, path, "exists and is not a regular file (%s); not replacing it", kind);
+  return -1;
+}
+
+/* Creates a fresh temporary file PATH.tmp.<pid>.<8 hex digits> (O_EXCL: a
+ * name another writer holds is never reused). Returns the fd and the name
+ * in *tmp_out (malloc'd), or -1 with errno set. */
+static int create_temp(const char *path, char **tmp_out) {
+  static uint64_t counter;
+  size_t n = strlen(path) + 48;
+  char *tmp = malloc(n);
+  if (!tmp) return -1;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (++counter * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+    snprintf(tmp, n, "%s.tmp.%ld.%08x", path, (long)getpid(), (unsigned)(x & 0xffffffffu));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      *tmp_out = tmp;
+      return fd;
+    }
+    if (errno != EEXIST) break;
+  }
+  int e = errno;
+  free(tmp);
+  errno = e;
+  return -1;
+}
+
+/* Whether name is "<base>.tmp.<pid>.<8 hex>" with no such process alive. */
+static bool is_stale_temp(const char *name, const char *base) {
+  size_t bl = strlen(base);
+  if (strncmp(name, base, bl) != 0 || strncmp(name + bl, ".tmp.", 5) != 0) return false;
+  const char *p = name + bl + 5;
+  char *end;
+  errno = 0;
+  long pid = strtol(p, &end, 10);
+  if (end == p || *end != '.' || errno || pid <= 0) return false;
+  if (strlen(end + 1) != 8 || strspn(end + 1, "0123456789abcdef") != 8) return false;
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int rt_safetensors_check_target(const char *path, int *removed, char *err, size_t errlen) {
+  if (removed) *removed = 0;
+  if (check_replaceable(path, err, errlen) != 0) return -1;
+  char *dir = dir_of(path), *tmp = NULL;
+  if (!dir) {
+    rt_path_errf(err, errlen, path, "out of memory");
+    return -1;
+  }
+  /* proven writable by creating (and removing) a file there: access(2)
+   * says yes to root on a read-only mount's folders */
+  int fd = create_temp(path, &tmp);
+  if (fd < 0) {
+    rt_path_errf(err, errlen, path, "cannot create a file in %s: %s", dir, strerror(errno));
+    free(dir);
+    return -1;
+  }
+  close(fd);
+  unlink(tmp);
+  free(tmp);
+  /* temporary files of PATH whose writer was killed before its rename */
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  DIR *dp = opendir(dir);
+  for (struct dirent *e; dp && (e = readdir(dp));) {
+    if (!is_stale_temp(e->d_name, base)) continue;
+    size_t n = strlen(dir) + strlen(e->d_name) + 2;
+    char *full = malloc(n);
+    if (full) {
+      snprintf(full, n, "%s/%s", dir, e->d_name);
+      if (unlink(full) == 0 && removed) (*removed)++;
+    }
+    free(full);
+  }
+  if (dp) closedir(dp);
+  free(dir);
+  return 0;
+}
+
 int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n, const rt_meta_entry *meta,
                          int n_meta, char *err, size_t errlen) {
   if (!host_is_little_endian()) {
     rt_path_errf(err, errlen, path, "writing safetensors needs a little-endian host");
     return -1;
   }
+  if (check_replaceable(path, err, errlen) != 0) return -1;
   json_t *root = json_object();
   json_t *md = json_object();
   json_object_set_new(root, "__metadata__", md);
   for (int i = 0; i < n_meta; i++) {
     json_t *v = json_string(meta[i].value);
+    if (strcmp(meta[i].key, RT_SAFETENSORS_CRC_KEY) == 0) {
+      rt_path_errf(err, errlen, path, "metadata key '%s' is reserved (the writer sets it)", meta[i].key);
+      json_decref(v);
+      json_decref(root);
+      return -1;
+    }
     if (!v || json_object_set_new(md, meta[i].key, v) != 0) {
       rt_path_errf(err, errlen, path, "metadata '%s' is not valid UTF-8", meta[i].key);
       json_decref(root);
       return -1;
     }
+  }
+  { /* the checksum of the tensor bytes, in the order they are written */
+    const rt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+    if (!ts) {
+      rt_path_errf(err, errlen, path, "out of memory");
+      json_decref(root);
+      return -1;
+    }
+    for (int i = 0; i < n; i++) ts[i] = tensors[i].t;
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)data_crc32(ts, n));
+    free(ts);
+    json_object_set_new(md, RT_SAFETENSORS_CRC_KEY, json_string(crc));
   }
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
@@ -137,17 +284,14 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   size_t hlen = strlen(hdr);
   size_t padded = (hlen + 7) / 8 * 8;
 
-  size_t tlen = strlen(path) + 5;
-  char *tmp = malloc(tlen);
-  if (!tmp) {
-    free(hdr);
-    rt_path_errf(err, errlen, path, "out of memory");
-    return -1;
-  }
-  snprintf(tmp, tlen, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
+  char *tmp = NULL;
+  int fd = create_temp(path, &tmp);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!f) {
-    rt_path_errf(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+    char *dir = dir_of(path);
+    rt_path_errf(err, errlen, path, "cannot create a file in %s: %s", dir ? dir : ".", strerror(errno));
+    free(dir);
+    if (fd >= 0) close(fd), unlink(tmp);
     free(tmp);
     free(hdr);
     return -1;
@@ -212,6 +356,9 @@ const rt_tensor *rt_safetensors_find(const rt_safetensors *f, const char *name) 
     if (strcmp(f->names[i], name) == 0) return f->tensors[i];
   return NULL;
 }
+
+int rt_safetensors_meta_count(const rt_safetensors *f) { return f->n_meta; }
+const char *rt_safetensors_meta_key(const rt_safetensors *f, int i) { return f->meta_keys[i]; }
 
 const char *rt_safetensors_meta(const rt_safetensors *f, const char *key) {
   for (int i = 0; i < f->n_meta; i++)
@@ -296,15 +443,37 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
   return 0;
 }
 
+/* The tensors (read in file order) against metadata "data_crc32", when the
+ * file has it. */
+static int check_crc(const rt_safetensors *f, const char *path, char *err, size_t errlen) {
+  const char *want = rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY);
+  if (!want) return 0;
+  if (strlen(want) != 8 || strspn(want, "0123456789abcdef") != 8) {
+    rt_path_errf(err, errlen, path, "corrupt header: metadata \"%s\" is \"%.40s\", not 8 hexadecimal digits",
+                 RT_SAFETENSORS_CRC_KEY, want);
+    return -1;
+  }
+  char got[16];
+  snprintf(got, sizeof got, "%08x", (unsigned)data_crc32((const rt_tensor *const *)f->tensors, f->n));
+  if (strcmp(got, want) != 0) {
+    rt_path_errf(err, errlen, path, "corrupt: the tensor bytes have CRC-32 %s but the header says %s", got, want);
+    return -1;
+  }
+  return 0;
+}
+
 rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if (!host_is_little_endian()) {
     rt_path_errf(err, errlen, path, "reading safetensors needs a little-endian host");
     return NULL;
   }
-  FILE *fp = fopen(path, "rb");
+  int fd = ir_open_regular(path);
+  FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
   if (!fp) {
-    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
+    if (fd == -2) rt_path_errf(err, errlen, path, "not a regular file");
+    else rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
+    if (fd >= 0) close(fd);
     return NULL;
   }
   rt_safetensors *f = NULL;
@@ -312,8 +481,8 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
   char *hdr = NULL;
   st_entry *ents = NULL;
   struct stat st;
-  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-    rt_path_errf(err, errlen, path, "not a regular file");
+  if (fstat(fileno(fp), &st) != 0) {
+    rt_path_errf(err, errlen, path, "cannot open: %s", strerror(errno));
     goto bad;
   }
   uint64_t size = (uint64_t)st.st_size;
@@ -420,6 +589,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
       goto bad;
     }
   }
+  if (check_crc(f, path, err, errlen) != 0) goto bad;
   free(ents);
   free(hdr);
   json_decref(root);

@@ -11,6 +11,7 @@
  * thread count. So saving after N steps and resuming gives, bit for bit, the
  * parameters of an uninterrupted run (tests/unit/test_train_resume.c).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ struct rt_trainer {
   int loss_out, logits_out;
   int64_t step;
   bool lost;            /* a failed update consumed the parameters: no more steps or saves */
+  bool nonfinite;       /* an update made a parameter Inf or NaN: no more steps or saves */
   bool *donate;         /* update inputs given to the executor (grads, states), and the params */
 };
 
@@ -228,6 +230,45 @@ static int64_t count_correct(const rt_tensor *logits, const rt_tensor *targets, 
   return correct;
 }
 
+/* Elements of x that are Inf or NaN (their exponent bits all ones; integer
+ * tensors have none). One pass over the bytes, threaded for large tensors. */
+static int64_t count_nonfinite(const rt_tensor *x) {
+  int64_t n = rt_numel(&x->type), bad = 0;
+  ir_dtype dt = x->type.dtype;
+  if (dt == IR_DT_F64) {
+    const uint64_t *b = x->data;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+  } else if (dt == IR_DT_F32) {
+    const uint32_t *b = x->data;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
+  } else if (dt == IR_DT_BF16 || dt == IR_DT_F16) {
+    const uint16_t *b = x->data;
+    uint16_t e = dt == IR_DT_BF16 ? 0x7f80 : 0x7c00;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) bad += (b[i] & e) == e;
+  }
+  return bad;
+}
+
+/* The parameters are all finite: 0, or -1 with "'NAME': K of N elements are
+ * Inf or NaN" (the first such parameter) in err. Run after every update and
+ * before every save, so a step that blows up never replaces a good state.
+ * (Over the parameter tensors only: it moves with them to whichever
+ * backend holds them.) */
+static int check_params_finite(const rt_trainer *t, char *err, size_t errlen) {
+  for (int i = 0; i < t->np; i++) {
+    int64_t bad = count_nonfinite(t->params[i]);
+    if (bad) {
+      rt_errf(err, errlen, "'%s': %lld of %lld elements are Inf or NaN", t->c.train->params[i]->name,
+              (long long)bad, (long long)rt_numel(&t->params[i]->type));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) {
   const ir_graph *tg = t->c.train, *ug = t->c.update;
   int K = t->c.micro_batches;
@@ -235,8 +276,9 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
   int64_t correct = 0, positions = 0;
   size_t peak = 0;
   int targ = rt_data_targets_input(t->c.data);
-  if (t->lost) {
-    rt_errf(err, errlen, "the parameters were lost in a failed optimizer update");
+  if (t->lost || t->nonfinite) {
+    rt_errf(err, errlen, t->lost ? "the parameters were lost in a failed optimizer update"
+                                 : "the parameters became non-finite in an earlier step");
     return -1;
   }
   for (int i = 0; i < t->np; i++) {
@@ -308,6 +350,12 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     t->lost = true;
     goto done;
   }
+  char why[700];
+  if (check_params_finite(t, why, sizeof why) != 0) {
+    t->nonfinite = true;
+    rt_errf(err, errlen, "parameters became non-finite (%s; the loss was %g)", why, loss / K);
+    goto done;
+  }
   t->step++;
   rc = 0;
   if (r) {
@@ -341,6 +389,11 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
                     size_t errlen) {
   if (t->lost) {
     rt_errf(err, errlen, "%s: not saved: the parameters were lost in a failed optimizer update", path);
+    return -1;
+  }
+  char why[700];
+  if (check_params_finite(t, why, sizeof why) != 0) {
+    rt_errf(err, errlen, "%s: not saved: parameter %s", path, why);
     return -1;
   }
   int n = t->np + t->ns;
@@ -401,10 +454,20 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
          fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", FORMAT_NAME);
     return -1;
   }
+  /* rt_safetensors_read checked it: a state without one was not written by tgc whole */
+  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
+    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
+            RT_SAFETENSORS_CRC_KEY);
+    return -1;
+  }
   char *end = NULL;
+  errno = 0;
   long long s = step ? strtoll(step, &end, 10) : -1;
-  if (!step || end == step || *end || s < 0) {
-    rt_errf(err, errlen, "%s: metadata \"step\" is %s, expected a non-negative integer", path, step ? step : "missing");
+  if (!step || end == step || *end || errno || s < 0 || s > RT_MAX_STEP) {
+    char shown[48] = "";
+    if (step) snprintf(shown, sizeof shown, "\"%.40s%s\"", step, strlen(step) > 40 ? "..." : "");
+    rt_errf(err, errlen, "%s: metadata \"step\" is %s: expected an integer in [0, %lld]", path,
+            step ? shown : "missing", (long long)RT_MAX_STEP);
     return -1;
   }
   int n = t->np + t->ns;

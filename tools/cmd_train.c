@@ -12,9 +12,11 @@
  * on to the same end.
  */
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,8 +59,10 @@ static const char *const train_help =
     "\n"
     "state and output:\n"
     "  --save PATH          save parameters + optimizer state (safetensors) at the end\n"
-    "  --save-every N       ... and every N steps (written to PATH.tmp, fsynced, renamed)\n"
+    "  --save-every N       ... and every N steps (each save is written to a temporary file next\n"
+    "                       to PATH, fsynced, renamed over PATH; PATH must be a regular file or new)\n"
     "  --resume PATH        continue from a saved state, bit-identically; its settings are the defaults\n"
+    "                       (checked like the flags; flags given again override them)\n"
     "  --stop-at N          stop after step N (saving), as if interrupted; resume later\n"
     "  --log FILE           one JSON object per step: step, loss, lr, accuracy (sequence models\n"
     "                       with a 'logits' output), elapsed_s\n"
@@ -82,7 +86,7 @@ typedef struct {
   rt_schedule_kind schedule;
   double lr, clip, weight_decay;
   uint64_t seed;
-  bool steps_set, lr_set, opt_set, sched_set, warmup_set, mb_set, clip_set, wd_set, seed_set, batch_set,
+  bool data_set, steps_set, lr_set, opt_set, sched_set, warmup_set, mb_set, clip_set, wd_set, seed_set, batch_set,
       seq_set, vocab_set;
   const char *save, *resume, *log;
   bool json, profile;
@@ -100,75 +104,175 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t *out, ir_diag *d) {
+/* ---- the settings a state file records ----
+ * One row per setting: its flag, its metadata key, how it is parsed and its
+ * range. The same row parses `--lr X` and the "lr" of a state file given to
+ * --resume, so a resumed setting gets exactly the checks of the flag (a
+ * state saying micro_batches=1000000000, lr=-1 or seed=abc is refused,
+ * naming the file). Float settings must be finite in f32 (the parameters'
+ * precision): --lr 1e39 is refused before any work. */
+typedef enum { SETTING_INT, SETTING_NUM, SETTING_CHOICE, SETTING_TEXT } setting_kind;
+typedef struct {
+  const char *flag, *key;
+  setting_kind kind;
+  size_t value, set;                 /* offsetof the value and its *_set flag in train_opts */
+  int width;                         /* SETTING_INT: sizeof the field (int or int64_t) */
+  int64_t lo, hi;                    /* SETTING_INT: the range */
+  double min;                        /* SETTING_NUM: the lower bound (the upper is FLT_MAX) */
+  int (*from_name)(const char *);    /* SETTING_CHOICE: name -> value, -1 if unknown */
+  const char *(*to_name)(int);       /* SETTING_CHOICE: value -> name */
+  const char *choices;               /* SETTING_CHOICE: the names, for messages; SETTING_TEXT: what it is */
+  bool only_if_given;                /* saved only when given (the model's sizes) */
+  bool saved_by_trainer;             /* rt_trainer_save writes it (the seed) */
+} train_setting;
+
+static int schedule_from_name(const char *v) {
+  return strcmp(v, "constant") == 0 ? RT_SCHEDULE_CONSTANT : strcmp(v, "cosine") == 0 ? RT_SCHEDULE_COSINE : -1;
+}
+static const char *schedule_name(int k) { return k == RT_SCHEDULE_COSINE ? "cosine" : "constant"; }
+static const char *optimizer_name(int k) { return pass_optimizer_name((pass_optimizer_kind)k); }
+
+#define OPT(f) offsetof(train_opts, f)
+#define INT(flag, key, f, set, lo, hi, only) {flag, key, SETTING_INT, OPT(f), OPT(set), (int)sizeof(((train_opts *)0)->f), lo, hi, 0, NULL, NULL, NULL, only, false}
+#define NUM(flag, key, f, set) {flag, key, SETTING_NUM, OPT(f), OPT(set), 0, 0, 0, 0, NULL, NULL, NULL, false, false}
+static const train_setting settings[] = {
+    {"--data", "data", SETTING_TEXT, OPT(data), OPT(data_set), 0, 0, 0, 0, NULL, NULL, "SOURCE", false, false},
+    INT("--steps", "steps", steps, steps_set, 1, RT_MAX_STEP, false),
+    {"--optimizer", "optimizer", SETTING_CHOICE, OPT(optimizer), OPT(opt_set), 0, 0, 0, 0, pass_optimizer_from_name,
+     optimizer_name, "sgd, momentum, adam or adamw", false, false},
+    NUM("--lr", "lr", lr, lr_set),
+    {"--schedule", "schedule", SETTING_CHOICE, OPT(schedule), OPT(sched_set), 0, 0, 0, 0, schedule_from_name,
+     schedule_name, "constant or cosine", false, false},
+    INT("--warmup", "warmup", warmup, warmup_set, 0, RT_MAX_STEP, false),
+    INT("--micro-batches", "micro_batches", micro_batches, mb_set, 1, 1000000, false),
+    NUM("--clip", "clip", clip, clip_set),
+    NUM("--weight-decay", "weight_decay", weight_decay, wd_set),
+    INT("--seed", "seed", seed, seed_set, 0, INT64_MAX, false),
+    INT("--batch", "batch", batch, batch_set, 1, INT64_MAX, true),
+    INT("--seq-len", "seq_len", seq_len, seq_set, 1, INT64_MAX, true),
+    INT("--vocab", "vocab", vocab, vocab_set, 1, INT64_MAX, true),
+};
+#undef INT
+#undef NUM
+#define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
+/* metadata keys that are not settings: read by the trainer (format, step),
+ * by the reader (the checksum) or for people (data_rng) */
+static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng"};
+
+/* v cut to 40 bytes, non-printing bytes as '?', for messages. */
+static const char *shown(const char *v, char buf[48]) {
+  size_t n = 0;
+  for (; v && v[n] && n < 40; n++) buf[n] = v[n] >= 32 && v[n] < 127 ? v[n] : '?';
+  buf[n] = 0;
+  if (v && v[n]) strcpy(buf + n, "...");
+  return buf;
+}
+
+/* Integer text in [lo, hi]: 0, or -1 with "expected ..." in why. */
+static int check_int(const char *v, int64_t lo, int64_t hi, int64_t *out, char *why, size_t n) {
   char *end;
   errno = 0;
-  long long x = v ? strtoll(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno || x < lo) {
-    ir_error_plain(d, "%s %s: expected an integer >= %lld", flag, v ? v : "", (long long)lo);
+  long long x = v && *v ? strtoll(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || x < lo || x > hi) {
+    if (hi == INT64_MAX) snprintf(why, n, "expected an integer >= %lld", (long long)lo);
+    else snprintf(why, n, "expected an integer in [%lld, %lld]", (long long)lo, (long long)hi);
     return -1;
   }
   *out = x;
   return 0;
 }
 
-static int parse_f64(const char *flag, const char *v, double lo, double *out, ir_diag *d) {
+/* Number text >= lo and finite in f32: 0, or -1 with the reason in why. */
+static int check_num(const char *v, double lo, double *out, char *why, size_t n) {
   char *end;
   errno = 0;
-  double x = v ? strtod(v, &end) : 0;
-  if (!v || !*v || *end || errno || !isfinite(x) || x < lo) {
-    ir_error_plain(d, "%s %s: expected a number >= %g", flag, v ? v : "", lo);
+  double x = v && *v ? strtod(v, &end) : 0;
+  if (!v || !*v || *end || errno || !(x >= lo && x <= FLT_MAX)) {
+    snprintf(why, n, "expected a number in [%g, %g] (finite in f32)", lo, (double)FLT_MAX);
     return -1;
   }
   *out = x;
   return 0;
 }
 
-/* Applies settings saved in a state file to those not given on the command line. */
+/* Parses v into setting s of t. origin is NULL for the flag, else the state
+ * file's path (for the message). 0, or -1 after reporting. */
+static int set_setting(train_opts *t, const train_setting *s, const char *v, const char *origin, ir_diag *d) {
+  char why[160] = "", b[48];
+  char *base = (char *)t;
+  int rc = 0;
+  if (s->kind == SETTING_INT) {
+    int64_t x = 0;
+    rc = check_int(v, s->lo, s->hi, &x, why, sizeof why);
+    if (rc == 0 && s->width == (int)sizeof(int)) *(int *)(base + s->value) = (int)x;
+    else if (rc == 0) *(int64_t *)(base + s->value) = x;
+  } else if (s->kind == SETTING_NUM) {
+    rc = check_num(v, s->min, (double *)(base + s->value), why, sizeof why);
+  } else if (s->kind == SETTING_CHOICE) {
+    int k = v ? s->from_name(v) : -1;
+    if (k < 0) rc = -1, snprintf(why, sizeof why, "expected %s", s->choices);
+    else *(int *)(base + s->value) = k;
+  } else {
+    if (!v || !*v) rc = -1, snprintf(why, sizeof why, "expected a non-empty value");
+    else *(const char **)(base + s->value) = v;
+  }
+  if (rc != 0) {
+    if (origin) ir_error_plain(d, "%s: metadata \"%s\" is \"%s\": %s", origin, s->key, shown(v, b), why);
+    else if (s->kind == SETTING_TEXT) ir_error_plain(d, "%s needs a %s", s->flag, s->choices);
+    else ir_error_plain(d, "%s %s: %s", s->flag, shown(v, b), why);
+    return -1;
+  }
+  *(bool *)(base + s->set) = true;
+  return 0;
+}
+
+/* Applies the settings saved in a state file to those not given on the
+ * command line. Every saved value is checked, used or not, and a key tgc
+ * does not write is an error: the file is not what tgc saved. */
 static int apply_saved(train_opts *t, const rt_safetensors *f, ir_diag *d) {
-  const char *v;
-  if (!t->data && (v = rt_safetensors_meta(f, "data"))) t->data = v;
-  if (!t->opt_set && (v = rt_safetensors_meta(f, "optimizer"))) {
-    t->optimizer = pass_optimizer_from_name(v);
-    if (t->optimizer < 0) {
-      ir_error_plain(d, "%s: unknown optimizer '%s' in its metadata", t->resume, v);
+  for (int m = 0; m < rt_safetensors_meta_count(f); m++) {
+    const char *key = rt_safetensors_meta_key(f, m), *v = rt_safetensors_meta(f, key);
+    int k = 0;
+    while (k < N_SETTINGS && strcmp(settings[k].key, key) != 0) k++;
+    if (k == N_SETTINGS) {
+      bool other = false;
+      for (size_t i = 0; i < sizeof other_keys / sizeof other_keys[0]; i++) other |= strcmp(other_keys[i], key) == 0;
+      char b[48];
+      if (other) continue;
+      ir_error_plain(d, "%s: unknown metadata key \"%s\" (not written by tgc train)", t->resume, shown(key, b));
       return -1;
     }
-    t->opt_set = true;
-  }
-  if (!t->sched_set && (v = rt_safetensors_meta(f, "schedule"))) {
-    t->schedule = strcmp(v, "cosine") == 0 ? RT_SCHEDULE_COSINE : RT_SCHEDULE_CONSTANT;
-    t->sched_set = true;
-  }
-  struct {
-    const char *key;
-    bool *set;
-    double *f;
-    int64_t *i;
-  } keys[] = {{"lr", &t->lr_set, &t->lr, NULL},           {"clip", &t->clip_set, &t->clip, NULL},
-              {"weight_decay", &t->wd_set, &t->weight_decay, NULL}, {"steps", &t->steps_set, NULL, &t->steps},
-              {"warmup", &t->warmup_set, NULL, &t->warmup}, {"batch", &t->batch_set, NULL, &t->batch},
-              {"seq_len", &t->seq_set, NULL, &t->seq_len},  {"vocab", &t->vocab_set, NULL, &t->vocab}};
-  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-    if (*keys[k].set || !(v = rt_safetensors_meta(f, keys[k].key))) continue;
-    char *end;
-    if (keys[k].f) *keys[k].f = strtod(v, &end);
-    else *keys[k].i = strtoll(v, &end, 10);
-    if (end == v || *end) {
-      ir_error_plain(d, "%s: metadata \"%s\" is '%s', not a number", t->resume, keys[k].key, v);
-      return -1;
-    }
-    *keys[k].set = true;
-  }
-  if (!t->mb_set && (v = rt_safetensors_meta(f, "micro_batches"))) {
-    t->micro_batches = atoi(v);
-    t->mb_set = t->micro_batches >= 1;
-  }
-  if (!t->seed_set && (v = rt_safetensors_meta(f, "seed"))) {
-    t->seed = strtoull(v, NULL, 10);
-    t->seed_set = true;
+    bool given = *(bool *)((char *)t + settings[k].set);
+    train_opts scratch = *t; /* a setting given as a flag wins; its saved value is still checked */
+    if (set_setting(given ? &scratch : t, &settings[k], v, t->resume, d) != 0) return -1;
   }
   return 0;
+}
+
+/* The settings as state-file metadata; text holds the formatted numbers. */
+static int settings_meta(const train_opts *t, rt_meta_entry *meta, char text[][40]) {
+  const char *base = (const char *)t;
+  int n = 0;
+  for (int k = 0; k < N_SETTINGS; k++) {
+    const train_setting *s = &settings[k];
+    if (s->saved_by_trainer || (s->only_if_given && !*(const bool *)(base + s->set))) continue;
+    const char *v = text[n];
+    if (s->kind == SETTING_INT && s->width == (int)sizeof(int)) snprintf(text[n], 40, "%d", *(const int *)(base + s->value));
+    else if (s->kind == SETTING_INT) snprintf(text[n], 40, "%lld", (long long)*(const int64_t *)(base + s->value));
+    else if (s->kind == SETTING_NUM) snprintf(text[n], 40, "%.17g", *(const double *)(base + s->value));
+    else if (s->kind == SETTING_CHOICE) v = s->to_name(*(const int *)(base + s->value));
+    else v = *(const char *const *)(base + s->value);
+    meta[n++] = (rt_meta_entry){s->key, v};
+  }
+  return n;
+}
+
+/* Other integer flags (not saved): 0, or -1 after reporting. */
+static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t *out, ir_diag *d) {
+  char why[160], b[48];
+  if (check_int(v, lo, INT64_MAX, out, why, sizeof why) == 0) return 0;
+  ir_error_plain(d, "%s %s: %s", flag, shown(v, b), why);
+  return -1;
 }
 
 /* Defaults by task family (see the help text). */
@@ -243,32 +347,11 @@ static void fmt_eta(double s, char *buf, size_t n) {
 
 /* Saves the state with the run's settings as metadata. */
 static int save_state(const rt_trainer *tr, const train_opts *t, const char *path, ir_diag *d) {
-  char lr[40], clip[40], wd[40], steps[32], warm[32], mb[32], batch[32], seq[32], vocab[32];
-  snprintf(lr, sizeof lr, "%.17g", t->lr);
-  snprintf(clip, sizeof clip, "%.17g", t->clip);
-  snprintf(wd, sizeof wd, "%.17g", t->weight_decay);
-  snprintf(steps, sizeof steps, "%lld", (long long)t->steps);
-  snprintf(warm, sizeof warm, "%lld", (long long)t->warmup);
-  snprintf(mb, sizeof mb, "%d", t->micro_batches);
-  snprintf(batch, sizeof batch, "%lld", (long long)t->batch);
-  snprintf(seq, sizeof seq, "%lld", (long long)t->seq_len);
-  snprintf(vocab, sizeof vocab, "%lld", (long long)t->vocab);
-  rt_meta_entry meta[16];
-  int n = 0;
-  meta[n++] = (rt_meta_entry){"optimizer", pass_optimizer_name((pass_optimizer_kind)t->optimizer)};
-  meta[n++] = (rt_meta_entry){"lr", lr};
-  meta[n++] = (rt_meta_entry){"schedule", t->schedule == RT_SCHEDULE_COSINE ? "cosine" : "constant"};
-  meta[n++] = (rt_meta_entry){"warmup", warm};
-  meta[n++] = (rt_meta_entry){"steps", steps};
-  meta[n++] = (rt_meta_entry){"micro_batches", mb};
-  meta[n++] = (rt_meta_entry){"clip", clip};
-  meta[n++] = (rt_meta_entry){"weight_decay", wd};
-  meta[n++] = (rt_meta_entry){"data", t->data};
+  rt_meta_entry meta[N_SETTINGS + 1];
+  char text[N_SETTINGS][40];
+  int n = settings_meta(t, meta, text);
   /* the data stream is a function of (seed, step, micro-batch): its position is the step */
   meta[n++] = (rt_meta_entry){"data_rng", "counter: (seed, step, micro-batch)"};
-  if (t->batch_set) meta[n++] = (rt_meta_entry){"batch", batch};
-  if (t->seq_set) meta[n++] = (rt_meta_entry){"seq_len", seq};
-  if (t->vocab_set) meta[n++] = (rt_meta_entry){"vocab", vocab};
   char err[1024];
   if (rt_trainer_save(tr, path, meta, n, err, sizeof err) != 0) {
     ir_error_plain(d, "%s", err);
@@ -282,6 +365,38 @@ static void json_num(FILE *f, const char *key, double v) {
   else fprintf(f, ",\"%s\":null", key);
 }
 
+/* --save PATH is checked before any work: it must be a regular file or new,
+ * in a writable folder (a run must not train for hours and then fail to
+ * save). Temporary files of PATH left by killed runs are removed. */
+static int check_save_target(const char *path, ir_diag *d) {
+  char err[1024];
+  int removed = 0;
+  if (rt_safetensors_check_target(path, &removed, err, sizeof err) != 0) {
+    ir_error_plain(d, "--save %s", err);
+    return -1;
+  }
+  if (removed)
+    ir_note(d, (ir_loc){0}, "removed %d temporary file%s of %s left by an interrupted save", removed,
+            removed > 1 ? "s" : "", path);
+  return 0;
+}
+
+/* After a failed step: what --save PATH holds (a failed run never saves). */
+static void note_kept_state(const char *path, int64_t last_saved, ir_diag *d) {
+  if (!path) return;
+  if (last_saved) ir_note(d, (ir_loc){0}, "%s keeps the state of step %lld", path, (long long)last_saved);
+  else if (access(path, F_OK) == 0) ir_note(d, (ir_loc){0}, "%s was left as it was", path);
+  else ir_note(d, (ir_loc){0}, "nothing was saved to %s", path);
+}
+
+/* A log line that did not reach the file (full disk, closed pipe) stops the
+ * run: a log with holes would pass for a complete one. */
+static bool log_failed(FILE *log, const char *path, ir_diag *d) {
+  if (fflush(log) == 0 && !ferror(log)) return false;
+  ir_error_plain(d, "--log %s: cannot write: %s", path, strerror(errno));
+  return true;
+}
+
 static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t, ir_diag *d) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -292,41 +407,10 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
 #define TAKE(flag)                                                                              \
   (strncmp(a, flag, strlen(flag)) == 0 && (a[strlen(flag)] == 0 || a[strlen(flag)] == '=') &&   \
    ((val = a[strlen(flag)] == '=' ? a + strlen(flag) + 1 : (i + 1 < argc ? argv[++i] : NULL)), 1))
-    int rc = 0;
-    if (TAKE("--data")) {
-      if (!val || !*val) rc = -1, ir_error_plain(d, "--data needs a SOURCE");
-      t->data = val;
-    } else if (TAKE("--steps")) {
-      rc = parse_i64("--steps", val, 1, &t->steps, d), t->steps_set = true;
-    } else if (TAKE("--optimizer")) {
-      t->optimizer = pass_optimizer_from_name(val);
-      t->opt_set = true;
-      if (t->optimizer < 0)
-        rc = -1, ir_error_plain(d, "--optimizer %s: expected sgd, momentum, adam or adamw", val ? val : "");
-    } else if (TAKE("--lr")) {
-      rc = parse_f64("--lr", val, 0, &t->lr, d), t->lr_set = true;
-    } else if (TAKE("--batch")) {
-      rc = parse_i64("--batch", val, 1, &t->batch, d), t->batch_set = true;
-    } else if (TAKE("--seq-len")) {
-      rc = parse_i64("--seq-len", val, 1, &t->seq_len, d), t->seq_set = true;
-    } else if (TAKE("--vocab")) {
-      rc = parse_i64("--vocab", val, 1, &t->vocab, d), t->vocab_set = true;
-    } else if (TAKE("--micro-batches")) {
-      int64_t k = 1;
-      rc = parse_i64("--micro-batches", val, 1, &k, d);
-      if (rc == 0 && k > 1000000) rc = -1, ir_error_plain(d, "--micro-batches %s: at most 1000000", val);
-      t->micro_batches = (int)k, t->mb_set = true;
-    } else if (TAKE("--clip")) {
-      rc = parse_f64("--clip", val, 0, &t->clip, d), t->clip_set = true;
-    } else if (TAKE("--weight-decay")) {
-      rc = parse_f64("--weight-decay", val, 0, &t->weight_decay, d), t->wd_set = true;
-    } else if (TAKE("--warmup")) {
-      rc = parse_i64("--warmup", val, 0, &t->warmup, d), t->warmup_set = true;
-    } else if (TAKE("--schedule")) {
-      t->sched_set = true;
-      if (val && strcmp(val, "constant") == 0) t->schedule = RT_SCHEDULE_CONSTANT;
-      else if (val && strcmp(val, "cosine") == 0) t->schedule = RT_SCHEDULE_COSINE;
-      else rc = -1, ir_error_plain(d, "--schedule %s: expected constant or cosine", val ? val : "");
+    int rc = 0, k = 0;
+    while (k < N_SETTINGS && !TAKE(settings[k].flag)) k++;
+    if (k < N_SETTINGS) {
+      rc = set_setting(t, &settings[k], val, NULL, d);
     } else if (TAKE("--save")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--save needs a PATH");
       t->save = val;
@@ -342,10 +426,6 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       t->log = val;
     } else if (TAKE("--print-every")) {
       rc = parse_i64("--print-every", val, 1, &t->print_every, d);
-    } else if (TAKE("--seed")) {
-      int64_t s = 0;
-      rc = parse_i64("--seed", val, 0, &s, d);
-      t->seed = (uint64_t)s, t->seed_set = true;
     } else if (strcmp(a, "--json") == 0) {
       t->json = true;
     } else if (strcmp(a, "--profile") == 0) {
@@ -419,6 +499,8 @@ int tool_cmd_train(int argc, char **argv) {
   char define_store[3][32];
   int rc = 1;
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
+  if (t.save && check_save_target(t.save, d) != 0) goto done;
+  bool data_given = t.data_set;
   if (t.resume) {
     if (!(state = rt_safetensors_read(t.resume, err, sizeof err))) {
       ir_error_plain(d, "--resume: %s", err);
@@ -431,7 +513,8 @@ int tool_cmd_train(int argc, char **argv) {
     goto done;
   }
   if (!(ds = rt_data_open(t.data, t.vocab_set ? t.vocab : 0, err, sizeof err))) {
-    ir_error_plain(d, "--data: %s", err);
+    if (data_given) ir_error_plain(d, "--data: %s", err);
+    else ir_error_plain(d, "%s: metadata \"data\": %s", t.resume, err);
     goto done;
   }
   apply_defaults(&t, rt_data_is_sequence(ds));
@@ -511,6 +594,7 @@ int tool_cmd_train(int argc, char **argv) {
   size_t peak = 0;
   rt_step_result r = {0};
   bool failed = false;
+  int64_t last_saved = 0; /* the step of this run's last save */
   for (int64_t s = start; s < end && !interrupted; s++) {
     if (rt_trainer_step(tr, &r, err, sizeof err) != 0) {
       if (bar) fputc('\n', stderr);
@@ -530,7 +614,10 @@ int tool_cmd_train(int argc, char **argv) {
       if (r.accuracy >= 0) json_num(log, "accuracy", r.accuracy);
       json_num(log, "elapsed_s", el);
       fputs("}\n", log);
-      fflush(log);
+      if (log_failed(log, t.log, d)) {
+        failed = true;
+        break;
+      }
     }
     double rate = (double)(r.step - start) / (el > 0 ? el : 1e-9);
     char eta[32], acc[32] = "";
@@ -556,15 +643,21 @@ int tool_cmd_train(int argc, char **argv) {
       failed = true;
       break;
     }
-    if (t.save && t.save_every && r.step % t.save_every == 0 && r.step != end && save_state(tr, &t, t.save, d) != 0) {
-      failed = true;
-      break;
+    if (t.save && t.save_every && r.step % t.save_every == 0 && r.step != end) {
+      if (save_state(tr, &t, t.save, d) != 0) {
+        failed = true;
+        break;
+      }
+      last_saved = r.step;
     }
   }
   sigaction(SIGINT, &old_sa, NULL);
   if (bar && end > start) fputc('\n', stderr);
   double elapsed = now_s() - t0;
-  if (failed) goto done;
+  if (failed) {
+    note_kept_state(t.save, last_saved, d);
+    goto done;
+  }
   if (interrupted && !t.json)
     fprintf(stdout, "interrupted at step %lld%s\n", (long long)rt_trainer_steps_done(tr),
             t.save ? "; saving the state" : "");
@@ -610,7 +703,10 @@ int tool_cmd_train(int argc, char **argv) {
   }
   rc = 0;
 done:
-  if (log) fclose(log);
+  if (log && fclose(log) != 0 && rc == 0) {
+    ir_error_plain(d, "--log %s: cannot write: %s", t.log, strerror(errno));
+    rc = 1;
+  }
   free(prof);
   rt_trainer_free(tr);
   rt_tensor_cache_limit(0);

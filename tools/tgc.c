@@ -2,6 +2,7 @@
  * the small ones (check, dump). `run` lives in cmd_run.c.
  * Every user-facing failure prints "tgc: error: ..." or
  * "file:line:col: error: ..." and exits with status 1. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -138,7 +139,7 @@ static int cmd_dump(int argc, char **argv) {
   char *text = NULL;
   FILE *out = stdout;
   if (rc == 0 && out_path && !(out = fopen(out_path, "w"))) {
-    ir_error_plain(d, "cannot write '%s'", out_path);
+    ir_error_plain(d, "cannot write '%s': %s", out_path, strerror(errno));
     rc = 1;
     out = stdout;
   }
@@ -157,9 +158,13 @@ static int cmd_dump(int argc, char **argv) {
       ir_graph_free(g);
     }
   }
-  if (out != stdout && fclose(out) != 0) {
-    ir_error_plain(d, "cannot write '%s'", out_path);
-    rc = 1;
+  if (out != stdout) {
+    bool failed = fflush(out) != 0 || ferror(out);
+    int e = errno;
+    if ((fclose(out) != 0 || failed) && rc == 0) {
+      ir_error_plain(d, "cannot write '%s': %s", out_path, strerror(failed ? e : errno));
+      rc = 1;
+    }
   }
   free(text);
   ir_diag_free(d);
@@ -188,8 +193,24 @@ static void prefer_passive_openmp(char **argv) {
   unsetenv("OMP_WAIT_POLICY"); /* exec failed: carry on with the default policy */
 }
 
-int main(int argc, char **argv) {
-  prefer_passive_openmp(argv);
+/* Everything a command printed must have reached its destination: a full
+ * disk or a closed file behind stdout is an error (exit 1) naming where the
+ * output went, never a silent success. */
+static int finish_stdout(int rc) {
+  bool failed = ferror(stdout);
+  errno = 0;
+  if (fflush(stdout) != 0) failed = true;
+  if (!failed) return rc;
+  int e = errno;
+  char where[4096];
+  ssize_t n = readlink("/proc/self/fd/1", where, sizeof where - 1);
+  if (n > 0) where[n] = 0;
+  fprintf(stderr, "tgc: error: cannot write the output%s%s: %s\n", n > 0 ? " to " : "", n > 0 ? where : "",
+          e ? strerror(e) : "a write failed");
+  return 1;
+}
+
+static int dispatch(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     if (argc >= 3 && strcmp(argv[1], "help") == 0) {
@@ -217,4 +238,9 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "stats") == 0) return tool_cmd_stats(argc - 1, argv + 1);
   fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run, grad, gradcheck, train, stats; see 'tgc --help')\n", cmd);
   return 1;
+}
+
+int main(int argc, char **argv) {
+  prefer_passive_openmp(argv);
+  return finish_stdout(dispatch(argc, argv));
 }

@@ -3,27 +3,34 @@
 # Runs `tgc check tests/bad/NAME.tg|.ir` (or the command line in
 # tests/bad/NAME.args, where FILE stands for the model file) from the repo
 # root and requires exit status 1, no crash, and stderr equal, byte for byte,
-# to tests/bad/NAME.expected.
-tgc="$1"; name="$2"
+# to tests/bad/NAME.expected. tests/bad/NAME.stdout, when present, names
+# where stdout goes instead of a temporary file (e.g. /dev/full). STATES in
+# the .args and .expected files stands for the folder of generated state
+# files (the third argument; see make_states.sh).
+tgc="$1"; name="$2"; states="$3"
 cd "$(dirname "$0")/../.." || exit 2
 file=""
 for ext in tg ir; do [ -f "tests/bad/$name.$ext" ] && file="tests/bad/$name.$ext"; done
 if [ -f "tests/bad/$name.args" ]; then
-  args=$(sed "s|FILE|$file|g" "tests/bad/$name.args")
+  args=$(sed "s|FILE|$file|g; s|STATES|$states|g" "tests/bad/$name.args")
 else
   args="check $file"
 fi
 out=$(mktemp); err=$(mktemp)
+sink="$out"
+[ -f "tests/bad/$name.stdout" ] && sink=$(cat "tests/bad/$name.stdout")
 # shellcheck disable=SC2086
-timeout 60 "$tgc" $args </dev/null >"$out" 2>"$err"
+timeout 60 "$tgc" $args </dev/null >"$sink" 2>"$err"
 rc=$?
 status=0
 if [ "$rc" -ne 1 ]; then echo "FAIL $name: exit status $rc, expected 1"; status=1; fi
-if ! cmp -s "$err" "tests/bad/$name.expected"; then
+want=$(mktemp)
+sed "s|STATES|$states|g" "tests/bad/$name.expected" > "$want"
+if ! cmp -s "$err" "$want"; then
   echo "FAIL $name: stderr differs from tests/bad/$name.expected:"
-  diff "tests/bad/$name.expected" "$err" | head -40
+  diff "$want" "$err" | head -40
   status=1
 fi
-rm -f "$out" "$err"
+rm -f "$out" "$err" "$want"
 [ $status -eq 0 ] && echo "ok $name"
 exit $status

@@ -9,11 +9,14 @@
  *     order (relative 1e-12 after 20 SGD steps), and a rerun is bit-identical;
  *   - regression (adamw, clipping, warmup + cosine): the loss falls by 10x in 600 steps;
  *   - the training graph's layout (loss first, d_<param> outputs) and the
- *     error for a model without a scalar loss.
+ *     error for a model without a scalar loss;
+ *   - a step that makes a parameter non-finite stops the trainer, whose
+ *     saves are then refused.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "testtrain.h"
@@ -180,7 +183,37 @@ static void test_bad_models(void) {
   fclose(sink);
 }
 
+/* A step that makes a parameter Inf or NaN fails with the parameter's name,
+ * the count and the loss; the trainer then refuses further steps and every
+ * save (nothing is written). The model: w = ones(3), loss 12 at step 1 on
+ * xor; sgd with lr 3e38 (finite in f32) overflows all 3 elements. */
+static void test_nonfinite_stops(void) {
+  session s;
+  pass_optimizer opt = pass_optimizer_defaults(PASS_OPT_SGD);
+  rt_schedule sched = {.kind = RT_SCHEDULE_CONSTANT, .lr = 3e38};
+  int rc = open_run(&s, "tests/cli/train_nonfinite.tg", "xor", &opt, sched, 1, 0);
+  CHECK_EQ_INT(rc, 0);
+  if (rc != 0) return;
+  char err[1024], path[] = "/tmp/tgc_nonfinite_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  close(fd);
+  remove(path);
+  CHECK_EQ_INT(rt_trainer_step(s.tr, NULL, err, sizeof err), -1);
+  CHECK_STR(err, "parameters became non-finite ('w': 3 of 3 elements are Inf or NaN; the loss was 12)");
+  CHECK_EQ_INT(rt_trainer_steps_done(s.tr), 0);
+  CHECK_EQ_INT(rt_trainer_step(s.tr, NULL, err, sizeof err), -1);
+  CHECK_STR(err, "the parameters became non-finite in an earlier step");
+  CHECK_EQ_INT(rt_trainer_save(s.tr, path, NULL, 0, err, sizeof err), -1);
+  char want[200];
+  snprintf(want, sizeof want, "%s: not saved: parameter 'w': 3 of 3 elements are Inf or NaN", path);
+  CHECK_STR(err, want);
+  CHECK(access(path, F_OK) != 0);
+  session_close(&s);
+}
+
 int main(void) {
+  test_nonfinite_stops();
   test_schedules();
   test_xor_converges();
   test_accumulation();
