@@ -212,6 +212,7 @@ static sv h_reduce(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   return build(S, call, A, b->op, &x, 1, attrs, 2, NULL);
 }
 
+/* softmax, log_softmax, argmax: one axis (default the last) */
 static sv h_softmax(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   ir_value *x = tensor_arg(S, A, 0);
   int64_t axis;
@@ -560,6 +561,7 @@ static const bi_spec builtins[] = {
     {"max", h_reduce, IR_OP_REDUCE_MAX, 1, 1, {"axis", "keepdims", NULL}},
     {"softmax", h_softmax, IR_OP_SOFTMAX, 1, 1, {"axis", NULL}},
     {"log_softmax", h_softmax, IR_OP_LOG_SOFTMAX, 1, 1, {"axis", NULL}},
+    {"argmax", h_softmax, IR_OP_ARGMAX, 1, 1, {"axis", NULL}},
     {"layernorm", h_norm, IR_OP_LAYERNORM, 3, 3, {"eps", NULL}},
     {"rmsnorm", h_norm, IR_OP_RMSNORM, 2, 2, {"eps", NULL}},
     {"matmul", h_matmul, IR_OP_MATMUL, 2, 2, {NULL}},

@@ -458,6 +458,25 @@ static int infer_softmax(ctx *c, const ir_type *x, ir_type *out) {
   return 0;
 }
 
+/* argmax(x) {axis} -> i32 with the axis removed; count_nonfinite(x) -> i64[] */
+static int infer_argmax(ctx *c, const ir_type *x, ir_type *out) {
+  int axis;
+  if (need_numeric(c, x, false) < 0 || get_axis(c, "axis", x, &axis) < 0) return -1;
+  if (x->dims[axis] == 0) return fail(c, "argmax over an empty axis of %s has no value", ts(x).s);
+  if (x->dims[axis] > INT32_MAX) return fail(c, "argmax over an axis of %lld elements: indices are i32", (long long)x->dims[axis]);
+  out->dtype = IR_DT_I32;
+  out->rank = 0;
+  for (int d = 0; d < x->rank; d++)
+    if (d != axis) out->dims[out->rank++] = x->dims[d];
+  return check_result(c, out);
+}
+
+static int infer_count_nonfinite(ctx *c, const ir_type *x, ir_type *out) {
+  if (need_float(c, x, false) < 0) return -1;
+  *out = (ir_type){.dtype = IR_DT_I64, .rank = 0};
+  return 0;
+}
+
 /* layernorm(x, gamma, beta) / rmsnorm(x, gamma): params are [D], D = last dim of x */
 static int infer_norm(ctx *c, const ir_type *in, int n, ir_type *out) {
   const ir_type *x = &in[0];
@@ -842,6 +861,8 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
     break;
   case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: r = infer_softmax(&c, &in[0], &out[0]); break;
   case IR_OP_LAYERNORM: case IR_OP_RMSNORM: r = infer_norm(&c, in, n_in, &out[0]); break;
+  case IR_OP_ARGMAX: r = infer_argmax(&c, &in[0], &out[0]); break;
+  case IR_OP_COUNT_NONFINITE: r = infer_count_nonfinite(&c, &in[0], &out[0]); break;
   case IR_OP_EMBEDDING: r = infer_embedding(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CROSS_ENTROPY: r = infer_cross_entropy(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CAUSAL_MASK: r = infer_causal_mask(&c, &in[0], &out[0]); break;

@@ -1,26 +1,45 @@
-/* passes/memplan.c — the memory planner's prediction: the bytes of tensors
- * the CPU executor holds while it runs a graph, found by replaying exactly
- * the allocation schedule of runtime/cpu.c (keep the two in step):
- *  - inputs and params are borrowed from the caller: never counted;
- *  - before a node runs, each of its results is allocated (counted) in turn,
- *    the peak checked after each allocation — unless the result takes over
- *    an operand's buffer (ir_node_may_reuse; the first operand that is not
- *    an input/param, not an output, read by nothing after this node and not
- *    taken by an earlier result): then the bytes change hands;
- *  - after the node, each operand whose last use (the last non-dead node
- *    reading it) is this node is freed unless it is a graph output, and a
- *    result nobody reads is freed at once (again unless it is an output);
- *  - dead nodes are skipped (neither run nor counted as uses);
- *  - at the end, an output that is an input/param, or that is listed a second
- *    time, is copied (allocated) while everything else is still held.
- * A tensor's size is elements x dtype size, as rt_tensor_new allocates.
+/* passes/memplan.c — the memory plan: where every value of a graph lives,
+ * as data every backend follows.
  *
- * Besides the peak it reports what the peak is made of (bytes of each role
- * live at that moment), the activation peak (the largest sum of live act +
- * recompute bytes at any moment: what checkpointing trades), and the
- * activations saved for the backward pass (forward values still held when
- * the first backward node runs). Sizes are size_t: a graph of any config can
- * be analysed without allocating anything.
+ * pass_memplan gives each value a location: graph inputs and params are
+ * bound by the caller at run time (spaces INPUT and PARAM: the caller's
+ * buffers); every node result lives in a *buffer*. A buffer is either a
+ * block of the one arena of the graph (offset aligned to o->alignment,
+ * 256 bytes by default) or, by donation, the caller's input / param buffer.
+ * Several values may share a buffer:
+ *  - a VIEW op's result (reshape: IR_OPF_VIEW) is its operand's bytes: the
+ *    same buffer and offset, and no kernel runs (the step is a view);
+ *  - in place: result r of node n takes the buffer of operand i when
+ *    ir_node_may_reuse(n, r, i) (IR_OPF_INPLACE: same type, the kernel reads
+ *    each element before writing it), nothing reads any value of that buffer
+ *    after n, no value of it is a graph output, it is an arena buffer or a
+ *    donated input / param, and no earlier result of n took it — the first
+ *    such operand, unless another operand of n is a different value on the
+ *    same bytes (a view read with another index map). (The rule every
+ *    backend obeys: kernels of INPLACE ops are written for it.)
+ * A buffer is live from the step that creates it to the last step that
+ * reads one of its values; a buffer holding a graph output lives to the end.
+ * Results nobody reads live for their own step. Dead nodes are skipped.
+ * Arena offsets: buffers in order of size (largest first, then earliest),
+ * each at the lowest aligned offset free of every placed buffer whose
+ * lifetime overlaps its own (first fit). The arena's size is the end of the
+ * highest buffer: a backend allocates exactly that, once, so the planned
+ * memory is the allocated memory by construction.
+ *
+ * Steps: one per non-dead node, in graph order, saying whether it is a view
+ * (no kernel) and whether its results are zero-filled before the kernel runs
+ * (IR_OPF_ZEROED: kernels that accumulate).
+ *
+ * pass_memplan_analyze reads a plan made without donation: the peak of live
+ * bytes (buffers' exact sizes, no alignment) and what it is made of by role,
+ * the activation peak (live act + recompute bytes: what checkpointing
+ * trades), the activations saved for the backward pass (forward bytes live
+ * when the first backward node runs) and the arena size. Sizes are size_t
+ * and nothing is allocated for the tensors themselves: a graph of any config
+ * can be planned.
+ *
+ * requires: a verified graph; invalidates: nothing (the plan is keyed by
+ * value id and node index: rebuild it after any pass).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,149 +53,329 @@ static size_t value_bytes(const ir_value *v) {
   return n;
 }
 
+static size_t round_up(size_t n, size_t a) { return a > 1 ? (n + a - 1) / a * a : n; }
+
+/* Per value during planning. */
 typedef struct {
-  int last_use;    /* index of the last non-dead node reading it, -1 if none */
-  bool is_output;
-  bool borrowed;   /* input or param */
-  bool live;
-  size_t bytes;
-} mp_slot;
+  int last_read;   /* step of the last non-dead node reading it, -1 if none */
+  bool output;     /* a graph output */
+  int buffer;      /* its buffer, -1 until defined */
+} vinfo;
+
+/* Per buffer during planning. */
+typedef struct {
+  int last_read;   /* the latest last_read of its values */
+  bool output;     /* holds an output: lives to the end */
+  bool reusable;   /* arena, or a donated input / param */
+  int taken_at;    /* step at which a result took it over (-1) */
+} binfo;
 
 typedef struct {
   const ir_graph *g;
-  mp_slot *s;
-  int n;
-  size_t live, live_role[IR_NUM_ROLES];
-  pass_mem_report *r;
-} mp;
+  pass_plan *p;
+  vinfo *v;
+  binfo *b;
+  int cap_buffers;
+} planner;
 
-static mp_slot *slot(mp *m, const ir_value *v) { return v && v->id >= 0 && v->id < m->n ? &m->s[v->id] : NULL; }
-
-static void note_peak(mp *m, int node) {
-  size_t act = m->live_role[IR_ROLE_ACT] + m->live_role[IR_ROLE_RECOMPUTE];
-  if (act > m->r->activation_peak_bytes) m->r->activation_peak_bytes = act;
-  if (m->r->peak_node == -2 || m->live > m->r->peak_bytes) {
-    m->r->peak_bytes = m->live;
-    m->r->peak_node = node;
-    memcpy(m->r->peak_role_bytes, m->live_role, sizeof m->live_role);
+static int new_buffer(planner *P, pass_space space, int index, size_t bytes, int first, ir_role role, bool reusable) {
+  pass_plan *p = P->p;
+  if (p->n_buffers == P->cap_buffers) {
+    int cap = P->cap_buffers ? 2 * P->cap_buffers : 64;
+    pass_buffer *nb = realloc(p->buffers, (size_t)cap * sizeof *nb);
+    binfo *ni = realloc(P->b, (size_t)cap * sizeof *ni);
+    if (nb) p->buffers = nb;
+    if (ni) P->b = ni;
+    if (!nb || !ni) return -1;
+    P->cap_buffers = cap;
   }
+  int k = p->n_buffers++;
+  p->buffers[k] = (pass_buffer){.space = space, .index = index, .bytes = bytes, .first = first, .last = first,
+                                .role = role};
+  P->b[k] = (binfo){.last_read = -1, .reusable = reusable, .taken_at = -1};
+  return k;
 }
 
-static void alloc_value(mp *m, const ir_value *v, int node) {
-  mp_slot *s = slot(m, v);
-  if (!s) return;
-  s->live = true;
-  m->live += s->bytes;
-  m->live_role[v->role < IR_NUM_ROLES ? v->role : IR_ROLE_ACT] += s->bytes;
-  note_peak(m, node);
+/* Puts value v on buffer k (whose location it then shares). */
+static void assign(planner *P, const ir_value *v, int k) {
+  vinfo *vi = &P->v[v->id];
+  binfo *bi = &P->b[k];
+  vi->buffer = k;
+  if (vi->last_read > bi->last_read) bi->last_read = vi->last_read;
+  bi->output |= vi->output;
 }
 
-static void release(mp *m, const ir_value *v) {
-  mp_slot *s = slot(m, v);
-  if (!s || !s->live || s->borrowed) return;
-  s->live = false;
-  m->live -= s->bytes;
-  m->live_role[v->role < IR_NUM_ROLES ? v->role : IR_ROLE_ACT] -= s->bytes;
+/* The operand buffer result r of node n (at step s) takes, or -1. */
+static int reuse_of(planner *P, const ir_node *n, int s, int r) {
+  for (int i = 0; i < n->n_in; i++) {
+    int k = P->v[n->in[i]->id].buffer;
+    if (k < 0) continue;
+    binfo *bi = &P->b[k];
+    if (!bi->reusable || bi->output || bi->last_read != s || bi->taken_at == s) continue;
+    if (!ir_node_may_reuse(n, r, i)) continue;
+    if (value_bytes(n->out[r]) != value_bytes(n->in[i])) continue;
+    /* another value on the same bytes (a view) is read with another index
+     * map: writing element e could clobber what it still has to read */
+    bool aliased = false;
+    for (int j = 0; j < n->n_in && !aliased; j++)
+      aliased = n->in[j] != n->in[i] && P->v[n->in[j]->id].buffer == k;
+    if (aliased) continue;
+    return k;
+  }
+  return -1;
 }
+
+static int plan_steps(planner *P, const pass_plan_options *o) {
+  const ir_graph *g = P->g;
+  pass_plan *p = P->p;
+  for (int i = 0; i < g->n_inputs; i++) {
+    int k = new_buffer(P, PASS_SPACE_INPUT, i, value_bytes(g->inputs[i]), -1, g->inputs[i]->role,
+                       o && o->donate_inputs && o->donate_inputs[i]);
+    if (k < 0) return -1;
+    assign(P, g->inputs[i], k);
+  }
+  for (int i = 0; i < g->n_params; i++) {
+    int k = new_buffer(P, PASS_SPACE_PARAM, i, value_bytes(g->params[i]), -1, g->params[i]->role,
+                       o && o->donate_params && o->donate_params[i]);
+    if (k < 0) return -1;
+    assign(P, g->params[i], k);
+  }
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *n = g->nodes[p->steps[s].node];
+    pass_step *st = &p->steps[s];
+    st->view = ir_op_has(n->op, IR_OPF_VIEW) && n->n_out == 1 && n->n_in >= 1;
+    st->zero = ir_op_has(n->op, IR_OPF_ZEROED);
+    for (int r = 0; r < n->n_out; r++) {
+      const ir_value *v = n->out[r];
+      int k = st->view ? P->v[n->in[0]->id].buffer : reuse_of(P, n, s, r);
+      if (k >= 0 && !st->view) {
+        P->b[k].taken_at = s;
+        p->loc[v->id].reused_operand = -1;
+        for (int i = 0; i < n->n_in; i++)
+          if (P->v[n->in[i]->id].buffer == k) {
+            p->loc[v->id].reused_operand = i;
+            break;
+          }
+      }
+      if (k < 0 && (k = new_buffer(P, PASS_SPACE_ARENA, -1, value_bytes(v), s, v->role, true)) < 0) return -1;
+      assign(P, v, k);
+    }
+  }
+  return 0;
+}
+
+/* Lifetimes of the arena buffers, then first-fit offsets. */
+static const pass_buffer *sort_buffers; /* for qsort's comparator */
+static int by_size(const void *a, const void *b) {
+  const pass_buffer *x = &sort_buffers[*(const int *)a], *y = &sort_buffers[*(const int *)b];
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
+  return *(const int *)a - *(const int *)b;
+}
+
+static int place(planner *P, size_t align) {
+  pass_plan *p = P->p;
+  int end = p->n_steps; /* outputs live through the end */
+  int n_arena = 0;
+  for (int k = 0; k < p->n_buffers; k++) {
+    pass_buffer *b = &p->buffers[k];
+    int last = P->b[k].last_read > b->first ? P->b[k].last_read : b->first;
+    b->last = P->b[k].output ? end : last;
+    if (b->space == PASS_SPACE_ARENA) n_arena++;
+  }
+  int *order = malloc((size_t)(n_arena > 0 ? n_arena : 1) * sizeof *order);
+  int *placed = malloc((size_t)(n_arena > 0 ? n_arena : 1) * sizeof *placed);
+  if (!order || !placed) {
+    free(order), free(placed);
+    return -1;
+  }
+  int m = 0;
+  for (int k = 0; k < p->n_buffers; k++)
+    if (p->buffers[k].space == PASS_SPACE_ARENA) order[m++] = k;
+  sort_buffers = p->buffers;
+  qsort(order, (size_t)m, sizeof *order, by_size);
+  /* placed[0..n_placed) sorted by offset; a buffer goes in the first gap
+   * between those whose lifetimes overlap its own */
+  int n_placed = 0;
+  size_t arena = 0;
+  for (int j = 0; j < m; j++) {
+    pass_buffer *b = &p->buffers[order[j]];
+    size_t need = round_up(b->bytes, align), at = 0;
+    for (int q = 0; q < n_placed; q++) {
+      const pass_buffer *c = &p->buffers[placed[q]];
+      if (c->last < b->first || b->last < c->first) continue; /* never live together */
+      if (c->offset >= at + need) break;                       /* the gap before c fits */
+      size_t c_end = c->offset + round_up(c->bytes, align);
+      if (c_end > at) at = c_end;
+    }
+    b->offset = at;
+    if (at + need > arena) arena = at + need;
+    /* insert in offset order */
+    int q = n_placed++;
+    while (q > 0 && p->buffers[placed[q - 1]].offset > at) {
+      placed[q] = placed[q - 1];
+      q--;
+    }
+    placed[q] = order[j];
+  }
+  p->arena_bytes = arena;
+  free(order);
+  free(placed);
+  return 0;
+}
+
+pass_plan *pass_memplan(const ir_graph *g, const pass_plan_options *o) {
+  pass_plan *p = calloc(1, sizeof *p);
+  planner P = {.g = g, .p = p};
+  if (!p) return NULL;
+  p->alignment = o && o->alignment ? o->alignment : PASS_PLAN_ALIGNMENT;
+  p->n_values = ir_graph_id_bound(g);
+  p->loc = calloc((size_t)(p->n_values > 0 ? p->n_values : 1), sizeof *p->loc);
+  P.v = calloc((size_t)(p->n_values > 0 ? p->n_values : 1), sizeof *P.v);
+  p->steps = calloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1), sizeof *p->steps);
+  if (!p->loc || !P.v || !p->steps) goto oom;
+  for (int i = 0; i < p->n_values; i++) {
+    P.v[i] = (vinfo){.last_read = -1, .buffer = -1};
+    p->loc[i] = (pass_loc){.space = PASS_SPACE_NONE, .buffer = -1, .reused_operand = -1};
+  }
+  for (int ni = 0; ni < g->n_nodes; ni++)
+    if (!g->nodes[ni]->dead) p->steps[p->n_steps++].node = ni;
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *n = g->nodes[p->steps[s].node];
+    for (int i = 0; i < n->n_in; i++) P.v[n->in[i]->id].last_read = s;
+  }
+  for (int i = 0; i < g->n_outputs; i++) P.v[g->outputs[i].value->id].output = true;
+  if (plan_steps(&P, o) != 0 || place(&P, p->alignment) != 0) goto oom;
+  /* every value's location: its buffer's */
+  for (int i = 0; i < p->n_values; i++) {
+    int k = P.v[i].buffer;
+    if (k < 0) continue;
+    const pass_buffer *b = &p->buffers[k];
+    p->loc[i].space = b->space;
+    p->loc[i].index = b->index;
+    p->loc[i].offset = b->space == PASS_SPACE_ARENA ? b->offset : 0;
+    p->loc[i].buffer = k;
+  }
+  for (int i = 0; i < g->n_values; i++) {
+    const ir_value *v = g->values[i];
+    if (v->id >= 0 && v->id < p->n_values) p->loc[v->id].bytes = value_bytes(v);
+  }
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *n = g->nodes[p->steps[s].node];
+    for (int r = 0; r < n->n_out; r++) p->loc[n->out[r]->id].bytes = value_bytes(n->out[r]);
+  }
+  free(P.v);
+  free(P.b);
+  return p;
+oom:
+  free(P.v);
+  free(P.b);
+  pass_plan_free(p);
+  return NULL;
+}
+
+void pass_plan_free(pass_plan *p) {
+  if (!p) return;
+  free(p->loc);
+  free(p->steps);
+  free(p->buffers);
+  free(p);
+}
+
+/* ---- the analysis: live bytes over the steps ---- */
 
 static bool is_backward_node(const ir_node *n) {
-  pass_phase p = pass_node_phase(n);
-  return p == PASS_PHASE_BACKWARD || p == PASS_PHASE_OPTIMIZER;
+  pass_phase ph = pass_node_phase(n);
+  return ph == PASS_PHASE_BACKWARD || ph == PASS_PHASE_OPTIMIZER;
 }
 
 int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r) {
   memset(r, 0, sizeof *r);
-  r->peak_node = -2; /* nothing seen yet */
-  mp m = {.g = g, .n = ir_graph_id_bound(g), .r = r};
-  m.s = calloc((size_t)(m.n > 0 ? m.n : 1), sizeof *m.s);
-  if (!m.s) return -1;
-  for (int i = 0; i < m.n; i++) m.s[i].last_use = -1;
-  for (int i = 0; i < g->n_values; i++) {
-    mp_slot *s = slot(&m, g->values[i]);
-    if (s) s->bytes = value_bytes(g->values[i]);
-  }
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int j = 0; j < g->nodes[i]->n_out; j++) {
-      mp_slot *s = slot(&m, g->nodes[i]->out[j]);
-      if (s) s->bytes = value_bytes(g->nodes[i]->out[j]);
-    }
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ir_node *n = g->nodes[ni];
-    if (n->dead) continue;
-    for (int i = 0; i < n->n_in; i++) {
-      mp_slot *s = slot(&m, n->in[i]);
-      if (s) s->last_use = ni;
-    }
-  }
-  for (int i = 0; i < g->n_outputs; i++) {
-    mp_slot *s = slot(&m, g->outputs[i].value);
-    if (s) s->is_output = true;
-  }
-  for (int i = 0; i < g->n_inputs; i++) {
-    mp_slot *s = slot(&m, g->inputs[i]);
-    if (s) s->borrowed = s->live = true;
-  }
-  for (int i = 0; i < g->n_params; i++) {
-    mp_slot *s = slot(&m, g->params[i]);
-    if (s) s->borrowed = s->live = true;
-  }
+  pass_plan *p = pass_memplan(g, NULL);
+  if (!p) return -1;
+  r->arena_bytes = p->arena_bytes;
   r->first_backward_node = -1;
-  for (int ni = 0; ni < g->n_nodes; ni++) {
-    const ir_node *n = g->nodes[ni];
-    if (n->dead) continue;
-    if (r->first_backward_node < 0 && is_backward_node(n)) {
-      r->first_backward_node = ni;
-      r->saved_bytes = m.live_role[IR_ROLE_ACT];
-    }
-    for (int k = 0; k < n->n_out; k++) {
-      int reuse = -1;
-      for (int i = 0; i < n->n_in && reuse < 0; i++) {
-        mp_slot *s = slot(&m, n->in[i]);
-        if (s && s->live && !s->borrowed && !s->is_output && s->last_use == ni && ir_node_may_reuse(n, k, i)) reuse = i;
-      }
-      if (reuse < 0) {
-        alloc_value(&m, n->out[k], ni);
-        continue;
-      }
-      /* the operand's buffer becomes the result */
-      const ir_value *a = n->in[reuse], *o = n->out[k];
-      mp_slot *sa = slot(&m, a), *so = slot(&m, o);
-      sa->live = false;
-      m.live_role[a->role < IR_NUM_ROLES ? a->role : IR_ROLE_ACT] -= sa->bytes;
-      m.live += so->bytes - sa->bytes; /* equal: same type, or a reshape */
-      m.live_role[o->role < IR_NUM_ROLES ? o->role : IR_ROLE_ACT] += so->bytes;
-      so->live = true;
-      note_peak(&m, ni);
-    }
-    for (int i = 0; i < n->n_in; i++) {
-      mp_slot *s = slot(&m, n->in[i]);
-      if (s && s->last_use == ni && !s->is_output) release(&m, n->in[i]);
-    }
-    for (int i = 0; i < n->n_out; i++) {
-      mp_slot *s = slot(&m, n->out[i]);
-      if (s && s->last_use < ni && !s->is_output) release(&m, n->out[i]);
-    }
+  r->peak_node = -1;
+  /* bytes made at each step, and freed before it (after the previous one) */
+  int n = p->n_steps;
+  double(*plus)[IR_NUM_ROLES] = calloc((size_t)n + 2, sizeof *plus);
+  double(*minus)[IR_NUM_ROLES] = calloc((size_t)n + 2, sizeof *minus);
+  if (!plus || !minus) {
+    free(plus), free(minus);
+    pass_plan_free(p);
+    return -1;
   }
-  /* the copies handed out for outputs that are inputs/params or repeated */
-  for (int i = 0; i < g->n_outputs; i++) {
-    const ir_value *v = g->outputs[i].value;
-    mp_slot *s = slot(&m, v);
-    if (!s) continue;
-    bool repeated = false;
-    for (int j = 0; j < i; j++) repeated |= g->outputs[j].value == v;
-    if (s->borrowed || repeated) {
-      m.live += s->bytes;
-      m.live_role[v->role < IR_NUM_ROLES ? v->role : IR_ROLE_ACT] += s->bytes;
-      note_peak(&m, g->n_nodes);
-    }
+  for (int k = 0; k < p->n_buffers; k++) {
+    const pass_buffer *b = &p->buffers[k];
+    if (b->space != PASS_SPACE_ARENA) continue;
+    int role = b->role < IR_NUM_ROLES ? b->role : IR_ROLE_ACT;
+    plus[b->first][role] += (double)b->bytes;
+    minus[b->last + 1][role] += (double)b->bytes;
   }
-  if (r->peak_node < -1) r->peak_node = -1;
-  r->final_bytes = m.live;
-  free(m.s);
+  double live[IR_NUM_ROLES] = {0};
+  bool seen = false;
+  for (int s = 0; s <= n; s++) {
+    for (int q = 0; q < IR_NUM_ROLES; q++) live[q] -= minus[s][q];
+    if (s < n && r->first_backward_node < 0 && is_backward_node(g->nodes[p->steps[s].node])) {
+      r->first_backward_node = p->steps[s].node;
+      r->saved_bytes = (size_t)live[IR_ROLE_ACT]; /* forward values still held when the backward starts */
+    }
+    double total = 0;
+    for (int q = 0; q < IR_NUM_ROLES; q++) total += (live[q] += plus[s][q]);
+    double act = live[IR_ROLE_ACT] + live[IR_ROLE_RECOMPUTE];
+    if (act > (double)r->activation_peak_bytes) r->activation_peak_bytes = (size_t)act;
+    if (s < n && (!seen || total > (double)r->peak_bytes)) {
+      seen = true;
+      r->peak_bytes = (size_t)total;
+      r->peak_node = p->steps[s].node;
+      for (int q = 0; q < IR_NUM_ROLES; q++) r->peak_role_bytes[q] = (size_t)live[q];
+    }
+    if (s == n) r->final_bytes = (size_t)total;
+  }
+  free(plus);
+  free(minus);
+  pass_plan_free(p);
   return 0;
 }
 
 size_t pass_predict_peak_bytes(const ir_graph *g) {
-  pass_mem_report r;
-  return pass_memplan_analyze(g, &r) == 0 ? r.peak_bytes : 0;
+  pass_plan *p = pass_memplan(g, NULL);
+  size_t bytes = p ? p->arena_bytes : 0;
+  pass_plan_free(p);
+  return bytes;
+}
+
+/* ---- the listing (tgc dump --plan / --after memplan) ---- */
+
+static const char *space_name(pass_space s) {
+  switch (s) {
+  case PASS_SPACE_ARENA: return "arena";
+  case PASS_SPACE_INPUT: return "input";
+  case PASS_SPACE_PARAM: return "param";
+  default: return "-";
+  }
+}
+
+const char *pass_space_name(pass_space s) { return space_name(s); }
+
+void pass_plan_print(FILE *out, const ir_graph *g, const pass_plan *p) {
+  fprintf(out, "memory plan: arena %zu bytes (alignment %zu), %d steps, %d buffers\n", p->arena_bytes, p->alignment,
+          p->n_steps, p->n_buffers);
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *n = g->nodes[p->steps[s].node];
+    for (int r = 0; r < n->n_out; r++) {
+      const ir_value *v = n->out[r];
+      const pass_loc *l = &p->loc[v->id];
+      const pass_buffer *b = &p->buffers[l->buffer];
+      char where[96];
+      if (l->space == PASS_SPACE_ARENA) snprintf(where, sizeof where, "arena+%zu", l->offset);
+      else snprintf(where, sizeof where, "%s %d", space_name(l->space), l->index);
+      fprintf(out, "  %5d  %%%-24s %12zu B  %-16s live %d..%d", s, v->name ? v->name : "?", l->bytes, where,
+              b->first, b->last);
+      if (p->steps[s].view) fprintf(out, "  view of %%%s", n->in[0]->name);
+      else if (l->reused_operand >= 0) fprintf(out, "  in place of %%%s", n->in[l->reused_operand]->name);
+      if (p->steps[s].zero) fprintf(out, "  zeroed");
+      fputc('\n', out);
+    }
+  }
 }

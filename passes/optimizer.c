@@ -70,78 +70,6 @@ pass_optimizer pass_optimizer_defaults(pass_optimizer_kind kind) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* the training graph                                                      */
-/* ---------------------------------------------------------------------- */
-
-static int find_output(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].name && strcmp(g->outputs[i].name, name) == 0) return i;
-  return -1;
-}
-
-int pass_build_training(ir_graph *g, const pass_options *o) {
-  ir_diag *d = o->diag;
-  if (g->n_outputs == 0) {
-    ir_error_plain(d, "the model has no outputs: training needs a scalar loss output");
-    return -1;
-  }
-  if (g->n_params == 0) {
-    ir_error_plain(d, "the model has no parameters: there is nothing to train");
-    return -1;
-  }
-  int li = find_output(g, "loss");
-  if (li < 0) li = 0;
-  ir_value *loss = g->outputs[li].value;
-  char tb[160];
-  if (loss->type.rank != 0 || !ir_dtype_is_float(loss->type.dtype)) {
-    ir_type_str(&loss->type, tb, sizeof tb);
-    ir_error(d, loss->loc, "the loss (output '%s') must be a floating-point scalar, got %s", g->outputs[li].name, tb);
-    return -1;
-  }
-  int gi = find_output(g, "logits");
-  ir_value *logits = gi >= 0 ? g->outputs[gi].value : NULL;
-
-  /* GRAD(loss, params...) with results named d_<param> */
-  int np = g->n_params;
-  ir_value **in = malloc(sizeof *in * (size_t)(np + 1));
-  ir_type *types = malloc(sizeof *types * (size_t)(np + 1));
-  ir_type *out_types = malloc(sizeof *out_types * (size_t)(np + 1));
-  const char **names = malloc(sizeof *names * (size_t)(np + 1));
-  if (!in || !types || !out_types || !names) abort();
-  in[0] = loss;
-  for (int i = 0; i < np; i++) in[i + 1] = g->params[i];
-  for (int i = 0; i <= np; i++) types[i] = in[i]->type;
-  char err[512];
-  int n_out = 0, rc = -1;
-  if (ir_infer(IR_OP_GRAD, types, np + 1, NULL, 0, out_types, &n_out, err, sizeof err) != 0) {
-    ir_error(d, loss->loc, "cannot differentiate the loss: %s", err);
-    goto done;
-  }
-  for (int i = 0; i < np; i++) {
-    size_t len = strlen(g->params[i]->name) + 3;
-    char *nm = ir_arena_alloc(g->arena, len);
-    snprintf(nm, len, "d_%s", g->params[i]->name);
-    names[i] = nm;
-  }
-  ir_node *gn = ir_graph_add_node(g, IR_OP_GRAD, in, np + 1, out_types, n_out, NULL, 0, names, loss->loc);
-  for (int i = 0; i < gn->n_out; i++) gn->out[i]->role = IR_ROLE_GRAD;
-
-  /* outputs: loss, logits?, d_<param>... */
-  const char *loss_name = g->outputs[li].name;
-  g->n_outputs = 0;
-  ir_graph_add_output(g, loss_name ? loss_name : "loss", loss);
-  if (logits) ir_graph_add_output(g, "logits", logits);
-  for (int i = 0; i < np; i++) ir_graph_add_output(g, names[i], gn->out[i]);
-  rc = pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, o);
-done:
-  free(in);
-  free(types);
-  free(out_types);
-  free(names);
-  return rc;
-}
-
-/* ---------------------------------------------------------------------- */
 /* the update graph                                                        */
 /* ---------------------------------------------------------------------- */
 
@@ -204,7 +132,30 @@ static ir_value *clip_scale(builder *b, ir_value *const *grads, int np, double c
   return op2(b, IR_OP_MINIMUM, scalar(b, IR_DT_F64, 1.0), ratio, "clip_scale");
 }
 
+/* What a training program's update graph adds to the bare one (training.c):
+ * the micro-batch average, the logged scalars and the finiteness check. */
+typedef struct {
+  int micro_batches;  /* K: gradients are sums over K micro-batches (divided by K first) */
+  bool loss;          /* input loss_sum (f64): output loss = loss_sum / K */
+  bool accuracy;      /* input correct_sum (f64): output accuracy = correct_sum / (positions K) */
+  double positions;   /* targets per micro-batch */
+  bool nonfinite;     /* output nonfinite (i64): Inf / NaN elements of the new parameters */
+} update_extras;
+
+static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, const update_extras *x, ir_diag *d);
+
 ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir_diag *d) {
+  return build_update(model, opt, NULL, d);
+}
+
+ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
+                                         bool loss, bool accuracy, double positions, ir_diag *d) {
+  update_extras x = {.micro_batches = micro_batches, .loss = loss, .accuracy = accuracy, .positions = positions,
+                     .nonfinite = true};
+  return build_update(model, opt, &x, d);
+}
+
+static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, const update_extras *x, ir_diag *d) {
   if ((unsigned)opt->kind >= PASS_OPT_COUNT) {
     ir_error_plain(d, "unknown optimizer kind %d", (int)opt->kind);
     return NULL;
@@ -238,6 +189,14 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
   ir_loc none = {0};
   ir_value *lr = ir_graph_add_input(g, "lr", sc, none);
   ir_value *step = ir_graph_add_input(g, "step", sc, none);
+  ir_value *loss_sum = x && x->loss ? ir_graph_add_input(g, "loss_sum", sc, none) : NULL;
+  ir_value *correct_sum = x && x->accuracy ? ir_graph_add_input(g, "correct_sum", sc, none) : NULL;
+  if (x && x->micro_batches > 1) /* the mean of the micro-batches' gradients, in each one's dtype */
+    for (int i = 0; i < np; i++) {
+      b.loc = p[i]->loc;
+      grad[i] = op2(&b, IR_OP_DIV, grad[i], scalar(&b, grad[i]->type.dtype, (double)x->micro_batches), NULL);
+    }
+  b.loc = none;
 
   ir_value *scale = opt->clip_norm > 0 ? clip_scale(&b, grad, np, opt->clip_norm) : NULL;
   ir_value *step_size = NULL, *sbc2 = NULL, *lr_wd = NULL;
@@ -300,6 +259,20 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
   for (int i = 0; i < np * ns; i++) {
     new_state[i]->role = IR_ROLE_OPT_STATE;
     ir_graph_add_output(g, new_state[i]->name, new_state[i]);
+  }
+  b.loc = none;
+  double K = x && x->micro_batches > 1 ? (double)x->micro_batches : 1.0;
+  if (loss_sum) ir_graph_add_output(g, "loss", op2(&b, IR_OP_DIV, loss_sum, scalar(&b, IR_DT_F64, K), "loss"));
+  if (correct_sum)
+    ir_graph_add_output(g, "accuracy",
+                        op2(&b, IR_OP_DIV, correct_sum, scalar(&b, IR_DT_F64, x->positions * K), "accuracy"));
+  if (x && x->nonfinite) { /* the new parameters' Inf / NaN elements, summed in param order */
+    ir_value *total = NULL;
+    for (int i = 0; i < np; i++) {
+      ir_value *c = op1(&b, IR_OP_COUNT_NONFINITE, new_p[i], NULL);
+      total = total ? op2(&b, IR_OP_ADD, total, c, NULL) : c;
+    }
+    if (total) ir_graph_add_output(g, "nonfinite", total);
   }
   free(p);
   free(grad);

@@ -63,9 +63,7 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
              ir_value **out, ir_diag *d);
 
 /* ---- analyses (memplan.c, cost.c) ----
- * The peak of live tensor bytes the CPU executor holds while running g:
- * exactly the schedule runtime/cpu.c follows (see there), so that the
- * prediction and rt_stats.peak_bytes can be compared. */
+ * The arena a backend allocates to run g: pass_memplan(g, NULL)->arena_bytes. */
 size_t pass_predict_peak_bytes(const ir_graph *g);
 
 typedef struct {
@@ -112,6 +110,57 @@ int pass_optimizer_from_name(const char *name);                /* -1 if unknown 
 int pass_optimizer_state_count(pass_optimizer_kind kind);      /* state tensors per parameter: 0, 1 or 2 */
 int pass_build_training(ir_graph *g, const pass_options *o);
 ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir_diag *d);
+/* pass_build_update plus what a training program needs (training.c):
+ * gradients divided by micro_batches first (when > 1); inputs loss_sum
+ * (when loss) and correct_sum (when accuracy) after step; outputs after the
+ * states: loss = loss_sum / K, accuracy = correct_sum / (positions K) and
+ * nonfinite (i64: Inf / NaN elements of the new parameters). */
+ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
+                                         bool loss, bool accuracy, double positions, ir_diag *d);
+
+/* ---- training programs (training.c) ----
+ * The one builder of what training runs, used by `tgc train` (and, bare,
+ * by the tests): a STEP graph (forward + backward of one micro-batch) and
+ * an UPDATE graph (the optimizer), with every input and output bound by its
+ * role here, by index: no runtime matches names.
+ *   step:   inputs  [0, n_data)       the model's inputs (the data)
+ *                   acc_input0 + i    (K > 1) parameter i's gradient sum so far
+ *                   loss_sum_input    f64: the loss summed over the micro-batches so far
+ *                   correct_sum_input f64 (accuracy only): correct predictions so far
+ *           params  the model's
+ *           outputs grad_output[i]    parameter i's gradient (K = 1) or the new sum (K > 1)
+ *                   loss_sum_output, correct_sum_output: the new sums
+ *   update: pass_build_update_for_training's layout: inputs gradients [0, np),
+ *           states [np, np + ns), lr, step, loss_sum, correct_sum (accuracy
+ *           only); outputs new params [0, np), new states [np, np + ns),
+ *           loss, accuracy (if any), nonfinite.
+ * Sums start from -0.0 (x + -0.0 = x for every x, -0.0 included), so one
+ * micro-batch's values come through bit for bit. Token accuracy is counted
+ * when the model has an output named "logits" [..., V] and targets_input
+ * names an integer input of the logits' leading shape: correct =
+ * sum(argmax(logits) == targets) in f64. */
+typedef struct {
+  pass_optimizer opt;
+  int micro_batches;      /* K >= 1 */
+  int targets_input;      /* the model input of the targets (-1: no accuracy) */
+  const pass_options *passes; /* the pipeline's settings (diag, dump, checkpoint, disabled passes) */
+} pass_train_options;
+typedef struct {
+  ir_graph *step, *update;   /* owned */
+  int micro_batches;
+  int n_params, n_states;    /* states: n_params * pass_optimizer_state_count */
+  int n_data, acc_input0, loss_sum_input, correct_sum_input;
+  int *grad_output;          /* n_params */
+  int loss_sum_output, correct_sum_output;
+  int lr_input, step_input, update_loss_sum_input, update_correct_sum_input;
+  int loss_output, accuracy_output, nonfinite_output;
+  bool accuracy;
+  int64_t positions;         /* targets per micro-batch */
+} pass_training;
+/* Builds both graphs from model (consumed: it becomes the step graph; freed
+ * on failure). NULL after reporting through o->passes->diag. */
+pass_training *pass_build_train(ir_graph *model, const pass_train_options *o);
+void pass_training_free(pass_training *t);
 
 /* ---- checkpoint.c / memplan.c / cost.c ----
  * Cost model (cost.c): pass_node_cost above is defined for every op (the
@@ -128,15 +177,65 @@ typedef struct {
 } pass_graph_cost;
 void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c);
 
-/* Memory planner (memplan.c): pass_predict_peak_bytes in detail. */
+/* The memory plan (memplan.c): where every value lives, as data every
+ * backend follows (see the top of memplan.c for the rules). */
+enum { PASS_PLAN_ALIGNMENT = 256 };
+typedef enum {
+  PASS_SPACE_NONE,   /* not planned (a value of a dead node) */
+  PASS_SPACE_ARENA,  /* the graph's arena, at offset */
+  PASS_SPACE_INPUT,  /* the caller's buffer of graph input `index` */
+  PASS_SPACE_PARAM,  /* the caller's buffer of graph param `index` */
+} pass_space;
+const char *pass_space_name(pass_space s); /* "arena", "input", "param", "-" */
 typedef struct {
-  size_t peak_bytes;                     /* == pass_predict_peak_bytes(g) */
-  int peak_node;                         /* node index running at the peak; n_nodes: the output copies */
+  pass_space space;
+  int index;          /* INPUT / PARAM: which */
+  size_t offset;      /* ARENA: bytes from the arena's start (aligned) */
+  size_t bytes;       /* elements x dtype size */
+  int buffer;         /* index in plan->buffers (shared by views and in-place results) */
+  int reused_operand; /* a result computed in place: the operand whose buffer it took, else -1 */
+} pass_loc;
+typedef struct {
+  pass_space space;
+  int index;
+  size_t offset, bytes;  /* ARENA: where; bytes unaligned (the arena block is rounded up) */
+  int first, last;       /* the steps it is live (-1: before the first; n_steps: to the end) */
+  ir_role role;          /* of the value that created it */
+} pass_buffer;
+typedef struct {
+  int node;              /* index in g->nodes */
+  bool view;             /* no kernel: the result is the operand's bytes */
+  bool zero;             /* results zero-filled before the kernel (IR_OPF_ZEROED) */
+} pass_step;
+typedef struct pass_plan {
+  int n_values;          /* ir_graph_id_bound of the graph */
+  pass_loc *loc;         /* by value id */
+  int n_steps;
+  pass_step *steps;      /* the non-dead nodes, in order */
+  int n_buffers;
+  pass_buffer *buffers;
+  size_t arena_bytes;    /* what a backend allocates, once */
+  size_t alignment;
+} pass_plan;
+typedef struct {
+  size_t alignment;                      /* 0: PASS_PLAN_ALIGNMENT */
+  const bool *donate_inputs, *donate_params; /* NULL, or per input / param: results may be computed in its buffer */
+} pass_plan_options;
+pass_plan *pass_memplan(const ir_graph *g, const pass_plan_options *o); /* NULL: out of memory */
+void pass_plan_free(pass_plan *p);
+/* One line per result: step, name, bytes, where, lifetime, view / in place / zeroed. */
+void pass_plan_print(FILE *out, const ir_graph *g, const pass_plan *p);
+
+/* What the plan of g (without donation) holds over time. */
+typedef struct {
+  size_t peak_bytes;                     /* the largest sum of live buffers (exact sizes) */
+  int peak_node;                         /* node index running at the peak */
   size_t peak_role_bytes[IR_NUM_ROLES];  /* what the peak is made of, by role */
   size_t activation_peak_bytes;          /* max over time of live act + recompute bytes */
   size_t saved_bytes;                    /* act bytes live when the first backward node starts */
   int first_backward_node;               /* -1: no backward */
   size_t final_bytes;                    /* live at the end (the outputs) */
+  size_t arena_bytes;                    /* the arena (>= peak_bytes: alignment and fragmentation) */
 } pass_mem_report;
 int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r); /* 0, or -1 out of memory */
 

@@ -179,9 +179,9 @@ static int64_t model_vocab(const ir_graph *g, const ir_value *tokens, const ir_v
   return vocab;
 }
 
-static int bind_sequence(rt_data *ds, const ir_graph *g, char *err, size_t errlen) {
+static int bind_sequence(rt_data *ds, const ir_graph *g, int n_inputs, char *err, size_t errlen) {
   int ti = find_input(g, "tokens"), gi = find_input(g, "targets");
-  for (int i = 0; i < g->n_inputs; i++)
+  for (int i = 0; i < n_inputs; i++)
     if (i != ti && i != gi) {
       rt_errf(err, errlen, "data source '%s' feeds inputs 'tokens' and 'targets'; the model also has input '%s'", ds->spec,
            g->inputs[i]->name);
@@ -231,12 +231,12 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, char *err, size_t errle
   return 0;
 }
 
-static int bind_vector(rt_data *ds, const ir_graph *g, char *err, size_t errlen) {
+static int bind_vector(rt_data *ds, const ir_graph *g, int n_inputs, char *err, size_t errlen) {
   int xi = find_input(g, "X"), xs = find_input(g, "x"), yi = find_input(g, "Y"), ys = find_input(g, "y");
   if (xi >= 0 && xs >= 0) xs = -1; /* X wins; x is then an unknown input below */
   if (yi >= 0 && ys >= 0) ys = -1;
   int fi = xi >= 0 ? xi : xs, ti = yi >= 0 ? yi : ys;
-  for (int i = 0; i < g->n_inputs; i++)
+  for (int i = 0; i < n_inputs; i++)
     if (i != fi && i != ti) {
       rt_errf(err, errlen, "data source '%s' feeds inputs X [features, batch] or x [batch, features] and Y or y [batch]; the model also has input '%s'",
            ds->spec, g->inputs[i]->name);
@@ -277,14 +277,19 @@ static int bind_vector(rt_data *ds, const ir_graph *g, char *err, size_t errlen)
   return 0;
 }
 
-int rt_data_bind(rt_data *ds, const ir_graph *g, char *err, size_t errlen) {
+int rt_data_bind_inputs(rt_data *ds, const ir_graph *g, int n_inputs, char *err, size_t errlen) {
   ds->bound = false;
-  int rc = is_sequence(ds->kind) ? bind_sequence(ds, g, err, errlen) : bind_vector(ds, g, err, errlen);
+  int rc = is_sequence(ds->kind) ? bind_sequence(ds, g, n_inputs, err, errlen)
+                                 : bind_vector(ds, g, n_inputs, err, errlen);
   if (rc == 0) {
     ds->bound = true;
-    ds->n_inputs = g->n_inputs;
+    ds->n_inputs = n_inputs;
   }
   return rc;
+}
+
+int rt_data_bind(rt_data *ds, const ir_graph *g, char *err, size_t errlen) {
+  return rt_data_bind_inputs(ds, g, g->n_inputs, err, errlen);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -239,3 +239,63 @@ int rt_kern_rmsnorm(const rt_kctx *k) {
   }
   return 0;
 }
+
+/* argmax along {axis}: best = 0, then every later element strictly greater
+ * than the best so far wins (so the first maximum; a NaN never wins after
+ * index 0 and, at index 0, keeps it) — what tgc train's token accuracy
+ * counted on the host before. */
+int rt_kern_argmax(const rt_kctx *k) {
+  const rt_tensor *a = k->in[0];
+  rt_tensor *out = k->out[0];
+  int64_t axis = ir_node_attr_int(k->node, "axis", 0);
+  if (axis < 0 || axis >= a->type.rank) {
+    rt_kerr(k, "argmax %%%s: bad axis %lld", rt_value_name(k->node->out[0]), (long long)axis);
+    return -1;
+  }
+  int64_t n = a->type.dims[axis], inner = 1, outer = 1;
+  for (int d = (int)axis + 1; d < a->type.rank; d++) inner *= a->type.dims[d];
+  for (int d = 0; d < axis; d++) outer *= a->type.dims[d];
+  ir_dtype dt = a->type.dtype;
+  bool f32 = dt == IR_DT_F32;
+  int64_t rows = outer * inner;
+#pragma omp parallel for schedule(static) if (rows * n > RT_PAR_MIN && rows > 1)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t o = r / inner, i = r % inner, base = o * n * inner + i, best = 0;
+    if (f32) { /* the same comparisons, on the floats as stored */
+      const float *x = (const float *)a->data + base;
+      for (int64_t v = 1; v < n; v++)
+        if (x[v * inner] > x[best * inner]) best = v;
+    } else {
+      double bv = rt_load(dt, a->data, base);
+      for (int64_t v = 1; v < n; v++) {
+        double x = rt_load(dt, a->data, base + v * inner);
+        if (x > bv) bv = x, best = v;
+      }
+    }
+    ((int32_t *)out->data)[r] = (int32_t)best;
+  }
+  return 0;
+}
+
+/* Elements that are Inf or NaN (exponent bits all ones), in one threaded pass. */
+int rt_kern_count_nonfinite(const rt_kctx *k) {
+  const rt_tensor *x = k->in[0];
+  int64_t n = rt_numel(&x->type), bad = 0;
+  ir_dtype dt = x->type.dtype;
+  if (dt == IR_DT_F64) {
+    const uint64_t *b = x->data;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+  } else if (dt == IR_DT_F32) {
+    const uint32_t *b = x->data;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
+  } else if (dt == IR_DT_BF16 || dt == IR_DT_F16) {
+    const uint16_t *b = x->data;
+    uint16_t e = dt == IR_DT_BF16 ? 0x7f80 : 0x7c00;
+#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) bad += (b[i] & e) == e;
+  }
+  *(int64_t *)k->out[0]->data = bad;
+  return 0;
+}

@@ -132,6 +132,8 @@ int rt_kern_reduce(const rt_kctx *k);
 int rt_kern_softmax(const rt_kctx *k);
 int rt_kern_layernorm(const rt_kctx *k);
 int rt_kern_rmsnorm(const rt_kctx *k);
+int rt_kern_argmax(const rt_kctx *k);
+int rt_kern_count_nonfinite(const rt_kctx *k);
 /* kern_nn.c */
 int rt_kern_const(const rt_kctx *k);
 int rt_kern_iota(const rt_kctx *k);

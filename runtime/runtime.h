@@ -1,27 +1,55 @@
-/* runtime/runtime.h — tensors, .npy I/O, seeded random numbers, and the
- * executors. The CPU backend (cpu.c + kernels) runs any verified ir_graph
- * with whole-tensor kernels: BLAS for matmul, OpenMP loops for the rest,
- * deterministic run to run. Backends are a small vtable (ggml-style).
+/* runtime/runtime.h — tensors, devices and their buffers, the
+ * backend-neutral executor, training, and I/O (.npy, safetensors, data).
+ *
+ * Layers of execution:
+ *   rt_backend  a small vtable (ggml-style): a context, device memory
+ *               (alloc, free, upload, download, copy, fill), prepare (what
+ *               the backend compiles for a graph, once) and run_node (one
+ *               node's kernel on device tensors). cpu.c is the CPU's.
+ *   rt_device   an opened backend, counting what it allocates and moves.
+ *   rt_program  a graph prepared on a device (exec.c): its memory plan
+ *               (passes/memplan.c) and the one arena the plan asks for,
+ *               allocated once; each run walks the plan's steps on the
+ *               backend. Scheduling, liveness, in-place execution and
+ *               donation are the plan's, written once for every backend.
+ *   rt_trainer  training on any device (train.c).
+ * Tensors are views: a type, a buffer and an offset. Host tensors
+ * (rt_tensor_new) own their memory.
  */
 #ifndef TGC_RUNTIME_H
 #define TGC_RUNTIME_H
 
 #include "ir.h"
+#include "pass.h"
 
-/* A dense row-major tensor. bf16/f16 are stored as uint16 bit patterns,
- * bool as one byte. data is owned by the tensor. */
+typedef struct rt_device rt_device;
+typedef struct rt_backend rt_backend;
+
+/* Device memory: ptr is a host pointer on host-memory backends (cpu), a
+ * device address elsewhere (never dereferenced on the host there). */
+typedef struct {
+  rt_device *dev;
+  void *ptr;
+  size_t bytes;
+  bool owned;   /* allocated by rt_buffer_alloc (false: wraps the caller's host memory) */
+} rt_buffer;
+
+/* A dense row-major tensor: bf16/f16 are stored as uint16 bit patterns,
+ * bool as one byte. data = buf->ptr + offset (on a host-memory backend, or
+ * a host tensor, a host pointer the kernels read). buf NULL: a host tensor
+ * that owns data (rt_tensor_new / rt_tensor_free). */
 typedef struct {
   ir_type type;
   void *data;
   size_t nbytes;
+  rt_buffer *buf;
+  size_t offset;
 } rt_tensor;
 
-rt_tensor *rt_tensor_new(const ir_type *type);     /* zero-filled; NULL if out of memory */
-void rt_tensor_free(rt_tensor *t);
-/* Keeps freed tensor buffers of 1 MiB and more, up to `bytes` in all, for
- * reuse by allocations of the same size (no fresh pages each training
- * step). 0 (the default) turns the cache off and frees what it holds. */
-void rt_tensor_cache_limit(size_t bytes);
+rt_tensor *rt_tensor_new(const ir_type *type);     /* a host tensor, zero-filled; NULL if out of memory */
+void rt_tensor_free(rt_tensor *t);                 /* host tensors only */
+/* A view of type t at offset off of b. */
+rt_tensor rt_tensor_view(rt_buffer *b, size_t off, const ir_type *t);
 double rt_tensor_get(const rt_tensor *t, int64_t i);          /* element i as double */
 void rt_tensor_set(rt_tensor *t, int64_t i, double v);        /* rounds to the dtype */
 /* Fills with a constant. */
@@ -47,41 +75,117 @@ void rt_fill_random(rt_tensor *t, uint64_t seed, const char *name, int64_t int_h
 void rt_init_param(rt_tensor *t, const ir_value *param, uint64_t seed);
 
 /* Where the time of graph runs went, by op (kernel wall time, accumulated
- * over every run given the same profile). Filled only when a caller sets
- * rt_stats.profile: timing every kernel costs two clock reads per node. */
+ * over every run given the same profile). Filled only when a caller sets a
+ * profile: timing every kernel costs two clock reads per node. */
 typedef struct {
   double seconds[IR_NUM_OPS];
   int64_t calls[IR_NUM_OPS];
-  double alloc_seconds;  /* allocating (and zero-filling) results */
-  double total_seconds;  /* the whole graph_compute calls */
+  double alloc_seconds;  /* zero-filling results (the arena is allocated once) */
+  double total_seconds;  /* whole program runs */
 } rt_profile;
 
-typedef struct {
-  size_t peak_bytes;     /* peak of live tensor bytes during the run */
-  size_t total_allocs;
-  int kernels_run;
-  rt_profile *profile;   /* in: NULL, or where to add this run's kernel times */
-  /* in: NULL, or per input / param: true = donated. A donated tensor stays
-   * the caller's, but results may be computed in its buffer (it is then
-   * garbage) and it may come back as one of the outputs (outputs[j] ==
-   * inputs[i]): the caller frees each of its donated tensors that is not an
-   * output, and must not read them after the call, even on failure. */
-  const bool *donate_inputs, *donate_params;
-} rt_stats;
+/* ---- devices (device.c) ---- */
 
-/* A backend: what it supports and how it runs a graph. */
-typedef struct rt_backend {
+/* What a device did, counted by the runtime around every backend call. */
+typedef struct {
+  size_t bytes_in_use, peak_bytes;          /* device memory allocated (now, most ever) */
+  int64_t allocs, frees;
+  size_t bytes_uploaded, bytes_downloaded;  /* host -> device, device -> host */
+  size_t bytes_copied, bytes_filled;        /* device -> device, fills */
+  int64_t uploads, downloads, copies, fills;
+  int64_t kernels;                          /* nodes run */
+} rt_device_stats;
+
+struct rt_backend {
   const char *name;
+  bool host_memory;  /* device pointers are host pointers: host tensors are bound without copies */
+  /* context: 0, or -1 with a message */
+  int (*open)(rt_device *d, char *err, size_t errlen);
+  void (*close)(rt_device *d);
+  /* memory (bytes may be 0; pointers from alloc are 256-byte aligned) */
+  int (*alloc)(rt_device *d, size_t bytes, void **ptr, char *err, size_t errlen);
+  void (*free)(rt_device *d, void *ptr);
+  int (*upload)(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen);
+  int (*download)(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen);
+  int (*copy)(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen);
+  /* n bytes at dst = the pattern of pattern_bytes (1, 2, 4 or 8) repeated */
+  int (*fill)(rt_device *d, void *dst, size_t n, const void *pattern, size_t pattern_bytes, char *err, size_t errlen);
+  /* programs: prepare once per graph (state: what the backend keeps), run
+   * one node's kernel on device tensors (results preallocated; zero-filled
+   * for IR_OPF_ZEROED ops), release */
   bool (*supports_op)(const ir_node *n);
-  /* inputs[i] feeds g->inputs[i], params[i] feeds g->params[i]; outputs[i]
-   * receives a new tensor for g->outputs[i] (caller frees). Returns 0, or -1
-   * with a message in err. Inputs and params are not modified, unless the
-   * caller donates them (rt_stats.donate_*). */
-  int (*graph_compute)(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
-                       rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);
-} rt_backend;
+  int (*prepare)(rt_device *d, const ir_graph *g, const pass_plan *plan, void **state, char *err, size_t errlen);
+  int (*run_node)(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
+                  char *err, size_t errlen);
+  void (*release)(rt_device *d, void *state);
+};
+
+struct rt_device {
+  const rt_backend *backend;
+  void *impl;              /* the backend's context */
+  rt_device_stats stats;
+};
 
 extern const rt_backend rt_cpu_backend;
+/* The CPU backend's kernel of n (its kernel table; also what a test backend reuses). */
+int rt_cpu_run_node(const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen);
+
+rt_device *rt_device_open(const rt_backend *b, char *err, size_t errlen);
+void rt_device_close(rt_device *d);
+/* A buffer of device memory (NULL + message when out of memory). */
+rt_buffer *rt_buffer_alloc(rt_device *d, size_t bytes, char *err, size_t errlen);
+/* The caller's host memory as a buffer of a host-memory device (not freed by rt_buffer_free's owner). */
+rt_buffer rt_buffer_wrap(rt_device *d, void *host, size_t bytes);
+void rt_buffer_free(rt_buffer *b);       /* rt_buffer_alloc's buffers */
+int rt_upload(const rt_tensor *dst, const void *src, char *err, size_t errlen);   /* dst->nbytes */
+int rt_download(void *dst, const rt_tensor *src, char *err, size_t errlen);       /* src->nbytes */
+int rt_copy(const rt_tensor *dst, const rt_tensor *src, char *err, size_t errlen); /* same nbytes */
+int rt_fill_bytes(rt_device *d, void *dst, size_t n, const void *pattern, size_t pattern_bytes, char *err,
+                  size_t errlen);
+/* Every element of t = v (rounded to its dtype). */
+int rt_fill_value(const rt_tensor *t, double v, char *err, size_t errlen);
+/* A device tensor of its own buffer (rt_device_tensor_free), zero-filled. */
+rt_tensor *rt_device_tensor_new(rt_device *d, const ir_type *t, char *err, size_t errlen);
+void rt_device_tensor_free(rt_tensor *t);
+
+/* ---- programs (exec.c) ---- */
+
+typedef struct rt_program rt_program;
+typedef struct {
+  /* NULL, or per input / param: results may be computed in its buffer
+   * (pass_plan_options), which the run then leaves as garbage unless an
+   * output lives there (rt_program_output says where each output is) */
+  const bool *donate_inputs, *donate_params;
+  rt_profile *profile;    /* NULL, or where runs add their kernel times */
+} rt_program_options;
+/* Plans g (pass_memplan), allocates its arena on d, prepares the backend. */
+rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_options *o, char *err, size_t errlen);
+void rt_program_free(rt_program *p);
+/* Runs the plan: inputs[i] / params[i] are tensors on the program's device
+ * of g's input / param types. 0, or -1 with "file:line:col: message". */
+int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *params, char *err, size_t errlen);
+/* Output i of the last run: a view into the arena, or into the bound input /
+ * param buffer it lives in; valid until the next run or rebinding. */
+const rt_tensor *rt_program_output(const rt_program *p, int i);
+const pass_plan *rt_program_plan(const rt_program *p);
+size_t rt_program_arena_bytes(const rt_program *p);
+rt_device *rt_program_device(const rt_program *p);
+
+/* One run of g on backend b from host tensors: the convenience over the
+ * program API for commands and tests. inputs[i] / params[i] are host
+ * tensors (bound without copies on host-memory backends, uploaded
+ * otherwise); outputs[i] receive new host tensors (caller frees). */
+typedef struct {
+  size_t peak_bytes;     /* out: the arena (what the device allocated for the run's values) */
+  size_t total_allocs;   /* out: device allocations */
+  int kernels_run;       /* out */
+  rt_profile *profile;   /* in: NULL, or where to add this run's kernel times */
+  /* in: NULL, or per input / param: donated (the tensor's contents are
+   * garbage after the call, even on failure) */
+  const bool *donate_inputs, *donate_params;
+} rt_stats;
+int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
+           rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);
 
 /* ===================================================================== */
 /* safetensors.c — training state files                                   */
@@ -155,6 +259,8 @@ bool rt_data_is_sequence(const rt_data *ds);
 /* Checks g's inputs fit the source and remembers the layout; fills in the
  * vocabulary from the model when it was 0. Returns 0 or -1 with err. */
 int rt_data_bind(rt_data *ds, const ir_graph *g, char *err, size_t errlen);
+/* The same for the first n_inputs inputs of g (a step graph's data). */
+int rt_data_bind_inputs(rt_data *ds, const ir_graph *g, int n_inputs, char *err, size_t errlen);
 /* Samples (vector tasks) or tokens (sequence tasks) in one batch. */
 int64_t rt_data_batch_items(const rt_data *ds);
 /* Fills inputs[i] (tensors of g->inputs[i]'s type, g as bound). */
@@ -164,26 +270,28 @@ int rt_data_fill(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tensor 
 int rt_data_targets_input(const rt_data *ds);
 
 /* ===================================================================== */
-/* train.c — the training loop                                            */
+/* train.c — the training loop, on any backend                            */
 /* ===================================================================== */
-/* Runs a training graph and an update graph (passes/pass.h:
- * pass_build_training, pass_build_update) on the CPU backend.
- *   train:  inputs fed by the data source; params = the model's; outputs
- *           `loss` (first), optionally `logits` [B, T, V], and d_<param>
- *           for every param (matched by output name).
- *   update: params = the same params (by name, same order); inputs = P
- *           grads, S optimizer states, then lr and step (f64 scalars);
- *           outputs = P new params, then S new states.
- * One step: for each of K micro-batches fill the inputs from the data
- * source (seed, step, k) and run the training graph; sum the gradients on
- * the host in micro-batch order and divide by K; run the update graph with
- * lr from the schedule and step + 1. Parameters are initialized from the
- * seed (rt_init_param), states to zero. Deterministic: the same config gives
- * bit-identical parameters, and save + resume continues exactly.
- * After every update the parameters are checked for Inf/NaN: a step that
- * makes one non-finite fails ("parameters became non-finite ('NAME': K of
- * N elements are Inf or NaN; the loss was L)"), and the trainer then
- * refuses further steps and saves, so the last good state on disk stays. */
+/* Runs a training program (pass_build_train: a step graph and an update
+ * graph, bound by role) on a device. The trainer keeps, in device memory
+ * across steps: the parameters, the optimizer states, the data inputs,
+ * the gradient sums (K > 1), the loss and correct-prediction sums and the
+ * lr / step scalars. One step:
+ *   fill the sums with -0.0; for each of K micro-batches fill the data
+ *   inputs from the source (seed, step, k: written in place on a host-memory
+ *   device, uploaded otherwise) and run the step program (the sums are
+ *   donated: computed in place); upload lr (the schedule's) and step + 1;
+ *   run the update program with the states and parameters donated (the new
+ *   ones are computed in their buffers; the trainer follows the plan to know
+ *   which buffer holds which); download the logged scalars: loss,
+ *   accuracy, and the count of Inf / NaN elements in the new parameters.
+ * Nothing is allocated and nothing else crosses to the host in the steady
+ * state (rt_device_stats counts it). A step that makes a parameter
+ * non-finite fails ("parameters became non-finite ('NAME': K of N elements
+ * are Inf or NaN; the loss was L)") and the trainer then refuses further
+ * steps and saves, so the last good state on disk stays. Deterministic: the
+ * same config gives bit-identical parameters, and save + resume continues
+ * exactly (tests/unit/test_train_resume.c). */
 typedef enum { RT_SCHEDULE_CONSTANT, RT_SCHEDULE_COSINE } rt_schedule_kind;
 typedef struct {
   rt_schedule_kind kind;
@@ -196,12 +304,12 @@ typedef struct {
 double rt_schedule_lr(const rt_schedule *s, int64_t step);
 
 typedef struct {
-  const ir_graph *train, *update;
-  rt_data *data;        /* rt_trainer_new binds it to train */
+  const pass_training *prog;   /* the graphs and their bindings (kept alive by the caller) */
+  const rt_backend *backend;   /* NULL: the cpu */
+  rt_data *data;               /* rt_trainer_new binds it to the step graph's data inputs */
   uint64_t seed;
-  int micro_batches;    /* K >= 1 */
   rt_schedule schedule;
-  rt_profile *profile;         /* NULL, or kernel times of the training graph runs */
+  rt_profile *profile;         /* NULL, or kernel times of the step graph runs */
   rt_profile *update_profile;  /* NULL, or kernel times of the update graph runs */
 } rt_train_config;
 
@@ -210,7 +318,7 @@ typedef struct {
   double loss;          /* mean over the micro-batches */
   double accuracy;      /* token accuracy (argmax of logits vs targets), -1 when not available */
   double lr;            /* the learning rate used */
-  size_t peak_bytes;    /* the largest rt_stats.peak_bytes of the training graph runs */
+  size_t peak_bytes;    /* the step program's arena (its activations: planned = allocated) */
 } rt_step_result;
 
 /* The most steps a run can count: the update reads the step as an f64. */
@@ -221,7 +329,12 @@ void rt_trainer_free(rt_trainer *t);
 int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen);
 int64_t rt_trainer_steps_done(const rt_trainer *t);
 int rt_trainer_num_params(const rt_trainer *t);
-const rt_tensor *rt_trainer_param(const rt_trainer *t, int i);   /* in train->params order */
+/* Parameter i (step graph order) on the trainer's device: host memory on a
+ * host-memory device; read it with rt_download elsewhere. */
+const rt_tensor *rt_trainer_param(const rt_trainer *t, int i);
+rt_device *rt_trainer_device(const rt_trainer *t);
+/* The arena bytes of the step and update programs. */
+size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
  * meta + {"format": "tgc-train-1", "step": N, "seed": S}. Refuses (and
  * writes nothing) when a parameter holds Inf or NaN. */

@@ -5,9 +5,7 @@
  * not exceed IR_MAX_ELEMENTS and the byte count must stay below
  * RT_MAX_TENSOR_BYTES, otherwise rt_tensor_new reports out of memory (NULL)
  * instead of attempting an absurd allocation. rt_tensor_new zero-fills;
- * rt_tensor_new_uninit (for the executor, when the kernel about to run
- * writes every element) does not: calloc must memset reused heap memory,
- * and that memset was pure waste for such results. Element access converts
+ * rt_tensor_new_uninit (a scratch tensor a kernel writes entirely) does not. Element access converts
  * through ir_round_to_dtype and ir's bf16/f16 conversions (see kernels.h).
  */
 #include <stdarg.h>
@@ -42,69 +40,6 @@ static int tensor_size(const ir_type *t, size_t *nbytes) {
   return 0;
 }
 
-/* ---- the buffer cache ----
- * Large buffers (glibc maps each one fresh from the kernel, so every use
- * pays a page fault and a zeroing per 4 KiB) are kept when freed, up to a
- * byte limit, and handed to the next allocation of exactly the same size:
- * a training loop allocates the same sizes every step. Off (limit 0) unless
- * a program turns it on (`tgc train` does). Oldest entries go first when
- * the limit is reached. Guarded for calls from several threads. */
-enum { CACHE_SLOTS = 2048 };
-#define CACHE_MIN_BYTES ((size_t)1 << 16)
-static struct {
-  void *p;
-  size_t n;
-} cache[CACHE_SLOTS];
-static int cache_n;
-static size_t cache_bytes, cache_limit;
-
-static void cache_drop_oldest(void) {
-  free(cache[0].p);
-  cache_bytes -= cache[0].n;
-  memmove(cache, cache + 1, (size_t)(cache_n - 1) * sizeof cache[0]);
-  cache_n--;
-}
-
-void rt_tensor_cache_limit(size_t bytes) {
-#pragma omp critical(rt_tensor_cache)
-  {
-    cache_limit = bytes;
-    while (cache_n > 0 && cache_bytes > cache_limit) cache_drop_oldest();
-  }
-}
-
-static void *cache_take(size_t n) {
-  void *p = NULL;
-  if (n < CACHE_MIN_BYTES) return NULL;
-#pragma omp critical(rt_tensor_cache)
-  for (int i = cache_n - 1; i >= 0; i--) /* the most recently freed first */
-    if (cache[i].n == n) {
-      p = cache[i].p;
-      cache_bytes -= n;
-      memmove(cache + i, cache + i + 1, (size_t)(cache_n - i - 1) * sizeof cache[0]);
-      cache_n--;
-      break;
-    }
-  return p;
-}
-
-/* Keeps p (n bytes) in the cache, or frees it. */
-static void cache_put(void *p, size_t n) {
-  bool kept = false;
-  if (n >= CACHE_MIN_BYTES) {
-#pragma omp critical(rt_tensor_cache)
-    if (n <= cache_limit) {
-      while (cache_n > 0 && (cache_n == CACHE_SLOTS || cache_bytes + n > cache_limit)) cache_drop_oldest();
-      cache[cache_n].p = p;
-      cache[cache_n].n = n;
-      cache_n++;
-      cache_bytes += n;
-      kept = true;
-    }
-  }
-  if (!kept) free(p);
-}
-
 static rt_tensor *tensor_alloc(const ir_type *type, bool zeroed) {
   size_t nbytes;
   if (tensor_size(type, &nbytes) != 0) return NULL;
@@ -112,9 +47,9 @@ static rt_tensor *tensor_alloc(const ir_type *type, bool zeroed) {
   if (!t) return NULL;
   t->type = *type;
   t->nbytes = nbytes;
-  t->data = cache_take(nbytes);
-  if (t->data && zeroed) memset(t->data, 0, nbytes);
-  if (!t->data) t->data = zeroed ? calloc(nbytes ? nbytes : 1, 1) : malloc(nbytes ? nbytes : 1);
+  t->buf = NULL;
+  t->offset = 0;
+  t->data = zeroed ? calloc(nbytes ? nbytes : 1, 1) : malloc(nbytes ? nbytes : 1);
   if (!t->data) {
     free(t);
     return NULL;
@@ -128,8 +63,17 @@ rt_tensor *rt_tensor_new_uninit(const ir_type *type) { return tensor_alloc(type,
 
 void rt_tensor_free(rt_tensor *t) {
   if (!t) return;
-  cache_put(t->data, t->nbytes);
+  if (!t->buf) free(t->data);
   free(t);
+}
+
+rt_tensor rt_tensor_view(rt_buffer *b, size_t off, const ir_type *t) {
+  rt_tensor v = {.type = *t, .buf = b, .offset = off};
+  size_t n = 0;
+  if (tensor_size(t, &n) != 0) n = 0;
+  v.nbytes = n;
+  v.data = b && b->ptr ? (char *)b->ptr + off : NULL;
+  return v;
 }
 
 double rt_tensor_get(const rt_tensor *t, int64_t i) { return rt_load(t->type.dtype, t->data, i); }

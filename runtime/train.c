@@ -1,14 +1,16 @@
-/* runtime/train.c — the training loop: runs a training graph (forward +
- * backward) and an optimizer update graph on the CPU backend, step after
- * step, and saves / restores the whole state.
+/* runtime/train.c — the training loop on any backend: runs a training
+ * program (passes/training.c: a step graph and an update graph, bound by
+ * role) step after step on a device, and saves / restores the whole state.
  *
- * The graphs come from passes/ (pass_build_training, pass_build_update); the
- * runtime only relies on their documented layout (runtime.h). The trainer
- * owns the parameters and optimizer states; each update returns new tensors
- * that replace the old ones. Everything is deterministic: batches are a
- * function of (seed, step, micro-batch), gradients of micro-batches are
- * summed in order and divided by K, and the kernels do not depend on the
- * thread count. So saving after N steps and resuming gives, bit for bit, the
+ * Everything the loop keeps lives in device memory for the whole run (see
+ * runtime.h for the step). The update computes the new parameters and
+ * states in the buffers of the old ones (donated); since a result may land
+ * in another parameter's or state's buffer, or in the update's arena, the
+ * trainer reads from the plan where each output is after the run and
+ * rebinds (copying from the arena when the plan put one there).
+ * Deterministic: batches are a function of (seed, step, micro-batch), sums
+ * run in micro-batch order, and the kernels do not depend on the thread
+ * count, so saving after N steps and resuming gives, bit for bit, the
  * parameters of an uninterrupted run (tests/unit/test_train_resume.c).
  */
 #include <errno.h>
@@ -25,20 +27,22 @@
 
 struct rt_trainer {
   rt_train_config c;
-  int np, ns;
-  rt_tensor **params;   /* np, in train->params order */
-  rt_tensor **states;   /* ns, in update input order */
-  rt_tensor **inputs;   /* train->n_inputs, refilled each micro-batch */
-  rt_tensor **outs;     /* train->n_outputs, scratch */
-  rt_tensor **grads;    /* np, the (accumulated) gradients of one step */
-  int *grad_out;        /* np: index of d_<param> among train outputs */
-  int loss_out, logits_out;
+  const pass_training *pt;
+  rt_device *dev;
+  rt_program *step_prog, *update_prog;
+  int np, ns, K;
+  rt_tensor **params, **states;  /* np, ns: device tensors, rebound after every update */
+  rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */
+  rt_tensor **data;              /* n_data: the data inputs (device) */
+  rt_tensor **data_host;         /* n_data: where the source writes (== data on a host-memory device) */
+  rt_tensor **acc;               /* np (K > 1): the gradient sums */
+  rt_tensor *loss_sum, *correct_sum, *lr, *step_no;
+  rt_tensor **step_in, **update_in; /* the programs' input bindings */
+  rt_tensor **new_place;         /* np + ns: scratch of the rebinding */
   int64_t step;
   bool lost;            /* a failed update consumed the parameters: no more steps or saves */
   bool nonfinite;       /* an update made a parameter Inf or NaN: no more steps or saves */
-  bool *donate;         /* update inputs given to the executor (grads, states), and the params */
 };
-
 
 double rt_schedule_lr(const rt_schedule *s, int64_t step) {
   if (s->warmup > 0 && step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
@@ -51,90 +55,91 @@ double rt_schedule_lr(const rt_schedule *s, int64_t step) {
   return floor_lr + (s->lr - floor_lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * p));
 }
 
-static int find_output(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].name && strcmp(g->outputs[i].name, name) == 0) return i;
-  return -1;
-}
 
 void rt_trainer_free(rt_trainer *t) {
   if (!t) return;
-  for (int i = 0; t->params && i < t->np; i++) rt_tensor_free(t->params[i]);
-  for (int i = 0; t->states && i < t->ns; i++) rt_tensor_free(t->states[i]);
-  for (int i = 0; t->grads && i < t->np; i++) rt_tensor_free(t->grads[i]);
-  for (int i = 0; t->inputs && i < t->c.train->n_inputs; i++) rt_tensor_free(t->inputs[i]);
+  const pass_training *pt = t->pt;
+  rt_program_free(t->step_prog);
+  rt_program_free(t->update_prog);
+  for (int i = 0; t->pool && i < t->np + t->ns; i++) rt_device_tensor_free(t->pool[i]);
+  for (int i = 0; t->data && i < pt->n_data; i++) {
+    if (t->data_host && t->data_host[i] != t->data[i]) rt_tensor_free(t->data_host[i]);
+    rt_device_tensor_free(t->data[i]);
+  }
+  for (int i = 0; t->acc && i < t->np; i++) rt_device_tensor_free(t->acc[i]);
+  rt_device_tensor_free(t->loss_sum);
+  rt_device_tensor_free(t->correct_sum);
+  rt_device_tensor_free(t->lr);
+  rt_device_tensor_free(t->step_no);
+  rt_device_close(t->dev);
   free(t->params);
   free(t->states);
-  free(t->grads);
-  free(t->inputs);
-  free(t->outs);
-  free(t->grad_out);
-  free(t->donate);
+  free(t->pool);
+  free(t->data);
+  free(t->data_host);
+  free(t->acc);
+  free(t->step_in);
+  free(t->update_in);
+  free(t->new_place);
   free(t);
 }
 
-/* Checks the two graphs have the layout runtime.h describes. */
-static int check_layout(rt_trainer *t, char *err, size_t errlen) {
-  const ir_graph *tg = t->c.train, *ug = t->c.update;
-  char a[160], b[160];
-  t->np = tg->n_params;
-  t->loss_out = find_output(tg, "loss");
-  if (t->loss_out < 0) t->loss_out = 0;
-  if (tg->n_outputs == 0 || tg->outputs[t->loss_out].value->type.rank != 0 ||
-      !ir_dtype_is_float(tg->outputs[t->loss_out].value->type.dtype)) {
-    rt_errf(err, errlen, "the training graph's first output must be a float scalar loss");
-    return -1;
+/* A host tensor with the contents of device tensor x: x itself on a
+ * host-memory device, else a downloaded copy (host_view_free). */
+static rt_tensor *host_view(const rt_trainer *t, rt_tensor *x, char *err, size_t errlen) {
+  if (t->dev->backend->host_memory) return x;
+  rt_tensor *h = rt_tensor_new(&x->type);
+  if (!h) {
+    rt_errf(err, errlen, "out of memory");
+    return NULL;
   }
-  t->logits_out = find_output(tg, "logits");
+  if (rt_download(h->data, x, err, errlen) != 0) {
+    rt_tensor_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static void host_view_free(const rt_trainer *t, rt_tensor *h) {
+  if (h && !t->dev->backend->host_memory) rt_tensor_free(h);
+}
+
+static double download_scalar(rt_trainer *t, const rt_tensor *x, int *rc, char *err, size_t errlen) {
+  unsigned char b[8] = {0};
+  if (*rc == 0 && rt_download(b, x, err, errlen) != 0) *rc = -1;
+  return rt_load(x->type.dtype, b, 0);
+}
+
+static int upload_scalar(rt_tensor *x, double v, char *err, size_t errlen) {
+  unsigned char b[8];
+  rt_store(x->type.dtype, b, 0, v);
+  return rt_upload(x, b, err, errlen);
+}
+
+/* Elements of x (host memory) that are Inf or NaN. */
+static int64_t count_nonfinite(const rt_tensor *x) {
+  int64_t n = rt_numel(&x->type), bad = 0;
+  for (int64_t i = 0; i < n; i++) bad += !isfinite(rt_load(x->type.dtype, x->data, i));
+  return bad;
+}
+
+/* The parameters (host views h[0..np)) are all finite: 0, or -1 with
+ * "'NAME': K of N elements are Inf or NaN" (the first such parameter). */
+static int check_params_finite(const rt_trainer *t, rt_tensor *const *h, char *err, size_t errlen) {
   for (int i = 0; i < t->np; i++) {
-    char name[600];
-    snprintf(name, sizeof name, "d_%s", tg->params[i]->name);
-    int k = find_output(tg, name);
-    if (k < 0 || !ir_type_equal(&tg->outputs[k].value->type, &tg->params[i]->type)) {
-      rt_errf(err, errlen, "the training graph has no output %s of the type of parameter '%s' (%s)", name,
-           tg->params[i]->name, ir_type_str(&tg->params[i]->type, a, sizeof a));
-      return -1;
-    }
-    t->grad_out[i] = k;
-  }
-  if (ug->n_params != t->np) {
-    rt_errf(err, errlen, "the update graph has %d parameters, the training graph %d", ug->n_params, t->np);
-    return -1;
-  }
-  for (int i = 0; i < t->np; i++)
-    if (strcmp(ug->params[i]->name, tg->params[i]->name) != 0 ||
-        !ir_type_equal(&ug->params[i]->type, &tg->params[i]->type)) {
-      rt_errf(err, errlen, "update parameter %d is '%s' %s, training parameter '%s' %s", i, ug->params[i]->name,
-           ir_type_str(&ug->params[i]->type, a, sizeof a), tg->params[i]->name,
-           ir_type_str(&tg->params[i]->type, b, sizeof b));
-      return -1;
-    }
-  t->ns = ug->n_inputs - t->np - 2;
-  if (t->ns < 0 || ug->n_outputs != t->np + t->ns) {
-    rt_errf(err, errlen, "the update graph has %d inputs and %d outputs for %d parameters: not the optimizer layout",
-         ug->n_inputs, ug->n_outputs, t->np);
-    return -1;
-  }
-  for (int i = 0; i < 2; i++) {
-    const ir_type *st = &ug->inputs[t->np + t->ns + i]->type;
-    if (st->rank != 0 || st->dtype != IR_DT_F64) {
-      rt_errf(err, errlen, "the update graph's %s input must be an f64 scalar", i ? "step" : "lr");
+    int64_t bad = count_nonfinite(h[i]);
+    if (bad) {
+      rt_errf(err, errlen, "'%s': %lld of %lld elements are Inf or NaN", t->pt->step->params[i]->name,
+              (long long)bad, (long long)rt_numel(&h[i]->type));
       return -1;
     }
   }
-  for (int i = 0; i < t->np; i++)
-    if (!ir_type_equal(&ug->inputs[i]->type, &tg->params[i]->type) ||
-        !ir_type_equal(&ug->outputs[i].value->type, &tg->params[i]->type)) {
-      rt_errf(err, errlen, "update graph gradient/new value %d does not have the type of parameter '%s'", i,
-           tg->params[i]->name);
-      return -1;
-    }
-  for (int i = 0; i < t->ns; i++)
-    if (!ir_type_equal(&ug->inputs[t->np + i]->type, &ug->outputs[t->np + i].value->type)) {
-      rt_errf(err, errlen, "optimizer state '%s' and its new value differ in type", ug->inputs[t->np + i]->name);
-      return -1;
-    }
   return 0;
+}
+
+static rt_tensor *scalar_tensor(rt_device *d, char *err, size_t errlen) {
+  ir_type sc = {.dtype = IR_DT_F64, .rank = 0};
+  return rt_device_tensor_new(d, &sc, err, errlen);
 }
 
 rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
@@ -144,33 +149,87 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     return NULL;
   }
   t->c = *c;
-  if (t->c.micro_batches < 1) t->c.micro_batches = 1;
-  const ir_graph *tg = c->train, *ug = c->update;
-  t->grad_out = calloc((size_t)tg->n_params + 1, sizeof *t->grad_out);
-  t->inputs = calloc((size_t)tg->n_inputs + 1, sizeof *t->inputs);
-  t->outs = calloc((size_t)tg->n_outputs + 1, sizeof *t->outs);
-  if (!t->grad_out || !t->inputs || !t->outs) goto oom;
-  if (check_layout(t, err, errlen) != 0) goto fail;
-  if (rt_data_bind(c->data, tg, err, errlen) != 0) goto fail;
-  t->params = calloc((size_t)t->np + 1, sizeof *t->params);
-  t->grads = calloc((size_t)t->np + 1, sizeof *t->grads);
-  t->states = calloc((size_t)t->ns + 1, sizeof *t->states);
-  if (!t->params || !t->grads || !t->states) goto oom;
-  for (int i = 0; i < tg->n_inputs; i++)
-    if (!(t->inputs[i] = rt_tensor_new(&tg->inputs[i]->type))) goto oom;
-  for (int i = 0; i < t->np; i++) {
-    if (!(t->params[i] = rt_tensor_new(&tg->params[i]->type))) goto oom;
-    rt_init_param(t->params[i], tg->params[i], c->seed);
+  const pass_training *pt = t->pt = c->prog;
+  const ir_graph *sg = pt->step, *ug = pt->update;
+  t->np = pt->n_params;
+  t->ns = pt->n_states;
+  t->K = pt->micro_batches;
+  int np = t->np, ns = t->ns;
+  if (!(t->dev = rt_device_open(c->backend ? c->backend : &rt_cpu_backend, err, errlen))) goto fail;
+  if (rt_data_bind_inputs(c->data, sg, pt->n_data, err, errlen) != 0) goto fail;
+  t->params = calloc((size_t)np + 1, sizeof *t->params);
+  t->states = calloc((size_t)ns + 1, sizeof *t->states);
+  t->pool = calloc((size_t)(np + ns) + 1, sizeof *t->pool);
+  t->new_place = calloc((size_t)(np + ns) + 1, sizeof *t->new_place);
+  t->data = calloc((size_t)pt->n_data + 1, sizeof *t->data);
+  t->data_host = calloc((size_t)pt->n_data + 1, sizeof *t->data_host);
+  t->acc = calloc((size_t)np + 1, sizeof *t->acc);
+  t->step_in = calloc((size_t)sg->n_inputs + 1, sizeof *t->step_in);
+  t->update_in = calloc((size_t)ug->n_inputs + 1, sizeof *t->update_in);
+  if (!t->params || !t->states || !t->pool || !t->new_place || !t->data || !t->data_host || !t->acc || !t->step_in ||
+      !t->update_in) {
+    rt_errf(err, errlen, "out of memory");
+    goto fail;
   }
-  for (int i = 0; i < t->ns; i++)
-    if (!(t->states[i] = rt_tensor_new(&ug->inputs[t->np + i]->type))) goto oom;
-  /* update inputs: grads and states donated, lr and step not; the first np
-   * entries (all true) serve as the params' flags too */
-  if (!(t->donate = calloc((size_t)ug->n_inputs + 1, sizeof *t->donate))) goto oom;
-  for (int i = 0; i < t->np + t->ns; i++) t->donate[i] = true;
+  /* parameters: initialized on the host from the seed, then uploaded */
+  for (int i = 0; i < np; i++) {
+    const ir_value *p = sg->params[i];
+    if (!(t->pool[i] = rt_device_tensor_new(t->dev, &p->type, err, errlen))) goto fail;
+    t->params[i] = t->pool[i];
+    rt_tensor *h = host_view(t, t->params[i], err, errlen);
+    if (!h) goto fail;
+    rt_init_param(h, p, c->seed);
+    int rc = h == t->params[i] ? 0 : rt_upload(t->params[i], h->data, err, errlen);
+    host_view_free(t, h);
+    if (rc != 0) goto fail;
+  }
+  for (int i = 0; i < ns; i++) {
+    if (!(t->pool[np + i] = rt_device_tensor_new(t->dev, &ug->inputs[np + i]->type, err, errlen))) goto fail;
+    t->states[i] = t->pool[np + i];
+  }
+  for (int i = 0; i < pt->n_data; i++) {
+    if (!(t->data[i] = rt_device_tensor_new(t->dev, &sg->inputs[i]->type, err, errlen))) goto fail;
+    t->data_host[i] = t->dev->backend->host_memory ? t->data[i] : rt_tensor_new(&sg->inputs[i]->type);
+    if (!t->data_host[i]) {
+      rt_errf(err, errlen, "out of memory");
+      goto fail;
+    }
+    t->step_in[i] = t->data[i];
+  }
+  for (int i = 0; t->K > 1 && i < np; i++) {
+    if (!(t->acc[i] = rt_device_tensor_new(t->dev, &sg->params[i]->type, err, errlen))) goto fail;
+    t->step_in[pt->acc_input0 + i] = t->acc[i];
+  }
+  if (!(t->loss_sum = scalar_tensor(t->dev, err, errlen)) || !(t->lr = scalar_tensor(t->dev, err, errlen)) ||
+      !(t->step_no = scalar_tensor(t->dev, err, errlen)))
+    goto fail;
+  t->step_in[pt->loss_sum_input] = t->loss_sum;
+  if (pt->accuracy) {
+    if (!(t->correct_sum = scalar_tensor(t->dev, err, errlen))) goto fail;
+    t->step_in[pt->correct_sum_input] = t->correct_sum;
+  }
+  /* the programs: the sums donated to the step, states and params to the update */
+  bool *sdon = calloc((size_t)sg->n_inputs + 1, sizeof *sdon), *udon = calloc((size_t)ug->n_inputs + 1, sizeof *udon),
+       *pdon = calloc((size_t)np + 1, sizeof *pdon);
+  if (!sdon || !udon || !pdon) {
+    free(sdon), free(udon), free(pdon);
+    rt_errf(err, errlen, "out of memory");
+    goto fail;
+  }
+  for (int i = pt->n_data; i < sg->n_inputs; i++) sdon[i] = true;
+  for (int i = 0; i < ns; i++) udon[np + i] = true;
+  for (int i = 0; i < np; i++) pdon[i] = true;
+  rt_program_options so = {.donate_inputs = sdon, .profile = c->profile};
+  rt_program_options uo = {.donate_inputs = udon, .donate_params = pdon, .profile = c->update_profile};
+  t->step_prog = rt_program_new(t->dev, sg, &so, err, errlen);
+  t->update_prog = t->step_prog ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
+  free(sdon), free(udon), free(pdon);
+  if (!t->update_prog) goto fail;
+  t->update_in[pt->lr_input] = t->lr;
+  t->update_in[pt->step_input] = t->step_no;
+  t->update_in[pt->update_loss_sum_input] = t->loss_sum;
+  if (pt->accuracy) t->update_in[pt->update_correct_sum_input] = t->correct_sum;
   return t;
-oom:
-  rt_errf(err, errlen, "out of memory");
 fail:
   rt_trainer_free(t);
   return NULL;
@@ -179,198 +238,138 @@ fail:
 int64_t rt_trainer_steps_done(const rt_trainer *t) { return t->step; }
 int rt_trainer_num_params(const rt_trainer *t) { return t->np; }
 const rt_tensor *rt_trainer_param(const rt_trainer *t, int i) { return t->params[i]; }
+rt_device *rt_trainer_device(const rt_trainer *t) { return t->dev; }
+size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update) {
+  return rt_program_arena_bytes(update ? t->update_prog : t->step_prog);
+}
 
-/* acc += g, element by element in index order (deterministic). */
-static void accumulate(rt_tensor *acc, const rt_tensor *g) {
-  int64_t n = rt_numel(&acc->type);
-  if (acc->type.dtype == IR_DT_F64) {
-    double *a = acc->data;
-    const double *b = g->data;
-    for (int64_t i = 0; i < n; i++) a[i] += b[i];
-  } else if (acc->type.dtype == IR_DT_F32) {
-    float *a = acc->data;
-    const float *b = g->data;
-    for (int64_t i = 0; i < n; i++) a[i] += b[i];
-  } else {
-    for (int64_t i = 0; i < n; i++) rt_store(acc->type.dtype, acc->data, i, rt_load(acc->type.dtype, acc->data, i) + rt_load(g->type.dtype, g->data, i));
+/* After a program run: the value of output `out` into dst (nothing when
+ * the plan computed it in dst's buffer already). */
+static int keep_output(rt_program *p, int out, rt_tensor *dst, char *err, size_t errlen) {
+  const rt_tensor *o = rt_program_output(p, out);
+  return o->data == dst->data ? 0 : rt_copy(dst, o, err, errlen);
+}
+
+/* After the update: the tensors of pool that hold the new parameters and
+ * states, following where the plan put each output: in a donated buffer
+ * (the tensor of the pool whose data it is), or in the arena (copied into a
+ * pool tensor no output took, of the same size). */
+static int rebind(rt_trainer *t, char *err, size_t errlen) {
+  int n = t->np + t->ns;
+  bool *taken = calloc((size_t)n + 1, sizeof *taken);
+  if (!taken) {
+    rt_errf(err, errlen, "out of memory");
+    return -1;
   }
-}
-
-static void divide(rt_tensor *acc, double k) {
-  int64_t n = rt_numel(&acc->type);
-  for (int64_t i = 0; i < n; i++) rt_store(acc->type.dtype, acc->data, i, rt_load(acc->type.dtype, acc->data, i) / k);
-}
-
-/* Correct argmax predictions of logits [..., V] against integer targets. */
-static int64_t count_correct(const rt_tensor *logits, const rt_tensor *targets, int64_t *positions) {
-  int rank = logits->type.rank;
-  int64_t V = rank ? logits->type.dims[rank - 1] : 1;
-  int64_t n = V ? rt_numel(&logits->type) / V : 0;
-  *positions = 0;
-  if (rt_numel(&targets->type) != n) return 0;
-  *positions = n;
-  int64_t correct = 0;
-  bool f32 = logits->type.dtype == IR_DT_F32;
-#pragma omp parallel for schedule(static) reduction(+ : correct) if (n * V > RT_PAR_MIN && n > 1)
-  for (int64_t p = 0; p < n; p++) {
-    int64_t best = 0;
-    if (f32) { /* the same comparisons, on the floats as stored */
-      const float *x = (const float *)logits->data + p * V;
-      for (int64_t v = 1; v < V; v++)
-        if (x[v] > x[best]) best = v;
-    } else {
-      double bv = rt_load(logits->type.dtype, logits->data, p * V);
-      for (int64_t v = 1; v < V; v++) {
-        double x = rt_load(logits->type.dtype, logits->data, p * V + v);
-        if (x > bv) bv = x, best = v;
-      }
+  for (int j = 0; j < n; j++) {
+    const rt_tensor *o = rt_program_output(t->update_prog, j);
+    t->new_place[j] = NULL;
+    for (int k = 0; k < n && !t->new_place[j]; k++)
+      if (!taken[k] && t->pool[k]->data == o->data) taken[k] = true, t->new_place[j] = t->pool[k];
+  }
+  int rc = 0;
+  for (int j = 0; j < n && rc == 0; j++) {
+    if (t->new_place[j]) continue;
+    const rt_tensor *o = rt_program_output(t->update_prog, j);
+    int k = 0;
+    while (k < n && (taken[k] || t->pool[k]->nbytes != o->nbytes)) k++;
+    if (k == n) {
+      rt_errf(err, errlen, "internal error: no buffer left for output %d of the update", j);
+      rc = -1;
+      break;
     }
-    correct += best == rt_load_int(targets->type.dtype, targets->data, p);
+    taken[k] = true;
+    t->new_place[j] = t->pool[k];
+    rc = rt_copy(t->pool[k], o, err, errlen);
   }
-  return correct;
-}
-
-/* Elements of x that are Inf or NaN (their exponent bits all ones; integer
- * tensors have none). One pass over the bytes, threaded for large tensors. */
-static int64_t count_nonfinite(const rt_tensor *x) {
-  int64_t n = rt_numel(&x->type), bad = 0;
-  ir_dtype dt = x->type.dtype;
-  if (dt == IR_DT_F64) {
-    const uint64_t *b = x->data;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
-  } else if (dt == IR_DT_F32) {
-    const uint32_t *b = x->data;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
-  } else if (dt == IR_DT_BF16 || dt == IR_DT_F16) {
-    const uint16_t *b = x->data;
-    uint16_t e = dt == IR_DT_BF16 ? 0x7f80 : 0x7c00;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & e) == e;
-  }
-  return bad;
-}
-
-/* The parameters are all finite: 0, or -1 with "'NAME': K of N elements are
- * Inf or NaN" (the first such parameter) in err. Run after every update and
- * before every save, so a step that blows up never replaces a good state.
- * (Over the parameter tensors only: it moves with them to whichever
- * backend holds them.) */
-static int check_params_finite(const rt_trainer *t, char *err, size_t errlen) {
-  for (int i = 0; i < t->np; i++) {
-    int64_t bad = count_nonfinite(t->params[i]);
-    if (bad) {
-      rt_errf(err, errlen, "'%s': %lld of %lld elements are Inf or NaN", t->c.train->params[i]->name,
-              (long long)bad, (long long)rt_numel(&t->params[i]->type));
-      return -1;
-    }
+  free(taken);
+  if (rc != 0) return -1;
+  /* the pool's tensors carry the old types: give each its new value's */
+  for (int j = 0; j < n; j++) {
+    const rt_tensor *o = rt_program_output(t->update_prog, j);
+    t->new_place[j]->type = o->type;
+    if (j < t->np) t->params[j] = t->new_place[j];
+    else t->states[j - t->np] = t->new_place[j];
   }
   return 0;
 }
 
+static const unsigned char minus_zero_f64[8] = {0, 0, 0, 0, 0, 0, 0, 0x80};
+
+/* Every element = -0.0 in t's dtype: the start of a sum (x + -0.0 = x). */
+static int fill_minus_zero(rt_tensor *x, char *err, size_t errlen) {
+  unsigned char b[8];
+  size_t es = ir_dtype_size(x->type.dtype);
+  if (x->type.dtype == IR_DT_F64) memcpy(b, minus_zero_f64, 8);
+  else rt_store(x->type.dtype, b, 0, -0.0);
+  return rt_fill_bytes(x->buf->dev, x->data, x->nbytes, b, es, err, errlen);
+}
+
 int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) {
-  const ir_graph *tg = t->c.train, *ug = t->c.update;
-  int K = t->c.micro_batches;
-  double loss = 0;
-  int64_t correct = 0, positions = 0;
-  size_t peak = 0;
-  int targ = rt_data_targets_input(t->c.data);
+  const pass_training *pt = t->pt;
   if (t->lost || t->nonfinite) {
     rt_errf(err, errlen, t->lost ? "the parameters were lost in a failed optimizer update"
                                  : "the parameters became non-finite in an earlier step");
     return -1;
   }
-  for (int i = 0; i < t->np; i++) {
-    rt_tensor_free(t->grads[i]);
-    t->grads[i] = NULL;
+  if (fill_minus_zero(t->loss_sum, err, errlen) != 0 ||
+      (t->correct_sum && fill_minus_zero(t->correct_sum, err, errlen) != 0))
+    return -1;
+  for (int i = 0; t->K > 1 && i < t->np; i++)
+    if (fill_minus_zero(t->acc[i], err, errlen) != 0) return -1;
+  for (int k = 0; k < t->K; k++) {
+    if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->data_host, err, errlen) != 0) return -1;
+    for (int i = 0; i < pt->n_data; i++)
+      if (t->data_host[i] != t->data[i] && rt_upload(t->data[i], t->data_host[i]->data, err, errlen) != 0) return -1;
+    if (rt_program_run(t->step_prog, t->step_in, t->params, err, errlen) != 0) return -1;
+    if (keep_output(t->step_prog, pt->loss_sum_output, t->loss_sum, err, errlen) != 0) return -1;
+    if (t->correct_sum && keep_output(t->step_prog, pt->correct_sum_output, t->correct_sum, err, errlen) != 0)
+      return -1;
+    for (int i = 0; t->K > 1 && i < t->np; i++)
+      if (keep_output(t->step_prog, pt->grad_output[i], t->acc[i], err, errlen) != 0) return -1;
   }
-  for (int k = 0; k < K; k++) {
-    if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->inputs, err, errlen) != 0) return -1;
-    rt_stats st = {.profile = t->c.profile};
-    if (rt_cpu_backend.graph_compute(tg, t->inputs, t->params, t->outs, &st, err, errlen) != 0) return -1;
-    if (st.peak_bytes > peak) peak = st.peak_bytes;
-    loss += rt_tensor_get(t->outs[t->loss_out], 0);
-    if (t->logits_out >= 0 && targ >= 0) {
-      int64_t pos = 0;
-      correct += count_correct(t->outs[t->logits_out], t->inputs[targ], &pos);
-      positions += pos;
-    }
-    for (int i = 0; i < t->np; i++) {
-      rt_tensor **g = &t->outs[t->grad_out[i]];
-      if (!t->grads[i]) {
-        t->grads[i] = *g; /* take it */
-        *g = NULL;
-      } else {
-        accumulate(t->grads[i], *g);
-      }
-    }
-    for (int i = 0; i < tg->n_outputs; i++) {
-      rt_tensor_free(t->outs[i]);
-      t->outs[i] = NULL;
-    }
-  }
-  if (K > 1)
-    for (int i = 0; i < t->np; i++) divide(t->grads[i], (double)K);
-
+  /* the update: gradients (the step's outputs, or the sums), states, lr, step */
+  for (int i = 0; i < t->np; i++)
+    t->update_in[i] = t->K > 1 ? t->acc[i] : (rt_tensor *)rt_program_output(t->step_prog, pt->grad_output[i]);
+  for (int i = 0; i < t->ns; i++) t->update_in[t->np + i] = t->states[i];
   double lr = rt_schedule_lr(&t->c.schedule, t->step);
-  int nu = ug->n_inputs;
-  rt_tensor **uin = calloc((size_t)nu, sizeof *uin), **uout = calloc((size_t)ug->n_outputs + 1, sizeof *uout);
-  ir_type sc = {.dtype = IR_DT_F64, .rank = 0};
-  rt_tensor *lr_t = rt_tensor_new(&sc), *step_t = rt_tensor_new(&sc);
-  int rc = -1;
-  if (!uin || !uout || !lr_t || !step_t) {
-    rt_errf(err, errlen, "out of memory");
-    goto done;
+  if (upload_scalar(t->lr, lr, err, errlen) != 0 || upload_scalar(t->step_no, (double)(t->step + 1), err, errlen) != 0)
+    return -1;
+  if (rt_program_run(t->update_prog, t->update_in, t->params, err, errlen) != 0 || rebind(t, err, errlen) != 0) {
+    t->lost = true; /* the donated buffers are partly overwritten */
+    return -1;
   }
-  rt_tensor_set(lr_t, 0, lr);
-  rt_tensor_set(step_t, 0, (double)(t->step + 1));
-  for (int i = 0; i < t->np; i++) uin[i] = t->grads[i];
-  for (int i = 0; i < t->ns; i++) uin[t->np + i] = t->states[i];
-  uin[t->np + t->ns] = lr_t;
-  uin[t->np + t->ns + 1] = step_t;
-  /* Gradients, states and parameters are donated: the update computes in
-   * their buffers (no fresh pages for ~3 copies of the model every step) and
-   * may hand them back as outputs. The old tensors that did not come back
-   * are freed after; on failure the model state is lost (the run stops). */
-  rt_stats ust = {.profile = t->c.update_profile, .donate_inputs = t->donate, .donate_params = t->donate};
-  int urc = rt_cpu_backend.graph_compute(ug, uin, t->params, uout, &ust, err, errlen);
-  /* the old tensors: free those not handed back as an output */
-  int nold = 2 * t->np + t->ns, nnew = t->np + t->ns;
-  for (int i = 0; i < nold; i++) {
-    rt_tensor *old = i < t->np ? t->grads[i] : i < 2 * t->np ? t->params[i - t->np] : t->states[i - 2 * t->np];
-    bool kept = false;
-    for (int j = 0; urc == 0 && j < nnew && !kept; j++) kept = uout[j] == old;
-    if (!kept) rt_tensor_free(old);
-  }
-  for (int i = 0; i < t->np; i++) t->grads[i] = NULL;
-  for (int i = 0; i < t->np; i++) t->params[i] = urc == 0 ? uout[i] : NULL;
-  for (int i = 0; i < t->ns; i++) t->states[i] = urc == 0 ? uout[t->np + i] : NULL;
-  if (urc != 0) {
-    t->lost = true;
-    goto done;
-  }
-  char why[700];
-  if (check_params_finite(t, why, sizeof why) != 0) {
+  int rc = 0;
+  double loss = download_scalar(t, rt_program_output(t->update_prog, pt->loss_output), &rc, err, errlen);
+  double acc = pt->accuracy ? download_scalar(t, rt_program_output(t->update_prog, pt->accuracy_output), &rc, err,
+                                              errlen)
+                            : -1;
+  double bad = download_scalar(t, rt_program_output(t->update_prog, pt->nonfinite_output), &rc, err, errlen);
+  if (rc != 0) return -1;
+  if (bad > 0) { /* name the parameter: the rare path reads them */
     t->nonfinite = true;
-    rt_errf(err, errlen, "parameters became non-finite (%s; the loss was %g)", why, loss / K);
-    goto done;
+    char why[700] = "";
+    for (int i = 0; i < t->np && !why[0]; i++) {
+      rt_tensor *h = host_view(t, t->params[i], err, errlen);
+      if (!h) return -1;
+      int64_t nb = count_nonfinite(h);
+      if (nb)
+        snprintf(why, sizeof why, "'%s': %lld of %lld elements are Inf or NaN", pt->step->params[i]->name,
+                 (long long)nb, (long long)rt_numel(&h->type));
+      host_view_free(t, h);
+    }
+    rt_errf(err, errlen, "parameters became non-finite (%s; the loss was %g)", why, loss);
+    return -1;
   }
   t->step++;
-  rc = 0;
   if (r) {
     r->step = t->step;
-    r->loss = loss / K;
-    r->accuracy = positions ? (double)correct / (double)positions : -1;
+    r->loss = loss;
+    r->accuracy = acc;
     r->lr = lr;
-    r->peak_bytes = peak;
+    r->peak_bytes = rt_program_arena_bytes(t->step_prog);
   }
-done:
-  rt_tensor_free(lr_t);
-  rt_tensor_free(step_t);
-  free(uin);
-  free(uout);
-  return rc;
+  return 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -378,7 +377,7 @@ done:
 /* ---------------------------------------------------------------------- */
 
 static char *state_name(const rt_trainer *t, int i) {
-  const char *n = t->c.update->inputs[t->np + i]->name;
+  const char *n = t->c.prog->update->inputs[t->np + i]->name;
   size_t len = strlen(STATE_PREFIX) + strlen(n) + 1;
   char *s = malloc(len);
   if (s) snprintf(s, len, "%s%s", STATE_PREFIX, n);
@@ -391,12 +390,27 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
     rt_errf(err, errlen, "%s: not saved: the parameters were lost in a failed optimizer update", path);
     return -1;
   }
-  char why[700];
-  if (check_params_finite(t, why, sizeof why) != 0) {
-    rt_errf(err, errlen, "%s: not saved: parameter %s", path, why);
+  int n = t->np + t->ns;
+  rt_tensor **host = calloc((size_t)n + 1, sizeof *host); /* what is written: the tensors as host memory */
+  if (!host) {
+    rt_errf(err, errlen, "%s: out of memory", path);
     return -1;
   }
-  int n = t->np + t->ns;
+  for (int i = 0; i < n; i++) {
+    rt_tensor *dv = i < t->np ? t->params[i] : t->states[i - t->np];
+    if (!(host[i] = host_view(t, dv, err, errlen))) {
+      for (int j = 0; j < i; j++) host_view_free(t, host[j]);
+      free(host);
+      return -1;
+    }
+  }
+  char why[700];
+  if (check_params_finite(t, host, why, sizeof why) != 0) {
+    rt_errf(err, errlen, "%s: not saved: parameter %s", path, why);
+    for (int i = 0; i < n; i++) host_view_free(t, host[i]);
+    free(host);
+    return -1;
+  }
   rt_named_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
   char **snames = calloc((size_t)t->ns + 1, sizeof *snames);
   rt_meta_entry *md = calloc((size_t)n_meta + 3, sizeof *md);
@@ -405,13 +419,13 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
     rt_errf(err, errlen, "%s: out of memory", path);
     goto done;
   }
-  for (int i = 0; i < t->np; i++) ts[i] = (rt_named_tensor){t->c.train->params[i]->name, t->params[i]};
+  for (int i = 0; i < t->np; i++) ts[i] = (rt_named_tensor){t->c.prog->step->params[i]->name, host[i]};
   for (int i = 0; i < t->ns; i++) {
     if (!(snames[i] = state_name(t, i))) {
       rt_errf(err, errlen, "%s: out of memory", path);
       goto done;
     }
-    ts[t->np + i] = (rt_named_tensor){snames[i], t->states[i]};
+    ts[t->np + i] = (rt_named_tensor){snames[i], host[t->np + i]};
   }
   char step[32], seed[32];
   snprintf(step, sizeof step, "%" PRId64, t->step);
@@ -423,6 +437,8 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
   rc = rt_safetensors_write(path, ts, n, md, n_meta + 3, err, errlen);
 done:
   for (int i = 0; snames && i < t->ns; i++) free(snames[i]);
+  for (int i = 0; i < n; i++) host_view_free(t, host[i]);
+  free(host);
   free(snames);
   free(ts);
   free(md);
@@ -478,7 +494,7 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
   }
   int rc = -1;
   for (int i = 0; i < t->np; i++)
-    if (!(src[i] = expect_tensor(f, path, t->c.train->params[i]->name, &t->params[i]->type, false, err, errlen)))
+    if (!(src[i] = expect_tensor(f, path, t->c.prog->step->params[i]->name, &t->params[i]->type, false, err, errlen)))
       goto done;
   for (int i = 0; i < t->ns; i++) {
     char *name = state_name(t, i);
@@ -503,8 +519,8 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
       }
     }
   }
-  for (int i = 0; i < t->np; i++) memcpy(t->params[i]->data, src[i]->data, src[i]->nbytes);
-  for (int i = 0; i < t->ns; i++) memcpy(t->states[i]->data, src[t->np + i]->data, src[t->np + i]->nbytes);
+  for (int i = 0; i < n; i++)
+    if (rt_upload(i < t->np ? t->params[i] : t->states[i - t->np], src[i]->data, err, errlen) != 0) goto done;
   t->step = s;
   rc = 0;
 done:

@@ -413,7 +413,7 @@ void tool_free_slots(const ir_graph *g, tool_slots *s) {
 int tool_execute(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params, rt_tensor **outputs,
                  rt_stats *stats, ir_diag *d) {
   char err[1024] = "";
-  if (rt_cpu_backend.graph_compute(g, inputs, params, outputs, stats, err, sizeof err) != 0) {
+  if (rt_run(&rt_cpu_backend, g, inputs, params, outputs, stats, err, sizeof err) != 0) {
     ir_error_plain(d, "%s", err);
     return -1;
   }

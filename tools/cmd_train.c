@@ -491,7 +491,8 @@ int tool_cmd_train(int argc, char **argv) {
   train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1};
   rt_safetensors *state = NULL;
   char *text = NULL, err[1024] = "";
-  ir_graph *g = NULL, *u = NULL;
+  ir_graph *g = NULL;
+  pass_training *prog = NULL;
   rt_data *ds = NULL;
   rt_trainer *tr = NULL;
   FILE *log = NULL;
@@ -533,34 +534,32 @@ int tool_cmd_train(int argc, char **argv) {
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
                      .disabled = o.pass_disabled};
-  if (pass_build_training(g, &po) != 0) goto done;
-  pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)t.optimizer);
-  opt.clip_norm = t.clip;
-  opt.weight_decay = t.weight_decay;
-  if (!(u = pass_build_update(g, &opt, d))) goto done;
-  { /* the optimizer step: one fused kernel per new tensor (unless fusion is off) */
-    static const pass_id fuse = PASS_FUSE_ELEMENTWISE;
-    pass_options uo = {.diag = d, .verify_each = o.verify_each, .disabled = o.pass_disabled};
-    if (pass_run_pipeline(u, &fuse, 1, &uo) != 0) goto done;
+  /* the data decides where the targets are (token accuracy), then the program */
+  if (rt_data_bind(ds, g, err, sizeof err) != 0) {
+    ir_error_plain(d, "%s", err);
+    goto done;
   }
-  rt_train_config cfg = {.train = g, .update = u, .data = ds, .seed = t.seed, .micro_batches = t.micro_batches};
+  pass_train_options to = {.opt = pass_optimizer_defaults((pass_optimizer_kind)t.optimizer),
+                           .micro_batches = t.micro_batches,
+                           .targets_input = rt_data_targets_input(ds),
+                           .passes = &po};
+  to.opt.clip_norm = t.clip;
+  to.opt.weight_decay = t.weight_decay;
+  prog = pass_build_train(g, &to);
+  g = NULL; /* the step graph now */
+  if (!prog) goto done;
+  rt_train_config cfg = {.prog = prog, .data = ds, .seed = t.seed};
   if (t.profile && !(prof = calloc(2, sizeof *prof))) {
     ir_error_plain(d, "out of memory");
     goto done;
   }
   if (prof) cfg.profile = &prof[0], cfg.update_profile = &prof[1];
-  { /* every step allocates the same sizes: keep freed large buffers for the
-     * next step (a quarter of the machine's memory at most, 8 GiB) */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    size_t ram = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0, cap = (size_t)8 << 30;
-    rt_tensor_cache_limit(ram / 4 < cap ? ram / 4 : cap);
-  }
   cfg.schedule = (rt_schedule){.kind = t.schedule, .lr = t.lr, .warmup = t.warmup, .total = t.steps, .floor = 0.1};
   if (!(tr = rt_trainer_new(&cfg, err, sizeof err))) {
     ir_error_plain(d, "%s", err);
     goto done;
   }
-  if (check_sizes(g, &t, ds, d) != 0) goto done;
+  if (check_sizes(prog->step, &t, ds, d) != 0) goto done;
   if (state && rt_trainer_load(tr, state, t.resume, err, sizeof err) != 0) {
     ir_error_plain(d, "--resume: %s", err);
     goto done;
@@ -570,7 +569,7 @@ int tool_cmd_train(int argc, char **argv) {
     goto done;
   }
 
-  size_t predicted = pass_predict_peak_bytes(g);
+  size_t predicted = rt_trainer_arena_bytes(tr, false); /* the step program's plan */
   bool seq = rt_data_is_sequence(ds);
   int64_t items = rt_data_batch_items(ds) * t.micro_batches;
   bool bar = isatty(STDERR_FILENO);
@@ -580,7 +579,7 @@ int tool_cmd_train(int argc, char **argv) {
   int64_t every = t.print_every ? t.print_every : (t.steps >= 10 ? t.steps / 10 : 1);
   if (!t.json)
     fprintf(stdout, "training %s: %d parameter tensors, %s, lr %g (%s%s), data %s, %s %lld per step%s\n", o.file,
-            g->n_params, pass_optimizer_name((pass_optimizer_kind)t.optimizer), t.lr,
+            prog->n_params, pass_optimizer_name((pass_optimizer_kind)t.optimizer), t.lr,
             t.schedule == RT_SCHEDULE_COSINE ? "cosine" : "constant", t.warmup ? ", warmup" : "", t.data,
             seq ? "tokens" : "samples", (long long)items, start ? " (resumed)" : "");
   if (start >= t.steps && !t.json) fprintf(stdout, "already at step %lld of %lld\n", (long long)start, (long long)t.steps);
@@ -709,10 +708,9 @@ done:
   }
   free(prof);
   rt_trainer_free(tr);
-  rt_tensor_cache_limit(0);
   rt_data_free(ds);
   rt_safetensors_free(state);
-  ir_graph_free(u);
+  pass_training_free(prog);
   ir_graph_free(g);
   free(text);
   ir_diag_free(d);

@@ -34,7 +34,7 @@ void tool_print_profile(FILE *f, const rt_profile *p, const char *title, int64_t
             p->seconds[op] * per, 100 * p->seconds[op] / total);
   }
   double rest = p->total_seconds - kernels - p->alloc_seconds;
-  fprintf(f, "  %-22s %8s %12.4f %12.2f %6.1f\n", "(allocating results)", "", p->alloc_seconds, p->alloc_seconds * per,
+  fprintf(f, "  %-22s %8s %12.4f %12.2f %6.1f\n", "(zero-filling results)", "", p->alloc_seconds, p->alloc_seconds * per,
           100 * p->alloc_seconds / total);
-  fprintf(f, "  %-22s %8s %12.4f %12.2f %6.1f\n", "(executor, freeing)", "", rest, rest * per, 100 * rest / total);
+  fprintf(f, "  %-22s %8s %12.4f %12.2f %6.1f\n", "(executor)", "", rest, rest * per, 100 * rest / total);
 }

@@ -88,6 +88,14 @@ static int row_cmp(const void *pa, const void *pb) {
 
 /* A copy of the rows, largest first (predicted time, then FLOPs, bytes,
  * node order): the "top ops" of both printers. The caller frees it. */
+/* One row of the memory plan: live peak, arena, activation peak, saved. */
+static void mem_row(FILE *out, const char *label, const pass_mem_report *m) {
+  char a[64], b[64], c[64], e[64];
+  fprintf(out, "    %-26s %18s  arena %s, activation peak %s, saved for backward %s\n", label,
+          grouped((double)m->peak_bytes, a, sizeof a), grouped((double)m->arena_bytes, e, sizeof e),
+          grouped((double)m->activation_peak_bytes, b, sizeof b), grouped((double)m->saved_bytes, c, sizeof c));
+}
+
 static stats_row *rows_ranked(const stats *s) {
   stats_row *sorted = malloc((size_t)(s->n_rows > 0 ? s->n_rows : 1) * sizeof *sorted);
   if (!sorted) abort();
@@ -182,22 +190,13 @@ void stats_print_text(FILE *out, const stats *s) {
             s->m_total <= s->target->memory
                 ? "fits"
                 : (snprintf(e, sizeof e, "does not fit: %.1f x its memory", s->m_total / s->target->memory), e));
-  fprintf(out, "  CPU executor peak (predicted; inputs and parameters not included):\n");
-  fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", "without checkpointing",
-          grouped((double)s->mem_none.peak_bytes, a, sizeof a),
-          grouped((double)s->mem_none.activation_peak_bytes, b, sizeof b),
-          grouped((double)s->mem_none.saved_bytes, c, sizeof c));
-  if (s->have_unfused)
-    fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", "without fuse-attention",
-            grouped((double)s->mem_unfused.peak_bytes, a, sizeof a),
-            grouped((double)s->mem_unfused.activation_peak_bytes, b, sizeof b),
-            grouped((double)s->mem_unfused.saved_bytes, c, sizeof c));
+  fprintf(out, "  memory plan (live peak; the arena a backend allocates; inputs and parameters not included):\n");
+  mem_row(out, "without checkpointing", &s->mem_none);
+  if (s->have_unfused) mem_row(out, "without fuse-attention", &s->mem_unfused);
   if (strcmp(s->policy, "none") != 0) {
     char label[64];
     snprintf(label, sizeof label, "with --checkpoint %s", s->policy);
-    fprintf(out, "    %-26s %18s  activation peak %s, saved for backward %s\n", label,
-            grouped((double)s->mem.peak_bytes, a, sizeof a), grouped((double)s->mem.activation_peak_bytes, b, sizeof b),
-            grouped((double)s->mem.saved_bytes, c, sizeof c));
+    mem_row(out, label, &s->mem);
   }
 
   if (s->target) {
@@ -274,6 +273,7 @@ static json_t *jnum(double v) {
 static json_t *mem_json(const pass_mem_report *m) {
   json_t *o = json_object();
   json_object_set_new(o, "peak_bytes", jnum((double)m->peak_bytes));
+  json_object_set_new(o, "arena_bytes", jnum((double)m->arena_bytes));
   json_object_set_new(o, "activation_peak_bytes", jnum((double)m->activation_peak_bytes));
   json_object_set_new(o, "saved_bytes", jnum((double)m->saved_bytes));
   return o;

@@ -282,7 +282,8 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
     return true;
   }
   case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_NOT: case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE:
-  case IR_OP_GT: case IR_OP_GE: case IR_OP_AND: case IR_OP_OR: case IR_OP_GRAD:
+  case IR_OP_GT: case IR_OP_GE: case IR_OP_AND: case IR_OP_OR: case IR_OP_GRAD: case IR_OP_ARGMAX:
+  case IR_OP_COUNT_NONFINITE:
   case IR_OP_ATTENTION_GRAD: case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: case IR_OP_ADD_LAYERNORM:
     break; /* not differentiable (fused ops are made after autodiff) */
   case IR_NUM_OPS: break;
@@ -380,7 +381,7 @@ static rt_tensor **run(dcase *dc) {
   int n = dc->c.g->n_outputs;
   rt_tensor **out = calloc((size_t)n, sizeof *out);
   char err[512];
-  int rc = rt_cpu_backend.graph_compute(dc->c.g, dc->in, NULL, out, NULL, err, sizeof err);
+  int rc = rt_run(&rt_cpu_backend, dc->c.g, dc->in, NULL, out, NULL, err, sizeof err);
   if (rc != 0) fprintf(stderr, "run: %s\n", err);
   CHECK_EQ_INT(rc, 0);
   return out;
@@ -505,7 +506,7 @@ static double run_scalar_outputs(ir_graph *g, double a, double b, double *outs) 
   rt_tensor_fill(in[1], b);
   rt_tensor **out = calloc((size_t)g->n_outputs, sizeof *out);
   char err[256];
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, NULL, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, out, NULL, err, sizeof err), 0);
   for (int i = 0; i < g->n_outputs; i++) {
     outs[i] = out[i] ? rt_tensor_get(out[i], 0) : NAN;
     rt_tensor_free(out[i]);

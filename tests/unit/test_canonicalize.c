@@ -203,7 +203,7 @@ static void test_fold_bit_exact(ir_dtype dt) {
   rt_tensor **before = calloc((size_t)n_out, sizeof *before);
   char err[256] = "";
   rt_stats stats = {0};
-  int rc = rt_cpu_backend.graph_compute(g, NULL, NULL, before, &stats, err, sizeof err);
+  int rc = rt_run(&rt_cpu_backend, g, NULL, NULL, before, &stats, err, sizeof err);
   CHECK_EQ_INT(rc, 0);
   if (rc) fprintf(stderr, "cpu backend: %s\n", err);
   run_canon(g);

@@ -89,9 +89,9 @@ static int model_load(model *m, const char *path, const fe_options *opt, uint64_
 
 static int model_run(model *m) {
   char err[512] = "";
-  int rc = rt_cpu_backend.graph_compute(m->g, m->inputs, m->params, m->outputs, NULL, err,
+  int rc = rt_run(&rt_cpu_backend, m->g, m->inputs, m->params, m->outputs, NULL, err,
                                         sizeof err);
-  if (rc != 0) fprintf(stderr, "graph_compute(%s) failed: %s\n", m->g->source_file, err);
+  if (rc != 0) fprintf(stderr, "run(%s) failed: %s\n", m->g->source_file, err);
   return rc;
 }
 

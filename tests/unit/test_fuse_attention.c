@@ -150,7 +150,7 @@ static int run_graph(const ir_graph *g, int64_t int_high, double pscale, run_res
     for (int64_t j = 0; j < n; j++) rt_tensor_set(t, j, rt_tensor_get(t, j) * pscale);
   }
   char err[512];
-  int rc = rt_cpu_backend.graph_compute(g, r->in, r->params, r->out, &r->st, err, sizeof err);
+  int rc = rt_run(&rt_cpu_backend, g, r->in, r->params, r->out, &r->st, err, sizeof err);
   if (rc != 0) fprintf(stderr, "run failed: %s\n", err);
   return rc;
 }

@@ -93,7 +93,7 @@ static int run_graph(const ir_graph *g, uint64_t seed, rt_tensor *const *given, 
   }
   rt_stats st = {0};
   char err[512];
-  int rc = rt_cpu_backend.graph_compute(g, r->in, r->par, r->out, &st, err, sizeof err);
+  int rc = rt_run(&rt_cpu_backend, g, r->in, r->par, r->out, &st, err, sizeof err);
   if (rc != 0) fprintf(stderr, "run %s: %s\n", g->name, err);
   r->kernels = st.kernels_run;
   return rc;
@@ -377,7 +377,7 @@ static rt_tensor *one_node(ir_op op, const ir_type *in_t, const ir_attr *attrs, 
   *x = rt_tensor_new(in_t);
   rt_fill_random(*x, 3, "x", 0);
   rt_tensor *out = NULL;
-  if (rt_cpu_backend.graph_compute(g, x, NULL, &out, NULL, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
+  if (rt_run(&rt_cpu_backend, g, x, NULL, &out, NULL, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
   ir_graph_free(g);
   return out;
 }
@@ -536,7 +536,7 @@ static void test_typing(void) {
 }
 
 /* A fused node with three results, run with both operands donated: the
- * executor gives result 0 x's buffer and result 1 y's, so the kernel must
+ * plan gives result 0 x's buffer and result 1 y's, so the kernel must
  * read every operand of a chunk before it stores any result (c reads the
  * original x and y). Checked against the same arithmetic in plain C. */
 static void test_multi_results_in_place(void) {
@@ -562,9 +562,14 @@ static void test_multi_results_in_place(void) {
     bool d[2] = {donate, donate};
     rt_stats st = {.donate_inputs = d};
     char err[256] = "";
-    CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, &st, err, sizeof err), 0);
-    CHECK_EQ_INT(st.total_allocs, (donate ? 1 : 3));
-    if (donate) CHECK(out[0] == in[0] && out[1] == in[1]);
+    CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, out, &st, err, sizeof err), 0);
+    CHECK_EQ_INT(st.total_allocs, 1); /* the arena */
+    /* donated: the plan computes a in x's buffer and b in y's */
+    pass_plan_options po = {.donate_inputs = d};
+    pass_plan *plan = pass_memplan(g, &po);
+    CHECK_EQ_INT(plan->loc[n->out[0]->id].space, donate ? PASS_SPACE_INPUT : PASS_SPACE_ARENA);
+    if (donate) CHECK(plan->loc[n->out[0]->id].index == 0 && plan->loc[n->out[1]->id].index == 1);
+    pass_plan_free(plan);
     int bad = 0;
     for (int i = 0; i < N; i++) {
       float sum = x[i] + y[i], prod = sum * x[i], diff = (float)((double)y[i] - (double)(float)exp((double)x[i]));
@@ -573,8 +578,7 @@ static void test_multi_results_in_place(void) {
     }
     CHECK_EQ_INT(bad, 0);
     for (int i = 0; i < 3; i++) rt_tensor_free(out[i]);
-    for (int i = 0; i < 2; i++)
-      if (!donate) rt_tensor_free(in[i]);
+    for (int i = 0; i < 2; i++) rt_tensor_free(in[i]);
   }
   ir_graph_free(g);
 }
@@ -599,7 +603,7 @@ static void test_gelu_vector_path(void) {
   rt_tensor *tx = rt_tensor_new(&t), *out[2] = {NULL, NULL};
   memcpy(tx->data, x, sizeof x);
   char err[256] = "";
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, &tx, NULL, out, NULL, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, &tx, NULL, out, NULL, err, sizeof err), 0);
   int bad = 0;
   for (int i = 0; i < N && out[0] && out[1]; i++) {
     float y = (float)ir_round_to_dtype(IR_DT_F32, ir_eval_unary(IR_OP_GELU, x[i]));
@@ -639,7 +643,7 @@ static void test_bad_expr_kernel(void) {
     ir_graph_add_output(g, "y", n->out[0]);
     rt_tensor *in = rt_tensor_new(&t), *out = NULL;
     char err[256] = "";
-    int rc = rt_cpu_backend.graph_compute(g, &in, NULL, &out, NULL, err, sizeof err);
+    int rc = rt_run(&rt_cpu_backend, g, &in, NULL, &out, NULL, err, sizeof err);
     CHECK_EQ_INT(rc, -1);
     CHECK(strstr(err, "fused") != NULL);
     rt_tensor_free(in);

@@ -144,6 +144,15 @@ static int valid_case(ir_op op, tcase *c) {
     c->attrs[c->n_attrs++] = ir_attr_float("eps", 1e-6);
     c->want[0] = x23;
     return 1;
+  case IR_OP_ARGMAX:
+    c->in[c->n_in++] = F32(3, D(2), D(7), D(5));
+    c->attrs[c->n_attrs++] = ir_attr_int("axis", 1);
+    c->want[0] = T(IR_DT_I32, 2, D(2), D(5));
+    return 1;
+  case IR_OP_COUNT_NONFINITE:
+    c->in[c->n_in++] = x23;
+    c->want[0] = T(IR_DT_I64, 0);
+    return 1;
   case IR_OP_EMBEDDING:
     c->in[c->n_in++] = F32(2, D(100), D(16));
     c->in[c->n_in++] = T(IR_DT_I32, 2, D(2), D(7));

@@ -261,7 +261,7 @@ static void run_tiny(source *s, int64_t V) {
   if (ok) {
     char err[512] = "";
     double t0 = now_s();
-    int rc = rt_cpu_backend.graph_compute(g, in, pa, out, NULL, err, sizeof err);
+    int rc = rt_run(&rt_cpu_backend, g, in, pa, out, NULL, err, sizeof err);
     double dt = now_s() - t0;
     CHECK_EQ_INT(rc, 0);
     if (rc != 0) fprintf(stderr, "%s tiny: %s\n", s->path, err);

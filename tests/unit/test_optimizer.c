@@ -134,7 +134,7 @@ static double run_case(const pass_optimizer *o, ir_dtype dt) {
     in[NP + NP * ns] = lr;
     in[NP + NP * ns + 1] = stp;
     char err[512];
-    int rc = rt_cpu_backend.graph_compute(u, in, params, out, NULL, err, sizeof err);
+    int rc = rt_run(&rt_cpu_backend, u, in, params, out, NULL, err, sizeof err);
     CHECK_EQ_INT(rc, 0);
     if (rc) {
       fprintf(stderr, "update failed: %s\n", err);

@@ -68,7 +68,7 @@ static void check_dw(const char *text, bool tied) {
   for (int i = 0; i < 20; i++) rt_tensor_set(w, i, 0.01 * i - 0.05);
   rt_tensor *out[2] = {0};
   char err[256];
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, &x, &w, out, NULL, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, &x, &w, out, NULL, err, sizeof err), 0);
   if (out[1]) {
     const ir_type *t = &out[1]->type;
     int K = tied ? (int)t->dims[1] : (int)t->dims[0], N = tied ? (int)t->dims[0] : (int)t->dims[1];
@@ -119,7 +119,7 @@ static void test_weight_grad(void) {
 static rt_tensor *run1(const ir_graph *g, rt_tensor **in) {
   rt_tensor *out = NULL;
   char err[256];
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, &out, NULL, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, &out, NULL, err, sizeof err), 0);
   return out;
 }
 

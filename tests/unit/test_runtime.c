@@ -170,13 +170,14 @@ static void test_random(void) {
 
 /* ---- executor: buffers and peak bytes ------------------------------------------------ */
 
-/* x f32[4,4] (input, borrowed)
- *   a = exp(x)              64 B   live 64
- *   b = neg(a)              64 B   live 128
- *   c = mul(a, b)           in a's buffer (a is read by nothing later): live 128
- *   s = reduce_sum(c)        4 B   live 132, then c freed -> 68
- * outputs: s, b, x (an input: copied, +64 -> 132), b again (copied, +64 -> 196)
- * so peak_bytes = 196, 5 allocations, 4 kernels. */
+/* x f32[4,4] (input, bound: not allocated)
+ *   a = exp(x)              64 B   arena block A, steps 0..2
+ *   b = neg(a)              64 B   block B (an output: to the end)
+ *   c = mul(a, b)           in a's block (a is read by nothing later)
+ *   s = reduce_sum(c)        4 B   block S, live with A and B
+ * outputs: s, b, x (the input itself), b again. Blocks are 256-byte aligned
+ * and all three are live at step 3: arena = 3 x 256 = 768 bytes, the one
+ * allocation (the input is bound, not copied), 4 kernels. */
 static void test_peak_and_outputs(void) {
   ir_graph *g = ir_graph_new("chain", "model.tg");
   ir_type t = T(IR_DT_F32, 2, D(4), D(4));
@@ -198,11 +199,11 @@ static void test_peak_and_outputs(void) {
   rt_tensor *out[4];
   rt_stats st = {0};
   char err[256];
-  int rc = rt_cpu_backend.graph_compute(g, &tx, NULL, out, &st, err, sizeof err);
+  int rc = rt_run(&rt_cpu_backend, g, &tx, NULL, out, &st, err, sizeof err);
   CHECK_EQ_INT(rc, 0);
   if (rc == 0) {
-    CHECK_EQ_INT(st.peak_bytes, 196);
-    CHECK_EQ_INT(st.total_allocs, 5);
+    CHECK_EQ_INT(st.peak_bytes, 768);
+    CHECK_EQ_INT(st.total_allocs, 1);
     CHECK_EQ_INT(st.kernels_run, 4);
     CHECK(out[2] != tx && memcmp(out[2]->data, tx->data, 64) == 0);
     CHECK(out[1] != out[3] && memcmp(out[1]->data, out[3]->data, 64) == 0);
@@ -239,23 +240,23 @@ static void test_errors(void) {
   CHECK_EQ_INT(verify(g), 0);
   rt_tensor *in[2] = {rt_tensor_new(&tt), rt_tensor_new(&ti)};
   for (int i = 0; i < 6; i++) rt_tensor_set(in[1], i, i == 4 ? 12 : i);
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, &st, err, sizeof err), -1);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, out, &st, err, sizeof err), -1);
   CHECK_STR(err, "model.tg:7:9: embedding id 12 out of range [0, 10) in %ids (element 4)");
   CHECK(out[0] == NULL && out[1] == NULL);
   rt_tensor_set(in[1], 4, -1);
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, &st, err, sizeof err), -1);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, out, &st, err, sizeof err), -1);
   CHECK_STR(err, "model.tg:7:9: embedding id -1 out of range [0, 10) in %ids (element 4)");
   rt_tensor_set(in[1], 4, 9);
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, &st, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, out, &st, err, sizeof err), 0);
   rt_tensor_free(out[0]);
   rt_tensor_free(out[1]);
   /* wrong input type and missing input */
   rt_tensor *wrong = rt_tensor_new(&ti);
   rt_tensor *bad_in[2] = {wrong, in[1]};
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, bad_in, NULL, out, &st, err, sizeof err), -1);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, bad_in, NULL, out, &st, err, sizeof err), -1);
   CHECK_STR(err, "model.tg:1:1: input %table: expected f32[10, 4], got i32[6]");
   bad_in[0] = NULL;
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, bad_in, NULL, out, &st, err, sizeof err), -1);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, bad_in, NULL, out, &st, err, sizeof err), -1);
   CHECK_STR(err, "model.tg:1:1: no tensor given for input %table");
   rt_tensor_free(wrong);
   rt_tensor_free(in[0]);
@@ -271,10 +272,10 @@ static void test_errors(void) {
   ir_graph_add_output(g, "loss", loss);
   in[0] = rt_tensor_new(&tl), in[1] = rt_tensor_new(&tg);
   rt_tensor_set(in[1], 2, 5);
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, &st, err, sizeof err), -1);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, out, &st, err, sizeof err), -1);
   CHECK_STR(err, "cross_entropy target 5 out of range [0, 5) in %targets (element 2)");
   rt_tensor_set(in[1], 2, 4);
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, in, NULL, out, &st, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, NULL, out, &st, err, sizeof err), 0);
   CHECK_NEAR(rt_tensor_get(out[0], 0), log(5.0), 1e-12); /* all-zero logits */
   rt_tensor_free(out[0]);
   rt_tensor_free(in[0]);
@@ -291,8 +292,9 @@ static void test_errors(void) {
   ir_value *sum = node1(g, IR_OP_REDUCE_SUM, &k, 1, &ra, 1, NULL, "sum", LOC(4, 5));
   ir_graph_add_output(g, "sum", sum);
   CHECK_EQ_INT(verify(g), 0);
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, NULL, NULL, out, &st, err, sizeof err), -1);
-  CHECK_STR(err, "model.tg:3:5: out of memory allocating f32[1099511627776] (4398046511104 bytes) for %big");
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, NULL, NULL, out, &st, err, sizeof err), -1);
+  CHECK_STR(err, "model.tg:3:5: out of memory: the arena needs 4398046511360 bytes (its largest value, %big "
+                "f32[1099511627776], 4398046511104 bytes)");
   ir_graph_free(g);
 }
 
@@ -350,7 +352,7 @@ static void test_determinism(void) {
   int max = omp_get_max_threads();
   for (int r = 0; r < 4; r++) {
     omp_set_num_threads(threads[r] ? threads[r] : max);
-    CHECK_EQ_INT(rt_cpu_backend.graph_compute(d.g, d.in, d.params, runs[r], NULL, err, sizeof err), 0);
+    CHECK_EQ_INT(rt_run(&rt_cpu_backend, d.g, d.in, d.params, runs[r], NULL, err, sizeof err), 0);
   }
   omp_set_num_threads(max);
   for (int r = 1; r < 4; r++)
@@ -381,7 +383,7 @@ static void test_wide_concat(void) {
   ir_graph_add_output(g, "c", c);
   rt_tensor *out = NULL;
   char err[256];
-  CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, ts, NULL, &out, NULL, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, ts, NULL, &out, NULL, err, sizeof err), 0);
   int bad = 0;
   for (int i = 0; out && i < N; i++) bad += rt_tensor_get(out, i) != i * 1.5;
   CHECK(out && bad == 0);
@@ -390,11 +392,13 @@ static void test_wide_concat(void) {
   ir_graph_free(g);
 }
 
-/* In-place results and donation: a = x + p, b = exp(a), c = reshape(b).
- * Not donated, x and p are left as they were: b reuses a's buffer and the
- * reshape b's (one allocation). Donated, the chain runs in x's buffer, which
- * comes back as the output; p (not donated, the type of a) is never written.
- * A donated input that is itself an output comes back uncopied. */
+/* In-place results, views and donation, as the plan decides and the
+ * program runs them: a = x + p, b = exp(a), c = reshape(b).
+ * Not donated: a in the arena, b in place of a, c a view of b (one block;
+ * two kernels), x and p untouched. x donated: a is computed in x's buffer,
+ * so the output lives there (no arena block at all); p (not donated) is
+ * never written. The arena is allocated once: a second run allocates
+ * nothing. */
 static void test_inplace_and_donation(void) {
   ir_graph *g = ir_graph_new("inplace", "model.tg");
   ir_type t = T(IR_DT_F32, 1, D(6));
@@ -408,80 +412,52 @@ static void test_inplace_and_donation(void) {
   ir_value *c = node1(g, IR_OP_RESHAPE, &b, 1, &sa, 1, NULL, "c", LOC(5, 1));
   ir_graph_add_output(g, "c", c);
   CHECK_EQ_INT(verify(g), 0);
+  char err[256];
   for (int donate = 0; donate < 2; donate++) {
-    rt_tensor *tx = rt_tensor_new(&t), *tp = rt_tensor_new(&t), *out = NULL;
+    rt_device *dev = rt_device_open(&rt_cpu_backend, err, sizeof err);
+    rt_tensor *tx = rt_tensor_new(&t), *tp = rt_tensor_new(&t);
     for (int i = 0; i < 6; i++) rt_tensor_set(tx, i, 0.25 * i - 1), rt_tensor_set(tp, i, 0.5);
+    rt_buffer bx = rt_buffer_wrap(dev, tx->data, tx->nbytes), bp = rt_buffer_wrap(dev, tp->data, tp->nbytes);
+    rt_tensor vx = rt_tensor_view(&bx, 0, &t), vp = rt_tensor_view(&bp, 0, &t);
+    rt_tensor *ins[1] = {&vx}, *pars[1] = {&vp};
     bool dx = donate;
-    rt_stats st = {.donate_inputs = &dx};
-    char err[256];
-    CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, &tx, &tp, &out, &st, err, sizeof err), 0);
-    for (int i = 0; i < 6; i++) {
-      float want = (float)exp((double)(0.25f * i - 1) + 0.5);
-      CHECK(rt_tensor_get(out, i) == want);
-      CHECK(rt_tensor_get(tp, i) == 0.5);
+    rt_program_options po = {.donate_inputs = &dx};
+    rt_program *prog = rt_program_new(dev, g, &po, err, sizeof err);
+    CHECK(prog != NULL);
+    if (!prog) continue;
+    const pass_plan *plan = rt_program_plan(prog);
+    CHECK_EQ_INT(plan->loc[b->id].reused_operand, 0);
+    CHECK_EQ_INT(plan->loc[c->id].buffer, plan->loc[a->id].buffer);
+    CHECK(plan->steps[2].view && !plan->steps[0].view);
+    CHECK_EQ_INT(plan->loc[a->id].space, donate ? PASS_SPACE_INPUT : PASS_SPACE_ARENA);
+    CHECK_EQ_INT(rt_program_arena_bytes(prog), donate ? 0 : 256);
+    for (int run = 0; run < 2; run++) {
+      if (donate && run == 1) /* x was consumed: refill it */
+        for (int i = 0; i < 6; i++) rt_tensor_set(tx, i, 0.25 * i - 1);
+      int64_t allocs = dev->stats.allocs;
+      CHECK_EQ_INT(rt_program_run(prog, ins, pars, err, sizeof err), 0);
+      CHECK_EQ_INT(dev->stats.allocs, allocs); /* nothing allocated while running */
+      CHECK_EQ_INT(dev->stats.kernels, 2 * (run + 1)); /* the reshape is a view: no kernel */
+      const rt_tensor *out = rt_program_output(prog, 0);
+      CHECK(out->type.rank == 2 && out->type.dims[0] == 2 && out->type.dims[1] == 3);
+      CHECK(donate ? out->data == tx->data : out->data != tx->data);
+      for (int i = 0; i < 6; i++) {
+        float want = (float)exp((double)(0.25f * i - 1) + 0.5);
+        CHECK(((const float *)out->data)[i] == want);
+        CHECK(rt_tensor_get(tp, i) == 0.5);
+        if (!donate) CHECK(rt_tensor_get(tx, i) == 0.25 * i - 1);
+      }
     }
-    CHECK(out->type.rank == 2 && out->type.dims[0] == 2 && out->type.dims[1] == 3);
-    CHECK_EQ_INT(st.total_allocs, (donate ? 0 : 1));
-    if (donate) {
-      CHECK(out == tx);
-    } else {
-      CHECK(out != tx);
-      for (int i = 0; i < 6; i++) CHECK(rt_tensor_get(tx, i) == 0.25 * i - 1);
-      rt_tensor_free(tx);
-    }
-    rt_tensor_free(out);
-    rt_tensor_free(tp);
-  }
-  ir_graph_free(g);
-
-  g = ir_graph_new("identity", "model.tg");
-  x = ir_graph_add_input(g, "x", t, LOC(1, 1));
-  ir_graph_add_output(g, "x", x);
-  for (int donate = 0; donate < 2; donate++) {
-    rt_tensor *tx = rt_tensor_new(&t), *out = NULL;
-    bool dx = donate;
-    rt_stats st = {.donate_inputs = &dx};
-    char err[256];
-    CHECK_EQ_INT(rt_cpu_backend.graph_compute(g, &tx, NULL, &out, &st, err, sizeof err), 0);
-    CHECK(donate ? out == tx : out != tx);
-    if (out != tx) rt_tensor_free(out);
+    rt_program_free(prog);
     rt_tensor_free(tx);
+    rt_tensor_free(tp);
+    rt_device_close(dev);
   }
   ir_graph_free(g);
-}
-
-/* The buffer cache: a freed large buffer comes back for the next tensor of
- * the same byte size (zero-filled again by rt_tensor_new), not for another
- * size; off by default and after rt_tensor_cache_limit(0). */
-static void test_tensor_cache(void) {
-  ir_type big = T(IR_DT_F32, 1, D(1 << 19)), other = T(IR_DT_F32, 1, D((1 << 19) + 1));
-  rt_tensor *a = rt_tensor_new(&big);
-  void *pa = a->data;
-  rt_tensor_free(a); /* cache off: freed */
-  rt_tensor_cache_limit((size_t)64 << 20);
-  a = rt_tensor_new(&big);
-  pa = a->data;
-  memset(a->data, 0x7f, a->nbytes);
-  rt_tensor_free(a);
-  rt_tensor *b = rt_tensor_new(&other);
-  CHECK(b->data != pa);
-  rt_tensor *c = rt_tensor_new(&big);
-  CHECK(c->data == pa);
-  int nonzero = 0;
-  for (int64_t i = 0; i < (1 << 19); i++) nonzero += ((float *)c->data)[i] != 0;
-  CHECK_EQ_INT(nonzero, 0);
-  rt_tensor_free(b);
-  rt_tensor_free(c);
-  rt_tensor_cache_limit(0); /* frees both */
-  ir_type small = T(IR_DT_F32, 1, D(16));
-  rt_tensor *s = rt_tensor_new(&small);
-  CHECK(s != NULL);
-  rt_tensor_free(s);
 }
 
 int main(void) {
   test_tensors();
-  test_tensor_cache();
   test_inplace_and_donation();
   test_random();
   test_peak_and_outputs();

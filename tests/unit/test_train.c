@@ -39,10 +39,12 @@ static void test_xor_converges(void) {
   int rc = open_run(&s, "examples/mlp.tg", "xor", &opt, sched, 1, 0);
   CHECK_EQ_INT(rc, 0);
   if (rc == 0) {
-    /* the layout the runtime relies on */
-    CHECK_STR(s.g->outputs[0].name, "loss");
-    CHECK_EQ_INT(s.g->n_outputs, 1 + s.g->n_params);
-    CHECK_STR(s.g->outputs[1].name, "d_l.0.W");
+    /* the layout the runtime relies on: bound by index, not name */
+    CHECK_EQ_INT(s.g->n_outputs, s.g->n_params + 1); /* the gradients, loss_sum (no logits: no accuracy) */
+    CHECK_EQ_INT(s.prog->grad_output[0], 0);
+    CHECK_STR(s.g->outputs[0].name, "d_l.0.W");
+    CHECK_EQ_INT(s.prog->loss_sum_output, s.g->n_params);
+    CHECK(!s.prog->accuracy);
     rt_step_result r = {0};
     char err[1024];
     int step = 0;

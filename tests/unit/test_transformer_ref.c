@@ -196,8 +196,8 @@ static void run_case(const char *what, const char *text, size_t len, const fe_op
   rt_tensor *out[1] = {0};
   char err[512] = "";
   if (ok) {
-    int rc = rt_cpu_backend.graph_compute(g, &x, params, out, NULL, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "%s: graph_compute failed: %s\n", what, err);
+    int rc = rt_run(&rt_cpu_backend, g, &x, params, out, NULL, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "%s: run failed: %s\n", what, err);
     CHECK_EQ_INT(rc, 0);
     if (rc == 0 && out[0]) {
       int64_t n = p.B * p.L * p.D;

@@ -44,7 +44,7 @@ static inline int test_execute(const ir_graph *g, uint64_t in_seed, int64_t int_
     rt_init_param(pa[i], g->params[i], param_seed);
   }
   char err[512];
-  int rc = rt_cpu_backend.graph_compute(g, in, pa, outputs, st, err, sizeof err);
+  int rc = rt_run(&rt_cpu_backend, g, in, pa, outputs, st, err, sizeof err);
   if (rc) fprintf(stderr, "execute: %s\n", err);
   for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(in[i]);
   for (int i = 0; i < g->n_params; i++) rt_tensor_free(pa[i]);

@@ -1,6 +1,7 @@
 /* tests/unit/testtrain.h — a training session for the unit tests: compile
- * a model (one optional -D), build its training and update graphs, open the
- * data source and a trainer (session_open); session_close frees it all. */
+ * a model (one optional -D), open the data source, build its training
+ * program (pass_build_train: s->prog->step, s->prog->update; s->g is the
+ * step graph) and a trainer (session_open); session_close frees it all. */
 #ifndef TGC_TESTTRAIN_H
 #define TGC_TESTTRAIN_H
 #include <stdio.h>
@@ -15,7 +16,8 @@
 typedef struct {
   ir_diag *d;
   char *text;
-  ir_graph *g, *u;
+  ir_graph *g;          /* the step graph (owned by prog) */
+  pass_training *prog;
   rt_data *ds;
   rt_trainer *tr;
 } session;
@@ -28,13 +30,13 @@ typedef struct {
   int micro;
   uint64_t seed;
   bool verify_each;                       /* verify the IR after every pass */
+  const rt_backend *backend;              /* NULL: the cpu */
 } setup;
 
 static inline void session_close(session *s) {
   rt_trainer_free(s->tr);
   rt_data_free(s->ds);
-  ir_graph_free(s->u);
-  ir_graph_free(s->g);
+  pass_training_free(s->prog);
   free(s->text);
   ir_diag_free(s->d);
   memset(s, 0, sizeof *s);
@@ -47,17 +49,20 @@ static inline int session_open(session *s, const setup *c) {
   if (!(s->text = ir_read_file(c->path, 1u << 20, &len, s->d))) return -1;
   fe_define def = {c->define_name, c->define_value};
   fe_options fo = {.config = c->config, .defines = c->define_name ? &def : NULL, .n_defines = c->define_name ? 1 : 0};
-  if (!(s->g = fe_compile(c->path, s->text, len, &fo, s->d))) return -1;
-  pass_options po = {.diag = s->d, .verify_each = c->verify_each};
-  if (pass_build_training(s->g, &po) != 0) return -1;
-  if (!(s->u = pass_build_update(s->g, &c->opt, s->d))) return -1;
+  ir_graph *model = fe_compile(c->path, s->text, len, &fo, s->d);
+  if (!model) return -1;
   char err[1024];
-  if (!(s->ds = rt_data_open(c->data, 0, err, sizeof err))) {
+  if (!(s->ds = rt_data_open(c->data, 0, err, sizeof err)) || rt_data_bind(s->ds, model, err, sizeof err) != 0) {
     fprintf(stderr, "%s\n", err);
+    ir_graph_free(model);
     return -1;
   }
-  rt_train_config tc = {.train = s->g, .update = s->u, .data = s->ds, .seed = c->seed, .micro_batches = c->micro,
-                        .schedule = c->sched};
+  pass_options po = {.diag = s->d, .verify_each = c->verify_each};
+  pass_train_options to = {.opt = c->opt, .micro_batches = c->micro, .targets_input = rt_data_targets_input(s->ds),
+                           .passes = &po};
+  if (!(s->prog = pass_build_train(model, &to))) return -1;
+  s->g = s->prog->step;
+  rt_train_config tc = {.prog = s->prog, .backend = c->backend, .data = s->ds, .seed = c->seed, .schedule = c->sched};
   if (!(s->tr = rt_trainer_new(&tc, err, sizeof err))) {
     fprintf(stderr, "%s\n", err);
     return -1;

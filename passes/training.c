@@ -1,0 +1,230 @@
+/* passes/training.c — the training program: the step graph (forward and
+ * backward of one micro-batch, its sums) and the update graph (the
+ * optimizer, the logged scalars), bound by role (pass.h: pass_training).
+ *
+ * pass_build_training is the bare form (the model's gradients as outputs,
+ * for `tgc stats` and the tests); pass_build_train the whole program.
+ *
+ * The step graph is the model with, before the default pipeline runs:
+ *  - token accuracy (when the model outputs "logits" and targets are
+ *    given): correct = reduce_sum(cast(eq(argmax(logits), targets), f64));
+ *  - one GRAD node of the loss with respect to every parameter (as
+ *    pass_build_training);
+ *  - the sums: loss_sum' = loss_sum + f64(loss), correct_sum' = correct_sum
+ *    + correct, and with K > 1 micro-batches acc'_p = acc_p + d_p, whose
+ *    inputs the runtime fills with -0.0 before the first micro-batch and
+ *    donates, so the memory plan computes them in place.
+ * Every sum is in the dtype of its terms and in micro-batch order, as the
+ * host loop it replaces summed them; the update graph divides by K.
+ *
+ * requires: a verified model graph; invalidates: the model graph (it
+ * becomes the step graph).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+static int find_output(const ir_graph *g, const char *name) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].name && strcmp(g->outputs[i].name, name) == 0) return i;
+  return -1;
+}
+
+void pass_training_free(pass_training *t) {
+  if (!t) return;
+  ir_graph_free(t->step);
+  ir_graph_free(t->update);
+  free(t->grad_output);
+  free(t);
+}
+
+/* correct = reduce_sum(cast(eq(argmax(logits), targets), f64)), or NULL
+ * when the model has no logits output or the targets do not fit them. */
+static ir_value *accuracy_nodes(ir_graph *g, int targets_input, int64_t *positions) {
+  int li = find_output(g, "logits");
+  if (li < 0 || targets_input < 0 || targets_input >= g->n_inputs) return NULL;
+  ir_value *logits = g->outputs[li].value, *targets = g->inputs[targets_input];
+  const ir_type *lt = &logits->type, *tt = &targets->type;
+  if (lt->rank < 1 || !ir_dtype_is_float(lt->dtype) || (tt->dtype != IR_DT_I32 && tt->dtype != IR_DT_I64) ||
+      tt->rank != lt->rank - 1 || memcmp(tt->dims, lt->dims, sizeof(int64_t) * (size_t)tt->rank) != 0 ||
+      lt->dims[lt->rank - 1] < 1)
+    return NULL;
+  ir_loc at = logits->loc;
+  ir_attr axis = ir_attr_int("axis", lt->rank - 1);
+  ir_value *am = ir_graph_build1(g, IR_OP_ARGMAX, &logits, 1, &axis, 1, "predicted", at);
+  if (tt->dtype != IR_DT_I32) {
+    ir_attr to = ir_attr_dtype("to", tt->dtype);
+    am = ir_graph_build1(g, IR_OP_CAST, &am, 1, &to, 1, NULL, at);
+  }
+  ir_value *pair[2] = {am, targets};
+  ir_value *hit = ir_graph_build1(g, IR_OP_EQ, pair, 2, NULL, 0, NULL, at);
+  ir_attr to = ir_attr_dtype("to", IR_DT_F64);
+  ir_value *c = ir_graph_build1(g, IR_OP_CAST, &hit, 1, &to, 1, NULL, at);
+  if (c->type.rank > 0) {
+    int64_t axes[IR_MAX_RANK];
+    for (int k = 0; k < c->type.rank; k++) axes[k] = k;
+    ir_attr ra[2] = {ir_attr_ints("axes", axes, c->type.rank), ir_attr_int("keepdims", 0)};
+    c = ir_graph_build1(g, IR_OP_REDUCE_SUM, &c, 1, ra, 2, "correct", at);
+  }
+  *positions = ir_type_numel(tt);
+  return c;
+}
+
+/* The loss: the output named "loss", else the first; a float scalar. */
+static ir_value *pick_loss(ir_graph *g, ir_diag *d) {
+  if (g->n_outputs == 0) {
+    ir_error_plain(d, "the model has no outputs: training needs a scalar loss output");
+    return NULL;
+  }
+  if (g->n_params == 0) {
+    ir_error_plain(d, "the model has no parameters: there is nothing to train");
+    return NULL;
+  }
+  int li = find_output(g, "loss");
+  if (li < 0) li = 0;
+  ir_value *loss = g->outputs[li].value;
+  if (loss->type.rank != 0 || !ir_dtype_is_float(loss->type.dtype)) {
+    char tb[160];
+    ir_type_str(&loss->type, tb, sizeof tb);
+    ir_error(d, loss->loc, "the loss (output '%s') must be a floating-point scalar, got %s", g->outputs[li].name, tb);
+    return NULL;
+  }
+  return loss;
+}
+
+/* GRAD(loss, params...) with results d_<param> (role grad), or NULL. */
+static ir_node *add_grad(ir_graph *g, ir_value *loss, ir_diag *d) {
+  int np = g->n_params;
+  ir_value **in = malloc(sizeof *in * (size_t)(np + 1));
+  ir_type *types = malloc(sizeof *types * (size_t)(np + 1)), *out_types = malloc(sizeof *out_types * (size_t)(np + 1));
+  const char **names = malloc(sizeof *names * (size_t)(np + 1));
+  if (!in || !types || !out_types || !names) abort();
+  in[0] = loss;
+  for (int i = 0; i < np; i++) in[i + 1] = g->params[i];
+  for (int i = 0; i <= np; i++) types[i] = in[i]->type;
+  char err[512];
+  int n_out = 0;
+  ir_node *gn = NULL;
+  if (ir_infer(IR_OP_GRAD, types, np + 1, NULL, 0, out_types, &n_out, err, sizeof err) != 0) {
+    ir_error(d, loss->loc, "cannot differentiate the loss: %s", err);
+  } else {
+    for (int i = 0; i < np; i++) {
+      char nm[600];
+      snprintf(nm, sizeof nm, "d_%s", g->params[i]->name);
+      names[i] = ir_arena_strdup(g->arena, nm);
+    }
+    gn = ir_graph_add_node(g, IR_OP_GRAD, in, np + 1, out_types, n_out, NULL, 0, names, loss->loc);
+    for (int i = 0; i < gn->n_out; i++) gn->out[i]->role = IR_ROLE_GRAD;
+  }
+  free(in), free(types), free(out_types), free(names);
+  return gn;
+}
+
+int pass_build_training(ir_graph *g, const pass_options *o) {
+  ir_value *loss = pick_loss(g, o->diag);
+  if (!loss) return -1;
+  int gi = find_output(g, "logits"), li = find_output(g, "loss");
+  ir_value *logits = gi >= 0 ? g->outputs[gi].value : NULL;
+  const char *loss_name = li >= 0 ? "loss" : g->outputs[0].name;
+  ir_node *gn = add_grad(g, loss, o->diag);
+  if (!gn) return -1;
+  /* outputs: loss, logits?, d_<param>... */
+  g->n_outputs = 0;
+  ir_graph_add_output(g, loss_name ? loss_name : "loss", loss);
+  if (logits) ir_graph_add_output(g, "logits", logits);
+  for (int i = 0; i < gn->n_out; i++) ir_graph_add_output(g, gn->out[i]->name, gn->out[i]);
+  return pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, o);
+}
+
+static ir_value *add2(ir_graph *g, ir_value *a, ir_value *b, const char *name, ir_loc at) {
+  ir_value *in[2] = {a, b};
+  return ir_graph_build1(g, IR_OP_ADD, in, 2, NULL, 0, name, at);
+}
+
+pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
+  ir_diag *d = o->passes->diag;
+  pass_training *t = calloc(1, sizeof *t);
+  ir_value **grads = NULL;
+  if (!t) abort();
+  t->micro_batches = o->micro_batches > 1 ? o->micro_batches : 1;
+  t->step = g;
+  t->n_data = g->n_inputs;
+  t->acc_input0 = t->correct_sum_input = t->correct_sum_output = -1;
+  t->update_correct_sum_input = t->accuracy_output = -1;
+  int np = t->n_params = g->n_params;
+  t->n_states = np * pass_optimizer_state_count(o->opt.kind);
+  ir_value *loss = pick_loss(g, d);
+  if (!loss) goto fail;
+  ir_value *correct = accuracy_nodes(g, o->targets_input, &t->positions);
+  t->accuracy = correct != NULL;
+  ir_node *gn = add_grad(g, loss, d);
+  if (!gn) goto fail;
+
+  /* the sums and the outputs */
+  ir_type f64 = {.dtype = IR_DT_F64, .rank = 0};
+  ir_loc none = {0};
+  grads = calloc((size_t)np + 1, sizeof *grads);
+  t->grad_output = calloc((size_t)np + 1, sizeof *t->grad_output);
+  if (!grads || !t->grad_output) abort();
+  if (t->micro_batches > 1) {
+    t->acc_input0 = g->n_inputs;
+    for (int i = 0; i < np; i++) {
+      char nm[600];
+      snprintf(nm, sizeof nm, "acc.%s", g->params[i]->name);
+      ir_value *acc = ir_graph_add_input(g, nm, g->params[i]->type, g->params[i]->loc);
+      snprintf(nm, sizeof nm, "new.acc.%s", g->params[i]->name);
+      grads[i] = add2(g, acc, gn->out[i], nm, g->params[i]->loc);
+      grads[i]->role = IR_ROLE_GRAD;
+    }
+  } else {
+    for (int i = 0; i < np; i++) grads[i] = gn->out[i];
+  }
+  t->loss_sum_input = g->n_inputs;
+  ir_value *ls = ir_graph_add_input(g, "loss_sum", f64, none);
+  ir_attr to = ir_attr_dtype("to", IR_DT_F64);
+  ir_value *lf = ir_graph_build1(g, IR_OP_CAST, &loss, 1, &to, 1, NULL, loss->loc);
+  ir_value *ls2 = add2(g, ls, lf, "new.loss_sum", loss->loc);
+  ir_value *cs2 = NULL;
+  if (correct) {
+    t->correct_sum_input = g->n_inputs;
+    ir_value *cs = ir_graph_add_input(g, "correct_sum", f64, none);
+    cs2 = add2(g, cs, correct, "new.correct_sum", correct->loc);
+  }
+  g->n_outputs = 0;
+  for (int i = 0; i < np; i++) {
+    t->grad_output[i] = g->n_outputs;
+    ir_graph_add_output(g, grads[i]->name, grads[i]);
+  }
+  t->loss_sum_output = g->n_outputs;
+  ir_graph_add_output(g, "loss_sum", ls2);
+  if (cs2) {
+    t->correct_sum_output = g->n_outputs;
+    ir_graph_add_output(g, "correct_sum", cs2);
+  }
+  free(grads);
+  grads = NULL;
+  if (ir_verify(g, d) != 0) goto fail;
+  if (pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, o->passes) != 0) goto fail;
+
+  /* the update, fused like every graph the default pipeline makes */
+  if (!(t->update = pass_build_update_for_training(g, &o->opt, t->micro_batches, true, t->accuracy,
+                                                   (double)t->positions, d)))
+    goto fail;
+  static const pass_id fuse = PASS_FUSE_ELEMENTWISE;
+  pass_options uo = {.diag = d, .verify_each = o->passes->verify_each, .disabled = o->passes->disabled};
+  if (pass_run_pipeline(t->update, &fuse, 1, &uo) != 0) goto fail;
+  t->lr_input = np + t->n_states;
+  t->step_input = t->lr_input + 1;
+  t->update_loss_sum_input = t->step_input + 1;
+  if (t->accuracy) t->update_correct_sum_input = t->update_loss_sum_input + 1;
+  t->loss_output = np + t->n_states;
+  if (t->accuracy) t->accuracy_output = t->loss_output + 1;
+  t->nonfinite_output = t->loss_output + 1 + t->accuracy;
+  return t;
+fail:
+  free(grads);
+  pass_training_free(t);
+  return NULL;
+}

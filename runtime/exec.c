@@ -1,0 +1,283 @@
+/* runtime/exec.c — the backend-neutral executor.
+ *
+ * A program is a graph prepared on a device: its memory plan (pass_memplan,
+ * with the caller's donation flags), one arena of plan->arena_bytes
+ * allocated on the device once, and whatever the backend's prepare keeps.
+ * Every value has a view (a tensor of its type at its plan location): arena
+ * values are fixed when the program is made; values in an input's or a
+ * param's space (the inputs and params themselves, and results computed in
+ * a donated buffer or viewing one) are rebound from the caller's tensors at
+ * each run. A run walks the plan's steps: a view step runs nothing (its
+ * result is its operand's bytes); another zero-fills its results first when
+ * the plan says so, then calls the backend's run_node. Nothing is allocated
+ * while a program runs. Outputs are views (rt_program_output), valid until
+ * the next run.
+ *
+ * rt_run is one run from host tensors: a device, a program, uploads
+ * (none on a host-memory backend, where host tensors are bound as they
+ * are), downloads into new host tensors.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+
+struct rt_program {
+  rt_device *dev;
+  const ir_graph *g;
+  pass_plan *plan;
+  rt_buffer *arena;
+  void *state;           /* the backend's */
+  rt_tensor *view;       /* by value id */
+  const rt_tensor **in;  /* scratch: one node's operands */
+  rt_tensor **out;       /* ... and results */
+  rt_profile *profile;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "file:line:col: " + message into err. */
+static void loc_errf(const ir_graph *g, ir_loc loc, char *err, size_t errlen, const char *msg) {
+  if (!err || !errlen) return;
+  const char *file = loc.file ? loc.file : g->source_file;
+  if (loc.line > 0 && file) snprintf(err, errlen, "%s:%d:%d: %s", file, loc.line, loc.col, msg);
+  else if (loc.line > 0) snprintf(err, errlen, "%d:%d: %s", loc.line, loc.col, msg);
+  else snprintf(err, errlen, "%s", msg);
+}
+
+rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_options *o, char *err, size_t errlen) {
+  rt_program *p = calloc(1, sizeof *p);
+  if (!p) {
+    rt_errf(err, errlen, "out of memory");
+    return NULL;
+  }
+  p->dev = d;
+  p->g = g;
+  p->profile = o ? o->profile : NULL;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || d->backend->supports_op(n)) continue;
+    char msg[256];
+    if (n->op == IR_OP_GRAD)
+      snprintf(msg, sizeof msg, "cannot run a grad request: the autodiff pass expands it (was it disabled?)");
+    else snprintf(msg, sizeof msg, "the %s backend has no kernel for '%s'", d->backend->name, ir_op_name(n->op));
+    loc_errf(g, n->loc, err, errlen, msg);
+    goto fail;
+  }
+  pass_plan_options po = {.donate_inputs = o ? o->donate_inputs : NULL, .donate_params = o ? o->donate_params : NULL};
+  if (!(p->plan = pass_memplan(g, &po))) {
+    rt_errf(err, errlen, "out of memory planning the graph");
+    goto fail;
+  }
+  int max_args = 1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i]->n_in > max_args) max_args = g->nodes[i]->n_in;
+    if (g->nodes[i]->n_out > max_args) max_args = g->nodes[i]->n_out;
+  }
+  p->view = calloc((size_t)(p->plan->n_values > 0 ? p->plan->n_values : 1), sizeof *p->view);
+  p->in = malloc((size_t)max_args * sizeof *p->in);
+  p->out = malloc((size_t)max_args * sizeof *p->out);
+  if (!p->view || !p->in || !p->out) {
+    rt_errf(err, errlen, "out of memory");
+    goto fail;
+  }
+  if (!(p->arena = rt_buffer_alloc(d, p->plan->arena_bytes, err, errlen))) {
+    /* name the largest value: usually the one that asks too much */
+    const ir_value *big = NULL;
+    for (int i = 0; i < g->n_values; i++) {
+      const pass_loc *l = &p->plan->loc[g->values[i]->id];
+      if (l->space == PASS_SPACE_ARENA && (!big || l->bytes > p->plan->loc[big->id].bytes)) big = g->values[i];
+    }
+    if (big) {
+      char msg[400], ts[128];
+      snprintf(msg, sizeof msg, "out of memory: the arena needs %zu bytes (its largest value, %%%s %s, %zu bytes)",
+               p->plan->arena_bytes, rt_value_name(big), ir_type_str(&big->type, ts, sizeof ts),
+               p->plan->loc[big->id].bytes);
+      loc_errf(g, big->loc, err, errlen, msg);
+    }
+    goto fail;
+  }
+  /* arena views are fixed; the others are bound at each run */
+  for (int i = 0; i < g->n_values; i++) {
+    const ir_value *v = g->values[i];
+    const pass_loc *l = &p->plan->loc[v->id];
+    if (l->space == PASS_SPACE_ARENA) p->view[v->id] = rt_tensor_view(p->arena, l->offset, &v->type);
+  }
+  if (d->backend->prepare && d->backend->prepare(d, g, p->plan, &p->state, err, errlen) != 0) goto fail;
+  return p;
+fail:
+  rt_program_free(p);
+  return NULL;
+}
+
+void rt_program_free(rt_program *p) {
+  if (!p) return;
+  if (p->state && p->dev->backend->release) p->dev->backend->release(p->dev, p->state);
+  rt_buffer_free(p->arena);
+  pass_plan_free(p->plan);
+  free(p->view);
+  free(p->in);
+  free(p->out);
+  free(p);
+}
+
+const pass_plan *rt_program_plan(const rt_program *p) { return p->plan; }
+size_t rt_program_arena_bytes(const rt_program *p) { return p->plan->arena_bytes; }
+rt_device *rt_program_device(const rt_program *p) { return p->dev; }
+
+const rt_tensor *rt_program_output(const rt_program *p, int i) {
+  return i >= 0 && i < p->g->n_outputs ? &p->view[p->g->outputs[i].value->id] : NULL;
+}
+
+/* Checks and binds the caller's tensors of one kind. */
+static int bind(rt_program *p, ir_value *const *vals, int n, rt_tensor *const *ts, pass_space space, char *err,
+                size_t errlen) {
+  const char *what = space == PASS_SPACE_INPUT ? "input" : "param";
+  for (int i = 0; i < n; i++) {
+    const ir_value *v = vals[i];
+    char msg[400];
+    if (!ts || !ts[i]) {
+      snprintf(msg, sizeof msg, "no tensor given for %s %%%s", what, rt_value_name(v));
+      loc_errf(p->g, v->loc, err, errlen, msg);
+      return -1;
+    }
+    if (!ir_type_equal(&ts[i]->type, &v->type)) {
+      char want[128], got[128];
+      snprintf(msg, sizeof msg, "%s %%%s: expected %s, got %s", what, rt_value_name(v),
+               ir_type_str(&v->type, want, sizeof want), ir_type_str(&ts[i]->type, got, sizeof got));
+      loc_errf(p->g, v->loc, err, errlen, msg);
+      return -1;
+    }
+    if (!ts[i]->buf || ts[i]->buf->dev != p->dev) {
+      snprintf(msg, sizeof msg, "%s %%%s is not on the program's device", what, rt_value_name(v));
+      loc_errf(p->g, v->loc, err, errlen, msg);
+      return -1;
+    }
+  }
+  /* every value living in these spaces: a view at the same place */
+  for (int i = 0; i < p->g->n_values; i++) {
+    const ir_value *v = p->g->values[i];
+    const pass_loc *l = &p->plan->loc[v->id];
+    if (l->space != space) continue;
+    const rt_tensor *t = ts[l->index];
+    p->view[v->id] = rt_tensor_view(t->buf, t->offset + l->offset, &v->type);
+  }
+  return 0;
+}
+
+int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *params, char *err, size_t errlen) {
+  const ir_graph *g = p->g;
+  const pass_plan *plan = p->plan;
+  rt_device *d = p->dev;
+  if (err && errlen) err[0] = 0;
+  double t_start = p->profile ? now_s() : 0;
+  if (bind(p, g->inputs, g->n_inputs, inputs, PASS_SPACE_INPUT, err, errlen) != 0 ||
+      bind(p, g->params, g->n_params, params, PASS_SPACE_PARAM, err, errlen) != 0)
+    return -1;
+  static const unsigned char zero = 0;
+  for (int s = 0; s < plan->n_steps; s++) {
+    const pass_step *st = &plan->steps[s];
+    const ir_node *n = g->nodes[st->node];
+    if (st->view) continue; /* the result's view is its operand's bytes */
+    for (int i = 0; i < n->n_in; i++) p->in[i] = &p->view[n->in[i]->id];
+    for (int i = 0; i < n->n_out; i++) p->out[i] = &p->view[n->out[i]->id];
+    double t0 = p->profile ? now_s() : 0;
+    char msg[512] = "";
+    for (int i = 0; st->zero && i < n->n_out; i++)
+      if (rt_fill_bytes(d, p->out[i]->data, p->out[i]->nbytes, &zero, 1, msg, sizeof msg) != 0) {
+        loc_errf(g, n->loc, err, errlen, msg);
+        return -1;
+      }
+    double t1 = p->profile ? now_s() : 0;
+    if (d->backend->run_node(d, p->state, n, p->in, p->out, msg, sizeof msg) != 0) {
+      loc_errf(g, n->loc, err, errlen, msg);
+      return -1;
+    }
+    d->stats.kernels++;
+    if (p->profile) {
+      double t2 = now_s();
+      p->profile->alloc_seconds += t1 - t0;
+      p->profile->seconds[n->op] += t2 - t1;
+      p->profile->calls[n->op]++;
+    }
+  }
+  if (p->profile) p->profile->total_seconds += now_s() - t_start;
+  return 0;
+}
+
+/* ---- one run from host tensors ---- */
+
+/* The host tensor t as a tensor of device d: itself (wrapped) on a
+ * host-memory device, else an uploaded copy. */
+static int to_device(rt_device *d, rt_tensor *t, rt_buffer *wrap, rt_tensor *dev_t, rt_tensor **owned, char *err,
+                     size_t errlen) {
+  *owned = NULL;
+  if (!t) return 0;
+  if (d->backend->host_memory) {
+    *wrap = rt_buffer_wrap(d, t->data, t->nbytes);
+    *dev_t = rt_tensor_view(wrap, 0, &t->type);
+    return 0;
+  }
+  if (!(*owned = rt_device_tensor_new(d, &t->type, err, errlen))) return -1;
+  *dev_t = **owned;
+  return rt_upload(dev_t, t->data, err, errlen);
+}
+
+int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
+           rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen) {
+  int n_in = g->n_inputs, n_par = g->n_params, n = n_in + n_par;
+  for (int i = 0; i < g->n_outputs; i++) outputs[i] = NULL;
+  rt_device *d = rt_device_open(b, err, errlen);
+  if (!d) return -1;
+  rt_program *p = NULL;
+  rt_buffer *wraps = calloc((size_t)n + 1, sizeof *wraps);
+  rt_tensor *views = calloc((size_t)n + 1, sizeof *views), **owned = calloc((size_t)n + 1, sizeof *owned);
+  rt_tensor **bound = calloc((size_t)n + 1, sizeof *bound);
+  int rc = -1;
+  if (!wraps || !views || !owned || !bound) {
+    rt_errf(err, errlen, "out of memory");
+    goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    rt_tensor *t = i < n_in ? (inputs ? inputs[i] : NULL) : (params ? params[i - n_in] : NULL);
+    if (to_device(d, t, &wraps[i], &views[i], &owned[i], err, errlen) != 0) goto done;
+    bound[i] = t ? &views[i] : NULL;
+  }
+  rt_program_options po = {.donate_inputs = stats ? stats->donate_inputs : NULL,
+                           .donate_params = stats ? stats->donate_params : NULL,
+                           .profile = stats ? stats->profile : NULL};
+  if (!(p = rt_program_new(d, g, &po, err, errlen))) goto done;
+  if (rt_program_run(p, bound, bound + n_in, err, errlen) != 0) goto done;
+  for (int i = 0; i < g->n_outputs; i++) {
+    const rt_tensor *o = rt_program_output(p, i);
+    if (!(outputs[i] = rt_tensor_new(&o->type)) || rt_download(outputs[i]->data, o, err, errlen) != 0) {
+      if (!outputs[i]) rt_errf(err, errlen, "out of memory");
+      goto done;
+    }
+  }
+  rc = 0;
+done:
+  if (stats) {
+    stats->peak_bytes = p ? rt_program_arena_bytes(p) : 0;
+    stats->total_allocs = (size_t)d->stats.allocs;
+    stats->kernels_run = (int)d->stats.kernels;
+  }
+  if (rc != 0)
+    for (int i = 0; i < g->n_outputs; i++) {
+      rt_tensor_free(outputs[i]);
+      outputs[i] = NULL;
+    }
+  rt_program_free(p);
+  for (int i = 0; owned && i < n; i++) rt_device_tensor_free(owned[i]);
+  free(wraps);
+  free(views);
+  free(owned);
+  free(bound);
+  rt_device_close(d);
+  return rc;
+}
