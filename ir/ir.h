@@ -327,6 +327,15 @@ int ir_broadcast_shapes(const ir_type *a, const ir_type *b, ir_type *out, char *
  * each problem through d at the node's location ("verifier: ..."); returns
  * the number of problems (0 = valid). */
 int ir_verify(const ir_graph *g, ir_diag *d);
+/* Where to report instead of each node's, value's and output's own loc
+ * (arrays indexed by node id, value id and output index; a NULL array means
+ * the own locs): the .ir reader passes the positions in the .ir text, so a
+ * verifier error in a .ir file points at its line there. Graphs built by
+ * passes have no text and use ir_verify. */
+typedef struct {
+  const ir_loc *nodes, *values, *outputs;
+} ir_verify_locs;
+int ir_verify_at(const ir_graph *g, const ir_verify_locs *at, ir_diag *d);
 
 /* ===================================================================== */
 /* print.c / read.c / dot.c / json.c                                      */
@@ -337,6 +346,10 @@ char *ir_print_to_string(const ir_graph *g);
 /* Parses the textual IR. Errors are "path:line:col: error: ..." through d;
  * returns NULL if there was any. The result is verified by the caller. */
 ir_graph *ir_parse(const char *path, const char *text, size_t len, ir_diag *d);
+/* ir_parse, then ir_verify_at with the positions of the .ir text: every
+ * error, the verifier's included, reads "path:line:col: error: ...".
+ * Returns a verified graph or NULL. */
+ir_graph *ir_read(const char *path, const char *text, size_t len, ir_diag *d);
 void ir_print_dot(FILE *out, const ir_graph *g);
 void ir_print_json(FILE *out, const ir_graph *g);
 
