@@ -622,8 +622,11 @@ static void expected_str(int least, int most, char *buf, size_t n) {
 sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_hints) {
   const bi_spec *b = find_builtin(call->name);
   bi_args A = {.hints = hints, .n_hints = n_hints, .hint = n_hints > 0 ? hints[0] : NULL};
+  /* per-call scratch on the stack (the arena would keep it for the whole
+   * compile: ~100 bytes per call of a 10^6-op model) */
+  char what_small[64];
   size_t wl = strlen(call->name) + 3;
-  char *what = ir_arena_alloc(S->arena, wl);
+  char *what = wl <= sizeof what_small ? what_small : ir_arena_alloc(S->arena, wl);
   snprintf(what, wl, "'%s'", call->name);
   A.what = what;
   int n_pos = 0;
@@ -656,8 +659,11 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
   int n_by_pos = b->max_pos >= 0 && n_pos > b->max_pos ? n_pos - b->max_pos : 0; /* keywords given by position */
   n_pos -= n_by_pos;
   A.n = n_pos;
-  A.pos = ir_arena_alloc(S->arena, (size_t)(n_pos ? n_pos : 1) * sizeof *A.pos);
-  A.pos_at = ir_arena_alloc(S->arena, (size_t)(n_pos ? n_pos : 1) * sizeof *A.pos_at);
+  enum { SMALL_ARGS = 8 };
+  sv pos_small[SMALL_ARGS];
+  const ast *pos_at_small[SMALL_ARGS];
+  A.pos = n_pos <= SMALL_ARGS ? pos_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos);
+  A.pos_at = n_pos <= SMALL_ARGS ? pos_at_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos_at);
   for (int i = 0; i < MAX_KWS; i++) A.kw[i].kind = SV_NONE;
   for (int i = 0, p = 0; i < call->n; i++) {
     const ast *k = call->kid[i];

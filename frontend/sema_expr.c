@@ -114,9 +114,9 @@ sv fe_build(fe_sema *S, const ast *at, ir_op op, ir_value *const *in, int n_in, 
              FE_MAX_NODES);
     return sv_poison();
   }
-  const char **names = NULL;
+  const char **names = NULL, *names_small[2] = {NULL, NULL};
   if (n_hints > 0) {
-    names = ir_arena_alloc(S->arena, (size_t)n_out * sizeof *names);
+    names = n_out <= 2 ? names_small : ir_arena_alloc(S->arena, (size_t)n_out * sizeof *names);
     for (int i = 0; i < n_out && i < n_hints; i++) names[i] = hints[i];
   }
   ir_node *nd = ir_graph_add_node(S->g, op, in, n_in, out, n_out, attrs, n_attrs,

@@ -39,6 +39,7 @@ typedef struct {
   bool is_output;
   bool borrowed;   /* input or param */
   bool live;
+  bool listed;     /* seen as an output by the final copy loop */
   size_t bytes;
 } mp_slot;
 
@@ -162,8 +163,8 @@ int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r) {
     const ir_value *v = g->outputs[i].value;
     mp_slot *s = slot(&m, v);
     if (!s) continue;
-    bool repeated = false;
-    for (int j = 0; j < i; j++) repeated |= g->outputs[j].value == v;
+    bool repeated = s->listed; /* listed by an earlier output (a flag, not a scan: outputs can be many) */
+    s->listed = true;
     if (s->borrowed || repeated) {
       m.live += s->bytes;
       m.live_role[v->role < IR_NUM_ROLES ? v->role : IR_ROLE_ACT] += s->bytes;
