@@ -145,8 +145,18 @@ ast *fe_ast_unary(fe_parser *P, int op, ast *x, fe_span loc) {
   return n;
 }
 
+/* A left-associated chain (x + x + ... + x) is not nesting: sema walks the
+ * left spine of binary operators in a loop, so only right operands (and
+ * what is under them) add depth. */
 ast *fe_ast_binary(fe_parser *P, int op, ast *a, ast *b, fe_span loc) {
-  ast *n = node_kids(P, AST_BINARY, loc, 2, a, b, NULL);
+  ast *n = node(P, AST_BINARY, loc);
+  add_kid(P, n, a);
+  add_kid(P, n, b);
+  if (a && a->kind == AST_BINARY) {
+    int right = b ? b->depth + 1 : 1;
+    n->depth = a->depth > right ? a->depth : right;
+  }
+  check_depth(P, n);
   n->op = op;
   return n;
 }

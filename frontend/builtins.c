@@ -523,6 +523,7 @@ static sv h_fill(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
       fe_error(S, A->pos_at[1], "cannot fill a %s tensor with %s", ir_dtype_name(t.dtype), fe_describe(S, c));
       return sv_poison();
     }
+    if (!fe_const_fits(S, A->pos_at[1], c, t.dtype)) return sv_poison();
     v = sv_num(c);
   }
   ir_attr a = ir_attr_float("value", v);
@@ -615,18 +616,21 @@ const char *fe_suggest_function(fe_sema *S, const char *name) {
   return best;
 }
 
-static void expected_str(const bi_spec *b, char *buf, size_t n) {
-  if (b->max_pos < 0) snprintf(buf, n, "at least %d", b->min_pos);
-  else if (b->max_pos == b->min_pos) snprintf(buf, n, "%d", b->min_pos);
-  else if (b->max_pos == b->min_pos + 1) snprintf(buf, n, "%d or %d", b->min_pos, b->max_pos);
-  else snprintf(buf, n, "%d to %d", b->min_pos, b->max_pos);
+static void expected_str(int least, int most, char *buf, size_t n) {
+  if (most < 0) snprintf(buf, n, "at least %d", least);
+  else if (most == least) snprintf(buf, n, "%d", least);
+  else if (most == least + 1) snprintf(buf, n, "%d or %d", least, most);
+  else snprintf(buf, n, "%d to %d", least, most);
 }
 
 sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_hints) {
   const bi_spec *b = find_builtin(call->name);
   bi_args A = {.hints = hints, .n_hints = n_hints, .hint = n_hints > 0 ? hints[0] : NULL};
+  /* per-call scratch on the stack (the arena would keep it for the whole
+   * compile: ~100 bytes per call of a 10^6-op model) */
+  char what_small[64];
   size_t wl = strlen(call->name) + 3;
-  char *what = ir_arena_alloc(S->arena, wl);
+  char *what = wl <= sizeof what_small ? what_small : ir_arena_alloc(S->arena, wl);
   snprintf(what, wl, "'%s'", call->name);
   A.what = what;
   int n_pos = 0;
@@ -642,18 +646,42 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
       n_pos++;
     }
   }
-  if (n_pos < b->min_pos || (b->max_pos >= 0 && n_pos > b->max_pos)) {
-    char exp[48];
-    expected_str(b, exp, sizeof exp);
-    fe_error(S, call, "wrong number of arguments to %s: expected %s, got %d", what, exp, n_pos);
+  /* the keywords may also be given by position, in their order, after the
+   * positional arguments: softmax(x, 1) is softmax(x, axis=1) */
+  int n_kws = 0;
+  while (n_kws < MAX_KWS && b->kws[n_kws]) n_kws++;
+  int most = b->max_pos < 0 ? -1 : b->max_pos + n_kws;
+  if (n_pos < b->min_pos || (most >= 0 && n_pos > most)) {
+    char exp[48], names[96] = "";
+    expected_str(b->min_pos, most, exp, sizeof exp);
+    for (int j = 0; j < n_kws; j++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s%s", j ? ", " : " (then: ", b->kws[j],
+               j == n_kws - 1 ? ")" : "");
+    fe_error(S, call, "wrong number of arguments to %s: expected %s%s, got %d", what, exp, names, n_pos);
     return sv_poison();
   }
+  int n_by_pos = b->max_pos >= 0 && n_pos > b->max_pos ? n_pos - b->max_pos : 0; /* keywords given by position */
+  n_pos -= n_by_pos;
   A.n = n_pos;
-  A.pos = ir_arena_alloc(S->arena, (size_t)(n_pos ? n_pos : 1) * sizeof *A.pos);
-  A.pos_at = ir_arena_alloc(S->arena, (size_t)(n_pos ? n_pos : 1) * sizeof *A.pos_at);
+  enum { SMALL_ARGS = 8 };
+  sv pos_small[SMALL_ARGS];
+  const ast *pos_at_small[SMALL_ARGS];
+  A.pos = n_pos <= SMALL_ARGS ? pos_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos);
+  A.pos_at = n_pos <= SMALL_ARGS ? pos_at_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos_at);
   for (int i = 0; i < MAX_KWS; i++) A.kw[i].kind = SV_NONE;
   for (int i = 0, p = 0; i < call->n; i++) {
     const ast *k = call->kid[i];
+    if (k->kind != AST_KWARG && p == n_pos) { /* a keyword by position */
+      int slot = i - n_pos;
+      A.kw_at[slot] = k;
+      A.kw[slot] = fe_eval(S, k, NULL, 0);
+      if (A.kw[slot].kind == SV_POISON) bad = true;
+      else if (A.kw[slot].kind == SV_NONE || A.kw[slot].kind == SV_TUPLE) {
+        fe_error(S, k, "argument %d of %s (%s) cannot be %s", i + 1, what, b->kws[slot], fe_describe(S, A.kw[slot]));
+        bad = true;
+      }
+      continue;
+    }
     if (k->kind != AST_KWARG) {
       A.pos_at[p] = k;
       A.pos[p] = fe_eval(S, k, NULL, 0);

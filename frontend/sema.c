@@ -223,7 +223,8 @@ static void bind_local(fe_sema *S, const ast *at, const char *name, sv v) {
 static void exec_assign(fe_sema *S, const ast *st) {
   const ast *targets = st->kid[0];
   int n = targets->n;
-  const char **names = ir_arena_alloc(S->arena, (size_t)n * sizeof *names);
+  const char *names_small[8] = {0}; /* the stack for the usual few names: the arena lives as long as the compile */
+  const char **names = n <= 8 ? names_small : ir_arena_alloc(S->arena, (size_t)n * sizeof *names);
   bool bad = false;
   for (int i = 0; i < n; i++) {
     names[i] = targets->kid[i]->name;

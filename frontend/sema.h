@@ -143,6 +143,9 @@ sv fe_build(fe_sema *S, const ast *at, ir_op op, ir_value *const *in, int n_in, 
 /* A constant as a rank-0 tensor of dtype dt (weak typing); POISON if it
  * does not fit (reported at at). */
 sv fe_materialize(fe_sema *S, const ast *at, sv c, ir_dtype dt, const char *hint);
+/* Whether constant c can be stored in dt: a float that rounds to Inf in
+ * f32/bf16/f16, or an integer outside i32, is reported at `at`. */
+bool fe_const_fits(fe_sema *S, const ast *at, sv c, ir_dtype dt);
 /* Binary operation: constants fold, weak scalars adopt the tensor's dtype,
  * tensors must agree in dtype and broadcast. what names the operator in
  * messages ("'+'", "'maximum'"). */

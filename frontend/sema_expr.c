@@ -13,6 +13,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sema.h"
@@ -113,9 +114,9 @@ sv fe_build(fe_sema *S, const ast *at, ir_op op, ir_value *const *in, int n_in, 
              FE_MAX_NODES);
     return sv_poison();
   }
-  const char **names = NULL;
+  const char **names = NULL, *names_small[2] = {NULL, NULL};
   if (n_hints > 0) {
-    names = ir_arena_alloc(S->arena, (size_t)n_out * sizeof *names);
+    names = n_out <= 2 ? names_small : ir_arena_alloc(S->arena, (size_t)n_out * sizeof *names);
     for (int i = 0; i < n_out && i < n_hints; i++) names[i] = hints[i];
   }
   ir_node *nd = ir_graph_add_node(S->g, op, in, n_in, out, n_out, attrs, n_attrs,
@@ -132,8 +133,23 @@ static sv build1(fe_sema *S, const ast *at, ir_op op, ir_value *x, const char *h
   return fe_build(S, at, op, &x, 1, NULL, 0, NULL, &hint, 1);
 }
 
+bool fe_const_fits(fe_sema *S, const ast *at, sv c, ir_dtype dt) {
+  double v = sv_num(c);
+  if (ir_dtype_is_float(dt) && isinf(ir_round_to_dtype(dt, v))) {
+    fe_error(S, at, "the constant %s is out of range for %s (it would be %s)", fe_const_str(S, c), ir_dtype_name(dt),
+             v > 0 ? "inf" : "-inf");
+    return false;
+  }
+  if (dt == IR_DT_I32 && c.kind == SV_INT && (c.i < INT32_MIN || c.i > INT32_MAX)) {
+    fe_error(S, at, "the integer %lld does not fit in i32", (long long)c.i);
+    return false;
+  }
+  return true;
+}
+
 sv fe_materialize(fe_sema *S, const ast *at, sv c, ir_dtype dt, const char *hint) {
   double v;
+  if (!fe_const_fits(S, at, c, dt)) return sv_poison();
   if (ir_dtype_is_float(dt)) {
     v = sv_num(c);
   } else if (dt == IR_DT_BOOL) {
@@ -146,10 +162,6 @@ sv fe_materialize(fe_sema *S, const ast *at, sv c, ir_dtype dt, const char *hint
     if (c.kind == SV_FLOAT) {
       fe_error(S, at, "cannot use the number %s with an %s tensor (no implicit conversion; cast the tensor "
                "to a float dtype)", fe_const_str(S, c), ir_dtype_name(dt));
-      return sv_poison();
-    }
-    if (dt == IR_DT_I32 && (c.i < INT32_MIN || c.i > INT32_MAX)) {
-      fe_error(S, at, "the integer %lld does not fit in i32", (long long)c.i);
       return sv_poison();
     }
     v = (double)c.i;
@@ -255,12 +267,40 @@ static bool same_dtype(fe_sema *S, const ast *at, const char *what, ir_value *x,
   return false;
 }
 
+/* A folded constant must be finite: 1e308 * 10, sqrt(-1) or log(0) would
+ * otherwise become an Inf or NaN constant without a word. */
+static sv finite_fold(fe_sema *S, const ast *at, sv r) {
+  if (r.kind != SV_FLOAT || isfinite(r.f)) return r;
+  fe_error(S, at, "the constant expression '%s' is %s; constants must be finite", fe_src(S, at),
+           isnan(r.f) ? "nan" : r.f > 0 ? "inf" : "-inf");
+  return sv_poison();
+}
+
+/* Integer tensor division by a known zero: refused (at run time it would
+ * saturate; docs/language.md, Edge cases). */
+static bool divides_by_zero(const sv *b) {
+  if (sv_is_const(*b)) return b->kind != SV_FLOAT && b->i == 0;
+  if (b->kind != SV_TENSOR || !b->t->def || b->t->def->op != IR_OP_CONST || ir_dtype_is_float(b->t->type.dtype))
+    return false;
+  const ir_attr *v = ir_node_attr(b->t->def, "value");
+  return v && v->kind == IR_ATTR_FLOAT && v->f == 0;
+}
+
 sv fe_binary(fe_sema *S, const ast *at, ir_op op, const char *what, sv a, sv b, const char *hint) {
   if (a.kind == SV_POISON || b.kind == SV_POISON) return sv_poison();
   if (!operand_ok(S, at, what, a) || !operand_ok(S, at, what, b)) return sv_poison();
-  if (sv_is_const(a) && sv_is_const(b)) return fold_binary(S, at, op, what, a, b);
+  if (sv_is_const(a) && sv_is_const(b)) return finite_fold(S, at, fold_binary(S, at, op, what, a, b));
+  if (op == IR_OP_DIV && a.kind == SV_TENSOR && !ir_dtype_is_float(a.t->type.dtype) && divides_by_zero(&b)) {
+    const ast *divisor = at->kind == AST_BINARY ? at->kid[1] : at->kind == AST_CALL && at->n == 2 ? at->kid[1] : at;
+    fe_error(S, divisor, "integer division by zero: the divisor is a constant 0");
+    return sv_poison();
+  }
   if (op == IR_OP_POW && a.kind == SV_TENSOR && sv_is_const(b) && b.kind != SV_BOOL && sv_num(b) == 2)
     return build1(S, at, IR_OP_SQUARE, a.t, hint);
+  /* a constant that does not fit the tensor's dtype is reported at itself */
+  const ast *a_at = at->kind == AST_BINARY ? at->kid[0] : at, *b_at = at->kind == AST_BINARY ? at->kid[1] : at;
+  if (sv_is_const(a) && !fe_const_fits(S, a_at, a, b.t->type.dtype)) return sv_poison();
+  if (sv_is_const(b) && !fe_const_fits(S, b_at, b, a.t->type.dtype)) return sv_poison();
   if (sv_is_const(a)) a = fe_materialize(S, at, a, b.t->type.dtype, NULL);
   if (sv_is_const(b)) b = fe_materialize(S, at, b, a.t->type.dtype, NULL);
   if (a.kind == SV_POISON || b.kind == SV_POISON) return sv_poison();
@@ -304,7 +344,7 @@ sv fe_unary(fe_sema *S, const ast *at, ir_op op, const char *what, sv x, const c
     if (__builtin_mul_overflow(x.i, x.i, &r)) break;
     return sv_int(r);
   default:
-    return sv_float(ir_eval_unary(op, sv_num(x)));
+    return finite_fold(S, at, sv_float(ir_eval_unary(op, sv_num(x))));
   }
   fe_error(S, at, "integer overflow in %s of %lld", what, (long long)x.i);
   return sv_poison();
@@ -444,6 +484,28 @@ static const char *op_symbol(int op) {
   }
 }
 
+/* e and the binary operators down its left spine ((a + b) + c) + d, in a
+ * loop from the innermost: a chain of any length takes no C stack (the
+ * nesting limit counts right operands only; ast.c). */
+static sv eval_binary_chain(fe_sema *S, const ast *e, const char *hint) {
+  int n = 0;
+  for (const ast *k = e; k->kind == AST_BINARY; k = k->kid[0]) n++;
+  const ast **spine = malloc((size_t)n * sizeof *spine);
+  if (!spine) abort();
+  int i = n;
+  for (const ast *k = e; k->kind == AST_BINARY; k = k->kid[0]) spine[--i] = k;
+  sv acc = fe_eval(S, spine[0]->kid[0], NULL, 0);
+  for (i = 0; i < n && !S->aborted; i++) {
+    const ast *k = spine[i];
+    const char *h = i == n - 1 ? hint : NULL;
+    sv b = fe_eval(S, k->kid[1], NULL, 0);
+    if (k->op == IR_OP_MATMUL) acc = fe_matmul(S, k, acc, b, h);
+    else acc = fe_binary(S, k, (ir_op)k->op, op_symbol(k->op), acc, b, h);
+  }
+  free(spine);
+  return S->aborted ? sv_poison() : acc;
+}
+
 sv fe_eval(fe_sema *S, const ast *e, const char *const *hints, int n_hints) {
   if (S->aborted) return sv_poison();
   const char *hint = n_hints > 0 ? hints[0] : NULL;
@@ -470,12 +532,7 @@ sv fe_eval(fe_sema *S, const ast *e, const char *const *hints, int n_hints) {
     sv x = fe_eval(S, e->kid[0], NULL, 0);
     return fe_unary(S, e, (ir_op)e->op, op_symbol(e->op), x, hint);
   }
-  case AST_BINARY: {
-    sv a = fe_eval(S, e->kid[0], NULL, 0);
-    sv b = fe_eval(S, e->kid[1], NULL, 0);
-    if (e->op == IR_OP_MATMUL) return fe_matmul(S, e, a, b, hint);
-    return fe_binary(S, e, (ir_op)e->op, op_symbol(e->op), a, b, hint);
-  }
+  case AST_BINARY: return eval_binary_chain(S, e, hint);
   case AST_CALL: {
     fe_sym *fn = fe_sym_find(&S->fns, e->name);
     if (fn) return fe_call_user(S, fn, e, hints, n_hints);

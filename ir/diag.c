@@ -7,6 +7,7 @@
  * when the source text of `path` was registered with ir_diag_add_source, and
  * as the first line alone otherwise. Errors past the limit are counted, not
  * printed. Also the safe whole-file reader used for every input file. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -84,6 +85,26 @@ static void quote_line(FILE *out, const diag_source *src, int line, int col) {
   fputs("^\n", out);
 }
 
+/* msg with every run of name characters ([A-Za-z0-9_.]) longer than
+ * MAX_NAME_SHOWN bytes cut to its start and "...": names in messages come
+ * from the input, and a 10 MB identifier must not be echoed in full. */
+#define MAX_NAME_SHOWN 64
+static void put_cut_names(FILE *out, const char *msg) {
+  for (const char *p = msg; *p;) {
+    size_t run = 0;
+    while (p[run] && (isalnum((unsigned char)p[run]) || p[run] == '_' || p[run] == '.')) run++;
+    if (run > MAX_NAME_SHOWN) {
+      fprintf(out, "%.*s...", MAX_NAME_SHOWN - 4, p);
+      p += run;
+    } else if (run) {
+      fwrite(p, 1, run, out);
+      p += run;
+    } else {
+      fputc(*p++, out);
+    }
+  }
+}
+
 static void report(ir_diag *d, const char *kind, ir_loc loc, const char *fmt, va_list ap) {
   if (loc.file && loc.line > 0)
     fprintf(d->out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col > 0 ? loc.col : 1, kind);
@@ -91,7 +112,14 @@ static void report(ir_diag *d, const char *kind, ir_loc loc, const char *fmt, va
     fprintf(d->out, "%s: %s: ", loc.file, kind);
   else
     fprintf(d->out, "tgc: %s: ", kind);
-  vfprintf(d->out, fmt, ap);
+  char small[512], *msg = small;
+  va_list aq;
+  va_copy(aq, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1))) vsnprintf(msg, (size_t)n + 1, fmt, aq);
+  va_end(aq);
+  put_cut_names(d->out, msg ? msg : small);
+  if (msg != small) free(msg);
   fputc('\n', d->out);
   const diag_source *src = find_source(d, loc.file);
   if (src && loc.line > 0) quote_line(d->out, src, loc.line, loc.col > 0 ? loc.col : 1);

@@ -25,9 +25,15 @@ struct ir_name_set {
   int next_anon; /* next number for nameless values */
 };
 
+/* FNV-1a, then a finalizer: the table takes the low bits, and FNV-1a's low
+ * bits depend only on the low bits of the bytes (names that differ in a
+ * digit clustered into long probe runs). */
 static uint64_t hash_str(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93ull;
+  h ^= h >> 32;
   return h;
 }
 
@@ -274,6 +280,30 @@ void ir_replace_all_uses(ir_graph *g, ir_value *old_v, ir_value *new_v) {
     if (g->outputs[i].value == old_v) g->outputs[i].value = new_v;
 }
 
+void ir_replace_uses_many(ir_graph *g, ir_value *const *olds, ir_value *const *news, int n) {
+  if (n <= 0) return;
+  int bound = ir_graph_id_bound(g);
+  ir_value **to = calloc((size_t)bound + 1, sizeof *to);
+  if (!to) abort();
+  for (int i = 0; i < n; i++)
+    if (olds[i]->id >= 0 && olds[i]->id < bound && olds[i] != news[i]) to[olds[i]->id] = news[i];
+  /* follows chains (a -> b, b -> c); a cycle would be a pass bug */
+#define FINAL(v)                                                                        \
+  do {                                                                                  \
+    for (int hops = 0; (v)->id >= 0 && (v)->id < bound && to[(v)->id]; hops++) {        \
+      if (hops > n) abort();                                                            \
+      (v) = to[(v)->id];                                                                \
+    }                                                                                   \
+  } while (0)
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *nd = g->nodes[i];
+    for (int j = 0; j < nd->n_in; j++) FINAL(nd->in[j]);
+  }
+  for (int i = 0; i < g->n_outputs; i++) FINAL(g->outputs[i].value);
+#undef FINAL
+  free(to);
+}
+
 int ir_count_uses(const ir_graph *g, const ir_value *v) {
   int uses = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -319,16 +349,18 @@ void ir_graph_compact(ir_graph *g) {
     if (!g->nodes[i]->dead) g->nodes[k++] = g->nodes[i];
   g->n_nodes = k;
   for (int i = 0; i < k; i++) g->nodes[i]->id = i;
+  /* a declaration stays only while it is still listed (one mark per value
+   * id: a scan of the lists per value was quadratic in the params) */
+  bool *listed = calloc((size_t)g->n_values + 1, sizeof *listed);
+  if (!listed) abort();
+  for (int j = 0; j < g->n_inputs + g->n_params; j++) {
+    const ir_value *v = j < g->n_inputs ? g->inputs[j] : g->params[j - g->n_inputs];
+    if (v->id >= 0 && v->id < g->n_values && g->values[v->id] == v) listed[v->id] = true;
+  }
   k = 0;
   for (int i = 0; i < g->n_values; i++) {
     ir_value *v = g->values[i];
-    bool keep = v->def ? !v->def->dead : (v->role == IR_ROLE_INPUT || v->role == IR_ROLE_PARAM);
-    if (!v->def) {
-      /* a declaration stays only while it is still listed */
-      keep = false;
-      for (int j = 0; j < g->n_inputs && !keep; j++) keep = g->inputs[j] == v;
-      for (int j = 0; j < g->n_params && !keep; j++) keep = g->params[j] == v;
-    }
+    bool keep = v->def ? !v->def->dead : listed[i];
     if (keep) {
       v->id = k;
       g->values[k++] = v;
@@ -338,6 +370,7 @@ void ir_graph_compact(ir_graph *g) {
     }
   }
   g->n_values = k;
+  free(listed);
 }
 
 void ir_graph_move_tail(ir_graph *g, int count, int pos) {
@@ -349,6 +382,14 @@ void ir_graph_move_tail(ir_graph *g, int count, int pos) {
   memcpy(g->nodes + pos, tmp, (size_t)count * sizeof *tmp);
   free(tmp);
   for (int i = pos; i < g->n_nodes; i++) g->nodes[i]->id = i;
+}
+
+void ir_graph_take_place(ir_graph *g, ir_node *n, ir_node *dead) {
+  int a = n->id, b = dead->id;
+  if (a < 0 || b < 0 || a >= g->n_nodes || b >= g->n_nodes || g->nodes[a] != n || g->nodes[b] != dead || !dead->dead)
+    abort(); /* a pass bug: not nodes of g, or the place is not free */
+  g->nodes[b] = n, n->id = b;
+  g->nodes[a] = dead, dead->id = a;
 }
 
 /* ---- types, roles, attributes ---- */

@@ -314,8 +314,13 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
 ir_value *ir_graph_build1(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
                           const ir_attr *attrs, int n_attrs, const char *name_hint, ir_loc loc);
 
-/* Every use of old (node operands, graph outputs) now uses new. */
+/* Every use of old (node operands, graph outputs) now uses new. O(nodes):
+ * a pass that replaces many values uses ir_replace_uses_many once. */
 void ir_replace_all_uses(ir_graph *g, ir_value *old_v, ir_value *new_v);
+/* Every use of olds[i] now uses news[i], for all i, in one walk over the
+ * nodes and outputs (olds must be values of g; a new value may itself be
+ * an old one: the replacements are followed to the end). */
+void ir_replace_uses_many(ir_graph *g, ir_value *const *olds, ir_value *const *news, int n);
 /* Number of uses of v as a node operand or graph output. O(nodes). */
 int ir_count_uses(const ir_graph *g, const ir_value *v);
 /* The same for every value at once: a malloc'd array (the caller frees)
@@ -331,6 +336,11 @@ void ir_graph_compact(ir_graph *g);
 /* Moves the last `count` nodes (appended by a pass) to just before position
  * pos, keeping their order: lets a pass build new nodes and then place them. */
 void ir_graph_move_tail(ir_graph *g, int count, int pos);
+/* Puts node n in the place of node dead (marked dead, removed at the next
+ * ir_graph_compact), which takes n's place: O(1) where ir_graph_move_tail
+ * shifts every later node, for a pass that replaces a node by a new one at
+ * its position. Both must be nodes of g with ids equal to their index. */
+void ir_graph_take_place(ir_graph *g, ir_node *n, ir_node *dead);
 
 /* ===================================================================== */
 /* expr.c — sub-languages inside attributes, parsed once                  */
@@ -426,6 +436,15 @@ int ir_broadcast_shapes(const ir_type *a, const ir_type *b, ir_type *out, char *
  * each problem through d at the node's location ("verifier: ..."); returns
  * the number of problems (0 = valid). */
 int ir_verify(const ir_graph *g, ir_diag *d);
+/* Where to report instead of each node's, value's and output's own loc
+ * (arrays indexed by node id, value id and output index; a NULL array means
+ * the own locs): the .ir reader passes the positions in the .ir text, so a
+ * verifier error in a .ir file points at its line there. Graphs built by
+ * passes have no text and use ir_verify. */
+typedef struct {
+  const ir_loc *nodes, *values, *outputs;
+} ir_verify_locs;
+int ir_verify_at(const ir_graph *g, const ir_verify_locs *at, ir_diag *d);
 
 /* ===================================================================== */
 /* print.c / read.c / dot.c / json.c                                      */
@@ -436,6 +455,10 @@ char *ir_print_to_string(const ir_graph *g);
 /* Parses the textual IR. Errors are "path:line:col: error: ..." through d;
  * returns NULL if there was any. The result is verified by the caller. */
 ir_graph *ir_parse(const char *path, const char *text, size_t len, ir_diag *d);
+/* ir_parse, then ir_verify_at with the positions of the .ir text: every
+ * error, the verifier's included, reads "path:line:col: error: ...".
+ * Returns a verified graph or NULL. */
+ir_graph *ir_read(const char *path, const char *text, size_t len, ir_diag *d);
 void ir_print_dot(FILE *out, const ir_graph *g);
 void ir_print_json(FILE *out, const ir_graph *g);
 

@@ -17,7 +17,10 @@
  * "undefined value" errors. Header errors stop the parse. The graph is built
  * as lines are read (ir_graph_add_input / _param / _node / _output, with the
  * printed names verbatim) and freed again if anything was reported.
- * Types are not re-inferred: the caller runs ir_verify.
+ * ir_parse does not re-infer types (its caller runs ir_verify); ir_read
+ * runs the verifier with the position of every node (its op name), value
+ * (its name where defined) and output (its line) in the .ir text, so
+ * verifier errors point into the .ir file too.
  */
 #include <errno.h>
 #include <limits.h>
@@ -82,6 +85,9 @@ typedef struct {
   name_table values, outputs;
   entry **pending; /* names defined by the line being parsed */
   int n_pending, cap_pending;
+  bool record;     /* ir_read: keep where each node, value and output is in the text */
+  ir_loc *node_at, *value_at, *output_at; /* indexed by node id, value id, output index */
+  int cap_node_at, cap_value_at, cap_output_at;
 } parser;
 
 /* ------------------------------------------------------------------ */
@@ -650,6 +656,20 @@ static bool parse_init(parser *p, ir_init *init) {
   return true;
 }
 
+/* at[i] = (path, line, col), growing at as needed (ir_read only). */
+static void record_at(parser *p, ir_loc **at, int *cap, int i, int line, int col) {
+  if (!p->record) return;
+  if (i >= *cap) {
+    int nc = *cap ? *cap : 64;
+    while (nc <= i) nc *= 2;
+    ir_loc *na = realloc(*at, (size_t)nc * sizeof *na);
+    if (!na) abort();
+    *at = na;
+    *cap = nc;
+  }
+  (*at)[i] = (ir_loc){p->path, line, col};
+}
+
 /* 'input' VAL ':' annot loc  |  'param' VAL ':' annot ('init' init)? loc */
 static bool parse_decl(parser *p, bool is_param) {
   next(p);
@@ -674,6 +694,7 @@ static bool parse_decl(parser *p, bool is_param) {
   v->role = a.role;
   v->shard = a.shard;
   e->v = v;
+  record_at(p, &p->value_at, &p->cap_value_at, v->id, e->line, e->col);
   return true;
 }
 
@@ -878,10 +899,12 @@ static bool parse_node_line(parser *p, node_lists *L, ir_attr *attrs, int64_t **
                                  *n_attrs, L->names, loc);
   free(types);
   n->layer = (int)layer;
+  record_at(p, &p->node_at, &p->cap_node_at, n->id, op_line, op_col);
   for (int r = 0; r < n->n_out; r++) {
     n->out[r]->role = L->annots[r].role;
     n->out[r]->shard = L->annots[r].shard;
     p->pending[r]->v = n->out[r];
+    record_at(p, &p->value_at, &p->cap_value_at, n->out[r]->id, p->pending[r]->line, p->pending[r]->col);
     if (strcmp(n->out[r]->name, L->names[r]) != 0) {
       report(p, p->pending[r]->line, p->pending[r]->col, false,
              "internal error: the graph renamed '%%%s' to '%%%s'", L->names[r], n->out[r]->name);
@@ -906,6 +929,7 @@ static bool parse_node(parser *p) {
 
 /* 'output' STRING '=' VAL */
 static bool parse_output(parser *p) {
+  int line = p->tok.line, col = p->tok.col;
   next(p);
   if (p->tok.kind != T_STRING) return expected(p, "an output name string after 'output'");
   if (table_find(&p->outputs, p->sbuf, p->slen)) {
@@ -923,6 +947,7 @@ static bool parse_output(parser *p) {
   next(p);
   if (!expect_eol(p)) return false;
   ir_graph_add_output(p->g, name->name, v);
+  record_at(p, &p->output_at, &p->cap_output_at, p->g->n_outputs - 1, line, col);
   return true;
 }
 
@@ -1007,8 +1032,9 @@ static void parse_module(parser *p) {
   }
 }
 
-ir_graph *ir_parse(const char *path, const char *text, size_t len, ir_diag *d) {
+static ir_graph *parse_text(const char *path, const char *text, size_t len, ir_diag *d, bool verify) {
   parser p = {0};
+  p.record = verify;
   p.path = path;
   p.text = text ? text : "";
   p.len = text ? len : 0;
@@ -1023,9 +1049,24 @@ ir_graph *ir_parse(const char *path, const char *text, size_t len, ir_diag *d) {
   free(p.outputs.slots);
   free(p.pending);
   ir_arena_free(p.scratch);
+  if (!p.errors && verify) {
+    ir_verify_locs at = {p.node_at, p.value_at, p.output_at};
+    p.errors = ir_verify_at(p.g, &at, d);
+  }
+  free(p.node_at);
+  free(p.value_at);
+  free(p.output_at);
   if (p.errors && p.g) {
     ir_graph_free(p.g);
     p.g = NULL;
   }
   return p.errors ? NULL : p.g;
+}
+
+ir_graph *ir_parse(const char *path, const char *text, size_t len, ir_diag *d) {
+  return parse_text(path, text, len, d, false);
+}
+
+ir_graph *ir_read(const char *path, const char *text, size_t len, ir_diag *d) {
+  return parse_text(path, text, len, d, true);
 }

@@ -24,6 +24,7 @@ enum { UNDEFINED = 0, DEFINED = 1, DEAD_DEF = 2 };
 typedef struct {
   const ir_graph *g;
   ir_diag *d;
+  const ir_verify_locs *at; /* NULL: report at the graph's own locs */
   int problems;
   unsigned char *state;   /* per value id */
   unsigned char *declared; /* per value id: 1 input, 2 param */
@@ -50,6 +51,13 @@ static bool owns_value(const ir_graph *g, const ir_value *v) {
 }
 static bool owns_node(const ir_graph *g, const ir_node *n) {
   return n && n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
+}
+/* Where a problem of node n / value v / output i is reported. */
+static ir_loc node_at(const vctx *c, const ir_node *n) {
+  return c->at && c->at->nodes && owns_node(c->g, n) ? c->at->nodes[n->id] : n->loc;
+}
+static ir_loc value_at(const vctx *c, const ir_value *v) {
+  return c->at && c->at->values && owns_value(c->g, v) ? c->at->values[v->id] : v->loc;
 }
 static const char *vname(const ir_value *v) { return v->name && v->name[0] ? v->name : "?"; }
 
@@ -99,11 +107,11 @@ static void check_shard(vctx *c, const ir_value *v) {
     int k = v->shard.split[d];
     if (k == 0) continue;
     if (k < 0 || k > IR_MAX_RANK) {
-      problem(c, v->loc, "%%%s has an invalid shard code %d on dim %d", vname(v), k, d);
+      problem(c, value_at(c, v), "%%%s has an invalid shard code %d on dim %d", vname(v), k, d);
     } else if (d >= v->type.rank) {
-      problem(c, v->loc, "%%%s is split on dim %d but has rank %d", vname(v), d, v->type.rank);
+      problem(c, value_at(c, v), "%%%s is split on dim %d but has rank %d", vname(v), d, v->type.rank);
     } else if (dim_of_axis[k] >= 0) {
-      problem(c, v->loc, "%%%s is split over mesh axis %d on both dims %d and %d", vname(v), k - 1, dim_of_axis[k], d);
+      problem(c, value_at(c, v), "%%%s is split over mesh axis %d on both dims %d and %d", vname(v), k - 1, dim_of_axis[k], d);
     } else {
       dim_of_axis[k] = d;
     }
@@ -120,21 +128,21 @@ static void check_values(vctx *c) {
       problem(c, (ir_loc){0}, "value slot %d is empty", i);
       continue;
     }
-    if (v->id != i) problem(c, v->loc, "%%%s has id %d but is at index %d", vname(v), v->id, i);
-    if (!v->name || !v->name[0]) problem(c, v->loc, "value %d has no name", i);
-    else if (!set_add(&names, v->name)) problem(c, v->loc, "name %%%s is used by two values", v->name);
-    if (!type_valid(&v->type)) problem(c, v->loc, "%%%s has an invalid type", vname(v));
-    if ((unsigned)v->role >= IR_NUM_ROLES) problem(c, v->loc, "%%%s has an invalid role %d", vname(v), (int)v->role);
+    if (v->id != i) problem(c, value_at(c, v), "%%%s has id %d but is at index %d", vname(v), v->id, i);
+    if (!v->name || !v->name[0]) problem(c, value_at(c, v), "value %d has no name", i);
+    else if (!set_add(&names, v->name)) problem(c, value_at(c, v), "name %%%s is used by two values", v->name);
+    if (!type_valid(&v->type)) problem(c, value_at(c, v), "%%%s has an invalid type", vname(v));
+    if ((unsigned)v->role >= IR_NUM_ROLES) problem(c, value_at(c, v), "%%%s has an invalid role %d", vname(v), (int)v->role);
     check_shard(c, v);
     if (v->def) {
       if (!owns_node(g, v->def))
-        problem(c, v->loc, "%%%s is defined by a node that is not in the graph", vname(v));
+        problem(c, value_at(c, v), "%%%s is defined by a node that is not in the graph", vname(v));
       else if (v->def_result < 0 || v->def_result >= v->def->n_out || !v->def->out ||
                v->def->out[v->def_result] != v)
-        problem(c, v->loc, "%%%s claims to be result %d of %s, which it is not", vname(v), v->def_result,
+        problem(c, value_at(c, v), "%%%s claims to be result %d of %s, which it is not", vname(v), v->def_result,
                 ir_op_name(v->def->op));
       if (c->declared[i])
-        problem(c, v->loc, "%s %%%s has a defining node", c->declared[i] == 1 ? "input" : "param", vname(v));
+        problem(c, value_at(c, v), "%s %%%s has a defining node", c->declared[i] == 1 ? "input" : "param", vname(v));
     }
   }
   free(names.slots);
@@ -159,14 +167,14 @@ static void check_decls(vctx *c, ir_value *const *list, int n, int kind) {
       continue;
     }
     if (c->declared[v->id]) {
-      problem(c, v->loc, "%%%s is declared twice (as %s and %s)", vname(v),
+      problem(c, value_at(c, v), "%%%s is declared twice (as %s and %s)", vname(v),
               c->declared[v->id] == 1 ? "input" : "param", what);
       continue;
     }
     c->declared[v->id] = (unsigned char)kind;
     if (v->role != (kind == 1 ? IR_ROLE_INPUT : IR_ROLE_PARAM))
-      problem(c, v->loc, "%s %%%s has role %s", what, vname(v), ir_role_name(v->role));
-    if (kind == 2 && !init_valid(&v->init)) problem(c, v->loc, "param %%%s has an invalid init", vname(v));
+      problem(c, value_at(c, v), "%s %%%s has role %s", what, vname(v), ir_role_name(v->role));
+    if (kind == 2 && !init_valid(&v->init)) problem(c, value_at(c, v), "param %%%s has an invalid init", vname(v));
     if (!v->def) c->state[v->id] = DEFINED;
   }
 }
@@ -194,14 +202,14 @@ static void retype_node(vctx *c, const ir_node *n) {
   char err[512];
   int n_out = 0;
   if (ir_infer(n->op, in, n->n_in, n->attrs, n->n_attrs, out, &n_out, err, sizeof err) != 0) {
-    problem(c, n->loc, "%s", err);
+    problem(c, node_at(c, n), "%s", err);
   } else if (n_out != n->n_out) {
-    problem(c, n->loc, "%s has %d results but its operands give %d", op, n->n_out, n_out);
+    problem(c, node_at(c, n), "%s has %d results but its operands give %d", op, n->n_out, n_out);
   } else {
     for (int i = 0; i < n_out; i++) {
       if (ir_type_equal(&out[i], &n->out[i]->type)) continue;
       char have[256], want[256];
-      problem(c, n->loc, "result %d of %s has type %s but its operands give %s", i, op,
+      problem(c, node_at(c, n), "result %d of %s has type %s but its operands give %s", i, op,
               ir_type_str(&n->out[i]->type, have, sizeof have), ir_type_str(&out[i], want, sizeof want));
     }
   }
@@ -216,15 +224,15 @@ static void check_node(vctx *c, int index) {
     problem(c, (ir_loc){0}, "node slot %d is empty", index);
     return;
   }
-  if (n->id != index) problem(c, n->loc, "node %d has id %d", index, n->id);
+  if (n->id != index) problem(c, node_at(c, n), "node %d has id %d", index, n->id);
   if ((unsigned)n->op >= IR_NUM_OPS) {
-    problem(c, n->loc, "node %d has an invalid op %d", index, (int)n->op);
+    problem(c, node_at(c, n), "node %d has an invalid op %d", index, (int)n->op);
     return;
   }
   const char *op = ir_op_name(n->op);
   bool ok = true;
   if (n->n_out < 0 || (n->n_out > 0 && !n->out) || n->n_in < 0 || (n->n_in > 0 && !n->in)) {
-    problem(c, n->loc, "%s has malformed operand or result lists", op);
+    problem(c, node_at(c, n), "%s has malformed operand or result lists", op);
     return;
   }
   if (n->dead) { /* absent: its results count as removed */
@@ -234,44 +242,44 @@ static void check_node(vctx *c, int index) {
   }
   int want_in = ir_op_num_inputs(n->op), want_out = ir_op_num_outputs(n->op);
   if (want_in >= 0 ? n->n_in != want_in : n->n_in < 1) {
-    problem(c, n->loc, "%s has %d operands", op, n->n_in);
+    problem(c, node_at(c, n), "%s has %d operands", op, n->n_in);
     ok = false;
   }
   if (want_out >= 0 ? n->n_out != want_out : n->n_out < 1) {
-    problem(c, n->loc, "%s has %d results", op, n->n_out);
+    problem(c, node_at(c, n), "%s has %d results", op, n->n_out);
     ok = false;
   }
   if (n->n_attrs < 0 || (n->n_attrs > 0 && !n->attrs)) {
-    problem(c, n->loc, "%s has a malformed attribute list", op);
+    problem(c, node_at(c, n), "%s has a malformed attribute list", op);
     ok = false;
   }
   for (int j = 0; j < n->n_in; j++) {
     const ir_value *v = n->in[j];
     if (!owns_value(g, v)) {
-      problem(c, n->loc, "operand %d of %s is not a value of this graph", j, op);
+      problem(c, node_at(c, n), "operand %d of %s is not a value of this graph", j, op);
       ok = false;
     } else if (c->state[v->id] == DEAD_DEF) {
-      problem(c, n->loc, "operand %d of %s, %%%s, is defined by a removed node", j, op, vname(v));
+      problem(c, node_at(c, n), "operand %d of %s, %%%s, is defined by a removed node", j, op, vname(v));
     } else if (c->state[v->id] != DEFINED) {
       if (v->def || c->declared[v->id])
-        problem(c, n->loc, "operand %d of %s, %%%s, is used before its definition", j, op, vname(v));
+        problem(c, node_at(c, n), "operand %d of %s, %%%s, is used before its definition", j, op, vname(v));
       else
-        problem(c, n->loc, "operand %d of %s, %%%s, has no definition", j, op, vname(v));
+        problem(c, node_at(c, n), "operand %d of %s, %%%s, has no definition", j, op, vname(v));
     }
   }
   for (int j = 0; j < n->n_out; j++) {
     const ir_value *v = n->out[j];
     if (!owns_value(g, v)) {
-      problem(c, n->loc, "result %d of %s is not a value of this graph", j, op);
+      problem(c, node_at(c, n), "result %d of %s is not a value of this graph", j, op);
       ok = false;
       continue;
     }
     if (v->def != n || v->def_result != j) {
-      problem(c, n->loc, "result %d of %s, %%%s, does not point back to its node", j, op, vname(v));
+      problem(c, node_at(c, n), "result %d of %s, %%%s, does not point back to its node", j, op, vname(v));
       ok = false;
     }
     if (c->state[v->id] != UNDEFINED || c->declared[v->id])
-      problem(c, n->loc, "%%%s is defined twice (result %d of %s)", vname(v), j, op);
+      problem(c, node_at(c, n), "%%%s is defined twice (result %d of %s)", vname(v), j, op);
     c->state[v->id] = DEFINED;
   }
   if (ok) {
@@ -290,7 +298,7 @@ static void check_outputs(vctx *c) {
   for (int i = 0; i < g->n_outputs; i++) {
     const ir_output *o = &g->outputs[i];
     const ir_value *v = o->value;
-    ir_loc loc = owns_value(g, v) ? v->loc : (ir_loc){0};
+    ir_loc loc = c->at && c->at->outputs ? c->at->outputs[i] : owns_value(g, v) ? v->loc : (ir_loc){0};
     if (!o->name || !o->name[0]) problem(c, loc, "output %d has no name", i);
     else if (!set_add(&names, o->name)) problem(c, loc, "output name \"%s\" is used twice", o->name);
     const char *on = o->name ? o->name : "?";
@@ -303,8 +311,10 @@ static void check_outputs(vctx *c) {
   free(names.slots);
 }
 
-int ir_verify(const ir_graph *g, ir_diag *d) {
-  vctx c = {.g = g, .d = d};
+int ir_verify(const ir_graph *g, ir_diag *d) { return ir_verify_at(g, NULL, d); }
+
+int ir_verify_at(const ir_graph *g, const ir_verify_locs *at, ir_diag *d) {
+  vctx c = {.g = g, .d = d, .at = at};
   size_t nv = g->n_values > 0 ? (size_t)g->n_values : 1;
   c.state = calloc(nv, 1);
   c.declared = calloc(nv, 1);

@@ -9,11 +9,13 @@
  * Grad nodes are expanded in program order: pass_vjp appends the backward
  * nodes at the end, ir_graph_move_tail puts them where the grad node was,
  * every use of a grad result is replaced by the gradient (a zero constant if
- * the loss does not depend on that value), and the grad node is marked dead.
+ * the loss does not depend on that value; all results in one walk), and the
+ * grad node is marked dead.
  * Because the expansion of an earlier grad is ordinary IR by the time a later
  * grad is expanded, a grad of a gradient (second order) works for every op
  * whose VJP rule is itself differentiable.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "autodiff_impl.h"
@@ -37,13 +39,19 @@ int pass_autodiff(ir_graph *g, const pass_options *o) {
     }
     int added = g->n_nodes - before;
     ir_graph_move_tail(g, added, k);
-    for (int i = 0; i < n_wrt; i++) {
-      ir_value *r = n->out[i];
-      ir_replace_all_uses(g, r, grads[i]);
-      for (int j = 0; j < g->n_outputs; j++) /* a returned gradient keeps role grad */
-        if (g->outputs[j].value == grads[i]) grads[i]->role = IR_ROLE_GRAD;
-    }
+    /* every result at once: one walk over the graph, not one per parameter */
+    ir_replace_uses_many(g, n->out, grads, n_wrt);
     n->dead = true;
+    int bound = ir_graph_id_bound(g);
+    bool *is_grad = calloc((size_t)bound + 1, sizeof *is_grad);
+    if (!is_grad) abort();
+    for (int i = 0; i < n_wrt; i++)
+      if (grads[i]->id >= 0 && grads[i]->id < bound) is_grad[grads[i]->id] = true;
+    for (int j = 0; j < g->n_outputs; j++) { /* a returned gradient keeps role grad */
+      ir_value *v = g->outputs[j].value;
+      if (v->id >= 0 && v->id < bound && is_grad[v->id]) v->role = IR_ROLE_GRAD;
+    }
+    free(is_grad);
     free(grads);
     k += added; /* now the grad node's index */
     changed = true;

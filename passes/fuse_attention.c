@@ -50,19 +50,61 @@ typedef struct {
   double scale_value;
 } attn_match;
 
+/* The pass stays linear in the graph: use counts and each value's reader are
+ * tabled once and kept up to date by the rewrites, fused nodes take the
+ * places of dead ones (ir_graph_take_place), and the uses of replaced values
+ * are rewritten in one walk at the end (ir_replace_uses_many; nothing the
+ * matcher reads depends on them meanwhile). */
 typedef struct {
   ir_graph *g;
-  int *uses;   /* by value id: operand uses by live nodes + graph outputs */
-  int n_uses;
+  int *uses;        /* by value id: operand uses by live nodes + graph outputs */
+  ir_node **reader; /* by value id: a node that reads it (the one, when uses == 1) */
+  ir_value **to;    /* by value id: the value that replaces it, or NULL */
+  int n_uses;       /* entries of the three */
+  ir_value **olds, **news; /* replacements, applied at the end */
+  int n_repl, cap_repl;
 } fa_ctx;
 
 static void count_uses(fa_ctx *c) {
-  free(c->uses);
   c->uses = ir_use_counts(c->g, &c->n_uses);
-  if (!c->uses) abort();
+  c->reader = calloc((size_t)c->n_uses + 1, sizeof *c->reader);
+  c->to = calloc((size_t)c->n_uses + 1, sizeof *c->to);
+  if (!c->uses || !c->reader || !c->to) abort();
+  for (int i = 0; i < c->g->n_nodes; i++) {
+    ir_node *n = c->g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j]->id >= 0 && n->in[j]->id < c->n_uses) c->reader[n->in[j]->id] = n;
+  }
 }
 
-static int uses_of(const fa_ctx *c, const ir_value *v) {
+/* Room for the values the rewrite added (ids past the tables). */
+static void grow_uses(fa_ctx *c) {
+  int bound = c->g->n_values; /* new values take ids n_values - 1, ... (ir_graph_add_node) */
+  if (bound <= c->n_uses) return;
+  int *u = realloc(c->uses, (size_t)bound * sizeof *u);
+  ir_node **r = realloc(c->reader, (size_t)bound * sizeof *r);
+  ir_value **t = realloc(c->to, (size_t)bound * sizeof *t);
+  if (!u || !r || !t) abort();
+  for (int i = c->n_uses; i < bound; i++) u[i] = 0, r[i] = NULL, t[i] = NULL;
+  c->uses = u, c->reader = r, c->to = t, c->n_uses = bound;
+}
+
+/* v, or the value that replaced it (a fused result): what v's readers read
+ * once the replacements are applied. */
+static ir_value *resolve(const fa_ctx *c, ir_value *v) {
+  while (v && v->id >= 0 && v->id < c->n_uses && c->to[v->id]) v = c->to[v->id];
+  return v;
+}
+
+/* n now reads its operands: counts and readers. */
+static void add_reads(fa_ctx *c, ir_node *n) {
+  for (int j = 0; j < n->n_in; j++)
+    if (n->in[j]->id >= 0 && n->in[j]->id < c->n_uses) c->uses[n->in[j]->id]++, c->reader[n->in[j]->id] = n;
+}
+
+static int uses_of(const fa_ctx *c, ir_value *v) {
+  v = resolve(c, v);
   return v->id >= 0 && v->id < c->n_uses ? c->uses[v->id] : 0;
 }
 
@@ -166,15 +208,10 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
   int r = p->type.rank;
   if (r < 2 || !ir_dtype_is_float(p->type.dtype) || ir_node_attr_int(sm, "axis", -1) != r - 1) return false;
   if (uses_of(c, p) != 1) return false;
-  /* the one user: p v */
-  ir_node *pv = NULL;
-  for (int i = 0; i < c->g->n_nodes && !pv; i++) {
-    ir_node *n = c->g->nodes[i];
-    if (n->dead) continue;
-    for (int j = 0; j < n->n_in; j++)
-      if (n->in[j] == p) pv = n;
-  }
-  if (!pv || pv->n_in != 2 || pv->in[0] != p || pv->in[1] == p) return false;
+  /* the one user: p v (a dead reader: p's reader was rewritten, and the
+   * node that reads it now is a fused attention, no p v) */
+  ir_node *pv = p->id >= 0 && p->id < c->n_uses ? c->reader[p->id] : NULL;
+  if (!pv || pv->dead || pv->n_in != 2 || pv->in[0] != p || pv->in[1] == p) return false;
   if (!((pv->op == IR_OP_MATMUL && plain_matmul(pv)) || (pv->op == IR_OP_EINSUM && einsum_pv(pv, r)))) return false;
   m->pv = pv;
   m->v = pv->in[1];
@@ -230,8 +267,10 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
 static void kill(fa_ctx *c, ir_node *n) {
   if (!n || n->dead) return;
   n->dead = true;
-  for (int j = 0; j < n->n_in; j++)
-    if (n->in[j]->id >= 0 && n->in[j]->id < c->n_uses) c->uses[n->in[j]->id]--;
+  for (int j = 0; j < n->n_in; j++) {
+    const ir_value *v = resolve(c, n->in[j]);
+    if (v->id >= 0 && v->id < c->n_uses) c->uses[v->id]--;
+  }
 }
 
 /* A node left with no users (the scale constant, k's transpose) goes too. */
@@ -239,10 +278,12 @@ static void kill_if_unused(fa_ctx *c, ir_value *v) {
   if (v && v->def && !v->def->dead && v->def->n_out == 1 && uses_of(c, v) == 0) kill(c, v->def);
 }
 
-static void rewrite(fa_ctx *c, const attn_match *m) {
+static void rewrite(fa_ctx *c, attn_match *m) {
   ir_graph *g = c->g;
   ir_loc loc = m->softmax->loc;
-  int added = 0;
+  /* operands that an earlier fusion replaced: the new nodes read the new values */
+  m->q = resolve(c, m->q), m->v = resolve(c, m->v), m->kt = resolve(c, m->kt);
+  if (m->k) m->k = resolve(c, m->k);
   ir_value *k = m->k;
   if (!k) {
     int r = m->kt->type.rank;
@@ -253,7 +294,6 @@ static void rewrite(fa_ctx *c, const attn_match *m) {
     k = ir_graph_build1(g, IR_OP_TRANSPOSE, &m->kt, 1, &pa, 1, NULL, m->scores->loc);
     k->def->layer = m->scores->layer;
     k->role = m->scores->out[0]->role;
-    added++;
   }
   ir_value *in[3] = {m->q, k, m->v};
   ir_attr attrs[2] = {ir_attr_float("scale", m->scale_value), ir_attr_int("causal", m->mask != NULL)};
@@ -266,12 +306,23 @@ static void rewrite(fa_ctx *c, const attn_match *m) {
   }
   const char *names[2] = {NULL, "lse"};
   ir_node *att = ir_graph_add_node(g, IR_OP_ATTENTION, in, 3, out_t, n_out, attrs, 2, names, loc);
-  added++;
   att->layer = m->softmax->layer;
   ir_value *old = m->pv->out[0], *o = att->out[0];
   o->role = att->out[1]->role = old->role;
   o->shard = old->shard;
-  ir_replace_all_uses(g, old, o);
+  grow_uses(c);
+  if (!m->k) add_reads(c, k->def);
+  add_reads(c, att);
+  /* old's readers read o from now on (rewritten at the end) */
+  if (c->n_repl == c->cap_repl) {
+    c->cap_repl = c->cap_repl ? 2 * c->cap_repl : 16;
+    c->olds = realloc(c->olds, (size_t)c->cap_repl * sizeof *c->olds);
+    c->news = realloc(c->news, (size_t)c->cap_repl * sizeof *c->news);
+    if (!c->olds || !c->news) abort();
+  }
+  c->olds[c->n_repl] = old, c->news[c->n_repl++] = o;
+  c->uses[o->id] = c->uses[old->id], c->uses[old->id] = 0;
+  c->to[old->id] = o;
   /* the fused result takes the replaced value's name (both names stay reserved) */
   const char *name = old->name;
   old->name = o->name;
@@ -284,9 +335,10 @@ static void rewrite(fa_ctx *c, const attn_match *m) {
   if (m->scale)
     for (int j = 0; j < m->scale->n_in; j++) kill_if_unused(c, m->scale->in[j]);
   if (m->k && m->kt != m->k) kill_if_unused(c, m->kt);
-  int pos = 0;
-  while (pos < g->n_nodes && g->nodes[pos] != m->pv) pos++;
-  ir_graph_move_tail(g, added, pos);
+  /* att at p v's place (after q, k, v); a new transpose of kt at the
+   * softmax's (after the scores, so after kt; before att) */
+  if (!m->k) ir_graph_take_place(g, k->def, m->softmax);
+  ir_graph_take_place(g, att, m->pv);
 }
 
 int pass_fuse_attention(ir_graph *g, const pass_options *o) {
@@ -300,10 +352,14 @@ int pass_fuse_attention(ir_graph *g, const pass_options *o) {
     attn_match m;
     if (!match_at(&c, n, &m)) continue;
     rewrite(&c, &m);
-    count_uses(&c); /* new values (o, lse, a transpose) have ids past the table */
     fused++;
   }
+  ir_replace_uses_many(g, c.olds, c.news, c.n_repl);
   free(c.uses);
+  free(c.reader);
+  free(c.to);
+  free(c.olds);
+  free(c.news);
   if (fused) ir_graph_compact(g);
   if (o && o->time_passes)
     fprintf(o->time_out ? o->time_out : stderr, "fuse-attention: fused %d of %d softmax nodes\n", fused, softmaxes);

@@ -56,7 +56,7 @@ enum { MAX_GROUP_OPS = 64, MAX_LEAVES = 32 };
 typedef struct {
   ir_graph *g;
   int *uses;        /* by value id: operand uses + graph output uses */
-  bool *is_output;  /* by value id */
+  int *is_output;   /* by value id: times listed as a graph output */
   int *stamp;       /* by node id: the group being built that holds the node */
   int cap_values, cap_nodes;
   int serial;       /* current group stamp */
@@ -81,10 +81,10 @@ static int grow(fuse_ctx *c) {
     int *u = realloc(c->uses, (size_t)cap * sizeof *u);
     if (!u) return -1;
     c->uses = u;
-    bool *o = realloc(c->is_output, (size_t)cap * sizeof *o);
+    int *o = realloc(c->is_output, (size_t)cap * sizeof *o);
     if (!o) return -1;
     c->is_output = o;
-    for (int i = c->cap_values; i < cap; i++) c->uses[i] = 0, c->is_output[i] = false;
+    for (int i = c->cap_values; i < cap; i++) c->uses[i] = 0, c->is_output[i] = 0;
     c->cap_values = cap;
   }
   if (c->g->n_nodes > c->cap_nodes) {
@@ -100,7 +100,7 @@ static int grow(fuse_ctx *c) {
 
 static void count_uses(fuse_ctx *c) {
   ir_graph *g = c->g;
-  for (int i = 0; i < c->cap_values; i++) c->uses[i] = 0, c->is_output[i] = false;
+  for (int i = 0; i < c->cap_values; i++) c->uses[i] = 0, c->is_output[i] = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     if (n->dead) continue;
@@ -108,7 +108,7 @@ static void count_uses(fuse_ctx *c) {
   }
   for (int i = 0; i < g->n_outputs; i++) {
     c->uses[g->outputs[i].value->id]++;
-    c->is_output[g->outputs[i].value->id] = true;
+    c->is_output[g->outputs[i].value->id]++;
   }
 }
 
@@ -165,8 +165,7 @@ static int fuse_add_layernorm(fuse_ctx *c) {
     ir_node *defs[2] = {add, ln};
     adopt_results(n, olds, defs);
     add->dead = ln->dead = true;
-    ir_graph_move_tail(g, 1, pos);
-    i++; /* ln moved one down */
+    ir_graph_take_place(g, n, pos == a ? add : ln); /* O(1): no node after it moves */
   }
   return grow(c);
 }
@@ -305,7 +304,7 @@ static int try_group(fuse_ctx *c, ir_node *root, int pos, bool allow_broadcast) 
     for (int j = 0; j < 2; j++) c->uses[gr.mm->def->in[j]->id]--;
   }
   for (int i = 0; i < n_ops; i++) c->uses[ops[i]->id]++;
-  ir_graph_move_tail(g, 1, pos);
+  ir_graph_take_place(g, n, g->nodes[pos]); /* the root's place */
   rc = grow(c) == 0 ? 1 : -1;
 done:
   ir_expr_builder_free(gr.expr);
@@ -334,14 +333,12 @@ static bool same_shape(const ir_type *a, const ir_type *b) {
 
 /* The operand of fused node p that can join it (step 4), or -1. */
 static int joinable_operand(fuse_ctx *c, const ir_node *p) {
-  const ir_graph *g = c->g;
   if (p->n_out >= IR_FUSED_MAX_RESULTS) return -1;
   for (int j = 0; j < p->n_in; j++) {
     const ir_value *x = p->in[j];
     const ir_node *f = x->def;
     if (!f || f->dead || f->op != IR_OP_FUSED || f->n_out != 1 || !same_shape(&x->type, &p->out[0]->type)) continue;
-    int readers = c->uses[x->id];
-    for (int i = 0; i < g->n_outputs; i++) readers -= g->outputs[i].value == x;
+    int readers = c->uses[x->id] - c->is_output[x->id]; /* not a scan of the outputs: they can be many */
     for (int i = 0; i < p->n_in; i++) readers -= p->in[i] == x;
     if (readers != 0) continue;
     int n_ops = p->n_in - 1 + f->n_in; /* at most: shared operands count once */
@@ -414,7 +411,7 @@ static int join_results(fuse_ctx *c, ir_node *p, int xi, int pos) {
   for (int j = 0; j < f->n_in; j++) c->uses[f->in[j]->id]--;
   for (int j = 0; j < p->n_in; j++) c->uses[p->in[j]->id]--;
   for (int j = 0; j < n_ops; j++) c->uses[ops[j]->id]++;
-  ir_graph_move_tail(g, 1, pos);
+  ir_graph_take_place(g, n, g->nodes[pos]); /* p's place */
   return grow(c) == 0 ? 1 : -1;
 }
 

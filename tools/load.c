@@ -25,10 +25,9 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
       return NULL;
     }
     ir_diag_add_source(d, o->file, text, len);
-    g = ir_parse(o->file, text, len, d);
-  } else {
-    g = fe_compile(o->file, text, len, &o->fe, d);
+    return ir_read(o->file, text, len, d); /* verified, errors at .ir positions */
   }
+  g = fe_compile(o->file, text, len, &o->fe, d);
   if (!g) return NULL;
   if (ir_diag_errors(d) || ir_verify(g, d) != 0) {
     ir_graph_free(g);

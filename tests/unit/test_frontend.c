@@ -361,7 +361,7 @@ static void test_errors(void) {
   check_error("fn main(x: f32[2]) {\n  y = sofmax(x)\n  return y\n}\n",
               "t.tg:2:7: error: unknown function 'sofmax' (did you mean 'softmax'?)");
   check_error("fn main(x: f32[2]) { return softmax(x, x, x) }\n",
-              "error: wrong number of arguments to 'softmax': expected 1, got 3");
+              "error: wrong number of arguments to 'softmax': expected 1 or 2 (then: axis), got 3");
   check_error("fn main(x: f32[2]) { return softmax(x, axes=0) }\n",
               "error: unknown attribute 'axes' for 'softmax' (did you mean 'axis'?)");
   check_error("fn main(x: f32[2]) { return x + ) }\n", "t.tg:1:33: error: syntax error: unexpected ')'");
