@@ -37,18 +37,22 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
 }
 
 int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *dump_out) {
+  /* memplan is not a pass of the pipeline: its plan is printed after it */
+  bool memplan = o->after && strcmp(o->after, "memplan") == 0, all = o->after && strcmp(o->after, "all") == 0;
   pass_options po = {0};
   po.diag = d;
   po.verify_each = o->verify_each;
   po.time_passes = o->time_passes;
-  po.dump_after = o->after;
+  po.dump_after = memplan ? NULL : o->after;
   po.dump_out = dump_out;
   po.dump_format = o->format;
   po.checkpoint = o->checkpoint;
   po.disabled = o->pass_disabled;
   pass_id list[PASS_COUNT * 2 + 8];
   int n = tool_pipeline(o, list);
-  return pass_run_pipeline(g, list, n, &po);
+  if (pass_run_pipeline(g, list, n, &po) != 0) return -1;
+  if (memplan || all) return tool_print_plan(dump_out, g, o->format, memplan, d);
+  return 0;
 }
 
 int tool_pipeline(const tool_compile_opts *o, pass_id *out) {
@@ -113,12 +117,13 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
   if (is_flag(a, "--after") || is_flag(a, "--dump-after")) {
     const char *flag = is_flag(a, "--after") ? "--after" : "--dump-after";
     if (!(v = flag_value(flag, argc, argv, i, d))) return -1;
-    if (strcmp(v, "all") != 0 && pass_lookup(v) < 0) {
+    if (strcmp(v, "all") != 0 && strcmp(v, "memplan") != 0 && pass_lookup(v) < 0) {
       char list[512] = "all";
       for (int p = 0; p < PASS_COUNT; p++) {
         strncat(list, ", ", sizeof list - strlen(list) - 1);
         strncat(list, pass_name((pass_id)p), sizeof list - strlen(list) - 1);
       }
+      strncat(list, ", memplan", sizeof list - strlen(list) - 1);
       ir_error_plain(d, "%s %s: unknown pass (known: %s)", flag, v, list);
       return -1;
     }

@@ -56,13 +56,17 @@ static const char *const check_help =
     "\n";
 
 static const char *const dump_help =
-    "usage: tgc dump FILE [--after PASS|all] [--format text|dot|json] [-o OUT] [options]\n"
+    "usage: tgc dump FILE [--after PASS|memplan|all] [--plan] [--format text|dot|json] [-o OUT] [options]\n"
     "\n"
     "Prints the IR of FILE. Without --after, the IR right after elaboration;\n"
     "with --after PASS, the IR after that pass of the pipeline (canonicalize);\n"
-    "with --after all, after elaboration and after every pass.\n"
+    "with --after memplan, the IR after the whole pipeline and its memory plan:\n"
+    "every result's place (arena offset, or the input/param buffer it is\n"
+    "computed in), size, lifetime, views and in-place results; with --after all,\n"
+    "after elaboration, after every pass, then the plan.\n"
     "\n"
-    "  --after PASS|all     which point of the pipeline to print\n"
+    "  --after PASS|memplan|all  which point of the pipeline to print\n"
+    "  --plan               the memory plan alone (text; --format json: {\"plan\": ...})\n"
     "  --format FORMAT      text (default; reads back with any tgc command), dot (Graphviz:\n"
     "                       'tgc dump m.tg --format dot | dot -Tpng -o m.png'), json\n"
     "  -o OUT               write to OUT instead of stdout\n"
@@ -78,12 +82,16 @@ static int usage_error(ir_diag *d, const char *cmd, const char *fmt, const char 
 /* Parses `tgc CMD FILE [common options] [extra]`; extra flags are handled by
  * the callback. Returns 0, or 1 after reporting. */
 static int parse_compile_args(const char *cmd, int argc, char **argv, tool_compile_opts *o,
-                              const char **out_path, ir_diag *d) {
+                              const char **out_path, bool *plan, ir_diag *d) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(o, argc, argv, &i, d);
     if (r < 0) return 1;
     if (r > 0) continue;
+    if (plan && strcmp(a, "--plan") == 0) {
+      *plan = true;
+      continue;
+    }
     if (out_path && (strcmp(a, "-o") == 0 || strncmp(a, "--output=", 9) == 0)) {
       if (a[1] == 'o') {
         if (i + 1 >= argc) return usage_error(d, cmd, "%s needs a file name", "-o");
@@ -114,7 +122,7 @@ static int cmd_check(int argc, char **argv) {
   }
   ir_diag *d = ir_diag_new(stderr);
   tool_compile_opts o = {0};
-  int rc = parse_compile_args("check", argc, argv, &o, NULL, d);
+  int rc = parse_compile_args("check", argc, argv, &o, NULL, NULL, d);
   char *text = NULL;
   if (rc == 0) {
     ir_graph *g = tool_load(&o, d, &text);
@@ -135,7 +143,8 @@ static int cmd_dump(int argc, char **argv) {
   ir_diag *d = ir_diag_new(stderr);
   tool_compile_opts o = {0};
   const char *out_path = NULL;
-  int rc = parse_compile_args("dump", argc, argv, &o, &out_path, d);
+  bool plan = false;
+  int rc = parse_compile_args("dump", argc, argv, &o, &out_path, &plan, d);
   char *text = NULL;
   FILE *out = stdout;
   if (rc == 0 && out_path && !(out = fopen(out_path, "w"))) {
@@ -147,14 +156,19 @@ static int cmd_dump(int argc, char **argv) {
     ir_graph *g = tool_load(&o, d, &text);
     if (!g) rc = 1;
     else {
-      bool before = !o.after || strcmp(o.after, "all") == 0;
+      bool before = !plan && (!o.after || strcmp(o.after, "all") == 0);
+      if (plan) { /* the plan alone, after the whole pipeline */
+        tool_compile_opts quiet = o;
+        quiet.after = NULL;
+        if (tool_run_passes(g, &quiet, d, out) != 0 || tool_print_plan(out, g, o.format, false, d) != 0) rc = 1;
+      }
       if (before) {
         if (o.after && o.format == 0) fprintf(out, "# IR after elaboration\n");
         if (o.format == 0) ir_print(out, g);
         else if (o.format == 1) ir_print_dot(out, g);
         else ir_print_json(out, g);
       }
-      if (o.after && tool_run_passes(g, &o, d, out) != 0) rc = 1;
+      if (!plan && o.after && tool_run_passes(g, &o, d, out) != 0) rc = 1;
       ir_graph_free(g);
     }
   }

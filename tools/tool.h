@@ -26,7 +26,13 @@ typedef struct {
  * *text_out keeps the source alive for diagnostics (free after the graph). */
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out);
 /* Runs the default pipeline (minus disabled passes) with o's dump/verify/time settings. */
+/* --after memplan: nothing is dumped during the pipeline; after it the IR
+ * and its memory plan are; --after all dumps the plan after the last pass. */
 int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *dump_out);
+/* memplan_dump.c: the memory plan of g (pass_memplan, no donation) in format 0 text
+ * (pass_plan_print), 1 dot (the graph), 2 json ({"plan": ...}, with
+ * "graph" first when with_ir); with_ir: the IR first ("# IR after memplan"). */
+int tool_print_plan(FILE *out, const ir_graph *g, int format, bool with_ir, ir_diag *d);
 /* The default pipeline minus the passes o disables, into out (room for
  * pass_default_pipeline_len ids); returns its length. */
 int tool_pipeline(const tool_compile_opts *o, pass_id *out);
