@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <omp.h>
+
 #include "tool.h"
 
 static const char *const run_help =
@@ -30,7 +32,7 @@ static const char *const run_help =
     "  --out-dir DIR        also write every output to DIR/NAME.npy (DIR is created)\n"
     "  --json               print one JSON object:\n"
     "                       {\"outputs\": {NAME: number | {\"dtype\", \"shape\", \"data\" | \"summary\"}},\n"
-    "                        \"stats\": {\"kernels\", \"peak_bytes\"}}\n"
+    "                        \"stats\": {\"kernels\", \"peak_bytes\" (the arena), \"threads\"}}\n"
     "                       (tensors of more than 4096 elements get a summary: min, max, mean, sum)\n"
     "  --backend cpu        the executor (only cpu in this build)\n"
     "  --profile            time every kernel; print where the time went, by op, to stderr\n"
@@ -133,6 +135,7 @@ int tool_cmd_run(int argc, char **argv) {
       json_t *st = json_object();
       json_object_set_new(st, "kernels", json_integer(stats.kernels_run));
       json_object_set_new(st, "peak_bytes", json_integer((json_int_t)stats.peak_bytes));
+      json_object_set_new(st, "threads", json_integer(omp_get_max_threads()));
       json_object_set_new(root, "stats", st);
       json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
       fputc('\n', stdout);

@@ -3,7 +3,7 @@
 # test dependencies this Debian 12 machine lacks (run as root). Idempotent:
 # does nothing when all are present.
 set -e
-pkgs="cmake gcc make flex bison pkg-config libjansson-dev zlib1g-dev llvm-14-tools graphviz clang-14 libclang-rt-14-dev valgrind"
+pkgs="cmake gcc make flex bison pkg-config libjansson-dev zlib1g-dev libopenmpi-dev openmpi-bin llvm-14-tools graphviz clang-14 libclang-rt-14-dev valgrind"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include "tool.h"
@@ -207,6 +208,22 @@ static void prefer_passive_openmp(char **argv) {
   unsetenv("OMP_WAIT_POLICY"); /* exec failed: carry on with the default policy */
 }
 
+/* Under an MPI launcher (mpirun, srun) several ranks of one node share its
+ * cores: unless the user set OMP_NUM_THREADS, each rank takes its share of
+ * the cores it may run on, instead of every rank starting a thread per
+ * core. (The re-exec above happens once per rank, before anything else:
+ * the launcher sees the same process.) */
+static void share_cores_between_ranks(void) {
+  if (getenv("OMP_NUM_THREADS")) return;
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local) local = getenv("MPI_LOCALNRANKS"); /* MPICH's hydra */
+  if (!local) local = getenv("SLURM_NTASKS_PER_NODE");
+  long ranks = local ? strtol(local, NULL, 10) : 0;
+  if (ranks <= 1) return;
+  long threads = omp_get_num_procs() / ranks;
+  omp_set_num_threads(threads >= 1 ? (int)threads : 1);
+}
+
 /* Everything a command printed must have reached its destination: a full
  * disk or a closed file behind stdout is an error (exit 1) naming where the
  * output went, never a silent success. */
@@ -256,5 +273,6 @@ static int dispatch(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   prefer_passive_openmp(argv);
+  share_cores_between_ranks();
   return finish_stdout(dispatch(argc, argv));
 }

@@ -16,7 +16,7 @@ status=0; n=0
 while IFS= read -r cmd; do
   cmd=${cmd//%s/$file}
   n=$((n + 1))
-  if ! PATH="$bin:$PATH" bash -c "set -o pipefail; $cmd"; then echo "FAIL: $cmd"; status=1; fi
+  if ! PATH="$bin:$PATH" bash -c "set -o pipefail; $cmd" < /dev/null; then echo "FAIL: $cmd"; status=1; fi
 done <<< "$runs"
 [ $status -eq 0 ] && echo "ok $file ($n RUN lines)"
 exit $status
