@@ -312,8 +312,12 @@ static int compile_now(const cg_cuda_api *api, cg_cache *cache, const cg_cuda_so
   if (fetch(api, prog, BLOB_LOG, &out->log, &log_size, err, errlen) == 0) {
     if (r == CG_NVRTC_ERROR_COMPILATION) {
       report_failure(cache, src, key, out->log, "NVRTC could not compile", err, errlen);
-    } else if (cg_nvrtc_check(api, r, "nvrtcCompileProgram", src->name, err, errlen) == 0 &&
-               fetch(api, prog, BLOB_PTX, &out->ptx, &out->ptx_size, err, errlen) == 0 &&
+    } else if (r != CG_NVRTC_SUCCESS) {
+      /* an option NVRTC refuses, ...: the log says which */
+      cg_nvrtc_check(api, r, "nvrtcCompileProgram", src->name, err, errlen);
+      size_t used = strlen(err), first = strcspn(out->log, "\n");
+      if (first) snprintf(err + used, errlen - used, ": %.*s", (int)first, out->log);
+    } else if (fetch(api, prog, BLOB_PTX, &out->ptx, &out->ptx_size, err, errlen) == 0 &&
                fetch(api, prog, BLOB_IMAGE, (char **)&out->image, &out->image_size, err, errlen) == 0) {
       if (out->image_size == 0) cg_errf(err, errlen, "NVRTC produced no CUBIN for %s (%s)", src->name, src->arch);
       else rc = 0;

@@ -40,7 +40,8 @@
  *   "PATH has no SYMBOL: ..." (a library too old for tgc)
  * Libraries already loaded in api are kept. Returns 0 or -1. */
 int rt_cuda_load(cg_cuda_api *api, unsigned libs, char *err, size_t errlen);
-/* dlcloses what rt_cuda_load opened and clears api. */
+/* Clears api. The libraries stay loaded until exit (NVIDIA's libraries are
+ * not built to be unloaded: their static state leaks or breaks). */
 void rt_cuda_unload(cg_cuda_api *api);
 
 /* "CUDA driver too old: it supports CUDA 12.4, but NVRTC 13.0 needs a

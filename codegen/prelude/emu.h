@@ -192,6 +192,14 @@ template <class T> T *shared_base(int id, const char *name) {
 
 // Racecheck: an element of a TGC_SHARED array whose reads and writes are
 // reported to the emulator's race checker.
+template <class T> struct shared_ref;
+// &a[i]: a pointer the atomics recognize (reported as atomic accesses); any
+// other use of it escapes the checker.
+template <class T> struct shared_address {
+  T *p;
+  const shared_ref<T> *r;
+  operator T *() const { return p; }
+};
 template <class T> struct shared_ref {
   T *p;
   int id;
@@ -220,8 +228,7 @@ template <class T> struct shared_ref {
   TGC_EMU_COMPOUND(*)
   TGC_EMU_COMPOUND(/)
 #undef TGC_EMU_COMPOUND
-  // &a[i] escapes the checker: the pointer's accesses are not reported
-  T *operator&() const { return p; }
+  shared_address<T> operator&() const { return shared_address<T>{p, this}; }
 };
 template <class T> struct shared_array {
   T *base;
@@ -502,15 +509,28 @@ static inline unsigned int atomicInc(unsigned int *a, unsigned int limit) {
   return old;
 }
 #ifdef TGC_RACECHECK
-// An atomic on a TGC_SHARED element: reported as an atomic access (atomics
-// do not race with each other, but do with plain accesses).
-template <class T> static inline T atomicAdd(const tgc_emu::shared_ref<T> &r, T v) {
-  r.note(TGC_EMU_ATOMIC);
-  return atomicAdd(r.p, v);
-}
-template <class T> static inline T atomicMax(const tgc_emu::shared_ref<T> &r, T v) {
-  r.note(TGC_EMU_ATOMIC);
-  return atomicMax(r.p, v);
+// An atomic on a TGC_SHARED element (atomicAdd(&bins[k], 1)): reported as an
+// atomic access — atomics do not race with each other, but do with plain
+// accesses.
+#define TGC_EMU_SHARED_ATOMIC(name)                                                                  \
+  template <class T, class V>                                                                        \
+  static inline T name(const tgc_emu::shared_address<T> &a, V v) {                                  \
+    a.r->note(TGC_EMU_ATOMIC);                                                                       \
+    return name(a.p, (T)v);                                                                          \
+  }
+TGC_EMU_SHARED_ATOMIC(atomicAdd)
+TGC_EMU_SHARED_ATOMIC(atomicSub)
+TGC_EMU_SHARED_ATOMIC(atomicExch)
+TGC_EMU_SHARED_ATOMIC(atomicMax)
+TGC_EMU_SHARED_ATOMIC(atomicMin)
+TGC_EMU_SHARED_ATOMIC(atomicAnd)
+TGC_EMU_SHARED_ATOMIC(atomicOr)
+TGC_EMU_SHARED_ATOMIC(atomicXor)
+#undef TGC_EMU_SHARED_ATOMIC
+template <class T, class V>
+static inline T atomicCAS(const tgc_emu::shared_address<T> &a, V compare, V v) {
+  a.r->note(TGC_EMU_ATOMIC);
+  return atomicCAS(a.p, (T)compare, (T)v);
 }
 #endif
 

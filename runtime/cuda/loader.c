@@ -86,8 +86,17 @@ static int find_in_dir(const lib_info *lib, const char *dir, char *path, size_t 
   return 1;
 }
 
-/* Opens lib: a handle, or NULL with the searched places in `searched`. */
-static void *open_lib(const lib_info *lib, char *searched, size_t slen, char *why, size_t wlen) {
+/* The file a handle was loaded from. */
+static const char *lib_path(void *h) {
+  struct link_map *map = NULL;
+  if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) return map->l_name;
+  return "?";
+}
+
+/* Opens lib: a handle and the file or soname it came from (in `used`), or
+ * NULL with the searched places in `searched`. */
+static void *open_lib(const lib_info *lib, char *used_path, size_t ulen, char *searched, size_t slen, char *why,
+                      size_t wlen) {
   const char *override = getenv("TGC_CUDA_LIB_PATH");
   char dirs[4096] = "";
   if (override) {
@@ -106,13 +115,19 @@ static void *open_lib(const lib_info *lib, char *searched, size_t slen, char *wh
     char path[4352];
     if (!find_in_dir(lib, dir, path, sizeof path)) continue;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (h) return h;
+    if (h) {
+      snprintf(used_path, ulen, "%s", path);
+      return h;
+    }
     snprintf(why, wlen, "%s", dlerror());
   }
   if (override) return NULL;
   for (int i = 0; i < 6 && lib->sonames[i]; i++) {
     void *h = dlopen(lib->sonames[i], RTLD_NOW | RTLD_LOCAL);
-    if (h) return h;
+    if (h) {
+      snprintf(used_path, ulen, "%s", lib_path(h));
+      return h;
+    }
     const char *e = dlerror();
     /* a library that exists but does not load says why */
     if (e && !strstr(e, "No such file")) snprintf(why, wlen, "%s", e);
@@ -122,25 +137,18 @@ static void *open_lib(const lib_info *lib, char *searched, size_t slen, char *wh
   return NULL;
 }
 
-/* The file a handle was loaded from. */
-static const char *lib_path(void *h) {
-  struct link_map *map = NULL;
-  if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) return map->l_name;
-  return "?";
-}
-
 /* symbol, else fallback (NULL: none) */
 static void *lookup(void *h, const char *symbol, const char *fallback) {
   void *p = dlsym(h, symbol);
   return p || !fallback ? p : dlsym(h, fallback);
 }
 
-static int resolve(cg_cuda_api *api, const lib_info *lib, void *h, char *err, size_t errlen) {
+static int resolve(cg_cuda_api *api, const lib_info *lib, void *h, const char *path, char *err, size_t errlen) {
 #define CG_CUDA_FN(which, name, symbol, fallback, ret, params)                                      \
   if (CG_CUDA_LIB_##which == lib->lib) {                                                           \
     void *p = lookup(h, symbol, fallback);                                                         \
     if (!p) {                                                                                      \
-      cg_errf(err, errlen, "%s has no %s: the %s is too old for tgc", lib_path(h), symbol, lib->what); \
+      cg_errf(err, errlen, "%s has no %s: the %s is too old for tgc", path, symbol, lib->what);        \
       return -1;                                                                                   \
     }                                                                                              \
     *(void **)&api->name = p;                                                                      \
@@ -155,8 +163,8 @@ int rt_cuda_load(cg_cuda_api *api, unsigned libs, char *err, size_t errlen) {
   for (size_t i = 0; i < NLIBS; i++) {
     const lib_info *lib = &libs_known[i];
     if (!(libs & lib->lib) || (api->libs & lib->lib)) continue;
-    char searched[2048], why[1024];
-    void *h = open_lib(lib, searched, sizeof searched, why, sizeof why);
+    char searched[2048], why[1024], path[4400];
+    void *h = open_lib(lib, path, sizeof path, searched, sizeof searched, why, sizeof why);
     if (!h) {
       if (lib->slot == SLOT_DRIVER && !why[0]) cg_errf(err, errlen, "no CUDA driver: libcuda.so.1 not found");
       else if (lib->slot == SLOT_DRIVER) cg_errf(err, errlen, "no CUDA driver: libcuda.so.1 does not load: %s", why);
@@ -164,10 +172,7 @@ int rt_cuda_load(cg_cuda_api *api, unsigned libs, char *err, size_t errlen) {
       else cg_errf(err, errlen, "no %s: %s not found (searched %s)", lib->what, lib->stem, searched);
       return -1;
     }
-    if (resolve(api, lib, h, err, errlen) != 0) {
-      dlclose(h);
-      return -1;
-    }
+    if (resolve(api, lib, h, path, err, errlen) != 0) return -1; /* left loaded: see rt_cuda_unload */
     api->handles[lib->slot] = h;
     api->libs |= lib->lib;
   }
@@ -178,11 +183,10 @@ int rt_cuda_load(cg_cuda_api *api, unsigned libs, char *err, size_t errlen) {
   return 0;
 }
 
-void rt_cuda_unload(cg_cuda_api *api) {
-  for (int i = 0; i < 4; i++)
-    if (api->handles[i]) dlclose(api->handles[i]);
-  memset(api, 0, sizeof *api);
-}
+/* The libraries stay mapped: NVIDIA's keep static state (their C++
+ * runtime's pools, atexit handlers) that is lost, or run after unmapping,
+ * when they are dlclosed. A later rt_cuda_load gets the same handles back. */
+void rt_cuda_unload(cg_cuda_api *api) { memset(api, 0, sizeof *api); }
 
 int rt_cuda_check_driver_version(int driver_version, int nvrtc_major, int nvrtc_minor, char *err, size_t errlen) {
   if (driver_version / 1000 >= nvrtc_major) return 0;
