@@ -12,8 +12,9 @@
  *   atomics         integer histogram, float sum (exact: 0.5 per element),
  *                   max, a compare-and-swap counter, from 8 blocks
  *   low_precision   float -> bf16 / half bits for ties, subnormals,
- *                   overflow, NaN and random values, and h + h * h, against
- *                   ir/'s conversions (bit-exact; NaN is CUDA's 0x7fff)
+ *                   overflow, NaN and 65536 values of every exponent, and
+ *                   h + h * h, against ir/'s conversions (bit-exact; NaN is
+ *                   CUDA's 0x7fff)
  *   matmul_tiled    a 37x45 @ 45x29 tiled matmul (tolerance 1e-5), and the
  *                   same kernel missing its first barrier: wrong
  *   mma_tile        one warp's 16x8x16 bf16 tensor-core tile (exact: small
@@ -134,16 +135,16 @@ static uint16_t ref_bf16(float f) { return f != f ? 0x7fff : ir_f32_to_bf16(f); 
 static uint16_t ref_f16(float f) { return f != f ? 0x7fff : ir_f32_to_f16(f); }
 
 static void test_low_precision(cg_cu_module m) {
-  enum { SPECIAL = 26, N = SPECIAL + 2000 };
-  float x[N];
+  enum { SPECIAL = 26, N = SPECIAL + 65536 };
+  float *x = malloc(N * sizeof *x);
   const float special[SPECIAL] = {1.0f, 1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -0.0f, 0x1p-149f,
                                   3.4e38f, 3.4028235e38f, 65504.0f, 65519.0f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x3p-25f,
                                   0x1p-14f, 1e-8f, NAN, INFINITY, -INFINITY, 0.1f, 1.0f / 3.0f, -2.5f, 0x1.fffffep-127f,
                                   0x1p-126f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f};
   memcpy(x, special, sizeof special);
-  for (int i = SPECIAL; i < N; i++) {
-    uint32_t b = (uint32_t)(i * 2654435761u) ^ (uint32_t)(i * 40503u) << 7;
-    b = (b & 0x807fffffu) | ((uint32_t)(100 + i % 60) << 23); /* exponents around 2^-27 .. 2^32 */
+  for (int i = SPECIAL; i < N; i++) { /* every exponent (subnormals, inf and NaN payloads included), both signs */
+    uint32_t b = (uint32_t)i * 2654435761u ^ (uint32_t)i * 40503u << 7;
+    b = (b & 0x807fffffu) | ((uint32_t)(i % 256) << 23);
     memcpy(&x[i], &b, 4);
   }
   size_t h = N * sizeof(uint16_t), f = N * sizeof(float);
@@ -152,7 +153,7 @@ static void test_low_precision(cg_cu_module m) {
   for (int i = 0; i < 6; i++) d[i] = t_upload(NULL, sizes[i]);
   int n = N;
   void *params[] = {&dx, &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &n};
-  TCU(cuLaunchKernel, t_function(m, "low_precision"), 4, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
+  TCU(cuLaunchKernel, t_function(m, "low_precision"), 64, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
   uint16_t *bb = malloc(h), *ba = malloc(h), *hb = malloc(h), *ha = malloc(h);
   float *bf = malloc(f), *hf = malloc(f);
   t_download(bb, d[0], h), t_download(bf, d[1], f), t_download(ba, d[2], h);
@@ -186,7 +187,7 @@ static void test_low_precision(cg_cu_module m) {
   CHECK_EQ_INT(hb[16], 0x7fff);
   CHECK_EQ_INT(hb[24], 0x3c00); /* 1 + 2^-11: tie, to 1.0 */
   CHECK_EQ_INT(hb[25], 0x3c02); /* 1 + 3 2^-11: tie, to even */
-  free(bb), free(ba), free(hb), free(ha), free(bf), free(hf);
+  free(bb), free(ba), free(hb), free(ha), free(bf), free(hf), free(x);
   TCU(cuMemFree, dx);
   for (int i = 0; i < 6; i++) TCU(cuMemFree, d[i]);
 }
