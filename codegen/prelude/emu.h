@@ -98,6 +98,15 @@ static inline tgc_emu_thread *self() {
   __builtin_unreachable();
 }
 
+// The types CUDA's shuffles and __match_any_sync take natively (the prelude
+// adds none): the emulator accepts no source NVRTC would refuse.
+template <class T> struct shuffle_type {
+  static const bool ok = std::is_same<T, int>::value || std::is_same<T, unsigned int>::value ||
+                         std::is_same<T, long>::value || std::is_same<T, unsigned long>::value ||
+                         std::is_same<T, long long>::value || std::is_same<T, unsigned long long>::value ||
+                         std::is_same<T, float>::value || std::is_same<T, double>::value;
+};
+
 template <class T> static inline unsigned long long to_bits(T v) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "a warp collective moves up to 8 bytes");
   unsigned long long b = 0;
@@ -400,16 +409,22 @@ static inline unsigned int __activemask() {
   return t->host->activemask(t);
 }
 
+#define TGC_EMU_SHUFFLE_TYPE(T) \
+  static_assert(tgc_emu::shuffle_type<T>::ok, "CUDA shuffles take int, unsigned, long, long long (and unsigned), float or double")
 template <class T> static inline T __shfl_sync(unsigned int mask, T var, int src_lane, int width = 32) {
+  TGC_EMU_SHUFFLE_TYPE(T);
   return tgc_emu::from_bits<T>(tgc_emu::warp(TGC_EMU_SHFL_IDX, mask, tgc_emu::to_bits(var), src_lane, width));
 }
 template <class T> static inline T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = 32) {
+  TGC_EMU_SHUFFLE_TYPE(T);
   return tgc_emu::from_bits<T>(tgc_emu::warp(TGC_EMU_SHFL_UP, mask, tgc_emu::to_bits(var), (int)delta, width));
 }
 template <class T> static inline T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = 32) {
+  TGC_EMU_SHUFFLE_TYPE(T);
   return tgc_emu::from_bits<T>(tgc_emu::warp(TGC_EMU_SHFL_DOWN, mask, tgc_emu::to_bits(var), (int)delta, width));
 }
 template <class T> static inline T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = 32) {
+  TGC_EMU_SHUFFLE_TYPE(T);
   return tgc_emu::from_bits<T>(tgc_emu::warp(TGC_EMU_SHFL_XOR, mask, tgc_emu::to_bits(var), lane_mask, width));
 }
 static inline unsigned int __ballot_sync(unsigned int mask, int pred) {
@@ -449,58 +464,86 @@ static inline unsigned int __reduce_xor_sync(unsigned int mask, unsigned int v) 
   return (unsigned int)tgc_emu::warp(TGC_EMU_REDUCE_XOR, mask, v, 0, 32);
 }
 template <class T> static inline unsigned int __match_any_sync(unsigned int mask, T v) {
+  TGC_EMU_SHUFFLE_TYPE(T);
   return (unsigned int)tgc_emu::warp(TGC_EMU_MATCH_ANY, mask, tgc_emu::to_bits(v), (int)sizeof(T), 32);
 }
 
 // ---------------------------------------------------------------------------
 // Atomics: blocks run on several OS threads, so these are real atomics.
 // ---------------------------------------------------------------------------
-#define TGC_EMU_ATOMIC_INT(T)                                                                     \
-  static inline T atomicAdd(T *a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }     \
-  static inline T atomicSub(T *a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); }     \
-  static inline T atomicExch(T *a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); }   \
-  static inline T atomicAnd(T *a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); }     \
-  static inline T atomicOr(T *a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); }       \
-  static inline T atomicXor(T *a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); }     \
-  static inline T atomicCAS(T *a, T compare, T v) {                                               \
-    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
-    return compare;                                                                               \
-  }                                                                                               \
-  static inline T atomicMax(T *a, T v) {                                                          \
-    T old = __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                 \
-    while (old < v && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) { \
-    }                                                                                             \
-    return old;                                                                                   \
-  }                                                                                               \
-  static inline T atomicMin(T *a, T v) {                                                          \
-    T old = __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                 \
-    while (old > v && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) { \
-    }                                                                                             \
-    return old;                                                                                   \
+// Exactly CUDA's overloads (a source using one CUDA lacks must not compile
+// here either):
+//   atomicAdd     int, unsigned, unsigned long long, float, double
+//   atomicSub     int, unsigned
+//   atomicExch    int, unsigned, unsigned long long, float
+//   atomicMin/Max int, unsigned, unsigned long long, long long
+//   atomicAnd/Or/Xor  int, unsigned, unsigned long long
+//   atomicCAS     int, unsigned, unsigned long long, unsigned short
+//   atomicInc     unsigned
+#define TGC_EMU_ATOMIC_RMW(name, builtin, T) \
+  static inline T name(T *a, T v) { return builtin(a, v, __ATOMIC_SEQ_CST); }
+#define TGC_EMU_ATOMIC_MINMAX(name, cmp, T)                                                              \
+  static inline T name(T *a, T v) {                                                                      \
+    T old = __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                        \
+    while (v cmp old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) { \
+    }                                                                                                    \
+    return old;                                                                                          \
   }
-TGC_EMU_ATOMIC_INT(int)
-TGC_EMU_ATOMIC_INT(unsigned int)
-TGC_EMU_ATOMIC_INT(unsigned long long)
-TGC_EMU_ATOMIC_INT(long long)
-#undef TGC_EMU_ATOMIC_INT
+#define TGC_EMU_ATOMIC_CAS(T)                                                                    \
+  static inline T atomicCAS(T *a, T compare, T v) {                                              \
+    __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
+    return compare;                                                                              \
+  }
+TGC_EMU_ATOMIC_RMW(atomicAdd, __atomic_fetch_add, int)
+TGC_EMU_ATOMIC_RMW(atomicAdd, __atomic_fetch_add, unsigned int)
+TGC_EMU_ATOMIC_RMW(atomicAdd, __atomic_fetch_add, unsigned long long)
+TGC_EMU_ATOMIC_RMW(atomicSub, __atomic_fetch_sub, int)
+TGC_EMU_ATOMIC_RMW(atomicSub, __atomic_fetch_sub, unsigned int)
+TGC_EMU_ATOMIC_RMW(atomicExch, __atomic_exchange_n, int)
+TGC_EMU_ATOMIC_RMW(atomicExch, __atomic_exchange_n, unsigned int)
+TGC_EMU_ATOMIC_RMW(atomicExch, __atomic_exchange_n, unsigned long long)
+TGC_EMU_ATOMIC_RMW(atomicAnd, __atomic_fetch_and, int)
+TGC_EMU_ATOMIC_RMW(atomicAnd, __atomic_fetch_and, unsigned int)
+TGC_EMU_ATOMIC_RMW(atomicAnd, __atomic_fetch_and, unsigned long long)
+TGC_EMU_ATOMIC_RMW(atomicOr, __atomic_fetch_or, int)
+TGC_EMU_ATOMIC_RMW(atomicOr, __atomic_fetch_or, unsigned int)
+TGC_EMU_ATOMIC_RMW(atomicOr, __atomic_fetch_or, unsigned long long)
+TGC_EMU_ATOMIC_RMW(atomicXor, __atomic_fetch_xor, int)
+TGC_EMU_ATOMIC_RMW(atomicXor, __atomic_fetch_xor, unsigned int)
+TGC_EMU_ATOMIC_RMW(atomicXor, __atomic_fetch_xor, unsigned long long)
+TGC_EMU_ATOMIC_MINMAX(atomicMax, >, int)
+TGC_EMU_ATOMIC_MINMAX(atomicMax, >, unsigned int)
+TGC_EMU_ATOMIC_MINMAX(atomicMax, >, unsigned long long)
+TGC_EMU_ATOMIC_MINMAX(atomicMax, >, long long)
+TGC_EMU_ATOMIC_MINMAX(atomicMin, <, int)
+TGC_EMU_ATOMIC_MINMAX(atomicMin, <, unsigned int)
+TGC_EMU_ATOMIC_MINMAX(atomicMin, <, unsigned long long)
+TGC_EMU_ATOMIC_MINMAX(atomicMin, <, long long)
+TGC_EMU_ATOMIC_CAS(int)
+TGC_EMU_ATOMIC_CAS(unsigned int)
+TGC_EMU_ATOMIC_CAS(unsigned long long)
+TGC_EMU_ATOMIC_CAS(unsigned short)
+#undef TGC_EMU_ATOMIC_RMW
+#undef TGC_EMU_ATOMIC_MINMAX
+#undef TGC_EMU_ATOMIC_CAS
 
-// Floating-point add and exchange through a compare-and-swap on the bits.
-#define TGC_EMU_ATOMIC_FLOAT(T, U)                                                                   \
+// Floating-point add through a compare-and-swap on the bits.
+#define TGC_EMU_ATOMIC_ADD_FLOAT(T, U)                                                               \
   static inline T atomicAdd(T *a, T v) {                                                             \
     U *bits = reinterpret_cast<U *>(a);                                                              \
     U old = __atomic_load_n(bits, __ATOMIC_SEQ_CST), desired;                                        \
     do {                                                                                             \
-      desired = tgc_emu::to_bits(tgc_emu::from_bits<T>(old) + v);                                    \
+      desired = (U)tgc_emu::to_bits(tgc_emu::from_bits<T>(old) + v);                                 \
     } while (!__atomic_compare_exchange_n(bits, &old, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)); \
     return tgc_emu::from_bits<T>(old);                                                               \
-  }                                                                                                  \
-  static inline T atomicExch(T *a, T v) {                                                            \
-    return tgc_emu::from_bits<T>(                                                                    \
-        __atomic_exchange_n(reinterpret_cast<U *>(a), (U)tgc_emu::to_bits(v), __ATOMIC_SEQ_CST));    \
   }
-TGC_EMU_ATOMIC_FLOAT(float, unsigned int)
-TGC_EMU_ATOMIC_FLOAT(double, unsigned long long)
-#undef TGC_EMU_ATOMIC_FLOAT
+TGC_EMU_ATOMIC_ADD_FLOAT(float, unsigned int)
+TGC_EMU_ATOMIC_ADD_FLOAT(double, unsigned long long)
+#undef TGC_EMU_ATOMIC_ADD_FLOAT
+static inline float atomicExch(float *a, float v) {
+  return tgc_emu::from_bits<float>(
+      __atomic_exchange_n(reinterpret_cast<unsigned int *>(a), (unsigned int)tgc_emu::to_bits(v), __ATOMIC_SEQ_CST));
+}
 static inline unsigned int atomicInc(unsigned int *a, unsigned int limit) {
   unsigned int old = __atomic_load_n(a, __ATOMIC_SEQ_CST);
   while (!__atomic_compare_exchange_n(a, &old, old >= limit ? 0u : old + 1u, false, __ATOMIC_SEQ_CST,
