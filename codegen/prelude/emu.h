@@ -243,6 +243,9 @@ template <class T> struct shared_array {
   T *base;
   int id;
   shared_array(int id_, const char *name) : base(shared_base<T>(id_, name)), id(id_) {}
+  // as a plain pointer (tile + offset, a T * parameter): such accesses are
+  // not checked, but the source compiles as it does on the GPU
+  operator T *() const { return base; }
   shared_ref<T> operator[](unsigned long long i) const {
     if (i >= g_shared[id].count) {
       static thread_local char msg[256];
