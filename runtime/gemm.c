@@ -23,12 +23,13 @@
  * Packing buffers are kept per thread across calls (no allocation in the
  * steady state) and freed at exit.
  */
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "gemm.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

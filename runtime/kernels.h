@@ -105,21 +105,7 @@ int rt_kern_binary(const rt_kctx *k);
 int rt_kern_where(const rt_kctx *k);
 /* kern_matmul.c */
 int rt_kern_matmul(const rt_kctx *k);
-/* gemm.c: C[M,N] (row-major, leading dimension ldc) = op(A) op(B), op(A)
- * [M,K] (A stored [K,M], leading dimension lda, when ta), op(B) [K,N] (B
- * stored [N,K] when tb). Every element is the fused multiply-add chain over
- * k = 0..K-1 in order from +0: the same bits on every machine, thread count
- * and split of the work. Threads the work itself unless called inside a
- * parallel region. 0, or -1 when out of memory (packing buffers). */
-int rt_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-             int64_t ldb, float *C, int64_t ldc);
-int rt_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
-             int64_t ldb, double *C, int64_t ldc);
-/* The micro-kernels in use: "avx512", "avx2" or "generic" (plain C). */
-const char *rt_gemm_isa(void);
-/* For tests: use the named micro-kernels from now on (not while a product
- * runs); -1 if this machine lacks them. */
-int rt_gemm_use_isa(const char *isa);
+#include "gemm.h" /* rt_sgemm, rt_dgemm */
 /* kern_layout.c */
 int rt_kern_transpose(const rt_kctx *k);
 int rt_kern_reshape(const rt_kctx *k);

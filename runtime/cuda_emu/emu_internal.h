@@ -1,0 +1,133 @@
+/* runtime/cuda_emu/emu_internal.h — what the emulator's files share (not
+ * exported: everything outside uses the table and rt_cuda.h).
+ *   fiber.c   context switches            exec.c   running a grid
+ *   driver.c  the driver API entries      memory.c device memory entries
+ *   nvrtc.c   the NVRTC entries           blas.c   the cuBLASLt entries */
+#ifndef TGC_EMU_INTERNAL_H
+#define TGC_EMU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#include "codegen.h"
+#include "emu_abi.h"
+#include "rt_cuda.h"
+
+/* AddressSanitizer builds (GCC says so one way, clang another). */
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+
+/* ---- fiber.c ---- */
+typedef struct {
+#if defined(__x86_64__)
+  void *sp;
+#else
+  ucontext_t uc;
+#endif
+  void *stack_lo;
+  size_t stack_bytes;
+  void *fake_stack; /* ASan's, while switched out */
+} emu_fiber_ctx;
+
+/* A fiber that will run entry(arg) on [stack_lo, stack_lo + bytes). */
+void rt_emu_fiber_init(emu_fiber_ctx *f, void *stack_lo, size_t stack_bytes, void (*entry)(void *), void *arg);
+/* Switches from the running context to `to`; returns when something
+ * switches back. from_finished: `from` will never run again. */
+void rt_emu_fiber_switch(emu_fiber_ctx *from, emu_fiber_ctx *to, bool from_finished);
+/* First thing a new fiber does (ASan bookkeeping; records the caller's stack). */
+void rt_emu_fiber_entered(emu_fiber_ctx *self, emu_fiber_ctx *caller);
+/* Clears ASan's marks on a stack about to be reused. */
+void rt_emu_stack_unpoison(void *lo, size_t bytes);
+
+/* ---- the emulated device ---- */
+typedef struct {
+  int arch;                 /* 80, 90 */
+  const char *name;
+  int sm_count, clock_khz, memory_clock_khz, bus_width, l2_bytes;
+  int smem_per_sm, smem_optin;
+} emu_arch;
+
+/* A module (CUmodule): the shared object of one compiled source
+ * (driver.c). */
+typedef struct CUmod_st emu_module;
+/* A kernel of a module (CUfunction): the handle is this struct. */
+typedef struct CUfunc_st {
+  emu_module *module;
+  const tgc_emu_kernel *kernel;
+  int max_dynamic_smem;     /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+  int carveout;             /* CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT */
+} emu_function;
+
+/* ---- exec.c ---- */
+typedef struct {
+  const emu_function *function;
+  tgc_emu_dim3 grid, block;
+  unsigned int dynamic_smem;
+  void **params;
+  bool racecheck;
+  int threads;              /* OS threads for the blocks (0: OpenMP's default) */
+} emu_launch;
+
+/* Runs a grid to completion. CUDA_SUCCESS, or the fault (a kernel's, a
+ * deadlock) with its detail line in detail. Race reports go to
+ * rt_emu_race_report. */
+cg_cu_result rt_emu_exec_grid(const emu_launch *l, char *detail, size_t len);
+/* Frees the worker stacks and shared-memory buffers. */
+void rt_emu_exec_free(void);
+
+/* driver.c: what entry points share: clear the detail, fail with one,
+ * require a current context (and no sticky error), check a stream; the
+ * counters. */
+void rt_emu_enter(void);
+cg_cu_result rt_emu_fail(cg_cu_result r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+cg_cu_result rt_emu_need_context(void);
+cg_cu_result rt_emu_check_stream(cg_cu_stream s);
+rt_cuda_emu_counters *rt_emu_counters(void);
+cg_cu_context rt_emu_context(void);
+/* memory.c: the arena of device_bytes; freeing every allocation; unmapping. */
+int rt_emu_memory_init(size_t device_bytes, char *err, size_t errlen);
+void rt_emu_memory_reset(void);
+void rt_emu_memory_shutdown(void);
+/* driver.c: adds a racecheck hazard (the caller serializes). */
+void rt_emu_race_report(const char *line);
+/* memory.c: whether [ptr, ptr + bytes) lies in one device allocation (1),
+ * touches device memory otherwise (-1), or is outside it (0). */
+int rt_emu_device_range(uint64_t ptr, size_t bytes);
+/* driver.c: the sticky error (CUDA_SUCCESS if none) and its detail; making
+ * one (a fault found outside a kernel, e.g. by cublasLtMatmul). */
+cg_cu_result rt_emu_sticky_error(const char **detail);
+void rt_emu_set_sticky(cg_cu_result r, const char *detail);
+/* driver.c: the detail line of the calling thread's last failure. */
+void rt_emu_set_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const emu_arch *rt_emu_current_arch(void);
+const rt_cuda_emu_config *rt_emu_config(void);
+/* Every entry of the table: rt_emu_<NAME> (driver.c, memory.c, nvrtc.c,
+ * blas.c); rt_cuda_emu_load assigns api->NAME = rt_emu_NAME for each row. */
+#define CG_CUDA_FN(lib, name, symbol, fallback, ret, params) ret rt_emu_##name params;
+#include "cuda_api.def"
+#undef CG_CUDA_FN
+
+/* nvrtc.c: what compiled modules depend on (compiler, flags, mode). */
+const char *rt_emu_build_id(void);
+
+/* The image cuModuleLoadData takes: this header, then the shared object. */
+#define EMU_IMAGE_MAGIC "TGCEMU\0\1"
+typedef struct {
+  char magic[8];
+  uint32_t abi_version;
+  uint32_t arch;            /* compiled for sm_<arch> */
+  uint32_t racecheck;
+  uint32_t reserved;
+  uint64_t so_bytes;
+} emu_image_header;
+
+#endif
