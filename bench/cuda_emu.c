@@ -7,7 +7,7 @@
  *              switching at every __syncthreads
  *   shuffles   block_sum of tests/cuda/warp.cu over 2^20 floats: 5 warp
  *              rounds per reduction, two reductions per block
- *   gemm       cublasLtMatmul 1024^3 fp32 (OpenBLAS under the contract)
+ *   gemm       cublasLtMatmul 1024^3 fp32 (the CPU GEMM under the contract)
  * Usage (from the repository root, after cmake -DTGC_BENCH=ON and a build):
  *   ./build/bench/cuda_emu [repeats]
  * Kernels are compiled once through the cache ($TGC_CACHE_DIR). */
