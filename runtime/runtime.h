@@ -127,6 +127,10 @@ struct rt_device {
 };
 
 extern const rt_backend rt_cpu_backend;
+/* The backends `--backend NAME` knows (backends.c): NULL if none is called name. */
+const rt_backend *rt_backend_lookup(const char *name);
+int rt_backend_count(void);
+const rt_backend *rt_backend_at(int i);
 /* The CPU backend's kernel of n (its kernel table; also what a test backend reuses). */
 int rt_cpu_run_node(const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen);
 

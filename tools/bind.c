@@ -410,12 +410,29 @@ void tool_free_slots(const ir_graph *g, tool_slots *s) {
   *s = (tool_slots){0};
 }
 
-int tool_execute(const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params, rt_tensor **outputs,
-                 rt_stats *stats, ir_diag *d) {
+int tool_execute(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
+                 rt_tensor **outputs, rt_stats *stats, ir_diag *d) {
   char err[1024] = "";
-  if (rt_run(&rt_cpu_backend, g, inputs, params, outputs, stats, err, sizeof err) != 0) {
+  if (rt_run(b ? b : &rt_cpu_backend, g, inputs, params, outputs, stats, err, sizeof err) != 0) {
     ir_error_plain(d, "%s", err);
     return -1;
   }
   return 0;
+}
+
+const char *const tool_backend_help =
+    "  --backend NAME       where the model runs: cpu (the default; the reference), or a backend of\n"
+    "                       rt_backend_lookup (cuda, cuda-emu where this build has them)\n";
+
+int tool_parse_backend(int argc, char **argv, int *i, const rt_backend **b, ir_diag *d) {
+  const char *val = NULL;
+  if (!tool_flag("--backend", argc, argv, i, &val)) return 0;
+  if ((*b = rt_backend_lookup(val))) return 1;
+  char known[256] = "";
+  for (int k = 0; k < rt_backend_count(); k++) {
+    if (k) strncat(known, ", ", sizeof known - strlen(known) - 1);
+    strncat(known, rt_backend_at(k)->name, sizeof known - strlen(known) - 1);
+  }
+  ir_error_plain(d, "--backend %s: unknown backend (known: %s)", val ? val : "", known);
+  return -1;
 }

@@ -19,7 +19,7 @@ static const char *const run_help =
     "usage: tgc run FILE [--input NAME=VALUE|NAME=@x.npy|NAME=random]... [--seed N]\n"
     "               [-D NAME=VALUE] [--config NAME] [--out-dir DIR] [--json] [options]\n"
     "\n"
-    "Compiles FILE, runs it on the CPU and prints its outputs.\n"
+    "Compiles FILE, runs it (on the CPU unless --backend says otherwise) and prints its outputs.\n"
     "\n"
     "  --input NAME=VALUE   a number (fills the whole tensor), or a list '1,2,3' / '[1, 2, 3]'\n"
     "                       of exactly as many values as the input has elements (row-major)\n"
@@ -34,9 +34,7 @@ static const char *const run_help =
     "                       {\"outputs\": {NAME: number | {\"dtype\", \"shape\", \"data\" | \"summary\"}},\n"
     "                        \"stats\": {\"kernels\", \"peak_bytes\" (the arena), \"threads\"}}\n"
     "                       (tensors of more than 4096 elements get a summary: min, max, mean, sum)\n"
-    "  --backend cpu        the executor (only cpu in this build)\n"
-    "  --profile            time every kernel; print where the time went, by op, to stderr\n"
-    "\n";
+    "  --profile            time every kernel; print where the time went, by op, to stderr\n";
 
 extern const char *const tool_common_help;
 
@@ -63,7 +61,7 @@ static int save_output(const char *dir, const char *name, const rt_tensor *t, ir
 int tool_cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s", run_help, tool_common_help);
+      printf("%s%s\n%s", run_help, tool_backend_help, tool_common_help);
       return 0;
     }
   ir_diag *d = ir_diag_new(stderr);
@@ -73,6 +71,7 @@ int tool_cmd_run(int argc, char **argv) {
   int n_specs = 0, rc = 0;
   uint64_t seed = 0;
   const char *out_dir = NULL;
+  const rt_backend *backend = NULL;
   bool json = false, profile = false;
   rt_profile prof = {0};
   for (int i = 1; i < argc && rc == 0; i++) {
@@ -88,11 +87,8 @@ int tool_cmd_run(int argc, char **argv) {
         rc = 1;
       }
       out_dir = val;
-    } else if (tool_flag("--backend", argc, argv, &i, &val)) {
-      if (!val || strcmp(val, "cpu") != 0) {
-        ir_error_plain(d, "--backend %s: only the cpu backend is available in this build", val ? val : "");
-        rc = 1;
-      }
+    } else if ((r = tool_parse_backend(argc, argv, &i, &backend, d)) != 0) {
+      if (r < 0) rc = 1;
     } else if (strcmp(a, "--json") == 0) {
       json = true;
     } else if (strcmp(a, "--profile") == 0) {
@@ -113,7 +109,7 @@ int tool_cmd_run(int argc, char **argv) {
   rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
   rt_stats stats = {.profile = profile ? &prof : NULL};
-  if (rc == 0 && tool_execute(g, inputs, params, outputs, &stats, d) != 0) rc = 1;
+  if (rc == 0 && tool_execute(backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
   if (rc == 0 && profile) tool_print_profile(stderr, &prof, o.file, 1);
   if (rc == 0 && out_dir) {
     struct stat st;

@@ -90,6 +90,7 @@ typedef struct {
       seq_set, vocab_set;
   const char *save, *resume, *log;
   bool json, profile;
+  const rt_backend *backend; /* --backend (NULL: cpu) */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -401,6 +402,7 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(o, argc, argv, &i, d);
+    if (r == 0) r = tool_parse_backend(argc, argv, &i, &t->backend, d);
     if (r < 0) return -1;
     if (r > 0) continue;
     const char *val = NULL;
@@ -483,7 +485,7 @@ static int check_sizes(const ir_graph *g, const train_opts *t, rt_data *ds, ir_d
 int tool_cmd_train(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s", train_help, tool_common_help);
+      printf("%s%s\n%s", train_help, tool_backend_help, tool_common_help);
       return 0;
     }
   ir_diag *d = ir_diag_new(stderr);
@@ -548,7 +550,7 @@ int tool_cmd_train(int argc, char **argv) {
   prog = pass_build_train(g, &to);
   g = NULL; /* the step graph now */
   if (!prog) goto done;
-  rt_train_config cfg = {.prog = prog, .data = ds, .seed = t.seed};
+  rt_train_config cfg = {.prog = prog, .backend = t.backend, .data = ds, .seed = t.seed};
   if (t.profile && !(prof = calloc(2, sizeof *prof))) {
     ir_error_plain(d, "out of memory");
     goto done;
