@@ -9,13 +9,16 @@
 
 #include "kernels.h"
 
-rt_device *rt_device_open(const rt_backend *b, char *err, size_t errlen) {
+rt_device *rt_device_open(const rt_backend *b, char *err, size_t errlen) { return rt_device_open_with(b, NULL, err, errlen); }
+
+rt_device *rt_device_open_with(const rt_backend *b, const rt_device_options *o, char *err, size_t errlen) {
   rt_device *d = calloc(1, sizeof *d);
   if (!d) {
     rt_errf(err, errlen, "out of memory");
     return NULL;
   }
   d->backend = b;
+  if (o) d->opts = *o;
   if (b->open && b->open(d, err, errlen) != 0) {
     free(d);
     return NULL;

@@ -232,7 +232,7 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
            rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen) {
   int n_in = g->n_inputs, n_par = g->n_params, n = n_in + n_par;
   for (int i = 0; i < g->n_outputs; i++) outputs[i] = NULL;
-  rt_device *d = rt_device_open(b, err, errlen);
+  rt_device *d = rt_device_open_with(b, stats ? stats->device : NULL, err, errlen);
   if (!d) return -1;
   rt_program *p = NULL;
   rt_buffer *wraps = calloc((size_t)n + 1, sizeof *wraps);

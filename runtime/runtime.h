@@ -120,8 +120,15 @@ struct rt_backend {
   void (*release)(rt_device *d, void *state);
 };
 
+/* How to open a device: which one, and backend-specific checks. */
+typedef struct {
+  int index;               /* --device N: the backend's device number (0: the first) */
+  bool racecheck;          /* cuda-emu: check shared-memory races (--racecheck) */
+} rt_device_options;
+
 struct rt_device {
   const rt_backend *backend;
+  rt_device_options opts;
   void *impl;              /* the backend's context */
   rt_device_stats stats;
 };
@@ -134,7 +141,8 @@ const rt_backend *rt_backend_at(int i);
 /* The CPU backend's kernel of n (its kernel table; also what a test backend reuses). */
 int rt_cpu_run_node(const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen);
 
-rt_device *rt_device_open(const rt_backend *b, char *err, size_t errlen);
+rt_device *rt_device_open(const rt_backend *b, char *err, size_t errlen);  /* default options */
+rt_device *rt_device_open_with(const rt_backend *b, const rt_device_options *o, char *err, size_t errlen);
 void rt_device_close(rt_device *d);
 /* A buffer of device memory (NULL + message when out of memory). */
 rt_buffer *rt_buffer_alloc(rt_device *d, size_t bytes, char *err, size_t errlen);
@@ -187,6 +195,7 @@ typedef struct {
   /* in: NULL, or per input / param: donated (the tensor's contents are
    * garbage after the call, even on failure) */
   const bool *donate_inputs, *donate_params;
+  const rt_device_options *device; /* in: NULL, or how to open the device */
 } rt_stats;
 int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
            rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);
@@ -310,6 +319,7 @@ double rt_schedule_lr(const rt_schedule *s, int64_t step);
 typedef struct {
   const pass_training *prog;   /* the graphs and their bindings (kept alive by the caller) */
   const rt_backend *backend;   /* NULL: the cpu */
+  rt_device_options device;    /* which device, and its checks */
   rt_data *data;               /* rt_trainer_new binds it to the step graph's data inputs */
   uint64_t seed;
   rt_schedule schedule;

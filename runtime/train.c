@@ -155,7 +155,7 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   t->ns = pt->n_states;
   t->K = pt->micro_batches;
   int np = t->np, ns = t->ns;
-  if (!(t->dev = rt_device_open(c->backend ? c->backend : &rt_cpu_backend, err, errlen))) goto fail;
+  if (!(t->dev = rt_device_open_with(c->backend ? c->backend : &rt_cpu_backend, &c->device, err, errlen))) goto fail;
   if (rt_data_bind_inputs(c->data, sg, pt->n_data, err, errlen) != 0) goto fail;
   t->params = calloc((size_t)np + 1, sizeof *t->params);
   t->states = calloc((size_t)ns + 1, sizeof *t->states);

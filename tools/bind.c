@@ -410,10 +410,14 @@ void tool_free_slots(const ir_graph *g, tool_slots *s) {
   *s = (tool_slots){0};
 }
 
-int tool_execute(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
+int tool_execute(const tool_backend *tb, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
                  rt_tensor **outputs, rt_stats *stats, ir_diag *d) {
   char err[1024] = "";
-  if (rt_run(b ? b : &rt_cpu_backend, g, inputs, params, outputs, stats, err, sizeof err) != 0) {
+  rt_stats local = {0};
+  if (!stats) stats = &local;
+  stats->device = tb ? &tb->device : NULL;
+  const rt_backend *b = tb && tb->backend ? tb->backend : &rt_cpu_backend;
+  if (rt_run(b, g, inputs, params, outputs, stats, err, sizeof err) != 0) {
     ir_error_plain(d, "%s", err);
     return -1;
   }
@@ -421,13 +425,24 @@ int tool_execute(const rt_backend *b, const ir_graph *g, rt_tensor *const *input
 }
 
 const char *const tool_backend_help =
-    "  --backend NAME       where the model runs: cpu (the default; the reference), or a backend of\n"
-    "                       rt_backend_lookup (cuda, cuda-emu where this build has them)\n";
+    "  --backend NAME       where the model runs: cpu (the default, and the reference every\n"
+    "                       other backend is tested against), cuda, cuda-emu\n"
+    "  --device N           which device of the backend (default 0)\n";
 
-int tool_parse_backend(int argc, char **argv, int *i, const rt_backend **b, ir_diag *d) {
+int tool_parse_backend(int argc, char **argv, int *i, tool_backend *tb, ir_diag *d) {
   const char *val = NULL;
+  if (tool_flag("--device", argc, argv, i, &val)) {
+    char *end = NULL;
+    long n = val ? strtol(val, &end, 10) : -1;
+    if (!val || !*val || *end || n < 0 || n > 1024) {
+      ir_error_plain(d, "--device %s: expected a device number in [0, 1024]", val ? val : "");
+      return -1;
+    }
+    tb->device.index = (int)n;
+    return 1;
+  }
   if (!tool_flag("--backend", argc, argv, i, &val)) return 0;
-  if ((*b = rt_backend_lookup(val))) return 1;
+  if ((tb->backend = rt_backend_lookup(val))) return 1;
   char known[256] = "";
   for (int k = 0; k < rt_backend_count(); k++) {
     if (k) strncat(known, ", ", sizeof known - strlen(known) - 1);

@@ -257,7 +257,7 @@ int tool_cmd_grad(int argc, char **argv) {
   int n_specs = 0, n_seeds = 0, n_tangs = 0, n_wrt = 0, rc = 0;
   uint64_t seed = 0;
   bool json = false, forward = false;
-  const rt_backend *backend = NULL;
+  tool_backend backend = {0};
   const char *of = NULL;
   char *wrt_copy = NULL;
   for (int i = 1; i < argc && rc == 0; i++) {
@@ -460,7 +460,7 @@ int tool_cmd_grad(int argc, char **argv) {
   if (g) tool_alloc_slots(g, &slots);
   rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
-  if (rc == 0 && tool_execute(backend, g, inputs, params, outputs, NULL, d) != 0) rc = 1;
+  if (rc == 0 && tool_execute(&backend, g, inputs, params, outputs, NULL, d) != 0) rc = 1;
   if (rc == 0 && json) {
     json_t *root = json_object(), *outs = json_object(), *ders = json_object();
     json_object_set_new(root, "mode", json_string(forward ? "forward" : "reverse"));
@@ -565,7 +565,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   uint64_t seed = 0;
   double eps = 1e-6, tol = 1e-6;
   bool json = false;
-  const rt_backend *backend = NULL;
+  tool_backend backend = {0};
   for (int i = 1; i < argc && rc == 0; i++) {
     const char *a = argv[i], *val = NULL;
     int r = tool_parse_common(&o, argc, argv, &i, d);
@@ -661,7 +661,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
       if (gd->params[i] == w[k].v) w[k].x = par[i];
   }
   /* the derivatives at x: loss and every gradient (zero tangents) */
-  if (rc == 0 && tool_execute(backend, gd, in_d, par, out_d, NULL, d) != 0) rc = 1;
+  if (rc == 0 && tool_execute(&backend, gd, in_d, par, out_d, NULL, d) != 0) rc = 1;
   double loss0 = rc == 0 ? rt_tensor_get(out_d[0], 0) : 0;
   /* elements computed by one run of the derivative graph: bounds the work
    * of element-by-element checks */
@@ -700,7 +700,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
       memcpy(c->tangent->data, v->data, v->nbytes);
       rt_tensor **o2 = calloc((size_t)gd->n_outputs, sizeof *o2);
       if (!o2) abort();
-      if (tool_execute(backend, gd, in_d, par, o2, NULL, d) != 0) rc = 1;
+      if (tool_execute(&backend, gd, in_d, par, o2, NULL, d) != 0) rc = 1;
       double fwd = rc == 0 ? rt_tensor_get(o2[1], 0) : 0;
       free_tensors(o2, gd->n_outputs);
       memset(c->tangent->data, 0, c->tangent->nbytes);
@@ -718,7 +718,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
         for (int pt = 0; rc == 0 && pt < points; pt++) {
           for (int64_t e = 0; e < n; e++)
             rt_tensor_set(c->x, e, rt_tensor_get(x0, e) + mult[pt] * step * rt_tensor_get(v, e));
-          if (tool_execute(backend, gl, in_l, par, out_l, NULL, d) != 0) rc = 1;
+          if (tool_execute(&backend, gl, in_l, par, out_l, NULL, d) != 0) rc = 1;
           else l[pt] = rt_tensor_get(out_l[0], 0);
           rt_tensor_free(out_l[0]);
           out_l[0] = NULL;

@@ -71,7 +71,7 @@ int tool_cmd_run(int argc, char **argv) {
   int n_specs = 0, rc = 0;
   uint64_t seed = 0;
   const char *out_dir = NULL;
-  const rt_backend *backend = NULL;
+  tool_backend backend = {0};
   bool json = false, profile = false;
   rt_profile prof = {0};
   for (int i = 1; i < argc && rc == 0; i++) {
@@ -109,7 +109,7 @@ int tool_cmd_run(int argc, char **argv) {
   rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
   rt_stats stats = {.profile = profile ? &prof : NULL};
-  if (rc == 0 && tool_execute(backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
+  if (rc == 0 && tool_execute(&backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
   if (rc == 0 && profile) tool_print_profile(stderr, &prof, o.file, 1);
   if (rc == 0 && out_dir) {
     struct stat st;

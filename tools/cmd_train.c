@@ -90,7 +90,7 @@ typedef struct {
       seq_set, vocab_set;
   const char *save, *resume, *log;
   bool json, profile;
-  const rt_backend *backend; /* --backend (NULL: cpu) */
+  tool_backend backend; /* --backend, --device */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -550,7 +550,8 @@ int tool_cmd_train(int argc, char **argv) {
   prog = pass_build_train(g, &to);
   g = NULL; /* the step graph now */
   if (!prog) goto done;
-  rt_train_config cfg = {.prog = prog, .backend = t.backend, .data = ds, .seed = t.seed};
+  rt_train_config cfg = {.prog = prog, .backend = t.backend.backend, .device = t.backend.device, .data = ds,
+                         .seed = t.seed};
   if (t.profile && !(prof = calloc(2, sizeof *prof))) {
     ir_error_plain(d, "out of memory");
     goto done;

@@ -77,12 +77,17 @@ typedef struct {
 } tool_slots;
 void tool_alloc_slots(const ir_graph *g, tool_slots *s);
 void tool_free_slots(const ir_graph *g, tool_slots *s); /* frees the tensors in them too */
-/* Runs g on backend b (NULL: cpu); a runtime error is reported through d (-1). */
-int tool_execute(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
+/* Where a command runs the model: --backend NAME (NULL: cpu), --device N. */
+typedef struct {
+  const rt_backend *backend;
+  rt_device_options device;
+} tool_backend;
+/* Runs g on tb's backend (tb NULL: cpu); a runtime error is reported through d (-1). */
+int tool_execute(const tool_backend *tb, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
                  rt_tensor **outputs, rt_stats *stats, ir_diag *d);
-/* --backend NAME at argv[*i]: 1 consumed (*b set), 0 not that flag, -1 an
- * unknown backend (reported, with the known ones). */
-int tool_parse_backend(int argc, char **argv, int *i, const rt_backend **b, ir_diag *d);
+/* --backend NAME or --device N at argv[*i]: 1 consumed, 0 not one of them,
+ * -1 an unknown backend or a bad number (reported). */
+int tool_parse_backend(int argc, char **argv, int *i, tool_backend *tb, ir_diag *d);
 extern const char *const tool_backend_help;
 int tool_bind_all(const ir_graph *g, const tool_input_spec *specs, int n_specs, uint64_t seed, bool quiet,
                   rt_tensor **inputs, rt_tensor **params, ir_diag *d);
