@@ -699,7 +699,7 @@ static int infer_attention(ctx *c, const ir_type *in, int n_in, ir_type *out, in
   return 0;
 }
 
-/* ---- fused elementwise ops (made by passes/fuse_elementwise.c, run by runtime/kern_fused.c) ----
+/* ---- fused elementwise ops (made by passes/fuse_elementwise.c, run by runtime/cpu/kern_fused.c) ----
  * The expr attribute is an s-expression over the operands $0, $1, ...:
  *   e := $N | (const DTYPE NUMBER) | (cast DTYPE e) | (OP e) | (OP e e) | (where e e e)
  * OP is the mnemonic of an elementwise unary or binary op of ops.def. Every

@@ -256,7 +256,7 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *key);
  * element of a same-typed operand before writing the same element of the
  * result (unary, binary, where, fused — every result of a multi-result
  * fused; i's type equal to r's), and for reshape (the bytes are the
- * result's, unchanged). The CPU executor (runtime/cpu.c) reuses buffers by
+ * result's, unchanged). The CPU executor (runtime/cpu/cpu.c) reuses buffers by
  * this rule, giving each result the first operand not already taken, and
  * the memory prediction (passes/memplan.c) replays it: one definition. */
 bool ir_node_may_reuse(const ir_node *n, int r, int i);

@@ -1,7 +1,7 @@
 /* passes/fuse_attention.c — finds scaled dot-product attention written in
  * primitive ops and replaces its core with one ATTENTION node (FlashAttention:
  * tiled, online softmax, the backward recomputes the scores; kernels in
- * runtime/kern_attention.c, VJP in passes/vjp.c).
+ * runtime/cpu/kern_attention.c, VJP in passes/vjp.c).
  *
  *   requires:    a verified graph; runs before autodiff (the default pipeline
  *                puts it first), so the backward is built from the fused op.

@@ -24,7 +24,7 @@
  *     The expr grammar is in ir/expr.c: s-expressions such as
  *       (sub $0 (mul (cast f32 $1) (div $2 (add (sqrt $3) (const f32 1e-08)))))
  *     where every op keeps its dtype, so the kernel rounds each intermediate
- *     exactly as the unfused op would (runtime/kern_fused.c).
+ *     exactly as the unfused op would (runtime/cpu/kern_fused.c).
  *     Every group becomes a fused node, a single op too: the fused kernel
  *     computes f32 arithmetic on vectors of elements and hoists scalar
  *     operands, where the unfused kernels call ir_eval_* per element.

@@ -16,7 +16,7 @@
  * node's transpose_a (operand 0) or transpose_b (operand 1) flips. A read of
  * a transpose of a transpose flips twice: the attribute is dropped (absent =
  * 0) and the matmul reads the original. Every runtime path of the matmul
- * kernel (runtime/kern_matmul.c: f64, f32, bf16/f16 widened, the plain loop)
+ * kernel (runtime/cpu/kern_matmul.c: f64, f32, bf16/f16 widened, the plain loop)
  * reads transposed operands, so no dtype is left out, and each gives the
  * bytes the graph with the transpose gives (kern_matmul.c says how). A
  * transpose left with no reader (and not a graph output) is removed; one

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 rt_device *rt_device_open(const rt_backend *b, char *err, size_t errlen) { return rt_device_open_with(b, NULL, err, errlen); }
 

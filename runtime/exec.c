@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 struct rt_program {
   rt_device *dev;

@@ -12,7 +12,7 @@
  */
 #include <math.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 static uint64_t splitmix64(uint64_t z) {
   z += UINT64_C(0x9e3779b97f4a7c15);

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 /* 1 TiB: anything larger is treated as an allocation failure outright. */
 #define RT_MAX_TENSOR_BYTES ((size_t)1 << 40)
@@ -125,9 +125,3 @@ void rt_path_errf(char *err, size_t errlen, const char *path, const char *fmt, .
   va_end(ap);
 }
 
-void rt_kerr(const rt_kctx *k, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(k->err, k->errlen, fmt, ap);
-  va_end(ap);
-}

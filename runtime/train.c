@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 #define STATE_PREFIX "opt/"
 #define FORMAT_NAME "tgc-train-1"

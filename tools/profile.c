@@ -1,4 +1,4 @@
-/* tools/profile.c — prints an rt_profile (runtime/cpu.c fills it when a
+/* tools/profile.c — prints an rt_profile (runtime/cpu/cpu.c fills it when a
  * command is given --profile): where the kernel time of the graph runs went,
  * by op, largest first. The rows add up to the total: kernels, allocating
  * their results, and the executor's own bookkeeping (the rest). */

@@ -62,7 +62,7 @@ typedef struct {
 /* ---- element conversions (CUDA's: NaN becomes the canonical 0x7fff) ---- */
 
 /* cuBLAS's column-major product C[m x n] (ldc m) = op(A) op(B), with A and
- * B under their own leading dimensions, by the CPU's GEMM (runtime/gemm.c,
+ * B under their own leading dimensions, by the CPU's GEMM (runtime/cpu/gemm.c,
  * row-major): the column-major C is the row-major C^T = op(B)^T op(A)^T,
  * and a column-major matrix is its transpose read row-major. */
 static int colmajor_sgemm(bool ta, bool tb, int m, int n, int k, const float *a, int64_t lda, const float *b,

@@ -1,4 +1,4 @@
-/* tests/unit/test_data.c — the training data sources (runtime/data.c):
+/* tests/unit/test_data.c — the training data sources (runtime/io/data.c):
  * what each task puts in the inputs, the bias feature, both layouts,
  * determinism in (seed, step, micro-batch), text and token files, and the
  * exact errors for models whose inputs do not fit a source.

@@ -1,4 +1,4 @@
-/* tests/unit/test_gemm.c — runtime/gemm.c against its definition.
+/* tests/unit/test_gemm.c — runtime/cpu/gemm.c against its definition.
  *
  * rt_sgemm / rt_dgemm promise that every element of C = op(A) op(B) is the
  * fused multiply-add chain c = fma(A[i,k], B[k,j], c) over k = 0..K-1 from

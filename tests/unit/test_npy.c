@@ -1,4 +1,4 @@
-/* tests/unit/test_npy.c — .npy reading and writing (runtime/npy.c).
+/* tests/unit/test_npy.c — .npy reading and writing (runtime/io/npy.c).
  *
  * Round trips every dtype at rank 0, 1 and 2 (bf16 comes back as f32 with
  * the same values), checks the exact v1.0 header the writer produces (padded

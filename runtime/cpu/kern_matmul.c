@@ -1,4 +1,4 @@
-/* runtime/kern_matmul.c — a[..., M, K] @ b[..., K, N] -> [..., M, N].
+/* runtime/cpu/kern_matmul.c — a[..., M, K] @ b[..., K, N] -> [..., M, N].
  *
  * Batch dims broadcast numpy-style: the kernel loops over the result's batch
  * index space and computes, per operand, the offset of its M×K / K×N matrix

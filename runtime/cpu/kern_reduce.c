@@ -1,4 +1,4 @@
-/* runtime/kern_reduce.c — reductions and normalizations: reduce_sum,
+/* runtime/cpu/kern_reduce.c — reductions and normalizations: reduce_sum,
  * reduce_mean, reduce_max, softmax, log_softmax, layernorm, rmsnorm.
  *
  * Determinism: every result element (or row) is computed by one thread,

@@ -1,4 +1,4 @@
-/* runtime/kern_layout.c — data movement: transpose, reshape, broadcast,
+/* runtime/cpu/kern_layout.c — data movement: transpose, reshape, broadcast,
  * slice, concat, split.
  *
  * Transpose and broadcast are one strided gather: the result is walked row by
@@ -130,7 +130,7 @@ int rt_kern_reshape(const rt_kctx *k) {
     rt_kerr(k, "reshape %%%s: element counts differ", rt_value_name(k->node->out[0]));
     return -1;
   }
-  /* the executor may hand the operand's own buffer over (runtime/cpu.c) */
+  /* the executor may hand the operand's own buffer over (runtime/cpu/cpu.c) */
   if (out->nbytes && out->data != k->in[0]->data) memcpy(out->data, k->in[0]->data, out->nbytes);
   return 0;
 }

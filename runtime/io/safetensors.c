@@ -1,4 +1,4 @@
-/* runtime/safetensors.c — reading and writing training state in the
+/* runtime/io/safetensors.c — reading and writing training state in the
  * safetensors format (https://github.com/huggingface/safetensors):
  *
  *   [8 bytes: header length N, little-endian u64]
@@ -45,7 +45,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 /* Headers larger than this are refused (the format's own limit is 100 MB). */
 #define ST_MAX_HEADER 100000000ull

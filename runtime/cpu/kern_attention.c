@@ -1,4 +1,4 @@
-/* runtime/kern_attention.c — the fused attention kernels (FlashAttention-2
+/* runtime/cpu/kern_attention.c — the fused attention kernels (FlashAttention-2
  * style) for the ATTENTION and ATTENTION_GRAD ops the fuse-attention pass
  * makes.
  *

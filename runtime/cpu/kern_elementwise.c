@@ -1,4 +1,4 @@
-/* runtime/kern_elementwise.c — unary, binary and where kernels.
+/* runtime/cpu/kern_elementwise.c — unary, binary and where kernels.
  *
  * Every element is computed in double by ir_eval_unary / ir_eval_binary (the
  * functions constant folding uses) and stored rounded to the result dtype,

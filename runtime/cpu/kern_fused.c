@@ -1,4 +1,4 @@
-/* runtime/kern_fused.c — kernels of the ops the fuse-elementwise pass makes:
+/* runtime/cpu/kern_fused.c — kernels of the ops the fuse-elementwise pass makes:
  * fused (an elementwise expression over broadcast operands), fused_matmul
  * (matmul with an elementwise epilogue) and add_layernorm (residual add and
  * layernorm in one pass over each row).

@@ -1,4 +1,4 @@
-/* runtime/vec_math.c — loops over ir/scalar.h's branch-free functions,
+/* runtime/cpu/vec_math.c — loops over ir/scalar.h's branch-free functions,
  * compiled to be vectorized: GCC builds AVX-512, AVX2 and baseline versions
  * of each (target_clones) and picks one at load time for the machine. Each
  * element is the same IEEE arithmetic in every version (C11 mode: no FP

@@ -1,4 +1,4 @@
-/* runtime/kern_grad.c — kernels of the helper ops that backward graphs are
+/* runtime/cpu/kern_grad.c — kernels of the helper ops that backward graphs are
  * made of: unslice (adjoint of slice) and embedding_grad (scatter-add, the
  * adjoint of embedding). cross_entropy_grad shares its rows with
  * cross_entropy (kern_nn.c); sign and gelu_grad are plain unary ops and run

@@ -1,4 +1,4 @@
-/* runtime/kern_einsum.c — general einsum ("ij,jk->ik", "bij,bjk->bik",
+/* runtime/cpu/kern_einsum.c — general einsum ("ij,jk->ik", "bij,bjk->bik",
  * "ii->i", "ij->" ...).
  *
  * The equation comes parsed (ir/expr.c: labels per term). Labels of the

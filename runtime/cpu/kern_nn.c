@@ -1,4 +1,4 @@
-/* runtime/kern_nn.c — sources (const, iota) and model ops (embedding,
+/* runtime/cpu/kern_nn.c — sources (const, iota) and model ops (embedding,
  * cross_entropy and its gradient, causal_mask).
  *
  * Ids and targets are checked before any work: the first one out of range

@@ -1,4 +1,4 @@
-/* runtime/cpu.c — the CPU backend: host memory and the kernel table.
+/* runtime/cpu/cpu.c — the CPU backend: host memory and the kernel table.
  *
  * Device memory is host memory (256-byte aligned), so host tensors are
  * bound without copies. run_node calls the node's kernel (kern_*.c): the
@@ -7,6 +7,8 @@
  * ops.def and fails on a gap). Scheduling, buffers and in-place execution
  * are the executor's (exec.c) and the memory plan's (passes/memplan.c).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +61,13 @@ static kernel_fn cpu_kernel(ir_op op) {
 
 static bool cpu_supports_op(const ir_node *n) {
   return n && (int)n->op >= 0 && n->op < IR_NUM_OPS && cpu_kernel(n->op) != NULL;
+}
+
+void rt_kerr(const rt_kctx *k, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(k->err, k->errlen, fmt, ap);
+  va_end(ap);
 }
 
 /* ---- memory: host memory, 256-byte aligned ---- */

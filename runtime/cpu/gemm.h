@@ -1,4 +1,4 @@
-/* runtime/gemm.h — the CPU's matrix products (gemm.c), their own small
+/* runtime/cpu/gemm.h — the CPU's matrix products (gemm.c), their own small
  * library (tgc_gemm) so that the CPU kernels and the cuda-emu emulator's
  * cuBLAS share one definition. */
 #ifndef TGC_RT_GEMM_H

@@ -1,4 +1,4 @@
-/* runtime/npy.c — reading and writing numpy .npy files.
+/* runtime/io/npy.c — reading and writing numpy .npy files.
  *
  * Layout: "\x93NUMPY", major, minor, header length (uint16 LE for v1,
  * uint32 LE for v2/v3), then a Python dict literal
@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 #define NPY_MAX_HEADER (1u << 20)
 

@@ -1,4 +1,4 @@
-/* runtime/data.c — training data sources.
+/* runtime/io/data.c — training data sources.
  *
  * Every batch is a pure function of (seed, step, micro-batch): numbers come
  * from the counter-based generator (random.c) with a stream derived from the
@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels.h"
+#include "internal.h"
 
 typedef enum { DS_XOR, DS_REGRESSION, DS_COPY, DS_REVERSE, DS_SORT, DS_TEXT, DS_TOKENS } ds_kind;
 

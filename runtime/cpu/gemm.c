@@ -1,4 +1,4 @@
-/* runtime/gemm.c — the CPU backend's matrix products: C = op(A) op(B),
+/* runtime/cpu/gemm.c — the CPU backend's matrix products: C = op(A) op(B),
  * row-major, f32 and f64, with one definition of the result:
  *
  *   C[i,j] = the fused multiply-add chain c = fma(A[i,k], B[k,j], c) over

@@ -1,0 +1,80 @@
+/* runtime/internal.h — private to runtime/: what its files share besides
+ * the public runtime.h: element access in any dtype (every value computed
+ * in double and stored rounded with ir_round_to_dtype, so kernels and
+ * constant folding agree bit for bit), element counts and strides, and the
+ * error formatters. */
+#ifndef TGC_RT_INTERNAL_H
+#define TGC_RT_INTERNAL_H
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime.h"
+
+/* Loops shorter than this run on one thread (thread start-up costs more). */
+#define RT_PAR_MIN 4096
+
+/* Element i of raw storage of dtype dt, as a double. */
+static inline double rt_load(ir_dtype dt, const void *p, int64_t i) {
+  switch (dt) {
+  case IR_DT_F64: return ((const double *)p)[i];
+  case IR_DT_F32: return ((const float *)p)[i];
+  case IR_DT_BF16: return ir_bf16_to_f32(((const uint16_t *)p)[i]);
+  case IR_DT_F16: return ir_f16_to_f32(((const uint16_t *)p)[i]);
+  case IR_DT_I32: return ((const int32_t *)p)[i];
+  case IR_DT_I64: return (double)((const int64_t *)p)[i];
+  case IR_DT_BOOL: return ((const uint8_t *)p)[i] ? 1.0 : 0.0;
+  default: return 0.0;
+  }
+}
+
+/* Stores v rounded to dt (ir_round_to_dtype), so the stored value is exactly
+ * what constant folding computes. */
+/* ir_round_to_dtype(IR_DT_F32, x) as a float, with its common case inline:
+ * (float)x rounds to nearest even; only finite values past FLT_MAX take the
+ * out-of-line path (converting those is undefined in C). */
+static inline float rt_round_f32(double x) {
+  if (!(fabs(x) > FLT_MAX) || isinf(x)) return (float)x;
+  return (float)ir_round_to_dtype(IR_DT_F32, x);
+}
+
+static inline void rt_store(ir_dtype dt, void *p, int64_t i, double v) {
+  double r = ir_round_to_dtype(dt, v);
+  switch (dt) {
+  case IR_DT_F64: ((double *)p)[i] = r; break;
+  case IR_DT_F32: ((float *)p)[i] = (float)r; break;
+  case IR_DT_BF16: ((uint16_t *)p)[i] = ir_f32_to_bf16((float)r); break;
+  case IR_DT_F16: ((uint16_t *)p)[i] = ir_f32_to_f16((float)r); break;
+  case IR_DT_I32: ((int32_t *)p)[i] = r == r ? (int32_t)r : 0; break;
+  case IR_DT_I64: ((int64_t *)p)[i] = r == r ? (int64_t)r : 0; break;
+  case IR_DT_BOOL: ((uint8_t *)p)[i] = r != 0; break;
+  default: break;
+  }
+}
+
+/* Integer element (for ids / targets); exact for i32 and i64. */
+static inline int64_t rt_load_int(ir_dtype dt, const void *p, int64_t i) {
+  if (dt == IR_DT_I64) return ((const int64_t *)p)[i];
+  if (dt == IR_DT_I32) return ((const int32_t *)p)[i];
+  double v = rt_load(dt, p, i);
+  return v == v && fabs(v) < 9.2e18 ? (int64_t)v : INT64_MIN;
+}
+
+/* Row-major strides (in elements) of t; broadcast against a result of rank
+ * out_rank: missing leading dims and size-1 dims get stride 0. */
+void rt_broadcast_strides(const ir_type *t, int out_rank, const int64_t *out_dims,
+                          int64_t *strides);
+int64_t rt_numel(const ir_type *t);
+/* rt_tensor_new without the zero fill (freed with rt_tensor_free): only for
+ * a result the kernel about to run overwrites entirely (cpu.c). */
+rt_tensor *rt_tensor_new_uninit(const ir_type *type);
+/* The name of v for messages, printed after a '%' ("?" if none). */
+const char *rt_value_name(const ir_value *v);
+/* "message" / "PATH: message" into err (errlen bytes; nothing if err is NULL). */
+void rt_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void rt_path_errf(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif
