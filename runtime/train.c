@@ -39,6 +39,7 @@ struct rt_trainer {
   rt_tensor *loss_sum, *correct_sum, *lr, *step_no;
   rt_tensor **step_in, **update_in; /* the programs' input bindings */
   rt_tensor **new_place;         /* np + ns: scratch of the rebinding */
+  bool *taken;                   /* np + ns: scratch of the rebinding */
   int64_t step;
   bool lost;            /* a failed update consumed the parameters: no more steps or saves */
   bool nonfinite;       /* an update made a parameter Inf or NaN: no more steps or saves */
@@ -81,6 +82,7 @@ void rt_trainer_free(rt_trainer *t) {
   free(t->step_in);
   free(t->update_in);
   free(t->new_place);
+  free(t->taken);
   free(t);
 }
 
@@ -161,12 +163,13 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   t->states = calloc((size_t)ns + 1, sizeof *t->states);
   t->pool = calloc((size_t)(np + ns) + 1, sizeof *t->pool);
   t->new_place = calloc((size_t)(np + ns) + 1, sizeof *t->new_place);
+  t->taken = calloc((size_t)(np + ns) + 1, sizeof *t->taken);
   t->data = calloc((size_t)pt->n_data + 1, sizeof *t->data);
   t->data_host = calloc((size_t)pt->n_data + 1, sizeof *t->data_host);
   t->acc = calloc((size_t)np + 1, sizeof *t->acc);
   t->step_in = calloc((size_t)sg->n_inputs + 1, sizeof *t->step_in);
   t->update_in = calloc((size_t)ug->n_inputs + 1, sizeof *t->update_in);
-  if (!t->params || !t->states || !t->pool || !t->new_place || !t->data || !t->data_host || !t->acc || !t->step_in ||
+  if (!t->params || !t->states || !t->pool || !t->new_place || !t->taken || !t->data || !t->data_host || !t->acc || !t->step_in ||
       !t->update_in) {
     rt_errf(err, errlen, "out of memory");
     goto fail;
@@ -256,11 +259,8 @@ static int keep_output(rt_program *p, int out, rt_tensor *dst, char *err, size_t
  * pool tensor no output took, of the same size). */
 static int rebind(rt_trainer *t, char *err, size_t errlen) {
   int n = t->np + t->ns;
-  bool *taken = calloc((size_t)n + 1, sizeof *taken);
-  if (!taken) {
-    rt_errf(err, errlen, "out of memory");
-    return -1;
-  }
+  bool *taken = t->taken;
+  memset(taken, 0, (size_t)n * sizeof *taken);
   for (int j = 0; j < n; j++) {
     const rt_tensor *o = rt_program_output(t->update_prog, j);
     t->new_place[j] = NULL;
@@ -282,7 +282,6 @@ static int rebind(rt_trainer *t, char *err, size_t errlen) {
     t->new_place[j] = t->pool[k];
     rc = rt_copy(t->pool[k], o, err, errlen);
   }
-  free(taken);
   if (rc != 0) return -1;
   /* the pool's tensors carry the old types: give each its new value's */
   for (int j = 0; j < n; j++) {

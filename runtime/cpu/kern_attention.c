@@ -77,9 +77,10 @@ static int ATT_FN(att_forward)(const ATT_REAL *restrict q, const ATT_REAL *restr
   int failed = 0;
 #pragma omp parallel if (tasks > 1 && d->bh * T * S * (E + F) > RT_PAR_MIN)
   {
-    ATT_REAL *kt = malloc((size_t)(E > 0 ? E : 1) * ATT_BC * sizeof *kt);
-    ATT_REAL *sc = malloc((size_t)ATT_BC * sizeof *sc);
-    ATT_REAL *m = malloc((size_t)ATT_BR * sizeof *m), *l = malloc((size_t)ATT_BR * sizeof *l);
+    size_t mark = rt_scratch_mark();
+    ATT_REAL *kt = rt_scratch_push((size_t)(E > 0 ? E : 1) * ATT_BC * sizeof *kt);
+    ATT_REAL *sc = rt_scratch_push((size_t)ATT_BC * sizeof *sc);
+    ATT_REAL *m = rt_scratch_push((size_t)ATT_BR * sizeof *m), *l = rt_scratch_push((size_t)ATT_BR * sizeof *l);
     bool ok = kt && sc && m && l;
     if (!ok) {
 #pragma omp atomic write
@@ -145,10 +146,7 @@ static int ATT_FN(att_forward)(const ATT_REAL *restrict q, const ATT_REAL *restr
         }
       }
     }
-    free(kt);
-    free(sc);
-    free(m);
-    free(l);
+    rt_scratch_pop(mark);
   }
   return failed ? -1 : 0;
 }
@@ -163,10 +161,11 @@ static int ATT_FN(att_backward)(const ATT_REAL *restrict q, const ATT_REAL *rest
   int failed = 0;
 #pragma omp parallel if (d->bh > 1 && d->bh * T * S * (E + F) > RT_PAR_MIN)
   {
-    ATT_REAL *kt = malloc((size_t)(E > 0 ? E : 1) * ATT_BC * sizeof *kt);
-    ATT_REAL *vt = malloc((size_t)(F > 0 ? F : 1) * ATT_BC * sizeof *vt);
-    ATT_REAL *p = malloc((size_t)ATT_BC * sizeof *p), *dp = malloc((size_t)ATT_BC * sizeof *dp);
-    ATT_REAL *drow = malloc((size_t)(T > 0 ? T : 1) * sizeof *drow);
+    size_t mark = rt_scratch_mark();
+    ATT_REAL *kt = rt_scratch_push((size_t)(E > 0 ? E : 1) * ATT_BC * sizeof *kt);
+    ATT_REAL *vt = rt_scratch_push((size_t)(F > 0 ? F : 1) * ATT_BC * sizeof *vt);
+    ATT_REAL *p = rt_scratch_push((size_t)ATT_BC * sizeof *p), *dp = rt_scratch_push((size_t)ATT_BC * sizeof *dp);
+    ATT_REAL *drow = rt_scratch_push((size_t)(T > 0 ? T : 1) * sizeof *drow);
     bool ok = kt && vt && p && dp && drow;
     if (!ok) {
 #pragma omp atomic write
@@ -222,11 +221,7 @@ static int ATT_FN(att_backward)(const ATT_REAL *restrict q, const ATT_REAL *rest
         }
       }
     }
-    free(kt);
-    free(vt);
-    free(p);
-    free(dp);
-    free(drow);
+    rt_scratch_pop(mark);
   }
   return failed ? -1 : 0;
 }
@@ -341,10 +336,10 @@ static bool att_shapes_ok(const rt_kctx *k, int n_in) {
          ir_type_equal(&k->out[1]->type, kk) && ir_type_equal(&k->out[2]->type, v);
 }
 
-/* A float copy of t (bf16/f16 widened); NULL when out of memory. */
+/* A float copy of t (bf16/f16 widened), on the scratch stack; NULL when out of memory. */
 static float *att_widen(const rt_tensor *t) {
   int64_t n = rt_numel(&t->type);
-  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+  float *p = rt_scratch_push((size_t)(n > 0 ? n : 1) * sizeof *p);
   if (!p) return NULL;
   for (int64_t i = 0; i < n; i++) p[i] = (float)rt_load(t->type.dtype, t->data, i);
   return p;
@@ -352,7 +347,9 @@ static float *att_widen(const rt_tensor *t) {
 
 static float *att_zeros(const rt_tensor *t) {
   int64_t n = rt_numel(&t->type);
-  return calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+  float *p = rt_scratch_push((size_t)(n > 0 ? n : 1) * sizeof(float));
+  if (p) memset(p, 0, (size_t)(n > 0 ? n : 1) * sizeof(float));
+  return p;
 }
 
 static void att_narrow(rt_tensor *t, const float *p) {
@@ -376,13 +373,11 @@ int rt_kern_attention(const rt_kctx *k) {
   } else if (dt == IR_DT_F32) {
     rc = att_forward_f32(k->in[0]->data, k->in[1]->data, k->in[2]->data, o->data, lse->data, &d);
   } else {
+    size_t mark = rt_scratch_mark();
     float *q = att_widen(k->in[0]), *kk = att_widen(k->in[1]), *v = att_widen(k->in[2]), *of = att_zeros(o);
     rc = q && kk && v && of ? att_forward_f32(q, kk, v, of, lse->data, &d) : -1;
     if (rc == 0) att_narrow(o, of);
-    free(q);
-    free(kk);
-    free(v);
-    free(of);
+    rt_scratch_pop(mark);
   }
   if (rc != 0) rt_kerr(k, "attention %%%s: out of memory", rt_value_name(k->node->out[0]));
   return rc;
@@ -406,6 +401,7 @@ int rt_kern_attention_grad(const rt_kctx *k) {
     rc = att_backward_f32(k->in[0]->data, k->in[1]->data, k->in[2]->data, k->in[3]->data, lse, k->in[5]->data,
                           k->out[0]->data, k->out[1]->data, k->out[2]->data, &d);
   } else {
+    size_t mark = rt_scratch_mark();
     float *w[5] = {NULL}, *g[3] = {NULL};
     bool ok = true;
     for (int i = 0; i < 5; i++) ok &= (w[i] = att_widen(k->in[i == 4 ? 5 : i])) != NULL;
@@ -413,8 +409,7 @@ int rt_kern_attention_grad(const rt_kctx *k) {
     rc = ok ? att_backward_f32(w[0], w[1], w[2], w[3], lse, w[4], g[0], g[1], g[2], &d) : -1;
     if (rc == 0)
       for (int i = 0; i < 3; i++) att_narrow(k->out[i], g[i]);
-    for (int i = 0; i < 5; i++) free(w[i]);
-    for (int i = 0; i < 3; i++) free(g[i]);
+    rt_scratch_pop(mark);
   }
   if (rc != 0) rt_kerr(k, "attention_grad %%%s: out of memory", rt_value_name(k->node->out[0]));
   return rc;

@@ -43,6 +43,7 @@
 #include "kernels.h"
 
 enum {
+  FUSED_MAX_OPERANDS = 64, /* as ir/infer.c types them */
   CHUNK = 512,           /* elements per register */
   MAX_INSTRUCTIONS = 4096,
   FI_LOAD = IR_NUM_OPS,  /* instruction kinds beyond the ops */
@@ -76,15 +77,15 @@ static int prog_fail(fprog *p, const char *what) {
   return -1;
 }
 
+/* Scratch memory of n bytes, zero-filled (scratch.c: freed by the caller's pop). */
+static void *scratch_zero(size_t n) {
+  void *p = rt_scratch_push(n);
+  if (p) memset(p, 0, n);
+  return p;
+}
+
 static int prog_add(fprog *p, finst in) {
-  if (p->n == MAX_INSTRUCTIONS) return prog_fail(p, "too many nodes");
-  if (p->n == p->cap) {
-    int cap = p->cap ? 2 * p->cap : 32;
-    finst *ni = realloc(p->ins, (size_t)cap * sizeof *ni);
-    if (!ni) return prog_fail(p, "out of memory");
-    p->ins = ni;
-    p->cap = cap;
-  }
+  if (p->n == MAX_INSTRUCTIONS || p->n == p->cap) return prog_fail(p, "too many nodes");
   in.f32 = in.dt == IR_DT_F32;
   p->ins[p->n] = in;
   return p->n++;
@@ -95,8 +96,10 @@ static int prog_add(fprog *p, finst in) {
  * The dtypes are derived again by the typing rules of ir/infer.c, because a
  * kernel must not trust an unverified graph. 0, or -1 with p->err. */
 static int prog_build(fprog *p, const ir_expr *e) {
-  int *map = malloc((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *map);
-  if (!map) return prog_fail(p, "out of memory");
+  int *map = rt_scratch_push((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *map);
+  p->cap = e->n_ins > 0 ? e->n_ins : 1; /* at most one instruction per expr instruction */
+  p->ins = rt_scratch_push((size_t)p->cap * sizeof *p->ins);
+  if (!map || !p->ins) return prog_fail(p, "out of memory");
   int rc = 0;
   for (int i = 0; i < e->n_ins && rc == 0; i++) {
     const ir_expr_inst *x = &e->ins[i];
@@ -142,7 +145,6 @@ static int prog_build(fprog *p, const ir_expr *e) {
     }
     while (rc == 0 && p->n_roots < e->n_results && e->results[p->n_roots] == i) p->roots[p->n_roots++] = map[i];
   }
-  free(map);
   return rc;
 }
 
@@ -394,7 +396,7 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
 /* Evaluates expr over ops[0..n_ops) (the $i) into outs[0..n_outs), every
  * operand broadcast to the shape of the results (which share one shape):
  * one expression per result, separated by ';' (only when multi). */
-static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *const *ops, int n_ops,
+static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_tensor *const *ops, int n_ops,
                      rt_tensor *const *outs, int n_outs) {
   char msg[256] = "";
   fprog p = {.n_ops = n_ops, .ops = ops, .err = msg, .errlen = sizeof msg};
@@ -409,7 +411,6 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
       root = prog_fail(&p, "results differ in shape");
   }
   if (root < 0) {
-    free(p.ins);
     rt_kerr(k, "%s %%%s: %s", ir_op_name(k->node->op), rt_value_name(k->node->out[0]), msg);
     return -1;
   }
@@ -417,9 +418,8 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
   int rank = out->type.rank;
   int64_t dims[IR_MAX_RANK];
   for (int d = 0; d < rank; d++) dims[d] = out->type.dims[d];
-  int64_t(*st)[IR_MAX_RANK] = calloc((size_t)n_ops, sizeof *st);
+  int64_t(*st)[IR_MAX_RANK] = scratch_zero((size_t)(n_ops) * sizeof *st);
   if (!st) {
-    free(p.ins);
     rt_kerr(k, "out of memory");
     return -1;
   }
@@ -431,8 +431,6 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
       ok = t->dims[d] == od || t->dims[d] == 1;
     }
     if (!ok) {
-      free(p.ins);
-      free(st);
       rt_kerr(k, "%s %%%s: operand %d does not broadcast to the result", ir_op_name(k->node->op),
               rt_value_name(k->node->out[0]), o);
       return -1;
@@ -442,10 +440,8 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
   /* merge dim d-1 into d where every operand steps contiguously across them */
   int r2 = 0;
   int64_t cd[IR_MAX_RANK];
-  int64_t(*cs)[IR_MAX_RANK] = calloc((size_t)n_ops, sizeof *cs);
+  int64_t(*cs)[IR_MAX_RANK] = scratch_zero((size_t)(n_ops) * sizeof *cs);
   if (!cs) {
-    free(p.ins);
-    free(st);
     rt_kerr(k, "out of memory");
     return -1;
   }
@@ -462,7 +458,6 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
       r2++;
     }
   }
-  free(st);
   /* uniform instructions: computed once here, on one element */
   finst *in = p.ins;
   bool any_uniform = false;
@@ -499,11 +494,11 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
   float *ufs = NULL;
   double *uds = NULL;
   if (any_uniform) {
-    ufs = calloc((size_t)p.n, sizeof *ufs);
-    uds = calloc((size_t)p.n, sizeof *uds);
-    regs u = {.fv = calloc((size_t)p.n, sizeof *u.fv), .dv = calloc((size_t)p.n, sizeof *u.dv),
-              .fs = malloc((size_t)p.n * sizeof(float)), .ds = malloc((size_t)p.n * sizeof(double)), .w = 1};
-    leaf_pos *lp0 = calloc((size_t)n_ops, sizeof *lp0); /* offset 0, step 0 */
+    ufs = scratch_zero((size_t)(p.n) * sizeof *ufs);
+    uds = scratch_zero((size_t)(p.n) * sizeof *uds);
+    regs u = {.fv = scratch_zero((size_t)(p.n) * sizeof *u.fv), .dv = scratch_zero((size_t)(p.n) * sizeof *u.dv),
+              .fs = rt_scratch_push((size_t)p.n * sizeof(float)), .ds = rt_scratch_push((size_t)p.n * sizeof(double)), .w = 1};
+    leaf_pos *lp0 = scratch_zero((size_t)(n_ops) * sizeof *lp0); /* offset 0, step 0 */
     bool ok = ufs && uds && u.fv && u.dv && u.fs && u.ds && lp0;
     for (int i = 0; ok && i < p.n; i++) {
       if (!in[i].uniform) continue;
@@ -513,9 +508,7 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
       if (in[i].f32) ufs[i] = u.fv[i][0];
       else uds[i] = u.dv[i][0];
     }
-    free(u.fv), free(u.dv), free(u.fs), free(u.ds), free(lp0);
     if (!ok) {
-      free(ufs), free(uds), free(cs), free(p.ins);
       rt_kerr(k, "out of memory");
       return -1;
     }
@@ -530,10 +523,11 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
   bool oom = false;
 #pragma omp parallel if (total > RT_PAR_MIN && units > 1)
   {
-    regs r = {.fv = calloc((size_t)ni, sizeof *r.fv), .dv = calloc((size_t)ni, sizeof *r.dv),
-              .fs = malloc((size_t)ni * (size_t)rw * sizeof(float)), .ds = malloc((size_t)ni * (size_t)rw * sizeof(double)),
+    size_t thread_mark = rt_scratch_mark();
+    regs r = {.fv = scratch_zero((size_t)(ni) * sizeof *r.fv), .dv = scratch_zero((size_t)(ni) * sizeof *r.dv),
+              .fs = rt_scratch_push((size_t)ni * (size_t)rw * sizeof(float)), .ds = rt_scratch_push((size_t)ni * (size_t)rw * sizeof(double)),
               .w = rw};
-    leaf_pos *lp = malloc((size_t)n_ops * sizeof *lp);
+    leaf_pos *lp = rt_scratch_push((size_t)n_ops * sizeof *lp);
     bool ok = r.fv && r.dv && r.fs && r.ds && lp;
     if (!ok) {
 #pragma omp atomic write
@@ -569,21 +563,23 @@ static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *con
       }
       eval_chunk(&p, &r, lp, n, outs, row * inner + j0);
     }
-    free(r.fv);
-    free(r.dv);
-    free(r.fs);
-    free(r.ds);
-    free(lp);
+    rt_scratch_pop(thread_mark);
   }
-  free(cs);
-  free(p.ins);
-  free(ufs);
-  free(uds);
   if (oom) {
     rt_kerr(k, "out of memory evaluating %s %%%s", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
     return -1;
   }
   return 0;
+}
+
+/* fused_run_in_scratch with everything it asks for from the scratch stack,
+ * given back when it returns. */
+static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *const *ops, int n_ops,
+                     rt_tensor *const *outs, int n_outs) {
+  size_t mark = rt_scratch_mark();
+  int rc = fused_run_in_scratch(k, expr, ops, n_ops, outs, n_outs);
+  rt_scratch_pop(mark);
+  return rc;
 }
 
 static const ir_expr *expr_of(const rt_kctx *k) {
@@ -617,16 +613,14 @@ int rt_kern_fused_matmul(const rt_kctx *k) {
   }
   rt_kctx mk = *k; /* in[0], in[1] -> out[0] */
   if (rt_kern_matmul(&mk) != 0) return -1;
-  const rt_tensor **ops = malloc((size_t)(n - 1) * sizeof *ops);
-  if (!ops) {
-    rt_kerr(k, "out of memory");
+  const rt_tensor *ops[FUSED_MAX_OPERANDS + 1];
+  if (n - 1 > FUSED_MAX_OPERANDS) {
+    rt_kerr(k, "fused_matmul %%%s: more than %d operands", rt_value_name(k->node->out[0]), FUSED_MAX_OPERANDS);
     return -1;
   }
   ops[0] = k->out[0];
   for (int i = 2; i < n; i++) ops[i - 1] = k->in[i];
-  int rc = fused_run(k, expr, ops, n - 1, k->out, 1);
-  free(ops);
-  return rc;
+  return fused_run(k, expr, ops, n - 1, k->out, 1);
 }
 
 /* s = x + r, y = layernorm(s) row by row; the arithmetic and its order are

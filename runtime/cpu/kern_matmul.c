@@ -85,7 +85,7 @@ static bool shared_b(const mm_shape *s) {
 
 static float *widen_to_f32(const rt_tensor *t) {
   int64_t n = rt_numel(&t->type);
-  float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+  float *p = rt_scratch_push((size_t)(n ? n : 1) * sizeof *p);
   if (!p) return NULL;
   for (int64_t i = 0; i < n; i++) p[i] = (float)rt_load(t->type.dtype, t->data, i);
   return p;
@@ -122,11 +122,12 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
   }
   if ((dt == IR_DT_F32 || dt == IR_DT_BF16 || dt == IR_DT_F16)) {
     bool native = dt == IR_DT_F32 && a->type.dtype == IR_DT_F32 && b->type.dtype == IR_DT_F32;
+    size_t mark = rt_scratch_mark(); /* bf16 / f16: the operands widened, the product in f32 */
     float *af = native ? a->data : widen_to_f32(a);
     float *bf = native ? b->data : widen_to_f32(b);
-    float *of = native ? out->data : malloc((size_t)(s.batches * M * N) * sizeof(float));
+    float *of = native ? out->data : rt_scratch_push((size_t)(s.batches * M * N) * sizeof(float));
     if (!af || !bf || !of) {
-      if (!native) free(af), free(bf), free(of);
+      rt_scratch_pop(mark);
       rt_kerr(k, "out of memory converting operands of matmul %%%s to f32",
               rt_value_name(k->node->out[0]));
       return -1;
@@ -152,8 +153,8 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
     if (!native) {
       int64_t n = s.batches * M * N;
       for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, of[i]);
-      free(af), free(bf), free(of);
     }
+    rt_scratch_pop(mark);
     return rc ? mm_oom(k) : 0;
   }
   /* Integer (or mixed) matmul: plain loop in

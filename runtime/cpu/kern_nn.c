@@ -85,7 +85,8 @@ static int ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *lo
   bool oom = false;
 #pragma omp parallel if (P * V > RT_PAR_MIN && P > 1)
   {
-    double *e = malloc((size_t)(V ? V : 1) * sizeof *e);
+    size_t mark = rt_scratch_mark();
+    double *e = rt_scratch_push((size_t)(V ? V : 1) * sizeof *e);
     if (!e) {
 #pragma omp atomic write
       oom = true;
@@ -107,7 +108,7 @@ static int ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *lo
         for (int64_t j = 0; j < V; j++) rt_store(odt, grad->data, base + j, (e[j] / sum - (j == t ? 1.0 : 0.0)) * scale);
       }
     }
-    free(e);
+    rt_scratch_pop(mark);
   }
   return oom ? -1 : 0;
 }
@@ -131,15 +132,16 @@ int rt_kern_cross_entropy(const rt_kctx *k) {
   rt_tensor *out = k->out[0];
   if (ce_check_targets(k, ce_vocab(logits)) != 0) return -1;
   int64_t P = rt_numel(&targets->type);
-  double *loss = malloc((size_t)(P ? P : 1) * sizeof *loss);
+  size_t mark = rt_scratch_mark();
+  double *loss = rt_scratch_push((size_t)(P ? P : 1) * sizeof *loss);
   if (!loss || ce_rows(logits, targets, loss, NULL, 0) != 0) {
-    free(loss);
+    rt_scratch_pop(mark);
     rt_kerr(k, "out of memory in cross_entropy %%%s", rt_value_name(k->node->out[0]));
     return -1;
   }
   double total = 0;
   for (int64_t p = 0; p < P; p++) total += loss[p];
-  free(loss);
+  rt_scratch_pop(mark);
   rt_store(out->type.dtype, out->data, 0, total / (double)P);
   return 0;
 }

@@ -33,6 +33,15 @@ typedef struct {
 typedef int (*kernel_fn)(const rt_kctx *k);
 void rt_kerr(const rt_kctx *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* scratch.c: a kernel's scratch memory, from a per-thread stack kept across
+ * calls (no heap allocation in the steady state): mark, push what it needs
+ * (64-byte aligned; NULL when out of memory), pop back to the mark before
+ * returning — in each thread of a parallel region for what that thread
+ * pushes. */
+size_t rt_scratch_mark(void);
+void *rt_scratch_push(size_t bytes);
+void rt_scratch_pop(size_t mark);
+
 /* kern_elementwise.c */
 int rt_kern_unary(const rt_kctx *k);
 int rt_kern_binary(const rt_kctx *k);

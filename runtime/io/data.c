@@ -50,6 +50,8 @@ struct rt_data {
   int in_feat, in_targ;   /* indices into g->inputs */
   bool feat_batch_major;  /* x [batch, features] (else X [features, batch]) */
   int64_t batch, features, seq_len;
+  int64_t *row;           /* sequence tasks: one window of seq_len + 1 tokens (made when bound) */
+  unsigned char *buf;     /* ... and its bytes as read from a file */
 };
 
 static bool is_sequence(ds_kind k) { return k >= DS_COPY; }
@@ -64,6 +66,8 @@ int64_t rt_data_batch_items(const rt_data *ds) {
 void rt_data_free(rt_data *ds) {
   if (!ds) return;
   if (ds->fd >= 0) close(ds->fd);
+  free(ds->row);
+  free(ds->buf);
   free(ds->spec);
   free(ds);
 }
@@ -281,6 +285,16 @@ int rt_data_bind_inputs(rt_data *ds, const ir_graph *g, int n_inputs, char *err,
   ds->bound = false;
   int rc = is_sequence(ds->kind) ? bind_sequence(ds, g, n_inputs, err, errlen)
                                  : bind_vector(ds, g, n_inputs, err, errlen);
+  if (rc == 0 && is_sequence(ds->kind)) { /* the window scratch of rt_data_fill: allocated once */
+    free(ds->row);
+    free(ds->buf);
+    ds->row = malloc(sizeof *ds->row * (size_t)(ds->seq_len + 1));
+    ds->buf = malloc((size_t)(ds->seq_len + 1) * 2);
+    if (!ds->row || !ds->buf) {
+      rt_errf(err, errlen, "out of memory");
+      rc = -1;
+    }
+  }
   if (rc == 0) {
     ds->bound = true;
     ds->n_inputs = n_inputs;
@@ -347,14 +361,8 @@ static int fill_sequence(const rt_data *ds, uint64_t seed, int64_t step, int mic
                          char *err, size_t errlen) {
   int64_t T = ds->seq_len;
   uint64_t stream = batch_stream(ds, step, micro);
-  int64_t *row = malloc(sizeof *row * (size_t)(T + 1));
-  unsigned char *buf = malloc((size_t)(T + 1) * 2);
-  if (!row || !buf) {
-    free(row);
-    free(buf);
-    rt_errf(err, errlen, "out of memory");
-    return -1;
-  }
+  int64_t *row = ds->row;
+  unsigned char *buf = ds->buf;
   int rc = 0;
   for (int64_t b = 0; b < ds->batch && rc == 0; b++) {
     if (ds->fd >= 0) {
@@ -383,8 +391,6 @@ static int fill_sequence(const rt_data *ds, uint64_t seed, int64_t step, int mic
     for (int64_t t = 0; t < T; t++)
       rt_tensor_set(tgt, b * T + t, (double)(ds->kind == DS_REVERSE ? row[T - 1 - t] : row[t]));
   }
-  free(row);
-  free(buf);
   return rc;
 }
 
