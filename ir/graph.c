@@ -213,7 +213,8 @@ ir_node *ir_graph_add_node(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   n->in = ir_arena_alloc(g->arena, (size_t)(n_in > 0 ? n_in : 1) * sizeof *n->in);
   for (int i = 0; i < n_in; i++) n->in[i] = in[i];
   n->n_attrs = n_attrs;
-  n->attrs = ir_arena_alloc(g->arena, (size_t)(n_attrs > 0 ? n_attrs : 1) * sizeof *n->attrs);
+  /* no attribute array for the many nodes without attributes (64 bytes each) */
+  n->attrs = n_attrs > 0 ? ir_arena_alloc(g->arena, (size_t)n_attrs * sizeof *n->attrs) : NULL;
   for (int i = 0; i < n_attrs; i++) n->attrs[i] = copy_attr(g, &attrs[i]);
   n->n_out = n_out;
   n->out = ir_arena_alloc(g->arena, (size_t)(n_out > 0 ? n_out : 1) * sizeof *n->out);
