@@ -94,7 +94,7 @@ static ast *node(fe_parser *P, ast_kind kind, fe_span loc) {
 
 static void add_kid(fe_parser *P, ast *n, ast *k) {
   if (n->n == n->cap) {
-    int cap = n->cap ? 2 * n->cap : 4;
+    int cap = n->cap ? 2 * n->cap : 2; /* most nodes have 1 or 2 kids (16 bytes in the arena) */
     ast **kid = ir_arena_alloc(P->arena, (size_t)cap * sizeof *kid);
     if (n->n) memcpy(kid, n->kid, (size_t)n->n * sizeof *kid);
     n->kid = kid;
@@ -194,8 +194,20 @@ ast *fe_ast_arg(fe_parser *P, const char *name, ast *type, fe_span loc) {
   return n;
 }
 
+/* Counts a statement; past FE_MAX_STMTS reports once and stops the parse. */
+static ast *stmt(fe_parser *P, ast *n) {
+  if (++P->n_stmts > FE_MAX_STMTS && !P->stop) {
+    P->stop = true;
+    P->errors++;
+    P->lex_error = true; /* the parser's own error for the cut is not reported */
+    ir_error(P->d, (ir_loc){P->path, n->line, n->col},
+             "program too large: more than %ld statements after unrolling and inlining", FE_MAX_STMTS);
+  }
+  return n;
+}
+
 ast *fe_ast_assign(fe_parser *P, ast *targets, ast *value, fe_span loc) {
-  return node_kids(P, AST_ASSIGN, loc, 2, targets, value, NULL);
+  return stmt(P, node_kids(P, AST_ASSIGN, loc, 2, targets, value, NULL));
 }
 
 ast *fe_ast_targets(fe_parser *P, ast *list, const char *name, fe_span loc) {
@@ -206,17 +218,17 @@ ast *fe_ast_targets(fe_parser *P, ast *list, const char *name, fe_span loc) {
 ast *fe_ast_param(fe_parser *P, const char *name, ast *type, ast *init, fe_span loc) {
   ast *n = node_kids(P, AST_PARAM, loc, 2, type, init, NULL);
   n->name = name;
-  return n;
+  return stmt(P, n);
 }
 
 ast *fe_ast_repeat(fe_parser *P, const char *var, ast *lo, ast *hi, ast *body, fe_span loc) {
   ast *n = node_kids(P, AST_REPEAT, loc, 3, lo, hi, body);
   n->name = var;
-  return n;
+  return stmt(P, n);
 }
 
 ast *fe_ast_return(fe_parser *P, ast *values, fe_span loc) {
-  return node_kids(P, AST_RETURN, loc, 1, values, NULL, NULL);
+  return stmt(P, node_kids(P, AST_RETURN, loc, 1, values, NULL, NULL));
 }
 
 ast *fe_ast_config(fe_parser *P, const char *name, ast *entries, fe_span loc) {

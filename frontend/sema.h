@@ -19,7 +19,6 @@
 #include "ast.h"
 #include "frontend.h"
 
-#define FE_MAX_STMTS 5000000L     /* statements executed after unrolling/inlining */
 #define FE_MAX_NODES 1000000L     /* graph nodes built (about 0.5 GB) */
 #define FE_MAX_REPEAT 1000000     /* iterations of one `repeat` */
 #define FE_MAX_CALL_DEPTH 100     /* nested user-function calls */

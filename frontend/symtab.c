@@ -1,5 +1,5 @@
 /* frontend/symtab.c — the scope table of sema: open addressing on the name
- * (FNV-1a), linear probing, grown at 1/2 load. Removal marks a slot
+ * (ir_hash_bytes), linear probing, grown at 1/2 load. Removal marks a slot
  * SYM_FREE but keeps its name, so probe chains stay intact and a later
  * fe_sym_put of the same name reuses the slot. Names are not copied: they
  * live in the AST arena. Also the edit distance for did-you-mean hints.
@@ -9,11 +9,7 @@
 
 #include "sema.h"
 
-static uint64_t hash_name(const char *s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return h;
-}
+static uint64_t hash_name(const char *s) { return ir_hash_bytes(s, strlen(s)); }
 
 static fe_sym *probe(const fe_symtab *t, const char *name) {
   size_t mask = t->cap - 1;

@@ -12,11 +12,15 @@
 
 #include "ir.h"
 
-/* ---- name map: open addressing, string keys in the arena ---- */
+/* ---- name map: open addressing, string keys in the arena ----
+ * Each slot keeps its key's hash (32 bits, in what would be padding), so a
+ * probe compares hashes before strings and growing never rehashes a key:
+ * with 10^6 names in the table every string compare is a cache miss. */
 typedef struct {
   const char *key;
   ir_value *value;  /* the value with this name, NULL if only reserved */
   int next_suffix;  /* next n to try for "key.n" */
+  uint32_t hash;
 } name_entry;
 
 struct ir_name_set {
@@ -25,21 +29,21 @@ struct ir_name_set {
   int next_anon; /* next number for nameless values */
 };
 
-/* FNV-1a, then a finalizer: the table takes the low bits, and FNV-1a's low
- * bits depend only on the low bits of the bytes (names that differ in a
- * digit clustered into long probe runs). */
-static uint64_t hash_str(const char *s) {
+uint64_t ir_hash_bytes(const char *s, size_t n) {
   uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  h ^= h >> 32;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  h ^= h >> 32; /* without it, names that differ in a digit clustered into long probe runs */
   h *= 0xd6e8feb86659fd93ull;
   h ^= h >> 32;
   return h;
 }
 
-static name_entry *name_slot(struct ir_name_set *ns, const char *key) {
-  size_t mask = ns->cap - 1, i = hash_str(key) & mask;
-  while (ns->slots[i].key && strcmp(ns->slots[i].key, key) != 0) i = (i + 1) & mask;
+static uint32_t hash_str(const char *s) { return (uint32_t)ir_hash_bytes(s, strlen(s)); }
+
+/* The slot of key (hash h): its entry, or the empty slot where it goes. */
+static name_entry *name_slot(struct ir_name_set *ns, const char *key, uint32_t h) {
+  size_t mask = ns->cap - 1, i = h & mask;
+  while (ns->slots[i].key && (ns->slots[i].hash != h || strcmp(ns->slots[i].key, key) != 0)) i = (i + 1) & mask;
   return &ns->slots[i];
 }
 
@@ -49,19 +53,28 @@ static void name_grow(struct ir_name_set *ns) {
   ns->cap = old_cap ? old_cap * 2 : 64;
   ns->slots = calloc(ns->cap, sizeof *ns->slots);
   if (!ns->slots) abort();
-  for (size_t i = 0; i < old_cap; i++)
-    if (old[i].key) *name_slot(ns, old[i].key) = old[i];
+  for (size_t i = 0; i < old_cap; i++) /* keys are unique: the first empty slot */
+    if (old[i].key) {
+      size_t j = old[i].hash & (ns->cap - 1);
+      while (ns->slots[j].key) j = (j + 1) & (ns->cap - 1);
+      ns->slots[j] = old[i];
+    }
   free(old);
 }
 
-static name_entry *name_insert(ir_graph *g, const char *key) {
+/* The entry of key, inserted (reserved, no value) when it is new; *fresh
+ * says which. */
+static name_entry *name_insert(ir_graph *g, const char *key, bool *fresh) {
   struct ir_name_set *ns = g->names;
   if ((ns->count + 1) * 2 > ns->cap) name_grow(ns);
-  name_entry *e = name_slot(ns, key);
+  uint32_t h = hash_str(key);
+  name_entry *e = name_slot(ns, key, h);
+  *fresh = !e->key;
   if (!e->key) {
     e->key = ir_arena_strdup(g->arena, key);
     e->value = NULL;
     e->next_suffix = 1;
+    e->hash = h;
     ns->count++;
   }
   return e;
@@ -69,32 +82,40 @@ static name_entry *name_insert(ir_graph *g, const char *key) {
 
 static name_entry *name_find(const ir_graph *g, const char *key) {
   if (!g->names->cap) return NULL;
-  name_entry *e = name_slot(g->names, key);
+  name_entry *e = name_slot(g->names, key, hash_str(key));
   return e->key ? e : NULL;
 }
 
-const char *ir_graph_unique_name(ir_graph *g, const char *hint) {
+/* A fresh entry for hint (or "hint.N", or a number when there is no hint):
+ * one probe per candidate, which is also the insertion. */
+static name_entry *unique_entry(ir_graph *g, const char *hint) {
   char buf[256];
+  bool fresh;
   if (!hint || !*hint) {
-    do snprintf(buf, sizeof buf, "%d", g->names->next_anon++);
-    while (name_find(g, buf));
-    return name_insert(g, buf)->key;
+    for (;;) {
+      snprintf(buf, sizeof buf, "%d", g->names->next_anon++);
+      name_entry *e = name_insert(g, buf, &fresh);
+      if (fresh) return e;
+    }
   }
-  name_entry *base = name_find(g, hint);
-  if (!base) return name_insert(g, hint)->key;
+  name_entry *base = name_insert(g, hint, &fresh);
+  if (fresh) return base;
   size_t hl = strlen(hint);
   char *cand = hl + 24 <= sizeof buf ? buf : malloc(hl + 24);
   if (!cand) abort();
   for (;;) {
     int n = base->next_suffix++;
     snprintf(cand, hl + 24, "%s.%d", hint, n);
-    if (!name_find(g, cand)) break;
-    base = name_find(g, hint); /* table may not move here, but be safe */
+    name_entry *e = name_insert(g, cand, &fresh); /* may grow the table: base moves */
+    if (fresh) {
+      if (cand != buf) free(cand);
+      return e;
+    }
+    base = name_find(g, hint);
   }
-  const char *r = name_insert(g, cand)->key;
-  if (cand != buf) free(cand);
-  return r;
 }
+
+const char *ir_graph_unique_name(ir_graph *g, const char *hint) { return unique_entry(g, hint)->key; }
 
 ir_value *ir_graph_find_value(const ir_graph *g, const char *name) {
   name_entry *e = name_find(g, name);
@@ -139,8 +160,9 @@ void ir_graph_free(ir_graph *g) {
 static ir_value *new_value(ir_graph *g, const char *name, ir_type type, ir_role role, ir_loc loc) {
   ir_value *v = ir_arena_alloc(g->arena, sizeof *v);
   v->id = g->n_values;
-  v->name = ir_graph_unique_name(g, name);
-  name_find(g, v->name)->value = v;
+  name_entry *e = unique_entry(g, name);
+  e->value = v;
+  v->name = e->key;
   v->type = type;
   v->role = role;
   v->loc = loc;
@@ -192,7 +214,8 @@ ir_node *ir_graph_add_node(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   n->in = ir_arena_alloc(g->arena, (size_t)(n_in > 0 ? n_in : 1) * sizeof *n->in);
   for (int i = 0; i < n_in; i++) n->in[i] = in[i];
   n->n_attrs = n_attrs;
-  n->attrs = ir_arena_alloc(g->arena, (size_t)(n_attrs > 0 ? n_attrs : 1) * sizeof *n->attrs);
+  /* no attribute array for the many nodes without attributes (64 bytes each) */
+  n->attrs = n_attrs > 0 ? ir_arena_alloc(g->arena, (size_t)n_attrs * sizeof *n->attrs) : NULL;
   for (int i = 0; i < n_attrs; i++) n->attrs[i] = copy_attr(g, op, &attrs[i]);
   n->n_out = n_out;
   n->out = ir_arena_alloc(g->arena, (size_t)(n_out > 0 ? n_out : 1) * sizeof *n->out);

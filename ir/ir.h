@@ -154,6 +154,11 @@ char *ir_read_file(const char *path, size_t max_bytes, size_t *len, ir_diag *d);
 /* ===================================================================== */
 /* graph.c                                                                */
 /* ===================================================================== */
+/* The hash of n bytes for the name tables (graph, reader, verifier, sema
+ * scopes): FNV-1a, then a finalizer, since the tables index by the low bits
+ * and FNV-1a's low bits depend only on the low bits of the bytes. */
+uint64_t ir_hash_bytes(const char *s, size_t n);
+
 typedef struct {
   ir_dtype dtype;
   int rank;

@@ -415,11 +415,7 @@ static void skip_blank_lines(parser *p) {
 /* name tables                                                          */
 /* ------------------------------------------------------------------ */
 
-static size_t hash_name(const char *s, size_t n) {
-  size_t h = 1469598103934665603u;
-  for (size_t k = 0; k < n; k++) h = (h ^ (unsigned char)s[k]) * 1099511628211u;
-  return h;
-}
+static size_t hash_name(const char *s, size_t n) { return (size_t)ir_hash_bytes(s, n); }
 
 static entry *table_find(const name_table *t, const char *s, size_t n) {
   if (!t->cap) return NULL;

@@ -75,9 +75,7 @@ static void set_init(name_set *s, int n) {
 }
 /* Adds name; false if it was already there. */
 static bool set_add(name_set *s, const char *name) {
-  uint64_t h = 1469598103934665603ull;
-  for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-  size_t i = h & (s->cap - 1);
+  size_t i = ir_hash_bytes(name, strlen(name)) & (s->cap - 1);
   while (s->slots[i]) {
     if (strcmp(s->slots[i], name) == 0) return false;
     i = (i + 1) & (s->cap - 1);

@@ -267,11 +267,7 @@ static uint64_t double_bits(double d) {
   return u;
 }
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
+static uint64_t hash_str(const char *s) { return s ? ir_hash_bytes(s, strlen(s)) : 0; }
 
 static uint64_t hash_attr(const ir_attr *a) {
   uint64_t h = mix(hash_str(a->key), (uint64_t)a->kind);

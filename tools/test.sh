@@ -2,7 +2,9 @@
 # tools/test.sh — the README's second command and what CI runs (.ci/run):
 # install what is missing; build with -Werror and run all of CTest; build
 # with ASan+UBSan and run the suite again; build the libFuzzer targets with
-# clang and fuzz the .tg and .ir readers briefly.
+# clang and fuzz briefly: the .tg and .ir readers, the whole compiler
+# (fuzz_pipeline: passes, training graph, update, memory plan) and the
+# runtime's file readers (fuzz_readers: .npy, safetensors, tokens, text).
 set -e
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -15,13 +17,19 @@ echo "== build + test (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTGC_SANITIZE=ON -DTGC_WERROR=ON > /dev/null
 cmake --build build-asan -j"$jobs"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
-echo "== fuzz (libFuzzer, ${TGC_FUZZ_SECONDS:-30} s per reader)"
+echo "== fuzz (libFuzzer, ${TGC_FUZZ_SECONDS:-30} s per target)"
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=Debug -DTGC_FUZZ=ON > /dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_tg fuzz_ir
-for f in tg ir; do
+cmake --build build-fuzz -j"$jobs" --target fuzz_tg fuzz_ir fuzz_pipeline fuzz_readers
+for f in tg ir pipeline readers; do
   corpus=$(mktemp -d)
   seeds=""
-  for s in examples tests/bad tests/passes tests/frontend; do [ -d "$s" ] && seeds="$seeds $s"; done
+  dirs="examples tests/bad tests/passes tests/frontend"
+  [ "$f" = readers ] && dirs="tests/data"
+  for s in $dirs; do [ -d "$s" ] && seeds="$seeds $s"; done
+  if [ "$f" = readers ]; then # a real state file and token file to mutate
+    ./build/tgc train examples/mlp.tg -D L=1 -D D=3 --data xor --steps 1 --save "$corpus/state.safetensors" > /dev/null
+    head -c 64 examples/reverse.tg > "$corpus/tokens.bin"
+  fi
   log=$(mktemp)
   # shellcheck disable=SC2086
   if ! ./build-fuzz/tests/fuzz_$f -max_total_time="${TGC_FUZZ_SECONDS:-30}" -max_len=4096 -rss_limit_mb=2048 \

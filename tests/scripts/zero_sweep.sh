@@ -4,7 +4,8 @@
 # (-D NAME=0, -D NAME=1), through check,
 # stats (the training graph: autodiff, optimizer, memory plan), gradcheck
 # (both autodiff modes, executed) and one training step: each must end with
-# exit status 0 or 1 and no "internal error" — a clear message or a result,
+# exit status 0 or 1 and no "internal error" (nor a sanitizer report in
+# the sanitizer build) — a clear message or a result,
 # never an abort. Prints every failing command; exit 1 if there is one.
 tgc="$1"; ex="$2"
 cd "$(dirname "$0")/../.." || exit 2
@@ -26,7 +27,7 @@ for c in $consts; do
       # shellcheck disable=SC2086
       timeout 120 "$tgc" $cmd "$ex" $cfg -D "$c=$v" > /dev/null 2> "$err" < /dev/null
       rc=$?
-      if [ $rc -gt 1 ] || grep -q "internal error" "$err"; then
+      if [ $rc -gt 1 ] || grep -q -e "internal error" -e "Sanitizer" -e "runtime error" "$err"; then
         echo "FAIL (exit $rc): tgc $cmd $ex $cfg -D $c=$v"
         head -3 "$err"
         status=1
