@@ -220,4 +220,61 @@ pass_train_memory pass_training_memory(double n, size_t elem_bytes, int opt_stat
  * 6 * n * tokens / (step_seconds * peak); 0 when undefined. */
 double pass_mfu(double n, double tokens, double step_seconds, double peak);
 
+
+/* ===================================================================== */
+/* the planner (keyvalue.c, cluster.c + clusters.def, plan_*.c, plan.c)   */
+/* ===================================================================== */
+
+/* ---- keyvalue.c: `key = value` files (target and cluster files) ----
+ * pass_kv_read reads every line of text, checks the key against spec->keys,
+ * refuses a key given twice and calls spec->set(ctx, key, value, length,
+ * value location, d) with the trimmed value; the setter reports a bad value
+ * at that location and returns -1. seen[k] gets the line of key k (0: not
+ * given). Returns the number of errors reported (every bad line is). */
+typedef struct {
+  const char *what;               /* "a target file": for the NUL-byte message */
+  const char *const *keys;
+  int n_keys;
+  int (*set)(void *ctx, int key, const char *value, size_t len, ir_loc loc, ir_diag *d);
+} pass_kv_spec;
+int pass_kv_read(const pass_kv_spec *spec, const char *path, const char *text, size_t len, int *seen, void *ctx,
+                 ir_diag *d);
+/* A finite number (strtod syntax, the whole value): 0, or -1 reported at loc. */
+int pass_kv_number(const char *v, size_t n, ir_loc loc, double *out, ir_diag *d);
+/* One word of printable characters into out[cap] ("<what> is one word ..."). */
+int pass_kv_word(const char *v, size_t n, ir_loc loc, const char *what, char *out, size_t cap, ir_diag *d);
+
+/* ---- cluster.c (clusters.def): what a plan runs on ----
+ * nodes x gpus_per_node GPUs (gpus: the number in use), each a `device`;
+ * bandwidths are per GPU per direction, latencies per ring step (clusters.def
+ * says where every built-in figure comes from). */
+#define PASS_CLUSTER_MAX_NODES 1000000
+typedef struct {
+  char name[64];
+  int gpus_per_node;
+  int nodes;             /* 0 until the size is known (NAME without :NODES, a file without nodes) */
+  int gpus;              /* nodes * gpus_per_node, or --gpus N; 0 until known */
+  pass_target device;
+  double intra_bw;       /* bytes/s per GPU per direction inside a node (NVLink) */
+  double intra_lat;      /* seconds per ring step inside a node */
+  double inter_bw;       /* bytes/s per GPU per direction across nodes (network) */
+  double inter_lat;      /* seconds per ring step across nodes */
+  double reserve;        /* bytes of each device's memory kept free */
+  const char *source;    /* clusters.def's source line, or the cluster file's path */
+  const char *target_name; /* built-ins: the targets.def row of the device */
+} pass_cluster;
+int pass_cluster_count(void);
+const pass_cluster *pass_cluster_at(int i);                /* NULL when out of range; 1 node */
+const pass_cluster *pass_cluster_lookup(const char *name);  /* NULL if unknown */
+void pass_cluster_names(char *buf, size_t cap);             /* "dgx-a100, dgx-h100" */
+/* "NAME:NODES" or "NAME" (size left to --gpus): 0, or -1 after reporting
+ * "--cluster SPEC: ..." (unknown cluster, bad NODES). */
+int pass_cluster_from_spec(const char *spec, pass_cluster *c, ir_diag *d);
+/* --gpus N: N GPUs of c's nodes (a multiple of gpus_per_node, or part of one
+ * node); -1 after reporting. */
+int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
+/* Parses a cluster file (see the top of cluster.c): 0, or -1 after reporting
+ * "path:line:col: error: ..." for every bad line. c->source is path (keep it). */
+int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
+
 #endif
