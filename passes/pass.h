@@ -225,6 +225,11 @@ double pass_mfu(double n, double tokens, double step_seconds, double peak);
 /* the planner (keyvalue.c, cluster.c + clusters.def, plan_*.c, plan.c)   */
 /* ===================================================================== */
 
+/* ---- retype.c ----
+ * Every float value of g (and every cast to a float dtype) becomes dt: the
+ * graph as if written in dt, for costing and measuring only (never run). */
+void pass_retype_floats(ir_graph *g, ir_dtype dt);
+
 /* ---- keyvalue.c: `key = value` files (target and cluster files) ----
  * pass_kv_read reads every line of text, checks the key against spec->keys,
  * refuses a key given twice and calls spec->set(ctx, key, value, length,
@@ -276,5 +281,165 @@ int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
 /* Parses a cluster file (see the top of cluster.c): 0, or -1 after reporting
  * "path:line:col: error: ..." for every bad line. c->source is path (keep it). */
 int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
+
+
+/* ---- the cost model of a sharded step (plan_rules.c, plan_profile.c, plan.c) ---- */
+/* Collective kinds, and the mesh axes they run on. */
+typedef enum {
+  PASS_COLL_ALL_REDUCE, PASS_COLL_ALL_GATHER, PASS_COLL_REDUCE_SCATTER, PASS_COLL_SEND_RECV, PASS_COLL_COUNT
+} pass_coll_kind;
+const char *pass_coll_name(pass_coll_kind k); /* "all-reduce" "all-gather" "reduce-scatter" "send/recv" */
+typedef enum { PASS_AXIS_DATA, PASS_AXIS_TENSOR, PASS_AXIS_PIPELINE, PASS_AXIS_COUNT } pass_mesh_axis;
+const char *pass_axis_name(pass_mesh_axis a); /* "data" "tensor" "pipeline" */
+
+
+/* Checkpoint policies the planner chooses from, and the checkpoint pass's
+ * policy each one compiles with: none (NULL), selective, full ("block": every
+ * layer recomputed from its input). */
+typedef enum { PASS_PLAN_CK_NONE, PASS_PLAN_CK_SELECTIVE, PASS_PLAN_CK_FULL, PASS_PLAN_CK_COUNT } pass_plan_ckpt;
+const char *pass_plan_ckpt_name(pass_plan_ckpt c);        /* "none" "selective" "full" */
+const char *pass_plan_ckpt_policy(pass_plan_ckpt c);      /* NULL "selective" "block" */
+int pass_plan_ckpt_from_name(const char *name);           /* -1 if unknown; "block" is "full" */
+
+/* The model of one training step, derived from its training graph: the
+ * graph compiled at micro-batch 2 and at 4 (per checkpoint policy) tells
+ * which dims grow with the batch, so every figure is known at any
+ * micro-batch b exactly (FLOPs and bytes are linear in b; GEMM shapes give
+ * the efficiency). Nodes are grouped by layer: group 0 holds what comes
+ * before the first layer (the embeddings), groups 1..L the layers, group
+ * L+1 what comes after the last (the head and the loss); their backward
+ * nodes go with them. How each node divides under tensor and sequence
+ * parallelism comes from the per-op rule table of plan_rules.c. */
+typedef struct pass_plan_model pass_plan_model;
+/* device: the GPU every figure of time is for (its peak and bandwidth). */
+pass_plan_model *pass_plan_model_new(const pass_target *device);
+void pass_plan_model_free(pass_plan_model *m);
+/* Adds policy ck from its training graph at micro-batch 2 (g2: the model
+ * keeps it, and frees it with itself, also on failure) and at 4 (g4: read,
+ * the caller frees it). The two must be the same graph but for the batch
+ * dims. Returns 0, or -1 after reporting through d. */
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, ir_graph *g2, const ir_graph *g4, ir_diag *d);
+/* The optimizer update: FLOPs per parameter element (its update graph's
+ * count / the parameters) and state values per parameter (adam: 2). */
+void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, int states);
+bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
+int pass_plan_model_layers(const pass_plan_model *m);     /* L */
+double pass_plan_model_params(const pass_plan_model *m);  /* parameter elements */
+size_t pass_plan_model_elem_bytes(const pass_plan_model *m); /* bytes of a parameter element (2: mixed precision) */
+const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt ck); /* at micro-batch 2 */
+
+/* One group of nodes on one device of a tensor-parallel group of t, for one
+ * micro-batch of b sequences (sp: sequence parallelism). */
+typedef struct {
+  double flops[PASS_NUM_PHASES];   /* per device */
+  double gemm_flops[PASS_NUM_PHASES]; /* of those, the products of matmuls (2*M*N*K, epilogues left out) */
+  double seconds[PASS_NUM_PHASES]; /* compute time per device: the roofline with GEMM efficiency */
+  double coll_bytes[PASS_NUM_PHASES][PASS_COLL_COUNT]; /* tensor-axis collectives: payload bytes (the full buffer) */
+  int coll_count[PASS_NUM_PHASES][PASS_COLL_COUNT];
+  double coll_seconds[PASS_NUM_PHASES]; /* their time on the tensor axis (needs the cluster: plan.c fills it) */
+  double saved;     /* activation bytes its backward reads (kept per micro-batch in flight), per device */
+  double working;   /* bytes live while its backward runs: recomputed values + the largest op's */
+  double params;    /* parameter elements per device of the parameters only its nodes read */
+  double grad_sync; /* bytes of its parameters' gradients left partial over the tensor axis (all-reduced once a step) */
+} pass_plan_group;
+/* The groups (L + 2 of them) of policy ck at (b, t, sp), and the bytes per
+ * device that cross the cut after group g forward (act[g]) and backward
+ * (grad[g]). Computed once and kept (pointers stay valid until the model is
+ * freed). NULL when ck was not added. */
+/* tied: a weight read in two groups (a tied embedding) whose gradient is
+ * summed from group hi into group lo: when they fall in different pipeline
+ * stages the two stages all-reduce those bytes once a step (Megatron-LM's
+ * embedding group). */
+typedef struct {
+  int lo, hi;
+  double bytes;
+} pass_plan_tied;
+/* shared: a parameter read in several groups (lo..hi: the first and last;
+ * a stage holding any of them holds all of it). */
+typedef struct {
+  double elems;
+  int groups[4], n;
+} pass_plan_shared;
+typedef struct {
+  const pass_plan_group *groups;
+  const double *act, *grad;
+  int n_groups;
+  const pass_plan_tied *tied;
+  int n_tied;
+  const pass_plan_shared *shared;
+  int n_shared;
+} pass_plan_profile;
+/* Parameter elements per device of a stage holding groups lo..hi. */
+double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
+const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp);
+/* The first dimension the tensor degree t does not divide (attention heads
+ * first): 0 and *size, *value (the value's name), *dim, *heads (1: the heads)
+ * set; 1 when t divides every one. */
+int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, const ir_value **value, int *dim,
+                             bool *heads);
+
+
+/* ---- plan_sim.c: the pipeline, simulated event by event ----
+ * p devices (stages) each hold v model chunks (v > 1 only interleaved):
+ * virtual stage k = chunk k / p on device k % p, p*v of them in model order.
+ * Every device runs its operations (F: one micro-batch's forward of one
+ * chunk, B: its backward) in the order of the schedule:
+ *   gpipe        all m forwards, then the m backwards (last micro-batch first)
+ *   1f1b         min(p - s - 1, m) forwards, then one forward and one backward
+ *                in turn, then the remaining backwards (PipeDream-Flush, as
+ *                Megatron-LM runs it without interleaving)
+ *   interleaved  Megatron-LM's interleaved 1F1B: forwards k = 0, 1, ... run
+ *                chunk (k / p) mod v of micro-batch (k / (p v)) p + k mod p;
+ *                backwards the chunks in reverse; (p - s - 1) * 2 + (v - 1) * p
+ *                warm-up forwards (at most m v); m a multiple of p
+ * An operation starts when its device is free and its input is there: F of
+ * virtual stage k needs F of k - 1 to have ended plus send[k - 1] seconds;
+ * B of k needs B of k + 1 plus send_back[k] (the last stage's B needs its
+ * own F). Uniform stages with free sends give the textbook bubble: (p - 1) /
+ * m of the ideal time for gpipe and 1f1b, (p - 1) / (v m) interleaved. */
+typedef enum { PASS_SCHED_GPIPE, PASS_SCHED_1F1B, PASS_SCHED_INTERLEAVED, PASS_SCHED_COUNT } pass_schedule;
+const char *pass_schedule_name(pass_schedule s);   /* "gpipe" "1f1b" "interleaved" */
+int pass_schedule_from_name(const char *name);     /* -1 if unknown */
+typedef struct {
+  pass_schedule schedule;
+  int p, v, m;
+  const double *fwd, *bwd;        /* seconds per micro-batch, per virtual stage (p * v) */
+  const double *send, *send_back; /* seconds from virtual stage k to k + 1 and back (p * v - 1); NULL: free */
+  const double *act;              /* bytes a virtual stage keeps per micro-batch in flight; NULL: not tracked */
+} pass_pipe;
+typedef struct {
+  int device, chunk, mb;
+  bool backward;
+  double start, end;
+} pass_pipe_op;
+typedef struct {
+  double makespan;       /* the last operation's end */
+  double *busy, *end;    /* per device: seconds computing; its last operation's end */
+  double *peak_act;      /* per device: most bytes in flight (with act) */
+  int *peak_mb;          /* per device: most micro-batch chunks in flight */
+  double *last_b_start, *last_b_end; /* per virtual stage: its last backward (gradients complete) */
+  pass_pipe_op *ops;     /* every operation, when recorded (2 * m * p * v) */
+  int n_ops;
+} pass_pipe_result;
+/* Simulates s: 0, or -1 when s is malformed (a count below 1, m not a
+ * multiple of p interleaved). r's arrays are malloc'd: pass_pipe_result_free. */
+int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record);
+void pass_pipe_result_free(pass_pipe_result *r);
+
+/* A Chrome trace (chrome://tracing, Perfetto): lanes of slices, times in
+ * seconds; written as JSON with microsecond timestamps. */
+typedef struct {
+  int lane;
+  const char *name, *cat; /* cat: forward, backward, recompute, idle, send/recv, all-reduce, optimizer, ... */
+  double start, dur;
+} pass_trace_slice;
+typedef struct {
+  const char *const *lane_names;
+  int n_lanes;
+  const pass_trace_slice *slices;
+  int n_slices;
+} pass_trace;
+/* 0, or -1 when f could not be written. */
+int pass_trace_write(FILE *f, const pass_trace *t);
 
 #endif

@@ -444,20 +444,6 @@ static int add_gradients(ir_graph *g, stats *s, ir_diag *d) {
   return 0;
 }
 
-/* Every floating-point value (and cast target) becomes dt: the graph as if
- * written in dt. Only for analysis: the graph is never run afterwards. */
-static void retype_floats(ir_graph *g, ir_dtype dt) {
-  for (int i = 0; i < g->n_values; i++)
-    if (ir_dtype_is_float(g->values[i]->type.dtype)) g->values[i]->type.dtype = dt;
-  for (int i = 0; i < g->n_nodes; i++) {
-    ir_node *n = g->nodes[i];
-    for (int k = 0; n->op == IR_OP_CAST && k < n->n_attrs; k++)
-      if (n->attrs[k].kind == IR_ATTR_DTYPE && n->attrs[k].i >= 0 && n->attrs[k].i < IR_NUM_DTYPES &&
-          ir_dtype_is_float((ir_dtype)n->attrs[k].i))
-        n->attrs[k].i = dt;
-  }
-}
-
 static const char *dtype_label(ir_dtype t) {
   switch (t) {
   case IR_DT_F32: return "fp32";
@@ -578,7 +564,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
     free(before);
     return -1;
   }
-  if (dtype_arg >= 0) retype_floats(g, dt);
+  if (dtype_arg >= 0) pass_retype_floats(g, dt);
   if (pass_memplan_analyze(g, &s->mem_none) != 0) {
     free(before);
     return -1;
@@ -594,7 +580,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
     pass_options uo = {0};
     uo.diag = d;
     if (u && pass_run_pipeline(u, up, n_up, &uo) == 0) {
-      if (dtype_arg >= 0) retype_floats(u, dt);
+      if (dtype_arg >= 0) pass_retype_floats(u, dt);
       s->have_unfused = pass_memplan_analyze(u, &s->mem_unfused) == 0;
     }
     ir_graph_free(u);
