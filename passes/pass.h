@@ -425,6 +425,9 @@ typedef struct {
  * multiple of p interleaved). r's arrays are malloc'd: pass_pipe_result_free. */
 int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record);
 void pass_pipe_result_free(pass_pipe_result *r);
+/* The most bytes (with s->act) and micro-batch chunks each device keeps at
+ * once: fixed by the order alone (p entries each; no times needed). */
+void pass_pipe_in_flight(const pass_pipe *s, double *peak_act, int *peak_mb);
 
 /* A Chrome trace (chrome://tracing, Perfetto): lanes of slices, times in
  * seconds; written as JSON with microsecond timestamps. */
@@ -441,5 +444,123 @@ typedef struct {
 } pass_trace;
 /* 0, or -1 when f could not be written. */
 int pass_trace_write(FILE *f, const pass_trace *t);
+
+
+/* ---- plan.c: a plan's cost, and the search ----
+ * A plan puts gpus = dp * tp * pp devices in a mesh, tensor axis innermost
+ * (tp consecutive ranks share a node), then data, then pipeline (rank =
+ * (stage * dp + replica) * tp + shard: Megatron-LM's order), and chooses
+ * sequence parallelism, the ZeRO stage, the micro-batch size b (m = global
+ * batch / (dp * b) micro-batches per replica), the schedule (v chunks per
+ * device interleaved) and the checkpoint policy. The layers are split into
+ * pp * v stages balanced by time (the embeddings go with the first, the head
+ * with the last). docs/plan.md has every formula. */
+typedef struct {
+  int global_batch; /* sequences per step */
+  int seq;          /* tokens per sequence (for tokens/s and MFU) */
+} pass_plan_job;
+typedef struct {
+  int dp, tp, pp, v;     /* v: model chunks per device (interleaved; else 1) */
+  bool sp;               /* sequence parallelism (tp > 1) */
+  int zero;              /* 0 none, 1 optimizer state, 2 + gradients, 3 + parameters, sharded over dp */
+  int micro_batch;
+  pass_schedule schedule;
+  pass_plan_ckpt ckpt;
+} pass_plan_strategy;
+enum { PASS_MEM_PARAMS, PASS_MEM_GRADS, PASS_MEM_OPTIMIZER, PASS_MEM_ACTIVATIONS, PASS_MEM_WORKING, PASS_MEM_COMM,
+       PASS_MEM_KINDS };
+const char *pass_mem_kind_name(int k);
+/* The rows of a step's time, on the stage that finishes last: they add up
+ * to the step. */
+enum { PASS_ROW_FORWARD, PASS_ROW_BACKWARD, PASS_ROW_RECOMPUTE, PASS_ROW_TP_ALL_REDUCE, PASS_ROW_TP_ALL_GATHER,
+       PASS_ROW_TP_REDUCE_SCATTER, PASS_ROW_PP_SEND_RECV, PASS_ROW_BUBBLE, PASS_ROW_DP, PASS_ROW_OPTIMIZER, PASS_ROWS };
+const char *pass_plan_row_name(int r);
+typedef struct {
+  pass_coll_kind kind;
+  pass_mesh_axis axis;
+  double payload;  /* bytes per step of one device: the buffers of all its calls */
+  double calls;    /* calls per step */
+  double seconds;  /* their time */
+  double exposed;  /* of which the step waits for */
+} pass_plan_comm;
+typedef struct {
+  pass_plan_strategy s;
+  int m;                 /* micro-batches per replica per step */
+  bool fits;
+  double step;           /* seconds */
+  double rows[PASS_ROWS];
+  int critical;          /* the stage the rows are of */
+  int fullest;           /* the stage with the most memory */
+  double mem[PASS_MEM_KINDS], mem_total, capacity; /* the fullest stage; capacity: the device's memory less the reserve */
+  double mfu;            /* 6 N tokens / (step * peak * gpus) */
+  double tokens_per_s;
+  double hw_flops;       /* FLOP/s per GPU of all the work done (recompute and replicated work included) */
+  pass_plan_comm comm[12];
+  int n_comm;
+} pass_plan_result;
+/* Per stage, for --explain, JSON and the trace (pass_plan_detail_free). */
+typedef struct {
+  int n_stages, n_virtual;
+  int *first, *last;        /* per virtual stage: its groups (0 embeddings, 1..L layers, L + 1 head) */
+  double *fwd, *bwd;        /* per virtual stage: seconds per micro-batch (compute and tensor-axis collectives) */
+  double *fwd_comm, *bwd_comm; /* of which the collectives */
+  double *send, *send_back; /* per boundary: seconds to send a micro-batch's activations, and its gradient back */
+  double *mem;              /* per stage: PASS_MEM_KINDS figures */
+  double *end, *dp_exposed, *opt; /* per stage */
+  pass_pipe_result sim;     /* with every operation recorded */
+} pass_plan_detail;
+void pass_plan_detail_free(pass_plan_detail *d);
+/* The time of `calls` collectives of kind k moving `bytes` in all over n
+ * ranks spanning `nodes` nodes of c (the alpha-beta model above). */
+double pass_plan_coll_seconds(const pass_cluster *c, pass_coll_kind k, int n, double bytes, double calls, int nodes);
+/* Nodes the data-parallel group of a plan spans, and whether the pipeline
+ * boundary after stage a crosses nodes. */
+int pass_plan_dp_nodes(const pass_cluster *c, int tp, int dp);
+bool pass_plan_pp_crosses(const pass_cluster *c, int tp, int dp, int a, int b);
+/* The roofline constants of the model (docs/plan.md): for --explain. */
+typedef struct {
+  double gemm_eff;      /* a large GEMM's share of the peak */
+  double gemm_half;     /* per GEMM dim d the share is multiplied by d / (d + gemm_half) */
+  double attn_eff;      /* fused attention's share of the peak, over the FLOPs it really does (causal: half) */
+  double mem_eff;       /* a memory-bound kernel's share of the bandwidth */
+  double nccl_base_lat; /* seconds every collective call costs before its steps */
+} pass_plan_constants;
+pass_plan_constants pass_plan_get_constants(void);
+/* Evaluates strategy s: 0, or -1 with why (one line) when it is not a valid
+ * plan for this model, cluster and job. detail may be NULL. */
+int pass_plan_evaluate(pass_plan_model *m, const pass_cluster *c, const pass_plan_job *j, const pass_plan_strategy *s,
+                       pass_plan_result *r, pass_plan_detail *detail, char *why, size_t why_len);
+/* The search. A field of q >= 0 fixes that choice (dp, tp, pp together:
+ * mesh >= 0), -1 searches it. Plans are enumerated, the ones over memory
+ * dropped before they are timed, the ones whose lower bound (their busiest
+ * device's work) is no better than the top-th best skipped, the rest
+ * simulated. */
+typedef struct {
+  int dp, tp, pp;        /* -1: search (all three, or none, given) */
+  int sp, zero, micro_batch, schedule, v, ckpt; /* -1: search */
+  int top;               /* plans kept, best first (>= 1) */
+} pass_plan_query;
+typedef struct {
+  pass_plan_result *plans;  /* best first */
+  int n_plans;
+  pass_plan_result *unfit;  /* with top > 1: faster than the best but over memory */
+  int n_unfit;
+  pass_plan_result smallest; /* the plan with the least memory (meaningful when nothing fits) */
+  bool have_smallest;
+  long considered, over_memory, pruned, simulated;
+  double seconds;
+} pass_plan_found;
+/* 0 (found->plans[0] is the best), 1 when no plan fits (found->smallest
+ * says by how much it misses), -1 after reporting a user error through d
+ * (the batch divides by no data-parallel degree; a given mesh that is not
+ * one). */
+int pass_plan_search(pass_plan_model *m, const pass_cluster *c, const pass_plan_job *j, const pass_plan_query *q,
+                     pass_plan_found *found, ir_diag *d);
+void pass_plan_found_free(pass_plan_found *f);
+/* The Chrome trace of a plan's simulated step (detail from pass_plan_evaluate):
+ * per stage a lane of forward, backward, idle and optimizer slices (the
+ * tensor-axis collectives nested in the operations that wait for them) and
+ * a lane of its send/recv and data-parallel reductions. */
+int pass_plan_write_trace(FILE *f, const pass_plan_model *m, const pass_plan_result *r, const pass_plan_detail *d);
 
 #endif

@@ -70,16 +70,10 @@ bool plan_tp_has_rule(int op);
 tp_state plan_tp_stored(const tp_result *r, int value, bool batch);
 
 /* ---- plan_profile.c ---- */
-/* The efficiencies of the roofline the planner times ops with (docs/plan.md
- * gives the source or the calibration of each). */
-typedef struct {
-  double gemm_eff;      /* a large GEMM's share of the peak */
-  double gemm_half;     /* a GEMM dim of this size halves that share (per dim: d / (d + half)) */
-  double attn_eff;      /* fused attention's share of the peak (over the FLOPs it really does) */
-  double mem_eff;       /* a memory-bound kernel's share of the bandwidth */
-  double nccl_base_lat; /* seconds every collective call costs before its steps */
-} plan_constants;
-extern const plan_constants plan_k;
+/* The efficiencies of the roofline the planner times ops with
+ * (pass_plan_constants in pass.h; docs/plan.md gives the source or the
+ * calibration of each). */
+extern const pass_plan_constants plan_k;
 const pass_target *plan_model_device(const pass_plan_model *m);
 double plan_model_opt_flops(const pass_plan_model *m);
 int plan_model_opt_states(const pass_plan_model *m);

@@ -43,7 +43,7 @@
 #include "plan_impl.h"
 
 /* ---- the efficiencies of the roofline (docs/plan.md: sources and calibration) ---- */
-const plan_constants plan_k = {
+const pass_plan_constants plan_k = {
     .gemm_eff = 0.80,     /* calibrated: see docs/plan.md */
     .gemm_half = 64,      /* calibrated */
     .attn_eff = 0.50,     /* FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward, less backward */
@@ -56,6 +56,11 @@ typedef struct {
   bool causal, batch; /* batch: any operand or result is per-sample */
   double flops2, flops4;
   double mnk2[4], mnk4[4]; /* M, N, K, batch count of a GEMM at micro-batch 2 and 4 */
+  /* bytes it reads and writes, and of those its working set (results and
+   * gradient operands), per sequence-parallel mode, at micro-batch 2 on
+   * one device: [0] not per-sample, not split; [1] not per-sample, split
+   * (divide by t); [2] per-sample, not split; [3] per-sample, split */
+  double bytes_c[2][4], work_c[2][4];
 } plan_node;
 
 typedef struct {
@@ -425,6 +430,19 @@ int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, ir_graph *g2, con
   collect_entries(c, layers);
   plan_tp_propagate(g2, c->batch, false, &c->tp[0]);
   plan_tp_propagate(g2, c->batch, true, &c->tp[1]);
+  for (int sp = 0; sp < 2; sp++)
+    for (int i = 0; i < g2->n_nodes; i++) {
+      const ir_node *n = g2->nodes[i];
+      plan_node *pn = &c->nodes[i];
+      for (int k = 0; k < n->n_in + n->n_out; k++) {
+        const ir_value *x = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+        tp_state st = plan_tp_stored(&c->tp[sp], x->id, c->batch[x->id]);
+        int part = (c->batch[x->id] ? 2 : 0) + (st.kind == TP_S || st.kind == TP_Q);
+        pn->bytes_c[sp][part] += c->vbytes[x->id];
+        if (k >= n->n_in || x->role == IR_ROLE_GRAD || (x->def && pass_node_phase(x->def) != PASS_PHASE_FORWARD))
+          pn->work_c[sp][part] += c->vbytes[x->id];
+      }
+    }
   c->present = true;
   return 0;
 }
@@ -483,18 +501,10 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     const plan_node *pn = &c->nodes[i];
     if (n->dead) continue;
     int div = t > 1 && tp->split[i] ? t : 1;
-    double flops = (pn->flops2 + (pn->flops4 - pn->flops2) * (b - 2) / 2.0) / div, bytes = 0, work = 0;
-    for (int k = 0; k < n->n_in; k++) {
-      const ir_value *x = n->in[k];
-      double xb = dev_bytes(c, x->id, b, t, plan_tp_stored(tp, x->id, c->batch[x->id]));
-      bytes += xb;
-      if (x->role == IR_ROLE_GRAD || (x->def && pass_node_phase(x->def) != PASS_PHASE_FORWARD)) work += xb;
-    }
-    for (int k = 0; k < n->n_out; k++) {
-      double xb = dev_bytes(c, n->out[k]->id, b, t, plan_tp_stored(tp, n->out[k]->id, c->batch[n->out[k]->id]));
-      bytes += xb;
-      work += xb;
-    }
+    double flops = (pn->flops2 + (pn->flops4 - pn->flops2) * (b - 2) / 2.0) / div;
+    const double *bc = pn->bytes_c[sp ? 1 : 0], *wc = pn->work_c[sp ? 1 : 0];
+    double bytes = bc[0] + bc[1] / t + (bc[2] + bc[3] / t) * (b / 2.0);
+    double work = wc[0] + wc[1] / t + (wc[2] + wc[3] / t) * (b / 2.0);
     double mnk[4];
     for (int k = 0; k < 4; k++) mnk[k] = pn->mnk2[k] + (pn->mnk4[k] - pn->mnk2[k]) * (b - 2) / 2.0;
     pass_plan_group *G = &gr[pn->group];
