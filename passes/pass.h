@@ -302,9 +302,9 @@ const char *pass_plan_ckpt_policy(pass_plan_ckpt c);      /* NULL "selective" "b
 int pass_plan_ckpt_from_name(const char *name);           /* -1 if unknown; "block" is "full" */
 
 /* The model of one training step, derived from its training graph: the
- * graph compiled at micro-batch 2 and at 4 (per checkpoint policy) tells
- * which dims grow with the batch, so every figure is known at any
- * micro-batch b exactly (FLOPs and bytes are linear in b; GEMM shapes give
+ * graph compiled at micro-batch b0 and at 2 b0 (per checkpoint policy)
+ * tells which dims grow with the batch, so every figure is known at any
+ * micro-batch b exactly (FLOPs and bytes are affine in b; GEMM shapes give
  * the efficiency). Nodes are grouped by layer: group 0 holds what comes
  * before the first layer (the embeddings), groups 1..L the layers, group
  * L+1 what comes after the last (the head and the loss); their backward
@@ -314,11 +314,13 @@ typedef struct pass_plan_model pass_plan_model;
 /* device: the GPU every figure of time is for (its peak and bandwidth). */
 pass_plan_model *pass_plan_model_new(const pass_target *device);
 void pass_plan_model_free(pass_plan_model *m);
-/* Adds policy ck from its training graph at micro-batch 2 (g2: the model
- * keeps it, and frees it with itself, also on failure) and at 4 (g4: read,
- * the caller frees it). The two must be the same graph but for the batch
- * dims. Returns 0, or -1 after reporting through d. */
-int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, ir_graph *g2, const ir_graph *g4, ir_diag *d);
+/* Adds policy ck from its training graph at micro-batch b0 (g2: the model
+ * keeps it, and frees it with itself, also on failure) and at 2 b0 (g4:
+ * read, the caller frees it). The two must be the same graph but for the
+ * batch dims (when a per-sample dim equals another dim at b0 the passes may
+ * build another graph: try another b0). Returns 0, or -1 after reporting
+ * through d. */
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, const ir_graph *g4, ir_diag *d);
 /* The optimizer update: FLOPs per parameter element (its update graph's
  * count / the parameters) and state values per parameter (adam: 2). */
 void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, int states);
@@ -326,7 +328,7 @@ bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
 int pass_plan_model_layers(const pass_plan_model *m);     /* L */
 double pass_plan_model_params(const pass_plan_model *m);  /* parameter elements */
 size_t pass_plan_model_elem_bytes(const pass_plan_model *m); /* bytes of a parameter element (2: mixed precision) */
-const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt ck); /* at micro-batch 2 */
+const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt ck); /* at micro-batch b0 */
 
 /* One group of nodes on one device of a tensor-parallel group of t, for one
  * micro-batch of b sequences (sp: sequence parallelism). */
@@ -475,6 +477,7 @@ const char *pass_mem_kind_name(int k);
 enum { PASS_ROW_FORWARD, PASS_ROW_BACKWARD, PASS_ROW_RECOMPUTE, PASS_ROW_TP_ALL_REDUCE, PASS_ROW_TP_ALL_GATHER,
        PASS_ROW_TP_REDUCE_SCATTER, PASS_ROW_PP_SEND_RECV, PASS_ROW_BUBBLE, PASS_ROW_DP, PASS_ROW_OPTIMIZER, PASS_ROWS };
 const char *pass_plan_row_name(int r);
+#define PASS_PLAN_MAX_COMM 16
 typedef struct {
   pass_coll_kind kind;
   pass_mesh_axis axis;
@@ -488,6 +491,7 @@ typedef struct {
   int m;                 /* micro-batches per replica per step */
   bool fits;
   double step;           /* seconds */
+  double lower;          /* a lower bound of step: the busiest stage's work + its optimizer */
   double rows[PASS_ROWS];
   int critical;          /* the stage the rows are of */
   int fullest;           /* the stage with the most memory */
@@ -495,7 +499,7 @@ typedef struct {
   double mfu;            /* 6 N tokens / (step * peak * gpus) */
   double tokens_per_s;
   double hw_flops;       /* FLOP/s per GPU of all the work done (recompute and replicated work included) */
-  pass_plan_comm comm[12];
+  pass_plan_comm comm[PASS_PLAN_MAX_COMM];
   int n_comm;
 } pass_plan_result;
 /* Per stage, for --explain, JSON and the trace (pass_plan_detail_free). */
@@ -512,12 +516,15 @@ typedef struct {
 void pass_plan_detail_free(pass_plan_detail *d);
 /* The time of `calls` collectives of kind k moving `bytes` in all over n
  * ranks spanning `nodes` nodes of c (the alpha-beta model above). */
-double pass_plan_coll_seconds(const pass_cluster *c, pass_coll_kind k, int n, double bytes, double calls, int nodes);
+double pass_plan_coll_seconds(const pass_plan_model *m, const pass_cluster *c, pass_coll_kind k, int n, double bytes,
+                              double calls, int nodes);
 /* Nodes the data-parallel group of a plan spans, and whether the pipeline
  * boundary after stage a crosses nodes. */
 int pass_plan_dp_nodes(const pass_cluster *c, int tp, int dp);
 bool pass_plan_pp_crosses(const pass_cluster *c, int tp, int dp, int a, int b);
-/* The roofline constants of the model (docs/plan.md): for --explain. */
+/* The roofline constants of the model (docs/plan.md gives the source or the
+ * calibration of each): the defaults, and a model's own (what-if analyses
+ * and the calibration script set them: tgc plan --constant NAME=VALUE). */
 typedef struct {
   double gemm_eff;      /* a large GEMM's share of the peak */
   double gemm_half;     /* per GEMM dim d the share is multiplied by d / (d + gemm_half) */
@@ -525,7 +532,9 @@ typedef struct {
   double mem_eff;       /* a memory-bound kernel's share of the bandwidth */
   double nccl_base_lat; /* seconds every collective call costs before its steps */
 } pass_plan_constants;
-pass_plan_constants pass_plan_get_constants(void);
+pass_plan_constants pass_plan_default_constants(void);
+const pass_plan_constants *pass_plan_model_constants(const pass_plan_model *m);
+void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants *k);
 /* Evaluates strategy s: 0, or -1 with why (one line) when it is not a valid
  * plan for this model, cluster and job. detail may be NULL. */
 int pass_plan_evaluate(pass_plan_model *m, const pass_cluster *c, const pass_plan_job *j, const pass_plan_strategy *s,

@@ -50,7 +50,7 @@ static const char *const mem_names[PASS_MEM_KINDS] = {"parameters", "gradients",
                                                       "activations", "working", "comm buffers"};
 static const char *const row_names[PASS_ROWS] = {
     "forward",           "backward",         "recompute",     "tensor all-reduce", "tensor all-gather",
-    "tensor reduce-scatter", "pipeline send/recv", "pipeline bubble", "data-parallel sync", "optimizer"};
+    "tensor reduce-scatter", "pipeline send/recv", "pipeline bubble", "gradient sync", "optimizer"};
 
 const char *pass_coll_name(pass_coll_kind k) { return (unsigned)k < PASS_COLL_COUNT ? coll_names[k] : "?"; }
 const char *pass_axis_name(pass_mesh_axis a) { return (unsigned)a < PASS_AXIS_COUNT ? axis_names[a] : "?"; }
@@ -61,18 +61,19 @@ const char *pass_plan_row_name(int r) { return (unsigned)r < PASS_ROWS ? row_nam
 
 /* Seconds of `calls` collectives of one kind moving `bytes` in all over n
  * ranks spanning `nodes` nodes (1: inside one node). */
-static double coll_seconds(const pass_cluster *c, int kind, int n, double bytes, double calls, int nodes) {
+static double coll_seconds(const pass_plan_constants *k, const pass_cluster *c, int kind, int n, double bytes,
+                           double calls, int nodes) {
   if (n <= 1 || calls <= 0) return 0;
   bool inter = nodes > 1;
   double bw = inter ? c->inter_bw : c->intra_bw;
   if (kind == PASS_COLL_SEND_RECV) return calls * (inter ? c->inter_lat : c->intra_lat) + bytes / bw;
   bool ar = kind == PASS_COLL_ALL_REDUCE;
   int steps = ar ? 2 * (n - 1) : n - 1, isteps = inter ? (ar ? 2 * (nodes - 1) : nodes - 1) : 0;
-  double lat = plan_k.nccl_base_lat + (steps - isteps) * c->intra_lat + isteps * c->inter_lat;
+  double lat = k->nccl_base_lat + (steps - isteps) * c->intra_lat + isteps * c->inter_lat;
   double ring = calls * lat + (ar ? 2.0 * (n - 1) / n : (double)(n - 1) / n) * bytes / bw;
   if (!ar || !inter) return ring;
   double per_node = (double)n / nodes;
-  double tree = calls * (plan_k.nccl_base_lat + 2 * ((per_node - 1) * c->intra_lat + log2((double)nodes) * c->inter_lat)) +
+  double tree = calls * (k->nccl_base_lat + 2 * ((per_node - 1) * c->intra_lat + log2((double)nodes) * c->inter_lat)) +
                 2 * bytes / bw;
   return tree < ring ? tree : ring;
 }
@@ -90,12 +91,12 @@ static bool pp_crosses(const pass_cluster *c, int tp, int dp, int a, int b) {
   return ra / c->gpus_per_node != rb / c->gpus_per_node;
 }
 
-double pass_plan_coll_seconds(const pass_cluster *c, pass_coll_kind k, int n, double bytes, double calls, int nodes) {
-  return coll_seconds(c, k, n, bytes, calls, nodes);
+double pass_plan_coll_seconds(const pass_plan_model *m, const pass_cluster *c, pass_coll_kind k, int n, double bytes,
+                              double calls, int nodes) {
+  return coll_seconds(pass_plan_model_constants(m), c, k, n, bytes, calls, nodes);
 }
 int pass_plan_dp_nodes(const pass_cluster *c, int tp, int dp) { return dp_nodes(c, tp, dp); }
 bool pass_plan_pp_crosses(const pass_cluster *c, int tp, int dp, int a, int b) { return pp_crosses(c, tp, dp, a, b); }
-pass_plan_constants pass_plan_get_constants(void) { return plan_k; }
 
 /* ---- the stage split: a dynamic program over layers ---- */
 /* w[0..n): the layers' times (the first holds the embeddings, the last the
@@ -203,7 +204,7 @@ typedef struct {
   double *f_comm, *b_comm;   /* tensor-axis collectives, seconds per micro-batch */
   double (*kind_s)[3];       /* per virtual stage: seconds per micro-batch per collective kind (all phases) */
   double (*kind_b)[3], (*kind_n)[3]; /* payload bytes and calls per micro-batch */
-  double *z3_f, *z3_b;       /* ZeRO-3 gather/scatter seconds per micro-batch */
+  double *z_f, *z_b;         /* ZeRO 2 and 3: data-parallel collectives per micro-batch, overlapped with the operation */
   double *fwd, *bwd;         /* operation durations */
   double *act;               /* kept bytes per micro-batch */
   double *work;              /* working bytes */
@@ -214,7 +215,7 @@ typedef struct {
 
 static void stages_free(stages *s) {
   free(s->first), free(s->last), free(s->f_comp), free(s->b_comp), free(s->rc_comp), free(s->f_comm);
-  free(s->b_comm), free(s->kind_s), free(s->kind_b), free(s->kind_n), free(s->z3_f), free(s->z3_b), free(s->fwd);
+  free(s->b_comm), free(s->kind_s), free(s->kind_b), free(s->kind_n), free(s->z_f), free(s->z_b), free(s->fwd);
   free(s->bwd), free(s->act), free(s->work), free(s->params), free(s->flops), free(s->send), free(s->send_back);
   free(s->send_bytes), free(s->back_bytes);
   memset(s, 0, sizeof *s);
@@ -295,7 +296,7 @@ static void group_comm(const plan_ctx *x, const pass_plan_group *G, int t, doubl
   for (int p = 0; p < PASS_NUM_PHASES; p++) {
     ph_s[p] = 0;
     for (int k = 0; k < 3; k++) {
-      double sec = coll_seconds(x->c, k, t, G->coll_bytes[p][k], G->coll_count[p][k], 1);
+      double sec = coll_seconds(pass_plan_model_constants(x->m), x->c, k, t, G->coll_bytes[p][k], G->coll_count[p][k], 1);
       ph_s[p] += sec;
       kind_s[k] += sec, kind_b[k] += G->coll_bytes[p][k], kind_n[k] += G->coll_count[p][k];
     }
@@ -335,7 +336,7 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
   st->nv = nv;
 #define A(f) st->f = zalloc((size_t)nv, sizeof *st->f)
   A(first), A(last), A(f_comp), A(b_comp), A(rc_comp), A(f_comm), A(b_comm), A(kind_s), A(kind_b), A(kind_n);
-  A(z3_f), A(z3_b), A(fwd), A(bwd), A(act), A(work), A(params), A(flops), A(send), A(send_back), A(send_bytes);
+  A(z_f), A(z_b), A(fwd), A(bwd), A(act), A(work), A(params), A(flops), A(send), A(send_back), A(send_bytes);
   A(back_bytes);
 #undef A
   double eb = (double)pass_plan_model_elem_bytes(x->m);
@@ -356,14 +357,19 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
       st->flops[k] += G->flops[0] + G->flops[1] + G->flops[2];
     }
     st->params[k] = pass_plan_params_in(P, st->first[k], st->last[k]);
-    if (s->zero == 3 && d > 1) { /* gather the parameters for the forward and again for the backward, scatter the gradients */
-      double bytes = st->params[k] * eb;
-      st->z3_f[k] = coll_seconds(x->c, PASS_COLL_ALL_GATHER, d, bytes, st->last[k] - st->first[k] + 1, z3nodes);
-      st->z3_b[k] = st->z3_f[k] + coll_seconds(x->c, PASS_COLL_REDUCE_SCATTER, d, bytes, st->last[k] - st->first[k] + 1, z3nodes);
+    if (s->zero >= 2 && d > 1) {
+      /* ZeRO 2: every micro-batch's gradients reduce-scattered in its
+       * backward; ZeRO 3 also gathers the parameters for the forward and
+       * again for the backward; per layer, overlapped with the operation */
+      const pass_plan_constants *kk = pass_plan_model_constants(x->m);
+      double bytes = st->params[k] * eb, layers = st->last[k] - st->first[k] + 1;
+      double ag = s->zero == 3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, bytes, layers, z3nodes) : 0;
+      st->z_f[k] = ag;
+      st->z_b[k] = ag + coll_seconds(kk, x->c, PASS_COLL_REDUCE_SCATTER, d, bytes, layers, z3nodes);
     }
     double fc = st->f_comp[k] + st->f_comm[k], bc = st->b_comp[k] + st->rc_comp[k] + st->b_comm[k];
-    st->fwd[k] = fc > st->z3_f[k] ? fc : st->z3_f[k];
-    st->bwd[k] = bc > st->z3_b[k] ? bc : st->z3_b[k];
+    st->fwd[k] = fc > st->z_f[k] ? fc : st->z_f[k];
+    st->bwd[k] = bc > st->z_b[k] ? bc : st->z_b[k];
   }
   for (int k = 0; k + 1 < nv; k++) {
     int g = st->last[k];
@@ -371,8 +377,8 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
     int nodes = pp_crosses(x->c, t, d, a, b) ? 2 : 1;
     st->send_bytes[k] = P->act[g];
     st->back_bytes[k] = P->grad[g];
-    st->send[k] = coll_seconds(x->c, PASS_COLL_SEND_RECV, 2, P->act[g], 1, nodes);
-    st->send_back[k] = coll_seconds(x->c, PASS_COLL_SEND_RECV, 2, P->grad[g], 1, nodes);
+    st->send[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->act[g], 1, nodes);
+    st->send_back[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->grad[g], 1, nodes);
   }
 }
 
@@ -383,7 +389,7 @@ static double optimizer_seconds(const plan_ctx *x, double n) {
   pass_train_memory per = pass_training_memory(1, eb, plan_model_opt_states(x->m), 0, true);
   double bytes = 2 * per.params + per.grads + 2 * per.optimizer; /* read all, write parameters and state */
   return pass_roofline_seconds(plan_model_opt_flops(x->m) * n, bytes * n, pass_target_peak(dev, eb),
-                               dev->bandwidth * plan_k.mem_eff);
+                               dev->bandwidth * pass_plan_model_constants(x->m)->mem_eff);
 }
 
 /* Memory of every stage (mem[stage * KINDS + kind]); returns the fullest. */
@@ -421,36 +427,85 @@ static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const st
   return fullest;
 }
 
-/* The exposed end of a stage's gradient reduction: layer buckets ready as
- * the last backward of each chunk passes them, reduced one after another. */
-static double dp_exposed(plan_ctx *x, const pass_plan_strategy *s, const stages *st, const pass_plan_profile *P,
-                         const pass_pipe_result *sim, int dev, double *comm_s, double *comm_bytes, double *calls) {
-  int p = s->pp, v = st->nv / s->pp, d = s->dp, nodes = dp_nodes(x->c, s->tp, d);
-  double eb = (double)pass_plan_model_elem_bytes(x->m), busy_until = 0, end = sim->end[dev];
-  int kind = s->zero == 0 ? PASS_COLL_ALL_REDUCE : PASS_COLL_REDUCE_SCATTER;
-  for (int c = v - 1; c >= 0; c--) { /* chunks in the order their last backward ends: the last chunk first */
-    int k = c * p + dev;
-    double t0 = sim->last_b_start[k], t1 = sim->last_b_end[k], total = 0, done = 0, left = st->params[k] * eb;
-    for (int g = st->first[k]; g <= st->last[k]; g++) total += P->groups[g].seconds[1] + P->groups[g].seconds[2];
-    for (int g = st->last[k]; g >= st->first[k]; g--) { /* backward runs the layers last to first */
-      done += P->groups[g].seconds[1] + P->groups[g].seconds[2];
-      double ready = total > 0 ? t0 + (t1 - t0) * done / total : t1;
-      /* a layer's own parameters; the first bucket also takes the shared ones */
-      double bytes = g == st->first[k] ? left : P->groups[g].params * eb;
-      left -= bytes;
-      if (bytes <= 0) continue;
-      double sec = coll_seconds(x->c, kind, d, bytes, 1, nodes);
-      double start = ready > busy_until ? ready : busy_until;
-      busy_until = start + sec;
-      *comm_s += sec, *comm_bytes += bytes, *calls += 1;
+/* What a stage waits for after its pipeline: its gradient reduction (ZeRO 0
+ * and 1: layer buckets reduced one after another as the last backward of
+ * each chunk passes them; what outlasts the backward is exposed), the
+ * gather of the updated parameters (ZeRO 1 and 2), the tied weights'
+ * gradients summed across stages, and the gradients left partial over the
+ * tensor axis. Returns the exposed seconds; with out, appends the
+ * collectives of one step (ZeRO 2 and 3's per-micro-batch ones included,
+ * their exposure being the operations' extension over their compute). */
+static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *st, const pass_plan_profile *P,
+                        const pass_pipe_result *sim, int m, int dev, pass_plan_comm *out, int *n_out) {
+  const pass_plan_constants *kk = pass_plan_model_constants(x->m);
+  const pass_cluster *c = x->c;
+  int p = s->pp, v = st->nv / s->pp, d = s->dp, t = s->tp, nodes = dp_nodes(c, t, d);
+  double eb = (double)pass_plan_model_elem_bytes(x->m), busy_until = 0, end = sim->end[dev], exposed = 0;
+  double bytes_all = 0, secs = 0, calls = 0;
+  for (int ch = 0; ch < v; ch++) bytes_all += st->params[ch * p + dev] * eb;
+  if (d > 1 && s->zero <= 1) {
+    int kind = s->zero == 0 ? PASS_COLL_ALL_REDUCE : PASS_COLL_REDUCE_SCATTER;
+    for (int ch = v - 1; ch >= 0; ch--) { /* chunks in the order their last backward ends: the last chunk first */
+      int k = ch * p + dev;
+      double t0 = sim->last_b_start[k], t1 = sim->last_b_end[k], total = 0, done = 0, left = st->params[k] * eb;
+      for (int g = st->first[k]; g <= st->last[k]; g++) total += P->groups[g].seconds[1] + P->groups[g].seconds[2];
+      for (int g = st->last[k]; g >= st->first[k]; g--) { /* backward runs the layers last to first */
+        done += P->groups[g].seconds[1] + P->groups[g].seconds[2];
+        double ready = total > 0 ? t0 + (t1 - t0) * done / total : t1;
+        /* a layer's own parameters; the first bucket also takes the shared ones */
+        double bytes = g == st->first[k] ? left : P->groups[g].params * eb;
+        left -= bytes;
+        if (bytes <= 0) continue;
+        double sec = coll_seconds(kk, c, kind, d, bytes, 1, nodes);
+        double start = ready > busy_until ? ready : busy_until;
+        busy_until = start + sec;
+        secs += sec, calls++;
+      }
+    }
+    exposed = busy_until > end ? busy_until - end : 0;
+    if (out) out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, bytes_all, calls, secs, exposed};
+  }
+  if (d > 1 && s->zero >= 2) { /* per micro-batch, in the operations */
+    double ext_f = 0, ext_b = 0, zf = 0, zb = 0, layers = 0;
+    for (int ch = 0; ch < v; ch++) {
+      int k = ch * p + dev;
+      ext_f += m * (st->fwd[k] - st->f_comp[k] - st->f_comm[k]);
+      ext_b += m * (st->bwd[k] - st->b_comp[k] - st->rc_comp[k] - st->b_comm[k]);
+      zf += m * st->z_f[k], zb += m * st->z_b[k], layers += st->last[k] - st->first[k] + 1;
+    }
+    double rs = coll_seconds(kk, c, PASS_COLL_REDUCE_SCATTER, d, bytes_all, layers, nodes) * m;
+    if (out) {
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_REDUCE_SCATTER, PASS_AXIS_DATA, m * bytes_all, m * layers, rs,
+                                         s->zero == 2 ? ext_b : 0};
+      if (s->zero == 3)
+        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, 2 * m * bytes_all, 2 * m * layers,
+                                           zf + zb - rs, ext_f + ext_b};
     }
   }
-  double exposed = busy_until > end ? busy_until - end : 0;
-  if (s->zero >= 1) { /* the updated parameters gathered again after the optimizer */
-    double bytes = 0;
-    for (int c = 0; c < v; c++) bytes += st->params[c * p + dev] * eb;
-    double sec = coll_seconds(x->c, PASS_COLL_ALL_GATHER, d, bytes, v, nodes);
+  if (d > 1 && (s->zero == 1 || s->zero == 2)) { /* the updated parameters gathered after the optimizer */
+    double sec = coll_seconds(kk, c, PASS_COLL_ALL_GATHER, d, bytes_all, v, nodes);
     exposed += sec;
+    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, bytes_all, v, sec, sec};
+  }
+  for (int i = 0; i < P->n_tied; i++) { /* tied weights on two stages: their gradients summed once a step */
+    int a = -1, b = -1;
+    for (int k = 0; k < st->nv; k++) {
+      if (P->tied[i].lo >= st->first[k] && P->tied[i].lo <= st->last[k]) a = k % p;
+      if (P->tied[i].hi >= st->first[k] && P->tied[i].hi <= st->last[k]) b = k % p;
+    }
+    if (a == b || (dev != a && dev != b)) continue;
+    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, 2, P->tied[i].bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
+    exposed += sec;
+    if (out && *n_out < PASS_PLAN_MAX_COMM - 2)
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, P->tied[i].bytes, 1, sec, sec};
+  }
+  double sync = 0; /* gradients left partial over the tensor axis (sequence-parallel norms' gains) */
+  for (int ch = 0; ch < v; ch++)
+    for (int g = st->first[ch * p + dev]; g <= st->last[ch * p + dev]; g++) sync += P->groups[g].grad_sync;
+  if (sync > 0 && t > 1) {
+    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, t, sync, 1, 1);
+    exposed += sec;
+    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_TENSOR, sync, 1, sec, sec};
   }
   return exposed;
 }
@@ -458,7 +513,7 @@ static double dp_exposed(plan_ctx *x, const pass_plan_strategy *s, const stages 
 typedef enum { EV_SEARCH, EV_FULL } ev_mode;
 
 struct last_eval {
-  pass_plan_strategy key; /* zero: 3 or 0 (0-2 alike) */
+  pass_plan_strategy key; /* zero: 0 (for 0 and 1), 2 or 3 */
   stages st;
   double *peak;           /* interleaved: bytes in flight per device */
   bool have_sim;
@@ -494,7 +549,7 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
   r->m = m;
   const pass_plan_profile *P = pass_plan_model_profile(x->m, s.ckpt, s.micro_batch, t, s.sp);
   pass_plan_strategy key = s;
-  key.zero = s.zero == 3 ? 3 : 0;
+  key.zero = s.zero >= 2 ? s.zero : 0; /* ZeRO 2 and 3 change the operations' durations */
   if (!x->last || !same_key(&x->last->key, &key) || detail) {
     last_free(x);
     x->last = zalloc(1, sizeof *x->last);
@@ -528,6 +583,7 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
     opt[dev] = optimizer_seconds(x, s.zero >= 1 ? n / d : n);
     if (busy + opt[dev] > lower) lower = busy + opt[dev];
   }
+  r->lower = lower;
   if (mode == EV_SEARCH && !r->fits) rc = 1;
   else if (mode == EV_SEARCH && lower >= bound) rc = 2;
   if (rc != 0) goto done;
@@ -537,45 +593,30 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
   }
   sim = x->last->sim; /* borrowed: the cache keeps it */
   /* the step: every stage's pipeline end + exposed reduction + optimizer */
-  double *dpx = zalloc((size_t)p, sizeof *dpx), dp_s = 0, dp_b = 0, dp_n = 0;
+  double *dpx = zalloc((size_t)p, sizeof *dpx);
   r->step = -1;
   for (int dev = 0; dev < p; dev++) {
-    double cs = 0, cb = 0, cn = 0;
-    dpx[dev] = d > 1 ? dp_exposed(x, &s, &st, P, &sim, dev, &cs, &cb, &cn) : 0;
-    for (int i = 0; i < P->n_tied; i++) { /* tied weights on two stages: their gradients summed once a step */
-      int a = -1, b = -1;
-      for (int k = 0; k < nv; k++) {
-        if (P->tied[i].lo >= st.first[k] && P->tied[i].lo <= st.last[k]) a = k % p;
-        if (P->tied[i].hi >= st.first[k] && P->tied[i].hi <= st.last[k]) b = k % p;
-      }
-      if (a != b && (dev == a || dev == b))
-        dpx[dev] += coll_seconds(c, PASS_COLL_ALL_REDUCE, 2, P->tied[i].bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
-    }
-    double sync = 0; /* gradients left partial over the tensor axis (sequence-parallel norms) */
-    for (int ch = 0; ch < v; ch++)
-      for (int g = st.first[ch * p + dev]; g <= st.last[ch * p + dev]; g++) sync += P->groups[g].grad_sync;
-    dpx[dev] += coll_seconds(c, PASS_COLL_ALL_REDUCE, t, sync, sync > 0 ? 1 : 0, 1);
+    dpx[dev] = step_sync(x, &s, &st, P, &sim, m, dev, NULL, NULL);
     double total = sim.end[dev] + dpx[dev] + opt[dev];
     if (total > r->step) r->step = total, r->critical = dev;
-    if (dev == 0) dp_s = cs, dp_b = cb, dp_n = cn;
   }
   if (mode == EV_FULL) {
     int cd = r->critical;
     pass_pipe nosend = pipe;
     nosend.send = nosend.send_back = NULL;
     if (pass_pipe_simulate(&nosend, &sim0, false) != 0) abort();
-    double z3 = 0;
+    double ext = 0; /* ZeRO 2 and 3: what the operations waited for beyond their compute */
     for (int ch = 0; ch < v; ch++) {
       int k = ch * p + cd;
       r->rows[PASS_ROW_FORWARD] += m * st.f_comp[k];
       r->rows[PASS_ROW_BACKWARD] += m * st.b_comp[k];
       r->rows[PASS_ROW_RECOMPUTE] += m * st.rc_comp[k];
       for (int q = 0; q < 3; q++) r->rows[PASS_ROW_TP_ALL_REDUCE + q] += m * st.kind_s[k][q];
-      z3 += m * (st.fwd[k] - st.f_comp[k] - st.f_comm[k] + st.bwd[k] - st.b_comp[k] - st.rc_comp[k] - st.b_comm[k]);
+      ext += m * (st.fwd[k] - st.f_comp[k] - st.f_comm[k] + st.bwd[k] - st.b_comp[k] - st.rc_comp[k] - st.b_comm[k]);
     }
     r->rows[PASS_ROW_BUBBLE] = sim0.end[cd] - sim0.busy[cd];
     r->rows[PASS_ROW_PP_SEND_RECV] = sim.end[cd] - sim0.end[cd];
-    r->rows[PASS_ROW_DP] = dpx[cd] + z3;
+    r->rows[PASS_ROW_DP] = dpx[cd] + ext;
     r->rows[PASS_ROW_OPTIMIZER] = opt[cd];
     const pass_target *dev = plan_model_device(x->m);
     double peak = pass_target_peak(dev, pass_plan_model_elem_bytes(x->m));
@@ -596,24 +637,7 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
       e.exposed = e.seconds;
       if (e.calls > 0) cm[r->n_comm++] = e;
     }
-    if (d > 1) {
-      double cs = 0, cb = 0, cn = 0;
-      dp_exposed(x, &s, &st, P, &sim, cd, &cs, &cb, &cn);
-      (void)dp_s, (void)dp_b, (void)dp_n;
-      int kind = s.zero == 0 ? PASS_COLL_ALL_REDUCE : PASS_COLL_REDUCE_SCATTER;
-      cm[r->n_comm++] = (pass_plan_comm){kind, PASS_AXIS_DATA, cb * (s.zero == 2 ? m : 1), cn * (s.zero == 2 ? m : 1),
-                                         cs * (s.zero == 2 ? m : 1), 0};
-      if (s.zero >= 1) {
-        double bytes = 0;
-        for (int ch = 0; ch < v; ch++) bytes += st.params[ch * p + cd] * pass_plan_model_elem_bytes(x->m);
-        double calls = v + (s.zero == 3 ? 2.0 * m * (st.last[cd] - st.first[cd] + 1) : 0);
-        double total = bytes * (1 + (s.zero == 3 ? 2.0 * m : 0));
-        double sec = coll_seconds(c, PASS_COLL_ALL_GATHER, d, bytes, v, dp_nodes(c, t, d));
-        cm[r->n_comm++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, total, calls, sec + (s.zero == 3 ? z3 : 0), 0};
-      }
-      /* exposed: what the data row holds beyond the tied weights and the tensor-axis sync */
-      cm[r->n_comm - 1].exposed = r->rows[PASS_ROW_DP];
-    }
+    step_sync(x, &s, &st, P, &sim, m, cd, cm, &r->n_comm);
     if (p > 1) {
       pass_plan_comm e = {PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, 0, 0, 0, r->rows[PASS_ROW_PP_SEND_RECV]};
       for (int ch = 0; ch < v; ch++) {
@@ -774,7 +798,8 @@ int pass_plan_search(pass_plan_model *m, const pass_cluster *c, const pass_plan_
                     f->over_memory++;
                     if (!f->have_smallest || r.mem_total - r.capacity < f->smallest.mem_total - f->smallest.capacity)
                       f->smallest = r, f->have_smallest = true;
-                    if (top > 1 && r.mem_total < 1.5 * r.capacity) { /* would it have won? */
+                    if (top > 1 && r.mem_total < 1.5 * r.capacity &&
+                        r.lower < (f->n_plans ? f->plans[0].step : INFINITY)) { /* would it have won? */
                       pass_plan_result full;
                       evaluate(&x, &s, EV_FULL, INFINITY, &full, NULL);
                       f->simulated++;

@@ -70,10 +70,7 @@ bool plan_tp_has_rule(int op);
 tp_state plan_tp_stored(const tp_result *r, int value, bool batch);
 
 /* ---- plan_profile.c ---- */
-/* The efficiencies of the roofline the planner times ops with
- * (pass_plan_constants in pass.h; docs/plan.md gives the source or the
- * calibration of each). */
-extern const pass_plan_constants plan_k;
+
 const pass_target *plan_model_device(const pass_plan_model *m);
 double plan_model_opt_flops(const pass_plan_model *m);
 int plan_model_opt_states(const pass_plan_model *m);

@@ -3,14 +3,16 @@
  * micro-batch and per device of a tensor-parallel group (pass.h, section
  * "planner", pass_plan_model).
  *
- * Batch. The training graph is compiled at micro-batch 2 and at 4; the two
- * must match node for node. A value whose dims differ (exactly one dim,
- * doubled) is per-sample: its bytes at micro-batch b are those at 2 times
- * b/2. A node's FLOPs are a sum of products of dims, each product holding
- * at most one per-sample dim (a weight gradient's 2*M*N*K with K = b*T, plus
- * an epilogue over the weight's elements): a line through the figures at 2
- * and 4, exact at every b; a node with no per-sample operand must cost the
- * same at both. GEMM shapes follow the same line.
+ * Batch. The training graph is compiled at micro-batch b0 and at 2 b0 (b0 =
+ * 2, or 3 or 5 when a per-sample dim happens to equal another dim at 2 and
+ * the passes build a different graph); the two must match node for node. A
+ * value whose dims differ (exactly one dim, doubled) is per-sample: its
+ * bytes at micro-batch b are those at b0 times b / b0. A node's FLOPs are a
+ * sum of products of dims, each product holding at most one per-sample dim
+ * (a weight gradient's 2*M*N*K with K = b*T, plus an epilogue over the
+ * weight's elements): a line through the figures at b0 and 2 b0, exact at
+ * every b; a node with no per-sample operand must cost the same at both.
+ * GEMM shapes follow the same line.
  *
  * Groups. A node of layer l (the `repeat` index the frontend records) is in
  * group l + 1. Nodes outside the layers: forward ones before the first layer
@@ -22,7 +24,8 @@
  * value's state and each node's division):
  *   flops, seconds  by phase; seconds = sum over nodes of the roofline
  *                   max(FLOPs / (peak * efficiency), bytes / (bandwidth *
- *                   memory efficiency)); the efficiencies are plan_k below
+ *                   memory efficiency)); the efficiencies are default_k below
+ *                   (or the model's own, pass_plan_model_set_constants)
  *   saved           forward values its backward (or recompute) nodes read,
  *                   each counted once in every group reading it
  *   working         its recomputed values (live through its backward) + the
@@ -43,9 +46,9 @@
 #include "plan_impl.h"
 
 /* ---- the efficiencies of the roofline (docs/plan.md: sources and calibration) ---- */
-const pass_plan_constants plan_k = {
-    .gemm_eff = 0.80,     /* calibrated: see docs/plan.md */
-    .gemm_half = 64,      /* calibrated */
+static const pass_plan_constants default_k = {
+    .gemm_eff = 0.64,     /* calibrated by bench/plan_calibrate.sh on two rows of Narayanan et al. 2021 (docs/plan.md) */
+    .gemm_half = 32,      /* calibrated with it */
     .attn_eff = 0.50,     /* FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward, less backward */
     .mem_eff = 0.85,      /* assumed: a streaming kernel's share of the HBM peak */
     .nccl_base_lat = 8.4e-6, /* NCCL tuning.cc baseLat, ring, Simple protocol */
@@ -55,9 +58,9 @@ typedef struct {
   int op, group, phase;
   bool causal, batch; /* batch: any operand or result is per-sample */
   double flops2, flops4;
-  double mnk2[4], mnk4[4]; /* M, N, K, batch count of a GEMM at micro-batch 2 and 4 */
+  double mnk2[4], mnk4[4]; /* M, N, K, batch count of a GEMM at micro-batch b0 and 2 b0 */
   /* bytes it reads and writes, and of those its working set (results and
-   * gradient operands), per sequence-parallel mode, at micro-batch 2 on
+   * gradient operands), per sequence-parallel mode, at micro-batch b0 on
    * one device: [0] not per-sample, not split; [1] not per-sample, split
    * (divide by t); [2] per-sample, not split; [3] per-sample, split */
   double bytes_c[2][4], work_c[2][4];
@@ -83,7 +86,8 @@ typedef struct {
   ir_graph *g;
   int n_nodes, n_values;
   plan_node *nodes;
-  double *vbytes;      /* per value id, at micro-batch 2 */
+  double *vbytes;      /* per value id, at micro-batch b0 */
+  int b0;
   uint8_t *batch;      /* per value id: per-sample */
   int *def_node;       /* per value id: index of its defining node, -1 for declarations */
   const ir_value **value; /* per value id */
@@ -98,6 +102,7 @@ typedef struct {
 
 struct pass_plan_model {
   pass_target device;
+  pass_plan_constants k;
   int layers;
   double n_params;
   size_t elem_bytes;
@@ -123,6 +128,7 @@ pass_plan_model *pass_plan_model_new(const pass_target *device) {
   pass_plan_model *m = calloc(1, sizeof *m);
   if (!m) abort();
   m->device = *device;
+  m->k = default_k;
   m->layers = -1;
   m->opt_states = 2;
   return m;
@@ -173,6 +179,21 @@ const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt c
   return pass_plan_model_has(m, ck) ? m->ck[ck].g : NULL;
 }
 const pass_target *plan_model_device(const pass_plan_model *m) { return &m->device; }
+pass_plan_constants pass_plan_default_constants(void) { return default_k; }
+const pass_plan_constants *pass_plan_model_constants(const pass_plan_model *m) { return &m->k; }
+void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants *k) {
+  m->k = *k;
+  for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) { /* the profiles hold times: computed again */
+    plan_ck *c = &m->ck[ck];
+    for (int i = 0; i < c->n_memo; i++) {
+      free((void *)c->memo[i].prof.groups);
+      free((void *)c->memo[i].prof.act);
+      free((void *)c->memo[i].prof.tied);
+      free((void *)c->memo[i].prof.shared);
+    }
+    c->n_memo = 0;
+  }
+}
 double plan_model_opt_flops(const pass_plan_model *m) { return m->opt_flops_per_param; }
 int plan_model_opt_states(const pass_plan_model *m) { return m->opt_states; }
 
@@ -267,9 +288,10 @@ static void collect_entries(plan_ck *c, int layers) {
   int *seen = malloc((size_t)nv * sizeof *seen); /* last group an entry was added for, per value */
   int *seen_p = malloc((size_t)nv * sizeof *seen_p);
   int *hi_fwd = malloc((size_t)nv * sizeof *hi_fwd), *lo_bwd = malloc((size_t)nv * sizeof *lo_bwd);
-  if (!def_group || !def_phase || !seen || !seen_p || !hi_fwd || !lo_bwd) abort();
+  int *hi_any = malloc((size_t)nv * sizeof *hi_any); /* a gradient read by a later group (not per-sample: tied) */
+  if (!def_group || !def_phase || !seen || !seen_p || !hi_fwd || !lo_bwd || !hi_any) abort();
   for (int v = 0; v < nv; v++) def_group[v] = -1, def_phase[v] = -1, seen[v] = -1, seen_p[v] = -1, hi_fwd[v] = -1,
-                                lo_bwd[v] = layers + 2;
+                                lo_bwd[v] = layers + 2, hi_any[v] = -1;
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i]->n_out; k++) {
       int v = g->nodes[i]->out[k]->id;
@@ -295,11 +317,13 @@ static void collect_entries(plan_ck *c, int layers) {
         add_vg(&c->saved, &c->n_saved, &cap_s, v, grp), seen[v] = grp;
       if (def_phase[v] == PASS_PHASE_FORWARD && grp > def_group[v] && grp > hi_fwd[v]) hi_fwd[v] = grp;
       if (def_phase[v] != PASS_PHASE_FORWARD && grp < def_group[v] && grp < lo_bwd[v]) lo_bwd[v] = grp;
+      if (def_phase[v] != PASS_PHASE_FORWARD && grp > def_group[v] && grp > hi_any[v]) hi_any[v] = grp;
     }
   }
   for (int v = 0; v < nv; v++) {
     if (!c->batch[v]) { /* a tied weight's gradient: summed across stages once a step (pass_plan_profile.tied) */
       if (def_group[v] >= 0 && lo_bwd[v] < def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, lo_bwd[v] * 65536 + def_group[v]);
+      if (def_group[v] >= 0 && hi_any[v] > def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, def_group[v] * 65536 + hi_any[v]);
       continue;
     }
     cut_entry e = {v, 0, 0, true};
@@ -324,28 +348,30 @@ static void collect_entries(plan_ck *c, int layers) {
   free(seen_p);
   free(hi_fwd);
   free(lo_bwd);
+  free(hi_any);
 }
 
 /* The two graphs agree but for per-sample dims (exactly one dim, doubled). */
 static int match_batch(plan_ck *c, const ir_graph *g4, ir_diag *d) {
   const ir_graph *g = c->g;
   if (g->n_nodes != g4->n_nodes || ir_graph_id_bound(g) != ir_graph_id_bound(g4)) {
-    ir_error_plain(d, "the training graph at micro-batch 2 and at 4 differ (%d and %d nodes): the planner needs one "
-                      "graph whose shapes scale with the batch", g->n_nodes, g4->n_nodes);
+    ir_error_plain(d, "the training graph at micro-batch %d and at %d differ (%d and %d nodes): the planner needs one "
+                      "graph whose shapes scale with the batch", c->b0, 2 * c->b0, g->n_nodes, g4->n_nodes);
     return -1;
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *a = g->nodes[i], *b = g4->nodes[i];
     if (a->op != b->op || a->n_out != b->n_out || a->n_in != b->n_in) {
-      ir_error(d, a->loc, "the training graph differs at micro-batch 2 and 4 (node %d: %s and %s)", i,
-               ir_op_name(a->op), ir_op_name(b->op));
+      ir_error(d, a->loc, "the training graph differs at micro-batch %d and %d (node %d: %s and %s)", c->b0, 2 * c->b0,
+               i, ir_op_name(a->op), ir_op_name(b->op));
       return -1;
     }
     for (int k = 0; k < a->n_out + a->n_in; k++) {
       const ir_value *x = k < a->n_out ? a->out[k] : a->in[k - a->n_out];
       const ir_value *y = k < a->n_out ? b->out[k] : b->in[k - a->n_out];
       if (x->id != y->id || x->type.rank != y->type.rank) {
-        ir_error(d, a->loc, "the training graph differs at micro-batch 2 and 4 (node %d, %%%s)", i, x->name);
+        ir_error(d, a->loc, "the training graph differs at micro-batch %d and %d (node %d, %%%s)", c->b0, 2 * c->b0, i,
+                 x->name);
         return -1;
       }
       int scaled = 0;
@@ -353,9 +379,9 @@ static int match_batch(plan_ck *c, const ir_graph *g4, ir_diag *d) {
         if (x->type.dims[j] == y->type.dims[j]) continue;
         if (y->type.dims[j] != 2 * x->type.dims[j] || ++scaled > 1) {
           char t2[128], t4[128];
-          ir_error(d, x->loc, "%%%s is %s at micro-batch 2 and %s at 4: the planner needs shapes with one dim "
+          ir_error(d, x->loc, "%%%s is %s at micro-batch %d and %s at %d: the planner needs shapes with one dim "
                               "proportional to the batch",
-                   x->name, ir_type_str(&x->type, t2, sizeof t2), ir_type_str(&y->type, t4, sizeof t4));
+                   x->name, ir_type_str(&x->type, t2, sizeof t2), c->b0, ir_type_str(&y->type, t4, sizeof t4), 2 * c->b0);
           return -1;
         }
       }
@@ -372,8 +398,8 @@ static int match_batch(plan_ck *c, const ir_graph *g4, ir_diag *d) {
     for (int k = 0; k < n->n_out; k++) pn->batch |= c->batch[n->out[k]->id];
     for (int k = 0; k < n->n_in; k++) pn->batch |= c->batch[n->in[k]->id];
     if (pn->batch ? c4.flops < c2.flops : c4.flops != c2.flops) {
-      ir_error(d, n->loc, "the FLOPs of %s (%s) do not grow with the batch (%.17g at 2, %.17g at 4)",
-               n->n_out ? n->out[0]->name : "?", ir_op_name(n->op), c2.flops, c4.flops);
+      ir_error(d, n->loc, "the FLOPs of %s (%s) do not grow with the batch (%.17g at %d, %.17g at %d)",
+               n->n_out ? n->out[0]->name : "?", ir_op_name(n->op), c2.flops, c->b0, c4.flops, 2 * c->b0);
       return -1;
     }
     gemm_dims(n, pn->mnk2);
@@ -382,9 +408,10 @@ static int match_batch(plan_ck *c, const ir_graph *g4, ir_diag *d) {
   return 0;
 }
 
-int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, ir_graph *g2, const ir_graph *g4, ir_diag *d) {
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, const ir_graph *g4, ir_diag *d) {
   plan_ck *c = &m->ck[ck];
   ck_free(c);
+  c->b0 = b0;
   c->g = g2;
   c->n_nodes = g2->n_nodes;
   c->n_values = ir_graph_id_bound(g2);
@@ -448,24 +475,24 @@ int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, ir_graph *g2, con
 }
 
 /* ---- the profile at (b, t, sp) ---- */
-static double node_seconds(const pass_target *dev, size_t elem, const plan_node *n, double flops, double bytes,
+static double node_seconds(const pass_plan_constants *k, const pass_target *dev, size_t elem, const plan_node *n, double flops, double bytes,
                            const double mnk[4], int gemm, int t) {
-  double peak = pass_target_peak(dev, elem), bw = dev->bandwidth * plan_k.mem_eff;
+  double peak = pass_target_peak(dev, elem), bw = dev->bandwidth * k->mem_eff;
   double tc;
   switch (n->op) {
   case IR_OP_RESHAPE: case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_GRAD: return 0; /* views and constants */
   case IR_OP_MATMUL: case IR_OP_FUSED_MATMUL: {
     double d[4] = {mnk[0], mnk[1], mnk[2], mnk[3]};
     if (gemm >= GEMM_M && gemm <= GEMM_K) d[gemm - GEMM_M] = ceil(d[gemm - GEMM_M] / t);
-    double eff = plan_k.gemm_eff;
-    for (int i = 0; i < 3; i++) eff *= d[i] / (d[i] + plan_k.gemm_half);
+    double eff = k->gemm_eff;
+    for (int i = 0; i < 3; i++) eff *= d[i] / (d[i] + k->gemm_half);
     tc = flops / (peak * eff);
     break;
   }
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD:
-    tc = flops * (n->causal ? 0.5 : 1.0) / (peak * plan_k.attn_eff);
+    tc = flops * (n->causal ? 0.5 : 1.0) / (peak * k->attn_eff);
     break;
-  case IR_OP_EINSUM: tc = flops / (peak * plan_k.gemm_eff); break;
+  case IR_OP_EINSUM: tc = flops / (peak * k->gemm_eff); break;
   default: tc = flops / peak; break;
   }
   double tm = bytes / bw;
@@ -474,7 +501,7 @@ static double node_seconds(const pass_target *dev, size_t elem, const plan_node 
 
 /* Bytes of value v on one device at micro-batch b in state s. */
 static double dev_bytes(const plan_ck *c, int v, int b, int t, tp_state s) {
-  double x = c->vbytes[v] * (c->batch[v] ? b / 2.0 : 1.0);
+  double x = c->vbytes[v] * (c->batch[v] ? (double)b / c->b0 : 1.0);
   return (s.kind == TP_S || s.kind == TP_Q) ? x / t : x;
 }
 
@@ -501,23 +528,24 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     const plan_node *pn = &c->nodes[i];
     if (n->dead) continue;
     int div = t > 1 && tp->split[i] ? t : 1;
-    double flops = (pn->flops2 + (pn->flops4 - pn->flops2) * (b - 2) / 2.0) / div;
+    double rel = (double)(b - c->b0) / c->b0, scale = (double)b / c->b0;
+    double flops = (pn->flops2 + (pn->flops4 - pn->flops2) * rel) / div;
     const double *bc = pn->bytes_c[sp ? 1 : 0], *wc = pn->work_c[sp ? 1 : 0];
-    double bytes = bc[0] + bc[1] / t + (bc[2] + bc[3] / t) * (b / 2.0);
-    double work = wc[0] + wc[1] / t + (wc[2] + wc[3] / t) * (b / 2.0);
+    double bytes = bc[0] + bc[1] / t + (bc[2] + bc[3] / t) * scale;
+    double work = wc[0] + wc[1] / t + (wc[2] + wc[3] / t) * scale;
     double mnk[4];
-    for (int k = 0; k < 4; k++) mnk[k] = pn->mnk2[k] + (pn->mnk4[k] - pn->mnk2[k]) * (b - 2) / 2.0;
+    for (int k = 0; k < 4; k++) mnk[k] = pn->mnk2[k] + (pn->mnk4[k] - pn->mnk2[k]) * rel;
     pass_plan_group *G = &gr[pn->group];
     G->flops[pn->phase] += flops;
     if (pn->op == IR_OP_MATMUL || pn->op == IR_OP_FUSED_MATMUL) G->gemm_flops[pn->phase] += 2 * mnk[0] * mnk[1] * mnk[2] * mnk[3] / div;
-    G->seconds[pn->phase] += node_seconds(&m->device, m->elem_bytes, pn, flops, bytes, mnk, tp->gemm[i], t);
+    G->seconds[pn->phase] += node_seconds(&m->k, &m->device, m->elem_bytes, pn, flops, bytes, mnk, tp->gemm[i], t);
     if (pn->phase == PASS_PHASE_BACKWARD && work > max_work[pn->group]) max_work[pn->group] = work;
   }
   /* collectives on the tensor axis (none when t == 1) */
   for (int i = 0; t > 1 && i < tp->n_comm; i++) {
     const tp_comm *e = &tp->comm[i];
     const plan_node *pn = &c->nodes[e->node];
-    double bytes = c->vbytes[e->value] * (c->batch[e->value] ? b / 2.0 : 1.0) * e->scale;
+    double bytes = c->vbytes[e->value] * (c->batch[e->value] ? (double)b / c->b0 : 1.0) * e->scale;
     gr[pn->group].coll_bytes[pn->phase][e->kind] += bytes;
     gr[pn->group].coll_count[pn->phase][e->kind]++;
   }

@@ -16,7 +16,7 @@ static const char *const plan_help =
     "                --global-batch G [--seq S] [--dtype bf16|fp16|fp32] [--optimizer adam|adamw|momentum|sgd]\n"
     "                [--mesh dp=D,tp=T,pp=P] [--sp on|off] [--zero 0|1|2|3] [--micro-batch B]\n"
     "                [--schedule gpipe|1f1b|interleaved[:V]] [--checkpoint none|selective|full]\n"
-    "                [--top K] [--explain] [--json] [--trace plan.json] [options]\n"
+    "                [--top K] [--explain] [--json] [--trace plan.json] [--constant NAME=VALUE]... [options]\n"
     "\n"
     "Searches the parallel plan of one training step of FILE on a cluster: data (dp), tensor\n"
     "(tp, inside a node) and pipeline (pp) degrees with dp x tp x pp = the GPUs, sequence\n"
@@ -48,7 +48,9 @@ static const char *const plan_help =
     "  --explain               show the arithmetic behind every figure\n"
     "  --json                  one JSON object instead of text\n"
     "  --trace FILE            a Chrome trace (chrome://tracing, ui.perfetto.dev) of one\n"
-    "                          simulated step of the plan: a lane per pipeline stage\n"
+    "                          simulated step of the plan: lanes per pipeline stage\n"
+    "  --constant NAME=VALUE   change a constant of the cost model (docs/plan.md): gemm_eff,\n"
+    "                          gemm_half, attn_eff, mem_eff, nccl_base_lat (seconds)\n"
     "\n"
     "The model needs a config constant B (the batch: the planner compiles the training\n"
     "graph at B = 2 and 4 to see which dims grow with it) and `repeat` layers.\n"
@@ -72,6 +74,8 @@ static int bad(ir_diag *d, const char *flag, const char *v, const char *want) {
 
 typedef struct {
   const char *cluster, *cluster_file, *gpus, *global_batch, *seq, *mesh, *trace, *checkpoint;
+  const char *constants[8]; /* --constant NAME=VALUE */
+  int n_constants;
   int dtype, optimizer, top, zero, micro_batch, schedule, v, sp;
   bool explain, json;
 } plan_flags;
@@ -107,6 +111,11 @@ static int parse_flag(plan_flags *f, int argc, char **argv, int *i, ir_diag *d) 
   if (tool_flag("--optimizer", argc, argv, i, &v)) {
     f->optimizer = pass_optimizer_from_name(v);
     return f->optimizer < 0 ? bad(d, "--optimizer", v, "adam, adamw, momentum or sgd") : 1;
+  }
+  if (tool_flag("--constant", argc, argv, i, &v)) {
+    if (!v || !strchr(v, '=')) return bad(d, "--constant", v, "NAME=VALUE (gemm_eff, gemm_half, attn_eff, mem_eff, nccl_base_lat)");
+    if (f->n_constants == 8) return bad(d, "--constant", v, "at most 8 of them");
+    return f->constants[f->n_constants++] = v, 1;
   }
   if (tool_flag("--checkpoint", argc, argv, i, &v)) {
     if (pass_plan_ckpt_from_name(v) < 0) return bad(d, "--checkpoint", v, "none, selective or full (the planner's policies)");
@@ -173,6 +182,31 @@ static int parse_mesh(const char *spec, pass_plan_query *q, ir_diag *d) {
   return 0;
 }
 
+/* --constant NAME=VALUE: the model's roofline constants for what-if analyses. */
+static int apply_constants(const plan_flags *f, pass_plan_model *m, ir_diag *d) {
+  pass_plan_constants k = *pass_plan_model_constants(m);
+  static const char *const names[] = {"gemm_eff", "gemm_half", "attn_eff", "mem_eff", "nccl_base_lat"};
+  double *fields[] = {&k.gemm_eff, &k.gemm_half, &k.attn_eff, &k.mem_eff, &k.nccl_base_lat};
+  for (int i = 0; i < f->n_constants; i++) {
+    const char *eq = strchr(f->constants[i], '=');
+    int which = -1;
+    for (int j = 0; j < 5; j++)
+      if (strlen(names[j]) == (size_t)(eq - f->constants[i]) && strncmp(names[j], f->constants[i], (size_t)(eq - f->constants[i])) == 0)
+        which = j;
+    char *end;
+    double v = strtod(eq + 1, &end);
+    bool fraction = which == 0 || which == 2 || which == 3;
+    if (which < 0 || *end || eq[1] == 0 || !(v >= 0) || (fraction && (v <= 0 || v > 1)) || v > 1e9) {
+      ir_error_plain(d, "--constant %s: expected gemm_eff, attn_eff or mem_eff in (0, 1], gemm_half or nccl_base_lat >= 0",
+                     f->constants[i]);
+      return -1;
+    }
+    *fields[which] = v;
+  }
+  pass_plan_model_set_constants(m, &k);
+  return 0;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -216,42 +250,59 @@ static ir_graph *compile_train(tool_compile_opts *o, int b_index, const char *b,
   return g;
 }
 
-/* Compiles every policy the search may use into m; 0 or -1 (reported). */
+/* The optimizer update's FLOPs per parameter element (its update graph). */
+static int set_optimizer(const ir_graph *g, const plan_flags *f, pass_plan_model *m, ir_diag *d) {
+  pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)f->optimizer);
+  ir_graph *u = pass_build_update(g, &opt, d);
+  if (!u) return -1;
+  pass_graph_cost uc;
+  pass_graph_cost_of(u, &uc);
+  double flops = 0, n = 0;
+  for (int p = 0; p < PASS_NUM_PHASES; p++) flops += uc.flops[p];
+  for (int i = 0; i < g->n_params; i++) n += (double)ir_type_numel(&g->params[i]->type);
+  pass_plan_model_set_optimizer(m, n > 0 ? flops / n : 0, pass_optimizer_state_count((pass_optimizer_kind)f->optimizer));
+  ir_graph_free(u);
+  return 0;
+}
+
+/* Compiles every policy the search may use into m, at micro-batch b0 and
+ * 2 b0 (b0 = 2; 3 or 5 when a per-sample dim equals another dim at 2 and the
+ * graphs differ); 0 or -1 (reported). */
 static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_model *m, ir_dtype dt, int *seq,
                        ir_diag *d) {
   int bi = o->fe.n_defines;
   o->defines[bi] = (fe_define){"B", "2"};
   o->fe.n_defines++;
   o->fe.defines = o->defines;
+  static const int b0s[] = {2, 3, 5};
+  static const char *const lo[] = {"2", "3", "5"}, *const hi[] = {"4", "6", "10"};
   int rc = 0;
   for (int ck = 0; ck < PASS_PLAN_CK_COUNT && rc == 0; ck++) {
     if (f->checkpoint && pass_plan_ckpt_from_name(f->checkpoint) != ck) continue;
-    char *t2 = NULL, *t4 = NULL;
-    ir_graph *g2 = compile_train(o, bi, "2", (pass_plan_ckpt)ck, dt, d, &t2);
-    ir_graph *g4 = g2 ? compile_train(o, bi, "4", (pass_plan_ckpt)ck, dt, d, &t4) : NULL;
-    if (!g2 || !g4) rc = -1;
-    if (rc == 0 && *seq == 0) { /* tokens per sequence: the first integer input's elements per sequence */
-      for (int i = 0; i < g2->n_inputs && *seq == 0; i++)
-        if (!ir_dtype_is_float(g2->inputs[i]->type.dtype)) *seq = (int)(ir_type_numel(&g2->inputs[i]->type) / 2);
-      pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)f->optimizer);
-      ir_graph *u = pass_build_update(g2, &opt, d);
-      if (!u) rc = -1;
-      else {
-        pass_graph_cost uc;
-        pass_graph_cost_of(u, &uc);
-        double flops = 0;
-        for (int p = 0; p < PASS_NUM_PHASES; p++) flops += uc.flops[p];
-        double n = 0;
-        for (int i = 0; i < g2->n_params; i++) n += (double)ir_type_numel(&g2->params[i]->type);
-        pass_plan_model_set_optimizer(m, n > 0 ? flops / n : 0, pass_optimizer_state_count((pass_optimizer_kind)f->optimizer));
-        ir_graph_free(u);
+    bool added = false;
+    for (int t = 0; t < 3 && rc == 0 && !added; t++) {
+      char *t2 = NULL, *t4 = NULL;
+      ir_graph *g2 = compile_train(o, bi, lo[t], (pass_plan_ckpt)ck, dt, d, &t2);
+      ir_graph *g4 = g2 ? compile_train(o, bi, hi[t], (pass_plan_ckpt)ck, dt, d, &t4) : NULL;
+      if (!g2 || !g4) rc = -1;
+      if (rc == 0 && *seq == 0) { /* tokens per sequence: the first integer input's elements per sequence */
+        for (int i = 0; i < g2->n_inputs && *seq == 0; i++)
+          if (!ir_dtype_is_float(g2->inputs[i]->type.dtype)) *seq = (int)(ir_type_numel(&g2->inputs[i]->type) / b0s[t]);
+        if (set_optimizer(g2, f, m, d) != 0) rc = -1;
       }
+      if (rc == 0) {
+        FILE *sink = t < 2 ? tmpfile() : NULL; /* the last try says why */
+        ir_diag *q = sink ? ir_diag_new(sink) : d;
+        added = pass_plan_model_add(m, (pass_plan_ckpt)ck, b0s[t], g2, g4, q) == 0;
+        if (sink) ir_diag_free(q), fclose(sink);
+        if (!added && t == 2) rc = -1;
+      } else {
+        ir_graph_free(g2);
+      }
+      ir_graph_free(g4);
+      free(t2);
+      free(t4);
     }
-    if (rc == 0 && pass_plan_model_add(m, (pass_plan_ckpt)ck, g2, g4, d) != 0) rc = -1;
-    else if (rc != 0) ir_graph_free(g2);
-    ir_graph_free(g4);
-    free(t2);
-    free(t4);
   }
   o->fe.n_defines = bi;
   return rc;
@@ -326,8 +377,9 @@ int tool_cmd_plan(int argc, char **argv) {
   double t_compile = 0;
   if (rc == 0) {
     m = pass_plan_model_new(&cluster.device);
+    if (apply_constants(&f, m, d) != 0) rc = 1;
     double tc = now_s();
-    if (build_model(&o, &f, m, (ir_dtype)f.dtype, &seq, d) != 0) rc = 1;
+    if (rc == 0 && build_model(&o, &f, m, (ir_dtype)f.dtype, &seq, d) != 0) rc = 1;
     t_compile = now_s() - tc;
   }
   pass_plan_job job = {(int)gb, seq};

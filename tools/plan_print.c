@@ -103,7 +103,7 @@ static void print_comm(FILE *f, const pass_plan_result *b) {
   for (int i = 0; i < b->n_comm; i++) {
     const pass_plan_comm *c = &b->comm[i];
     fprintf(f, "  %-15s %-9s %14s %10s %12s %12s\n", pass_coll_name(c->kind), pass_axis_name(c->axis),
-            gb(c->payload, x, sizeof x), stats_grouped(c->calls, y, sizeof y), stats_seconds(c->seconds, z, sizeof z),
+            stats_si(c->payload, "B", x, sizeof x), stats_grouped(c->calls, y, sizeof y), stats_seconds(c->seconds, z, sizeof z),
             stats_seconds(c->exposed, w, sizeof w));
   }
   if (b->n_comm == 0) fprintf(f, "  (none: one GPU)\n");
@@ -150,7 +150,8 @@ static void print_runners_up(FILE *f, const plan_report *r) {
 }
 
 /* ---- --explain ---- */
-static void explain_group(FILE *f, const char *name, const pass_plan_group *g, const pass_cluster *cl, int t) {
+static void explain_group(FILE *f, const pass_plan_model *m, const char *name, const pass_plan_group *g,
+                          const pass_cluster *cl, int t) {
   char a[64], b[64], c[64], d[64], e[64], h[64];
   fprintf(f, "    %-14s forward %s (%s), backward %s (%s), recompute %s (%s)\n", name,
           stats_si(g->flops[0], "FLOP", a, sizeof a), stats_seconds(g->seconds[0], b, sizeof b),
@@ -163,7 +164,7 @@ static void explain_group(FILE *f, const char *name, const pass_plan_group *g, c
       if (g->coll_count[p][k])
         fprintf(f, "    %-14s %s: %d %s of %s in all on %d GPUs = %s\n", "", pass_phase_name(p), g->coll_count[p][k],
                 pass_coll_name(k), gb(g->coll_bytes[p][k], a, sizeof a), t,
-                stats_seconds(pass_plan_coll_seconds(cl, k, t, g->coll_bytes[p][k], g->coll_count[p][k], 1), b, sizeof b));
+                stats_seconds(pass_plan_coll_seconds(m, cl, k, t, g->coll_bytes[p][k], g->coll_count[p][k], 1), b, sizeof b));
 }
 
 static void print_explain(FILE *f, const plan_report *r, const pass_plan_result *best, const pass_plan_detail *dt) {
@@ -171,20 +172,20 @@ static void print_explain(FILE *f, const plan_report *r, const pass_plan_result 
   const pass_plan_strategy *s = &best->s;
   const pass_cluster *cl = r->cluster;
   int L = pass_plan_model_layers(r->model), m = best->m;
-  pass_plan_constants k = pass_plan_get_constants();
+  pass_plan_constants k = *pass_plan_model_constants(r->model);
   const pass_plan_profile *P = pass_plan_model_profile(r->model, s->ckpt, s->micro_batch, s->tp, s->sp);
   fprintf(f, "\nexplain\n");
   fprintf(f, "  per layer, from the training graph (compiled at micro-batch 2 and 4, checkpoint %s, %s), on one GPU "
              "of the tensor group (tp %d%s), one micro-batch of %d:\n",
           pass_plan_ckpt_name(s->ckpt), dtype_name(r->dtype), s->tp, s->sp ? ", sequence parallel" : "",
           s->micro_batch);
-  explain_group(f, "embeddings", &P->groups[0], cl, s->tp);
-  explain_group(f, "layer 0", &P->groups[1], cl, s->tp);
+  explain_group(f, r->model, "embeddings", &P->groups[0], cl, s->tp);
+  explain_group(f, r->model, "layer 0", &P->groups[1], cl, s->tp);
   if (L > 2) {
     snprintf(a, sizeof a, "layer %d", L / 2);
-    explain_group(f, a, &P->groups[L / 2 + 1], cl, s->tp);
+    explain_group(f, r->model, a, &P->groups[L / 2 + 1], cl, s->tp);
   }
-  explain_group(f, "head", &P->groups[L + 1], cl, s->tp);
+  explain_group(f, r->model, "head", &P->groups[L + 1], cl, s->tp);
   fprintf(f, "  compute time: per op max(FLOPs / (peak x e), bytes / (%s x %.2f)); e = %.2f x d/(d + %.0f) for each "
              "of a matmul's M, N, K; %.2f for fused attention (over half its FLOPs when causal); 1 otherwise\n",
           stats_si(cl->device.bandwidth, "B/s", a, sizeof a), k.mem_eff, k.gemm_eff, k.gemm_half, k.attn_eff);

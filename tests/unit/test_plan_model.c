@@ -70,7 +70,7 @@ static pass_plan_model *model(const char *config, bool fuse_attention, int polic
     char *t2 = NULL, *t4 = NULL;
     ir_graph *g2 = train(config, 2, (pass_plan_ckpt)ck, fuse_attention, d, &t2);
     ir_graph *g4 = train(config, 4, (pass_plan_ckpt)ck, fuse_attention, d, &t4);
-    int rc = g2 && g4 ? pass_plan_model_add(m, (pass_plan_ckpt)ck, g2, g4, d) : -1;
+    int rc = g2 && g4 ? pass_plan_model_add(m, (pass_plan_ckpt)ck, 2, g2, g4, d) : -1;
     CHECK(rc == 0);
     if (rc != 0 && g2 && !g4) ir_graph_free(g2);
     ir_graph_free(g4);
