@@ -199,12 +199,12 @@ int pass_cluster_parse(const char *path, const char *text, size_t len, pass_clus
                key_names[required[i]]);
       errors++;
     }
-  if (seen[K_RESERVE] && seen[K_TARGET] && c->device.memory > 0 && c->reserve >= c->device.memory) {
+  if (seen[K_RESERVE] > 0 && seen[K_TARGET] > 0 && c->device.memory > 0 && c->reserve >= c->device.memory) {
     ir_error(d, (ir_loc){path, seen[K_RESERVE], 1}, "reserve (%.4g bytes) leaves nothing of the %s's %.4g bytes",
              c->reserve, c->device.name, c->device.memory);
     errors++;
   }
-  if (seen[K_TARGET] && !(c->device.memory > 0)) {
+  if (seen[K_TARGET] > 0 && !(c->device.memory > 0)) {
     ir_error(d, (ir_loc){path, seen[K_TARGET], 1}, "target '%s' gives no memory capacity: the planner needs one",
              c->device.name);
     errors++;
@@ -214,7 +214,7 @@ int pass_cluster_parse(const char *path, const char *text, size_t len, pass_clus
     const char *p = n >= sizeof c->name ? path + n - (sizeof c->name - 1) : path;
     snprintf(c->name, sizeof c->name, "%s", p);
   }
-  if (seen[K_NODES]) c->gpus = c->nodes * c->gpus_per_node;
+  if (seen[K_NODES] > 0) c->gpus = c->nodes * c->gpus_per_node;
   else c->nodes = 0; /* not given: --gpus decides */
   return errors ? -1 : 0;
 }

@@ -7,7 +7,8 @@
  * location) to the caller's setter, which checks and stores it. Every bad
  * line is reported as "path:line:col: error: ..." with the line and a caret,
  * and reading goes on, so one run shows every mistake. The caller checks for
- * missing keys afterwards with the line numbers in seen[] (0: not given).
+ * missing keys afterwards with the line numbers in seen[] (0: not given;
+ * minus the line: given with a bad value, already reported).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -67,11 +68,14 @@ static int read_line(const pass_kv_spec *s, const char *path, int line, const ch
     ir_error(d, vloc, "missing value for '%s'", s->keys[key]);
     return -1;
   }
-  if (seen[key]) {
+  if (seen[key] > 0) {
     ir_error(d, loc, "'%s' given twice (first on line %d)", s->keys[key], seen[key]);
     return -1;
   }
-  if (s->set(ctx, key, p, (size_t)(end - p), vloc, d) != 0) return -1;
+  if (s->set(ctx, key, p, (size_t)(end - p), vloc, d) != 0) {
+    if (!seen[key]) seen[key] = -line; /* given, but wrong: reported here, not missing */
+    return -1;
+  }
   seen[key] = line;
   return 0;
 #undef COL

@@ -235,7 +235,8 @@ void pass_retype_floats(ir_graph *g, ir_dtype dt);
  * refuses a key given twice and calls spec->set(ctx, key, value, length,
  * value location, d) with the trimmed value; the setter reports a bad value
  * at that location and returns -1. seen[k] gets the line of key k (0: not
- * given). Returns the number of errors reported (every bad line is). */
+ * given; minus its line: given with a bad value). Returns the number of
+ * errors reported (every bad line is). */
 typedef struct {
   const char *what;               /* "a target file": for the NUL-byte message */
   const char *const *keys;
@@ -481,6 +482,7 @@ const char *pass_plan_row_name(int r);
 typedef struct {
   pass_coll_kind kind;
   pass_mesh_axis axis;
+  const char *what;  /* what it moves: "activations", "gradients", "parameters", ... */
   double payload;  /* bytes per step of one device: the buffers of all its calls */
   double calls;    /* calls per step */
   double seconds;  /* their time */

@@ -246,12 +246,14 @@ static int check_strategy(plan_ctx *x, const pass_plan_strategy *s, char *why, s
   int dim;
   bool heads;
   if (s->tp > 1 && pass_plan_model_tp_check(x->m, s->tp, &size, &v, &dim, &heads) == 0) {
+    char at[256] = "";
+    if (v && v->loc.file) snprintf(at, sizeof at, " at %s:%d:%d", v->loc.file, v->loc.line, v->loc.col);
     if (heads)
-      snprintf(why, n, "tp %d does not divide the %lld attention heads (dim %d of %%%s, line %d)", s->tp,
-               (long long)size, dim, v ? v->name : "?", v ? v->loc.line : 0);
+      snprintf(why, n, "tp %d does not divide the %lld attention heads (dim %d of %%%s%s)", s->tp, (long long)size, dim,
+               v ? v->name : "?", at);
     else
-      snprintf(why, n, "tp %d does not divide dim %d of %%%s (%lld, line %d)", s->tp, dim, v ? v->name : "?",
-               (long long)size, v ? v->loc.line : 0);
+      snprintf(why, n, "tp %d does not divide dim %d (%lld) of %%%s%s", s->tp, dim, (long long)size, v ? v->name : "?",
+               at);
     return -1;
   }
   int v_ = s->schedule == PASS_SCHED_INTERLEAVED ? s->v : 1;
@@ -463,7 +465,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
       }
     }
     exposed = busy_until > end ? busy_until - end : 0;
-    if (out) out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, bytes_all, calls, secs, exposed};
+    if (out) out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, "gradients", bytes_all, calls, secs, exposed};
   }
   if (d > 1 && s->zero >= 2) { /* per micro-batch, in the operations */
     double ext_f = 0, ext_b = 0, zf = 0, zb = 0, layers = 0;
@@ -475,17 +477,17 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     }
     double rs = coll_seconds(kk, c, PASS_COLL_REDUCE_SCATTER, d, bytes_all, layers, nodes) * m;
     if (out) {
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_REDUCE_SCATTER, PASS_AXIS_DATA, m * bytes_all, m * layers, rs,
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_REDUCE_SCATTER, PASS_AXIS_DATA, "gradients", m * bytes_all, m * layers, rs,
                                          s->zero == 2 ? ext_b : 0};
       if (s->zero == 3)
-        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, 2 * m * bytes_all, 2 * m * layers,
+        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", 2 * m * bytes_all, 2 * m * layers,
                                            zf + zb - rs, ext_f + ext_b};
     }
   }
   if (d > 1 && (s->zero == 1 || s->zero == 2)) { /* the updated parameters gathered after the optimizer */
     double sec = coll_seconds(kk, c, PASS_COLL_ALL_GATHER, d, bytes_all, v, nodes);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, bytes_all, v, sec, sec};
+    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", bytes_all, v, sec, sec};
   }
   for (int i = 0; i < P->n_tied; i++) { /* tied weights on two stages: their gradients summed once a step */
     int a = -1, b = -1;
@@ -497,7 +499,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, 2, P->tied[i].bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
     exposed += sec;
     if (out && *n_out < PASS_PLAN_MAX_COMM - 2)
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, P->tied[i].bytes, 1, sec, sec};
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, "tied weights' gradients", P->tied[i].bytes, 1, sec, sec};
   }
   double sync = 0; /* gradients left partial over the tensor axis (sequence-parallel norms' gains) */
   for (int ch = 0; ch < v; ch++)
@@ -505,7 +507,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
   if (sync > 0 && t > 1) {
     double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, t, sync, 1, 1);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_TENSOR, sync, 1, sec, sec};
+    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_TENSOR, "gradients", sync, 1, sec, sec};
   }
   return exposed;
 }
@@ -629,7 +631,7 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
     /* the collectives of the critical stage, per step */
     pass_plan_comm *cm = r->comm;
     for (int q = 0; q < 3 && t > 1; q++) {
-      pass_plan_comm e = {q, PASS_AXIS_TENSOR, 0, 0, 0, 0};
+      pass_plan_comm e = {q, PASS_AXIS_TENSOR, "activations", 0, 0, 0, 0};
       for (int ch = 0; ch < v; ch++) {
         int k = ch * p + cd;
         e.payload += m * st.kind_b[k][q], e.calls += m * st.kind_n[k][q], e.seconds += m * st.kind_s[k][q];
@@ -639,7 +641,7 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
     }
     step_sync(x, &s, &st, P, &sim, m, cd, cm, &r->n_comm);
     if (p > 1) {
-      pass_plan_comm e = {PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, 0, 0, 0, r->rows[PASS_ROW_PP_SEND_RECV]};
+      pass_plan_comm e = {PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, "activations, gradients", 0, 0, 0, r->rows[PASS_ROW_PP_SEND_RECV]};
       for (int ch = 0; ch < v; ch++) {
         int k = ch * p + cd;
         if (k > 0) e.payload += m * (st.send_bytes[k - 1] + st.back_bytes[k - 1]), e.calls += 2 * m,

@@ -261,15 +261,18 @@ int pass_plan_write_trace(FILE *f, const pass_plan_model *m, const pass_plan_res
     char buf[256] = "", part[64];
     for (int k = s; k < d->n_virtual; k += p) {
       int a = d->first[k] < 1 ? 1 : d->first[k], b = d->last[k] > L ? L : d->last[k];
-      snprintf(part, sizeof part, "%s%s%d-%d%s", k == s ? "" : ", ", d->first[k] == 0 ? "embeddings, " : "", a - 1, b - 1,
-               d->last[k] == L + 1 ? ", head" : "");
+      char range[32];
+      if (a == b) snprintf(range, sizeof range, "layer %d", a - 1);
+      else snprintf(range, sizeof range, "layers %d-%d", a - 1, b - 1);
+      snprintf(part, sizeof part, "%s%s%s%s", k == s ? "" : ", ", d->first[k] == 0 ? "embeddings + " : "", range,
+               d->last[k] == L + 1 ? " + head" : "");
       strncat(buf, part, sizeof buf - strlen(buf) - 1);
     }
     for (int l = 0; l < LANES; l++) {
       static const char *const what[LANES] = {"compute", "send, data-parallel sync", "gradients sent back"};
       lanes[s * LANES + l] = malloc(320);
       if (!lanes[s * LANES + l]) abort();
-      snprintf(lanes[s * LANES + l], 320, "stage %d (layers %s): %s", s, buf, what[l]);
+      snprintf(lanes[s * LANES + l], 320, "stage %d (%s): %s", s, buf, what[l]);
     }
   }
   int n = 0;

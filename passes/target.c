@@ -77,12 +77,12 @@ int pass_target_parse(const char *path, const char *text, size_t len, pass_targe
   int seen[N_KEYS];
   int errors = pass_kv_read(&spec, path, text, len, seen, t, d);
   for (int k = K_BF16; k <= K_BW; k++)
-    if (!seen[k]) {
+    if (seen[k] <= 0) { /* not given, or given a bad value: still missing */
       ir_error(d, (ir_loc){path, 0, 0}, "missing '%s = ...' (a target file needs flops_bf16, flops_fp32 and bandwidth)",
                key_names[k]);
       errors++;
     }
-  if (!seen[K_NAME]) {
+  if (seen[K_NAME] <= 0) {
     size_t n = strlen(path);
     if (n >= sizeof t->name) path += n - (sizeof t->name - 1);
     snprintf(t->name, sizeof t->name, "%s", path);

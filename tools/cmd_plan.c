@@ -343,7 +343,11 @@ int tool_cmd_plan(int argc, char **argv) {
   pass_plan_query q = {-1, -1, -1, f.sp, f.zero, f.micro_batch, f.schedule, f.v, -1, f.top};
   if (f.checkpoint) q.ckpt = pass_plan_ckpt_from_name(f.checkpoint);
   if (rc == 0 && f.mesh && parse_mesh(f.mesh, &q, d) != 0) rc = 1;
-  if (rc == 0 && f.v > 0 && f.schedule != PASS_SCHED_INTERLEAVED) rc = 1;
+  if (rc == 0 && f.mesh && (long)q.dp * q.tp * q.pp != cluster.gpus) { /* before compiling anything */
+    ir_error_plain(d, "--mesh %s: dp %d x tp %d x pp %d = %ld devices, but the cluster has %d GPUs", f.mesh, q.dp, q.tp,
+                   q.pp, (long)q.dp * q.tp * q.pp, cluster.gpus);
+    rc = 1;
+  }
   /* the config: B must be a constant the planner sets; --seq sets T */
   cfg_set cfg = {0};
   if (rc == 0) {

@@ -15,6 +15,9 @@ static const char *gb(double bytes, char *buf, size_t n) {
   return buf;
 }
 
+/* bytes with an SI prefix, 4 digits: "65.06 MB" */
+static const char *bytes_si(double bytes, char *buf, size_t n) { return stats_si(bytes, "B", buf, n); }
+
 /* "dp 8 x tp 8 x pp 16, sequence parallel, ZeRO-1, micro-batch 1 x 192, interleaved 1f1b (v = 2), checkpoint selective" */
 static const char *describe(const pass_plan_result *r, char *buf, size_t n) {
   const pass_plan_strategy *s = &r->s;
@@ -86,24 +89,27 @@ static void print_memory(FILE *f, const pass_plan_result *b, const pass_plan_det
   static const char *const notes[PASS_MEM_KINDS] = {"", "", "", "micro-batches in flight", "one layer's backward",
                                                     "send/recv buffers"};
   for (int k = 0; k < PASS_MEM_KINDS; k++) {
-    fprintf(f, "  %-16s %10s", pass_mem_kind_name(k), gb(b->mem[k], x, sizeof x));
+    fprintf(f, "  %-16s %10s", pass_mem_kind_name(k), bytes_si(b->mem[k], x, sizeof x));
     if (k == PASS_MEM_ACTIVATIONS && dt)
-      fprintf(f, "  (%d %s in flight)", dt->sim.peak_mb[b->fullest], b->s.v > 1 ? "micro-batch chunks" : "micro-batches");
+      fprintf(f, "  (%d %s in flight)", dt->sim.peak_mb[b->fullest],
+              b->s.v > 1 ? (dt->sim.peak_mb[b->fullest] == 1 ? "micro-batch chunk" : "micro-batch chunks")
+                         : (dt->sim.peak_mb[b->fullest] == 1 ? "micro-batch" : "micro-batches"));
     else if (k == PASS_MEM_OPTIMIZER && b->s.zero >= 1) fprintf(f, "  (sharded over dp %d: ZeRO-%d)", b->s.dp, b->s.zero);
     else if (notes[k][0]) fprintf(f, "  (%s)", notes[k]);
     fprintf(f, "\n");
   }
-  fprintf(f, "  %-16s %10s  (%.1f%%)\n", "total", gb(b->mem_total, x, sizeof x), 100 * b->mem_total / b->capacity);
+  fprintf(f, "  %-16s %10s  (%.1f%% of %s)\n", "total", bytes_si(b->mem_total, x, sizeof x), 100 * b->mem_total / b->capacity,
+          bytes_si(b->capacity, y, sizeof y));
 }
 
 static void print_comm(FILE *f, const pass_plan_result *b) {
   char x[64], y[64], z[64], w[64];
   fprintf(f, "\ncommunication per GPU per step (stage %d):\n", b->critical);
-  fprintf(f, "  %-15s %-9s %14s %10s %12s %12s\n", "kind", "axis", "payload", "calls", "time", "exposed");
+  fprintf(f, "  %-15s %-9s %-24s %12s %10s %12s %12s\n", "kind", "axis", "of", "payload", "calls", "time", "exposed");
   for (int i = 0; i < b->n_comm; i++) {
     const pass_plan_comm *c = &b->comm[i];
-    fprintf(f, "  %-15s %-9s %14s %10s %12s %12s\n", pass_coll_name(c->kind), pass_axis_name(c->axis),
-            stats_si(c->payload, "B", x, sizeof x), stats_grouped(c->calls, y, sizeof y), stats_seconds(c->seconds, z, sizeof z),
+    fprintf(f, "  %-15s %-9s %-24s %12s %10s %12s %12s\n", pass_coll_name(c->kind), pass_axis_name(c->axis), c->what,
+            bytes_si(c->payload, x, sizeof x), stats_grouped(c->calls, y, sizeof y), stats_seconds(c->seconds, z, sizeof z),
             stats_seconds(c->exposed, w, sizeof w));
   }
   if (b->n_comm == 0) fprintf(f, "  (none: one GPU)\n");
@@ -150,20 +156,22 @@ static void print_runners_up(FILE *f, const plan_report *r) {
 }
 
 /* ---- --explain ---- */
-static void explain_group(FILE *f, const pass_plan_model *m, const char *name, const pass_plan_group *g,
+static void explain_group(FILE *f, const pass_plan_model *m, const char *name, const pass_plan_profile *P, int gi,
                           const pass_cluster *cl, int t) {
+  const pass_plan_group *g = &P->groups[gi];
+  double params = pass_plan_params_in(P, gi, gi);
   char a[64], b[64], c[64], d[64], e[64], h[64];
   fprintf(f, "    %-14s forward %s (%s), backward %s (%s), recompute %s (%s)\n", name,
           stats_si(g->flops[0], "FLOP", a, sizeof a), stats_seconds(g->seconds[0], b, sizeof b),
           stats_si(g->flops[1], "FLOP", c, sizeof c), stats_seconds(g->seconds[1], d, sizeof d),
           stats_si(g->flops[2], "FLOP", e, sizeof e), stats_seconds(g->seconds[2], h, sizeof h));
-  fprintf(f, "    %-14s kept for the backward %s, working %s, parameters %s\n", "", gb(g->saved, a, sizeof a),
-          gb(g->working, b, sizeof b), stats_grouped(g->params, c, sizeof c));
+  fprintf(f, "    %-14s kept for the backward %s, working %s, parameters %s\n", "", bytes_si(g->saved, a, sizeof a),
+          bytes_si(g->working, b, sizeof b), stats_grouped(params, c, sizeof c));
   for (int p = 0; p < PASS_NUM_PHASES; p++)
     for (int k = 0; k < 3; k++)
       if (g->coll_count[p][k])
         fprintf(f, "    %-14s %s: %d %s of %s in all on %d GPUs = %s\n", "", pass_phase_name(p), g->coll_count[p][k],
-                pass_coll_name(k), gb(g->coll_bytes[p][k], a, sizeof a), t,
+                pass_coll_name(k), bytes_si(g->coll_bytes[p][k], a, sizeof a), t,
                 stats_seconds(pass_plan_coll_seconds(m, cl, k, t, g->coll_bytes[p][k], g->coll_count[p][k], 1), b, sizeof b));
 }
 
@@ -179,13 +187,13 @@ static void print_explain(FILE *f, const plan_report *r, const pass_plan_result 
              "of the tensor group (tp %d%s), one micro-batch of %d:\n",
           pass_plan_ckpt_name(s->ckpt), dtype_name(r->dtype), s->tp, s->sp ? ", sequence parallel" : "",
           s->micro_batch);
-  explain_group(f, r->model, "embeddings", &P->groups[0], cl, s->tp);
-  explain_group(f, r->model, "layer 0", &P->groups[1], cl, s->tp);
+  explain_group(f, r->model, "embeddings", P, 0, cl, s->tp);
+  explain_group(f, r->model, "layer 0", P, 1, cl, s->tp);
   if (L > 2) {
     snprintf(a, sizeof a, "layer %d", L / 2);
-    explain_group(f, r->model, a, &P->groups[L / 2 + 1], cl, s->tp);
+    explain_group(f, r->model, a, P, L / 2 + 1, cl, s->tp);
   }
-  explain_group(f, r->model, "head", &P->groups[L + 1], cl, s->tp);
+  explain_group(f, r->model, "head", P, L + 1, cl, s->tp);
   fprintf(f, "  compute time: per op max(FLOPs / (peak x e), bytes / (%s x %.2f)); e = %.2f x d/(d + %.0f) for each "
              "of a matmul's M, N, K; %.2f for fused attention (over half its FLOPs when causal); 1 otherwise\n",
           stats_si(cl->device.bandwidth, "B/s", a, sizeof a), k.mem_eff, k.gemm_eff, k.gemm_half, k.attn_eff);
@@ -296,6 +304,7 @@ static json_t *plan_json(const pass_plan_result *b) {
     json_t *c = json_object();
     json_object_set_new(c, "kind", json_string(pass_coll_name(b->comm[i].kind)));
     json_object_set_new(c, "axis", json_string(pass_axis_name(b->comm[i].axis)));
+    json_object_set_new(c, "of", json_string(b->comm[i].what));
     json_object_set_new(c, "payload_bytes", num(round(b->comm[i].payload)));
     json_object_set_new(c, "calls", num(b->comm[i].calls));
     json_object_set_new(c, "seconds", json_real(b->comm[i].seconds));
@@ -398,7 +407,7 @@ void plan_print_no_fit(ir_diag *d, const pass_plan_found *fd, const pass_cluster
   }
   char desc[256];
   const pass_plan_result *s = &fd->smallest;
-  ir_error_plain(d, "no plan fits: the smallest (%s) needs %.2f GB on stage %d, %.2f GB more than the %.2f GB usable of a %s "
+  ir_error_plain(d, "no plan fits: the smallest (%s) needs %.2f GB on stage %d, %.2f GB more than the %.2f GB usable of each %s "
                     "(%s %.2f GB, activations %.2f GB)",
                  describe(s, desc, sizeof desc), s->mem_total / 1e9, s->fullest, (s->mem_total - s->capacity) / 1e9,
                  s->capacity / 1e9, c->device.name, "parameters, gradients and optimizer state",
