@@ -559,7 +559,8 @@ typedef struct {
   pass_plan_result smallest; /* the plan with the least memory (meaningful when nothing fits) */
   bool have_smallest;
   long considered, over_memory, pruned, simulated;
-  double seconds;
+  double seconds;      /* wall-clock */
+  double cpu_seconds;  /* this process's CPU time (steadier on a shared machine) */
 } pass_plan_found;
 /* 0 (found->plans[0] is the best), 1 when no plan fits (found->smallest
  * says by how much it misses), -1 after reporting a user error through d

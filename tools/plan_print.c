@@ -61,12 +61,12 @@ static void print_header(FILE *f, const plan_report *r) {
   double tokens = (double)r->job->global_batch * r->job->seq;
   fprintf(f, "step: %s sequences x %s tokens = %s tokens\n", stats_grouped(r->job->global_batch, a, sizeof a),
           stats_grouped(r->job->seq, b, sizeof b), stats_grouped(tokens, c, sizeof c));
-  fprintf(f, "search: %s plans in %.3f s (training graph compiled %d times in %.3f s): %s over memory, %s cut by "
-             "their lower bound, %s simulated\n",
-          stats_grouped((double)fd->considered, a, sizeof a), fd->seconds,
+  fprintf(f, "search: %s plans in %.3f s, %.3f s CPU (training graph compiled %d times in %.3f s, %.3f s CPU): %s over "
+             "memory, %s cut by their lower bound, %s simulated\n",
+          stats_grouped((double)fd->considered, a, sizeof a), fd->seconds, fd->cpu_seconds,
           2 * (pass_plan_model_has(r->model, 0) + pass_plan_model_has(r->model, 1) + pass_plan_model_has(r->model, 2)),
-          r->compile_s, stats_grouped((double)fd->over_memory, b, sizeof b), stats_grouped((double)fd->pruned, c, sizeof c),
-          stats_grouped((double)fd->simulated, e, sizeof e));
+          r->compile_s, r->compile_cpu_s, stats_grouped((double)fd->over_memory, b, sizeof b),
+          stats_grouped((double)fd->pruned, c, sizeof c), stats_grouped((double)fd->simulated, e, sizeof e));
 }
 
 static void print_stages(FILE *f, const pass_plan_detail *dt, int L) {
@@ -354,7 +354,9 @@ void plan_print_json(FILE *f, const plan_report *r) {
   json_object_set_new(se, "pruned", num((double)fd->pruned));
   json_object_set_new(se, "simulated", num((double)fd->simulated));
   json_object_set_new(se, "seconds", json_real(fd->seconds));
+  json_object_set_new(se, "cpu_seconds", json_real(fd->cpu_seconds));
   json_object_set_new(se, "compile_seconds", json_real(r->compile_s));
+  json_object_set_new(se, "compile_cpu_seconds", json_real(r->compile_cpu_s));
   json_object_set_new(root, "search", se);
   pass_plan_result best;
   pass_plan_detail dt;

@@ -13,7 +13,7 @@ typedef struct {
   const pass_plan_found *found;
   ir_dtype dtype;
   pass_optimizer_kind optimizer;
-  double compile_s, total_s;
+  double compile_s, compile_cpu_s, total_s;
   bool explain;
 } plan_report;
 
