@@ -326,6 +326,9 @@ int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph 
  * count / the parameters) and state values per parameter (adam: 2). */
 void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, int states);
 bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
+/* Whether policy ck's graph recomputes anything (selective recompute with
+ * fused attention has nothing left to recompute: the search skips it). */
+bool pass_plan_model_recomputes(const pass_plan_model *m, pass_plan_ckpt ck);
 int pass_plan_model_layers(const pass_plan_model *m);     /* L */
 double pass_plan_model_params(const pass_plan_model *m);  /* parameter elements */
 size_t pass_plan_model_elem_bytes(const pass_plan_model *m); /* bytes of a parameter element (2: mixed precision) */

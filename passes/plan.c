@@ -703,19 +703,34 @@ static double clock_s(clockid_t id) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Keeps the best n of at most cap results, ordered by step. Plans as fast
- * as a kept one (to 1e-9) are one plan: the one needing less memory stays
- * (ZeRO-1 and ZeRO-2 can tie; selective recompute is no recompute with
- * fused attention). */
+/* The same family: all but the micro-batch size and the chunk count. */
+static bool same_family(const pass_plan_strategy *a, const pass_plan_strategy *b) {
+  return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->sp == b->sp && a->zero == b->zero &&
+         a->schedule == b->schedule && a->ckpt == b->ckpt;
+}
+
+/* Keeps the best n of at most cap results, ordered by step, one per family
+ * (a runner-up that differs from a better plan only in micro-batch size or
+ * chunk count says nothing new). Plans as fast as a kept one (to 1e-9) are
+ * one plan: the one needing less memory stays (ZeRO-1 and ZeRO-2 can tie;
+ * selective recompute is no recompute with fused attention). */
 static void keep_best(pass_plan_result *list, int *n, int cap, const pass_plan_result *r) {
-  for (int i = 0; i < *n; i++)
+  int i = 0;
+  for (; i < *n; i++) {
     if (fabs(list[i].step - r->step) <= 1e-9 * r->step) {
       if (r->mem_total < list[i].mem_total) list[i] = *r;
       return;
     }
-  if (*n == cap && list[cap - 1].step <= r->step) return;
-  int i = *n < cap ? (*n)++ : cap - 1;
-  list[i] = *r;
+    if (same_family(&list[i].s, &r->s)) break;
+  }
+  if (i < *n) { /* its family is kept: replace it if this one is faster, then move it up */
+    if (list[i].step <= r->step) return;
+    list[i] = *r;
+  } else {
+    if (*n == cap && list[cap - 1].step <= r->step) return;
+    i = *n < cap ? (*n)++ : cap - 1;
+    list[i] = *r;
+  }
   for (; i > 0 && list[i - 1].step > list[i].step; i--) {
     pass_plan_result tmp = list[i - 1];
     list[i - 1] = list[i], list[i] = tmp;
@@ -781,6 +796,9 @@ int pass_plan_search(pass_plan_model *m, const pass_cluster *c, const pass_plan_
         if (q->sp >= 0 && sp != (tp > 1 && q->sp)) continue;
         for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) {
           if (!pass_plan_model_has(m, ck) || (q->ckpt >= 0 && ck != q->ckpt)) continue;
+          if (q->ckpt < 0 && ck != PASS_PLAN_CK_NONE && pass_plan_model_has(m, PASS_PLAN_CK_NONE) &&
+              !pass_plan_model_recomputes(m, ck))
+            continue; /* the same graph as no recompute */
           for (int ib = 0; ib < n_b; ib++) {
             int b = bs[ib], mb = G / (dp * b);
             if (q->micro_batch > 0 ? b != q->micro_batch : b > MAX_MICRO_BATCH) continue;

@@ -172,6 +172,13 @@ void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, i
 bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck) {
   return (unsigned)ck < PASS_PLAN_CK_COUNT && m->ck[ck].present;
 }
+
+bool pass_plan_model_recomputes(const pass_plan_model *m, pass_plan_ckpt ck) {
+  if (!pass_plan_model_has(m, ck)) return false;
+  for (int i = 0; i < m->ck[ck].n_nodes; i++)
+    if (m->ck[ck].nodes[i].phase == PASS_PHASE_RECOMPUTE) return true;
+  return false;
+}
 int pass_plan_model_layers(const pass_plan_model *m) { return m->layers; }
 double pass_plan_model_params(const pass_plan_model *m) { return m->n_params; }
 size_t pass_plan_model_elem_bytes(const pass_plan_model *m) { return m->elem_bytes; }

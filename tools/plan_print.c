@@ -237,11 +237,21 @@ static void print_explain(FILE *f, const plan_report *r, const pass_plan_result 
           eb == 2 ? " + the fp32 master copy" : "", s->zero >= 1 ? " / dp" : "");
   fprintf(f, "    activations: the simulation's most bytes kept at once on this stage (micro-batches whose forward "
              "ran and backward has not)\n");
-  if (s->dp > 1)
+  int nodes = pass_plan_dp_nodes(cl, s->tp, s->dp);
+  if (s->dp > 1 && s->zero <= 1)
     fprintf(f, "  data-parallel: %s of each layer's gradients over %d GPUs spanning %d node%s, started as the last "
-               "micro-batch's backward finishes the layer; exposed on stage %d: %s\n",
-            s->zero == 0 ? "all-reduce" : "reduce-scatter", s->dp, pass_plan_dp_nodes(cl, s->tp, s->dp),
-            pass_plan_dp_nodes(cl, s->tp, s->dp) == 1 ? "" : "s", cs, stats_seconds(dt->dp_exposed[cs], a, sizeof a));
+               "micro-batch's backward finishes the layer%s\n",
+            s->zero == 0 ? "all-reduce" : "reduce-scatter", s->dp, nodes, nodes == 1 ? "" : "s",
+            s->zero == 1 ? "; the updated parameters all-gathered after the optimizer" : "");
+  else if (s->dp > 1)
+    fprintf(f, "  data-parallel (ZeRO-%d): every micro-batch's gradients reduce-scattered%s over %d GPUs spanning %d "
+               "node%s, layer by layer inside the operation that makes them (it lasts the longer of its compute and its "
+               "collectives)%s\n",
+            s->zero, s->zero == 3 ? ", and the parameters all-gathered for each forward and backward," : "", s->dp, nodes,
+            nodes == 1 ? "" : "s", s->zero == 2 ? "; the updated parameters all-gathered after the optimizer" : "");
+  fprintf(f, "  after its pipeline, stage %d waits %s for these reductions (with the tied weights' gradients summed "
+             "across stages and the gradients left partial over the tensor axis)\n",
+          cs, stats_seconds(dt->dp_exposed[cs], a, sizeof a));
   fprintf(f, "  optimizer: one pass over %s elements reading parameters, gradients and state and writing parameters and "
              "state at %s x %.2f: %s\n",
           stats_grouped(round(elems / (s->zero >= 1 ? s->dp : 1)), a, sizeof a), stats_si(cl->device.bandwidth, "B/s", b, sizeof b),
