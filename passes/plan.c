@@ -471,8 +471,9 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     double ext_f = 0, ext_b = 0, zf = 0, zb = 0, layers = 0;
     for (int ch = 0; ch < v; ch++) {
       int k = ch * p + dev;
-      ext_f += m * (st->fwd[k] - st->f_comp[k] - st->f_comm[k]);
-      ext_b += m * (st->bwd[k] - st->b_comp[k] - st->rc_comp[k] - st->b_comm[k]);
+      double ef = st->fwd[k] - st->f_comp[k] - st->f_comm[k], eb2 = st->bwd[k] - st->b_comp[k] - st->rc_comp[k] - st->b_comm[k];
+      ext_f += m * (ef > 1e-12 * st->fwd[k] ? ef : 0); /* what is left of a difference of equal sums is rounding */
+      ext_b += m * (eb2 > 1e-12 * st->bwd[k] ? eb2 : 0);
       zf += m * st->z_f[k], zb += m * st->z_b[k], layers += st->last[k] - st->first[k] + 1;
     }
     double rs = coll_seconds(kk, c, PASS_COLL_REDUCE_SCATTER, d, bytes_all, layers, nodes) * m;
@@ -614,7 +615,8 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
       r->rows[PASS_ROW_BACKWARD] += m * st.b_comp[k];
       r->rows[PASS_ROW_RECOMPUTE] += m * st.rc_comp[k];
       for (int q = 0; q < 3; q++) r->rows[PASS_ROW_TP_ALL_REDUCE + q] += m * st.kind_s[k][q];
-      ext += m * (st.fwd[k] - st.f_comp[k] - st.f_comm[k] + st.bwd[k] - st.b_comp[k] - st.rc_comp[k] - st.b_comm[k]);
+      double ef = st.fwd[k] - st.f_comp[k] - st.f_comm[k], eb = st.bwd[k] - st.b_comp[k] - st.rc_comp[k] - st.b_comm[k];
+      ext += m * ((ef > 1e-12 * st.fwd[k] ? ef : 0) + (eb > 1e-12 * st.bwd[k] ? eb : 0));
     }
     r->rows[PASS_ROW_BUBBLE] = sim0.end[cd] - sim0.busy[cd];
     r->rows[PASS_ROW_PP_SEND_RECV] = sim.end[cd] - sim0.end[cd];

@@ -259,7 +259,15 @@ int pass_plan_write_trace(FILE *f, const pass_plan_model *m, const pass_plan_res
   qsort(ops, (size_t)n_ops, sizeof *ops, op_cmp);
   for (int s = 0; s < p; s++) {
     char buf[256] = "", part[64];
+    int v = d->n_virtual / p;
     for (int k = s; k < d->n_virtual; k += p) {
+      if (v > 3 && k > s && k < d->n_virtual - p) { /* many chunks: the first, the count, the last */
+        if (k == s + p) {
+          snprintf(part, sizeof part, ", ... (%d chunks)", v);
+          strncat(buf, part, sizeof buf - strlen(buf) - 1);
+        }
+        continue;
+      }
       int a = d->first[k] < 1 ? 1 : d->first[k], b = d->last[k] > L ? L : d->last[k];
       char range[32];
       if (a == b) snprintf(range, sizeof range, "layer %d", a - 1);
