@@ -222,7 +222,7 @@ double pass_mfu(double n, double tokens, double step_seconds, double peak);
 
 
 /* ===================================================================== */
-/* the planner (keyvalue.c, cluster.c + clusters.def, plan_*.c, plan.c)   */
+/* the planner (retype.c, keyvalue.c, cluster.c + clusters.def, plan*.c) */
 /* ===================================================================== */
 
 /* ---- retype.c ----
