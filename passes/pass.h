@@ -319,4 +319,362 @@ pass_train_memory pass_training_memory(double n, size_t elem_bytes, int opt_stat
  * 6 * n * tokens / (step_seconds * peak); 0 when undefined. */
 double pass_mfu(double n, double tokens, double step_seconds, double peak);
 
+
+/* ===================================================================== */
+/* the planner (retype.c, keyvalue.c, cluster.c + clusters.def, plan*.c) */
+/* ===================================================================== */
+
+/* ---- retype.c ----
+ * Every float value of g (and every cast to a float dtype) becomes dt: the
+ * graph as if written in dt, for costing and measuring only (never run). */
+void pass_retype_floats(ir_graph *g, ir_dtype dt);
+
+/* ---- keyvalue.c: `key = value` files (target and cluster files) ----
+ * pass_kv_read reads every line of text, checks the key against spec->keys,
+ * refuses a key given twice and calls spec->set(ctx, key, value, length,
+ * value location, d) with the trimmed value; the setter reports a bad value
+ * at that location and returns -1. seen[k] gets the line of key k (0: not
+ * given; minus its line: given with a bad value). Returns the number of
+ * errors reported (every bad line is). */
+typedef struct {
+  const char *what;               /* "a target file": for the NUL-byte message */
+  const char *const *keys;
+  int n_keys;
+  int (*set)(void *ctx, int key, const char *value, size_t len, ir_loc loc, ir_diag *d);
+} pass_kv_spec;
+int pass_kv_read(const pass_kv_spec *spec, const char *path, const char *text, size_t len, int *seen, void *ctx,
+                 ir_diag *d);
+/* A finite number (strtod syntax, the whole value): 0, or -1 reported at loc. */
+int pass_kv_number(const char *v, size_t n, ir_loc loc, double *out, ir_diag *d);
+/* One word of printable characters into out[cap] ("<what> is one word ..."). */
+int pass_kv_word(const char *v, size_t n, ir_loc loc, const char *what, char *out, size_t cap, ir_diag *d);
+
+/* ---- cluster.c (clusters.def): what a plan runs on ----
+ * nodes x gpus_per_node GPUs (gpus: the number in use), each a `device`;
+ * bandwidths are per GPU per direction, latencies per ring step (clusters.def
+ * says where every built-in figure comes from). */
+#define PASS_CLUSTER_MAX_NODES 1000000
+typedef struct {
+  char name[64];
+  int gpus_per_node;
+  int nodes;             /* 0 until the size is known (NAME without :NODES, a file without nodes) */
+  int gpus;              /* nodes * gpus_per_node, or --gpus N; 0 until known */
+  pass_target device;
+  double intra_bw;       /* bytes/s per GPU per direction inside a node (NVLink) */
+  double intra_lat;      /* seconds per ring step inside a node */
+  double inter_bw;       /* bytes/s per GPU per direction across nodes (network) */
+  double inter_lat;      /* seconds per ring step across nodes */
+  double reserve;        /* bytes of each device's memory kept free */
+  const char *source;    /* clusters.def's source line, or the cluster file's path */
+  const char *target_name; /* built-ins: the targets.def row of the device */
+} pass_cluster;
+int pass_cluster_count(void);
+const pass_cluster *pass_cluster_at(int i);                /* NULL when out of range; 1 node */
+const pass_cluster *pass_cluster_lookup(const char *name);  /* NULL if unknown */
+void pass_cluster_names(char *buf, size_t cap);             /* "dgx-a100, dgx-h100" */
+/* "NAME:NODES" or "NAME" (size left to --gpus): 0, or -1 after reporting
+ * "--cluster SPEC: ..." (unknown cluster, bad NODES). */
+int pass_cluster_from_spec(const char *spec, pass_cluster *c, ir_diag *d);
+/* --gpus N: N GPUs of c's nodes (a multiple of gpus_per_node, or part of one
+ * node); -1 after reporting. */
+int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
+/* Parses a cluster file (see the top of cluster.c): 0, or -1 after reporting
+ * "path:line:col: error: ..." for every bad line. c->source is path (keep it). */
+int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
+
+
+/* ---- the cost model of a sharded step (plan_rules.c, plan_profile.c, plan.c) ---- */
+/* Collective kinds, and the mesh axes they run on. */
+typedef enum {
+  PASS_COLL_ALL_REDUCE, PASS_COLL_ALL_GATHER, PASS_COLL_REDUCE_SCATTER, PASS_COLL_SEND_RECV, PASS_COLL_COUNT
+} pass_coll_kind;
+const char *pass_coll_name(pass_coll_kind k); /* "all-reduce" "all-gather" "reduce-scatter" "send/recv" */
+typedef enum { PASS_AXIS_DATA, PASS_AXIS_TENSOR, PASS_AXIS_PIPELINE, PASS_AXIS_COUNT } pass_mesh_axis;
+const char *pass_axis_name(pass_mesh_axis a); /* "data" "tensor" "pipeline" */
+
+
+/* Checkpoint policies the planner chooses from, and the checkpoint pass's
+ * policy each one compiles with: none (NULL), selective, full ("block": every
+ * layer recomputed from its input). */
+typedef enum { PASS_PLAN_CK_NONE, PASS_PLAN_CK_SELECTIVE, PASS_PLAN_CK_FULL, PASS_PLAN_CK_COUNT } pass_plan_ckpt;
+const char *pass_plan_ckpt_name(pass_plan_ckpt c);        /* "none" "selective" "full" */
+const char *pass_plan_ckpt_policy(pass_plan_ckpt c);      /* NULL "selective" "block" */
+int pass_plan_ckpt_from_name(const char *name);           /* -1 if unknown; "block" is "full" */
+
+/* The model of one training step, derived from its training graph: the
+ * graph compiled at micro-batch b0 and at 2 b0 (per checkpoint policy)
+ * tells which dims grow with the batch, so every figure is known at any
+ * micro-batch b exactly (FLOPs and bytes are affine in b; GEMM shapes give
+ * the efficiency). Nodes are grouped by layer: group 0 holds what comes
+ * before the first layer (the embeddings), groups 1..L the layers, group
+ * L+1 what comes after the last (the head and the loss); their backward
+ * nodes go with them. How each node divides under tensor and sequence
+ * parallelism comes from the per-op rule table of plan_rules.c. */
+typedef struct pass_plan_model pass_plan_model;
+/* device: the GPU every figure of time is for (its peak and bandwidth). */
+pass_plan_model *pass_plan_model_new(const pass_target *device);
+void pass_plan_model_free(pass_plan_model *m);
+/* Adds policy ck from its training graph at micro-batch b0 (g2: the model
+ * keeps it, and frees it with itself, also on failure) and at 2 b0 (g4:
+ * read, the caller frees it). The two must be the same graph but for the
+ * batch dims (when a per-sample dim equals another dim at b0 the passes may
+ * build another graph: try another b0). Returns 0, or -1 after reporting
+ * through d. */
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, const ir_graph *g4, ir_diag *d);
+/* The optimizer update: FLOPs per parameter element (its update graph's
+ * count / the parameters) and state values per parameter (adam: 2). */
+void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, int states);
+bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
+/* Whether policy ck's graph recomputes anything (selective recompute with
+ * fused attention has nothing left to recompute: the search skips it). */
+bool pass_plan_model_recomputes(const pass_plan_model *m, pass_plan_ckpt ck);
+int pass_plan_model_layers(const pass_plan_model *m);     /* L */
+double pass_plan_model_params(const pass_plan_model *m);  /* parameter elements */
+size_t pass_plan_model_elem_bytes(const pass_plan_model *m); /* bytes of a parameter element (2: mixed precision) */
+const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt ck); /* at micro-batch b0 */
+
+/* One group of nodes on one device of a tensor-parallel group of t, for one
+ * micro-batch of b sequences (sp: sequence parallelism). */
+typedef struct {
+  double flops[PASS_NUM_PHASES];   /* per device */
+  double gemm_flops[PASS_NUM_PHASES]; /* of those, the products of matmuls (2*M*N*K, epilogues left out) */
+  double seconds[PASS_NUM_PHASES]; /* compute time per device: the roofline with GEMM efficiency */
+  double coll_bytes[PASS_NUM_PHASES][PASS_COLL_COUNT]; /* tensor-axis collectives: payload bytes (the full buffer) */
+  int coll_count[PASS_NUM_PHASES][PASS_COLL_COUNT];
+  double coll_seconds[PASS_NUM_PHASES]; /* their time on the tensor axis (needs the cluster: plan.c fills it) */
+  double saved;     /* activation bytes its backward reads (kept per micro-batch in flight), per device */
+  double working;   /* bytes live while its backward runs: recomputed values + the largest op's */
+  double params;    /* parameter elements per device of the parameters only its nodes read */
+  double grad_sync; /* bytes of its parameters' gradients left partial over the tensor axis (all-reduced once a step) */
+} pass_plan_group;
+/* The groups (L + 2 of them) of policy ck at (b, t, sp), and the bytes per
+ * device that cross the cut after group g forward (act[g]) and backward
+ * (grad[g]). Computed once and kept (pointers stay valid until the model is
+ * freed). NULL when ck was not added. */
+/* tied: a weight read in two groups (a tied embedding) whose gradient is
+ * summed from group hi into group lo: when they fall in different pipeline
+ * stages the two stages all-reduce those bytes once a step (Megatron-LM's
+ * embedding group). */
+typedef struct {
+  int lo, hi;
+  double bytes;
+} pass_plan_tied;
+/* shared: a parameter read in several groups (lo..hi: the first and last;
+ * a stage holding any of them holds all of it). */
+typedef struct {
+  double elems;
+  int groups[4], n;
+} pass_plan_shared;
+typedef struct {
+  const pass_plan_group *groups;
+  const double *act, *grad;
+  int n_groups;
+  const pass_plan_tied *tied;
+  int n_tied;
+  const pass_plan_shared *shared;
+  int n_shared;
+} pass_plan_profile;
+/* Parameter elements per device of a stage holding groups lo..hi. */
+double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
+const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp);
+/* The first dimension the tensor degree t does not divide (attention heads
+ * first): 0 and *size, *value (the value's name), *dim, *heads (1: the heads)
+ * set; 1 when t divides every one. */
+int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, const ir_value **value, int *dim,
+                             bool *heads);
+
+
+/* ---- plan_sim.c: the pipeline, simulated event by event ----
+ * p devices (stages) each hold v model chunks (v > 1 only interleaved):
+ * virtual stage k = chunk k / p on device k % p, p*v of them in model order.
+ * Every device runs its operations (F: one micro-batch's forward of one
+ * chunk, B: its backward) in the order of the schedule:
+ *   gpipe        all m forwards, then the m backwards (last micro-batch first)
+ *   1f1b         min(p - s - 1, m) forwards, then one forward and one backward
+ *                in turn, then the remaining backwards (PipeDream-Flush, as
+ *                Megatron-LM runs it without interleaving)
+ *   interleaved  Megatron-LM's interleaved 1F1B: forwards k = 0, 1, ... run
+ *                chunk (k / p) mod v of micro-batch (k / (p v)) p + k mod p;
+ *                backwards the chunks in reverse; (p - s - 1) * 2 + (v - 1) * p
+ *                warm-up forwards (at most m v); m a multiple of p
+ * An operation starts when its device is free and its input is there: F of
+ * virtual stage k needs F of k - 1 to have ended plus send[k - 1] seconds;
+ * B of k needs B of k + 1 plus send_back[k] (the last stage's B needs its
+ * own F). Uniform stages with free sends give the textbook bubble: (p - 1) /
+ * m of the ideal time for gpipe and 1f1b, (p - 1) / (v m) interleaved. */
+typedef enum { PASS_SCHED_GPIPE, PASS_SCHED_1F1B, PASS_SCHED_INTERLEAVED, PASS_SCHED_COUNT } pass_schedule;
+const char *pass_schedule_name(pass_schedule s);   /* "gpipe" "1f1b" "interleaved" */
+int pass_schedule_from_name(const char *name);     /* -1 if unknown */
+typedef struct {
+  pass_schedule schedule;
+  int p, v, m;
+  const double *fwd, *bwd;        /* seconds per micro-batch, per virtual stage (p * v) */
+  const double *send, *send_back; /* seconds from virtual stage k to k + 1 and back (p * v - 1); NULL: free */
+  const double *act;              /* bytes a virtual stage keeps per micro-batch in flight; NULL: not tracked */
+} pass_pipe;
+typedef struct {
+  int device, chunk, mb;
+  bool backward;
+  double start, end;
+} pass_pipe_op;
+typedef struct {
+  double makespan;       /* the last operation's end */
+  double *busy, *end;    /* per device: seconds computing; its last operation's end */
+  double *peak_act;      /* per device: most bytes in flight (with act) */
+  int *peak_mb;          /* per device: most micro-batch chunks in flight */
+  double *last_b_start, *last_b_end; /* per virtual stage: its last backward (gradients complete) */
+  pass_pipe_op *ops;     /* every operation, when recorded (2 * m * p * v) */
+  int n_ops;
+} pass_pipe_result;
+/* Simulates s: 0, or -1 when s is malformed (a count below 1, m not a
+ * multiple of p interleaved). r's arrays are malloc'd: pass_pipe_result_free. */
+int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record);
+void pass_pipe_result_free(pass_pipe_result *r);
+/* The most bytes (with s->act) and micro-batch chunks each device keeps at
+ * once: fixed by the order alone (p entries each; no times needed). */
+void pass_pipe_in_flight(const pass_pipe *s, double *peak_act, int *peak_mb);
+
+/* A Chrome trace (chrome://tracing, Perfetto): lanes of slices, times in
+ * seconds; written as JSON with microsecond timestamps. */
+typedef struct {
+  int lane;
+  const char *name, *cat; /* cat: forward, backward, recompute, idle, send/recv, all-reduce, optimizer, ... */
+  double start, dur;
+} pass_trace_slice;
+typedef struct {
+  const char *const *lane_names;
+  int n_lanes;
+  const pass_trace_slice *slices;
+  int n_slices;
+} pass_trace;
+/* 0, or -1 when f could not be written. */
+int pass_trace_write(FILE *f, const pass_trace *t);
+
+
+/* ---- plan.c: a plan's cost, and the search ----
+ * A plan puts gpus = dp * tp * pp devices in a mesh, tensor axis innermost
+ * (tp consecutive ranks share a node), then data, then pipeline (rank =
+ * (stage * dp + replica) * tp + shard: Megatron-LM's order), and chooses
+ * sequence parallelism, the ZeRO stage, the micro-batch size b (m = global
+ * batch / (dp * b) micro-batches per replica), the schedule (v chunks per
+ * device interleaved) and the checkpoint policy. The layers are split into
+ * pp * v stages balanced by time (the embeddings go with the first, the head
+ * with the last). docs/plan.md has every formula. */
+typedef struct {
+  int global_batch; /* sequences per step */
+  int seq;          /* tokens per sequence (for tokens/s and MFU) */
+} pass_plan_job;
+typedef struct {
+  int dp, tp, pp, v;     /* v: model chunks per device (interleaved; else 1) */
+  bool sp;               /* sequence parallelism (tp > 1) */
+  int zero;              /* 0 none, 1 optimizer state, 2 + gradients, 3 + parameters, sharded over dp */
+  int micro_batch;
+  pass_schedule schedule;
+  pass_plan_ckpt ckpt;
+} pass_plan_strategy;
+enum { PASS_MEM_PARAMS, PASS_MEM_GRADS, PASS_MEM_OPTIMIZER, PASS_MEM_ACTIVATIONS, PASS_MEM_WORKING, PASS_MEM_COMM,
+       PASS_MEM_KINDS };
+const char *pass_mem_kind_name(int k);
+/* The rows of a step's time, on the stage that finishes last: they add up
+ * to the step. */
+enum { PASS_ROW_FORWARD, PASS_ROW_BACKWARD, PASS_ROW_RECOMPUTE, PASS_ROW_TP_ALL_REDUCE, PASS_ROW_TP_ALL_GATHER,
+       PASS_ROW_TP_REDUCE_SCATTER, PASS_ROW_PP_SEND_RECV, PASS_ROW_BUBBLE, PASS_ROW_DP, PASS_ROW_OPTIMIZER, PASS_ROWS };
+const char *pass_plan_row_name(int r);
+#define PASS_PLAN_MAX_COMM 16
+typedef struct {
+  pass_coll_kind kind;
+  pass_mesh_axis axis;
+  const char *what;  /* what it moves: "activations", "gradients", "parameters", ... */
+  double payload;  /* bytes per step of one device: the buffers of all its calls */
+  double calls;    /* calls per step */
+  double seconds;  /* their time */
+  double exposed;  /* of which the step waits for */
+} pass_plan_comm;
+typedef struct {
+  pass_plan_strategy s;
+  int m;                 /* micro-batches per replica per step */
+  bool fits;
+  double step;           /* seconds */
+  double lower;          /* a lower bound of step: the busiest stage's work + its optimizer */
+  double rows[PASS_ROWS];
+  int critical;          /* the stage the rows are of */
+  int fullest;           /* the stage with the most memory */
+  double mem[PASS_MEM_KINDS], mem_total, capacity; /* the fullest stage; capacity: the device's memory less the reserve */
+  double mfu;            /* 6 N tokens / (step * peak * gpus) */
+  double tokens_per_s;
+  double hw_flops;       /* FLOP/s per GPU of all the work done (recompute and replicated work included) */
+  pass_plan_comm comm[PASS_PLAN_MAX_COMM];
+  int n_comm;
+} pass_plan_result;
+/* Per stage, for --explain, JSON and the trace (pass_plan_detail_free). */
+typedef struct {
+  int n_stages, n_virtual;
+  int *first, *last;        /* per virtual stage: its groups (0 embeddings, 1..L layers, L + 1 head) */
+  double *fwd, *bwd;        /* per virtual stage: seconds per micro-batch (compute and tensor-axis collectives) */
+  double *fwd_comm, *bwd_comm; /* of which the collectives */
+  double *send, *send_back; /* per boundary: seconds to send a micro-batch's activations, and its gradient back */
+  double *mem;              /* per stage: PASS_MEM_KINDS figures */
+  double *end, *dp_exposed, *opt; /* per stage */
+  pass_pipe_result sim;     /* with every operation recorded */
+} pass_plan_detail;
+void pass_plan_detail_free(pass_plan_detail *d);
+/* The time of `calls` collectives of kind k moving `bytes` in all over n
+ * ranks spanning `nodes` nodes of c (the alpha-beta model above). */
+double pass_plan_coll_seconds(const pass_plan_model *m, const pass_cluster *c, pass_coll_kind k, int n, double bytes,
+                              double calls, int nodes);
+/* Nodes the data-parallel group of a plan spans, and whether the pipeline
+ * boundary after stage a crosses nodes. */
+int pass_plan_dp_nodes(const pass_cluster *c, int tp, int dp);
+bool pass_plan_pp_crosses(const pass_cluster *c, int tp, int dp, int a, int b);
+/* The roofline constants of the model (docs/plan.md gives the source or the
+ * calibration of each): the defaults, and a model's own (what-if analyses
+ * and the calibration script set them: tgc plan --constant NAME=VALUE). */
+typedef struct {
+  double gemm_eff;      /* a large GEMM's share of the peak */
+  double gemm_half;     /* per GEMM dim d the share is multiplied by d / (d + gemm_half) */
+  double attn_eff;      /* fused attention's share of the peak, over the FLOPs it really does (causal: half) */
+  double mem_eff;       /* a memory-bound kernel's share of the bandwidth */
+  double nccl_base_lat; /* seconds every collective call costs before its steps */
+} pass_plan_constants;
+pass_plan_constants pass_plan_default_constants(void);
+const pass_plan_constants *pass_plan_model_constants(const pass_plan_model *m);
+void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants *k);
+/* Evaluates strategy s: 0, or -1 with why (one line) when it is not a valid
+ * plan for this model, cluster and job. detail may be NULL. */
+int pass_plan_evaluate(pass_plan_model *m, const pass_cluster *c, const pass_plan_job *j, const pass_plan_strategy *s,
+                       pass_plan_result *r, pass_plan_detail *detail, char *why, size_t why_len);
+/* The search. A field of q >= 0 fixes that choice (dp, tp, pp together:
+ * mesh >= 0), -1 searches it. Plans are enumerated, the ones over memory
+ * dropped before they are timed, the ones whose lower bound (their busiest
+ * device's work) is no better than the top-th best skipped, the rest
+ * simulated. */
+typedef struct {
+  int dp, tp, pp;        /* -1: search (all three, or none, given) */
+  int sp, zero, micro_batch, schedule, v, ckpt; /* -1: search */
+  int top;               /* plans kept, best first (>= 1) */
+} pass_plan_query;
+typedef struct {
+  pass_plan_result *plans;  /* best first */
+  int n_plans;
+  pass_plan_result *unfit;  /* with top > 1: faster than the best but over memory */
+  int n_unfit;
+  pass_plan_result smallest; /* the plan with the least memory (meaningful when nothing fits) */
+  bool have_smallest;
+  long considered, over_memory, pruned, simulated;
+  double seconds;      /* wall-clock */
+  double cpu_seconds;  /* this process's CPU time (steadier on a shared machine) */
+} pass_plan_found;
+/* 0 (found->plans[0] is the best), 1 when no plan fits (found->smallest
+ * says by how much it misses), -1 after reporting a user error through d
+ * (the batch divides by no data-parallel degree; a given mesh that is not
+ * one). */
+int pass_plan_search(pass_plan_model *m, const pass_cluster *c, const pass_plan_job *j, const pass_plan_query *q,
+                     pass_plan_found *found, ir_diag *d);
+void pass_plan_found_free(pass_plan_found *f);
+/* The Chrome trace of a plan's simulated step (detail from pass_plan_evaluate):
+ * per stage a lane of forward, backward, idle and optimizer slices (the
+ * tensor-axis collectives nested in the operations that wait for them) and
+ * a lane of its send/recv and data-parallel reductions. */
+int pass_plan_write_trace(FILE *f, const pass_plan_model *m, const pass_plan_result *r, const pass_plan_detail *d);
+
 #endif

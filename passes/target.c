@@ -15,10 +15,6 @@
  * parsing goes on, so one run shows all the mistakes; a missing required key
  * is reported at the end.
  */
-#include <ctype.h>
-#include <errno.h>
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "pass.h"
@@ -55,120 +51,38 @@ bool pass_roofline_compute_bound(double flops, double bytes, double peak, double
   return flops / peak >= bytes / bandwidth;
 }
 
-/* ---- the target file ---- */
+/* ---- the target file (read by keyvalue.c) ---- */
 enum { K_NAME, K_BF16, K_FP32, K_BW, K_MEM, N_KEYS };
 static const char *const key_names[N_KEYS] = {"name", "flops_bf16", "flops_fp32", "bandwidth", "memory"};
 
-static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-/* One line [p, end): 0 ok (or blank), -1 reported. seen[] records line numbers. */
-static int parse_line(const char *path, int line, const char *start, const char *end, pass_target *t, int *seen,
-                      ir_diag *d) {
-  const char *p = start;
-  const char *hash = memchr(p, '#', (size_t)(end - p));
-  if (hash) end = hash;
-  while (end > p && is_blank(end[-1])) end--;
-  while (p < end && is_blank(*p)) p++;
-  if (p == end) return 0;
-#define COL(q) ((int)((q) - start) + 1)
-  ir_loc loc = {path, line, COL(p)};
-  const char *k0 = p;
-  while (p < end && (isalnum((unsigned char)*p) || *p == '_')) p++;
-  size_t klen = (size_t)(p - k0);
-  if (klen == 0) {
-    ir_error(d, loc, "expected 'key = value' (keys: name, flops_bf16, flops_fp32, bandwidth, memory)");
-    return -1;
-  }
-  int key = -1;
-  for (int k = 0; k < N_KEYS; k++)
-    if (strlen(key_names[k]) == klen && strncmp(key_names[k], k0, klen) == 0) key = k;
-  if (key < 0) {
-    ir_error(d, loc, "unknown key '%.*s' (keys: name, flops_bf16, flops_fp32, bandwidth, memory)", (int)klen, k0);
-    return -1;
-  }
-  while (p < end && is_blank(*p)) p++;
-  if (p == end || *p != '=') {
-    ir_error(d, (ir_loc){path, line, COL(p)}, "expected '=' after '%s'", key_names[key]);
-    return -1;
-  }
-  p++;
-  while (p < end && is_blank(*p)) p++;
-  ir_loc vloc = {path, line, COL(p)};
-  if (p == end) {
-    ir_error(d, vloc, "missing value for '%s'", key_names[key]);
-    return -1;
-  }
-  if (seen[key]) {
-    ir_error(d, loc, "'%s' given twice (first on line %d)", key_names[key], seen[key]);
-    return -1;
-  }
-  size_t vlen = (size_t)(end - p);
-  if (key == K_NAME) {
-    for (const char *q = p; q < end; q++)
-      if (is_blank(*q) || !isprint((unsigned char)*q)) {
-        ir_error(d, (ir_loc){path, line, COL(q)}, "a target name is one word of printable characters");
-        return -1;
-      }
-    if (vlen >= sizeof t->name) {
-      ir_error(d, vloc, "target name longer than %zu characters", sizeof t->name - 1);
-      return -1;
-    }
-    memcpy(t->name, p, vlen);
-    t->name[vlen] = 0;
-    seen[key] = line;
-    return 0;
-  }
-  char num[64];
-  if (vlen >= sizeof num) {
-    ir_error(d, vloc, "'%.*s...' is not a number", 20, p);
-    return -1;
-  }
-  memcpy(num, p, vlen);
-  num[vlen] = 0;
-  char *stop;
-  errno = 0;
-  double v = strtod(num, &stop);
-  if (stop == num || *stop || errno == ERANGE || !isfinite(v)) {
-    ir_error(d, vloc, "'%s' is not a number (write e.g. 312e12)", num);
-    return -1;
-  }
-  if (key == K_MEM ? v < 0 : v <= 0) {
-    ir_error(d, vloc, "%s must be %s, got %s", key_names[key], key == K_MEM ? "at least 0" : "positive", num);
+static int set_key(void *ctx, int key, const char *v, size_t n, ir_loc loc, ir_diag *d) {
+  pass_target *t = ctx;
+  if (key == K_NAME) return pass_kv_word(v, n, loc, "a target name", t->name, sizeof t->name, d);
+  double x;
+  if (pass_kv_number(v, n, loc, &x, d) != 0) return -1;
+  if (key == K_MEM ? x < 0 : x <= 0) {
+    ir_error(d, loc, "%s must be %s, got %.*s", key_names[key], key == K_MEM ? "at least 0" : "positive", (int)n, v);
     return -1;
   }
   double *field[N_KEYS] = {NULL, &t->flops_bf16, &t->flops_fp32, &t->bandwidth, &t->memory};
-  *field[key] = v;
-  seen[key] = line;
+  *field[key] = x;
   return 0;
-#undef COL
 }
 
 int pass_target_parse(const char *path, const char *text, size_t len, pass_target *t, ir_diag *d) {
   memset(t, 0, sizeof *t);
   if (!path) path = "<target>";
   t->source = path;
-  ir_diag_add_source(d, path, text ? text : "", text ? len : 0);
-  int seen[N_KEYS] = {0}, errors = 0, line = 1;
-  const char *p = text ? text : "", *end = p + (text ? len : 0);
-  while (p < end) {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    const char *le = nl ? nl : end;
-    if (memchr(p, '\0', (size_t)(le - p))) {
-      ir_error(d, (ir_loc){path, line, 1}, "NUL byte in a target file");
-      errors++;
-    } else if (parse_line(path, line, p, le, t, seen, d) != 0) {
-      errors++;
-    }
-    p = nl ? nl + 1 : end;
-    line++;
-  }
+  static const pass_kv_spec spec = {"a target file", key_names, N_KEYS, set_key};
+  int seen[N_KEYS];
+  int errors = pass_kv_read(&spec, path, text, len, seen, t, d);
   for (int k = K_BF16; k <= K_BW; k++)
-    if (!seen[k]) {
+    if (seen[k] <= 0) { /* not given, or given a bad value: still missing */
       ir_error(d, (ir_loc){path, 0, 0}, "missing '%s = ...' (a target file needs flops_bf16, flops_fp32 and bandwidth)",
                key_names[k]);
       errors++;
     }
-  if (!seen[K_NAME]) {
+  if (seen[K_NAME] <= 0) {
     size_t n = strlen(path);
     if (n >= sizeof t->name) path += n - (sizeof t->name - 1);
     snprintf(t->name, sizeof t->name, "%s", path);

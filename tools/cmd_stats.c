@@ -210,7 +210,7 @@ static bool config_name_match(const char *want, const char *name, size_t n) {
 
 /* Reads the chosen config's constants (o->fe.config, else the default) of
  * a .tg source and evaluates them with o's -D overrides. */
-static void cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c) {
+void stats_cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c) {
   memset(c, 0, sizeof *c);
   char *buf = NULL;
   size_t blen = 0;
@@ -271,7 +271,7 @@ static void cfg_load(const tool_compile_opts *o, const char *text, size_t len, c
   }
 }
 
-static void cfg_free(cfg_set *c) {
+void stats_cfg_free(cfg_set *c) {
   for (int i = 0; i < c->n; i++) free(c->e[i].name), free(c->e[i].src);
   free(c->e);
   free(c->config);
@@ -444,20 +444,6 @@ static int add_gradients(ir_graph *g, stats *s, ir_diag *d) {
   return 0;
 }
 
-/* Every floating-point value (and cast target) becomes dt: the graph as if
- * written in dt. Only for analysis: the graph is never run afterwards. */
-static void retype_floats(ir_graph *g, ir_dtype dt) {
-  for (int i = 0; i < g->n_values; i++)
-    if (ir_dtype_is_float(g->values[i]->type.dtype)) g->values[i]->type.dtype = dt;
-  for (int i = 0; i < g->n_nodes; i++) {
-    ir_node *n = g->nodes[i];
-    for (int k = 0; n->op == IR_OP_CAST && k < n->n_attrs; k++)
-      if (n->attrs[k].kind == IR_ATTR_DTYPE && n->attrs[k].i >= 0 && n->attrs[k].i < IR_NUM_DTYPES &&
-          ir_dtype_is_float((ir_dtype)n->attrs[k].i))
-        n->attrs[k].i = dt;
-  }
-}
-
 static const char *dtype_label(ir_dtype t) {
   switch (t) {
   case IR_DT_F32: return "fp32";
@@ -578,7 +564,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
     free(before);
     return -1;
   }
-  if (dtype_arg >= 0) retype_floats(g, dt);
+  if (dtype_arg >= 0) pass_retype_floats(g, dt);
   if (pass_memplan_analyze(g, &s->mem_none) != 0) {
     free(before);
     return -1;
@@ -594,7 +580,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
     pass_options uo = {0};
     uo.diag = d;
     if (u && pass_run_pipeline(u, up, n_up, &uo) == 0) {
-      if (dtype_arg >= 0) retype_floats(u, dt);
+      if (dtype_arg >= 0) pass_retype_floats(u, dt);
       s->have_unfused = pass_memplan_analyze(u, &s->mem_unfused) == 0;
     }
     ir_graph_free(u);
@@ -679,7 +665,7 @@ static int parse_stats_flag(stats_flags *f, int argc, char **argv, int *i, ir_di
 }
 
 /* --batch / --seq: a positive integer, and the config must define the constant. */
-static int set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
+int stats_set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
                         ir_diag *d) {
   int64_t n;
   if (!parse_int64(v, &n) || n <= 0 || n > (INT64_C(1) << 40)) return bad_value(d, flag, v, "a positive integer");
@@ -765,16 +751,16 @@ int tool_cmd_stats(int argc, char **argv) {
     ir_diag *quiet = ir_diag_new(stderr);
     src = ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, quiet);
     ir_diag_free(quiet);
-    if (src) cfg_load(&o, src, len, &cfg);
+    if (src) stats_cfg_load(&o, src, len, &cfg);
   } else if (rc == 0 && (f.batch || f.seq)) {
     ir_error_plain(d, "%s applies to .tg files; '%s' is already IR", f.batch ? "--batch" : "--seq", o.file);
     rc = 1;
   }
-  if (rc == 0 && f.batch && set_constant(&o, &cfg, "--batch", "B", f.batch, d) != 0) rc = 1;
-  if (rc == 0 && f.seq && set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  if (rc == 0 && f.batch && stats_set_constant(&o, &cfg, "--batch", "B", f.batch, d) != 0) rc = 1;
+  if (rc == 0 && f.seq && stats_set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
   if (rc == 0 && (f.batch || f.seq)) { /* re-evaluate with the new values */
-    cfg_free(&cfg);
-    cfg_load(&o, src, strlen(src), &cfg);
+    stats_cfg_free(&cfg);
+    stats_cfg_load(&o, src, strlen(src), &cfg);
   }
   ir_graph *g = NULL;
   stats s = {0};
@@ -800,7 +786,7 @@ int tool_cmd_stats(int argc, char **argv) {
   free(text);
   free(src);
   free(target_text);
-  cfg_free(&cfg);
+  stats_cfg_free(&cfg);
   ir_diag_free(d);
   return rc;
 }

@@ -84,7 +84,22 @@ static inline double fwd_flops(const stats *s) { return s->cost.flops[PASS_PHASE
 static inline double grad_flops(const stats *s) { return fwd_flops(s) + s->cost.flops[PASS_PHASE_BACKWARD]; }
 
 const cfg_entry *stats_cfg_find(const cfg_set *c, const char *name);
+/* The chosen config's constants of a .tg source (o's --config and -D
+ * applied); stats_cfg_free releases them. `tgc plan` reads them too. */
+void stats_cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c);
+void stats_cfg_free(cfg_set *c);
+/* --batch/--seq style: sets constant cname from flag's value v as a -D of o
+ * (a positive integer the config defines, not also given with -D); 0, or -1
+ * after reporting. */
+int stats_set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
+                       ir_diag *d);
 void stats_print_text(FILE *out, const stats *s);
+/* Number formats (stats_print.c; `tgc plan` prints with them too):
+ * 1234567 -> "1,234,567" (integral values; others %.4g); 2.15e15, "FLOP"
+ * -> "2.15 PFLOP"; seconds as "1.234 s", "12.345 ms" or "3.000 us". */
+const char *stats_grouped(double v, char *buf, size_t n);
+const char *stats_si(double v, const char *unit, char *buf, size_t n);
+const char *stats_seconds(double t, char *buf, size_t n);
 void stats_print_json(FILE *out, const stats *s);
 
 #endif

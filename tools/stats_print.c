@@ -8,7 +8,7 @@
 
 #include "stats.h"
 
-static const char *grouped(double v, char *buf, size_t n) {
+const char *stats_grouped(double v, char *buf, size_t n) {
   if (!(fabs(v) < 9.2e18) || v != floor(v)) {
     snprintf(buf, n, "%.4g", v);
     return buf;
@@ -39,7 +39,7 @@ static const char *both_units(double b, char *buf, size_t n) {
 }
 
 /* 2.15e15 -> "2.15 PFLOP" style (SI prefixes) */
-static const char *si(double v, const char *unit, char *buf, size_t n) {
+const char *stats_si(double v, const char *unit, char *buf, size_t n) {
   const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
   int u = 0;
   while (fabs(v) >= 1000 && u < 6) v /= 1000, u++;
@@ -47,7 +47,7 @@ static const char *si(double v, const char *unit, char *buf, size_t n) {
   return buf;
 }
 
-static const char *seconds(double t, char *buf, size_t n) {
+const char *stats_seconds(double t, char *buf, size_t n) {
   if (t == 0) snprintf(buf, n, "0 s");
   else if (t >= 1) snprintf(buf, n, "%.3f s", t);
   else if (t >= 1e-3) snprintf(buf, n, "%.3f ms", t * 1e3);
@@ -92,8 +92,8 @@ static int row_cmp(const void *pa, const void *pb) {
 static void mem_row(FILE *out, const char *label, const pass_mem_report *m) {
   char a[64], b[64], c[64], e[64];
   fprintf(out, "    %-26s %18s  arena %s, activation peak %s, saved for backward %s\n", label,
-          grouped((double)m->peak_bytes, a, sizeof a), grouped((double)m->arena_bytes, e, sizeof e),
-          grouped((double)m->activation_peak_bytes, b, sizeof b), grouped((double)m->saved_bytes, c, sizeof c));
+          stats_grouped((double)m->peak_bytes, a, sizeof a), stats_grouped((double)m->arena_bytes, e, sizeof e),
+          stats_grouped((double)m->activation_peak_bytes, b, sizeof b), stats_grouped((double)m->saved_bytes, c, sizeof c));
 }
 
 static stats_row *rows_ranked(const stats *s) {
@@ -111,19 +111,19 @@ void stats_print_text(FILE *out, const stats *s) {
           s->dtype_bytes, s->mixed ? "; mixed precision: fp32 master weights and optimizer state" : "",
           pass_optimizer_name(s->opt), s->policy);
   if (s->tokens > 0)
-    fprintf(out, ", %s tokens per step (%s)", grouped(s->tokens, a, sizeof a),
+    fprintf(out, ", %s tokens per step (%s)", stats_grouped(s->tokens, a, sizeof a),
             strcmp(s->tokens_from, "B*T") == 0 ? (snprintf(e, sizeof e, "B = %lld, T = %lld", (long long)s->cb->value,
                                                           (long long)s->ct->value), e)
                                                : s->tokens_from);
   fprintf(out, "\n");
 
-  fprintf(out, "\nparameters: %s\n", grouped((double)s->param_total, a, sizeof a));
+  fprintf(out, "\nparameters: %s\n", stats_grouped((double)s->param_total, a, sizeof a));
   for (int gi = 0; gi < N_GROUPS; gi++)
-    fprintf(out, "  %-12s %22s  %5.1f%%\n", stats_group_names[gi], grouped((double)s->group_total[gi], a, sizeof a),
+    fprintf(out, "  %-12s %22s  %5.1f%%\n", stats_group_names[gi], stats_grouped((double)s->group_total[gi], a, sizeof a),
             s->param_total ? 100.0 * (double)s->group_total[gi] / (double)s->param_total : 0.0);
   if (s->cl)
     fprintf(out, "  closed form 12*l*h^2 + 2*v*h = %s  (l = %s = %lld, h = %s = %lld, v = %s = %lld; exact / closed form = %.4f)\n",
-            grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->value, s->ch->name,
+            stats_grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->value, s->ch->name,
             (long long)s->ch->value, s->cv->name, (long long)s->cv->value,
             s->closed_form > 0 ? (double)s->param_total / s->closed_form : 0.0);
   else
@@ -135,7 +135,7 @@ void stats_print_text(FILE *out, const stats *s) {
     for (int i = 0; i < s->n_params; i++) {
       char tb[128];
       fprintf(out, "  %-*s  %-20s %15s  %s\n", w, s->params[i].name, ir_type_str(&s->params[i].type, tb, sizeof tb),
-              grouped((double)s->params[i].count, a, sizeof a), stats_group_names[s->params[i].group]);
+              stats_grouped((double)s->params[i].count, a, sizeof a), stats_group_names[s->params[i].group]);
     }
   } else {
     fprintf(out, "  (%d tensors: --params lists them)\n", s->n_params);
@@ -148,16 +148,16 @@ void stats_print_text(FILE *out, const stats *s) {
             s->wrt_inputs ? "float inputs" : "parameters");
   else fprintf(out, "\nno gradients (nothing to differentiate by): forward only\n");
   fprintf(out, "\nFLOPs per step:\n");
-  fprintf(out, "  forward     %26s  %s\n", grouped(fwd_flops(s), a, sizeof a), si(fwd_flops(s), "FLOP", b, sizeof b));
-  fprintf(out, "  backward    %26s  %s\n", grouped(s->cost.flops[PASS_PHASE_BACKWARD], a, sizeof a),
-          si(s->cost.flops[PASS_PHASE_BACKWARD], "FLOP", b, sizeof b));
-  fprintf(out, "  recompute   %26s  %s (--checkpoint %s)\n", grouped(s->cost.flops[PASS_PHASE_RECOMPUTE], a, sizeof a),
-          si(s->cost.flops[PASS_PHASE_RECOMPUTE], "FLOP", b, sizeof b), s->policy);
-  fprintf(out, "  optimizer   %26s  %s (%s update)\n", grouped(s->opt_flops, a, sizeof a),
-          si(s->opt_flops, "FLOP", b, sizeof b), pass_optimizer_name(s->opt));
+  fprintf(out, "  forward     %26s  %s\n", stats_grouped(fwd_flops(s), a, sizeof a), stats_si(fwd_flops(s), "FLOP", b, sizeof b));
+  fprintf(out, "  backward    %26s  %s\n", stats_grouped(s->cost.flops[PASS_PHASE_BACKWARD], a, sizeof a),
+          stats_si(s->cost.flops[PASS_PHASE_BACKWARD], "FLOP", b, sizeof b));
+  fprintf(out, "  recompute   %26s  %s (--checkpoint %s)\n", stats_grouped(s->cost.flops[PASS_PHASE_RECOMPUTE], a, sizeof a),
+          stats_si(s->cost.flops[PASS_PHASE_RECOMPUTE], "FLOP", b, sizeof b), s->policy);
+  fprintf(out, "  optimizer   %26s  %s (%s update)\n", stats_grouped(s->opt_flops, a, sizeof a),
+          stats_si(s->opt_flops, "FLOP", b, sizeof b), pass_optimizer_name(s->opt));
   if (s->tokens > 0 && s->param_total > 0)
-    fprintf(out, "  6*N*tokens  %26s  %s (forward + backward = %.4f x 6*N*tokens)\n", grouped(six_n_tokens(s), a, sizeof a),
-            si(six_n_tokens(s), "FLOP", b, sizeof b), grad_flops(s) / six_n_tokens(s));
+    fprintf(out, "  6*N*tokens  %26s  %s (forward + backward = %.4f x 6*N*tokens)\n", stats_grouped(six_n_tokens(s), a, sizeof a),
+            stats_si(six_n_tokens(s), "FLOP", b, sizeof b), grad_flops(s) / six_n_tokens(s));
   if (fwd_flops(s) > 0) {
     fprintf(out, "  gradient / forward = (forward + backward) / forward = %.3f\n", grad_flops(s) / fwd_flops(s));
     if (s->cost.flops[PASS_PHASE_RECOMPUTE] > 0)
@@ -180,7 +180,7 @@ void stats_print_text(FILE *out, const stats *s) {
              {"activations", s->m_act, "peak, --checkpoint"},
              {"total", s->m_total, ""}};
   for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
-    fprintf(out, "  %-12s %22s bytes  (%s)", mem[i].label, grouped(mem[i].v, a, sizeof a), both_units(mem[i].v, b, sizeof b));
+    fprintf(out, "  %-12s %22s bytes  (%s)", mem[i].label, stats_grouped(mem[i].v, a, sizeof a), both_units(mem[i].v, b, sizeof b));
     if (i == 3) fprintf(out, "  %s %s", mem[i].note, s->policy);
     else if (*mem[i].note) fprintf(out, "  %s", mem[i].note);
     fputc('\n', out);
@@ -201,16 +201,16 @@ void stats_print_text(FILE *out, const stats *s) {
 
   if (s->target) {
     const pass_target *t = s->target;
-    fprintf(out, "\ntarget %s: %s bf16/fp16, %s fp32/TF32, %s, %s\n", t->name, si(t->flops_bf16, "FLOP/s", a, sizeof a),
-            si(t->flops_fp32, "FLOP/s", b, sizeof b), si(t->bandwidth, "B/s", c, sizeof c),
+    fprintf(out, "\ntarget %s: %s bf16/fp16, %s fp32/TF32, %s, %s\n", t->name, stats_si(t->flops_bf16, "FLOP/s", a, sizeof a),
+            stats_si(t->flops_fp32, "FLOP/s", b, sizeof b), stats_si(t->bandwidth, "B/s", c, sizeof c),
             t->memory > 0 ? both_units(t->memory, e, sizeof e) : "memory not given");
     fprintf(out, "  peak for %s: %s; ridge point %.1f FLOP/byte (compute-bound above it)\n", s->dtype_name,
-            si(s->peak, "FLOP/s", a, sizeof a), s->peak / t->bandwidth);
+            stats_si(s->peak, "FLOP/s", a, sizeof a), s->peak / t->bandwidth);
     fprintf(out, "predicted step time (roofline: sum over ops of max(FLOPs/peak, bytes/bandwidth)):\n");
     for (int p = 0; p < PASS_NUM_PHASES; p++)
-      fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), seconds(s->phase_time[p], a, sizeof a),
+      fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), stats_seconds(s->phase_time[p], a, sizeof a),
               p == PASS_PHASE_OPTIMIZER ? "  (one fused pass over parameters, gradients and state)" : "");
-    fprintf(out, "  %-10s %14s\n", "total", seconds(s->step_time, a, sizeof a));
+    fprintf(out, "  %-10s %14s\n", "total", stats_seconds(s->step_time, a, sizeof a));
     if (s->tokens > 0)
       fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%.4g tokens/s)\n", 100 * s->mfu,
               s->tokens / s->step_time);
@@ -232,9 +232,9 @@ void stats_print_text(FILE *out, const stats *s) {
   for (int i = 0; i < nk; i++) {
     const stats_kind *k = &s->kinds[order[i]];
     fprintf(out, "  %-20s %7d %26s %6.1f%% %22s %10.1f %8s %12s %6.1f%%\n", ir_op_name((ir_op)order[i]), k->nodes,
-            grouped(k->flops, a, sizeof a), total > 0 ? 100 * k->flops / total : 0.0, grouped(k->bytes, b, sizeof b),
+            stats_grouped(k->flops, a, sizeof a), total > 0 ? 100 * k->flops / total : 0.0, stats_grouped(k->bytes, b, sizeof b),
             k->bytes > 0 ? k->flops / k->bytes : 0.0, s->target ? bound_of(k) : "-",
-            s->target ? seconds(k->time, c, sizeof c) : "-", step_ops > 0 ? 100 * k->time / step_ops : 0.0);
+            s->target ? stats_seconds(k->time, c, sizeof c) : "-", step_ops > 0 ? 100 * k->time / step_ops : 0.0);
   }
 
   int top = s->top < s->n_rows ? s->top : s->n_rows;
@@ -255,8 +255,8 @@ void stats_print_text(FILE *out, const stats *s) {
       }
       fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10.1f %8s %12s  %s\n", v ? v->name : "-", ir_op_name(r->n->op),
               pass_phase_name(pass_node_phase(r->n)), v ? ir_type_str(&v->type, tb, sizeof tb) : "-",
-              grouped(r->flops, a, sizeof a), grouped(r->bytes, b, sizeof b), r->bytes > 0 ? r->flops / r->bytes : 0.0,
-              s->target ? (r->compute_bound ? "compute" : "memory") : "-", s->target ? seconds(r->time, c, sizeof c) : "-",
+              stats_grouped(r->flops, a, sizeof a), stats_grouped(r->bytes, b, sizeof b), r->bytes > 0 ? r->flops / r->bytes : 0.0,
+              s->target ? (r->compute_bound ? "compute" : "memory") : "-", s->target ? stats_seconds(r->time, c, sizeof c) : "-",
               from);
     }
     free(sorted);

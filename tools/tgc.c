@@ -25,6 +25,7 @@ static const char *const main_help =
     "  gradcheck FILE compare both autodiff modes with finite differences in f64\n"
     "  train FILE     train a model: optimizer, data, progress, safe checkpoints\n"
     "  stats FILE     what a model costs: parameters, FLOPs, memory\n"
+    "  plan FILE      the parallel plan of a training step for a cluster, simulated and explained\n"
     "\n"
     "options:\n"
     "  -h, --help     this help ('tgc COMMAND --help' for a command's own)\n"
@@ -267,7 +268,8 @@ static int dispatch(int argc, char **argv) {
   if (strcmp(cmd, "gradcheck") == 0) return tool_cmd_gradcheck(argc - 1, argv + 1);
   if (strcmp(cmd, "train") == 0) return tool_cmd_train(argc - 1, argv + 1);
   if (strcmp(cmd, "stats") == 0) return tool_cmd_stats(argc - 1, argv + 1);
-  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run, grad, gradcheck, train, stats; see 'tgc --help')\n", cmd);
+  if (strcmp(cmd, "plan") == 0) return tool_cmd_plan(argc - 1, argv + 1);
+  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run, grad, gradcheck, train, stats, plan; see 'tgc --help')\n", cmd);
   return 1;
 }
 

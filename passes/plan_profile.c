@@ -1,0 +1,655 @@
+/* passes/plan_profile.c — the planner's model of a training step, read off
+ * its training graph: what every layer computes, keeps and sends, per
+ * micro-batch and per device of a tensor-parallel group (pass.h, section
+ * "planner", pass_plan_model).
+ *
+ * Batch. The training graph is compiled at micro-batch b0 and at 2 b0 (b0 =
+ * 2, or 3 or 5 when a per-sample dim happens to equal another dim at 2 and
+ * the passes build a different graph); the two must match node for node. A
+ * value whose dims differ (exactly one dim, doubled) is per-sample: its
+ * bytes at micro-batch b are those at b0 times b / b0. A node's FLOPs are a
+ * sum of products of dims, each product holding at most one per-sample dim
+ * (a weight gradient's 2*M*N*K with K = b*T, plus an epilogue over the
+ * weight's elements): a line through the figures at b0 and 2 b0, exact at
+ * every b; a node with no per-sample operand must cost the same at both.
+ * GEMM shapes follow the same line.
+ *
+ * Groups. A node of layer l (the `repeat` index the frontend records) is in
+ * group l + 1. Nodes outside the layers: forward ones before the first layer
+ * node are group 0 (embeddings), after it group L + 1 (head, loss);
+ * backward and recompute ones the other way round (the head's backward runs
+ * first).
+ *
+ * Per group, for one micro-batch on one device (plan_rules.c gives each
+ * value's state and each node's division):
+ *   flops, seconds  by phase; seconds = sum over nodes of the roofline
+ *                   max(FLOPs / (peak * efficiency), bytes / (bandwidth *
+ *                   memory efficiency)); the efficiencies are default_k below
+ *                   (or the model's own, pass_plan_model_set_constants)
+ *   saved           forward values its backward (or recompute) nodes read,
+ *                   each counted once in every group reading it
+ *   working         its recomputed values (live through its backward) + the
+ *                   largest backward node's results and gradient operands
+ *   params          parameter elements its nodes read
+ *   collectives     tensor-axis payloads by phase and kind
+ * Per cut after group g: the bytes of values made at or before g and read
+ * after it (forward), and of gradients made after g and read at or before
+ * it (backward): the pipeline's send/recv when a stage ends at g.
+ * Per-device bytes divide by t where the value is split (S or Q); a split
+ * dim of a parameter is padded to a multiple of t (as Megatron-LM pads the
+ * vocabulary).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_impl.h"
+
+/* ---- the efficiencies of the roofline (docs/plan.md: sources and calibration) ---- */
+static const pass_plan_constants default_k = {
+    .gemm_eff = 0.64,     /* calibrated by bench/plan_calibrate.sh on two rows of Narayanan et al. 2021 (docs/plan.md) */
+    .gemm_half = 32,      /* calibrated with it */
+    .attn_eff = 0.50,     /* FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward, less backward */
+    .mem_eff = 0.85,      /* assumed: a streaming kernel's share of the HBM peak */
+    .nccl_base_lat = 8.4e-6, /* NCCL tuning.cc baseLat, ring, Simple protocol */
+};
+
+typedef struct {
+  int op, group, phase;
+  bool causal, batch; /* batch: any operand or result is per-sample */
+  double flops2, flops4;
+  double mnk2[4], mnk4[4]; /* M, N, K, batch count of a GEMM at micro-batch b0 and 2 b0 */
+  /* bytes it reads and writes, and of those its working set (results and
+   * gradient operands), per sequence-parallel mode, at micro-batch b0 on
+   * one device: [0] not per-sample, not split; [1] not per-sample, split
+   * (divide by t); [2] per-sample, not split; [3] per-sample, split */
+  double bytes_c[2][4], work_c[2][4];
+} plan_node;
+
+typedef struct {
+  int value, group;
+} vg_entry;
+
+typedef struct {
+  int value, lo, hi; /* crosses the cuts lo .. hi-1 */
+  bool fwd;
+} cut_entry;
+
+typedef struct {
+  int b, t;
+  bool sp;
+  pass_plan_profile prof;
+} memo_entry;
+
+typedef struct {
+  bool present;
+  ir_graph *g;
+  int n_nodes, n_values;
+  plan_node *nodes;
+  double *vbytes;      /* per value id, at micro-batch b0 */
+  int b0;
+  uint8_t *batch;      /* per value id: per-sample */
+  int *def_node;       /* per value id: index of its defining node, -1 for declarations */
+  const ir_value **value; /* per value id */
+  tp_result tp[2];     /* sequence parallelism off, on */
+  vg_entry *saved, *recomp, *params, *tied; /* tied: group = lo * 65536 + hi */
+  int n_saved, n_recomp, n_params, n_tied;
+  cut_entry *cuts;
+  int n_cuts;
+  memo_entry *memo;
+  int n_memo, cap_memo;
+} plan_ck;
+
+struct pass_plan_model {
+  pass_target device;
+  pass_plan_constants k;
+  int layers;
+  double n_params;
+  size_t elem_bytes;
+  double opt_flops_per_param;
+  int opt_states;
+  plan_ck ck[PASS_PLAN_CK_COUNT];
+};
+
+static const char *const ck_names[PASS_PLAN_CK_COUNT] = {"none", "selective", "full"};
+static const char *const ck_policies[PASS_PLAN_CK_COUNT] = {NULL, "selective", "block"};
+
+const char *pass_plan_ckpt_name(pass_plan_ckpt c) { return (unsigned)c < PASS_PLAN_CK_COUNT ? ck_names[c] : "?"; }
+const char *pass_plan_ckpt_policy(pass_plan_ckpt c) { return (unsigned)c < PASS_PLAN_CK_COUNT ? ck_policies[c] : NULL; }
+int pass_plan_ckpt_from_name(const char *name) {
+  if (!name) return -1;
+  if (strcmp(name, "block") == 0) return PASS_PLAN_CK_FULL;
+  for (int i = 0; i < PASS_PLAN_CK_COUNT; i++)
+    if (strcmp(name, ck_names[i]) == 0) return i;
+  return -1;
+}
+
+pass_plan_model *pass_plan_model_new(const pass_target *device) {
+  pass_plan_model *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  m->device = *device;
+  m->k = default_k;
+  m->layers = -1;
+  m->opt_states = 2;
+  return m;
+}
+
+static void ck_free(plan_ck *c) {
+  ir_graph_free(c->g);
+  free(c->nodes);
+  free(c->vbytes);
+  free(c->batch);
+  free(c->def_node);
+  free(c->value);
+  plan_tp_free(&c->tp[0]);
+  plan_tp_free(&c->tp[1]);
+  free(c->saved);
+  free(c->recomp);
+  free(c->params);
+  free(c->tied);
+  free(c->cuts);
+  for (int i = 0; i < c->n_memo; i++) {
+    free((void *)c->memo[i].prof.groups);
+    free((void *)c->memo[i].prof.act);
+    free((void *)c->memo[i].prof.tied);
+    free((void *)c->memo[i].prof.shared);
+  }
+  free(c->memo);
+  memset(c, 0, sizeof *c);
+}
+
+void pass_plan_model_free(pass_plan_model *m) {
+  if (!m) return;
+  for (int i = 0; i < PASS_PLAN_CK_COUNT; i++) ck_free(&m->ck[i]);
+  free(m);
+}
+
+void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, int states) {
+  m->opt_flops_per_param = flops_per_param;
+  m->opt_states = states;
+}
+
+bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck) {
+  return (unsigned)ck < PASS_PLAN_CK_COUNT && m->ck[ck].present;
+}
+
+bool pass_plan_model_recomputes(const pass_plan_model *m, pass_plan_ckpt ck) {
+  if (!pass_plan_model_has(m, ck)) return false;
+  for (int i = 0; i < m->ck[ck].n_nodes; i++)
+    if (m->ck[ck].nodes[i].phase == PASS_PHASE_RECOMPUTE) return true;
+  return false;
+}
+int pass_plan_model_layers(const pass_plan_model *m) { return m->layers; }
+double pass_plan_model_params(const pass_plan_model *m) { return m->n_params; }
+size_t pass_plan_model_elem_bytes(const pass_plan_model *m) { return m->elem_bytes; }
+const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt ck) {
+  return pass_plan_model_has(m, ck) ? m->ck[ck].g : NULL;
+}
+const pass_target *plan_model_device(const pass_plan_model *m) { return &m->device; }
+pass_plan_constants pass_plan_default_constants(void) { return default_k; }
+const pass_plan_constants *pass_plan_model_constants(const pass_plan_model *m) { return &m->k; }
+void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants *k) {
+  m->k = *k;
+  for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) { /* the profiles hold times: computed again */
+    plan_ck *c = &m->ck[ck];
+    for (int i = 0; i < c->n_memo; i++) {
+      free((void *)c->memo[i].prof.groups);
+      free((void *)c->memo[i].prof.act);
+      free((void *)c->memo[i].prof.tied);
+      free((void *)c->memo[i].prof.shared);
+    }
+    c->n_memo = 0;
+  }
+}
+double plan_model_opt_flops(const pass_plan_model *m) { return m->opt_flops_per_param; }
+int plan_model_opt_states(const pass_plan_model *m) { return m->opt_states; }
+
+/* ---- building ---- */
+static double numel(const ir_type *t) {
+  double n = 1;
+  for (int i = 0; i < t->rank; i++) n *= (double)t->dims[i];
+  return n;
+}
+
+/* M, N, K and the batch count of a matmul-like node (zeros for others). */
+static void gemm_dims(const ir_node *n, double mnk[4]) {
+  mnk[0] = mnk[1] = mnk[2] = 0, mnk[3] = 1;
+  if ((n->op != IR_OP_MATMUL && n->op != IR_OP_FUSED_MATMUL) || n->n_in < 2) return;
+  const ir_type *a = &n->in[0]->type, *o = &n->out[0]->type;
+  if (a->rank < 1 || o->rank < 1) return;
+  bool ta = ir_node_attr_int(n, "transpose_a", 0) != 0 && a->rank >= 2;
+  mnk[2] = (double)a->dims[a->rank - (ta ? 2 : 1)];
+  mnk[1] = (double)o->dims[o->rank - 1];
+  mnk[0] = o->rank >= 2 ? (double)o->dims[o->rank - 2] : 1;
+  for (int i = 0; i < o->rank - 2; i++) mnk[3] *= (double)o->dims[i];
+}
+
+static int add_vg(vg_entry **v, int *n, int *cap, int value, int group) {
+  if (*n == *cap) {
+    *cap = *cap ? 2 * *cap : 256;
+    *v = realloc(*v, (size_t)*cap * sizeof **v);
+    if (!*v) abort();
+  }
+  (*v)[(*n)++] = (vg_entry){value, group};
+  return 0;
+}
+
+static int vg_cmp(const void *a, const void *b) {
+  const vg_entry *x = a, *y = b;
+  if (x->value != y->value) return x->value < y->value ? -1 : 1;
+  return (x->group > y->group) - (x->group < y->group);
+}
+
+/* Sorted by value, then group; duplicates dropped. */
+static void vg_unique(vg_entry *v, int *n) {
+  if (*n < 2) return;
+  qsort(v, (size_t)*n, sizeof *v, vg_cmp);
+  int k = 0;
+  for (int i = 0; i < *n; i++)
+    if (k == 0 || v[i].value != v[k - 1].value || v[i].group != v[k - 1].group) v[k++] = v[i];
+  *n = k;
+}
+
+/* Node groups (see the top of the file). A backward node outside the
+ * layers that reads a per-sample value of the head or of the embeddings
+ * goes with it: fusion may merge the head's weight gradient of a tied
+ * embedding into the node that adds the embedding's own (placed after the
+ * layers' backward), and that product belongs to the last stage. */
+static void assign_groups(plan_ck *c, int layers) {
+  const ir_graph *g = c->g;
+  int first_layered[PASS_NUM_PHASES];
+  for (int p = 0; p < PASS_NUM_PHASES; p++) first_layered[p] = g->n_nodes;
+  for (int i = 0; i < g->n_nodes; i++) {
+    int p = pass_node_phase(g->nodes[i]);
+    if (g->nodes[i]->layer >= 0 && first_layered[p] == g->n_nodes) first_layered[p] = i;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    int p = pass_node_phase(n), grp;
+    if (n->layer >= 0) grp = n->layer + 1;
+    else if (p == PASS_PHASE_FORWARD || p == PASS_PHASE_OPTIMIZER) grp = i < first_layered[p] ? 0 : layers + 1;
+    else {
+      grp = i < first_layered[p] ? layers + 1 : 0;
+      bool head = false, embed = false;
+      for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k]->id, dn = c->def_node[v];
+        if (!c->batch[v] || dn < 0) continue;
+        head |= c->nodes[dn].group == layers + 1;
+        embed |= c->nodes[dn].group == 0;
+      }
+      if (head) grp = layers + 1;
+      else if (embed) grp = 0;
+    }
+    c->nodes[i].group = grp;
+    c->nodes[i].phase = p;
+  }
+}
+
+/* Saved activations, recomputed values, parameters read, and the values
+ * crossing cuts, as (value, group) entries. */
+static void collect_entries(plan_ck *c, int layers) {
+  const ir_graph *g = c->g;
+  int nv = c->n_values, cap_s = 0, cap_r = 0, cap_p = 0, cap_c = 0, cap_t = 0;
+  int *def_group = malloc((size_t)nv * sizeof *def_group);
+  int *def_phase = malloc((size_t)nv * sizeof *def_phase);
+  int *seen = malloc((size_t)nv * sizeof *seen); /* last group an entry was added for, per value */
+  int *seen_p = malloc((size_t)nv * sizeof *seen_p);
+  int *hi_fwd = malloc((size_t)nv * sizeof *hi_fwd), *lo_bwd = malloc((size_t)nv * sizeof *lo_bwd);
+  int *hi_any = malloc((size_t)nv * sizeof *hi_any); /* a gradient read by a later group (not per-sample: tied) */
+  if (!def_group || !def_phase || !seen || !seen_p || !hi_fwd || !lo_bwd || !hi_any) abort();
+  for (int v = 0; v < nv; v++) def_group[v] = -1, def_phase[v] = -1, seen[v] = -1, seen_p[v] = -1, hi_fwd[v] = -1,
+                                lo_bwd[v] = layers + 2, hi_any[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i]->n_out; k++) {
+      int v = g->nodes[i]->out[k]->id;
+      def_group[v] = c->nodes[i].group;
+      def_phase[v] = c->nodes[i].phase;
+      if (c->nodes[i].phase == PASS_PHASE_RECOMPUTE) add_vg(&c->recomp, &c->n_recomp, &cap_r, v, c->nodes[i].group);
+    }
+  /* readers in node order: entries stay unique per (value, group) when a
+   * group's readers are contiguous, and a second pass would not add more */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    int grp = c->nodes[i].group, ph = c->nodes[i].phase;
+    for (int k = 0; k < n->n_in; k++) {
+      const ir_value *x = n->in[k];
+      int v = x->id;
+      if (x->role == IR_ROLE_PARAM) {
+        if (seen_p[v] != grp) add_vg(&c->params, &c->n_params, &cap_p, v, grp), seen_p[v] = grp;
+        continue;
+      }
+      if (def_group[v] < 0) continue; /* inputs: every stage loads its own */
+      if ((ph == PASS_PHASE_BACKWARD || ph == PASS_PHASE_RECOMPUTE) && def_phase[v] == PASS_PHASE_FORWARD &&
+          seen[v] != grp)
+        add_vg(&c->saved, &c->n_saved, &cap_s, v, grp), seen[v] = grp;
+      if (def_phase[v] == PASS_PHASE_FORWARD && grp > def_group[v] && grp > hi_fwd[v]) hi_fwd[v] = grp;
+      if (def_phase[v] != PASS_PHASE_FORWARD && grp < def_group[v] && grp < lo_bwd[v]) lo_bwd[v] = grp;
+      if (def_phase[v] != PASS_PHASE_FORWARD && grp > def_group[v] && grp > hi_any[v]) hi_any[v] = grp;
+    }
+  }
+  for (int v = 0; v < nv; v++) {
+    if (!c->batch[v]) { /* a tied weight's gradient: summed across stages once a step (pass_plan_profile.tied) */
+      if (def_group[v] >= 0 && lo_bwd[v] < def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, lo_bwd[v] * 65536 + def_group[v]);
+      if (def_group[v] >= 0 && hi_any[v] > def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, def_group[v] * 65536 + hi_any[v]);
+      continue;
+    }
+    cut_entry e = {v, 0, 0, true};
+    bool add = false;
+    if (hi_fwd[v] > def_group[v] && def_group[v] >= 0) e = (cut_entry){v, def_group[v], hi_fwd[v], true}, add = true;
+    if (add || (lo_bwd[v] < def_group[v] && def_group[v] >= 0)) {
+      if (c->n_cuts + 2 > cap_c) {
+        cap_c = cap_c ? 2 * cap_c : 256;
+        c->cuts = realloc(c->cuts, (size_t)cap_c * sizeof *c->cuts);
+        if (!c->cuts) abort();
+      }
+      if (add) c->cuts[c->n_cuts++] = e;
+      if (lo_bwd[v] < def_group[v]) c->cuts[c->n_cuts++] = (cut_entry){v, lo_bwd[v], def_group[v], false};
+
+    }
+  }
+  vg_unique(c->params, &c->n_params);
+  vg_unique(c->saved, &c->n_saved);
+  free(def_group);
+  free(def_phase);
+  free(seen);
+  free(seen_p);
+  free(hi_fwd);
+  free(lo_bwd);
+  free(hi_any);
+}
+
+/* The two graphs agree but for per-sample dims (exactly one dim, doubled). */
+static int match_batch(plan_ck *c, const ir_graph *g4, ir_diag *d) {
+  const ir_graph *g = c->g;
+  if (g->n_nodes != g4->n_nodes || ir_graph_id_bound(g) != ir_graph_id_bound(g4)) {
+    ir_error_plain(d, "the training graph at micro-batch %d and at %d differ (%d and %d nodes): the planner needs one "
+                      "graph whose shapes scale with the batch", c->b0, 2 * c->b0, g->n_nodes, g4->n_nodes);
+    return -1;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *a = g->nodes[i], *b = g4->nodes[i];
+    if (a->op != b->op || a->n_out != b->n_out || a->n_in != b->n_in) {
+      ir_error(d, a->loc, "the training graph differs at micro-batch %d and %d (node %d: %s and %s)", c->b0, 2 * c->b0,
+               i, ir_op_name(a->op), ir_op_name(b->op));
+      return -1;
+    }
+    for (int k = 0; k < a->n_out + a->n_in; k++) {
+      const ir_value *x = k < a->n_out ? a->out[k] : a->in[k - a->n_out];
+      const ir_value *y = k < a->n_out ? b->out[k] : b->in[k - a->n_out];
+      if (x->id != y->id || x->type.rank != y->type.rank) {
+        ir_error(d, a->loc, "the training graph differs at micro-batch %d and %d (node %d, %%%s)", c->b0, 2 * c->b0, i,
+                 x->name);
+        return -1;
+      }
+      int scaled = 0;
+      for (int j = 0; j < x->type.rank; j++) {
+        if (x->type.dims[j] == y->type.dims[j]) continue;
+        if (y->type.dims[j] != 2 * x->type.dims[j] || ++scaled > 1) {
+          char t2[128], t4[128];
+          ir_error(d, x->loc, "%%%s is %s at micro-batch %d and %s at %d: the planner needs shapes with one dim "
+                              "proportional to the batch",
+                   x->name, ir_type_str(&x->type, t2, sizeof t2), c->b0, ir_type_str(&y->type, t4, sizeof t4), 2 * c->b0);
+          return -1;
+        }
+      }
+      c->batch[x->id] = scaled > 0;
+    }
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    plan_node *pn = &c->nodes[i];
+    pass_cost c2 = pass_node_cost(n), c4 = pass_node_cost(g4->nodes[i]);
+    pn->op = n->op;
+    pn->causal = ir_node_attr_int(n, "causal", 0) != 0;
+    pn->flops2 = c2.flops, pn->flops4 = c4.flops;
+    for (int k = 0; k < n->n_out; k++) pn->batch |= c->batch[n->out[k]->id];
+    for (int k = 0; k < n->n_in; k++) pn->batch |= c->batch[n->in[k]->id];
+    if (pn->batch ? c4.flops < c2.flops : c4.flops != c2.flops) {
+      ir_error(d, n->loc, "the FLOPs of %s (%s) do not grow with the batch (%.17g at %d, %.17g at %d)",
+               n->n_out ? n->out[0]->name : "?", ir_op_name(n->op), c2.flops, c->b0, c4.flops, 2 * c->b0);
+      return -1;
+    }
+    gemm_dims(n, pn->mnk2);
+    gemm_dims(g4->nodes[i], pn->mnk4);
+  }
+  return 0;
+}
+
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, const ir_graph *g4, ir_diag *d) {
+  plan_ck *c = &m->ck[ck];
+  ck_free(c);
+  c->b0 = b0;
+  c->g = g2;
+  c->n_nodes = g2->n_nodes;
+  c->n_values = ir_graph_id_bound(g2);
+  c->nodes = calloc((size_t)c->n_nodes + 1, sizeof *c->nodes);
+  c->vbytes = calloc((size_t)c->n_values + 1, sizeof *c->vbytes);
+  c->batch = calloc((size_t)c->n_values + 1, 1);
+  if (!c->nodes || !c->vbytes || !c->batch) abort();
+  if (match_batch(c, g4, d) != 0) {
+    ck_free(c);
+    return -1;
+  }
+  int layers = 0;
+  for (int i = 0; i < g2->n_nodes; i++)
+    if (g2->nodes[i]->layer + 1 > layers) layers = g2->nodes[i]->layer + 1;
+  if (layers == 0) {
+    ir_error_plain(d, "the model has no layers (no `repeat` block): the planner splits a model into pipeline stages "
+                      "by its layers");
+    ck_free(c);
+    return -1;
+  }
+  if (m->layers >= 0 && m->layers != layers) {
+    ir_error_plain(d, "the checkpoint policies give %d and %d layers", m->layers, layers);
+    ck_free(c);
+    return -1;
+  }
+  m->layers = layers;
+  c->def_node = malloc(((size_t)c->n_values + 1) * sizeof *c->def_node);
+  c->value = calloc((size_t)c->n_values + 1, sizeof *c->value);
+  if (!c->def_node || !c->value) abort();
+  for (int v = 0; v < c->n_values; v++) c->def_node[v] = -1;
+  for (int v = 0; v < g2->n_values; v++) c->value[g2->values[v]->id] = g2->values[v];
+  for (int i = 0; i < g2->n_nodes; i++)
+    for (int k = 0; k < g2->nodes[i]->n_out; k++) {
+      c->value[g2->nodes[i]->out[k]->id] = g2->nodes[i]->out[k];
+      c->def_node[g2->nodes[i]->out[k]->id] = i;
+    }
+  for (int v = 0; v < c->n_values; v++)
+    if (c->value[v]) c->vbytes[v] = numel(&c->value[v]->type) * (double)ir_dtype_size(c->value[v]->type.dtype);
+  m->n_params = 0;
+  for (int i = 0; i < g2->n_params; i++) m->n_params += numel(&g2->params[i]->type);
+  m->elem_bytes = g2->n_params > 0 ? ir_dtype_size(g2->params[0]->type.dtype) : 4;
+  assign_groups(c, layers);
+  collect_entries(c, layers);
+  plan_tp_propagate(g2, c->batch, false, &c->tp[0]);
+  plan_tp_propagate(g2, c->batch, true, &c->tp[1]);
+  for (int sp = 0; sp < 2; sp++)
+    for (int i = 0; i < g2->n_nodes; i++) {
+      const ir_node *n = g2->nodes[i];
+      plan_node *pn = &c->nodes[i];
+      for (int k = 0; k < n->n_in + n->n_out; k++) {
+        const ir_value *x = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+        tp_state st = plan_tp_stored(&c->tp[sp], x->id, c->batch[x->id]);
+        int part = (c->batch[x->id] ? 2 : 0) + (st.kind == TP_S || st.kind == TP_Q);
+        pn->bytes_c[sp][part] += c->vbytes[x->id];
+        if (k >= n->n_in || x->role == IR_ROLE_GRAD || (x->def && pass_node_phase(x->def) != PASS_PHASE_FORWARD))
+          pn->work_c[sp][part] += c->vbytes[x->id];
+      }
+    }
+  c->present = true;
+  return 0;
+}
+
+/* ---- the profile at (b, t, sp) ---- */
+static double node_seconds(const pass_plan_constants *k, const pass_target *dev, size_t elem, const plan_node *n, double flops, double bytes,
+                           const double mnk[4], int gemm, int t) {
+  double peak = pass_target_peak(dev, elem), bw = dev->bandwidth * k->mem_eff;
+  double tc;
+  switch (n->op) {
+  case IR_OP_RESHAPE: case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_GRAD: return 0; /* views and constants */
+  case IR_OP_MATMUL: case IR_OP_FUSED_MATMUL: {
+    double d[4] = {mnk[0], mnk[1], mnk[2], mnk[3]};
+    if (gemm >= GEMM_M && gemm <= GEMM_K) d[gemm - GEMM_M] = ceil(d[gemm - GEMM_M] / t);
+    double eff = k->gemm_eff;
+    for (int i = 0; i < 3; i++) eff *= d[i] / (d[i] + k->gemm_half);
+    tc = flops / (peak * eff);
+    break;
+  }
+  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD:
+    tc = flops * (n->causal ? 0.5 : 1.0) / (peak * k->attn_eff);
+    break;
+  case IR_OP_EINSUM: tc = flops / (peak * k->gemm_eff); break;
+  default: tc = flops / peak; break;
+  }
+  double tm = bytes / bw;
+  return tc > tm ? tc : tm;
+}
+
+/* Bytes of value v on one device at micro-batch b in state s. */
+static double dev_bytes(const plan_ck *c, int v, int b, int t, tp_state s) {
+  double x = c->vbytes[v] * (c->batch[v] ? (double)b / c->b0 : 1.0);
+  return (s.kind == TP_S || s.kind == TP_Q) ? x / t : x;
+}
+
+/* Parameter elements on one device: a split dim is padded to a multiple of t. */
+static double param_elems(const ir_value *p, tp_state s, int t) {
+  double n = numel(&p->type);
+  if (s.kind != TP_S || s.dim < 0 || s.dim >= p->type.rank || t <= 1) return n;
+  double dim = (double)p->type.dims[s.dim];
+  return n / dim * ceil(dim / t);
+}
+
+static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp, pass_plan_profile *out) {
+  const tp_result *tp = &c->tp[sp ? 1 : 0];
+  const ir_graph *g = c->g;
+  int ng = m->layers + 2;
+  pass_plan_group *gr = calloc((size_t)ng, sizeof *gr);
+  double *cut = calloc((size_t)2 * ng, sizeof *cut);
+  if (!gr || !cut) abort();
+  /* per node: FLOPs, bytes, time */
+  double *max_work = calloc((size_t)ng, sizeof *max_work);
+  if (!max_work) abort();
+  for (int i = 0; i < c->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    const plan_node *pn = &c->nodes[i];
+    if (n->dead) continue;
+    int div = t > 1 && tp->split[i] ? t : 1;
+    double rel = (double)(b - c->b0) / c->b0, scale = (double)b / c->b0;
+    double flops = (pn->flops2 + (pn->flops4 - pn->flops2) * rel) / div;
+    const double *bc = pn->bytes_c[sp ? 1 : 0], *wc = pn->work_c[sp ? 1 : 0];
+    double bytes = bc[0] + bc[1] / t + (bc[2] + bc[3] / t) * scale;
+    double work = wc[0] + wc[1] / t + (wc[2] + wc[3] / t) * scale;
+    double mnk[4];
+    for (int k = 0; k < 4; k++) mnk[k] = pn->mnk2[k] + (pn->mnk4[k] - pn->mnk2[k]) * rel;
+    pass_plan_group *G = &gr[pn->group];
+    G->flops[pn->phase] += flops;
+    if (pn->op == IR_OP_MATMUL || pn->op == IR_OP_FUSED_MATMUL) G->gemm_flops[pn->phase] += 2 * mnk[0] * mnk[1] * mnk[2] * mnk[3] / div;
+    G->seconds[pn->phase] += node_seconds(&m->k, &m->device, m->elem_bytes, pn, flops, bytes, mnk, tp->gemm[i], t);
+    if (pn->phase == PASS_PHASE_BACKWARD && work > max_work[pn->group]) max_work[pn->group] = work;
+  }
+  /* collectives on the tensor axis (none when t == 1) */
+  for (int i = 0; t > 1 && i < tp->n_comm; i++) {
+    const tp_comm *e = &tp->comm[i];
+    const plan_node *pn = &c->nodes[e->node];
+    double bytes = c->vbytes[e->value] * (c->batch[e->value] ? (double)b / c->b0 : 1.0) * e->scale;
+    gr[pn->group].coll_bytes[pn->phase][e->kind] += bytes;
+    gr[pn->group].coll_count[pn->phase][e->kind]++;
+  }
+  for (int i = 0; i < c->n_saved; i++) {
+    int v = c->saved[i].value;
+    gr[c->saved[i].group].saved += dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
+  }
+  for (int i = 0; i < c->n_recomp; i++) {
+    int v = c->recomp[i].value;
+    gr[c->recomp[i].group].working += dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
+  }
+  for (int i = 0; i < ng; i++) gr[i].working += max_work[i];
+  /* parameters: those read by one group counted there, the others listed */
+  pass_plan_shared *shared = calloc((size_t)c->n_params + 1, sizeof *shared);
+  int n_shared = 0;
+  if (!shared) abort();
+  for (int i = 0; i < c->n_params;) {
+    int v = c->params[i].value, j = i;
+    while (j < c->n_params && c->params[j].value == v) j++;
+    const ir_value *p = c->value[v];
+    double elems = param_elems(p, t > 1 ? tp->st[v] : (tp_state){TP_R, 0}, t);
+    if (j - i == 1) {
+      gr[c->params[i].group].params += elems;
+    } else {
+      pass_plan_shared *e = &shared[n_shared++];
+      e->elems = elems;
+      for (int k = i; k < j && e->n < 4; k++) e->groups[e->n++] = c->params[k].group;
+      if (j - i > 4) e->groups[3] = c->params[j - 1].group;
+    }
+    i = j;
+  }
+  for (int i = 0; t > 1 && i < g->n_outputs; i++) {
+    const ir_value *o = g->outputs[i].value;
+    if (o->role != IR_ROLE_GRAD || tp->st[o->id].kind != TP_P || c->def_node[o->id] < 0) continue;
+    gr[c->nodes[c->def_node[o->id]].group].grad_sync += c->vbytes[o->id];
+  }
+  /* cuts */
+  double *act = cut, *grad = cut + ng;
+  for (int i = 0; i < c->n_cuts; i++) {
+    const cut_entry *e = &c->cuts[i];
+    double x = dev_bytes(c, e->value, b, t, plan_tp_stored(tp, e->value, c->batch[e->value]));
+    for (int k = e->lo; k < e->hi; k++) (e->fwd ? act : grad)[k] += x;
+  }
+  free(max_work);
+  pass_plan_tied *tied = calloc((size_t)c->n_tied + 1, sizeof *tied);
+  if (!tied) abort();
+  for (int i = 0; i < c->n_tied; i++) {
+    int v = c->tied[i].value;
+    tied[i] = (pass_plan_tied){c->tied[i].group / 65536, c->tied[i].group % 65536,
+                               dev_bytes(c, v, b, t, plan_tp_stored(tp, v, false))};
+  }
+  *out = (pass_plan_profile){gr, act, grad, ng, tied, c->n_tied, shared, n_shared};
+}
+
+const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp) {
+  if (!pass_plan_model_has(m, ck) || b < 1 || t < 1) return NULL;
+  plan_ck *c = &m->ck[ck];
+  if (t == 1) sp = false;
+  for (int i = 0; i < c->n_memo; i++)
+    if (c->memo[i].b == b && c->memo[i].t == t && c->memo[i].sp == sp) return &c->memo[i].prof;
+  if (c->n_memo == c->cap_memo) {
+    c->cap_memo = c->cap_memo ? 2 * c->cap_memo : 64;
+    c->memo = realloc(c->memo, (size_t)c->cap_memo * sizeof *c->memo);
+    if (!c->memo) abort();
+  }
+  memo_entry *e = &c->memo[c->n_memo++];
+  e->b = b, e->t = t, e->sp = sp;
+  build_profile(m, c, b, t, sp, &e->prof);
+  return &e->prof;
+}
+
+double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi) {
+  double n = 0;
+  for (int g = lo; g <= hi && g < p->n_groups; g++) n += p->groups[g].params;
+  for (int i = 0; i < p->n_shared; i++)
+    for (int k = 0; k < p->shared[i].n; k++)
+      if (p->shared[i].groups[k] >= lo && p->shared[i].groups[k] <= hi) {
+        n += p->shared[i].elems;
+        break;
+      }
+  return n;
+}
+
+int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, const ir_value **value, int *dim,
+                             bool *heads) {
+  for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) {
+    const plan_ck *c = &m->ck[ck];
+    if (!c->present) continue;
+    for (int pass = 1; pass >= 0; pass--) /* heads first */
+      for (int i = 0; i < c->tp[0].n_req; i++) {
+        const tp_req *r = &c->tp[0].req[i];
+        if (r->what != pass || r->size % t == 0) continue;
+        *size = r->size, *dim = r->dim, *heads = r->what == 1;
+        *value = c->value[r->value];
+        return 0;
+      }
+    return 1;
+  }
+  return 1;
+}

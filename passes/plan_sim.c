@@ -1,0 +1,324 @@
+/* passes/plan_sim.c — the pipeline of a training step, simulated event by
+ * event (gpipe, 1f1b, interleaved 1f1b; pass.h describes the orders), and
+ * the Chrome trace writer.
+ *
+ * Each device runs its operations in a fixed order; an operation starts at
+ * max(the device is free, its input has arrived). The simulation keeps a
+ * queue of devices to look at: a device runs operations until one waits for
+ * an input, and the end of an operation queues the one device that may have
+ * been waiting for it. Every operation is started once and queues at most
+ * one device, so a step of O(m p v) operations costs O(m p v). Operations
+ * left when the queue empties mean the order deadlocks: the orders here
+ * never do (tested), so that is an internal error.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+static const char *const sched_names[PASS_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved"};
+
+const char *pass_schedule_name(pass_schedule s) { return (unsigned)s < PASS_SCHED_COUNT ? sched_names[s] : "?"; }
+
+int pass_schedule_from_name(const char *name) {
+  for (int i = 0; name && i < PASS_SCHED_COUNT; i++)
+    if (strcmp(name, sched_names[i]) == 0) return i;
+  return -1;
+}
+
+typedef struct {
+  int chunk, mb;
+  bool backward;
+} op_ref;
+
+/* The order of device s's operations; returns their count (2 m v). */
+static int device_order(const pass_pipe *s, int dev, op_ref *ops) {
+  int p = s->p, v = s->v, m = s->m, n = 0;
+  switch (s->schedule) {
+  case PASS_SCHED_GPIPE:
+    for (int i = 0; i < m; i++) ops[n++] = (op_ref){0, i, false};
+    for (int i = m - 1; i >= 0; i--) ops[n++] = (op_ref){0, i, true};
+    break;
+  case PASS_SCHED_1F1B: {
+    int w = p - dev - 1 < m ? p - dev - 1 : m;
+    for (int i = 0; i < w; i++) ops[n++] = (op_ref){0, i, false};
+    for (int i = 0; i < m - w; i++) {
+      ops[n++] = (op_ref){0, w + i, false};
+      ops[n++] = (op_ref){0, i, true};
+    }
+    for (int i = m - w; i < m; i++) ops[n++] = (op_ref){0, i, true};
+    break;
+  }
+  case PASS_SCHED_INTERLEAVED: {
+    int total = m * v, w = (p - dev - 1) * 2 + (v - 1) * p;
+    if (w > total) w = total;
+#define FWD(k) (op_ref){((k) / p) % v, ((k) / (p * v)) * p + (k) % p, false}
+#define BWD(k) (op_ref){v - 1 - ((k) / p) % v, ((k) / (p * v)) * p + (k) % p, true}
+    for (int k = 0; k < w; k++) ops[n++] = FWD(k);
+    for (int i = 0; i < total - w; i++) {
+      ops[n++] = FWD(w + i);
+      ops[n++] = BWD(i);
+    }
+    for (int k = total - w; k < total; k++) ops[n++] = BWD(k);
+#undef FWD
+#undef BWD
+    break;
+  }
+  case PASS_SCHED_COUNT: break;
+  }
+  return n;
+}
+
+void pass_pipe_result_free(pass_pipe_result *r) {
+  free(r->busy);
+  free(r->end);
+  free(r->peak_act);
+  free(r->peak_mb);
+  free(r->last_b_start);
+  free(r->last_b_end);
+  free(r->ops);
+  memset(r, 0, sizeof *r);
+}
+
+int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record) {
+  memset(r, 0, sizeof *r);
+  int p = s->p, v = s->schedule == PASS_SCHED_INTERLEAVED ? s->v : 1, m = s->m;
+  if (p < 1 || v < 1 || m < 1 || (unsigned)s->schedule >= PASS_SCHED_COUNT) return -1;
+  if (s->schedule == PASS_SCHED_INTERLEAVED && m % p != 0) return -1;
+  pass_pipe sv = *s;
+  sv.v = v;
+  int nvs = p * v, per_dev = 2 * m * v;
+  op_ref *order = malloc((size_t)p * per_dev * sizeof *order);
+  int *next = calloc((size_t)p, sizeof *next);
+  int *queue = malloc(sizeof *queue * (size_t)(p + 1));
+  bool *queued = calloc((size_t)p, sizeof *queued);
+  double *free_at = calloc((size_t)p, sizeof *free_at);
+  double *fend = malloc((size_t)m * nvs * sizeof *fend), *bend = malloc((size_t)m * nvs * sizeof *bend);
+  double *inflight = calloc((size_t)p, sizeof *inflight);
+  int *inflight_mb = calloc((size_t)p, sizeof *inflight_mb);
+  r->busy = calloc((size_t)p, sizeof *r->busy);
+  r->end = calloc((size_t)p, sizeof *r->end);
+  r->peak_act = calloc((size_t)p, sizeof *r->peak_act);
+  r->peak_mb = calloc((size_t)p, sizeof *r->peak_mb);
+  r->last_b_start = calloc((size_t)nvs, sizeof *r->last_b_start);
+  r->last_b_end = calloc((size_t)nvs, sizeof *r->last_b_end);
+  if (record) r->ops = malloc((size_t)p * per_dev * sizeof *r->ops);
+  if (!order || !next || !queue || !queued || !free_at || !fend || !bend || !inflight || !inflight_mb || !r->busy ||
+      !r->end || !r->peak_act || !r->peak_mb || !r->last_b_start || !r->last_b_end || (record && !r->ops))
+    abort();
+  for (int i = 0; i < m * nvs; i++) fend[i] = bend[i] = -1;
+  for (int d = 0; d < p; d++) device_order(&sv, d, order + (size_t)d * per_dev);
+  /* a ring of devices to look at: every device once, then each device an
+   * operation's end may have unblocked (the one running the next stage's
+   * forward, or the previous stage's backward) */
+  int head = 0, count = p, done = 0;
+  for (int d = 0; d < p; d++) queue[d] = d, queued[d] = true;
+  while (count > 0) {
+    int d = queue[head];
+    head = (head + 1) % (p + 1);
+    count--;
+    queued[d] = false;
+    while (next[d] < per_dev) {
+      op_ref o = order[(size_t)d * per_dev + next[d]];
+      int k = o.chunk * p + d; /* virtual stage */
+      double ready;
+      if (!o.backward) {
+        if (k == 0) ready = 0;
+        else if (fend[o.mb * nvs + k - 1] < 0) break;
+        else ready = fend[o.mb * nvs + k - 1] + (s->send ? s->send[k - 1] : 0);
+      } else if (k == nvs - 1) {
+        if (fend[o.mb * nvs + k] < 0) break;
+        ready = fend[o.mb * nvs + k];
+      } else if (bend[o.mb * nvs + k + 1] < 0) {
+        break;
+      } else {
+        ready = bend[o.mb * nvs + k + 1] + (s->send_back ? s->send_back[k] : 0);
+      }
+      double start = ready > free_at[d] ? ready : free_at[d];
+      double dur = o.backward ? s->bwd[k] : s->fwd[k];
+      double end = start + dur;
+      free_at[d] = end;
+      r->busy[d] += dur;
+      int wake = -1;
+      if (!o.backward) {
+        fend[o.mb * nvs + k] = end;
+        inflight[d] += s->act ? s->act[k] : 0;
+        inflight_mb[d]++;
+        if (inflight[d] > r->peak_act[d]) r->peak_act[d] = inflight[d];
+        if (inflight_mb[d] > r->peak_mb[d]) r->peak_mb[d] = inflight_mb[d];
+        if (k + 1 < nvs) wake = (k + 1) % p;
+      } else {
+        bend[o.mb * nvs + k] = end;
+        inflight[d] -= s->act ? s->act[k] : 0;
+        inflight_mb[d]--;
+        if (end >= r->last_b_end[k]) r->last_b_start[k] = start, r->last_b_end[k] = end;
+        if (k > 0) wake = (k - 1) % p;
+      }
+      if (record) r->ops[r->n_ops++] = (pass_pipe_op){d, o.chunk, o.mb, o.backward, start, end};
+      if (end > r->end[d]) r->end[d] = end;
+      if (end > r->makespan) r->makespan = end;
+      next[d]++;
+      done++;
+      if (wake >= 0 && wake != d && !queued[wake]) {
+        queue[(head + count) % (p + 1)] = wake;
+        queued[wake] = true;
+        count++;
+      }
+    }
+  }
+  int rc = done == p * per_dev ? 0 : -1; /* not all ran: the order deadlocks (never for the schedules above) */
+  free(order);
+  free(next);
+  free(queue);
+  free(queued);
+  free(free_at);
+  free(fend);
+  free(bend);
+  free(inflight);
+  free(inflight_mb);
+  if (rc != 0) pass_pipe_result_free(r);
+  return rc;
+}
+
+/* The most bytes (and micro-batch chunks) each device keeps in flight: it
+ * depends on the order alone, not on the times. peak_act, peak_mb: p each. */
+void pass_pipe_in_flight(const pass_pipe *s, double *peak_act, int *peak_mb) {
+  int p = s->p, v = s->schedule == PASS_SCHED_INTERLEAVED ? s->v : 1, per_dev = 2 * s->m * v;
+  pass_pipe sv = *s;
+  sv.v = v;
+  op_ref *order = malloc(sizeof *order * (size_t)per_dev);
+  if (!order) abort();
+  for (int d = 0; d < p; d++) {
+    device_order(&sv, d, order);
+    double bytes = 0;
+    int n = 0;
+    peak_act[d] = 0, peak_mb[d] = 0;
+    for (int i = 0; i < per_dev; i++) {
+      double a = s->act ? s->act[order[i].chunk * p + d] : 0;
+      if (order[i].backward) bytes -= a, n--;
+      else bytes += a, n++;
+      if (bytes > peak_act[d]) peak_act[d] = bytes;
+      if (n > peak_mb[d]) peak_mb[d] = n;
+    }
+  }
+  free(order);
+}
+
+/* ---- the Chrome trace ---- */
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+    else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+    else fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+int pass_trace_write(FILE *f, const pass_trace *t) {
+  fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+  fprintf(f, "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": {\"name\": \"tgc plan: one simulated step\"}}");
+  for (int i = 0; i < t->n_lanes; i++) {
+    fprintf(f, ",\n  {\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %d, \"args\": {\"name\": ", i);
+    json_string(f, t->lane_names[i]);
+    fprintf(f, "}},\n  {\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 0, \"tid\": %d, \"args\": {\"sort_index\": %d}}",
+            i, i);
+  }
+  for (int i = 0; i < t->n_slices; i++) {
+    const pass_trace_slice *s = &t->slices[i];
+    fprintf(f, ",\n  {\"name\": ");
+    json_string(f, s->name);
+    fprintf(f, ", \"cat\": ");
+    json_string(f, s->cat);
+    fprintf(f, ", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}", s->lane, s->start * 1e6,
+            s->dur * 1e6);
+  }
+  fprintf(f, "\n]}\n");
+  return ferror(f) ? -1 : 0;
+}
+
+/* ---- the trace of a plan ---- */
+static int op_cmp(const void *a, const void *b) {
+  const pass_pipe_op *x = a, *y = b;
+  if (x->device != y->device) return x->device - y->device;
+  return (x->start > y->start) - (x->start < y->start);
+}
+
+int pass_plan_write_trace(FILE *f, const pass_plan_model *m, const pass_plan_result *r, const pass_plan_detail *d) {
+  int p = d->n_stages, L = pass_plan_model_layers(m), n_ops = d->sim.n_ops;
+  (void)r;
+  enum { LANES = 3 }; /* per stage: compute; sends and the data-parallel sync; gradients sent back */
+  char **lanes = calloc((size_t)p * LANES, sizeof *lanes);
+  size_t cap = (size_t)n_ops * 4 + (size_t)p * 4 + 8;
+  pass_trace_slice *sl = calloc(cap, sizeof *sl);
+  char *names = calloc(cap, 24);
+  pass_pipe_op *ops = malloc(sizeof *ops * (size_t)(n_ops ? n_ops : 1));
+  if (!lanes || !sl || !names || !ops) abort();
+  memcpy(ops, d->sim.ops, sizeof *ops * (size_t)n_ops);
+  qsort(ops, (size_t)n_ops, sizeof *ops, op_cmp);
+  for (int s = 0; s < p; s++) {
+    char buf[256] = "", part[64];
+    int v = d->n_virtual / p;
+    for (int k = s; k < d->n_virtual; k += p) {
+      if (v > 3 && k > s && k < d->n_virtual - p) { /* many chunks: the first, the count, the last */
+        if (k == s + p) {
+          snprintf(part, sizeof part, ", ... (%d chunks)", v);
+          strncat(buf, part, sizeof buf - strlen(buf) - 1);
+        }
+        continue;
+      }
+      int a = d->first[k] < 1 ? 1 : d->first[k], b = d->last[k] > L ? L : d->last[k];
+      char range[32];
+      if (a == b) snprintf(range, sizeof range, "layer %d", a - 1);
+      else snprintf(range, sizeof range, "layers %d-%d", a - 1, b - 1);
+      snprintf(part, sizeof part, "%s%s%s%s", k == s ? "" : ", ", d->first[k] == 0 ? "embeddings + " : "", range,
+               d->last[k] == L + 1 ? " + head" : "");
+      strncat(buf, part, sizeof buf - strlen(buf) - 1);
+    }
+    for (int l = 0; l < LANES; l++) {
+      static const char *const what[LANES] = {"compute", "send, data-parallel sync", "gradients sent back"};
+      lanes[s * LANES + l] = malloc(320);
+      if (!lanes[s * LANES + l]) abort();
+      snprintf(lanes[s * LANES + l], 320, "stage %d (%s): %s", s, buf, what[l]);
+    }
+  }
+  int n = 0;
+#define NAME(...) (snprintf(names + (size_t)n * 24, 24, __VA_ARGS__), names + (size_t)n * 24)
+  double last_end = 0;
+  int last_dev = -1;
+  for (int i = 0; i < n_ops; i++) {
+    const pass_pipe_op *o = &ops[i];
+    int k = o->chunk * p + o->device, lane = o->device * LANES;
+    if (o->device != last_dev) last_dev = o->device, last_end = 0;
+    if (o->start > last_end) sl[n] = (pass_trace_slice){lane, "idle", "idle", last_end, o->start - last_end}, n++;
+    last_end = o->end;
+    if (d->n_virtual > p) sl[n] = (pass_trace_slice){lane, NAME("%c%d.%d", o->backward ? 'B' : 'F', o->mb, o->chunk),
+                                                     o->backward ? "backward" : "forward", o->start, o->end - o->start};
+    else sl[n] = (pass_trace_slice){lane, NAME("%c%d", o->backward ? 'B' : 'F', o->mb), o->backward ? "backward" : "forward",
+                                    o->start, o->end - o->start};
+    n++;
+    double comm = o->backward ? d->bwd_comm[k] : d->fwd_comm[k];
+    if (comm > o->end - o->start) comm = o->end - o->start;
+    if (comm > 0) sl[n++] = (pass_trace_slice){lane, "tensor collectives", "tensor collectives", o->end - comm, comm};
+    if (!o->backward && k + 1 < d->n_virtual && d->send[k] > 0)
+      sl[n] = (pass_trace_slice){lane + 1, NAME("send %d", o->mb), "send/recv", o->end, d->send[k]}, n++;
+    if (o->backward && k > 0 && d->send_back[k - 1] > 0)
+      sl[n] = (pass_trace_slice){lane + 2, NAME("send grad %d", o->mb), "send/recv", o->end, d->send_back[k - 1]}, n++;
+  }
+  for (int s = 0; s < p; s++) {
+    double t = d->end[s];
+    if (d->dp_exposed[s] > 0) sl[n++] = (pass_trace_slice){s * LANES + 1, "data-parallel sync (exposed)", "all-reduce", t, d->dp_exposed[s]};
+    t += d->dp_exposed[s];
+    if (d->opt[s] > 0) sl[n++] = (pass_trace_slice){s * LANES, "optimizer", "optimizer", t, d->opt[s]};
+  }
+#undef NAME
+  pass_trace tr = {(const char *const *)lanes, p * LANES, sl, n};
+  int rc = pass_trace_write(f, &tr);
+  for (int i = 0; i < p * LANES; i++) free(lanes[i]);
+  free(lanes);
+  free(sl);
+  free(names);
+  free(ops);
+  return rc;
+}

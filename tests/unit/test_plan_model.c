@@ -1,0 +1,212 @@
+/* tests/unit/test_plan_model.c — the planner's model of a training step
+ * (passes/plan_rules.c, plan_profile.c) against the closed forms, on
+ * examples/gpt.tg in bf16. Notation (Korthikanti et al. 2022): s sequence,
+ * b micro-batch, h hidden, a heads, l layers, v vocabulary, t tensor degree.
+ *  - every op of ops.def has a tensor-parallel rule;
+ *  - parameters: the IR count is the closed form 12 l h^2 + 2 v h with the
+ *    exact terms of gpt.tg (13 h of biases and norms per layer, one tied
+ *    embedding, learned positions ctx h, the final norm 2 h); per device
+ *    under t: l (12 h^2 / t + 7 h / t + 6 h) + ceil(v / t) h + ctx h + 2 h;
+ *  - Adam: 2 fp32 values per parameter (plus the fp32 master copy);
+ *  - activations kept per interior layer (bytes), Korthikanti's
+ *    34 s b h + 5 a s^2 b (16-bit values, 1-byte dropout masks) less the terms
+ *    gpt.tg does not have (no dropout: 2 s b h of masks, a s^2 b of mask and
+ *    2 a s^2 b of dropout output):
+ *      attention unfused, no recompute      32 s b h + 2 a s^2 b
+ *      the same, t-way tensor parallel      8 s b h + (24 s b h + 2 a s^2 b) / t
+ *      the same, with sequence parallelism  (32 s b h + 2 a s^2 b) / t
+ *      selective recompute                  32 s b h  (/ t with sequence parallelism)
+ *      full recompute                       2 s b h   (the layer's input)
+ *      fused attention (FlashAttention)     34 s b h + 2 a s b: no s^2 terms, but
+ *                                           the output o and the row log-sum-exp
+ *                                           the fused backward reads
+ *  - FLOPs per interior layer: matmul products 24 b s h^2 + 4 b s^2 h forward
+ *    (24 b s h^2 with fused attention), twice that backward, / t under
+ *    tensor parallelism; full recompute repeats the forward but the MLP's
+ *    output projection (the checkpoint pass recomputes what the backward
+ *    reads), selective only Q K^T (2 b s^2 h);
+ *  - tensor-axis collectives per interior layer (payload 2 s b h bytes
+ *    each): 2 all-reduces forward and 2 backward; with sequence
+ *    parallelism 2 all-gathers + 2 reduce-scatters forward, 4 all-gathers +
+ *    2 reduce-scatters backward (Korthikanti et al. section 4.2.2);
+ *  - figures at micro-batch 3 are 3 times those at 1 where per-sample;
+ *  - the tensor degree must divide the heads (12 for gpt3-small).
+ * All equalities are exact (integers in double) unless a tolerance is given.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "frontend.h"
+#include "plan_impl.h"
+
+static ir_graph *train(const char *config, int B, pass_plan_ckpt ck, bool fuse_attention, ir_diag *d, char **text) {
+  size_t len;
+  *text = ir_read_file("examples/gpt.tg", 1 << 20, &len, d);
+  if (!*text) return NULL;
+  char bs[16];
+  snprintf(bs, sizeof bs, "%d", B);
+  fe_define defs[1] = {{"B", bs}};
+  fe_options fo = {.config = config, .defines = defs, .n_defines = 1};
+  ir_graph *g = fe_compile("examples/gpt.tg", *text, len, &fo, d);
+  bool off[PASS_COUNT] = {0};
+  off[PASS_FUSE_ATTENTION] = !fuse_attention;
+  pass_options po = {.diag = d, .checkpoint = pass_plan_ckpt_policy(ck), .disabled = off};
+  if (!g || pass_build_training(g, &po) != 0) {
+    ir_graph_free(g);
+    return NULL;
+  }
+  pass_retype_floats(g, IR_DT_BF16);
+  return g;
+}
+
+/* A model of config with the given policies. */
+static pass_plan_model *model(const char *config, bool fuse_attention, int policies) {
+  ir_diag *d = ir_diag_new(stderr);
+  pass_plan_model *m = pass_plan_model_new(pass_target_lookup("a100-80g"));
+  for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) {
+    if (!(policies & (1 << ck))) continue;
+    char *t2 = NULL, *t4 = NULL;
+    ir_graph *g2 = train(config, 2, (pass_plan_ckpt)ck, fuse_attention, d, &t2);
+    ir_graph *g4 = train(config, 4, (pass_plan_ckpt)ck, fuse_attention, d, &t4);
+    int rc = g2 && g4 ? pass_plan_model_add(m, (pass_plan_ckpt)ck, 2, g2, g4, d) : -1;
+    CHECK(rc == 0);
+    if (rc != 0 && g2 && !g4) ir_graph_free(g2);
+    ir_graph_free(g4);
+    free(t2);
+    free(t4);
+  }
+  ir_diag_free(d);
+  return m;
+}
+
+static void test_rules_cover_every_op(void) {
+  int missing = 0;
+  for (int op = 0; op < IR_NUM_OPS; op++)
+    if (!plan_tp_has_rule(op)) {
+      printf("  no tensor-parallel rule for %s\n", ir_op_name((ir_op)op));
+      missing++;
+    }
+  CHECK_EQ_INT(missing, 0);
+}
+
+/* gpt3-175b: l 96, h 12288, v 50257, ctx 2048 */
+static void test_params_175b(void) {
+  pass_plan_model *m = model("gpt3_175b", true, 1);
+  const double l = 96, h = 12288, v = 50257, ctx = 2048;
+  double exact = l * (12 * h * h + 13 * h) + v * h + ctx * h + 2 * h;
+  double closed = pass_closed_form_params(l, h, v);
+  printf("gpt3-175b: parameters %.0f, closed form %.0f, closed form - v h + 13 l h + ctx h + 2 h = %.0f\n",
+         pass_plan_model_params(m), closed, closed - v * h + 13 * l * h + ctx * h + 2 * h);
+  CHECK(pass_plan_model_params(m) == 174604259328.0);
+  CHECK(exact == closed - v * h + 13 * l * h + ctx * h + 2 * h);
+  const pass_plan_profile *p1 = pass_plan_model_profile(m, PASS_PLAN_CK_NONE, 1, 1, false);
+  CHECK(pass_plan_params_in(p1, 0, p1->n_groups - 1) == exact);
+  for (int t = 2; t <= 8; t *= 2) {
+    const pass_plan_profile *p = pass_plan_model_profile(m, PASS_PLAN_CK_NONE, 1, t, true);
+    double want = l * (12 * h * h / t + 7 * h / t + 6 * h) + ceil(v / t) * h + ctx * h + 2 * h;
+    double got = pass_plan_params_in(p, 0, p->n_groups - 1);
+    printf("  t = %d: %.0f per device (want %.0f)\n", t, got, want);
+    CHECK(got == want);
+    /* an interior layer alone: 12 h^2 / t + 7 h / t + 6 h, plus h:
+     * fuse-elementwise computes the next layer's first layernorm in this
+     * layer's last node (add_layernorm), so this layer reads that gain and
+     * bias (2 h), while its own first layernorm's bias (h) is read only by
+     * the layer before (the gain also by this layer's backward) */
+    CHECK(pass_plan_params_in(p, 5, 5) == 12 * h * h / t + 7 * h / t + 6 * h + h);
+  }
+  /* Adam: 2 fp32 values per parameter, and the fp32 master copy in mixed precision */
+  pass_train_memory tm = pass_training_memory(exact, 2, 2, 0, true);
+  CHECK(tm.optimizer == exact * 4 * (2 + 1));
+  CHECK(pass_plan_model_elem_bytes(m) == 2);
+  pass_plan_model_free(m);
+}
+
+static void test_activations(void) {
+  /* gpt3-small: l 12, h 768, a 12, s 2048 */
+  const double s = 2048, h = 768, a = 12;
+  pass_plan_model *un = model("gpt3_small", false, 7), *fu = model("gpt3_small", true, 1);
+  const int g = 6; /* an interior layer (layer 5) */
+  for (int b = 1; b <= 3; b += 2) {
+    double sbh = s * b * h, as2b = a * s * s * b;
+    const pass_plan_group *n1 = &pass_plan_model_profile(un, PASS_PLAN_CK_NONE, b, 1, false)->groups[g];
+    const pass_plan_group *n8 = &pass_plan_model_profile(un, PASS_PLAN_CK_NONE, b, 4, false)->groups[g];
+    const pass_plan_group *s4 = &pass_plan_model_profile(un, PASS_PLAN_CK_NONE, b, 4, true)->groups[g];
+    const pass_plan_group *sel = &pass_plan_model_profile(un, PASS_PLAN_CK_SELECTIVE, b, 1, false)->groups[g];
+    const pass_plan_group *sel4 = &pass_plan_model_profile(un, PASS_PLAN_CK_SELECTIVE, b, 4, true)->groups[g];
+    const pass_plan_group *full = &pass_plan_model_profile(un, PASS_PLAN_CK_FULL, b, 1, false)->groups[g];
+    const pass_plan_group *fa = &pass_plan_model_profile(fu, PASS_PLAN_CK_NONE, b, 1, false)->groups[g];
+    double korth = 34 * sbh + 5 * as2b, no_dropout = korth - 2 * sbh - 3 * as2b;
+    printf("b = %d: Korthikanti 34sbh + 5as^2b = %.0f; without dropout %.0f; IR: %.0f\n", b, korth, no_dropout,
+           n1->saved);
+    CHECK(n1->saved == no_dropout);
+    CHECK(n1->saved == 32 * sbh + 2 * as2b);
+    CHECK(n8->saved == 8 * sbh + (24 * sbh + 2 * as2b) / 4);
+    CHECK(s4->saved == (32 * sbh + 2 * as2b) / 4);
+    CHECK(sel->saved == 32 * sbh);
+    CHECK(sel4->saved == 32 * sbh / 4);
+    CHECK(full->saved == 2 * sbh);
+    printf("  t=4: %.0f, t=4 sp: %.0f, selective %.0f, full %.0f, fused attention %.0f (34sbh + 2asb = %.0f)\n",
+           n8->saved, s4->saved, sel->saved, full->saved, fa->saved, 34 * sbh + 2 * a * s * b);
+    CHECK(fa->saved == korth - 2 * sbh - 5 * as2b + 2 * sbh + 2 * a * s * b);
+    /* FLOPs of the matmul products */
+    double fwd = 24 * b * s * h * h + 4 * b * s * s * h;
+    CHECK(n1->gemm_flops[PASS_PHASE_FORWARD] == fwd);
+    CHECK(n1->gemm_flops[PASS_PHASE_BACKWARD] == 2 * fwd);
+    CHECK(n8->gemm_flops[PASS_PHASE_FORWARD] == fwd / 4);
+    CHECK(n8->gemm_flops[PASS_PHASE_BACKWARD] == 2 * fwd / 4);
+    /* full recompute reruns what the backward reads: all but the MLP's output
+     * projection (8 b s h^2), whose result only the residual add reads */
+    CHECK(full->gemm_flops[PASS_PHASE_RECOMPUTE] == fwd - 8 * b * s * h * h);
+    CHECK(sel->gemm_flops[PASS_PHASE_RECOMPUTE] == 2 * b * s * s * h);
+    CHECK(fa->gemm_flops[PASS_PHASE_FORWARD] == 24 * b * s * h * h);
+    /* the tensor axis: payload 2 s b h bytes per collective */
+    double pay = 2 * sbh;
+    CHECK(n8->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2);
+    CHECK(n8->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2 * pay);
+    CHECK(n8->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 2);
+    CHECK(n8->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_GATHER] == 0);
+    CHECK(s4->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 0);
+    CHECK(s4->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_GATHER] == 2);
+    CHECK(s4->coll_count[PASS_PHASE_FORWARD][PASS_COLL_REDUCE_SCATTER] == 2);
+    CHECK(s4->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_GATHER] == 4);
+    CHECK(s4->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_REDUCE_SCATTER] == 2);
+    CHECK(s4->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_GATHER] == 4 * pay);
+    CHECK(n1->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 0); /* t = 1: none */
+    /* the pipeline's sends at an interior cut: the residual and, fused into
+     * the same node by fuse-elementwise, the next layer's first layernorm
+     * output (2 s b h each) forward; the residual's gradient backward */
+    const pass_plan_profile *pf = pass_plan_model_profile(fu, PASS_PLAN_CK_NONE, b, 1, false);
+    CHECK(pf->act[g] == 4 * sbh);
+    CHECK(pf->grad[g] == 2 * sbh);
+    const pass_plan_profile *pf4 = pass_plan_model_profile(fu, PASS_PLAN_CK_NONE, b, 4, true);
+    CHECK(pf4->act[g] == 4 * sbh / 4 && pf4->grad[g] == 2 * sbh / 4);
+  }
+  /* per-sample figures are linear in b */
+  const pass_plan_group *b1 = &pass_plan_model_profile(un, PASS_PLAN_CK_NONE, 1, 1, false)->groups[g];
+  const pass_plan_group *b3 = &pass_plan_model_profile(un, PASS_PLAN_CK_NONE, 3, 1, false)->groups[g];
+  CHECK(b3->saved == 3 * b1->saved);
+  CHECK(b3->gemm_flops[PASS_PHASE_FORWARD] == 3 * b1->gemm_flops[PASS_PHASE_FORWARD]);
+  CHECK(b3->seconds[PASS_PHASE_FORWARD] > b1->seconds[PASS_PHASE_FORWARD]);
+  /* heads: 12 */
+  int64_t size;
+  const ir_value *v;
+  int dim;
+  bool heads;
+  int ok4 = pass_plan_model_tp_check(un, 4, &size, &v, &dim, &heads);
+  if (ok4 == 0) printf("t = 4 refused: %%%s dim %d size %lld\n", v ? v->name : "?", dim, (long long)size);
+  CHECK(ok4 == 1);
+  CHECK(pass_plan_model_tp_check(un, 8, &size, &v, &dim, &heads) == 0 && size == 12 && heads);
+  CHECK(pass_plan_model_tp_check(un, 5, &size, &v, &dim, &heads) == 0 && size == 12 && heads && v);
+  if (v) printf("t = 5: the heads, dim %d of %%%s (size %lld)\n", dim, v->name, (long long)size);
+  pass_plan_model_free(un);
+  pass_plan_model_free(fu);
+}
+
+int main(void) {
+  test_rules_cover_every_op();
+  test_params_175b();
+  test_activations();
+  return check_done();
+}

@@ -1,0 +1,416 @@
+/* tools/cmd_plan.c — `tgc plan`: the parallel plan of a training step for a
+ * cluster, searched (or evaluated, when the user gives it), simulated and
+ * explained. The planner itself lives in passes/ (plan*.c, cluster.c); this
+ * file parses the flags, compiles the training graph the planner reads
+ * (once per checkpoint policy at micro-batch 2 and 4), runs the search and
+ * hands the result to plan_print.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan_print.h"
+
+static const char *const plan_help =
+    "usage: tgc plan FILE [--config C] [-D NAME=VALUE]... (--cluster NAME[:NODES] | --cluster-file F) [--gpus N]\n"
+    "                --global-batch G [--seq S] [--dtype bf16|fp16|fp32] [--optimizer adam|adamw|momentum|sgd]\n"
+    "                [--mesh dp=D,tp=T,pp=P] [--sp on|off] [--zero 0|1|2|3] [--micro-batch B]\n"
+    "                [--schedule gpipe|1f1b|interleaved[:V]] [--checkpoint none|selective|full]\n"
+    "                [--top K] [--explain] [--json] [--trace plan.json] [--constant NAME=VALUE]... [options]\n"
+    "\n"
+    "Searches the parallel plan of one training step of FILE on a cluster: data (dp), tensor\n"
+    "(tp, inside a node) and pipeline (pp) degrees with dp x tp x pp = the GPUs, sequence\n"
+    "parallelism, the ZeRO stage, the micro-batch size and count, the pipeline schedule\n"
+    "(gpipe, 1f1b, interleaved 1f1b with V chunks per GPU), the stage boundaries (a dynamic\n"
+    "program over the layers: the embeddings count with the first stage, the head with the\n"
+    "last) and the checkpoint policy, under each GPU's memory. It prints the fastest plan\n"
+    "that fits: memory per GPU by kind, bytes per collective and mesh axis, and the step\n"
+    "time in rows that add up to the total, with MFU and tokens/s. Every figure comes from\n"
+    "the model's training graph (the one `tgc stats` costs) and docs/plan.md's model.\n"
+    "\n"
+    "  --cluster NAME[:NODES]  a built-in node kind (dgx-a100, dgx-h100; passes/clusters.def)\n"
+    "                          and how many nodes\n"
+    "  --cluster-file F        your own: lines 'key = value', keys name, gpus_per_node, nodes,\n"
+    "                          target (a --target of tgc stats), intra_bandwidth, inter_bandwidth\n"
+    "                          (bytes/s per GPU per direction), intra_latency, inter_latency\n"
+    "                          (seconds per ring step), reserve (bytes per GPU left free)\n"
+    "  --gpus N                N GPUs of the cluster's nodes (instead of :NODES; dgx-a100 if\n"
+    "                          no cluster is named)\n"
+    "  --global-batch G        sequences per step (required)\n"
+    "  --seq S                 tokens per sequence: sets the config constant T\n"
+    "  --dtype DT              bf16 (default: mixed precision, fp32 master weights and\n"
+    "                          optimizer state), fp16 or fp32\n"
+    "  --optimizer NAME        adam (default), adamw, momentum or sgd\n"
+    "  --mesh dp=D,tp=T,pp=P   fix the mesh; --sp, --zero, --micro-batch, --schedule and\n"
+    "                          --checkpoint fix the rest; what is not fixed is searched\n"
+    "  --top K                 also list the K-1 runners-up and why each lost, and the plans\n"
+    "                          that would be faster but do not fit\n"
+    "  --explain               show the arithmetic behind every figure\n"
+    "  --json                  one JSON object instead of text\n"
+    "  --trace FILE            a Chrome trace (chrome://tracing, ui.perfetto.dev) of one\n"
+    "                          simulated step of the plan: lanes per pipeline stage\n"
+    "  --constant NAME=VALUE   change a constant of the cost model (docs/plan.md): gemm_eff,\n"
+    "                          gemm_half, attn_eff, mem_eff, nccl_base_lat (seconds)\n"
+    "\n"
+    "The model needs a config constant B (the batch: the planner compiles the training\n"
+    "graph at B = 2 and 4 to see which dims grow with it) and `repeat` layers.\n"
+    "\n";
+
+extern const char *const tool_common_help;
+
+static bool parse_count(const char *v, long lo, long hi, long *out) {
+  if (!v || !*v) return false;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*end || n < lo || n > hi || v[0] == '+' || v[0] == ' ') return false;
+  *out = n;
+  return true;
+}
+
+static int bad(ir_diag *d, const char *flag, const char *v, const char *want) {
+  ir_error_plain(d, "%s %s: expected %s", flag, v ? v : "(nothing)", want);
+  return -1;
+}
+
+typedef struct {
+  const char *cluster, *cluster_file, *gpus, *global_batch, *seq, *mesh, *trace, *checkpoint;
+  const char *constants[8]; /* --constant NAME=VALUE */
+  int n_constants;
+  int dtype, optimizer, top, zero, micro_batch, schedule, v, sp;
+  bool explain, json;
+} plan_flags;
+
+/* 1 consumed, 0 not a plan flag, -1 error (reported). */
+static int parse_flag(plan_flags *f, int argc, char **argv, int *i, ir_diag *d) {
+  const char *v = NULL;
+  const char *a = argv[*i];
+  if (strcmp(a, "--json") == 0) return f->json = true, 1;
+  if (strcmp(a, "--explain") == 0) return f->explain = true, 1;
+  long n;
+  if (tool_flag("--top", argc, argv, i, &v)) {
+    if (!parse_count(v, 1, 1000, &n)) return bad(d, "--top", v, "a count from 1 to 1000");
+    return f->top = (int)n, 1;
+  }
+  if (tool_flag("--zero", argc, argv, i, &v)) {
+    if (!parse_count(v, 0, 3, &n)) return bad(d, "--zero", v, "a ZeRO stage: 0, 1, 2 or 3");
+    return f->zero = (int)n, 1;
+  }
+  if (tool_flag("--micro-batch", argc, argv, i, &v)) {
+    if (!parse_count(v, 1, 1 << 20, &n)) return bad(d, "--micro-batch", v, "a positive number of sequences");
+    return f->micro_batch = (int)n, 1;
+  }
+  if (tool_flag("--sp", argc, argv, i, &v)) {
+    if (!v || (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)) return bad(d, "--sp", v, "on or off");
+    return f->sp = strcmp(v, "on") == 0, 1;
+  }
+  if (tool_flag("--dtype", argc, argv, i, &v)) {
+    f->dtype = !v ? -1 : strcmp(v, "bf16") == 0 ? IR_DT_BF16 : strcmp(v, "fp16") == 0 ? IR_DT_F16
+                      : strcmp(v, "fp32") == 0 ? IR_DT_F32 : -1;
+    return f->dtype < 0 ? bad(d, "--dtype", v, "bf16, fp16 or fp32") : 1;
+  }
+  if (tool_flag("--optimizer", argc, argv, i, &v)) {
+    f->optimizer = pass_optimizer_from_name(v);
+    return f->optimizer < 0 ? bad(d, "--optimizer", v, "adam, adamw, momentum or sgd") : 1;
+  }
+  if (tool_flag("--constant", argc, argv, i, &v)) {
+    if (!v || !strchr(v, '=')) return bad(d, "--constant", v, "NAME=VALUE (gemm_eff, gemm_half, attn_eff, mem_eff, nccl_base_lat)");
+    if (f->n_constants == 8) return bad(d, "--constant", v, "at most 8 of them");
+    return f->constants[f->n_constants++] = v, 1;
+  }
+  if (tool_flag("--checkpoint", argc, argv, i, &v)) {
+    if (pass_plan_ckpt_from_name(v) < 0) return bad(d, "--checkpoint", v, "none, selective or full (the planner's policies)");
+    return f->checkpoint = v, 1;
+  }
+  if (tool_flag("--schedule", argc, argv, i, &v)) {
+    char name[32] = "";
+    const char *colon = v ? strchr(v, ':') : NULL;
+    if (v) snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - v) : (int)strlen(v), v);
+    f->schedule = pass_schedule_from_name(name);
+    if (f->schedule < 0) return bad(d, "--schedule", v, "gpipe, 1f1b or interleaved[:V]");
+    if (colon && (f->schedule != PASS_SCHED_INTERLEAVED || !parse_count(colon + 1, 2, 1024, &n)))
+      return bad(d, "--schedule", v, "interleaved:V with V >= 2 chunks per GPU (only the interleaved schedule has chunks)");
+    if (colon) f->v = (int)n;
+    return 1;
+  }
+  const char **dst = NULL;
+  const char *flag = NULL;
+  static const char *const names[] = {"--cluster", "--cluster-file", "--gpus", "--global-batch", "--seq", "--mesh",
+                                      "--trace"};
+  const char **fields[] = {&f->cluster, &f->cluster_file, &f->gpus, &f->global_batch, &f->seq, &f->mesh, &f->trace};
+  for (size_t k = 0; k < sizeof names / sizeof names[0] && !dst; k++)
+    if (tool_flag(names[k], argc, argv, i, &v)) dst = fields[k], flag = names[k];
+  if (!dst) return 0;
+  if (!v || !*v) {
+    ir_error_plain(d, "%s needs a value", flag);
+    return -1;
+  }
+  *dst = v;
+  return 1;
+}
+
+/* --mesh dp=D,tp=T,pp=P (any order, each once). */
+static int parse_mesh(const char *spec, pass_plan_query *q, ir_diag *d) {
+  int got[3] = {-1, -1, -1};
+  const char *p = spec;
+  static const char *const keys[3] = {"dp", "tp", "pp"};
+  while (*p) {
+    size_t len = strcspn(p, ",");
+    int k = -1;
+    for (int j = 0; j < 3; j++)
+      if (len > 3 && strncmp(p, keys[j], 2) == 0 && p[2] == '=') k = j;
+    char num[32];
+    long n;
+    snprintf(num, sizeof num, "%.*s", len > 3 ? (int)(len - 3) : 0, p + 3);
+    if (k < 0 || len - 3 >= sizeof num || !parse_count(num, 1, 1 << 24, &n)) {
+      ir_error_plain(d, "--mesh %s: expected dp=D,tp=T,pp=P with positive degrees, got '%.*s'", spec, (int)len, p);
+      return -1;
+    }
+    if (got[k] >= 0) {
+      ir_error_plain(d, "--mesh %s: %s given twice", spec, keys[k]);
+      return -1;
+    }
+    got[k] = (int)n;
+    p += len;
+    if (*p == ',') p++;
+  }
+  for (int k = 0; k < 3; k++)
+    if (got[k] < 0) {
+      ir_error_plain(d, "--mesh %s: missing %s= (give dp, tp and pp)", spec, keys[k]);
+      return -1;
+    }
+  q->dp = got[0], q->tp = got[1], q->pp = got[2];
+  return 0;
+}
+
+/* --constant NAME=VALUE: the model's roofline constants for what-if analyses. */
+static int apply_constants(const plan_flags *f, pass_plan_model *m, ir_diag *d) {
+  pass_plan_constants k = *pass_plan_model_constants(m);
+  static const char *const names[] = {"gemm_eff", "gemm_half", "attn_eff", "mem_eff", "nccl_base_lat"};
+  double *fields[] = {&k.gemm_eff, &k.gemm_half, &k.attn_eff, &k.mem_eff, &k.nccl_base_lat};
+  for (int i = 0; i < f->n_constants; i++) {
+    const char *eq = strchr(f->constants[i], '=');
+    int which = -1;
+    for (int j = 0; j < 5; j++)
+      if (strlen(names[j]) == (size_t)(eq - f->constants[i]) && strncmp(names[j], f->constants[i], (size_t)(eq - f->constants[i])) == 0)
+        which = j;
+    char *end;
+    double v = strtod(eq + 1, &end);
+    bool fraction = which == 0 || which == 2 || which == 3;
+    if (which < 0 || *end || eq[1] == 0 || !(v >= 0) || (fraction && (v <= 0 || v > 1)) || v > 1e9) {
+      ir_error_plain(d, "--constant %s: expected gemm_eff, attn_eff or mem_eff in (0, 1], gemm_half or nccl_base_lat >= 0",
+                     f->constants[i]);
+      return -1;
+    }
+    *fields[which] = v;
+  }
+  pass_plan_model_set_constants(m, &k);
+  return 0;
+}
+
+static double now_s(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int pick_cluster(const plan_flags *f, pass_cluster *c, char **text, ir_diag *d) {
+  if (f->cluster && f->cluster_file) {
+    ir_error_plain(d, "--cluster and --cluster-file: give one");
+    return -1;
+  }
+  if (f->cluster_file) {
+    size_t len;
+    if (!(*text = ir_read_file(f->cluster_file, 1u << 20, &len, d))) return -1;
+    if (pass_cluster_parse(f->cluster_file, *text, len, c, d) != 0) return -1;
+  } else if (pass_cluster_from_spec(f->cluster ? f->cluster : "dgx-a100", c, d) != 0) {
+    return -1;
+  }
+  if (f->gpus && pass_cluster_set_gpus(c, f->gpus, d) != 0) return -1;
+  if (c->gpus == 0) {
+    ir_error_plain(d, "how many GPUs? give --cluster %s:NODES or --gpus N%s", c->name,
+                   f->cluster_file ? " (or nodes = N in the cluster file)" : "");
+    return -1;
+  }
+  return 0;
+}
+
+/* The training graph at batch B for policy ck, in dtype dt. */
+static ir_graph *compile_train(tool_compile_opts *o, int b_index, const char *b, pass_plan_ckpt ck, ir_dtype dt,
+                               ir_diag *d, char **text) {
+  o->defines[b_index].value = b;
+  ir_graph *g = tool_load(o, d, text);
+  if (!g) return NULL;
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .checkpoint = pass_plan_ckpt_policy(ck),
+                     .disabled = o->pass_disabled};
+  if (pass_build_training(g, &po) != 0) {
+    ir_graph_free(g);
+    return NULL;
+  }
+  pass_retype_floats(g, dt);
+  return g;
+}
+
+/* The optimizer update's FLOPs per parameter element (its update graph). */
+static int set_optimizer(const ir_graph *g, const plan_flags *f, pass_plan_model *m, ir_diag *d) {
+  pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)f->optimizer);
+  ir_graph *u = pass_build_update(g, &opt, d);
+  if (!u) return -1;
+  pass_graph_cost uc;
+  pass_graph_cost_of(u, &uc);
+  double flops = 0, n = 0;
+  for (int p = 0; p < PASS_NUM_PHASES; p++) flops += uc.flops[p];
+  for (int i = 0; i < g->n_params; i++) n += (double)ir_type_numel(&g->params[i]->type);
+  pass_plan_model_set_optimizer(m, n > 0 ? flops / n : 0, pass_optimizer_state_count((pass_optimizer_kind)f->optimizer));
+  ir_graph_free(u);
+  return 0;
+}
+
+/* Compiles every policy the search may use into m, at micro-batch b0 and
+ * 2 b0 (b0 = 2; 3 or 5 when a per-sample dim equals another dim at 2 and the
+ * graphs differ); 0 or -1 (reported). */
+static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_model *m, ir_dtype dt, int *seq,
+                       ir_diag *d) {
+  int bi = o->fe.n_defines;
+  o->defines[bi] = (fe_define){"B", "2"};
+  o->fe.n_defines++;
+  o->fe.defines = o->defines;
+  static const int b0s[] = {2, 3, 5};
+  static const char *const lo[] = {"2", "3", "5"}, *const hi[] = {"4", "6", "10"};
+  int rc = 0;
+  for (int ck = 0; ck < PASS_PLAN_CK_COUNT && rc == 0; ck++) {
+    if (f->checkpoint && pass_plan_ckpt_from_name(f->checkpoint) != ck) continue;
+    bool added = false;
+    for (int t = 0; t < 3 && rc == 0 && !added; t++) {
+      char *t2 = NULL, *t4 = NULL;
+      ir_graph *g2 = compile_train(o, bi, lo[t], (pass_plan_ckpt)ck, dt, d, &t2);
+      ir_graph *g4 = g2 ? compile_train(o, bi, hi[t], (pass_plan_ckpt)ck, dt, d, &t4) : NULL;
+      if (!g2 || !g4) rc = -1;
+      if (rc == 0 && *seq == 0) { /* tokens per sequence: the first integer input's elements per sequence */
+        for (int i = 0; i < g2->n_inputs && *seq == 0; i++)
+          if (!ir_dtype_is_float(g2->inputs[i]->type.dtype)) *seq = (int)(ir_type_numel(&g2->inputs[i]->type) / b0s[t]);
+        if (set_optimizer(g2, f, m, d) != 0) rc = -1;
+      }
+      if (rc == 0) {
+        FILE *sink = t < 2 ? tmpfile() : NULL; /* the last try says why */
+        ir_diag *q = sink ? ir_diag_new(sink) : d;
+        added = pass_plan_model_add(m, (pass_plan_ckpt)ck, b0s[t], g2, g4, q) == 0;
+        if (sink) ir_diag_free(q), fclose(sink);
+        if (!added && t == 2) rc = -1;
+      } else {
+        ir_graph_free(g2);
+      }
+      ir_graph_free(g4);
+      free(t2);
+      free(t4);
+    }
+  }
+  o->fe.n_defines = bi;
+  return rc;
+}
+
+int tool_cmd_plan(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("%s%s", plan_help, tool_common_help);
+      return 0;
+    }
+  double t0 = now_s(CLOCK_MONOTONIC);
+  ir_diag *d = ir_diag_new(stderr);
+  tool_compile_opts o = {0};
+  plan_flags f = {.dtype = IR_DT_BF16, .optimizer = PASS_OPT_ADAM, .top = 1, .zero = -1, .micro_batch = -1,
+                  .schedule = -1, .v = -1, .sp = -1};
+  int rc = 0;
+  for (int i = 1; i < argc && rc == 0; i++) {
+    const char *a = argv[i];
+    int r = parse_flag(&f, argc, argv, &i, d);
+    if (r == 0) r = tool_parse_common(&o, argc, argv, &i, d);
+    if (r < 0) rc = 1;
+    if (r != 0) continue;
+    if (tool_positional("plan", a, &o, d) != 0) rc = 1;
+  }
+  if (rc == 0 && tool_need_file("plan", &o, d) != 0) rc = 1;
+  pass_cluster cluster;
+  char *cluster_text = NULL, *src = NULL;
+  if (rc == 0 && pick_cluster(&f, &cluster, &cluster_text, d) != 0) rc = 1;
+  long gb = 0;
+  if (rc == 0 && !f.global_batch) {
+    ir_error_plain(d, "tgc plan needs --global-batch G (sequences per training step)");
+    rc = 1;
+  } else if (rc == 0 && !parse_count(f.global_batch, 1, 1L << 30, &gb)) {
+    bad(d, "--global-batch", f.global_batch, "a positive number of sequences");
+    rc = 1;
+  }
+  pass_plan_query q = {-1, -1, -1, f.sp, f.zero, f.micro_batch, f.schedule, f.v, -1, f.top};
+  if (f.checkpoint) q.ckpt = pass_plan_ckpt_from_name(f.checkpoint);
+  if (rc == 0 && f.mesh && parse_mesh(f.mesh, &q, d) != 0) rc = 1;
+  if (rc == 0 && f.mesh && (long)q.dp * q.tp * q.pp != cluster.gpus) { /* before compiling anything */
+    ir_error_plain(d, "--mesh %s: dp %d x tp %d x pp %d = %ld devices, but the cluster has %d GPUs", f.mesh, q.dp, q.tp,
+                   q.pp, (long)q.dp * q.tp * q.pp, cluster.gpus);
+    rc = 1;
+  }
+  /* the config: B must be a constant the planner sets; --seq sets T */
+  cfg_set cfg = {0};
+  if (rc == 0) {
+    size_t len;
+    ir_diag *quiet = ir_diag_new(stderr);
+    src = strstr(o.file, ".ir") && strlen(strstr(o.file, ".ir")) == 3 ? NULL : ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, quiet);
+    ir_diag_free(quiet);
+    if (src) stats_cfg_load(&o, src, len, &cfg);
+    if (!src || !cfg.config || !stats_cfg_find(&cfg, "B")) {
+      if (src && cfg.n_configs < 0) { /* it does not parse: let the frontend say why */
+        char *text = NULL;
+        ir_graph *g = tool_load(&o, d, &text);
+        ir_graph_free(g);
+        free(text);
+      } else {
+        ir_error_plain(d, "%s: tgc plan needs a .tg model whose config defines the batch as a constant B (it compiles "
+                          "the training graph at B = 2 and 4)", o.file);
+      }
+      rc = 1;
+    }
+    for (int k = 0; rc == 0 && k < o.fe.n_defines; k++)
+      if (strcmp(o.defines[k].name, "B") == 0) {
+        ir_error_plain(d, "-D B=%s: tgc plan chooses the micro-batch itself (fix it with --micro-batch %s)",
+                       o.defines[k].value, o.defines[k].value);
+        rc = 1;
+      }
+  }
+  if (rc == 0 && f.seq && stats_set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  pass_plan_model *m = NULL;
+  int seq = 0;
+  double t_compile = 0, c_compile = 0;
+  if (rc == 0) {
+    m = pass_plan_model_new(&cluster.device);
+    if (apply_constants(&f, m, d) != 0) rc = 1;
+    double tc = now_s(CLOCK_MONOTONIC), cc = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    if (rc == 0 && build_model(&o, &f, m, (ir_dtype)f.dtype, &seq, d) != 0) rc = 1;
+    t_compile = now_s(CLOCK_MONOTONIC) - tc;
+    c_compile = now_s(CLOCK_PROCESS_CPUTIME_ID) - cc;
+  }
+  pass_plan_job job = {(int)gb, seq};
+  pass_plan_found found = {0};
+  int sr = 0;
+  if (rc == 0) {
+    sr = pass_plan_search(m, &cluster, &job, &q, &found, d);
+    if (sr < 0) rc = 1;
+  }
+  if (rc == 0 && sr == 1) {
+    plan_print_no_fit(d, &found, &cluster, m);
+    rc = 1;
+  }
+  if (rc == 0) {
+    plan_report rep = {o.file, cfg.config, &cluster, m, &job, &found, (ir_dtype)f.dtype,
+                       (pass_optimizer_kind)f.optimizer, t_compile, c_compile, 0, f.explain};
+    rep.total_s = now_s(CLOCK_MONOTONIC) - t0;
+    if (f.json) plan_print_json(stdout, &rep);
+    else plan_print_text(stdout, &rep);
+    if (f.trace && plan_write_trace_file(f.trace, &rep, d) != 0) rc = 1;
+  }
+  pass_plan_found_free(&found);
+  pass_plan_model_free(m);
+  stats_cfg_free(&cfg);
+  free(src);
+  free(cluster_text);
+  ir_diag_free(d);
+  return rc;
+}
