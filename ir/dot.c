@@ -60,19 +60,11 @@ static void attr_text(const ir_attr *a, char *buf, size_t n) {
 
 static void type_text(const ir_value *v, char *buf, size_t n) {
   ir_type_str(&v->type, buf, n);
-  bool split = false;
-  for (int d = 0; d < v->type.rank; d++) split |= v->shard.split[d] != 0;
   size_t len = strlen(buf);
-  if (split && len < n) {
-    len += (size_t)snprintf(buf + len, n - len, " shard[");
-    for (int d = 0; d < v->type.rank && len < n; d++) {
-      int k = v->shard.split[d];
-      len += k > 0 ? (size_t)snprintf(buf + len, n - len, d ? ",%d" : "%d", k - 1)
-                   : (size_t)snprintf(buf + len, n - len, d ? ",-" : "-");
-    }
-    if (len < n) len += (size_t)snprintf(buf + len, n - len, "]");
+  if (!ir_shard_is_replicated(&v->shard) && len + 1 < n) {
+    buf[len++] = ' ';
+    ir_shard_str(&v->shard, v->type.rank, buf + len, n - len);
   }
-  if (v->shard.partial && len < n) snprintf(buf + len, n - len, " partial");
 }
 
 /* "v<id>" for inputs/params, "n<id>" for node results. */

@@ -141,6 +141,7 @@ ir_graph *ir_graph_new(const char *name, const char *source_file) {
   if (!g->names) abort();
   g->name = ir_arena_strdup(g->arena, name ? name : "main");
   g->source_file = source_file ? ir_arena_strdup(g->arena, source_file) : NULL;
+  g->mesh = ir_mesh_single();
   return g;
 }
 
@@ -445,12 +446,6 @@ int ir_role_from_name(const char *name) {
   return -1;
 }
 
-bool ir_shard_is_replicated(const ir_shard *s) {
-  if (s->partial) return false;
-  for (int i = 0; i < IR_MAX_RANK; i++)
-    if (s->split[i]) return false;
-  return true;
-}
 
 ir_attr ir_attr_int(const char *key, int64_t v) { return (ir_attr){.key = key, .kind = IR_ATTR_INT, .i = v}; }
 ir_attr ir_attr_float(const char *key, double v) { return (ir_attr){.key = key, .kind = IR_ATTR_FLOAT, .f = v}; }

@@ -183,14 +183,48 @@ typedef enum {
 const char *ir_role_name(ir_role r);        /* "input" "param" "const" "act" "grad" "opt_state" "recompute" */
 int ir_role_from_name(const char *name);
 
-/* Sharding of a value over a device mesh. split[d] == 0: dim d replicated;
- * split[d] == k > 0: dim d split over mesh axis k-1. partial: each device
- * holds a partial sum. Zero-initialized = fully replicated. */
+/* ===================================================================== */
+/* mesh.c                                                                 */
+/* ===================================================================== */
+/* The device mesh a graph runs on: three named axes, outermost first
+ * (pipeline, data, tensor), each of size >= 1; a rank's coordinates are the
+ * row-major digits of its rank, so a tensor-parallel group is consecutive
+ * ranks (Megatron-LM's layout). sp: sequence parallelism on the tp axis.
+ * stage: after the shard pass cut the graph into pipeline stages, the
+ * stage this graph is (-1: not cut). All sizes 1 = one device. */
+typedef enum { IR_AXIS_PP, IR_AXIS_DP, IR_AXIS_TP, IR_NUM_AXES } ir_axis;
 typedef struct {
-  int8_t split[IR_MAX_RANK];
-  bool partial;
+  int size[IR_NUM_AXES];
+  bool sp;
+  int stage;
+} ir_mesh;
+const char *ir_axis_name(ir_axis a);               /* "pp" "dp" "tp" */
+int ir_axis_from_name(const char *name, size_t n); /* -1 if none */
+ir_mesh ir_mesh_single(void);                      /* every size 1, no sp, stage -1 */
+int64_t ir_mesh_ranks(const ir_mesh *m);           /* the product of the sizes */
+bool ir_mesh_is_single(const ir_mesh *m);          /* one rank, no sp, no stage */
+/* Parses "dp=2,tp=2,pp=2" (any order; "sp" as an item turns on sequence
+ * parallelism and needs tp; sizes 1..4096). 0, or -1 and a message. */
+int ir_mesh_parse(const char *text, ir_mesh *m, char *err, size_t errlen);
+/* "dp=2, tp=2 sp" (axes of size > 1, outermost first; "one device" when none). */
+char *ir_mesh_str(const ir_mesh *m, char *buf, size_t n);
+
+/* How a value is laid out over the mesh. split[d]: the mesh axes (a bit
+ * mask, bit a = axis a) that divide dim d, nested in mesh order (dims split
+ * over dp and tp hold block dp_coord * tp + tp_coord). partial: the axes
+ * over which the value is a partial sum (every rank of such a group holds a
+ * summand). An axis splits at most one dim and is never both split and
+ * partial. After the shard pass, a value's type is what one rank holds (a
+ * split dim is the global size / the product of its axes' sizes); before,
+ * specs are constraints on the whole value. Zero = replicated. */
+typedef struct {
+  uint8_t split[IR_MAX_RANK];
+  uint8_t partial;
 } ir_shard;
 bool ir_shard_is_replicated(const ir_shard *s);
+bool ir_shard_equal(const ir_shard *a, const ir_shard *b, int rank);
+/* "[dp, -, (dp, tp)] partial(tp)": what the printer writes after "shard". */
+char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n);
 
 typedef enum { IR_INIT_NONE, IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_INIT_UNIFORM } ir_init_kind;
 typedef struct {
@@ -286,6 +320,7 @@ typedef struct ir_graph {
   ir_value **inputs;  int n_inputs, cap_inputs;
   ir_value **params;  int n_params, cap_params;
   ir_output *outputs; int n_outputs, cap_outputs;
+  ir_mesh mesh;                                   /* ir_mesh_single() unless set */
   struct ir_name_set *names;                      /* private to graph.c */
 } ir_graph;
 

@@ -55,16 +55,34 @@ static json_t *loc_json(ir_loc loc) {
   return o;
 }
 
-/* {"dims": [axis | null, ...], "partial": bool}, or NULL when replicated. */
+/* Mesh axes as JSON: "dp", or ["dp", "tp"] when several (outermost first). */
+static json_t *axes_json(unsigned mask, bool always_array) {
+  int count = 0;
+  for (int a = 0; a < IR_NUM_AXES; a++) count += (mask >> a) & 1;
+  if (count == 1 && !always_array) return json_string(ir_axis_name((ir_axis)__builtin_ctz(mask)));
+  json_t *arr = json_array();
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if ((mask >> a) & 1) push(arr, json_string(ir_axis_name((ir_axis)a)));
+  return arr;
+}
+
+/* {"dims": [axis | [axes] | null, ...], "partial": [axes]}, or NULL when replicated. */
 static json_t *shard_json(const ir_value *v) {
-  bool split = false;
-  for (int d = 0; d < v->type.rank; d++) split |= v->shard.split[d] != 0;
-  if (!split && !v->shard.partial) return NULL;
+  if (ir_shard_is_replicated(&v->shard)) return NULL;
   json_t *o = json_object(), *dims = json_array();
   for (int d = 0; d < v->type.rank; d++)
-    push(dims, v->shard.split[d] > 0 ? json_integer(v->shard.split[d] - 1) : json_null());
+    push(dims, v->shard.split[d] ? axes_json(v->shard.split[d], false) : json_null());
   put(o, "dims", dims);
-  put(o, "partial", json_boolean(v->shard.partial));
+  put(o, "partial", axes_json(v->shard.partial, true));
+  return o;
+}
+
+/* {"pp": N, "dp": N, "tp": N, "sp": bool, "stage": N | null} */
+static json_t *mesh_json(const ir_mesh *m) {
+  json_t *o = json_object();
+  for (int a = 0; a < IR_NUM_AXES; a++) put(o, ir_axis_name((ir_axis)a), json_integer(m->size[a]));
+  put(o, "sp", json_boolean(m->sp));
+  put(o, "stage", m->stage >= 0 ? json_integer(m->stage) : json_null());
   return o;
 }
 
@@ -127,6 +145,7 @@ void ir_print_json(FILE *out, const ir_graph *g) {
   put(root, "version", json_integer(1));
   put(root, "graph", str_json(g->name));
   put(root, "file", g->source_file ? str_json(g->source_file) : json_null());
+  put(root, "mesh", mesh_json(&g->mesh));
   json_t *inputs = json_array(), *params = json_array(), *nodes = json_array(),
          *outputs = json_array();
   for (int k = 0; k < g->n_inputs; k++) {

@@ -40,29 +40,18 @@ static void print_string(FILE *out, const char *s) {
   fputc('"', out);
 }
 
-static bool shard_has_split(const ir_shard *s, int rank) {
-  for (int d = 0; d < rank && d < IR_MAX_RANK; d++)
-    if (s->split[d] != 0) return true;
-  return false;
-}
-
-/* annot := DTYPE '[' dims ']' ('role' R)? ('shard' [...])? ('partial')? */
+/* annot := DTYPE '[' dims ']' ('role' R)? ('shard' [...])? ('partial' '(' axes ')')? */
 static void print_annot(FILE *out, const ir_value *v, ir_role default_role) {
   const ir_type *t = &v->type;
   fprintf(out, "%s[", ir_dtype_name(t->dtype));
   for (int d = 0; d < t->rank; d++) fprintf(out, d ? ", %" PRId64 : "%" PRId64, t->dims[d]);
   fputc(']', out);
   if (v->role != default_role) fprintf(out, " role %s", ir_role_name(v->role));
-  if (shard_has_split(&v->shard, t->rank)) {
-    fputs(" shard [", out);
-    for (int d = 0; d < t->rank; d++) {
-      if (d) fputs(", ", out);
-      if (v->shard.split[d] > 0) fprintf(out, "%d", v->shard.split[d] - 1);
-      else fputc('-', out);
-    }
-    fputc(']', out);
+  if (!ir_shard_is_replicated(&v->shard)) {
+    char buf[160];
+    ir_shard_str(&v->shard, t->rank, buf, sizeof buf);
+    fprintf(out, buf[0] == '[' ? " shard %s" : " %s", buf);
   }
-  if (v->shard.partial) fputs(" partial", out);
 }
 
 static void print_loc(FILE *out, ir_loc loc) { fprintf(out, " loc %d:%d", loc.line, loc.col); }
@@ -134,6 +123,15 @@ void ir_print(FILE *out, const ir_graph *g) {
     print_string(out, g->source_file);
   }
   fputc('\n', out);
+  if (!ir_mesh_is_single(&g->mesh)) {
+    const ir_mesh *m = &g->mesh;
+    fputs("  mesh", out);
+    for (int a = 0, k = 0; a < IR_NUM_AXES; a++)
+      if (m->size[a] > 1) fprintf(out, "%s %s = %d", k++ ? "," : "", ir_axis_name((ir_axis)a), m->size[a]);
+    if (m->sp) fputs(" sp", out);
+    if (m->stage >= 0) fprintf(out, " stage %d", m->stage);
+    fputc('\n', out);
+  }
   for (int k = 0; k < g->n_inputs; k++) {
     const ir_value *v = g->inputs[k];
     fprintf(out, "  input %%%s : ", v->name);

@@ -545,6 +545,46 @@ static bool parse_dtype(parser *p, ir_dtype *out) {
 
 /* annot := DTYPE '[' (INT (',' INT)*)? ']' ('role' ROLE)?
  *          ('shard' '[' ('-'|INT) (',' ('-'|INT))* ']')? ('partial')? */
+/* One mesh axis name, into *mask; the axis must not be in *used yet. */
+static bool parse_axis(parser *p, unsigned *mask, unsigned *used, const char *what) {
+  char buf[64];
+  if (p->tok.kind != T_IDENT) return expected(p, what);
+  int ax = ir_axis_from_name(p->tok.start, p->tok.len);
+  if (ax < 0) {
+    report(p, p->tok.line, p->tok.col, false, "unknown mesh axis %s (axes: pp, dp, tp)", describe(&p->tok, buf, sizeof buf));
+    return false;
+  }
+  if (*used & (1u << ax)) {
+    report(p, p->tok.line, p->tok.col, false, "mesh axis '%s' given twice", ir_axis_name((ir_axis)ax));
+    return false;
+  }
+  *used |= 1u << ax;
+  *mask |= 1u << ax;
+  next(p);
+  return true;
+}
+
+/* axes := AXIS | '(' AXIS (',' AXIS)* ')', outermost first */
+static bool parse_axes(parser *p, unsigned *mask, unsigned *used, const char *what) {
+  if (!is_punct(p, '(')) return parse_axis(p, mask, used, what);
+  next(p);
+  int last = -1;
+  do {
+    if (last >= 0) next(p); /* the ',' */
+    int line = p->tok.line, col = p->tok.col;
+    unsigned one = 0;
+    if (!parse_axis(p, &one, used, "a mesh axis (pp, dp, tp)")) return false;
+    int ax = __builtin_ctz(one);
+    if (ax <= last) {
+      report(p, line, col, false, "mesh axes must be listed outermost first (pp, dp, tp)");
+      return false;
+    }
+    last = ax;
+    *mask |= one;
+  } while (is_punct(p, ','));
+  return expect_punct(p, ')', "after mesh axes");
+}
+
 static bool parse_annot(parser *p, ir_role default_role, annot *a) {
   memset(a, 0, sizeof *a);
   a->role = default_role;
@@ -589,19 +629,17 @@ static bool parse_annot(parser *p, ir_role default_role, annot *a) {
   if (is_word(p, "shard")) {
     next(p);
     int line = p->tok.line, col = p->tok.col, n = 0;
+    unsigned used = 0;
     if (!expect_punct(p, '[', "after 'shard'")) return false;
     do {
       if (n > 0) next(p); /* the ',' */
-      int8_t code = 0;
+      unsigned mask = 0;
       if (is_punct(p, '-')) {
         next(p);
-      } else {
-        int64_t axis;
-        if (!parse_int(p, 0, 126, "a mesh axis or '-'", "shard axis must be between 0 and 126", &axis))
-          return false;
-        code = (int8_t)(axis + 1);
+      } else if (!parse_axes(p, &mask, &used, "a mesh axis (pp, dp, tp), '(' or '-'")) {
+        return false;
       }
-      if (n < IR_MAX_RANK) a->shard.split[n] = code;
+      if (n < IR_MAX_RANK) a->shard.split[n] = (uint8_t)mask;
       if (n <= IR_MAX_RANK) n++;
     } while (is_punct(p, ','));
     if (!expect_punct(p, ']', "after shard entries")) return false;
@@ -613,8 +651,11 @@ static bool parse_annot(parser *p, ir_role default_role, annot *a) {
     }
   }
   if (is_word(p, "partial")) {
-    a->shard.partial = true;
     next(p);
+    unsigned mask = 0, used = 0;
+    if (!is_punct(p, '(')) return expected(p, "'(' and mesh axes after 'partial'");
+    if (!parse_axes(p, &mask, &used, "")) return false;
+    a->shard.partial = (uint8_t)mask;
   }
   return true;
 }
@@ -960,6 +1001,39 @@ static void parse_line(parser *p) {
   if (!ok) skip_line(p);
 }
 
+/* mesh := 'mesh' (AXIS '=' INT (',' AXIS '=' INT)*)? 'sp'? ('stage' INT)? NL */
+static bool parse_mesh(parser *p) {
+  ir_mesh *m = &p->g->mesh;
+  unsigned used = 0;
+  next(p);
+  while (p->tok.kind == T_IDENT && !is_word(p, "sp") && !is_word(p, "stage")) {
+    unsigned one = 0;
+    int64_t size;
+    if (!parse_axis(p, &one, &used, "a mesh axis (pp, dp, tp)")) return false;
+    if (!expect_punct(p, '=', "after a mesh axis")) return false;
+    if (!parse_int(p, 2, 4096, "an axis size", "a mesh axis size must be between 2 and 4096", &size)) return false;
+    m->size[__builtin_ctz(one)] = (int)size;
+    if (!is_punct(p, ',')) break;
+    next(p);
+    if (p->tok.kind != T_IDENT || is_word(p, "sp") || is_word(p, "stage")) return expected(p, "a mesh axis after ','");
+  }
+  if (is_word(p, "sp")) {
+    if (m->size[IR_AXIS_TP] < 2) {
+      report(p, p->tok.line, p->tok.col, false, "'sp' (sequence parallelism) needs a tp axis");
+      return false;
+    }
+    m->sp = true;
+    next(p);
+  }
+  if (is_word(p, "stage")) {
+    next(p);
+    int64_t st;
+    if (!parse_int(p, 0, m->size[IR_AXIS_PP] - 1, "a stage number", "the stage must be below the pp size", &st)) return false;
+    m->stage = (int)st;
+  }
+  return expect_eol(p);
+}
+
 /* module := 'tgc.ir' INT NL 'graph' '@' NAME ('file' STRING)? NL line* 'end' NL */
 static void parse_module(parser *p) {
   next(p);
@@ -1004,6 +1078,8 @@ static void parse_module(parser *p) {
   }
   if (!expect_eol(p)) return;
   p->g = ir_graph_new(name, file); /* copies both into the graph arena */
+  skip_blank_lines(p);
+  if (is_word(p, "mesh") && !parse_mesh(p)) return;
   for (;;) {
     skip_blank_lines(p);
     if (p->tok.kind == T_EOF) {

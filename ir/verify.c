@@ -98,21 +98,38 @@ static bool type_valid(const ir_type *t) {
   return true;
 }
 
+/* A spec names only axes of the graph's mesh (size > 1), splits each axis
+ * on at most one dim of the value's rank, and never splits and sums over one
+ * axis at once. */
 static void check_shard(vctx *c, const ir_value *v) {
-  int dim_of_axis[IR_MAX_RANK + 1];
-  for (int k = 0; k <= IR_MAX_RANK; k++) dim_of_axis[k] = -1;
+  const ir_mesh *m = &c->g->mesh;
+  unsigned seen = 0;
   for (int d = 0; d < IR_MAX_RANK; d++) {
-    int k = v->shard.split[d];
-    if (k == 0) continue;
-    if (k < 0 || k > IR_MAX_RANK) {
-      problem(c, value_at(c, v), "%%%s has an invalid shard code %d on dim %d", vname(v), k, d);
-    } else if (d >= v->type.rank) {
+    unsigned mask = v->shard.split[d];
+    if (!mask) continue;
+    if (d >= v->type.rank) {
       problem(c, value_at(c, v), "%%%s is split on dim %d but has rank %d", vname(v), d, v->type.rank);
-    } else if (dim_of_axis[k] >= 0) {
-      problem(c, value_at(c, v), "%%%s is split over mesh axis %d on both dims %d and %d", vname(v), k - 1, dim_of_axis[k], d);
-    } else {
-      dim_of_axis[k] = d;
+      continue;
     }
+    for (int a = 0; a < 8; a++) {
+      if (!((mask >> a) & 1)) continue;
+      if (a >= IR_NUM_AXES) problem(c, value_at(c, v), "%%%s is split over an invalid mesh axis %d", vname(v), a);
+      else if (m->size[a] < 2)
+        problem(c, value_at(c, v), "%%%s is split over %s, but the graph's mesh has no %s axis", vname(v),
+                ir_axis_name((ir_axis)a), ir_axis_name((ir_axis)a));
+      else if (seen & (1u << a))
+        problem(c, value_at(c, v), "%%%s is split over %s on two dims", vname(v), ir_axis_name((ir_axis)a));
+      seen |= 1u << a;
+    }
+  }
+  for (int a = 0; a < 8; a++) {
+    if (!((v->shard.partial >> a) & 1)) continue;
+    if (a >= IR_NUM_AXES) problem(c, value_at(c, v), "%%%s is partial over an invalid mesh axis %d", vname(v), a);
+    else if (m->size[a] < 2)
+      problem(c, value_at(c, v), "%%%s is partial over %s, but the graph's mesh has no %s axis", vname(v),
+              ir_axis_name((ir_axis)a), ir_axis_name((ir_axis)a));
+    else if (seen & (1u << a))
+      problem(c, value_at(c, v), "%%%s is both split and partial over %s", vname(v), ir_axis_name((ir_axis)a));
   }
 }
 

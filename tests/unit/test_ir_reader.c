@@ -51,8 +51,16 @@ static const bad_case cases[] = {
     {H X, "3:27: missing 'end'"},
     {H X "end\nfoo\n", "5:1: unexpected 'foo' after 'end'"},
     {H "  input %x : f32[] role boss loc 1:1\nend\n", "3:25: unknown role 'boss'"},
-    {H "  input %x : f32[4] shard [0, 1] loc 1:1\nend\n", "3:27: shard has 2 entries but the type has rank 1"},
-    {H "  input %x : f32[4] shard [127] loc 1:1\nend\n", "3:28: shard axis must be between 0 and 126"},
+    {H "  input %x : f32[4] shard [dp, tp] loc 1:1\nend\n", "3:27: shard has 2 entries but the type has rank 1"},
+    {H "  input %x : f32[4] shard [0] loc 1:1\nend\n", "3:28: expected a mesh axis (pp, dp, tp), '(' or '-', got '0'"},
+    {H "  input %x : f32[4] shard [xp] loc 1:1\nend\n", "3:28: unknown mesh axis 'xp' (axes: pp, dp, tp)"},
+    {H "  input %x : f32[4, 4] shard [dp, dp] loc 1:1\nend\n", "3:35: mesh axis 'dp' given twice"},
+    {H "  input %x : f32[4] shard [(tp, dp)] loc 1:1\nend\n", "3:33: mesh axes must be listed outermost first (pp, dp, tp)"},
+    {H "  input %x : f32[4] partial loc 1:1\nend\n", "3:29: expected '(' and mesh axes after 'partial', got 'loc'"},
+    {H "  mesh dp = 1\nend\n", "3:13: a mesh axis size must be between 2 and 4096"},
+    {H "  mesh dp = 2,\nend\n", "3:15: expected a mesh axis after ',', got end of line"},
+    {H "  mesh dp = 2 sp\nend\n", "3:15: 'sp' (sequence parallelism) needs a tp axis"},
+    {H "  mesh pp = 2 stage 2\nend\n", "3:21: the stage must be below the pp size"},
     {H X "  %y = add %x : f32[] loc 1:1\nend\n", "4:8: op 'add' takes 2 operands, got 1"},
     {H X "  %y, %z = neg %x : f32[], f32[] loc 1:1\nend\n", "4:12: op 'neg' has 1 result, got 2"},
     {H "  %y = concat : f32[] loc 1:1\nend\n", "3:8: op 'concat' takes at least 1 operand, got 0"},
@@ -120,7 +128,8 @@ static const char *valid =
     "# a module using every construct\n"
     "tgc.ir 1\n"
     "graph @m.1 file \"a \\\"b\\\".tg\"\n"
-    "  input %x : f32[2, 3] shard [0, -] partial loc 1:2\n"
+    "  mesh pp = 2, dp = 2, tp = 2 sp stage 1\n"
+    "  input %x : f32[2, 3] shard [(pp, dp), -] partial(tp) loc 1:2\n"
     "  input %ids : i32[2] loc 1:9\n"
     "  param %w.0 : f32[3, 3] init uniform(-0.5, 0.5) loc 2:1\n"
     "  param %b : f32[3] init normal(0.02) loc 3:1\n"

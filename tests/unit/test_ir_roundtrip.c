@@ -44,6 +44,11 @@ static ir_value *node1(ir_graph *g, ir_op op, ir_value **in, int n_in, ir_type t
 /* Builds a graph that uses every feature of the text format. */
 static ir_graph *build_everything(void) {
   ir_graph *g = ir_graph_new("rt.graph_1", "models/a \"quoted\" \\dir\\x.tg");
+  g->mesh.size[IR_AXIS_PP] = 2;
+  g->mesh.size[IR_AXIS_DP] = 2;
+  g->mesh.size[IR_AXIS_TP] = 4;
+  g->mesh.sp = true;
+  g->mesh.stage = 1;
   int64_t d23[] = {2, 3}, d32[] = {3, 2}, d2[] = {2}, d04[] = {0, 4}, d6[] = {6}, d234[] = {2, 3, 4};
   ir_value *x = ir_graph_add_input(g, "x", ty(IR_DT_F32, 2, d23), at(1, 2));
   ir_value *ids = ir_graph_add_input(g, "tok.ids.0", ty(IR_DT_I32, 1, d2), at(1, 20));
@@ -51,11 +56,10 @@ static ir_graph *build_everything(void) {
   ir_value *z = ir_graph_add_input(g, "zero_dim", ty(IR_DT_BF16, 2, d04), at(2, 1));
   z->role = IR_ROLE_CONST;
   ir_value *big = ir_graph_add_input(g, "big", ty(IR_DT_F16, 3, d234), at(3, 1));
-  big->shard.split[0] = 1; /* mesh axis 0 */
-  big->shard.split[2] = 3; /* mesh axis 2 */
-  big->shard.partial = true;
+  big->shard.split[0] = 1 << IR_AXIS_TP;                      /* split over tp */
+  big->shard.split[2] = 1 << IR_AXIS_PP | 1 << IR_AXIS_DP;   /* over (pp, dp) */
   ir_value *pa = ir_graph_add_input(g, "p", ty(IR_DT_BOOL, 1, d2), at(3, 9));
-  pa->shard.partial = true; /* partial without any split */
+  pa->shard.partial = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP; /* partial without any split */
   ir_value *w = ir_graph_add_param(g, "l.0.W", ty(IR_DT_F32, 2, d32),
                                    (ir_init){IR_INIT_NORMAL, 0.02, 0}, at(7, 5));
   ir_graph_add_param(g, "blk.12.b", ty(IR_DT_F32, 1, d2), (ir_init){IR_INIT_ZEROS, 0, 0}, at(8, 5));
@@ -78,7 +82,7 @@ static ir_graph *build_everything(void) {
   int64_t d22[] = {2, 2};
   ir_value *mm = node1(g, IR_OP_MATMUL, mm_in, 2, ty(IR_DT_F32, 2, d22), NULL, 0, "mm", at(31, 7));
   mm->role = IR_ROLE_GRAD;
-  mm->shard.split[1] = 2;
+  mm->shard.split[1] = 1 << IR_AXIS_DP;
   ir_attr to = ir_attr_dtype("to", IR_DT_BF16);
   node1(g, IR_OP_CAST, &xt, 1, ty(IR_DT_BF16, 2, d32), &to, 1, "x.T.bf", at(32, 1));
   ir_attr rs[] = {ir_attr_ints("axes", NULL, 0), ir_attr_int("keepdims", 0)};
@@ -99,8 +103,8 @@ static ir_graph *build_everything(void) {
   ir_node *split = ir_graph_add_node(g, IR_OP_SPLIT, &x, 1, st3, 3, sp, 2, names, at(35, 4));
   split->layer = 3;
   split->out[0]->role = IR_ROLE_GRAD;
-  split->out[1]->shard.split[0] = 1;
-  split->out[1]->shard.partial = true;
+  split->out[1]->shard.split[0] = 1 << IR_AXIS_PP;
+  split->out[1]->shard.partial = 1 << IR_AXIS_TP;
   split->out[2]->role = IR_ROLE_INPUT;
   ir_value *cat_in[] = {split->out[0], split->out[1], split->out[2]};
   ir_attr ax = ir_attr_int("axis", 1);
@@ -194,13 +198,18 @@ static void test_round_trip(void) {
     CHECK(a->def == b1->def && b1->def == nine->def && nine->def_result == 2);
     CHECK_EQ_INT(a->role, IR_ROLE_GRAD);
     CHECK_EQ_INT(nine->role, IR_ROLE_INPUT);
-    CHECK_EQ_INT(b1->shard.split[0], 1);
-    CHECK(b1->shard.partial);
+    CHECK_EQ_INT(b1->shard.split[0], 1 << IR_AXIS_PP);
+    CHECK_EQ_INT(b1->shard.partial, 1 << IR_AXIS_TP);
     CHECK_EQ_INT(a->def->layer, 3);
-    CHECK_EQ_INT(big->shard.split[0], 1);
+    CHECK_EQ_INT(big->shard.split[0], 1 << IR_AXIS_TP);
     CHECK_EQ_INT(big->shard.split[1], 0);
-    CHECK_EQ_INT(big->shard.split[2], 3);
-    CHECK(big->shard.partial);
+    CHECK_EQ_INT(big->shard.split[2], 1 << IR_AXIS_PP | 1 << IR_AXIS_DP);
+    CHECK_EQ_INT(big->shard.partial, 0);
+    CHECK_EQ_INT(g2->mesh.size[IR_AXIS_PP], 2);
+    CHECK_EQ_INT(g2->mesh.size[IR_AXIS_DP], 2);
+    CHECK_EQ_INT(g2->mesh.size[IR_AXIS_TP], 4);
+    CHECK(g2->mesh.sp);
+    CHECK_EQ_INT(g2->mesh.stage, 1);
     /* node locations refer to the graph's file; loc 0:0 means unknown */
     CHECK(a->def->loc.file == g2->source_file);
     CHECK_EQ_INT(a->def->loc.line, 35);
@@ -224,6 +233,8 @@ static void test_round_trip(void) {
 /* The exact text for a small graph, character by character per docs/ir.md. */
 static void test_exact_text(void) {
   ir_graph *g = ir_graph_new("f", "examples/straight_line.tg");
+  g->mesh.size[IR_AXIS_DP] = 2;
+  g->mesh.size[IR_AXIS_TP] = 2;
   int64_t d2[] = {2}, d22[] = {2, 2}, d44[] = {4, 4}, d4[] = {4};
   ir_value *w1 = ir_graph_add_input(g, "w1", ty(IR_DT_F64, 0, NULL), at(1, 6));
   ir_value *w2 = ir_graph_add_input(g, "w2", ty(IR_DT_F64, 0, NULL), at(1, 15));
@@ -246,12 +257,13 @@ static void test_exact_text(void) {
   ir_value *add_in[] = {y, y};
   ir_value *gr = node1(g, IR_OP_ADD, add_in, 2, ty(IR_DT_F32, 1, d2), NULL, 0, "g", at(9, 1));
   gr->role = IR_ROLE_GRAD;
-  gr->shard.split[0] = 1;
-  gr->shard.partial = true;
+  gr->shard.split[0] = 1 << IR_AXIS_DP;
+  gr->shard.partial = 1 << IR_AXIS_TP;
   ir_graph_add_output(g, "z6", gr);
   const char *want =
       "tgc.ir 1\n"
       "graph @f file \"examples/straight_line.tg\"\n"
+      "  mesh dp = 2, tp = 2\n"
       "  input %w1 : f64[] loc 1:6\n"
       "  input %w2 : f64[] loc 1:15\n"
       "  input %x : f32[2, 4] loc 1:24\n"
@@ -262,7 +274,7 @@ static void test_exact_text(void) {
       "  %0 = const {value = 2.0} : f64[] loc 3:13\n"
       "  %eps = const {value = 1.0000000000000001e-05} : f32[] loc 3:20\n"
       "  %a, %b.1 = split %x {axis = 1, sizes = [2, 2]} : f32[2, 2], f32[2, 2] loc 5:3 layer 0\n"
-      "  %g = add %y, %y : f32[2] role grad shard [0] partial loc 9:1\n"
+      "  %g = add %y, %y : f32[2] role grad shard [dp] partial(tp) loc 9:1\n"
       "  output \"z6\" = %g\n"
       "end\n";
   char *t = ir_print_to_string(g);
@@ -345,8 +357,9 @@ static void test_json(void) {
     CHECK_EQ_INT(json_array_size(outs), 3);
     CHECK_STR(json_string_value(json_object_get(json_array_get(outs, 0), "role")), "grad");
     json_t *sh = json_object_get(json_array_get(outs, 1), "shard");
-    CHECK(json_is_true(json_object_get(sh, "partial")));
-    CHECK_EQ_INT(json_integer_value(json_array_get(json_object_get(sh, "dims"), 0)), 0);
+    CHECK_STR(json_string_value(json_array_get(json_object_get(sh, "partial"), 0)), "tp");
+    CHECK_STR(json_string_value(json_array_get(json_object_get(sh, "dims"), 0)), "pp");
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(root, "mesh"), "tp")), 4);
     CHECK(json_is_null(json_array_get(json_object_get(sh, "dims"), 1)));
     CHECK(json_object_get(json_array_get(outs, 2), "shard") == NULL);
     CHECK_EQ_INT(json_integer_value(json_object_get(split, "layer")), 3);

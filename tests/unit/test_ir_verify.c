@@ -163,24 +163,42 @@ int main(void) {
 
   /* sharding */
   f = make();
-  f.y->shard.split[0] = 1;
-  f.y->shard.split[1] = 2;
-  f.y->shard.partial = true;
+  f.g->mesh.size[IR_AXIS_DP] = 2;
+  f.g->mesh.size[IR_AXIS_TP] = 2;
+  f.y->shard.split[0] = 1 << IR_AXIS_DP;
+  f.y->shard.split[1] = 1 << IR_AXIS_TP;
   expect_valid(f.g);
   ir_graph_free(f.g);
   f = make();
-  f.y->shard.split[2] = 1;
+  f.g->mesh.size[IR_AXIS_DP] = 2;
+  f.g->mesh.size[IR_AXIS_TP] = 2;
+  f.y->shard.split[0] = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP;
+  f.y->shard.partial = 0;
+  expect_valid(f.g);
+  ir_graph_free(f.g);
+  f = make();
+  f.g->mesh.size[IR_AXIS_DP] = 2;
+  f.y->shard.split[2] = 1 << IR_AXIS_DP;
   EXPECT(f, "verifier: %y is split on dim 2 but has rank 2");
   f = make();
-  f.y->shard.split[0] = 1;
-  f.y->shard.split[1] = 1;
-  EXPECT(f, "verifier: %y is split over mesh axis 0 on both dims 0 and 1");
+  f.g->mesh.size[IR_AXIS_DP] = 2;
+  f.y->shard.split[0] = 1 << IR_AXIS_DP;
+  f.y->shard.split[1] = 1 << IR_AXIS_DP;
+  EXPECT(f, "verifier: %y is split over dp on two dims");
   f = make();
-  f.y->shard.split[0] = 9;
-  EXPECT(f, "verifier: %y has an invalid shard code 9 on dim 0");
+  f.y->shard.split[0] = 1 << IR_AXIS_PP;
+  EXPECT(f, "verifier: %y is split over pp, but the graph's mesh has no pp axis");
   f = make();
-  f.y->shard.split[1] = -1;
-  EXPECT(f, "verifier: %y has an invalid shard code -1 on dim 1");
+  f.y->shard.split[1] = 1 << 5;
+  EXPECT(f, "verifier: %y is split over an invalid mesh axis 5");
+  f = make();
+  f.g->mesh.size[IR_AXIS_TP] = 4;
+  f.y->shard.split[1] = 1 << IR_AXIS_TP;
+  f.y->shard.partial = 1 << IR_AXIS_TP;
+  EXPECT(f, "verifier: %y is both split and partial over tp");
+  f = make();
+  f.y->shard.partial = 1 << IR_AXIS_DP;
+  EXPECT(f, "verifier: %y is partial over dp, but the graph's mesh has no dp axis");
 
   /* arity and def links */
   f = make();
