@@ -819,6 +819,75 @@ static int infer_add_layernorm(ctx *c, const ir_type *in, ir_type *out, int *n_o
   return 0;
 }
 
+/* ---- communication: {axis, n, ...} (ops.def) ---- */
+static int comm_attrs(ctx *c, int64_t *n) {
+  const ir_attr *a;
+  if (get_attr(c, "axis", IR_ATTR_STR, true, &a) < 0) return -1;
+  if (ir_axis_from_name(a->s, strlen(a->s)) < 0)
+    return fail(c, "unknown mesh axis \"%.20s\" in %s (axes: pp, dp, tp)", a->s, c->name);
+  bool need_n = c->op != IR_OP_ALL_REDUCE;
+  if (get_int(c, "n", need_n, 1, n) < 0) return -1;
+  if (*n < 1 || *n > 4096) return fail(c, "%s: axis size n = %lld must be between 1 and 4096", c->name, (long long)*n);
+  if (get_attr(c, "reduce", IR_ATTR_STR, false, &a) < 0) return -1;
+  if (a && strcmp(a->s, "sum") != 0 && strcmp(a->s, "max") != 0)
+    return fail(c, "%s: reduce must be \"sum\" or \"max\", got \"%.20s\"", c->name, a->s);
+  if (a && c->op != IR_OP_ALL_REDUCE && c->op != IR_OP_REDUCE_SCATTER)
+    return fail(c, "%s takes no reduce attribute", c->name);
+  return 0;
+}
+
+/* dims[key] of x divided (div) or multiplied by n */
+static int comm_dim(ctx *c, const char *key, const ir_type *x, int64_t n, bool div, ir_type *out) {
+  int d;
+  if (get_axis(c, key, x, &d) < 0) return -1;
+  if (div && x->dims[d] % n != 0)
+    return fail(c, "%s: dim %d of %s does not divide by the axis size %lld", c->name, d, ts(x).s, (long long)n);
+  if (!div && x->dims[d] > 0 && n > IR_MAX_ELEMENTS / x->dims[d])
+    return fail(c, "%s: dim %d of %s times %lld overflows", c->name, d, ts(x).s, (long long)n);
+  out->dims[d] = div ? x->dims[d] / n : x->dims[d] * n;
+  return 0;
+}
+
+static int infer_comm(ctx *c, const ir_type *in, ir_type *out, int *n_out) {
+  int64_t n = 1, k;
+  if (comm_attrs(c, &n) < 0) return -1;
+  if (c->op == IR_OP_SEND || c->op == IR_OP_RECV || c->op == IR_OP_COMM_BROADCAST) {
+    const char *key = c->op == IR_OP_COMM_BROADCAST ? "root" : "peer";
+    if (get_int(c, key, true, 0, &k) < 0) return -1;
+    if (k < 0 || k >= n) return fail(c, "%s: %s = %lld is not a coordinate of an axis of size %lld", c->name, key, (long long)k, (long long)n);
+  }
+  if (c->op == IR_OP_RECV) {
+    if (check_type(c, out, "result", 0) < 0) return -1;
+    *n_out = 1;
+    return 0;
+  }
+  if (c->op == IR_OP_SEND) {
+    *n_out = 0;
+    return 0;
+  }
+  if ((c->op == IR_OP_ALL_REDUCE || c->op == IR_OP_REDUCE_SCATTER) && in->dtype == IR_DT_BOOL)
+    return fail(c, "%s needs a numeric operand, got %s", c->name, ts(in).s);
+  out[0] = in[0];
+  int r = 0;
+  switch (c->op) {
+  case IR_OP_ALL_GATHER: r = comm_dim(c, "dim", in, n, false, out); break;
+  case IR_OP_REDUCE_SCATTER: case IR_OP_MESH_SLICE: r = comm_dim(c, "dim", in, n, true, out); break;
+  case IR_OP_ALL_TO_ALL: {
+    int sd, cd;
+    if (get_axis(c, "split_dim", in, &sd) < 0 || get_axis(c, "concat_dim", in, &cd) < 0) return -1;
+    r = comm_dim(c, "split_dim", in, n, true, out);
+    if (r == 0) {
+      ir_type mid = *out;
+      r = comm_dim(c, "concat_dim", &mid, n, false, out);
+    }
+    break;
+  }
+  default: break;
+  }
+  if (r == 0) *n_out = 1;
+  return r;
+}
+
 int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_attrs, ir_type *out, int *n_out,
              char *err, size_t errlen) {
   ctx c = {.op = op, .name = ir_op_name(op), .attrs = attrs, .n_attrs = n_attrs, .err = err, .errlen = errlen};
@@ -875,6 +944,9 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return infer_attention(&c, in, n_in, out, n_out);
   case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: return infer_fused(&c, in, n_in, out, n_out);
   case IR_OP_ADD_LAYERNORM: return infer_add_layernorm(&c, in, out, n_out);
+  case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL:
+  case IR_OP_COMM_BROADCAST: case IR_OP_SEND: case IR_OP_RECV: case IR_OP_MESH_SLICE:
+    return infer_comm(&c, in, out, n_out);
   default: /* elementwise ops are typed above by kind; test_ir_infer loops over every op */
     return fail(&c, "internal error: no typing rule for %s", c.name);
   }

@@ -91,6 +91,8 @@ enum {
   IR_OPF_INPLACE = 1 << 6, /* a result may take over a same-typed dead operand's buffer */
   IR_OPF_VIEW = 1 << 7,    /* the result is the operand's bytes */
   IR_OPF_ZEROED = 1 << 8,  /* results start zero-filled (kernels accumulate) */
+  IR_OPF_COMM = 1 << 9,    /* communicates over a mesh axis: the executor hands it to the comm layer */
+  IR_OPF_EFFECT = 1 << 10, /* matters beyond its results (send/recv): never removed as dead, never reordered */
 };
 
 /* The scalar meaning of an elementwise op, in double (ir/scalar.h). */

@@ -94,7 +94,7 @@ static void print_attr_value(FILE *out, const ir_attr *a) {
 static void print_node(FILE *out, const ir_node *n) {
   fputs("  ", out);
   for (int r = 0; r < n->n_out; r++) fprintf(out, r ? ", %%%s" : "%%%s", n->out[r]->name);
-  fprintf(out, " = %s", ir_op_name(n->op));
+  fprintf(out, n->n_out ? " = %s" : "%s", ir_op_name(n->op));
   for (int k = 0; k < n->n_in; k++) fprintf(out, k ? ", %%%s" : " %%%s", n->in[k]->name);
   if (n->n_attrs > 0) {
     fputs(" {", out);
@@ -105,7 +105,7 @@ static void print_node(FILE *out, const ir_node *n) {
     }
     fputc('}', out);
   }
-  fputs(" : ", out);
+  if (n->n_out) fputs(" : ", out);
   for (int r = 0; r < n->n_out; r++) {
     if (r) fputs(", ", out);
     print_annot(out, n->out[r], IR_ROLE_ACT);

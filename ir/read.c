@@ -850,7 +850,8 @@ static bool too_many(parser *p, int n, const char *what) {
 
 /* VAL (',' VAL)* '=' OPNAME operands? attrs? ':' annot (',' annot)* loc layer? */
 static bool parse_node_line(parser *p, node_lists *L, ir_attr *attrs, int64_t **owned, int *n_attrs) {
-  for (;;) {
+  bool no_results = p->tok.kind == T_IDENT; /* an op without results (send) */
+  for (; !no_results;) {
     if (too_many(p, L->n_names, "results")) return false;
     entry *e = define_value(p);
     if (!e) return false;
@@ -861,7 +862,7 @@ static bool parse_node_line(parser *p, node_lists *L, ir_attr *attrs, int64_t **
     next(p);
     if (p->tok.kind != T_VAL) return expected(p, "a value name after ','");
   }
-  if (!expect_punct(p, '=', "after result names")) return false;
+  if (!no_results && !expect_punct(p, '=', "after result names")) return false;
   if (p->tok.kind != T_IDENT) return expected(p, "an op name after '='");
   int op_line = p->tok.line, op_col = p->tok.col;
   char *opname = tok_dup(p, p->scratch, 0);
@@ -901,8 +902,8 @@ static bool parse_node_line(parser *p, node_lists *L, ir_attr *attrs, int64_t **
   }
   if (is_punct(p, '{') && !parse_attrs(p, attrs, owned, n_attrs)) return false;
   int colon_line = p->tok.line, colon_col = p->tok.col;
-  if (!expect_punct(p, ':', "before result types")) return false;
-  for (;;) {
+  if (!no_results && !expect_punct(p, ':', "before result types")) return false;
+  for (; !no_results;) {
     if (too_many(p, L->n_annots, "result types")) return false;
     grow((void **)&L->annots, &L->cap_annots, L->n_annots, sizeof *L->annots);
     if (!parse_annot(p, IR_ROLE_ACT, &L->annots[L->n_annots])) return false;
@@ -928,7 +929,7 @@ static bool parse_node_line(parser *p, node_lists *L, ir_attr *attrs, int64_t **
   }
   if (!expect_eol(p)) return false;
 
-  ir_type *types = malloc((size_t)L->n_annots * sizeof *types);
+  ir_type *types = malloc((size_t)(L->n_annots ? L->n_annots : 1) * sizeof *types);
   if (!types) abort();
   for (int r = 0; r < L->n_annots; r++) types[r] = L->annots[r].type;
   static ir_value *const no_operands[1];
@@ -988,6 +989,16 @@ static bool parse_output(parser *p) {
   return true;
 }
 
+/* The token names an op that has no results (a line "send %x {...} loc L:C"). */
+static bool op_without_results(parser *p) {
+  char name[32];
+  if (p->tok.len >= sizeof name) return false;
+  memcpy(name, p->tok.start, p->tok.len);
+  name[p->tok.len] = 0;
+  int op = ir_op_from_name(name);
+  return op >= 0 && ir_op_num_outputs((ir_op)op) == 0;
+}
+
 /* line := input | param | node | output; on failure the line's values are poisoned. */
 static void parse_line(parser *p) {
   p->n_pending = 0;
@@ -995,7 +1006,7 @@ static void parse_line(parser *p) {
   if (is_word(p, "input")) ok = parse_decl(p, false);
   else if (is_word(p, "param")) ok = parse_decl(p, true);
   else if (is_word(p, "output")) ok = parse_output(p);
-  else if (p->tok.kind == T_VAL) ok = parse_node(p);
+  else if (p->tok.kind == T_VAL || (p->tok.kind == T_IDENT && op_without_results(p))) ok = parse_node(p);
   else ok = expected(p, "'input', 'param', 'output', a value or 'end'");
   for (int k = 0; k < p->n_pending; k++) p->pending[k]->state = ok ? E_DEFINED : E_POISONED;
   if (!ok) skip_line(p);

@@ -71,6 +71,38 @@ ir_value *ad_fill(ad_ctx *c, const ir_type *t, double v, const char *name) {
   return n->out[0];
 }
 
+ir_attr ad_node_attr(const ir_node *n, const char *key) {
+  const ir_attr *a = ir_node_attr(n, key);
+  return a->kind == IR_ATTR_STR ? ir_attr_str(key, a->s) : ir_attr_int(key, a->i);
+}
+
+ir_value *ad_recv(ad_ctx *c, const ir_type *t, const ir_attr *attrs, int n_attrs, const char *name) {
+  char err[256];
+  ir_node *n = ir_graph_build(c->g, IR_OP_RECV, NULL, 0, attrs, n_attrs, t, name, loc_of(c), err, sizeof err);
+  if (!n) {
+    fprintf(stderr, "tgc: internal error: autodiff building recv: %s\n", err);
+    abort();
+  }
+  mark(c, n);
+  return n->out[0];
+}
+
+void ad_send(ad_ctx *c, ir_value *x, const ir_attr *attrs, int n_attrs) {
+  char err[256];
+  ir_node *n = ir_graph_build(c->g, IR_OP_SEND, &x, 1, attrs, n_attrs, NULL, NULL, loc_of(c), err, sizeof err);
+  if (!n) {
+    fprintf(stderr, "tgc: internal error: autodiff building send: %s\n", err);
+    abort();
+  }
+  mark(c, n);
+}
+
+const char *ad_node_nondiff(const ir_node *n) {
+  if (n->op != IR_OP_ALL_REDUCE && n->op != IR_OP_REDUCE_SCATTER) return NULL;
+  const ir_attr *r = ir_node_attr(n, "reduce");
+  return r && r->kind == IR_ATTR_STR && strcmp(r->s, "max") == 0 ? "a maximum over ranks (reduce = \"max\")" : NULL;
+}
+
 ir_value *ad_scalar(ad_ctx *c, ir_dtype dt, double v) {
   ir_type t = {.dtype = dt, .rank = 0};
   return ad_fill(c, &t, v, NULL);

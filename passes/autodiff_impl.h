@@ -56,6 +56,15 @@ bool ad_same_dims(const ir_type *a, const ir_type *b);
 /* "prefix" + v's name, in the graph arena. */
 const char *ad_prefixed(ir_graph *g, const char *prefix, const ir_value *v);
 
+/* Attribute key of n (an INT or STR one) to build another node with. */
+ir_attr ad_node_attr(const ir_node *n, const char *key);
+/* A recv of type t from the peer in attrs (axis, n, peer), and a send of x. */
+ir_value *ad_recv(ad_ctx *c, const ir_type *t, const ir_attr *attrs, int n_attrs, const char *name);
+void ad_send(ad_ctx *c, ir_value *x, const ir_attr *attrs, int n_attrs);
+/* Why this node is not differentiable although its op has a rule (a max
+ * over ranks: all_reduce / reduce_scatter with reduce = "max"), or NULL. */
+const char *ad_node_nondiff(const ir_node *n);
+
 /* ---- derivative pieces shared by both modes (autodiff_build.c) ---- */
 /* v * f'(x) for a unary elementwise fwd node (not cast); NULL = zero (sign). */
 ir_value *ad_unary_apply(ad_ctx *c, ir_value *v, const char *name);

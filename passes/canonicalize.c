@@ -384,7 +384,8 @@ static void sweep(canon *c) {
   }
 }
 
-/* Marks nodes none of whose results reaches a graph output dead. Returns
+/* Marks nodes none of whose results reaches a graph output dead (effects,
+ * like send, stay). Returns
  * whether any was. */
 static bool mark_dead(ir_graph *g, bool *live) {
   bool any = false;
@@ -396,7 +397,7 @@ static bool mark_dead(ir_graph *g, bool *live) {
   for (int i = g->n_nodes - 1; i >= 0; i--) {
     ir_node *n = g->nodes[i];
     if (n->dead) continue;
-    bool used = false;
+    bool used = ir_op_has(n->op, IR_OPF_EFFECT); /* a send matters to its peer */
     for (int j = 0; j < n->n_out && !used; j++)
       used = n->out[j]->id >= 0 && n->out[j]->id < g->n_values && live[n->out[j]->id];
     if (!used) {

@@ -123,8 +123,20 @@ static double matmul_flops(const ir_node *n, double out_n) {
   return 2.0 * out_n * (double)a->dims[a->rank - (ta ? 2 : 1)];
 }
 
+double pass_comm_bytes(ir_op op, int64_t n, double bytes) {
+  if (n <= 1) return 0;
+  double f = (double)(n - 1) / (double)n;
+  switch (op) {
+  case IR_OP_ALL_REDUCE: return 2 * f * bytes;
+  case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL: return f * bytes;
+  case IR_OP_ALL_GATHER: return (double)(n - 1) * bytes;
+  case IR_OP_COMM_BROADCAST: case IR_OP_SEND: return bytes;
+  default: return 0;
+  }
+}
+
 pass_cost pass_node_cost(const ir_node *n) {
-  pass_cost c = {0, 0};
+  pass_cost c = {0, 0, 0};
   if (!n || (int)n->op < 0 || n->op >= IR_NUM_OPS) return c;
   for (int i = 0; i < n->n_in; i++) c.bytes += bytes_of(n->in[i]);
   for (int i = 0; i < n->n_out; i++) c.bytes += bytes_of(n->out[i]);
@@ -154,12 +166,18 @@ pass_cost pass_node_cost(const ir_node *n) {
     else c.flops = b * (2 * t * s * e + t * s * (1 + causal + 2) + 2 * t * f + 4 * t * s * f + 2 * t * s + 4 * t * s * e);
     break;
   }
+  case IR_OP_ALL_REDUCE: case IR_OP_REDUCE_SCATTER: { /* the reduction's additions: (n-1)/n of the operand per rank */
+    int64_t g = ir_node_attr_int(n, "n", 1);
+    c.flops = g > 1 ? in_n * (double)(g - 1) / (double)g : 0;
+    break;
+  }
   case IR_OP_FUSED: c.flops = fused_ops(n) * out_n; break;
   case IR_OP_FUSED_MATMUL:
     c.flops = matmul_flops(n, out_n) + fused_ops(n) * out_n;
     break;
   default: break; /* the ops.def column; test_cost checks every op with -1 has a formula */
   }
+  if (ir_op_has(n->op, IR_OPF_COMM)) c.comm = pass_comm_bytes(n->op, ir_node_attr_int(n, "n", 1), n->n_in ? bytes_of(n->in[0]) : 0);
   return c;
 }
 
@@ -193,5 +211,8 @@ void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
     c->op_flops[n->op] += k.flops;
     c->op_bytes[n->op] += k.bytes;
     c->op_count[n->op]++;
+    const ir_attr *axis = ir_node_attr(n, "axis");
+    int a = axis && axis->kind == IR_ATTR_STR ? ir_axis_from_name(axis->s, strlen(axis->s)) : -1;
+    if (k.comm > 0 && a >= 0) c->comm[n->op][a] += k.comm;
   }
 }

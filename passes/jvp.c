@@ -206,6 +206,20 @@ static void jvp_attention(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_v
   ty[1] = tlse ? ad_cast(c, tlse, n->out[1]->type.dtype, NULL) : NULL;
 }
 
+/* Communication: the collectives are linear (jvp_same); a sent value's
+ * tangent is sent too, and a received value's tangent received. */
+static void jvp_send(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  (void)ty;
+  ir_attr a[3] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ad_node_attr(n, "peer")};
+  ad_send(c, tx[0], a, 3);
+}
+
+static void jvp_recv(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  (void)tx;
+  ir_attr a[3] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ad_node_attr(n, "peer")};
+  ty[0] = ad_recv(c, &n->out[0]->type, a, 3, TN(0));
+}
+
 #define RULE(f) {f, NULL}
 #define NONDIFF(why) {NULL, why}
 #define FUSED_OP "a fused op (the fusion passes make it after autodiff; differentiate the graph before fusing)"
@@ -243,6 +257,14 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_FUSED_MATMUL] = NONDIFF(FUSED_OP),
     [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
     [IR_OP_ATTENTION] = RULE(jvp_attention),
+    [IR_OP_ALL_REDUCE] = RULE(jvp_same),
+    [IR_OP_ALL_GATHER] = RULE(jvp_same),
+    [IR_OP_REDUCE_SCATTER] = RULE(jvp_same),
+    [IR_OP_ALL_TO_ALL] = RULE(jvp_same),
+    [IR_OP_COMM_BROADCAST] = RULE(jvp_same),
+    [IR_OP_SEND] = RULE(jvp_send),
+    [IR_OP_RECV] = RULE(jvp_recv),
+    [IR_OP_MESH_SLICE] = RULE(jvp_same),
     [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
@@ -284,7 +306,7 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
   for (int j = 0; j < n_of; j++) needed[of[j]->id] = true;
   for (int k = nn - 1; k >= 0; k--) {
     ir_node *nd = g->nodes[k];
-    bool any = false;
+    bool any = nd->op == IR_OP_SEND; /* what is sent may reach a needed value on the peer */
     for (int j = 0; j < nd->n_out; j++) any |= needed[nd->out[j]->id];
     if (any && !nd->dead)
       for (int i = 0; i < nd->n_in; i++) needed[nd->in[i]->id] = true;
@@ -297,7 +319,9 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
   for (int k = 0; k < nn && rc == 0; k++) {
     ir_node *nd = g->nodes[k];
     if (nd->dead) continue;
-    bool want = false, any = false, float_out = false;
+    /* a send of a value with a tangent sends the tangent too (the peer
+     * receives it: a received float value always gets a tangent) */
+    bool want = nd->op == IR_OP_SEND, any = nd->op == IR_OP_RECV, float_out = nd->op == IR_OP_SEND;
     for (int j = 0; j < nd->n_out; j++) {
       want |= needed[nd->out[j]->id];
       float_out |= ir_dtype_is_float(nd->out[j]->type.dtype);
@@ -305,15 +329,16 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
     for (int i = 0; i < nd->n_in; i++) any |= tan[nd->in[i]->id] != NULL;
     if (!want || !any || !float_out) continue;
     const jvp_rule rule = jvp_rule_of(nd->op), *r = &rule;
-    if (!r->fn) {
-      ir_error(d, nd->loc, "cannot differentiate %%%s: '%s' is %s", nd->out[0]->name, ir_op_name(nd->op),
-               r->nondiff ? r->nondiff : "not differentiable");
+    const char *why = r->fn ? ad_node_nondiff(nd) : r->nondiff;
+    if (why || !r->fn) {
+      ir_error(d, nd->loc, "cannot differentiate %s%s: '%s' is %s", nd->n_out ? "%" : "",
+               nd->n_out ? nd->out[0]->name : ir_op_name(nd->op), ir_op_name(nd->op), why ? why : "not differentiable");
       rc = -1;
       break;
     }
     ir_value **tx = calloc((size_t)(nd->n_in ? nd->n_in : 1), sizeof *tx);
-    ir_value **ty = calloc((size_t)nd->n_out, sizeof *ty);
-    const char **tn = calloc((size_t)nd->n_out, sizeof *tn);
+    ir_value **ty = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *ty);
+    const char **tn = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *tn);
     if (!tx || !ty || !tn) abort();
     for (int i = 0; i < nd->n_in; i++) tx[i] = tan[nd->in[i]->id];
     for (int j = 0; j < nd->n_out; j++) tn[j] = ad_prefixed(g, "t_", nd->out[j]);

@@ -69,8 +69,17 @@ size_t pass_predict_peak_bytes(const ir_graph *g);
 typedef struct {
   double flops;  /* floating-point operations (a multiply-add counts 2) */
   double bytes;  /* bytes read (each operand once) + bytes written (each result once) */
+  double comm;   /* communication ops: bytes one rank sends over its mesh axis (pass_comm_bytes) */
 } pass_cost;
 pass_cost pass_node_cost(const ir_node *n);
+/* Bytes one rank of a group of n sends for a communication op whose
+ * operand is `bytes` bytes, by the ring algorithms of the comm layer
+ * (docs/comm.md): all_reduce 2(n-1)/n of the buffer (a reduce-scatter and
+ * an all-gather), reduce_scatter and all_to_all (n-1)/n of the operand,
+ * all_gather (n-1) x the operand (= (n-1)/n of the result), comm_broadcast
+ * the buffer, send the buffer, recv nothing; 0 when n = 1 and for every
+ * other op. Divisible sizes; docs/comm.md gives the uneven case. */
+double pass_comm_bytes(ir_op op, int64_t n, double bytes);
 
 /* ---- optimizer (optimizer.c) ----
  * Training as IR. pass_build_training turns a model graph into its training
@@ -174,6 +183,7 @@ typedef struct {
   double flops[PASS_NUM_PHASES], bytes[PASS_NUM_PHASES];
   double op_flops[IR_NUM_OPS], op_bytes[IR_NUM_OPS]; /* all phases, by op kind */
   int op_count[IR_NUM_OPS];
+  double comm[IR_NUM_OPS][IR_NUM_AXES];  /* bytes one rank sends, by op and mesh axis */
 } pass_graph_cost;
 void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c);
 

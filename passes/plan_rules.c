@@ -558,6 +558,12 @@ static const tp_rule rules[IR_NUM_OPS] = {
     [IR_OP_CROSS_ENTROPY_GRAD] = rule_pointwise,
     [IR_OP_ATTENTION] = rule_attention, [IR_OP_ATTENTION_GRAD] = rule_attention,
     [IR_OP_ARGMAX] = rule_argmax, [IR_OP_COUNT_NONFINITE] = rule_count,
+    /* communication ops are what the shard pass inserts: the unsharded
+     * graphs the planner reads never hold them (replicated, if they did) */
+    [IR_OP_ALL_REDUCE] = rule_replicated, [IR_OP_ALL_GATHER] = rule_replicated,
+    [IR_OP_REDUCE_SCATTER] = rule_replicated, [IR_OP_ALL_TO_ALL] = rule_replicated,
+    [IR_OP_COMM_BROADCAST] = rule_replicated, [IR_OP_SEND] = rule_replicated, [IR_OP_RECV] = rule_replicated,
+    [IR_OP_MESH_SLICE] = rule_replicated,
     [IR_OP_FUSED] = rule_pointwise, [IR_OP_FUSED_MATMUL] = rule_matmul, [IR_OP_ADD_LAYERNORM] = rule_pointwise,
 };
 

@@ -388,6 +388,44 @@ static void vjp_attention(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_v
   }
 }
 
+/* Communication: Megatron-LM's conjugate pairs. all_reduce's cotangent is
+ * replicated, so its VJP is the identity (and comm_broadcast's, whose result
+ * is replicated too); all_gather <-> reduce_scatter; all_to_all swaps its
+ * dims; mesh_slice gathers the blocks back; send <-> recv (a send's operand
+ * receives its gradient from the peer it was sent to). */
+static void vjp_identity(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  (void)c, (void)n;
+  gx[0] = gy[0];
+}
+
+static void vjp_gather_scatter(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_attr a[3] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ad_node_attr(n, "dim")};
+  gx[0] = ad_op(c, n->op == IR_OP_REDUCE_SCATTER ? IR_OP_ALL_GATHER : IR_OP_REDUCE_SCATTER, gy, 1, a, 3, DN(0));
+}
+
+static void vjp_mesh_slice(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_attr a[3] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ad_node_attr(n, "dim")};
+  gx[0] = ad_op(c, IR_OP_ALL_GATHER, gy, 1, a, 3, DN(0));
+}
+
+static void vjp_all_to_all(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_attr a[4] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ir_attr_int("split_dim", ir_node_attr_int(n, "concat_dim", 0)),
+                  ir_attr_int("concat_dim", ir_node_attr_int(n, "split_dim", 0))};
+  gx[0] = ad_op(c, IR_OP_ALL_TO_ALL, gy, 1, a, 4, DN(0));
+}
+
+static void vjp_send(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  (void)gy;
+  ir_attr a[3] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ad_node_attr(n, "peer")};
+  gx[0] = ad_recv(c, &n->in[0]->type, a, 3, DN(0));
+}
+
+static void vjp_recv(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  (void)gx;
+  ir_attr a[3] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ad_node_attr(n, "peer")};
+  ad_send(c, gy[0], a, 3);
+}
+
 #define RULE(f) {f, NULL}
 #define NONDIFF(why) {NULL, why}
 #define FUSED_OP "a fused op (the fusion passes make it after autodiff; differentiate the graph before fusing)"
@@ -426,6 +464,14 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_FUSED_MATMUL] = NONDIFF(FUSED_OP),
     [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
     [IR_OP_ATTENTION] = RULE(vjp_attention),
+    [IR_OP_ALL_REDUCE] = RULE(vjp_identity),
+    [IR_OP_ALL_GATHER] = RULE(vjp_gather_scatter),
+    [IR_OP_REDUCE_SCATTER] = RULE(vjp_gather_scatter),
+    [IR_OP_ALL_TO_ALL] = RULE(vjp_all_to_all),
+    [IR_OP_COMM_BROADCAST] = RULE(vjp_identity),
+    [IR_OP_SEND] = RULE(vjp_send),
+    [IR_OP_RECV] = RULE(vjp_recv),
+    [IR_OP_MESH_SLICE] = RULE(vjp_mesh_slice),
     [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
@@ -479,7 +525,7 @@ int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value 
   for (int k = 0; k < nn; k++) {
     ir_node *nd = g->nodes[k];
     if (nd->dead) continue;
-    bool any = false;
+    bool any = nd->op == IR_OP_RECV; /* a received value depends on the sender's parameters */
     for (int i = 0; i < nd->n_in; i++) any |= active[nd->in[i]->id];
     for (int j = 0; j < nd->n_out; j++) {
       if (any && ir_dtype_is_float(nd->out[j]->type.dtype)) active[nd->out[j]->id] = true;
@@ -493,13 +539,14 @@ int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value 
   for (int k = loss_at; k >= 0 && rc == 0; k--) {
     ir_node *nd = g->nodes[k];
     if (nd->dead) continue;
-    bool has = false;
+    bool has = nd->op == IR_OP_SEND && active[nd->in[0]->id]; /* its gradient comes back from the peer */
     for (int j = 0; j < nd->n_out; j++) has |= ct[nd->out[j]->id] != NULL;
     if (!has) continue;
     const vjp_rule rule = vjp_rule_of(nd->op), *r = &rule;
-    if (!r->fn) {
-      ir_error(d, nd->loc, "cannot differentiate %%%s: '%s' is %s", nd->out[0]->name, ir_op_name(nd->op),
-               r->nondiff ? r->nondiff : "not differentiable");
+    const char *why = r->fn ? ad_node_nondiff(nd) : r->nondiff;
+    if (why || !r->fn) {
+      ir_error(d, nd->loc, "cannot differentiate %s%s: '%s' is %s", nd->n_out ? "%" : "",
+               nd->n_out ? nd->out[0]->name : ir_op_name(nd->op), ir_op_name(nd->op), why ? why : "not differentiable");
       rc = -1;
       break;
     }
@@ -507,7 +554,7 @@ int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value 
     bool *need = calloc((size_t)m, sizeof *need);
     const char **dn = calloc((size_t)m, sizeof *dn);
     ir_value **gx = calloc((size_t)m, sizeof *gx);
-    ir_value **gy = calloc((size_t)nd->n_out, sizeof *gy);
+    ir_value **gy = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *gy);
     if (!need || !dn || !gx || !gy) abort();
     for (int i = 0; i < nd->n_in; i++) {
       need[i] = active[nd->in[i]->id];

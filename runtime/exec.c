@@ -29,6 +29,7 @@ struct rt_program {
   pass_plan *plan;
   rt_buffer *arena;
   void *state;           /* the backend's */
+  rt_coll *coll;         /* mesh steps (collective.c); NULL when the graph has none */
   rt_tensor *view;       /* by value id */
   const rt_tensor **in;  /* scratch: one node's operands */
   rt_tensor **out;       /* ... and results */
@@ -61,7 +62,7 @@ rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_opt
   p->profile = o ? o->profile : NULL;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    if (n->dead || d->backend->supports_op(n)) continue;
+    if (n->dead || rt_is_mesh_step(n) || d->backend->supports_op(n)) continue;
     char msg[256];
     if (n->op == IR_OP_GRAD)
       snprintf(msg, sizeof msg, "cannot run a grad request: the autodiff pass expands it (was it disabled?)");
@@ -108,6 +109,9 @@ rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_opt
     const pass_loc *l = &p->plan->loc[v->id];
     if (l->space == PASS_SPACE_ARENA) p->view[v->id] = rt_tensor_view(p->arena, l->offset, &v->type);
   }
+  bool mesh_steps = false;
+  for (int i = 0; i < g->n_nodes; i++) mesh_steps |= !g->nodes[i]->dead && rt_is_mesh_step(g->nodes[i]);
+  if (mesh_steps && !(p->coll = rt_coll_new(d, g, err, errlen))) goto fail;
   if (d->backend->prepare && d->backend->prepare(d, g, p->plan, &p->state, err, errlen) != 0) goto fail;
   return p;
 fail:
@@ -118,6 +122,7 @@ fail:
 void rt_program_free(rt_program *p) {
   if (!p) return;
   if (p->state && p->dev->backend->release) p->dev->backend->release(p->dev, p->state);
+  rt_coll_free(p->coll);
   rt_buffer_free(p->arena);
   pass_plan_free(p->plan);
   free(p->view);
@@ -179,6 +184,7 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
   if (bind(p, g->inputs, g->n_inputs, inputs, PASS_SPACE_INPUT, err, errlen) != 0 ||
       bind(p, g->params, g->n_params, params, PASS_SPACE_PARAM, err, errlen) != 0)
     return -1;
+  if (p->coll) rt_coll_reset(p->coll);
   static const unsigned char zero = 0;
   for (int s = 0; s < plan->n_steps; s++) {
     const pass_step *st = &plan->steps[s];
@@ -194,7 +200,8 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
         return -1;
       }
     double t1 = p->profile ? now_s() : 0;
-    if (d->backend->run_node(d, p->state, n, p->in, p->out, msg, sizeof msg) != 0) {
+    if (rt_is_mesh_step(n) ? rt_coll_run(p->coll, n, p->in, p->out, msg, sizeof msg) != 0
+                           : d->backend->run_node(d, p->state, n, p->in, p->out, msg, sizeof msg) != 0) {
       loc_errf(g, n->loc, err, errlen, msg);
       return -1;
     }

@@ -281,6 +281,37 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
     c->skip_out[1] = var == 0;
     return true;
   }
+  case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL:
+  case IR_OP_COMM_BROADCAST: case IR_OP_MESH_SLICE: {
+    /* one-rank groups (n = 1): the rules' plumbing, run by the executor's
+     * local path; across ranks they are checked under mpirun (test_shard) */
+    if (var > 0) break;
+    ir_value *x = inp(c, TY(dt, 2, 3), K_NORMAL, 0);
+    ir_attr at[4] = {ir_attr_str("axis", "tp"), ir_attr_int("n", 1)};
+    int na = 2;
+    if (op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER || op == IR_OP_MESH_SLICE) at[na++] = ir_attr_int("dim", 1);
+    if (op == IR_OP_ALL_TO_ALL) {
+      at[na++] = ir_attr_int("split_dim", 1);
+      at[na++] = ir_attr_int("concat_dim", 0);
+    }
+    if (op == IR_OP_COMM_BROADCAST) at[na++] = ir_attr_int("root", 0);
+    node(c, op, &x, 1, at, op == IR_OP_ALL_REDUCE ? 1 : na);
+    return true;
+  }
+  case IR_OP_SEND: case IR_OP_RECV: {
+    /* to oneself on a one-rank axis: y = recv() after send(x) */
+    if (var > 0) break;
+    ir_value *x = inp(c, TY(dt, 2, 3), K_NORMAL, 0);
+    ir_attr at[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", 1), ir_attr_int("peer", 0)};
+    char err[256];
+    ir_value *sq = node1(c, IR_OP_SQUARE, &x, 1, NULL, 0);
+    if (!ir_graph_build(c->g, IR_OP_SEND, &sq, 1, at, 3, NULL, NULL, L(2), err, sizeof err)) abort();
+    ir_type t = x->type;
+    ir_node *r = ir_graph_build(c->g, IR_OP_RECV, NULL, 0, at, 3, &t, "y", L(3), err, sizeof err);
+    if (!r) abort();
+    c->out[c->n_out++] = r->out[0];
+    return true;
+  }
   case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_NOT: case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE:
   case IR_OP_GT: case IR_OP_GE: case IR_OP_AND: case IR_OP_OR: case IR_OP_GRAD: case IR_OP_ARGMAX:
   case IR_OP_COUNT_NONFINITE:

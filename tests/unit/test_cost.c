@@ -255,6 +255,53 @@ static void test_gradient_cost(void) {
   CHECK(r >= 2.5 && r <= 3.5);
 }
 
+/* Bytes one rank sends, by the ring closed forms, per op and axis. */
+static void test_comm(void) {
+  ir_graph *g = ir_graph_new("comm", NULL);
+  g->mesh.size[IR_AXIS_DP] = 4;
+  g->mesh.size[IR_AXIS_PP] = 2;
+  ir_value *x = input(g, "x", IR_DT_F32, 2, (int64_t[]){4, 6}); /* 96 bytes */
+  struct {
+    ir_op op;
+    const char *axis;
+    int n;
+    double want_comm, want_flops;
+  } cases[] = {
+      {IR_OP_ALL_REDUCE, "dp", 4, 2 * 96 * 3 / 4.0, 24 * 3 / 4.0}, {IR_OP_ALL_GATHER, "dp", 4, 3 * 96, 0},
+      {IR_OP_REDUCE_SCATTER, "dp", 4, 96 * 3 / 4.0, 18},          {IR_OP_ALL_TO_ALL, "dp", 4, 72, 0},
+      {IR_OP_COMM_BROADCAST, "dp", 4, 96, 0},                      {IR_OP_SEND, "pp", 2, 96, 0},
+      {IR_OP_MESH_SLICE, "dp", 4, 0, 0},                           {IR_OP_ALL_REDUCE, "dp", 1, 0, 0},
+  };
+  pass_graph_cost gc;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    ir_attr a[5] = {ir_attr_str("axis", cases[k].axis), ir_attr_int("n", cases[k].n), ir_attr_int("dim", 0),
+                    ir_attr_int("split_dim", 0), ir_attr_int("concat_dim", 1)};
+    ir_op op = cases[k].op;
+    ir_attr extra = op == IR_OP_SEND ? ir_attr_int("peer", 1) : ir_attr_int("root", 0);
+    ir_attr at[4] = {a[0], a[1]};
+    int na = 2;
+    if (op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER || op == IR_OP_MESH_SLICE) at[na++] = a[2];
+    if (op == IR_OP_ALL_TO_ALL) at[na++] = a[3], at[na++] = a[4];
+    if (op == IR_OP_SEND || op == IR_OP_COMM_BROADCAST) at[na++] = extra;
+    char err[256];
+    ir_node *n = ir_graph_build(g, op, &x, 1, at, na, NULL, NULL, (ir_loc){0}, err, sizeof err);
+    if (!n) fprintf(stderr, "%s: %s\n", ir_op_name(op), err);
+    CHECK(n != NULL);
+    if (!n) continue;
+    pass_cost c = pass_node_cost(n);
+    if (c.comm != cases[k].want_comm || c.flops != cases[k].want_flops)
+      fprintf(stderr, "%s n=%d: comm %g flops %g, want %g %g\n", ir_op_name(op), cases[k].n, c.comm, c.flops,
+              cases[k].want_comm, cases[k].want_flops);
+    CHECK(c.comm == cases[k].want_comm && c.flops == cases[k].want_flops);
+  }
+  pass_graph_cost_of(g, &gc);
+  CHECK(gc.comm[IR_OP_ALL_REDUCE][IR_AXIS_DP] == 144);
+  CHECK(gc.comm[IR_OP_SEND][IR_AXIS_PP] == 96);
+  CHECK(gc.comm[IR_OP_SEND][IR_AXIS_DP] == 0);
+  CHECK(pass_comm_bytes(IR_OP_RECV, 4, 100) == 0);
+  ir_graph_free(g);
+}
+
 int main(void) {
   double i1 = intensity_of_matmul(4096, 4096, 4096);
   double i2 = intensity_of_matmul(4096, 32, 4096);
@@ -267,5 +314,6 @@ int main(void) {
   test_formulas();
   test_fused();
   test_gradient_cost();
+  test_comm();
   return check_done();
 }

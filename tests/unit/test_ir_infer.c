@@ -257,6 +257,41 @@ static int valid_case(ir_op op, tcase *c) {
     c->want[1] = x23;
     c->n_want = 2;
     return 1;
+  case IR_OP_ALL_REDUCE:
+    c->in[c->n_in++] = x23;
+    c->attrs[c->n_attrs++] = ir_attr_str("axis", "dp");
+    c->want[0] = x23;
+    return 1;
+  case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_MESH_SLICE:
+    c->in[c->n_in++] = F32(2, D(2), D(6));
+    c->attrs[c->n_attrs++] = ir_attr_str("axis", "tp");
+    c->attrs[c->n_attrs++] = ir_attr_int("n", 2);
+    c->attrs[c->n_attrs++] = ir_attr_int("dim", 1);
+    c->want[0] = op == IR_OP_ALL_GATHER ? F32(2, D(2), D(12)) : F32(2, D(2), D(3));
+    return 1;
+  case IR_OP_ALL_TO_ALL:
+    c->in[c->n_in++] = F32(2, D(2), D(6));
+    c->attrs[c->n_attrs++] = ir_attr_str("axis", "tp");
+    c->attrs[c->n_attrs++] = ir_attr_int("n", 3);
+    c->attrs[c->n_attrs++] = ir_attr_int("split_dim", 1);
+    c->attrs[c->n_attrs++] = ir_attr_int("concat_dim", 0);
+    c->want[0] = F32(2, D(6), D(2));
+    return 1;
+  case IR_OP_COMM_BROADCAST:
+    c->in[c->n_in++] = x23;
+    c->attrs[c->n_attrs++] = ir_attr_str("axis", "dp");
+    c->attrs[c->n_attrs++] = ir_attr_int("n", 4);
+    c->attrs[c->n_attrs++] = ir_attr_int("root", 3);
+    c->want[0] = x23;
+    return 1;
+  case IR_OP_SEND: case IR_OP_RECV:
+    if (op == IR_OP_SEND) c->in[c->n_in++] = x23;
+    else c->out[0] = c->want[0] = x23;
+    c->attrs[c->n_attrs++] = ir_attr_str("axis", "pp");
+    c->attrs[c->n_attrs++] = ir_attr_int("n", 2);
+    c->attrs[c->n_attrs++] = ir_attr_int("peer", 1);
+    c->n_want = op == IR_OP_SEND ? 0 : 1;
+    return 1;
   case IR_NUM_OPS: break;
   }
   return 0;
@@ -775,6 +810,32 @@ static void test_attention(void) {
   EXPECT_ERR("attention_grad: do must be f64[2, 5, 3], got f64[2, 5, 4]", IR_OP_ATTENTION_GRAD, in, 6, at, 2);
 }
 
+static void test_comm_ops(void) {
+  ir_type in[1] = {F32(2, D(2), D(6))}, res;
+  ir_attr a[4] = {ir_attr_str("axis", "xp"), ir_attr_int("n", 4), ir_attr_int("dim", 1)};
+  EXPECT_ERR("unknown mesh axis \"xp\" in all_gather (axes: pp, dp, tp)", IR_OP_ALL_GATHER, in, 1, a, 3);
+  a[0] = ir_attr_str("axis", "tp");
+  EXPECT_ERR("reduce_scatter: dim 1 of f32[2, 6] does not divide by the axis size 4", IR_OP_REDUCE_SCATTER, in, 1, a, 3);
+  ir_attr no_n[2] = {a[0], a[2]};
+  EXPECT_ERR("missing attribute 'n' in all_gather", IR_OP_ALL_GATHER, in, 1, no_n, 2);
+  a[1] = ir_attr_int("n", 0);
+  EXPECT_ERR("all_gather: axis size n = 0 must be between 1 and 4096", IR_OP_ALL_GATHER, in, 1, a, 3);
+  a[1] = ir_attr_int("n", 2);
+  a[2] = ir_attr_int("dim", 2);
+  EXPECT_ERR("axis 2 out of range for f32[2, 6] in mesh_slice", IR_OP_MESH_SLICE, in, 1, a, 3);
+  a[2] = ir_attr_str("reduce", "min");
+  EXPECT_ERR("all_reduce: reduce must be \"sum\" or \"max\", got \"min\"", IR_OP_ALL_REDUCE, in, 1, a, 3);
+  a[2] = ir_attr_str("reduce", "max");
+  res = in[0];
+  CHECK_EQ_INT(infer(IR_OP_ALL_REDUCE, in, 1, a, 3, &res), 0);
+  a[3] = ir_attr_int("dim", 0);
+  EXPECT_ERR("all_gather takes no reduce attribute", IR_OP_ALL_GATHER, in, 1, a, 4);
+  ir_attr s[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", 2), ir_attr_int("peer", 2)};
+  EXPECT_ERR("send: peer = 2 is not a coordinate of an axis of size 2", IR_OP_SEND, in, 1, s, 3);
+  in[0] = T(IR_DT_BOOL, 1, D(4));
+  EXPECT_ERR("all_reduce needs a numeric operand, got bool[4]", IR_OP_ALL_REDUCE, in, 1, a, 1);
+}
+
 int main(void) {
   test_every_op();
   test_elementwise_errors();
@@ -787,5 +848,6 @@ int main(void) {
   test_einsum();
   test_bad_operands();
   test_attention();
+  test_comm_ops();
   return check_done();
 }
