@@ -825,8 +825,7 @@ static int comm_attrs(ctx *c, int64_t *n) {
   if (get_attr(c, "axis", IR_ATTR_STR, true, &a) < 0) return -1;
   if (ir_axis_from_name(a->s, strlen(a->s)) < 0)
     return fail(c, "unknown mesh axis \"%.20s\" in %s (axes: pp, dp, tp)", a->s, c->name);
-  bool need_n = c->op != IR_OP_ALL_REDUCE;
-  if (get_int(c, "n", need_n, 1, n) < 0) return -1;
+  if (get_int(c, "n", true, 1, n) < 0) return -1;
   if (*n < 1 || *n > 4096) return fail(c, "%s: axis size n = %lld must be between 1 and 4096", c->name, (long long)*n);
   if (get_attr(c, "reduce", IR_ATTR_STR, false, &a) < 0) return -1;
   if (a && strcmp(a->s, "sum") != 0 && strcmp(a->s, "max") != 0)

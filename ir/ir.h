@@ -222,10 +222,16 @@ char *ir_mesh_str(const ir_mesh *m, char *buf, size_t n);
 typedef struct {
   uint8_t split[IR_MAX_RANK];
   uint8_t partial;
+  /* pieces[d] = k > 1: dim d is k equal parts (q, k and v side by side) and
+   * each part is split over its one axis: a rank holds its block of every
+   * part, in part order (Megatron-LM's layout of a fused projection). */
+  uint8_t pieces[IR_MAX_RANK];
 } ir_shard;
 bool ir_shard_is_replicated(const ir_shard *s);
+/* The parts of dim d (1 when not in parts). */
+static inline int ir_shard_pieces(const ir_shard *s, int d) { return s->pieces[d] > 1 ? s->pieces[d] : 1; }
 bool ir_shard_equal(const ir_shard *a, const ir_shard *b, int rank);
-/* "[dp, -, (dp, tp)] partial(tp)": what the printer writes after "shard". */
+/* "[dp, -, (dp, tp), tp:3] partial(tp)": what the printer writes after "shard". */
 char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n);
 
 typedef enum { IR_INIT_NONE, IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_INIT_UNIFORM } ir_init_kind;

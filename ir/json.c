@@ -66,12 +66,16 @@ static json_t *axes_json(unsigned mask, bool always_array) {
   return arr;
 }
 
-/* {"dims": [axis | [axes] | null, ...], "partial": [axes]}, or NULL when replicated. */
+/* {"dims": [axis | [axes] | {"axis": axis, "parts": k} | null, ...],
+ * "partial": [axes]}, or NULL when replicated. */
 static json_t *shard_json(const ir_value *v) {
   if (ir_shard_is_replicated(&v->shard)) return NULL;
   json_t *o = json_object(), *dims = json_array();
-  for (int d = 0; d < v->type.rank; d++)
-    push(dims, v->shard.split[d] ? axes_json(v->shard.split[d], false) : json_null());
+  for (int d = 0; d < v->type.rank; d++) {
+    json_t *x = v->shard.split[d] ? axes_json(v->shard.split[d], false) : json_null();
+    if (v->shard.split[d] && v->shard.pieces[d] > 1) x = json_pack("{s:o,s:i}", "axis", x, "parts", v->shard.pieces[d]);
+    push(dims, x);
+  }
   put(o, "dims", dims);
   put(o, "partial", axes_json(v->shard.partial, true));
   return o;

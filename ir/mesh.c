@@ -107,7 +107,7 @@ bool ir_shard_is_replicated(const ir_shard *s) {
 bool ir_shard_equal(const ir_shard *a, const ir_shard *b, int rank) {
   if (a->partial != b->partial) return false;
   for (int d = 0; d < rank && d < IR_MAX_RANK; d++)
-    if (a->split[d] != b->split[d]) return false;
+    if (a->split[d] != b->split[d] || (a->split[d] && ir_shard_pieces(a, d) != ir_shard_pieces(b, d))) return false;
   return true;
 }
 
@@ -135,6 +135,7 @@ char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n) {
     for (int d = 0; d < rank && len < n; d++) {
       if (d) len += (size_t)snprintf(buf + len, n - len, ", ");
       if (len < n) len += axes_str(s->split[d], buf + len, n - len);
+      if (s->split[d] && s->pieces[d] > 1 && len < n) len += (size_t)snprintf(buf + len, n - len, ":%d", s->pieces[d]);
     }
     if (len < n) len += (size_t)snprintf(buf + len, n - len, "]");
   }

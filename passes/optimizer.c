@@ -168,6 +168,7 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
       return NULL;
     }
   ir_graph *g = ir_graph_new("update", model->source_file);
+  g->mesh = model->mesh; /* sharded with the model (shard_train.c) */
   builder b = {.g = g};
   int ns = pass_optimizer_state_count(opt->kind);
   ir_value **p = calloc((size_t)np + 1, sizeof *p), **grad = calloc((size_t)np + 1, sizeof *grad);

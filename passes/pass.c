@@ -29,8 +29,8 @@ static const pass_entry pass_table[PASS_COUNT] = {
  * is the fused backward) instead of the T x S primitives. fuse-transpose runs
  * after fuse-elementwise, so fused_matmul operands fold too and the
  * elementwise fusion never meets transpose_a / transpose_b. */
-const pass_id pass_default_pipeline[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT,
-                                       PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE};
+const pass_id pass_default_pipeline[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF,         PASS_CANONICALIZE, PASS_CHECKPOINT,
+                                       PASS_SHARD,          PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE};
 const int pass_default_pipeline_len = (int)(sizeof pass_default_pipeline / sizeof pass_default_pipeline[0]);
 
 const char *pass_name(pass_id p) { return (unsigned)p < PASS_COUNT ? pass_table[p].name : "?"; }
@@ -49,7 +49,7 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void dump_graph(const ir_graph *g, const char *pass, const pass_options *o) {
+void pass_dump_graph(const ir_graph *g, const char *pass, const pass_options *o) {
   FILE *out = o->dump_out ? o->dump_out : stdout;
   switch (o->dump_format) {
   case 1:
@@ -121,7 +121,7 @@ int pass_run_pipeline(ir_graph *g, const pass_id *passes, int n, const pass_opti
       break;
     }
     if (opts.dump_after && (strcmp(opts.dump_after, "all") == 0 || strcmp(opts.dump_after, pass_name(p)) == 0))
-      dump_graph(g, pass_name(p), &opts);
+      pass_dump_graph(g, pass_name(p), &opts);
     if (opts.verify_each) {
       int problems = ir_verify(g, opts.diag);
       if (problems) {

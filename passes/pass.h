@@ -19,6 +19,7 @@ typedef struct {
   const char *checkpoint; /* checkpoint policy: none (NULL), block, selective, sqrt, budget=BYTES */
   const bool *disabled;   /* NULL, or PASS_COUNT flags: passes every pipeline run with these options skips
                            * (--disable-pass, --no-fuse; also reaches pass_build_training) */
+  int zero;               /* the shard pass: ZeRO stage 0-3 (--zero) */
 } pass_options;
 
 typedef enum {
@@ -41,6 +42,8 @@ extern const int pass_default_pipeline_len;
 /* Runs the passes in order with o's dumping, verifying and timing.
  * Returns 0 or -1 (a pass failed or verification failed). */
 int pass_run_pipeline(ir_graph *g, const pass_id *passes, int n, const pass_options *o);
+/* Prints g as the pipeline's dumps do ("# IR after PASS", o->dump_format, o->dump_out). */
+void pass_dump_graph(const ir_graph *g, const char *pass, const pass_options *o);
 
 #define PASS(id, name, fn, help) int fn(ir_graph *g, const pass_options *o);
 #include "passes.def"
@@ -152,6 +155,8 @@ typedef struct {
   pass_optimizer opt;
   int micro_batches;      /* K >= 1 */
   int targets_input;      /* the model input of the targets (-1: no accuracy) */
+  const int *batch_dims;  /* NULL (dim 0), or per model input: the dim its batch is (the shard
+                           * pass splits it over dp), -1 for an input that is not data */
   const pass_options *passes; /* the pipeline's settings (diag, dump, checkpoint, disabled passes) */
 } pass_train_options;
 typedef struct {
@@ -165,11 +170,29 @@ typedef struct {
   int loss_output, accuracy_output, nonfinite_output;
   bool accuracy;
   int64_t positions;         /* targets per micro-batch */
+  int batch_dim[64];         /* per data input: its batch dim (pass_train_options.batch_dims), -1 none */
 } pass_training;
 /* Builds both graphs from model (consumed: it becomes the step graph; freed
  * on failure). NULL after reporting through o->passes->diag. */
 pass_training *pass_build_train(ir_graph *model, const pass_train_options *o);
 void pass_training_free(pass_training *t);
+
+/* ---- sharding (shard.c, shard_rules.c, shard_train.c; docs/sharding.md) ----
+ * pass_shard (the pass `shard`) partitions g over g->mesh's dp and tp axes:
+ * data inputs split along their batch (dim 0), parameters placed by the
+ * rules (tp: Megatron-LM's column / row split) and o->zero, every value
+ * given a layout (ir_value.shard) and its type made what one rank holds,
+ * collectives inserted where layouts change. A no-op on a one-device mesh.
+ * pass_shard_training does the same to a training program, keeping step and
+ * update consistent: gradients handed over as partial sums (reduced in the
+ * update) or, ZeRO 2-3, reduce-scattered; optimizer state sharded from
+ * ZeRO 1; parameters from ZeRO 3 (shard_train.c). Both report through
+ * o->diag and return -1 (a batch that does not divide by dp, ...). */
+int pass_shard(ir_graph *g, const pass_options *o);
+/* Whether op has a sharding rule (every op but grad, the communication ops
+ * and mesh_slice, which the pass refuses: test_shard loops over ops.def). */
+bool pass_shard_has_rule(ir_op op);
+int pass_shard_training(pass_training *t, const pass_options *o);
 
 /* ---- checkpoint.c / memplan.c / cost.c ----
  * Cost model (cost.c): pass_node_cost above is defined for every op (the

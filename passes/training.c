@@ -151,6 +151,12 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   t->micro_batches = o->micro_batches > 1 ? o->micro_batches : 1;
   t->step = g;
   t->n_data = g->n_inputs;
+  if (t->n_data > 64) {
+    ir_error_plain(d, "a training program takes at most 64 data inputs; the model has %d", t->n_data);
+    free(t);
+    return NULL;
+  }
+  for (int i = 0; i < t->n_data; i++) t->batch_dim[i] = o->batch_dims ? o->batch_dims[i] : 0;
   t->acc_input0 = t->correct_sum_input = t->correct_sum_output = -1;
   t->update_correct_sum_input = t->accuracy_output = -1;
   int np = t->n_params = g->n_params;
@@ -206,15 +212,13 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   free(grads);
   grads = NULL;
   if (ir_verify(g, d) != 0) goto fail;
-  if (pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, o->passes) != 0) goto fail;
-
-  /* the update, fused like every graph the default pipeline makes */
+  /* the default pipeline, with the shard pass over both graphs at its place */
+  static const pass_id front[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT};
+  static const pass_id back[] = {PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE};
+  if (pass_run_pipeline(g, front, 4, o->passes) != 0) goto fail;
   if (!(t->update = pass_build_update_for_training(g, &o->opt, t->micro_batches, true, t->accuracy,
                                                    (double)t->positions, d)))
     goto fail;
-  static const pass_id fuse = PASS_FUSE_ELEMENTWISE;
-  pass_options uo = {.diag = d, .verify_each = o->passes->verify_each, .disabled = o->passes->disabled};
-  if (pass_run_pipeline(t->update, &fuse, 1, &uo) != 0) goto fail;
   t->lr_input = np + t->n_states;
   t->step_input = t->lr_input + 1;
   t->update_loss_sum_input = t->step_input + 1;
@@ -222,6 +226,19 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   t->loss_output = np + t->n_states;
   if (t->accuracy) t->accuracy_output = t->loss_output + 1;
   t->nonfinite_output = t->loss_output + 1 + t->accuracy;
+  if (!(o->passes->disabled && o->passes->disabled[PASS_SHARD])) {
+    if (pass_shard_training(t, o->passes) != 0) goto fail;
+    const char *after = o->passes->dump_after;
+    if (after && (strcmp(after, "shard") == 0 || strcmp(after, "all") == 0) && !ir_mesh_is_single(&t->step->mesh)) {
+      pass_dump_graph(t->step, "shard (the training step)", o->passes);
+      pass_dump_graph(t->update, "shard (the optimizer update)", o->passes);
+    }
+  }
+  g = t->step;
+  if (pass_run_pipeline(g, back, 2, o->passes) != 0) goto fail;
+  /* the update, fused like every graph the default pipeline makes */
+  pass_options uo = {.diag = d, .verify_each = o->passes->verify_each, .disabled = o->passes->disabled};
+  if (pass_run_pipeline(t->update, back, 1, &uo) != 0) goto fail;
   return t;
 fail:
   free(grads);

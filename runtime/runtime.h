@@ -281,6 +281,9 @@ int rt_data_fill(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tensor 
                  size_t errlen);
 /* The index of the targets input in g->inputs (-1 if none). */
 int rt_data_targets_input(const rt_data *ds);
+/* The batch dim of g->inputs[i] as bound (tokens, targets, x, y: 0; X:
+ * 1), -1 when the source does not feed input i. */
+int rt_data_batch_dim(const rt_data *ds, int i);
 
 /* ===================================================================== */
 /* train.c — the training loop, on any backend                            */

@@ -328,6 +328,7 @@ int tool_cmd_grad(int argc, char **argv) {
   }
   char *text = NULL;
   ir_graph *g = NULL;
+  if (rc == 0) rc = tool_single_device("grad", &o, d);
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
   if (rc == 0 && run_front_passes(g, &o, d) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
@@ -588,6 +589,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   ir_graph *g = NULL, *gl = NULL, *gd = NULL; /* model, loss only, loss + derivatives */
   ir_value *loss_l = NULL, *loss_d = NULL;
   bool summed = false;
+  if (rc == 0) rc = tool_single_device("gradcheck", &o, d);
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
   if (rc == 0 && run_front_passes(g, &o, d) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;

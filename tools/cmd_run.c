@@ -100,6 +100,7 @@ int tool_cmd_run(int argc, char **argv) {
   if (rc == 0 && tool_need_file("run", &o, d) != 0) rc = 1;
   char *text = NULL;
   ir_graph *g = NULL;
+  if (rc == 0) rc = tool_single_device("run", &o, d);
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
   if (rc == 0 && tool_run_passes(g, &o, d, stdout) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;

@@ -532,6 +532,7 @@ int tool_cmd_train(int argc, char **argv) {
     free(peek);
     if (mrc != 0) goto done;
   }
+  if (tool_single_device("train", &o, d) != 0) goto done; /* the sharded trainer lands with the comm layer */
   if (!(g = tool_load(&o, d, &text))) goto done;
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,

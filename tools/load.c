@@ -1,6 +1,6 @@
 /* tools/load.c — what every compiling subcommand shares: the common flags
  * (-D, --config, --entry, --after/--dump-after, --format, --verify-each,
- * --time-passes, --disable-pass/--no-fuse), loading a .tg or .ir file into a verified graph, and
+ * --time-passes, --disable-pass/--no-fuse, --mesh, --zero), loading a .tg or .ir file into a verified graph, and
  * running the pass pipeline. */
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +25,9 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
       return NULL;
     }
     ir_diag_add_source(d, o->file, text, len);
-    return ir_read(o->file, text, len, d); /* verified, errors at .ir positions */
+    g = ir_read(o->file, text, len, d); /* verified, errors at .ir positions */
+    if (g && o->mesh_set) g->mesh = o->mesh;
+    return g;
   }
   g = fe_compile(o->file, text, len, &o->fe, d);
   if (!g) return NULL;
@@ -33,6 +35,7 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
     ir_graph_free(g);
     return NULL;
   }
+  if (o->mesh_set) g->mesh = o->mesh;
   return g;
 }
 
@@ -48,6 +51,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.dump_format = o->format;
   po.checkpoint = o->checkpoint;
   po.disabled = o->pass_disabled;
+  po.zero = o->zero;
   pass_id list[PASS_COUNT * 2 + 8];
   int n = tool_pipeline(o, list);
   if (pass_run_pipeline(g, list, n, &po) != 0) return -1;
@@ -172,6 +176,25 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       if (strncmp(pass_name((pass_id)p), "fuse-", 5) == 0) o->pass_disabled[p] = true;
     return 1;
   }
+  if (is_flag(a, "--mesh")) {
+    if (!(v = flag_value("--mesh", argc, argv, i, d))) return -1;
+    char err[256];
+    if (ir_mesh_parse(v, &o->mesh, err, sizeof err) != 0) {
+      ir_error_plain(d, "--mesh %s: %s", v, err);
+      return -1;
+    }
+    o->mesh_set = true;
+    return 1;
+  }
+  if (is_flag(a, "--zero")) {
+    if (!(v = flag_value("--zero", argc, argv, i, d))) return -1;
+    if (strlen(v) != 1 || v[0] < '0' || v[0] > '3') {
+      ir_error_plain(d, "--zero %s: expected a ZeRO stage 0, 1, 2 or 3", v);
+      return -1;
+    }
+    o->zero = v[0] - '0';
+    return 1;
+  }
   if (strcmp(a, "--verify-each") == 0) {
     o->verify_each = true;
     return 1;
@@ -181,6 +204,14 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
     return 1;
   }
   return 0;
+}
+
+int tool_single_device(const char *cmd, const tool_compile_opts *o, ir_diag *d) {
+  if (!o->mesh_set || ir_mesh_ranks(&o->mesh) == 1) return 0;
+  char m[128];
+  ir_error_plain(d, "tgc %s runs on one device; --mesh %s (%lld ranks) applies to train, dump and stats", cmd,
+                 ir_mesh_str(&o->mesh, m, sizeof m), (long long)ir_mesh_ranks(&o->mesh));
+  return 1;
 }
 
 int tool_positional(const char *cmd, const char *a, tool_compile_opts *o, ir_diag *d) {

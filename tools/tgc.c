@@ -46,7 +46,13 @@ const char *const tool_common_help =
     "  --disable-pass PASS  leave PASS out of the pipeline (repeatable), e.g. fuse-attention\n"
     "  --no-fuse            leave every fusion pass (fuse-*) out\n"
     "  --checkpoint POLICY  activation checkpointing for graphs with a backward pass:\n"
-    "                       none (default), block, selective, sqrt, budget=BYTES\n";
+    "                       none (default), block, selective, sqrt, budget=BYTES\n"
+    "parallel options (docs/sharding.md):\n"
+    "  --mesh AXES          the device mesh, e.g. dp=2,tp=2,pp=2 (axes pp, dp, tp; 'sp' adds\n"
+    "                       sequence parallelism on tp); the shard pass partitions the graph\n"
+    "                       over it, and a run needs that many ranks (mpirun -np N)\n"
+    "  --zero N             ZeRO stage 0-3 over dp: 1 shards the optimizer state, 2 also\n"
+    "                       the gradients, 3 also the parameters (default 0)\n";
 
 static const char *const check_help =
     "usage: tgc check FILE [options]\n"

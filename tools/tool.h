@@ -20,6 +20,9 @@ typedef struct {
   bool verify_each, time_passes;
   const char *checkpoint;  /* --checkpoint POLICY */
   bool pass_disabled[PASS_COUNT]; /* --disable-pass NAME (repeatable); --no-fuse: every fuse-* pass */
+  ir_mesh mesh;            /* --mesh AXES (mesh_set: given) */
+  bool mesh_set;
+  int zero;                /* --zero N */
 } tool_compile_opts;
 
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
@@ -44,6 +47,9 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
 /* The end of a subcommand's flag loop: an unknown flag is an error, the
  * first plain argument is FILE, a second one an error. 0, or 1 after reporting. */
 int tool_positional(const char *cmd, const char *a, tool_compile_opts *o, ir_diag *d);
+/* 0 unless --mesh asks for more than one rank, which cmd (run, grad,
+ * gradcheck) does not do: then reports it and returns 1. */
+int tool_single_device(const char *cmd, const tool_compile_opts *o, ir_diag *d);
 /* 0 if FILE was given, else reports "CMD: missing FILE" and returns 1. */
 int tool_need_file(const char *cmd, const tool_compile_opts *o, ir_diag *d);
 int tool_cmd_run(int argc, char **argv);

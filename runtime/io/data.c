@@ -58,6 +58,11 @@ static bool is_sequence(ds_kind k) { return k >= DS_COPY; }
 bool rt_data_is_sequence(const rt_data *ds) { return is_sequence(ds->kind); }
 const char *rt_data_spec(const rt_data *ds) { return ds->spec; }
 int rt_data_targets_input(const rt_data *ds) { return ds->bound ? ds->in_targ : -1; }
+
+int rt_data_batch_dim(const rt_data *ds, int i) {
+  if (!ds->bound || (i != ds->in_feat && i != ds->in_targ)) return -1;
+  return i == ds->in_feat && !is_sequence(ds->kind) && !ds->feat_batch_major ? 1 : 0;
+}
 int64_t rt_data_batch_items(const rt_data *ds) {
   return is_sequence(ds->kind) ? ds->batch * ds->seq_len : ds->batch;
 }

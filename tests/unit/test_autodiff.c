@@ -295,7 +295,7 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
       at[na++] = ir_attr_int("concat_dim", 0);
     }
     if (op == IR_OP_COMM_BROADCAST) at[na++] = ir_attr_int("root", 0);
-    node(c, op, &x, 1, at, op == IR_OP_ALL_REDUCE ? 1 : na);
+    node(c, op, &x, 1, at, na);
     return true;
   }
   case IR_OP_SEND: case IR_OP_RECV: {

@@ -260,6 +260,7 @@ static int valid_case(ir_op op, tcase *c) {
   case IR_OP_ALL_REDUCE:
     c->in[c->n_in++] = x23;
     c->attrs[c->n_attrs++] = ir_attr_str("axis", "dp");
+    c->attrs[c->n_attrs++] = ir_attr_int("n", 2);
     c->want[0] = x23;
     return 1;
   case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_MESH_SLICE:
@@ -833,7 +834,7 @@ static void test_comm_ops(void) {
   ir_attr s[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", 2), ir_attr_int("peer", 2)};
   EXPECT_ERR("send: peer = 2 is not a coordinate of an axis of size 2", IR_OP_SEND, in, 1, s, 3);
   in[0] = T(IR_DT_BOOL, 1, D(4));
-  EXPECT_ERR("all_reduce needs a numeric operand, got bool[4]", IR_OP_ALL_REDUCE, in, 1, a, 1);
+  EXPECT_ERR("all_reduce needs a numeric operand, got bool[4]", IR_OP_ALL_REDUCE, in, 1, a, 2);
 }
 
 int main(void) {

@@ -58,7 +58,7 @@ static void test_strings(void) {
   one.stage = 0;
   CHECK(!ir_mesh_is_single(&one));
 
-  ir_shard s = {{0}, 0};
+  ir_shard s = {{0}, 0, {0}};
   CHECK(ir_shard_is_replicated(&s));
   CHECK_STR(ir_shard_str(&s, 2, buf, sizeof buf), "");
   s.split[0] = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP;
@@ -66,7 +66,7 @@ static void test_strings(void) {
   CHECK_STR(ir_shard_str(&s, 3, buf, sizeof buf), "[(dp, tp), -, pp]");
   s.partial = 1 << IR_AXIS_TP;
   CHECK_STR(ir_shard_str(&s, 3, buf, sizeof buf), "[(dp, tp), -, pp] partial(tp)");
-  ir_shard p = {{0}, 1 << IR_AXIS_DP | 1 << IR_AXIS_TP};
+  ir_shard p = {{0}, 1 << IR_AXIS_DP | 1 << IR_AXIS_TP, {0}};
   CHECK_STR(ir_shard_str(&p, 0, buf, sizeof buf), "partial(dp, tp)");
   CHECK(!ir_shard_equal(&s, &p, 3));
   ir_shard t = s;

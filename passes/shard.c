@@ -1,0 +1,509 @@
+/* passes/shard.c — the shard pass: SPMD partitioning of a graph over the
+ * dp and tp axes of its mesh (pipeline stages: shard_stage.c).
+ *
+ * The engine rebuilds the graph node by node, in order, into a new graph
+ * whose values are what one rank holds:
+ *  1. for each mesh axis of size > 1, outermost first, the op's rule
+ *     (shard_rules.c) reads the layouts of the operands on that axis and
+ *     answers the layouts they must have and those of the results;
+ *  2. each operand is converted to its layout (the conversion of a value to
+ *     a layout is made once per phase — forward, backward, recompute,
+ *     optimizer — and shared by that phase's readers): splits an outer axis
+ *     adds are made before inner ones, gathers inner before outer, so a dim
+ *     split over (dp, tp) always holds block dp_coord * tp + tp_coord;
+ *  3. the node is rebuilt on the local operands (reshape and broadcast get
+ *     their local shapes; every other attribute is size-free) and its
+ *     inferred result types checked against the global types divided by the
+ *     result layouts (a mismatch is an internal error, never a wrong graph);
+ *  4. the rule's rescalings and maxima follow it.
+ * Inputs and parameters start as their caller places them (or unplaced: the
+ * first rule to read one places it). Outputs are converted to the layouts
+ * the caller asks for, or left as they are.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard_impl.h"
+
+typedef struct conv {
+  sh_st st[IR_NUM_AXES];
+  int phase;
+  ir_value *v;
+  struct conv *next;
+} conv;
+
+struct sh_engine {
+  const ir_graph *src;
+  ir_graph *dst;
+  const ir_mesh *mesh;
+  bool megatron;
+  int nv;                 /* id bound of src */
+  ir_value **map;         /* src value id -> dst value in its placed layout */
+  sh_st (*st)[IR_NUM_AXES]; /* src value id -> placed layout per axis */
+  conv **convs;           /* src value id -> conversions made */
+  ir_diag *d;
+  int errors;
+};
+
+static const char *axis_str(int a) { return ir_axis_name((ir_axis)a); }
+
+static ir_loc reloc(const sh_engine *e, ir_loc l) {
+  if (l.file && l.file == e->src->source_file) l.file = e->dst->source_file;
+  return l;
+}
+
+static ir_shard to_shard(const sh_st *st, int rank) {
+  ir_shard s = {{0}, 0, {0}};
+  for (int a = 0; a < IR_NUM_AXES; a++) {
+    if (st[a].kind == SH_S && st[a].dim < rank) {
+      s.split[st[a].dim] |= (uint8_t)(1u << a);
+      if (sh_parts(st[a]) > 1) s.pieces[st[a].dim] = (uint8_t)sh_parts(st[a]);
+    }
+    if (st[a].kind == SH_P) s.partial |= (uint8_t)(1u << a);
+  }
+  return s;
+}
+
+/* The global type t as one rank holds it under layout st. */
+static ir_type local_type(const sh_engine *e, const ir_type *t, const sh_st *st) {
+  ir_type l = *t;
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if (st[a].kind == SH_S && st[a].dim < l.rank) l.dims[st[a].dim] /= e->mesh->size[a];
+  return l;
+}
+
+static bool active_axis(const sh_engine *e, int a) { return a != IR_AXIS_PP && e->mesh->size[a] > 1; }
+
+/* ---- conversions ---- */
+
+static ir_value *comm1(sh_engine *e, ir_op op, ir_value *x, int axis, int dim, const char *reduce, const char *suffix,
+                       ir_loc loc, int layer) {
+  ir_attr at[4];
+  int na = 0;
+  at[na++] = ir_attr_str("axis", axis_str(axis));
+  at[na++] = ir_attr_int("n", e->mesh->size[axis]);
+  if (dim >= 0) at[na++] = ir_attr_int("dim", dim);
+  if (reduce) at[na++] = ir_attr_str("reduce", reduce);
+  char name[512];
+  if (suffix[0] == '=') snprintf(name, sizeof name, "%s", suffix + 1); /* "=NAME": exactly NAME */
+  else snprintf(name, sizeof name, "%s.%s", x->name, suffix);
+  char err[512];
+  ir_node *n = ir_graph_build(e->dst, op, &x, 1, at, na, NULL, name, loc, err, sizeof err);
+  if (!n) {
+    fprintf(stderr, "tgc: internal error: shard: %s of %%%s: %s\n", ir_op_name(op), x->name, err);
+    abort();
+  }
+  n->layer = layer;
+  n->out[0]->role = x->role == IR_ROLE_INPUT || x->role == IR_ROLE_PARAM ? IR_ROLE_ACT : x->role;
+  return n->out[0];
+}
+
+static void set_layout(ir_value *v, const sh_st *st) { v->shard = to_shard(st, v->type.rank); }
+
+static ir_value *reshape_to(sh_engine *e, ir_value *x, const int64_t *dims, int rank, ir_loc loc, int layer) {
+  ir_attr a = ir_attr_ints("shape", dims, rank);
+  ir_value *r = ir_graph_build1(e->dst, IR_OP_RESHAPE, &x, 1, &a, 1, NULL, loc);
+  r->def->layer = layer;
+  r->role = x->role;
+  return r;
+}
+
+/* x with dim d viewed as [p, q, L / (p q)] (rank + 2 dims). */
+static ir_value *view3(sh_engine *e, ir_value *x, int d, int64_t p, int64_t q, ir_loc loc, int layer) {
+  int64_t dims[IR_MAX_RANK + 2];
+  int r = 0;
+  for (int k = 0; k < x->type.rank; k++) {
+    if (k != d) {
+      dims[r++] = x->type.dims[k];
+      continue;
+    }
+    dims[r++] = p;
+    dims[r++] = q;
+    dims[r++] = x->type.dims[k] / (p * q);
+  }
+  return reshape_to(e, x, dims, r, loc, layer);
+}
+
+/* dims d and d + 1 of x merged (and d + 2 with them when three). */
+static ir_value *merge(sh_engine *e, ir_value *x, int d, int count, ir_loc loc, int layer) {
+  int64_t dims[IR_MAX_RANK + 2];
+  int r = 0;
+  for (int k = 0; k < x->type.rank; k++) {
+    if (k > d && k < d + count) {
+      dims[r - 1] *= x->type.dims[k];
+      continue;
+    }
+    dims[r++] = x->type.dims[k];
+  }
+  return reshape_to(e, x, dims, r, loc, layer);
+}
+
+static ir_value *swap_dims(sh_engine *e, ir_value *x, int i, int j, ir_loc loc, int layer) {
+  int64_t perm[IR_MAX_RANK + 2];
+  for (int k = 0; k < x->type.rank; k++) perm[k] = k;
+  perm[i] = j, perm[j] = i;
+  ir_attr a = ir_attr_ints("perm", perm, x->type.rank);
+  ir_value *r = ir_graph_build1(e->dst, IR_OP_TRANSPOSE, &x, 1, &a, 1, NULL, loc);
+  r->def->layer = layer;
+  r->role = x->role;
+  return r;
+}
+
+/* v (src) converted to layout want (per axis; UNSET entries: as placed). */
+static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer) {
+  sh_st want[IR_NUM_AXES], cur[IR_NUM_AXES];
+  memcpy(cur, e->st[v->id], sizeof cur);
+  for (int a = 0; a < IR_NUM_AXES; a++) want[a] = want_in[a].kind == SH_UNSET ? cur[a] : want_in[a];
+  bool same = true;
+  for (int a = 0; a < IR_NUM_AXES; a++) same &= sh_eq(cur[a], want[a]);
+  if (same) return e->map[v->id];
+  for (conv *c = e->convs[v->id]; c; c = c->next) {
+    bool eq = c->phase == phase;
+    for (int a = 0; a < IR_NUM_AXES && eq; a++) eq = sh_eq(c->st[a], want[a]);
+    if (eq) return c->v;
+  }
+  ir_value *x = e->map[v->id];
+  /* 1. gathers, inner axes first: a split that goes, or whose dim's outer splits change */
+  for (int a = IR_NUM_AXES - 1; a >= 0; a--) {
+    if (cur[a].kind != SH_S) continue;
+    int dim = cur[a].dim;
+    bool go = !sh_eq(cur[a], want[a]);
+    for (int o = 0; o < a && !go; o++) {
+      bool was = cur[o].kind == SH_S && cur[o].dim == dim, will = want[o].kind == SH_S && want[o].dim == dim;
+      go = was != will;
+    }
+    if (!go) continue;
+    int k = sh_parts(cur[a]), n = e->mesh->size[a];
+    x = comm1(e, IR_OP_ALL_GATHER, x, a, dim, NULL, "ag", loc, layer);
+    if (k > 1) { /* gathered in (rank, part) order: back to (part, rank) */
+      x = view3(e, x, dim, n, k, loc, layer);
+      x = merge(e, swap_dims(e, x, dim, dim + 1, loc, layer), dim, 3, loc, layer);
+    }
+    cur[a] = sh_R();
+    set_layout(x, cur);
+  }
+  /* 2. the rest, outer axes first */
+  for (int a = 0; a < IR_NUM_AXES; a++) {
+    if (sh_eq(cur[a], want[a])) continue;
+    if (want[a].kind == SH_R && cur[a].kind == SH_P) {
+      x = comm1(e, IR_OP_ALL_REDUCE, x, a, -1, NULL, "ar", loc, layer);
+    } else if (want[a].kind == SH_S && (cur[a].kind == SH_R || cur[a].kind == SH_P)) {
+      ir_op op = cur[a].kind == SH_R ? IR_OP_MESH_SLICE : IR_OP_REDUCE_SCATTER;
+      const char *sfx = cur[a].kind == SH_R ? "sl" : "rs";
+      int k = sh_parts(want[a]), dim = want[a].dim;
+      if (k > 1) { /* each of the k parts: its block of this rank */
+        x = view3(e, x, dim, k, e->mesh->size[a], loc, layer);
+        x = comm1(e, op, x, a, dim + 1, NULL, sfx, loc, layer);
+        x = merge(e, x, dim, 3, loc, layer);
+      } else {
+        x = comm1(e, op, x, a, dim, NULL, sfx, loc, layer);
+      }
+    } else {
+      fprintf(stderr, "tgc: internal error: shard: no conversion of %%%s on %s from kind %d to kind %d\n", v->name,
+              axis_str(a), cur[a].kind, want[a].kind);
+      abort();
+    }
+    cur[a] = want[a];
+    set_layout(x, cur);
+  }
+  conv *c = calloc(1, sizeof *c);
+  if (!c) abort();
+  memcpy(c->st, want, sizeof c->st);
+  c->phase = phase;
+  c->v = x;
+  c->next = e->convs[v->id];
+  e->convs[v->id] = c;
+  return x;
+}
+
+/* An input or parameter takes its first layout: its local type is now fixed. */
+static void place(sh_engine *e, const ir_value *v, int a, sh_st s) {
+  e->st[v->id][a] = s;
+  ir_value *x = e->map[v->id];
+  x->type = local_type(e, &v->type, e->st[v->id]);
+  set_layout(x, e->st[v->id]);
+}
+
+/* ---- nodes ---- */
+
+static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int layer, const char *name) {
+  ir_attr c = ir_attr_float("value", f);
+  ir_type t = {.dtype = x->type.dtype, .rank = 0};
+  char err[256];
+  ir_node *k = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &c, 1, &t, NULL, loc, err, sizeof err);
+  if (!k) abort();
+  k->layer = layer;
+  ir_value *in[2] = {x, k->out[0]};
+  ir_value *r = ir_graph_build1(e->dst, IR_OP_MUL, in, 2, NULL, 0, name, loc);
+  r->def->layer = layer;
+  r->role = x->role;
+  r->shard = x->shard;
+  return r;
+}
+
+/* The size attributes of the local results: reshape and broadcast's shape,
+ * split's sizes (shape holds room for either). */
+static int localize_attrs(const ir_node *n, const ir_type *local_out, ir_attr *attrs, int64_t *shape) {
+  memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
+  for (int i = 0; i < n->n_attrs; i++) {
+    if ((n->op == IR_OP_RESHAPE || n->op == IR_OP_BROADCAST) && strcmp(attrs[i].key, "shape") == 0) {
+      for (int k = 0; k < local_out->rank; k++) shape[k] = local_out->dims[k];
+      attrs[i] = ir_attr_ints("shape", shape, local_out->rank);
+    }
+    if (n->op == IR_OP_SPLIT && strcmp(attrs[i].key, "sizes") == 0) {
+      int axis = (int)ir_node_attr_int(n, "axis", 0);
+      for (int j = 0; j < n->n_out; j++) shape[j] = local_out[j].dims[axis];
+      attrs[i] = ir_attr_ints("sizes", shape, n->n_out);
+    }
+  }
+  return n->n_attrs;
+}
+
+/* How many equal parts the last dim of v is split into later: through
+ * elementwise consumers (a bias, an activation) to a split along it. */
+static int find_parts(const sh_engine *e, const ir_value *v, int dim, int depth) {
+  if (depth > 4) return 1;
+  for (int i = 0; i < e->src->n_nodes; i++) {
+    const ir_node *u = e->src->nodes[i];
+    if (u->dead) continue;
+    for (int k = 0; k < u->n_in; k++) {
+      if (u->in[k] != v) continue;
+      if (u->op == IR_OP_SPLIT && ir_node_attr_int(u, "axis", -1) == dim && u->n_out >= 2) {
+        bool eq = true;
+        for (int j = 1; j < u->n_out; j++) eq &= u->out[j]->type.dims[dim] == u->out[0]->type.dims[dim];
+        if (eq) return u->n_out;
+      }
+      if ((ir_op_is_elementwise(u->op) || u->op == IR_OP_FUSED) && u->n_out >= 1) {
+        int od = dim + (u->out[0]->type.rank - v->type.rank);
+        if (u->out[0]->type.dims[od] == v->type.dims[dim]) {
+          int p = find_parts(e, u->out[0], od, depth + 1);
+          if (p > 1) return p;
+        }
+      }
+    }
+  }
+  return 1;
+}
+
+static int shard_node(sh_engine *e, const ir_node *n) {
+  if (n->op == IR_OP_GRAD || ir_op_has(n->op, IR_OPF_COMM) || n->op == IR_OP_MESH_SLICE) {
+    ir_error(e->d, n->loc, "the shard pass cannot shard '%s'%s", ir_op_name(n->op),
+             n->op == IR_OP_GRAD ? " (run the autodiff pass first)" : ": the graph is already sharded");
+    return -1;
+  }
+  if (n->n_in > SH_MAX_ARGS || n->n_out > SH_MAX_ARGS) {
+    ir_error(e->d, n->loc, "the shard pass handles at most %d operands and results ('%s' has %d and %d)", SH_MAX_ARGS,
+             ir_op_name(n->op), n->n_in, n->n_out);
+    return -1;
+  }
+  sh_rule rule = sh_rule_of(n->op);
+  if (!rule) {
+    fprintf(stderr, "tgc: internal error: shard: no rule for %s\n", ir_op_name(n->op));
+    abort();
+  }
+  sh_st want[SH_MAX_ARGS][IR_NUM_AXES], res[SH_MAX_ARGS][IR_NUM_AXES];
+  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false};
+  int scale_op[IR_NUM_AXES];
+  for (int a = 0; a < IR_NUM_AXES; a++) {
+    scale_op[a] = -1;
+    for (int i = 0; i < n->n_in; i++) want[i][a] = sh_R();
+    for (int j = 0; j < n->n_out; j++) res[j][a] = sh_R();
+    if (!active_axis(e, a)) {
+      for (int i = 0; i < n->n_in; i++) want[i][a] = (sh_st){SH_UNSET, 0, 1};
+      continue;
+    }
+    sh_dec d = {.node = n, .axis = a, .size = e->mesh->size[a], .n_in = n->n_in, .n_out = n->n_out,
+                .megatron = e->megatron && a == IR_AXIS_TP, .scale_operand = -1, .parts_hint = 1,
+                .sp = e->mesh->sp && a == IR_AXIS_TP};
+    if (d.megatron && (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_MATMUL) && n->out[0]->type.rank >= 1)
+      d.parts_hint = find_parts(e, n->out[0], n->out[0]->type.rank - 1, 0);
+    for (int i = 0; i < n->n_in; i++) {
+      const ir_value *v = n->in[i];
+      d.in[i] = e->st[v->id][a];
+      d.in_param[i] = v->role == IR_ROLE_PARAM && !v->def;
+      for (int k = 0; k < v->type.rank; k++) {
+        int64_t s = v->type.dims[k];
+        for (int o = 0; o < a; o++) /* the outer axes' splits already chosen */
+          if (want[i][o].kind == SH_S && want[i][o].dim == k) s /= e->mesh->size[o];
+        d.in_local[i][k] = s;
+      }
+    }
+    rule(&d);
+    for (int i = 0; i < n->n_in; i++) {
+      want[i][a] = d.in[i].kind == SH_UNSET ? sh_R() : d.in[i];
+      if (e->st[n->in[i]->id][a].kind == SH_UNSET) place(e, n->in[i], a, want[i][a]);
+    }
+    for (int j = 0; j < n->n_out; j++) res[j][a] = d.out[j].kind == SH_UNSET ? sh_R() : d.out[j];
+    scale[a] = d.scale_results;
+    scale_op[a] = d.scale_operand;
+    maxr[a] = d.max_results;
+  }
+  /* operands */
+  int phase = pass_node_phase(n);
+  ir_loc loc = reloc(e, n->loc);
+  ir_value *in[SH_MAX_ARGS];
+  for (int i = 0; i < n->n_in; i++) {
+    in[i] = convert(e, n->in[i], want[i], phase, loc, n->layer);
+    int div = 1;
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (scale_op[a] == i) div *= e->mesh->size[a];
+    if (div > 1) in[i] = scale_by(e, in[i], 1.0 / div, loc, n->layer, NULL);
+  }
+  /* the node on local operands */
+  ir_type local_out[SH_MAX_ARGS];
+  for (int j = 0; j < n->n_out; j++) local_out[j] = local_type(e, &n->out[j]->type, res[j]);
+  ir_attr attrs[64];
+  int64_t shape[SH_MAX_ARGS > IR_MAX_RANK ? SH_MAX_ARGS : IR_MAX_RANK];
+  if (n->n_attrs > 64) abort();
+  int na = localize_attrs(n, local_out, attrs, shape);
+  /* a result rescaled or maxed afterwards: the node's is the local one, the
+   * final value keeps the name */
+  bool post = false;
+  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a];
+  const char *names[SH_MAX_ARGS];
+  char local_names[SH_MAX_ARGS][300];
+  for (int j = 0; j < n->n_out; j++) {
+    names[j] = n->out[j]->name;
+    if (post) {
+      snprintf(local_names[j], sizeof local_names[j], "%.280s.local", n->out[j]->name);
+      names[j] = local_names[j];
+    }
+  }
+  char err[512];
+  ir_node *m = NULL;
+  ir_type got[SH_MAX_ARGS];
+  int n_got = 0;
+  ir_type in_t[SH_MAX_ARGS];
+  for (int i = 0; i < n->n_in; i++) in_t[i] = in[i]->type;
+  if (ir_op_kind_of(n->op) == IR_OPK_NULLARY) got[0] = local_out[0];
+  if (ir_infer(n->op, in_t, n->n_in, attrs, na, got, &n_got, err, sizeof err) != 0 || n_got != n->n_out) {
+    fprintf(stderr, "tgc: internal error: shard: %s at %d:%d on local operands: %s\n", ir_op_name(n->op), n->loc.line,
+            n->loc.col, err);
+    abort();
+  }
+  for (int j = 0; j < n->n_out; j++)
+    if (!ir_type_equal(&got[j], &local_out[j])) {
+      char a[128], b[128];
+      fprintf(stderr, "tgc: internal error: shard: %%%s (%s at %d:%d) is %s on one rank, its layout wants %s\n",
+              n->out[j]->name, ir_op_name(n->op), n->loc.line, n->loc.col, ir_type_str(&got[j], a, sizeof a),
+              ir_type_str(&local_out[j], b, sizeof b));
+      abort();
+    }
+  static ir_value *const none[1];
+  m = ir_graph_add_node(e->dst, n->op, n->n_in ? in : none, n->n_in, got, n->n_out, attrs, na, names, loc);
+  m->layer = n->layer;
+  for (int j = 0; j < n->n_out; j++) {
+    ir_value *r = m->out[j];
+    r->role = n->out[j]->role;
+    memcpy(e->st[n->out[j]->id], res[j], sizeof res[j]);
+    set_layout(r, res[j]);
+    int div = 1, maxes = 0;
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      if (scale[a] && ir_dtype_is_float(r->type.dtype)) div *= e->mesh->size[a];
+      maxes += maxr[a] && j == 0;
+    }
+    char final[320];
+    snprintf(final, sizeof final, "=%.300s", n->out[j]->name);
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (maxr[a] && j == 0) {
+        r = comm1(e, IR_OP_ALL_REDUCE, r, a, -1, "max", --maxes == 0 && div == 1 ? final : "max", loc, n->layer);
+        set_layout(r, res[j]);
+      }
+    if (div > 1) r = scale_by(e, r, 1.0 / div, loc, n->layer, n->out[j]->name);
+    e->map[n->out[j]->id] = r;
+  }
+  return 0;
+}
+
+bool pass_shard_has_rule(ir_op op) { return sh_rule_of(op) != NULL; }
+
+/* ---- the engine's API (shard_impl.h) ---- */
+
+sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
+  sh_engine *e = calloc(1, sizeof *e);
+  if (!e) abort();
+  e->src = src;
+  e->mesh = &src->mesh;
+  e->megatron = megatron;
+  e->d = d;
+  e->nv = ir_graph_id_bound(src) + 1;
+  e->map = calloc((size_t)e->nv, sizeof *e->map);
+  e->st = calloc((size_t)e->nv, sizeof *e->st);
+  e->convs = calloc((size_t)e->nv, sizeof *e->convs);
+  if (!e->map || !e->st || !e->convs) abort();
+  e->dst = ir_graph_new(src->name, src->source_file);
+  e->dst->mesh = src->mesh;
+  for (int i = 0; i < src->n_inputs; i++) {
+    const ir_value *v = src->inputs[i];
+    ir_value *x = ir_graph_add_input(e->dst, v->name, v->type, reloc(e, v->loc));
+    x->role = v->role;
+    e->map[v->id] = x;
+  }
+  for (int i = 0; i < src->n_params; i++) {
+    const ir_value *v = src->params[i];
+    ir_value *x = ir_graph_add_param(e->dst, v->name, v->type, v->init, reloc(e, v->loc));
+    x->role = v->role;
+    e->map[v->id] = x;
+  }
+  for (int i = 0; i < e->nv; i++)
+    for (int a = 0; a < IR_NUM_AXES; a++) e->st[i][a] = active_axis(e, a) ? (sh_st){SH_UNSET, 0, 1} : sh_R();
+  return e;
+}
+
+void sh_engine_place(sh_engine *e, const ir_value *v, int axis, sh_st s) {
+  if (active_axis(e, axis)) place(e, v, axis, s);
+}
+
+sh_st sh_engine_layout(const sh_engine *e, const ir_value *v, int axis) { return e->st[v->id][axis]; }
+
+void sh_engine_convert_input(sh_engine *e, const ir_value *v, const sh_st *want) {
+  sh_st w[IR_NUM_AXES];
+  for (int a = 0; a < IR_NUM_AXES; a++) w[a] = active_axis(e, a) ? want[a] : sh_R();
+  ir_value *x = convert(e, v, w, PASS_PHASE_OPTIMIZER, reloc(e, v->loc), -1);
+  e->map[v->id] = x;
+  memcpy(e->st[v->id], w, sizeof w);
+}
+
+int sh_engine_run(sh_engine *e) {
+  for (int i = 0; i < e->src->n_nodes; i++) {
+    const ir_node *n = e->src->nodes[i];
+    if (n->dead) continue;
+    if (shard_node(e, n) != 0) return -1;
+  }
+  /* inputs and parameters nothing read: replicated */
+  for (int k = 0; k < e->src->n_inputs + e->src->n_params; k++) {
+    const ir_value *v = k < e->src->n_inputs ? e->src->inputs[k] : e->src->params[k - e->src->n_inputs];
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (e->st[v->id][a].kind == SH_UNSET) place(e, v, a, sh_R());
+  }
+  return 0;
+}
+
+void sh_engine_output(sh_engine *e, int i, const sh_st *want) {
+  const ir_output *o = &e->src->outputs[i];
+  sh_st keep[IR_NUM_AXES];
+  for (int a = 0; a < IR_NUM_AXES; a++) keep[a] = want ? want[a] : (sh_st){SH_UNSET, 0, 1};
+  ir_value *v = convert(e, o->value, keep, PASS_PHASE_OPTIMIZER + 1, reloc(e, o->value->loc), -1);
+  ir_graph_add_output(e->dst, o->name, v);
+}
+
+ir_graph *sh_engine_finish(sh_engine *e) {
+  ir_graph *g = e->dst;
+  e->dst = NULL;
+  return g;
+}
+
+void sh_engine_free(sh_engine *e) {
+  if (!e) return;
+  for (int i = 0; i < e->nv; i++)
+    for (conv *c = e->convs[i]; c;) {
+      conv *next = c->next;
+      free(c);
+      c = next;
+    }
+  free(e->convs);
+  free(e->map);
+  free(e->st);
+  ir_graph_free(e->dst);
+  free(e);
+}

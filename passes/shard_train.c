@@ -1,0 +1,230 @@
+/* passes/shard_train.c — where the shard pass places what a graph does not
+ * compute: its inputs, parameters, optimizer state and outputs, for one
+ * graph (the pass `shard` of the pipeline) and for a training program (the
+ * step and update graphs, which must agree).
+ *
+ * Data parallelism (dp): every data input is split along dim 0, its batch;
+ * parameters are replicated, so their gradients come out as partial sums
+ * over dp, which the update reduces. ZeRO (--zero N) shards along dp, each
+ * parameter along its "ZeRO dim" (the first dim that divides by dp and
+ * that tp does not split; a parameter without one stays replicated):
+ *   1: the optimizer state; the update reduce-scatters the gradients,
+ *      updates its shard and all-gathers the new parameters;
+ *   2: also the gradients the step hands over (and their micro-batch sums);
+ *   3: also the parameters, all-gathered where each phase reads them.
+ * Tensor parallelism (tp): weights are placed by Megatron-LM's rule in the
+ * rules of matmul (shard_rules.c); a first run of the engine finds them, so
+ * the ZeRO dims can avoid the dims tp splits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard_impl.h"
+
+static const sh_st UNSET = {SH_UNSET, 0, 1};
+
+static bool mesh_active(const ir_mesh *m) { return m->size[IR_AXIS_DP] > 1 || m->size[IR_AXIS_TP] > 1; }
+
+/* The data inputs split along their batch dims (NULL: dim 0; -1: not
+ * data): a clear error when one does not divide. */
+static int place_data(sh_engine *e, const ir_graph *g, int n_data, const int *batch_dim, ir_diag *d) {
+  int dp = g->mesh.size[IR_AXIS_DP];
+  for (int i = 0; i < n_data; i++) {
+    const ir_value *v = g->inputs[i];
+    int b = batch_dim ? batch_dim[i] : 0;
+    /* tp: every rank of a tensor-parallel group sees the whole batch; with
+     * sequence parallelism each holds a block of the sequence (the dim after
+     * the batch) */
+    bool seq = g->mesh.sp && b >= 0 && b + 1 < v->type.rank && v->type.dims[b + 1] % g->mesh.size[IR_AXIS_TP] == 0;
+    sh_engine_place(e, v, IR_AXIS_TP, seq ? sh_S(b + 1) : sh_R());
+    if (b < 0 || dp < 2) continue;
+    if (b >= v->type.rank) {
+      ir_error(d, v->loc, "data parallelism (dp = %d) splits every data input along its batch (dim %d), but input "
+               "%%%s has rank %d", dp, b, v->name, v->type.rank);
+      return -1;
+    }
+    if (v->type.dims[b] % dp != 0) {
+      ir_error(d, v->loc, "data parallelism (dp = %d) splits input %%%s along its batch (dim %d, size %lld), which "
+               "does not divide by %d", dp, v->name, b, (long long)v->type.dims[b], dp);
+      return -1;
+    }
+    sh_engine_place(e, v, IR_AXIS_DP, sh_S(b));
+  }
+  return 0;
+}
+
+/* The ZeRO dim of a parameter of type t whose tp layout is tp: -1 if none. */
+static int zero_dim(const ir_type *t, sh_st tp, int dp) {
+  for (int k = 0; k < t->rank; k++)
+    if (!(tp.kind == SH_S && tp.dim == k) && t->dims[k] >= dp && t->dims[k] % dp == 0) return k;
+  return -1;
+}
+
+int pass_shard(ir_graph *g, const pass_options *o) {
+  if (!mesh_active(&g->mesh)) return 0;
+  sh_engine *e = sh_engine_new(g, o->diag, true);
+  int rc = place_data(e, g, g->n_inputs, NULL, o->diag);
+  int dp = g->mesh.size[IR_AXIS_DP];
+  for (int i = 0; rc == 0 && i < g->n_params; i++) {
+    int z = o->zero >= 3 ? zero_dim(&g->params[i]->type, UNSET, dp) : -1;
+    sh_engine_place(e, g->params[i], IR_AXIS_DP, z >= 0 ? sh_S(z) : sh_R());
+  }
+  if (rc == 0) rc = sh_engine_run(e);
+  if (rc == 0) {
+    for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, NULL);
+    ir_graph *s = sh_engine_finish(e);
+    /* the sharded graph takes g's place */
+    ir_graph tmp = *g;
+    *g = *s;
+    *s = tmp;
+    ir_graph_free(s);
+  }
+  sh_engine_free(e);
+  return rc;
+}
+
+/* ---- training programs ---- */
+
+typedef struct {
+  sh_st param[IR_NUM_AXES];  /* where the parameter lives */
+  sh_st state[IR_NUM_AXES];  /* its optimizer state (and ZeRO 2, 3: its gradient) */
+  sh_st grad[IR_NUM_AXES];   /* the gradient the step hands over */
+} param_layout;
+
+/* One run of the engine over the step graph; with lay == NULL a probe that
+ * only finds tp's placements (into probe_tp). */
+static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay, sh_st *probe_tp, sh_st *sums,
+                            ir_diag *d) {
+  const ir_graph *g = t->step;
+  int dp = g->mesh.size[IR_AXIS_DP];
+  sh_engine *e = sh_engine_new(g, d, true);
+  ir_graph *out = NULL;
+  if (place_data(e, g, t->n_data, t->batch_dim, d) != 0) goto done;
+  for (int i = 0; i < t->n_params; i++) {
+    const ir_value *p = g->params[i];
+    sh_engine_place(e, p, IR_AXIS_DP, lay ? lay[i].param[IR_AXIS_DP] : sh_R());
+    if (lay) sh_engine_place(e, p, IR_AXIS_TP, lay[i].param[IR_AXIS_TP]); /* the probe's placement */
+    if (lay && t->acc_input0 >= 0) { /* the micro-batch sums: as the gradients handed over */
+      const ir_value *acc = g->inputs[t->acc_input0 + i];
+      sh_engine_place(e, acc, IR_AXIS_DP, zero >= 2 ? lay[i].state[IR_AXIS_DP] : (dp > 1 ? sh_P() : sh_R()));
+    }
+  }
+  for (int k = 0; k < 2; k++) { /* loss and correct-prediction sums: partial over dp */
+    int in = k == 0 ? t->loss_sum_input : t->correct_sum_input;
+    if (in >= 0) sh_engine_place(e, g->inputs[in], IR_AXIS_DP, dp > 1 ? sh_P() : sh_R());
+  }
+  if (sh_engine_run(e) != 0) goto done;
+  if (!lay) {
+    for (int i = 0; i < t->n_params; i++) probe_tp[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
+    out = ir_graph_new("probe", NULL);
+    goto done;
+  }
+  for (int i = 0; i < t->n_params; i++)
+    for (int a = 0; a < IR_NUM_AXES; a++) lay[i].param[a] = sh_engine_layout(e, g->params[i], a);
+  for (int o = 0; o < g->n_outputs; o++) {
+    int pi = -1;
+    for (int i = 0; i < t->n_params; i++)
+      if (t->grad_output[i] == o) pi = i;
+    sh_st want[IR_NUM_AXES];
+    for (int a = 0; a < IR_NUM_AXES; a++) want[a] = UNSET;
+    if (pi >= 0 && t->acc_input0 >= 0) { /* the new sum is fed back as the sum */
+      for (int a = 0; a < IR_NUM_AXES; a++) want[a] = sh_engine_layout(e, g->inputs[t->acc_input0 + pi], a);
+    } else if (pi >= 0 && zero >= 2) {
+      want[IR_AXIS_DP] = lay[pi].state[IR_AXIS_DP];
+    } else if (o == t->loss_sum_output || o == t->correct_sum_output) {
+      int in = o == t->loss_sum_output ? t->loss_sum_input : t->correct_sum_input;
+      for (int a = 0; a < IR_NUM_AXES; a++) want[a] = sh_engine_layout(e, g->inputs[in], a);
+    }
+    sh_engine_output(e, o, want);
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      sh_st s = want[a].kind != SH_UNSET ? want[a] : sh_engine_layout(e, g->outputs[o].value, a);
+      if (pi >= 0) lay[pi].grad[a] = s;
+      if (o == t->loss_sum_output) sums[a] = s;
+      if (o == t->correct_sum_output) sums[IR_NUM_AXES + a] = s;
+    }
+  }
+  out = sh_engine_finish(e);
+done:
+  sh_engine_free(e);
+  return out;
+}
+
+static ir_graph *shard_update(const pass_training *t, const param_layout *lay, const sh_st *sums, ir_diag *d) {
+  const ir_graph *u = t->update;
+  int np = t->n_params, per = np ? t->n_states / np : 0;
+  sh_engine *e = sh_engine_new(u, d, false);
+  ir_graph *out = NULL;
+  for (int a = 0; a < IR_NUM_AXES; a++) {
+    for (int i = 0; i < np; i++) {
+      sh_engine_place(e, u->inputs[i], a, lay[i].grad[a]);
+      sh_engine_place(e, u->params[i], a, lay[i].param[a]);
+      for (int k = 0; k < per; k++) sh_engine_place(e, u->inputs[np + i * per + k], a, lay[i].state[a]);
+    }
+    sh_engine_place(e, u->inputs[t->lr_input], a, sh_R());
+    sh_engine_place(e, u->inputs[t->step_input], a, sh_R());
+    sh_engine_place(e, u->inputs[t->update_loss_sum_input], a, sums[a]);
+    if (t->update_correct_sum_input >= 0) sh_engine_place(e, u->inputs[t->update_correct_sum_input], a, sums[IR_NUM_AXES + a]);
+  }
+  /* every gradient reduced once, at the start, to its state's layout (a
+   * reduce-scatter under ZeRO, else an all-reduce): the optimizer's many
+   * readers of it then share that */
+  for (int i = 0; i < np; i++) sh_engine_convert_input(e, u->inputs[i], lay[i].state);
+  if (sh_engine_run(e) != 0) goto done;
+  for (int o = 0; o < u->n_outputs; o++) {
+    sh_st want[IR_NUM_AXES];
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      if (o < np) want[a] = lay[o].param[a];
+      else if (o < np + t->n_states) want[a] = lay[(o - np) / (per ? per : 1)].state[a];
+      else want[a] = sh_R(); /* loss, accuracy, nonfinite: the same on every rank */
+    }
+    sh_engine_output(e, o, want);
+  }
+  out = sh_engine_finish(e);
+done:
+  sh_engine_free(e);
+  return out;
+}
+
+int pass_shard_training(pass_training *t, const pass_options *o) {
+  const ir_mesh *m = &t->step->mesh;
+  if (!mesh_active(m)) return 0;
+  int np = t->n_params, dp = m->size[IR_AXIS_DP], zero = o->zero;
+  param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
+  sh_st *tp = calloc((size_t)np + 1, sizeof *tp), sums[2 * IR_NUM_AXES];
+  ir_graph *step = NULL, *update = NULL;
+  int rc = -1;
+  if (!lay || !tp) abort();
+  for (int a = 0; a < 2 * IR_NUM_AXES; a++) sums[a] = sh_R();
+  /* a probe run finds tp's placements; then every parameter's layouts */
+  for (int i = 0; i < np; i++) tp[i] = sh_R();
+  if (m->size[IR_AXIS_TP] > 1) {
+    ir_graph *probe = shard_step(t, 0, NULL, tp, sums, o->diag);
+    if (!probe) goto done;
+    ir_graph_free(probe);
+  }
+  for (int i = 0; i < np; i++) {
+    const ir_value *p = t->step->params[i];
+    int z = zero >= 1 && dp > 1 ? zero_dim(&p->type, tp[i], dp) : -1;
+    for (int a = 0; a < IR_NUM_AXES; a++) lay[i].param[a] = lay[i].state[a] = sh_R();
+    lay[i].param[IR_AXIS_TP] = lay[i].state[IR_AXIS_TP] = tp[i];
+    if (z >= 0) {
+      lay[i].state[IR_AXIS_DP] = sh_S(z);
+      if (zero >= 3) lay[i].param[IR_AXIS_DP] = sh_S(z);
+    }
+  }
+  if (!(step = shard_step(t, zero, lay, tp, sums, o->diag))) goto done;
+  /* the tp placements of the real run are the probe's (the same rules, the same order) */
+  if (!(update = shard_update(t, lay, sums, o->diag))) goto done;
+  ir_graph_free(t->step);
+  ir_graph_free(t->update);
+  t->step = step;
+  t->update = update;
+  step = update = NULL;
+  rc = 0;
+done:
+  ir_graph_free(step);
+  ir_graph_free(update);
+  free(lay);
+  free(tp);
+  return rc;
+}

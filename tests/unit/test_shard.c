@@ -1,0 +1,231 @@
+/* tests/unit/test_shard.c — the shard pass on whole training programs.
+ *
+ *  - every op of ops.def has a sharding rule, except those the pass refuses
+ *    (grad, the communication ops, mesh_slice), and a graph holding one of
+ *    those is refused with a message;
+ *  - training programs of examples/gpt.tg (tiny) and examples/llama.tg
+ *    (tiny) on dp, tp, tp + sp, dp x tp and ZeRO 1-3 meshes: both graphs
+ *    verify (every communication op's axis and size are the mesh's), print
+ *    and read back byte for byte, every parameter, state and gradient the
+ *    trainer binds has the layout the pass promised, and the collectives
+ *    are the expected ones (counted by kind and axis): e.g. dp alone
+ *    all-reduces each gradient once in the update and nothing in the step;
+ *    ZeRO 1 reduce-scatters them and all-gathers the new parameters; tp
+ *    adds no all-reduce to the update.
+ * Numerical equality with one device is tested across real ranks (mpirun,
+ * tests/scripts/shard_equal.sh). */
+#include <string.h>
+
+#include "check.h"
+#include "testtrain.h"
+
+static void test_rule_table(void) {
+  for (int op = 0; op < IR_NUM_OPS; op++) {
+    bool refused = op == IR_OP_GRAD || op == IR_OP_MESH_SLICE || ir_op_has((ir_op)op, IR_OPF_COMM);
+    if (pass_shard_has_rule((ir_op)op) == refused) fprintf(stderr, "op %s: rule %d\n", ir_op_name((ir_op)op), !refused);
+    CHECK_EQ_INT(pass_shard_has_rule((ir_op)op), !refused);
+  }
+  /* an already sharded graph is refused */
+  ir_graph *g = ir_graph_new("g", "g.tg");
+  g->mesh.size[IR_AXIS_DP] = 2;
+  ir_type t = {.dtype = IR_DT_F32, .rank = 1, .dims = {4}};
+  ir_value *x = ir_graph_add_input(g, "x", t, (ir_loc){.line = 1, .col = 1});
+  ir_attr at[2] = {ir_attr_str("axis", "dp"), ir_attr_int("n", 2)};
+  ir_value *y = ir_graph_build1(g, IR_OP_ALL_REDUCE, &x, 1, at, 2, "y", (ir_loc){g->source_file, 2, 3});
+  ir_graph_add_output(g, "y", y);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&buf, &len);
+  ir_diag *d = ir_diag_new(mem);
+  pass_options o = {.diag = d};
+  CHECK_EQ_INT(pass_shard(g, &o), -1);
+  fclose(mem);
+  if (!buf || !strstr(buf, "g.tg:2:3: error: the shard pass cannot shard 'all_reduce': the graph is already sharded"))
+    fprintf(stderr, "got: %s\n", buf ? buf : "(nothing)");
+  CHECK(buf && strstr(buf, "g.tg:2:3: error: the shard pass cannot shard 'all_reduce': the graph is already sharded"));
+  free(buf);
+  ir_diag_free(d);
+  ir_graph_free(g);
+}
+
+/* Counts of communication ops by op and axis. */
+typedef struct {
+  int n[IR_NUM_OPS][IR_NUM_AXES];
+} counts;
+
+static counts count(const ir_graph *g) {
+  counts c;
+  memset(&c, 0, sizeof c);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    const ir_attr *a = ir_node_attr(n, "axis");
+    if (n->dead || !a || a->kind != IR_ATTR_STR) continue;
+    int ax = ir_axis_from_name(a->s, strlen(a->s));
+    if (ax >= 0) c.n[n->op][ax]++;
+  }
+  return c;
+}
+
+static void roundtrip(const ir_graph *g) {
+  char *t1 = ir_print_to_string(g);
+  ir_diag *d = ir_diag_new(stderr);
+  ir_graph *h = t1 ? ir_parse("x.ir", t1, strlen(t1), d) : NULL;
+  CHECK(h != NULL);
+  char *t2 = h ? ir_print_to_string(h) : NULL;
+  CHECK(t1 && t2 && strcmp(t1, t2) == 0);
+  if (h) CHECK_EQ_INT(ir_verify(h, d), 0);
+  free(t1);
+  free(t2);
+  ir_graph_free(h);
+  ir_diag_free(d);
+}
+
+/* The training program of path/config on mesh text with ZeRO zero, micro-batches K. */
+static pass_training *build(const char *path, const char *config, const char *mesh, int zero, int K, const char *data) {
+  ir_diag *d = ir_diag_new(stderr);
+  size_t len = 0;
+  char *text = ir_read_file(path, 1u << 20, &len, d);
+  fe_options fo = {.config = config};
+  ir_graph *model = text ? fe_compile(path, text, len, &fo, d) : NULL;
+  CHECK(model != NULL);
+  pass_training *t = NULL;
+  char err[256];
+  rt_data *ds = rt_data_open(data, 0, err, sizeof err);
+  if (model && ds && rt_data_bind(ds, model, err, sizeof err) == 0) {
+    CHECK_EQ_INT(ir_mesh_parse(mesh, &model->mesh, err, sizeof err), 0);
+    int dims[64];
+    for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
+    pass_options po = {.diag = d, .verify_each = true, .zero = zero};
+    pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAMW), .micro_batches = K,
+                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims, .passes = &po};
+    t = pass_build_train(model, &to);
+  } else {
+    ir_graph_free(model);
+  }
+  rt_data_free(ds);
+  free(text);
+  ir_diag_free(d);
+  CHECK(t != NULL);
+  if (t) {
+    ir_diag *v = ir_diag_new(stderr);
+    CHECK_EQ_INT(ir_verify(t->step, v), 0);
+    CHECK_EQ_INT(ir_verify(t->update, v), 0);
+    ir_diag_free(v);
+    roundtrip(t->step);
+    roundtrip(t->update);
+  }
+  return t;
+}
+
+/* The step's gradient outputs, the update's gradient and state inputs and
+ * its parameter and state outputs agree with the trainer's bindings. */
+static void check_bindings(const pass_training *t) {
+  const ir_graph *s = t->step, *u = t->update;
+  int per = t->n_params ? t->n_states / t->n_params : 0;
+  for (int i = 0; i < t->n_params; i++) {
+    const ir_value *go = s->outputs[t->grad_output[i]].value, *gi = u->inputs[i];
+    CHECK(ir_type_equal(&go->type, &gi->type) && ir_shard_equal(&go->shard, &gi->shard, go->type.rank));
+    if (t->acc_input0 >= 0) {
+      const ir_value *acc = s->inputs[t->acc_input0 + i];
+      CHECK(ir_type_equal(&acc->type, &go->type) && ir_shard_equal(&acc->shard, &go->shard, go->type.rank));
+    }
+    const ir_value *p = s->params[i], *np = u->outputs[i].value;
+    CHECK(ir_type_equal(&p->type, &u->params[i]->type) && ir_type_equal(&p->type, &np->type));
+    CHECK(ir_shard_equal(&p->shard, &np->shard, p->type.rank));
+    for (int k = 0; k < per; k++) {
+      const ir_value *st = u->inputs[t->n_params + i * per + k], *ns = u->outputs[t->n_params + i * per + k].value;
+      CHECK(ir_type_equal(&st->type, &ns->type) && ir_shard_equal(&st->shard, &ns->shard, st->type.rank));
+    }
+  }
+  for (int o = t->loss_output; o < u->n_outputs; o++) CHECK(ir_shard_is_replicated(&u->outputs[o].value->shard));
+}
+
+static void test_gpt_dp(void) {
+  pass_training *t = build("examples/gpt.tg", "tiny", "dp=2", 0, 1, "reverse");
+  if (!t) return;
+  check_bindings(t);
+  counts s = count(t->step), u = count(t->update);
+  CHECK_EQ_INT(s.n[IR_OP_ALL_REDUCE][IR_AXIS_DP], 0); /* the step hands partial gradients over */
+  /* each gradient, then the loss and the accuracy (the Inf / NaN count of
+   * replicated parameters is the same on every rank) */
+  CHECK_EQ_INT(u.n[IR_OP_ALL_REDUCE][IR_AXIS_DP], t->n_params + 2);
+  CHECK_EQ_INT(u.n[IR_OP_ALL_GATHER][IR_AXIS_DP], 0);
+  CHECK_EQ_INT(t->step->inputs[0]->type.dims[0], 2); /* tokens [4, 16] -> [2, 16] */
+  for (int i = 0; i < t->n_params; i++) CHECK(ir_shard_is_replicated(&t->step->params[i]->shard));
+  pass_training_free(t);
+}
+
+static void test_gpt_zero(void) {
+  for (int z = 1; z <= 3; z++) {
+    pass_training *t = build("examples/gpt.tg", "tiny", "dp=2", z, 2, "reverse");
+    if (!t) continue;
+    check_bindings(t);
+    counts s = count(t->step), u = count(t->update);
+    int sharded = 0;
+    for (int i = 0; i < t->n_params; i++) sharded += !ir_shard_is_replicated(&t->update->inputs[t->n_params + i * 2]->shard);
+    CHECK_EQ_INT(sharded, t->n_params); /* every tiny gpt parameter has a dim that divides by 2 */
+    /* 1: gradients reduce-scattered in the update, new parameters all-gathered */
+    CHECK_EQ_INT(u.n[IR_OP_REDUCE_SCATTER][IR_AXIS_DP], z == 1 ? t->n_params : 0);
+    CHECK_EQ_INT(u.n[IR_OP_ALL_GATHER][IR_AXIS_DP], z <= 2 ? t->n_params : 0);
+    /* 2, 3: the step reduce-scatters every micro-batch's gradients */
+    CHECK_EQ_INT(s.n[IR_OP_REDUCE_SCATTER][IR_AXIS_DP] >= t->n_params, z >= 2);
+    /* 3: parameters gathered where read, in the forward and again in the backward */
+    CHECK_EQ_INT(s.n[IR_OP_ALL_GATHER][IR_AXIS_DP] >= t->n_params, z == 3);
+    for (int i = 0; i < t->n_params; i++)
+      CHECK_EQ_INT(ir_shard_is_replicated(&t->step->params[i]->shard), z < 3);
+    pass_training_free(t);
+  }
+}
+
+static void test_gpt_tp(void) {
+  const char *meshes[] = {"tp=2", "tp=2,sp", "dp=2,tp=2", "dp=2,tp=2,sp"};
+  for (size_t m = 0; m < sizeof meshes / sizeof *meshes; m++) {
+    pass_training *t = build("examples/gpt.tg", "tiny", meshes[m], m == 3 ? 1 : 0, 1, "reverse");
+    if (!t) continue;
+    check_bindings(t);
+    counts s = count(t->step);
+    bool sp = strstr(meshes[m], "sp") != NULL;
+    /* 2 layers: forward 2 reductions per layer, backward 2 more (the input gradients of the column-parallel matmuls) */
+    if (!sp) CHECK(s.n[IR_OP_ALL_REDUCE][IR_AXIS_TP] >= 8);
+    if (sp) CHECK(s.n[IR_OP_REDUCE_SCATTER][IR_AXIS_TP] >= 8 && s.n[IR_OP_ALL_GATHER][IR_AXIS_TP] >= 8);
+    /* each rank updates its own shard: the update all-reduces over tp only
+     * the gradients of the replicated norms (partial sums: their backward
+     * takes partial input gradients, as the adds of the residual stream
+     * reduce them later) and the Inf / NaN counts, no weight matrix */
+    for (int i = 0; i < t->update->n_nodes; i++) {
+      const ir_node *n = t->update->nodes[i];
+      const ir_attr *ax = ir_node_attr(n, "axis");
+      if (n->op != IR_OP_ALL_REDUCE || !ax || strcmp(ax->s, "tp") != 0 || strncmp(n->in[0]->name, "d_", 2) != 0)
+        continue; /* the loss and accuracy sums (partial under sp), the Inf / NaN counts */
+      char name[256];
+      snprintf(name, sizeof name, "%s", n->in[0]->name + 2); /* d_<param>[.rs][.ar] */
+      for (char *dot; (dot = strrchr(name, '.')) && (!strcmp(dot, ".rs") || !strcmp(dot, ".ar") || !strcmp(dot, ".sl"));)
+        *dot = 0;
+      const ir_value *p = ir_graph_find_value(t->step, name);
+      if (!p || p->role != IR_ROLE_PARAM) fprintf(stderr, "update all-reduces %s over tp\n", n->in[0]->name);
+      CHECK(p && p->role == IR_ROLE_PARAM);
+      for (int k = 0; p && k < p->type.rank; k++) CHECK(!(p->shard.split[k] & (1 << IR_AXIS_TP)));
+    }
+    const ir_value *w = NULL;
+    for (int i = 0; i < t->n_params; i++)
+      if (strcmp(t->step->params[i]->name, "l.0.block.mlp.c_fc_w") == 0) w = t->step->params[i];
+    CHECK(w && w->type.dims[1] == 64 && w->shard.split[1] == 1 << IR_AXIS_TP);
+    pass_training_free(t);
+  }
+}
+
+static void test_llama(void) {
+  pass_training *t = build("examples/llama.tg", "tiny", "dp=2,tp=2", 1, 1, "reverse");
+  if (!t) return;
+  check_bindings(t);
+  pass_training_free(t);
+}
+
+int main(void) {
+  test_rule_table();
+  test_gpt_dp();
+  test_gpt_zero();
+  test_gpt_tp();
+  test_llama();
+  return check_done();
+}
