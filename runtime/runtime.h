@@ -134,6 +134,9 @@ struct rt_device {
 };
 
 extern const rt_backend rt_cpu_backend;
+/* cuda/backend.c: a GPU through the real CUDA libraries (dlopen'd), and the
+ * same code over the cuda-emu emulator's table (rt_cuda.h). */
+extern const rt_backend rt_cuda_backend, rt_cuda_emu_backend;
 /* The backends `--backend NAME` knows (backends.c): NULL if none is called name. */
 const rt_backend *rt_backend_lookup(const char *name);
 int rt_backend_count(void);
