@@ -46,7 +46,8 @@ int cg_emit_embedding(cg_ctx *c, const ir_node *n) {
   cg_kernel_signature(c, k, THREADS, false);
   cg_src(c, "  TGC_GRID_STRIDE_LOOP(g, %lldLL) {\n", (long long)(N / W));
   cg_src(c, "    const long long i = g * %d, p = i / %lldLL, id = tgc_index(in1[p]);\n", W, (long long)D);
-  cg_src(c, "    if (id < 0 || id >= %lldLL) tgc_fail_index(\"embedding id\", id, %lldLL, p);\n", (long long)V, (long long)V);
+  cg_src(c, "    if (id < 0 || id >= %lldLL) tgc_fail_index(\"embedding id\", id, %lldLL, \"%%%s\", p);\n", (long long)V,
+         (long long)V, n->in[1]->name);
   cg_src(c, "    %s v[%d];\n    tgc_vload<%d>(in0 + id * %lldLL + i %% %lldLL, v);\n    tgc_vstore<%d>(out0 + i, v);\n  }\n",
          cg_ctype(tt->dtype), W, W, (long long)D, (long long)D, W);
   cg_kernel_end(c, k);
@@ -62,8 +63,8 @@ int cg_emit_embedding_grad(cg_ctx *c, const ir_node *n) {
   int k = cg_kernel_begin(c, NULL);
   cg_kernel_signature(c, k, THREADS, false);
   cg_src(c, "  TGC_SHARED(int, pos, %d);\n  TGC_SHARED(int, warp_counts, %d);\n", THREADS, THREADS / 32);
-  cg_src(c, "  tgc::embedding_grad_block<%d>(in0, in1, out0, %lldLL, %lldLL, %lldLL, pos, warp_counts);\n", VB,
-         (long long)P, (long long)V, (long long)D);
+  cg_src(c, "  tgc::embedding_grad_block<%d>(in0, in1, out0, %lldLL, %lldLL, %lldLL, \"%%%s\", pos, warp_counts);\n", VB,
+         (long long)P, (long long)V, (long long)D, n->in[0]->name);
   cg_kernel_end(c, k);
   cg_launch(c, k, (V + VB - 1) / VB, (D + THREADS - 1) / THREADS, THREADS, 0);
   return 0;
@@ -94,8 +95,8 @@ int cg_emit_cross_entropy(cg_ctx *c, const ir_node *n) {
   cg_kernel_signature(c, k, THREADS, true);
   cg_src(c, "  TGC_SHARED(float, scratch, 32);\n");
   row_head(c, P, warp);
-  cg_src(c, "  const double loss = tgc::ce_row_loss<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, scratch);\n", W,
-         warp ? "true" : "false", (long long)V, (long long)V);
+  cg_src(c, "  const double loss = tgc::ce_row_loss<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, \"%%%s\", scratch);\n", W,
+         warp ? "true" : "false", (long long)V, (long long)V, n->in[1]->name);
   cg_src(c, "  if (%s == 0) ((double *)ws)[row] = loss;\n", warp ? "tgc_lane_id()" : "tgc_thread_rank()");
   cg_kernel_end(c, k);
   cg_launch(c, k, warp ? (P + THREADS / 32 - 1) / (THREADS / 32) : P, 1, THREADS, 0);
@@ -123,8 +124,8 @@ int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
   cg_src(c, "  TGC_SHARED(float, scratch, 32);\n");
   row_head(c, P, warp);
   cg_src(c, "  const float scale = tgc_f(in2[0]) / %lld.0f;\n", (long long)P);
-  cg_src(c, "  tgc::ce_grad_row<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, scale, out0 + row * %lldLL, scratch);\n", W,
-         warp ? "true" : "false", (long long)V, (long long)V, (long long)V);
+  cg_src(c, "  tgc::ce_grad_row<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, scale, out0 + row * %lldLL, \"%%%s\", scratch);\n",
+         W, warp ? "true" : "false", (long long)V, (long long)V, (long long)V, n->in[1]->name);
   cg_kernel_end(c, k);
   cg_launch(c, k, warp ? (P + THREADS / 32 - 1) / (THREADS / 32) : P, 1, THREADS, 0);
   return 0;

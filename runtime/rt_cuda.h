@@ -85,7 +85,9 @@ typedef struct {
 
 /* The defaults, then the environment: TGC_EMU_ARCH (sm_80 | sm_90),
  * TGC_EMU_DEVICE_MEMORY (bytes, or with K/M/G suffix; default 8G),
- * TGC_EMU_RACECHECK (1), TGC_EMU_CXX. 0, or -1 and err for a bad value. */
+ * TGC_EMU_RACECHECK (1), TGC_EMU_CXX, TGC_EMU_DEVICES (0 to 16; default 1),
+ * TGC_EMU_DRIVER_VERSION (cuDriverGetVersion's value; default 13000). 0, or
+ * -1 and err for a bad value. */
 int rt_cuda_emu_config_init(rt_cuda_emu_config *cfg, char *err, size_t errlen);
 
 /* Fills api with the emulator (every driver, NVRTC and cuBLASLt entry) and

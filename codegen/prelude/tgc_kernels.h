@@ -269,19 +269,20 @@ __device__ __forceinline__ float ce_row_stats(const T *x, long long V, float *su
 }
 
 template <int W, bool WARP, class T, class I, class S>
-__device__ __forceinline__ double ce_row_loss(const T *x, const I *targets, long long p, long long V, S &scratch) {
+__device__ __forceinline__ double ce_row_loss(const T *x, const I *targets, long long p, long long V, const char *name,
+                                              S &scratch) {
   long long t = tgc_index(targets[p]);
-  if (t < 0 || t >= V) tgc_fail_index("cross_entropy target", t, V, p);
+  if (t < 0 || t >= V) tgc_fail_index("cross_entropy target", t, V, name, p);
   float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
   return (double)mx + (double)tgc_log(sum) - (double)tgc_acc(x[t]);
 }
 
 template <int W, bool WARP, class T, class I, class O, class S>
 __device__ __forceinline__ void ce_grad_row(const T *x, const I *targets, long long p, long long V, float scale, O *y,
-                                            S &scratch) {
+                                            const char *name, S &scratch) {
   typedef group<WARP> G;
   long long t = tgc_index(targets[p]);
-  if (t < 0 || t >= V) tgc_fail_index("cross_entropy_grad target", t, V, p);
+  if (t < 0 || t >= V) tgc_fail_index("cross_entropy_grad target", t, V, name, p);
   float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
   for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
     T v[W];
@@ -303,7 +304,7 @@ __device__ __forceinline__ void ce_grad_row(const T *x, const I *targets, long l
 // ---------------------------------------------------------------------------
 template <int VB, class I, class T, class O, class S1, class S2>
 __device__ __forceinline__ void embedding_grad_block(const I *ids, const T *g, O *out, long long P, long long V,
-                                                     long long D, S1 &pos, S2 &warp_counts) {
+                                                     long long D, const char *name, S1 &pos, S2 &warp_counts) {
   long long v0 = (long long)blockIdx.x * VB, col = (long long)blockIdx.y * tgc_block_threads() + tgc_thread_rank();
   typedef typename tgc_acc_t<O>::type A;
   A acc[VB];
@@ -312,7 +313,7 @@ __device__ __forceinline__ void embedding_grad_block(const I *ids, const T *g, O
   const int n = (int)tgc_block_threads(), rank = (int)tgc_thread_rank();
   for (long long base = 0; base < P; base += n) {
     long long p = base + rank, id = p < P ? tgc_index(ids[p]) : -1;
-    if (p < P && (id < 0 || id >= V)) tgc_fail_index("embedding_grad id", id, V, p);
+    if (p < P && (id < 0 || id >= V)) tgc_fail_index("embedding_grad id", id, V, name, p);
     bool mine = id >= v0 && id < v0 + VB;
     unsigned ballot = __ballot_sync(TGC_FULL_MASK, mine);
     if (tgc_lane_id() == 0) warp_counts[tgc_warp_id()] = __popc(ballot);

@@ -232,18 +232,21 @@ template <int W, class T> __device__ __forceinline__ void tgc_vstore(T *p, const
 }
 
 // A kernel that finds its input bad (an id out of range) ends the launch as
-// a fault, like an assertion: the emulator reports the message with the
-// kernel's name; a GPU prints it (device printf) and traps, which is the
-// sticky CUDA_ERROR_LAUNCH_FAILED the backend names the kernel by.
+// a fault, like an assertion, with the CPU's words ("embedding id 70 out of
+// range [0, 64) in %tokens (element 3)"): the emulator reports the message
+// with the kernel's name; a GPU prints it (device printf) and traps, which
+// is the sticky CUDA_ERROR_LAUNCH_FAILED the backend names the kernel by.
 #ifdef TGC_ON_GPU
-__device__ __forceinline__ void tgc_fail_index(const char *what, long long id, long long high, long long element) {
-  printf("tgc: %s %lld out of range [0, %lld) (element %lld)\n", what, id, high, element);
+__device__ __forceinline__ void tgc_fail_index(const char *what, long long id, long long high, const char *value,
+                                               long long element) {
+  printf("tgc: %s %lld out of range [0, %lld) in %s (element %lld)\n", what, id, high, value, element);
   __trap();
 }
 #else
-static inline void tgc_fail_index(const char *what, long long id, long long high, long long element) {
-  static thread_local char msg[256];
-  snprintf(msg, sizeof msg, "%s %lld out of range [0, %lld) (element %lld)", what, id, high, element);
+static inline void tgc_fail_index(const char *what, long long id, long long high, const char *value,
+                                  long long element) {
+  static thread_local char msg[512];
+  snprintf(msg, sizeof msg, "%s %lld out of range [0, %lld) in %s (element %lld)", what, id, high, value, element);
   tgc_emu::fault(719, msg);  // CUDA_ERROR_LAUNCH_FAILED, what a trap gives
 }
 #endif

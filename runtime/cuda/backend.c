@@ -38,7 +38,7 @@
 
 #include "backend_internal.h"
 
-enum { LT_WORKSPACE_GPU = 32 << 20, LT_WORKSPACE_EMU = 1 << 20 };
+enum { LT_WORKSPACE_GPU = 32 << 20, LT_WORKSPACE_EMU = 64 << 10 };
 
 /* ---- checks ---- */
 
@@ -159,8 +159,7 @@ static int device_alloc(cuda_ctx *x, size_t bytes, cg_cu_deviceptr *p, const cha
   size_t free_b = 0, total_b = 0;
   if (CUDA_CALL(x, what, err, errlen, cuMemGetInfo, &free_b, &total_b)) return -1;
   if (bytes > free_b) {
-    cg_errf(err, errlen,
-            "out of device memory: %s needs %zu bytes, device %d (%s) has %zu free of %zu (refused before allocating)",
+    cg_errf(err, errlen, "out of device memory: %s of %zu bytes, device %d (%s) has %zu bytes free of %zu (refused before allocating)",
             what, bytes, x->dev.ordinal, x->dev.name, free_b, total_b);
     return -1;
   }
@@ -170,7 +169,7 @@ static int device_alloc(cuda_ctx *x, size_t bytes, cg_cu_deviceptr *p, const cha
 static int cuda_alloc(rt_device *d, size_t bytes, void **ptr, char *err, size_t errlen) {
   cg_cu_deviceptr p = 0;
   *ptr = NULL;
-  if (device_alloc(d->impl, bytes, &p, "the allocation", err, errlen) != 0) return -1;
+  if (device_alloc(d->impl, bytes, &p, "an allocation", err, errlen) != 0) return -1;
   *ptr = (void *)(uintptr_t)p;
   return 0;
 }
@@ -208,6 +207,8 @@ static int load_fill_module(cuda_ctx *x, char *err, size_t errlen) {
   cg_cuda_source src = {"tgc_fill.cu", fill_source, x->dev.arch, NULL, 0};
   cg_cuda_binary bin;
   if (cg_nvrtc_compile(&x->api, x->cache, &src, &bin, err, errlen) != 0) return -1;
+  if (bin.cached) x->stats.cache_hits++;
+  else x->stats.compiles++;
   int rc = CUDA_CALL(x, "the fill kernels", err, errlen, cuModuleLoadData, &x->fill_module, bin.image);
   cg_cuda_binary_free(&bin);
   static const char *const names[3] = {"tgc_fill_2", "tgc_fill_4", "tgc_fill_8"};
@@ -324,10 +325,9 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
   if (p->n_kernels > 0) {
     cg_cuda_source src = {name, p->source, x->dev.arch, NULL, 0};
     cg_cuda_binary bin;
-    int64_t before = x->cache ? cg_cache_stats_of(x->cache)->compiles : 0;
     if (cg_nvrtc_compile(&x->api, x->cache, &src, &bin, err, errlen) != 0) return -1;
     if (bin.cached) x->stats.cache_hits++;
-    else x->stats.compiles += x->cache ? cg_cache_stats_of(x->cache)->compiles - before : 1;
+    else x->stats.compiles++;
     x->stats.kernels += p->n_kernels;
     int rc = CUDA_CALL(x, name, err, errlen, cuModuleLoadData, &s->module, bin.image);
     cg_cuda_binary_free(&bin);
@@ -338,10 +338,11 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
       if (CUDA_CALL(x, ctx, err, errlen, cuModuleGetFunction, &s->fns[k], s->module, p->kernels[k].name)) return -1;
     }
   }
-  if (p->n_gemms > 0 && !x->lt_workspace) {
-    size_t want = x->emu ? LT_WORKSPACE_EMU : LT_WORKSPACE_GPU;
-    if (device_alloc(x, want, &x->lt_workspace, "cuBLASLt's workspace", err, errlen) != 0) return -1;
-    x->lt_workspace_bytes = want;
+  if (p->n_gemms > 0 && !x->lt_workspace) { /* optional: cuBLASLt runs without one (fewer algorithms) */
+    size_t want = x->emu ? LT_WORKSPACE_EMU : LT_WORKSPACE_GPU, free_b = 0, total_b = 0;
+    if (x->api.cuMemGetInfo(&free_b, &total_b) == CG_CUDA_SUCCESS && free_b >= 2 * want &&
+        x->api.cuMemAlloc(&x->lt_workspace, want) == CG_CUDA_SUCCESS)
+      x->lt_workspace_bytes = want;
   }
   for (int st = 0; st < p->n_steps; st++) {
     const cg_step *cs = &p->steps[st];

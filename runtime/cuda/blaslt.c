@@ -79,8 +79,10 @@ static int descriptor(cuda_ctx *x, const cg_gemm *g, cg_epilogue e, cuda_gemm_pl
   return 0;
 }
 
-/* Bias / aux pointers for the heuristic and the run: any device address
- * will do for the heuristic (it reads nothing); the run sets the real ones. */
+/* Bias / aux pointers for the heuristic and the run: any aligned non-null
+ * address will do for the heuristic (it reads nothing); the run sets the
+ * real ones. */
+#define HEURISTIC_ADDRESS ((cg_cu_deviceptr)256)
 static int set_pointers(cuda_ctx *x, cuda_gemm_plan *p, cg_epilogue e, cg_cu_deviceptr bias, cg_cu_deviceptr aux,
                         const char *context, char *err, size_t errlen) {
   void *bp = (void *)(uintptr_t)bias, *ap = (void *)(uintptr_t)aux;
@@ -142,7 +144,7 @@ int cuda_gemm_prepare(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, const ch
   cg_epilogue e = x->no_epilogues && g->fallback_kernel >= 0 ? CG_EPI_NONE : g->epilogue;
   for (;;) {
     if (descriptor(x, g, e, p, context, err, errlen) ||
-        set_pointers(x, p, e, x->lt_workspace, x->lt_workspace, context, err, errlen))
+        set_pointers(x, p, e, HEURISTIC_ADDRESS, HEURISTIC_ADDRESS, context, err, errlen))
       return -1;
     int found = find_algo(x, p, context, err, errlen);
     if (found < 0) return -1;
