@@ -8,7 +8,6 @@
  * batch dim (stride 0 for an operand broadcast along it) and one action is
  * issued per index of the outer ones; x @ W with W shared by every batch
  * and x not transposed is a single [batches * M, K] @ [K, N] product.
- * Rank-1 operands follow numpy (a[K] is a row, b[K] a column).
  *
  * fused_matmul's epilogue goes into cuBLASLt when it is one the library
  * has: (add $0 $1) with a bias along N (BIAS), (relu (add $0 $1))
@@ -17,10 +16,7 @@
  * elementwise kernel is generated as well (the action's fallback_kernel),
  * for a cuBLASLt that finds no algorithm with that epilogue. Any other
  * epilogue is a plain product followed by that kernel, which reads the
- * product in place.
- *
- * Integer products (which cuBLASLt does not take) run tgc::matmul_element:
- * a thread per result element, summed in double as the CPU does.
+ * product in place. (Products are of floats only: matmul's typing rule.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +36,9 @@ typedef struct {
 
 static void mm_plan(const ir_type *a, const ir_type *b, bool ta, bool tb, mm_shape *s) {
   s->ta = ta, s->tb = tb;
-  s->m = ta ? a->dims[a->rank - 1] : a->rank >= 2 ? a->dims[a->rank - 2] : 1;
-  s->k = ta ? a->dims[a->rank - 2] : a->rank >= 1 ? a->dims[a->rank - 1] : 1;
-  s->n = tb ? b->dims[b->rank - 2] : b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+  s->m = a->dims[a->rank - (ta ? 1 : 2)]; /* both operands have rank >= 2 (the typing rule) */
+  s->k = a->dims[a->rank - (ta ? 2 : 1)];
+  s->n = b->dims[b->rank - (tb ? 2 : 1)];
   int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0, r = ra > rb ? ra : rb;
   int64_t dims[IR_MAX_RANK], sa[IR_MAX_RANK], sb[IR_MAX_RANK], sc[IR_MAX_RANK];
   int64_t acc_a = 1, acc_b = 1, acc_c = 1;
@@ -134,28 +130,6 @@ static int epilogue_kernel(cg_ctx *c, const ir_node *n, const ir_expr *e, int *k
   return cg_emit_map_kernel(c, "epilogue", out, &res, 1, e, maps, n->n_in - 1, kernel, grid);
 }
 
-/* Integer products: a thread per result element. */
-static int integer_matmul(cg_ctx *c, const ir_node *n, const mm_shape *s) {
-  const ir_type *ot = &n->out[0]->type;
-  int64_t N = cg_numel(ot);
-  if (N == 0) return 0;
-  int64_t a_rs = s->ta ? 1 : s->k, a_cs = s->ta ? s->m : 1, b_rs = s->tb ? 1 : s->n, b_cs = s->tb ? s->k : 1;
-  int k = cg_kernel_begin(c, NULL);
-  cg_kernel_signature(c, k, THREADS, false);
-  cg_src(c, "  TGC_GRID_STRIDE_LOOP(i, %lldLL) {\n", (long long)N);
-  cg_src(c, "    long long q = i / %lldLL, pa = 0, pb = 0;\n", (long long)(s->m * s->n));
-  for (int d = s->nb - 1; d >= 0; d--)
-    cg_src(c, "    { const long long x = q %% %lldLL; q /= %lldLL; pa += x * %lldLL; pb += x * %lldLL; }\n",
-           (long long)s->ext[d], (long long)s->ext[d], (long long)(s->sa[d] * s->m * s->k), (long long)(s->sb[d] * s->k * s->n));
-  cg_src(c, "    tgc::matmul_element(in0 + pa, in1 + pb, out0 + i / %lldLL * %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, %lldLL, "
-            "%lldLL, %lldLL, i %% %lldLL);\n  }\n",
-         (long long)(s->m * s->n), (long long)(s->m * s->n), (long long)s->m, (long long)s->n, (long long)s->k,
-         (long long)a_rs, (long long)a_cs, (long long)b_rs, (long long)b_cs, (long long)(s->m * s->n));
-  cg_kernel_end(c, k);
-  cg_launch(c, k, cg_blocks(N, THREADS), 1, THREADS, 0);
-  return 0;
-}
-
 int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
   if (n->n_in < 2) return cg_fail(c, "needs two operands");
   const ir_type *at = &n->in[0]->type, *bt = &n->in[1]->type, *ot = &n->out[0]->type;
@@ -170,12 +144,12 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
   }
   if (cg_numel(ot) == 0) return 0;
   ir_dtype dt = ot->dtype;
-  bool blas = dt == IR_DT_F32 || dt == IR_DT_F64 || dt == IR_DT_BF16 || dt == IR_DT_F16;
+  if (dt != IR_DT_F32 && dt != IR_DT_F64 && dt != IR_DT_BF16 && dt != IR_DT_F16)
+    return cg_fail(c, "%s products are not floating-point", ir_dtype_name(dt)); /* the typing rule refuses them */
+  bool blas = true;
   if (s.k == 0) { /* an empty sum: zeros, then the epilogue */
     cg_memset(c, (cg_ref){CG_REF_OUT, 0, 0}, (size_t)cg_numel(ot) * ir_dtype_size(dt));
     blas = false;
-  } else if (!blas && integer_matmul(c, n, &s) != 0) {
-    return -1;
   }
   cg_epilogue epi = blas ? match_epilogue(n, e) : CG_EPI_NONE;
   int fk = -1;

@@ -334,7 +334,7 @@ __device__ __forceinline__ void att_bwd_tile(long long i0, long long j0, long lo
     for (int f = 0; f < F; f++) dp += dOs[r * F + f] * Vs[c * F + f];
     A p = visible ? tgc_exp(s * scale - (A)rows[r]) : (A)0;
     Ps[idx] = p;
-    dSs[idx] = scale * (p * (dp - (A)rows[BR + r]));
+    dSs[idx] = visible ? scale * (p * (dp - (A)rows[BR + r])) : (A)0;  // D is NaN in a row that sees no key
   }
 }
 

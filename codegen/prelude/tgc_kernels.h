@@ -1,8 +1,7 @@
 // codegen/prelude/tgc_kernels.h — the bodies generated kernels call for
 // the ops that are more than an expression: row operations (softmax,
 // layernorm, rmsnorm, add + layernorm, argmax, cross-entropy and its
-// gradient), reductions, the embedding gradient and a plain matrix product
-// for the dtypes cuBLASLt does not take. Each is a template over its
+// gradient), reductions and the embedding gradient. Each is a template over its
 // element types and how many threads share a row; the generated kernel
 // (codegen/emit_*.c) fixes the sizes as constants, declares the shared
 // memory (TGC_SHARED, in the kernel body, so the emulator can size and
@@ -13,9 +12,10 @@
 // butterflies (__shfl_xor_sync) and, for a block, one partial per warp in
 // shared memory reduced by every warp in the same order: every thread gets
 // the same bits, and the result does not depend on timing. Accumulation is
-// in float for f32, bf16 and f16 (double for f64 and integers); the CPU's
-// reference kernels accumulate in double in index order, so sums differ in
-// the last bits (tests compare with a tolerance).
+// in the type A the generated kernel names: double for the reductions and
+// row statistics (as the CPU's reference kernels, which add in index order:
+// sums differ only by the order, in the last bits); cross-entropy's row
+// statistics in float, its per-position losses in double.
 // Vector width W: a row is read W elements at a time (tgc_vload) when its
 // length is a multiple of W (rows then start aligned).
 // Needs tgc_cuda.h and tgc_ops.h first.
@@ -338,22 +338,6 @@ __device__ __forceinline__ void embedding_grad_block(const I *ids, const T *g, O
   }
   if (col < D)
     for (int r = 0; r < VB && v0 + r < V; r++) out[(v0 + r) * D + col] = tgc_round<O>(acc[r]);
-}
-
-// ---------------------------------------------------------------------------
-// A matrix product for what cuBLASLt does not take (integer dtypes): one
-// thread per result element, the k terms summed in double in order, as the
-// CPU's integer matmul does. a, b are the batch's matrices, with row and
-// column strides (so transposed operands need no copy).
-// ---------------------------------------------------------------------------
-template <class T, class O>
-__device__ __forceinline__ void matmul_element(const T *a, const T *b, O *c, long long M, long long N, long long K,
-                                               long long a_rs, long long a_cs, long long b_rs, long long b_cs,
-                                               long long i) {
-  long long m = i / N, n = i % N;
-  double acc = 0;
-  for (long long k = 0; k < K; k++) acc += tgc_d(a[m * a_rs + k * a_cs]) * tgc_d(b[k * b_rs + n * b_cs]);
-  c[i] = tgc_round<O>(acc);
 }
 
 }  // namespace tgc

@@ -160,9 +160,10 @@ template <> struct tgc_round_t<int> {
   __device__ static __forceinline__ int from(float x) { return from((double)x); }
 };
 template <> struct tgc_round_t<long long> {
+  // the bounds ir_round_to_dtype saturates to: -2^63 and the largest double below 2^63
   __device__ static __forceinline__ long long from(double x) {
     if (x != x) return 0;
-    if (x >= 9223372036854775807.0) return 0x7fffffffffffffffLL;
+    if (x >= 9223372036854774784.0) return 9223372036854774784LL;
     if (x <= -9223372036854775808.0) return (long long)0x8000000000000000ULL;
     return (long long)x;
   }

@@ -117,6 +117,7 @@ static inline int64_t compare_tensors(const char *what, const rt_tensor *got, co
     double e;
     if (isnan(w) || isinf(w)) e = (isnan(w) && isnan(g)) || g == w ? 0 : INFINITY;
     else e = fabs(g - w) / (fabs(w) > floor_ ? fabs(w) : floor_);
+    if (e != e) e = INFINITY; /* NaN where a number is wanted */
     if (!(e <= tol)) {
       if (bad < 5) fprintf(stderr, "  %s[%lld] = %.9g, want %.9g (error %.3g)\n", what, (long long)i, g, w, e);
       bad++;
