@@ -207,6 +207,15 @@ int cg_emit_map_kernel(cg_ctx *c, const char *suffix, const ir_type *out, const 
   merged_dims m;
   merge_dims(out, maps, n_maps, &m);
   int W = vector_width(&m, maps, n_maps, used, res_dt, n_res);
+  /* f64 division, square roots and transcendental functions are subroutine
+   * calls on a GPU: two lanes of them at once spill (ptxas, sm_80) */
+  for (int i = 0; W > 1 && i < e->n_ins; i++) {
+    const ir_expr_inst *x = &e->ins[i];
+    W = x->kind == IR_EXPR_OP && dt[i] == IR_DT_F64 && x->op != IR_OP_ADD && x->op != IR_OP_SUB && x->op != IR_OP_MUL &&
+                x->op != IR_OP_NEG && x->op != IR_OP_CAST && x->op != IR_OP_SQUARE && x->op != IR_OP_ABS
+            ? 1
+            : W;
+  }
   int k = cg_kernel_begin(c, suffix);
   cg_kernel_signature(c, k, MAP_THREADS, false);
   cg_src(c, "  TGC_GRID_STRIDE_LOOP(g, %lldLL) {\n", (long long)(n / W));

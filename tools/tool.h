@@ -51,6 +51,7 @@ int tool_cmd_grad(int argc, char **argv);      /* cmd_grad.c */
 int tool_cmd_gradcheck(int argc, char **argv); /* cmd_grad.c */
 int tool_cmd_train(int argc, char **argv);     /* cmd_train.c */
 int tool_cmd_stats(int argc, char **argv);     /* cmd_stats.c */
+int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 
 /* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */
 #include <jansson.h>

@@ -119,8 +119,11 @@ __device__ __forceinline__ double tgc_s_or(double a, double b) { return (a != 0.
 #undef TGC_BINARY
 
 // NaN-propagating max for reductions (ir/scalar.h's reduce step: x > acc || x != x)
-__device__ __forceinline__ float tgc_max_nan(float acc, float x) { return (x > acc || x != x) ? x : acc; }
-__device__ __forceinline__ double tgc_max_nan(double acc, double x) { return (x > acc || x != x) ? x : acc; }
+// (in acc's type: x is converted first, so float elements into a double accumulator resolve)
+template <class A, class X> __device__ __forceinline__ A tgc_max_nan(A acc, X x) {
+  A v = (A)x;
+  return (v > acc || v != v) ? v : acc;
+}
 
 // ---- rounding a computed value to a stored dtype ----
 // double -> float with round-to-odd, then to a 16-bit float: one correct
