@@ -46,11 +46,14 @@
  * element of their operands before writing that element of their results.
  * Every op of ir/ops.def lowers except GRAD (expanded by autodiff first). */
 typedef enum { CG_REF_IN, CG_REF_OUT, CG_REF_WORKSPACE } cg_ref_kind;
-/* An address: operand / result `index` of the step's node, or the workspace; plus bytes. */
+/* An address: operand / result `index` of the step's node (or, back > 0,
+ * of the node `back` steps earlier: a deferred step's, see cg_step), or the
+ * workspace; plus bytes. */
 typedef struct {
   cg_ref_kind kind;
   int index;
   size_t offset;
+  int back;
 } cg_ref;
 
 typedef enum {
@@ -100,8 +103,14 @@ typedef struct {
   unsigned block;             /* threads per block (its __launch_bounds__) */
 } cg_kernel;
 
+/* A step's actions. A deferred step runs nothing itself: a later step's
+ * launch computes it together with others (a multi-tensor launch of the
+ * same fused expression over several tensors: the optimizer's update of
+ * every parameter); the backend keeps the addresses the executor hands it
+ * at the deferred step for that launch. */
 typedef struct {
   int first_action, n_actions;
+  bool deferred;
 } cg_step;
 
 typedef struct cg_program {

@@ -37,6 +37,8 @@ typedef struct cg_ctx {
   char **names;          /* kernel names so far (unique) */
   int n_names, cap_names;
   int cap_kernels, cap_args, cap_actions; /* of the program's arrays */
+  int *uses;             /* by value id: reads by live nodes and graph outputs (ir_use_counts) */
+  int n_uses;
   char *err;
   size_t errlen;
   bool failed;
@@ -55,6 +57,14 @@ int cg_kernel_begin(cg_ctx *c, const char *suffix);
  * workspace as `unsigned char *ws` when workspace is true. */
 void cg_kernel_signature(cg_ctx *c, int kernel, int threads, bool workspace);
 void cg_kernel_end(cg_ctx *c, int kernel);
+/* One more pointer argument of kernel (in its signature's order). */
+void cg_add_arg(cg_ctx *c, int kernel, cg_ref r);
+/* Some node reads v, or it is a graph output (else a kernel need not store it). */
+bool cg_value_live(const cg_ctx *c, const ir_value *v);
+/* emit_group.c: the number of consecutive steps from step that form a
+ * multi-tensor group (1: none), and the group's kernel and launch. */
+int cg_group_size(cg_ctx *c, int step);
+int cg_emit_group(cg_ctx *c, int first, int count);
 /* Actions of the current step. */
 void cg_launch(cg_ctx *c, int kernel, int64_t grid_x, int64_t grid_y, unsigned block, unsigned smem_dynamic);
 void cg_gemm_action(cg_ctx *c, const cg_gemm *gm);
@@ -87,6 +97,15 @@ typedef struct {
   int64_t base;
   int64_t stride[IR_MAX_RANK];
 } cg_operand_map;
+/* The dtype of each instruction of e (ir/infer.c's rules) into dt[0..n_ins). */
+void cg_expr_dtypes(const ir_expr *e, const cg_operand_map *maps, int n_maps, ir_dtype *dt);
+/* The instructions of e the first n_res results need, one temporary each
+ * (v<i>, of its dtype), operand k read as operand_val[k]: the body of a lane loop. */
+void cg_emit_expr_lanes(cg_ctx *c, const ir_expr *e, const ir_dtype *dt, const char *const *operand_val, int n_res);
+/* e has an f64 op that is a subroutine call on a GPU (division, square
+ * root, transcendental): such kernels run one element per thread (two
+ * lanes of them spill on sm_80). */
+bool cg_expr_f64_calls(const ir_expr *e, const ir_dtype *dt);
 /* The strides of t broadcast numpy-style against a result of rank r, dims: 0 along broadcast dims. */
 void cg_broadcast_map(const ir_type *t, int r, const int64_t *dims, cg_operand_map *m);
 /* A kernel over every element of results of type out (n_res results

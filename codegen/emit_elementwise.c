@@ -54,8 +54,7 @@ static void row_strides(const ir_type *t, int64_t *s) {
 
 /* ---- the expression ---- */
 
-/* The dtype of each instruction (ir/infer.c's rules, as kern_fused.c derives them). */
-static void expr_dtypes(const ir_expr *e, const cg_operand_map *maps, int n_maps, ir_dtype *dt) {
+void cg_expr_dtypes(const ir_expr *e, const cg_operand_map *maps, int n_maps, ir_dtype *dt) {
   for (int i = 0; i < e->n_ins; i++) {
     const ir_expr_inst *x = &e->ins[i];
     switch (x->kind) {
@@ -99,6 +98,36 @@ static void emit_instruction(cg_ctx *c, const ir_expr *e, int i, const ir_dtype 
     }
     break;
   }
+}
+
+void cg_emit_expr_lanes(cg_ctx *c, const ir_expr *e, const ir_dtype *dt, const char *const *operand_val, int n_res) {
+  /* instructions reachable from the results only */
+  bool *live = calloc((size_t)(e->n_ins > 0 ? e->n_ins : 1), sizeof *live);
+  if (!live) {
+    c->src.oom = true;
+    return;
+  }
+  for (int r = 0; r < n_res; r++) live[e->results[r]] = true;
+  for (int i = e->n_ins - 1; i >= 0; i--) {
+    if (!live[i]) continue;
+    const ir_expr_inst *x = &e->ins[i];
+    if (x->kind == IR_EXPR_RESULT) live[e->results[x->index]] = true;
+    for (int a = 0; x->kind == IR_EXPR_OP && a < 3; a++)
+      if (x->arg[a] >= 0) live[x->arg[a]] = true;
+  }
+  for (int i = 0; i < e->n_ins; i++)
+    if (live[i]) emit_instruction(c, e, i, dt, operand_val);
+  free(live);
+}
+
+bool cg_expr_f64_calls(const ir_expr *e, const ir_dtype *dt) {
+  for (int i = 0; i < e->n_ins; i++) {
+    const ir_expr_inst *x = &e->ins[i];
+    if (x->kind == IR_EXPR_OP && dt[i] == IR_DT_F64 && x->op != IR_OP_ADD && x->op != IR_OP_SUB && x->op != IR_OP_MUL &&
+        x->op != IR_OP_NEG && x->op != IR_OP_CAST && x->op != IR_OP_SQUARE && x->op != IR_OP_ABS)
+      return true;
+  }
+  return false;
 }
 
 /* ---- the map kernel ---- */
@@ -200,22 +229,13 @@ int cg_emit_map_kernel(cg_ctx *c, const char *suffix, const ir_type *out, const 
     free(dt), free(val);
     return cg_fail(c, "out of memory");
   }
-  expr_dtypes(e, maps, n_maps, dt);
+  cg_expr_dtypes(e, maps, n_maps, dt);
   bool used[MAX_MAPS] = {0};
   for (int i = 0; i < e->n_ins; i++)
     if (e->ins[i].kind == IR_EXPR_OPERAND && e->ins[i].index < n_maps) used[e->ins[i].index] = true;
   merged_dims m;
   merge_dims(out, maps, n_maps, &m);
-  int W = vector_width(&m, maps, n_maps, used, res_dt, n_res);
-  /* f64 division, square roots and transcendental functions are subroutine
-   * calls on a GPU: two lanes of them at once spill (ptxas, sm_80) */
-  for (int i = 0; W > 1 && i < e->n_ins; i++) {
-    const ir_expr_inst *x = &e->ins[i];
-    W = x->kind == IR_EXPR_OP && dt[i] == IR_DT_F64 && x->op != IR_OP_ADD && x->op != IR_OP_SUB && x->op != IR_OP_MUL &&
-                x->op != IR_OP_NEG && x->op != IR_OP_CAST && x->op != IR_OP_SQUARE && x->op != IR_OP_ABS
-            ? 1
-            : W;
-  }
+  int W = cg_expr_f64_calls(e, dt) ? 1 : vector_width(&m, maps, n_maps, used, res_dt, n_res);
   int k = cg_kernel_begin(c, suffix);
   cg_kernel_signature(c, k, MAP_THREADS, false);
   cg_src(c, "  TGC_GRID_STRIDE_LOOP(g, %lldLL) {\n", (long long)(n / W));
@@ -253,23 +273,7 @@ int cg_emit_map_kernel(cg_ctx *c, const char *suffix, const ir_type *out, const 
   for (int r = 0; r < n_res; r++) cg_src(c, "    %s r%d[%d];\n", cg_ctype(res_dt[r]), r, W);
   if (W > 1) cg_src(c, "#pragma unroll\n");
   cg_src(c, "    for (int l = 0; l < %d; l++) {\n", W);
-  /* instructions reachable from the results only */
-  bool *live = calloc((size_t)(e->n_ins > 0 ? e->n_ins : 1), sizeof *live);
-  if (!live) {
-    c->src.oom = true;
-  } else {
-    for (int r = 0; r < n_res; r++) live[e->results[r]] = true;
-    for (int i = e->n_ins - 1; i >= 0; i--) {
-      if (!live[i]) continue;
-      const ir_expr_inst *x = &e->ins[i];
-      if (x->kind == IR_EXPR_RESULT) live[e->results[x->index]] = true;
-      for (int a = 0; x->kind == IR_EXPR_OP && a < 3; a++)
-        if (x->arg[a] >= 0) live[x->arg[a]] = true;
-    }
-    for (int i = 0; i < e->n_ins; i++)
-      if (live[i]) emit_instruction(c, e, i, dt, (const char *const *)val);
-  }
-  free(live);
+  cg_emit_expr_lanes(c, e, dt, (const char *const *)val, n_res);
   for (int r = 0; r < n_res; r++) {
     int root = e->results[r];
     if (dt[root] == res_dt[r]) cg_src(c, "      r%d[l] = v%d;\n", r, root);
@@ -277,6 +281,7 @@ int cg_emit_map_kernel(cg_ctx *c, const char *suffix, const ir_type *out, const 
   }
   cg_src(c, "    }\n");
   for (int r = 0; r < n_res; r++) {
+    if (r < c->node->n_out && !cg_value_live(c, c->node->out[r])) continue; /* nothing reads it: not stored */
     if (W > 1) cg_src(c, "    tgc_vstore<%d>(out%d + i, r%d);\n", W, r, r);
     else cg_src(c, "    out%d[i] = r%d[0];\n", r, r);
   }
@@ -376,7 +381,7 @@ int cg_emit_slice(cg_ctx *c, const ir_node *n) {
 }
 
 int cg_emit_reshape(cg_ctx *c, const ir_node *n) {
-  cg_copy(c, (cg_ref){CG_REF_OUT, 0, 0}, (cg_ref){CG_REF_IN, 0, 0},
+  cg_copy(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, (cg_ref){.kind = CG_REF_IN, .index = 0},
           (size_t)cg_numel(&n->out[0]->type) * ir_dtype_size(n->out[0]->type.dtype));
   return 0;
 }
@@ -386,7 +391,7 @@ int cg_emit_const(cg_ctx *c, const ir_node *n) {
   double v = ir_node_attr_float(n, "value", 0.0);
   double r = ir_round_to_dtype(t->dtype, v);
   if (r == 0 && !(1.0 / r < 0)) { /* +0 in every dtype is all zero bits */
-    cg_memset(c, (cg_ref){CG_REF_OUT, 0, 0}, (size_t)cg_numel(t) * ir_dtype_size(t->dtype));
+    cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, (size_t)cg_numel(t) * ir_dtype_size(t->dtype));
     return 0;
   }
   ir_expr_inst ins = {.kind = IR_EXPR_CONST, .dtype = t->dtype, .value = v, .arg = {-1, -1, -1}};

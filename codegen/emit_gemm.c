@@ -148,7 +148,7 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
     return cg_fail(c, "%s products are not floating-point", ir_dtype_name(dt)); /* the typing rule refuses them */
   bool blas = true;
   if (s.k == 0) { /* an empty sum: zeros, then the epilogue */
-    cg_memset(c, (cg_ref){CG_REF_OUT, 0, 0}, (size_t)cg_numel(ot) * ir_dtype_size(dt));
+    cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, (size_t)cg_numel(ot) * ir_dtype_size(dt));
     blas = false;
   }
   cg_epilogue epi = blas ? match_epilogue(n, e) : CG_EPI_NONE;
@@ -160,8 +160,8 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
                  .lda = ta ? s.m : s.k, .ldb = tb ? s.k : s.n, .ldc = s.n, .batch = 1,
                  .a = {CG_REF_IN, 0, 0}, .b = {CG_REF_IN, 1, 0}, .c = {CG_REF_OUT, 0, 0}, .epilogue = epi,
                  .fallback_kernel = epi != CG_EPI_NONE ? fk : -1, .fallback_grid = (unsigned)fgrid};
-    if (epi == CG_EPI_BIAS || epi == CG_EPI_GELU_BIAS || epi == CG_EPI_RELU_BIAS) g.bias = (cg_ref){CG_REF_IN, 2, 0};
-    if (epi == CG_EPI_DGELU) g.aux = (cg_ref){CG_REF_IN, 2, 0};
+    if (epi == CG_EPI_BIAS || epi == CG_EPI_GELU_BIAS || epi == CG_EPI_RELU_BIAS) g.bias = (cg_ref){.kind = CG_REF_IN, .index = 2};
+    if (epi == CG_EPI_DGELU) g.aux = (cg_ref){.kind = CG_REF_IN, .index = 2};
     size_t es = ir_dtype_size(dt);
     int inner = s.nb - 1; /* the strided-batch dim; the outer ones get an action per index */
     if (s.nb == 1 && s.sb[0] == 0 && s.sa[0] == 1 && !ta) { /* x @ W: one product over every row */

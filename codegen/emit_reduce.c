@@ -363,7 +363,7 @@ int cg_emit_argmax(cg_ctx *c, const ir_node *n) {
 int cg_emit_count_nonfinite(cg_ctx *c, const ir_node *n) {
   const ir_type *it = &n->in[0]->type;
   int64_t N = cg_numel(it);
-  cg_memset(c, (cg_ref){CG_REF_OUT, 0, 0}, 8);
+  cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, 8);
   if (N == 0 || !ir_dtype_is_float(it->dtype)) return 0;
   int W = row_width(N, &it->dtype, 1);
   int64_t blocks = cg_blocks(N / W, THREADS);

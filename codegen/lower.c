@@ -313,7 +313,7 @@ int cg_kernel_begin(cg_ctx *c, const char *suffix) {
   return k;
 }
 
-static void add_arg(cg_ctx *c, int kernel, cg_ref r) {
+void cg_add_arg(cg_ctx *c, int kernel, cg_ref r) {
   cg_program *p = c->p;
   cg_ref *na = grow(p->args, &c->cap_args, p->n_args + 1, sizeof *na);
   if (!na) {
@@ -333,15 +333,15 @@ void cg_kernel_signature(cg_ctx *c, int kernel, int threads, bool workspace) {
   int np = 0;
   for (int i = 0; i < n->n_in; i++, np++) {
     cg_src(c, "%sconst %s *in%d", np ? ", " : "", cg_ctype(n->in[i]->type.dtype), i);
-    add_arg(c, kernel, (cg_ref){CG_REF_IN, i, 0});
+    cg_add_arg(c, kernel, (cg_ref){.kind = CG_REF_IN, .index = i});
   }
   for (int i = 0; i < n->n_out; i++, np++) {
     cg_src(c, "%s%s *out%d", np ? ", " : "", cg_ctype(n->out[i]->type.dtype), i);
-    add_arg(c, kernel, (cg_ref){CG_REF_OUT, i, 0});
+    cg_add_arg(c, kernel, (cg_ref){.kind = CG_REF_OUT, .index = i});
   }
   if (workspace) {
     cg_src(c, "%sunsigned char *ws", np ? ", " : "");
-    add_arg(c, kernel, (cg_ref){CG_REF_WORKSPACE, 0, 0});
+    cg_add_arg(c, kernel, (cg_ref){.kind = CG_REF_WORKSPACE});
   }
   cg_src(c, ") {\n");
 }
@@ -407,6 +407,10 @@ void cg_need_workspace(cg_ctx *c, size_t bytes) {
   if (bytes > c->p->workspace_bytes) c->p->workspace_bytes = bytes;
 }
 
+bool cg_value_live(const cg_ctx *c, const ir_value *v) {
+  return !c->uses || v->id < 0 || v->id >= c->n_uses || c->uses[v->id] > 0;
+}
+
 /* ---- the driver ---- */
 
 void cg_program_free(cg_program *p) {
@@ -433,12 +437,20 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
          o && o->title ? o->title : (g->source_file ? g->source_file : g->name));
   cg_src(&c, "// matrix products run in cuBLASLt and are not in this file.\n");
   cg_src(&c, "#include \"tgc_cuda.h\"\n#include \"tgc_ops.h\"\n#include \"tgc_kernels.h\"\n#include \"tgc_attention.h\"\n\n");
+  c.uses = ir_use_counts(g, &c.n_uses); /* NULL (out of memory): every result is stored */
   for (int s = 0; s < plan->n_steps && !c.failed; s++) {
     const ir_node *n = g->nodes[plan->steps[s].node];
     c.node = n;
     c.step = s;
     p->steps[s].first_action = p->n_actions;
     if (plan->steps[s].view) continue;
+    int group = cg_group_size(&c, s);
+    if (group > 1) { /* a multi-tensor launch at the group's last step */
+      for (int k = 1; k < group; k++) p->steps[s + k].first_action = p->n_actions;
+      if (cg_emit_group(&c, s, group) != 0) break;
+      s += group - 1;
+      continue;
+    }
     cg_emit_fn fn = emitter(n->op);
     if (!fn) {
       cg_fail(&c, n->op == IR_OP_GRAD ? "a grad request: the autodiff pass expands it (was it disabled?)"
@@ -452,6 +464,7 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
   }
   for (int i = 0; i < c.n_names; i++) free(c.names[i]);
   free(c.names);
+  free(c.uses);
   if (!c.failed && c.src.oom) snprintf(err, errlen, "out of memory lowering the graph");
   if (c.failed || c.src.oom) {
     cg_buf_free(&c.src);

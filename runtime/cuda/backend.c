@@ -257,6 +257,8 @@ typedef struct {
   cg_cu_deviceptr workspace;
   int *node_step;               /* node index -> plan step (-1) */
   int n_nodes;
+  cg_cu_deviceptr **saved;      /* per deferred step: its operands' then its results' addresses (a later launch's) */
+  int *saved_in;                /* ... how many of them are operands */
 } cuda_state;
 
 static bool cuda_supports_op(const ir_node *n) { return n && cg_op_lowers(n->op); }
@@ -280,6 +282,9 @@ static void cuda_release(rt_device *d, void *state) {
     if (s->prog->actions[i].kind == CG_ACT_GEMM) cuda_gemm_release(x, &s->gemms[i]);
   if (s->module) x->api.cuModuleUnload(s->module);
   if (s->workspace) x->api.cuMemFree(s->workspace);
+  for (int i = 0; s->saved && s->prog && i < s->prog->n_steps; i++) free(s->saved[i]);
+  free(s->saved);
+  free(s->saved_in);
   cg_program_free(s->prog);
   free(s->fns);
   free(s->gemms);
@@ -321,6 +326,19 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
   }
   for (int i = 0; i < g->n_nodes; i++) s->node_step[i] = -1;
   for (int i = 0; i < plan->n_steps; i++) s->node_step[plan->steps[i].node] = i;
+  s->saved_in = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *s->saved_in);
+  if (!s->saved_in || !(s->saved = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *s->saved))) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < p->n_steps; i++) {
+    const ir_node *n = g->nodes[plan->steps[i].node];
+    s->saved_in[i] = n->n_in;
+    if (p->steps[i].deferred && !(s->saved[i] = calloc((size_t)(n->n_in + n->n_out), sizeof **s->saved))) {
+      cg_errf(err, errlen, "out of memory");
+      return -1;
+    }
+  }
   x->stats.programs++;
   if (p->n_kernels > 0) {
     cg_cuda_source src = {name, p->source, x->dev.arch, NULL, 0};
@@ -358,23 +376,30 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
   return 0;
 }
 
-static cg_cu_deviceptr ref_address(const cuda_state *s, cg_ref r, const rt_tensor *const *in, rt_tensor *const *out) {
+/* The address of r at step st (whose node's tensors are in / out). */
+static cg_cu_deviceptr ref_address(const cuda_state *s, int st, cg_ref r, const rt_tensor *const *in,
+                                   rt_tensor *const *out) {
+  if (r.back > 0) { /* a deferred step's tensor, kept when that step ran */
+    int ds = st - r.back;
+    return s->saved[ds][r.kind == CG_REF_IN ? r.index : s->saved_in[ds] + r.index] + r.offset;
+  }
   const void *base = r.kind == CG_REF_IN ? in[r.index]->data : r.kind == CG_REF_OUT ? out[r.index]->data
                                                                                       : (const void *)(uintptr_t)s->workspace;
   return dptr(base) + r.offset;
 }
 
-static int launch(cuda_ctx *x, cuda_state *s, int kernel, const unsigned grid[3], unsigned block, unsigned smem,
+static int launch(cuda_ctx *x, cuda_state *s, int st, int kernel, const unsigned grid[3], unsigned block, unsigned smem,
                   const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen) {
   const cg_kernel *k = &s->prog->kernels[kernel];
-  cg_cu_deviceptr ptrs[64];
-  void *params[64];
-  if (k->n_args > 64) {
-    cg_errf(err, errlen, "kernel %s takes %d pointers (at most 64)", k->name, k->n_args);
+  enum { MAX_ARGS = 512 }; /* 4 KiB of pointers: the classic kernel parameter limit */
+  cg_cu_deviceptr ptrs[MAX_ARGS];
+  void *params[MAX_ARGS];
+  if (k->n_args > MAX_ARGS) {
+    cg_errf(err, errlen, "kernel %s takes %d pointers (at most %d)", k->name, k->n_args, (int)MAX_ARGS);
     return -1;
   }
   for (int i = 0; i < k->n_args; i++) {
-    ptrs[i] = ref_address(s, s->prog->args[k->first_arg + i], in, out);
+    ptrs[i] = ref_address(s, st, s->prog->args[k->first_arg + i], in, out);
     params[i] = &ptrs[i];
   }
   char ctx[400];
@@ -401,23 +426,28 @@ static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_t
   }
   const cg_program *p = s->prog;
   const cg_step *cs = &p->steps[st];
+  if (cs->deferred) { /* computed by a later step's launch: keep the addresses for it */
+    for (int i = 0; i < n->n_in; i++) s->saved[st][i] = dptr(in[i]->data);
+    for (int i = 0; i < n->n_out; i++) s->saved[st][n->n_in + i] = dptr(out[i]->data);
+    return 0;
+  }
   for (int a = cs->first_action; a < cs->first_action + cs->n_actions; a++) {
     const cg_action *act = &p->actions[a];
     char ctx[400];
     switch (act->kind) {
     case CG_ACT_KERNEL:
-      if (launch(x, s, act->kernel, act->grid, act->block, act->smem_dynamic, in, out, err, errlen)) return -1;
+      if (launch(x, s, st, act->kernel, act->grid, act->block, act->smem_dynamic, in, out, err, errlen)) return -1;
       break;
     case CG_ACT_GEMM: {
       const cg_gemm *g = &act->gemm;
       node_context(n, "the product", ctx, sizeof ctx);
-      if (cuda_gemm_run(x, g, &s->gemms[a], ref_address(s, g->a, in, out), ref_address(s, g->b, in, out),
-                        ref_address(s, g->c, in, out), g->bias.kind == CG_REF_IN ? ref_address(s, g->bias, in, out) : 0,
-                        g->aux.kind == CG_REF_IN ? ref_address(s, g->aux, in, out) : 0, ctx, err, errlen))
+      if (cuda_gemm_run(x, g, &s->gemms[a], ref_address(s, st, g->a, in, out), ref_address(s, st, g->b, in, out),
+                        ref_address(s, st, g->c, in, out), ref_address(s, st, g->bias, in, out),
+                        ref_address(s, st, g->aux, in, out), ctx, err, errlen))
         return -1;
       if ((s->gemms[a].use_fallback || (x->no_epilogues && g->fallback_kernel >= 0)) && g->fallback_kernel >= 0) {
         unsigned grid[3] = {g->fallback_grid, 1, 1};
-        if (launch(x, s, g->fallback_kernel, grid, p->kernels[g->fallback_kernel].block, 0, in, out, err, errlen))
+        if (launch(x, s, st, g->fallback_kernel, grid, p->kernels[g->fallback_kernel].block, 0, in, out, err, errlen))
           return -1;
       }
       break;
@@ -425,14 +455,14 @@ static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_t
     case CG_ACT_COPY:
       node_context(n, "a copy", ctx, sizeof ctx);
       x->stats.copies++;
-      if (CUDA_CALL(x, ctx, err, errlen, cuMemcpyDtoDAsync, ref_address(s, act->dst, in, out),
-                    ref_address(s, act->src, in, out), act->bytes, NULL))
+      if (CUDA_CALL(x, ctx, err, errlen, cuMemcpyDtoDAsync, ref_address(s, st, act->dst, in, out),
+                    ref_address(s, st, act->src, in, out), act->bytes, NULL))
         return -1;
       break;
     case CG_ACT_MEMSET:
       node_context(n, "a memset", ctx, sizeof ctx);
       x->stats.memsets++;
-      if (CUDA_CALL(x, ctx, err, errlen, cuMemsetD8Async, ref_address(s, act->dst, in, out), 0, act->bytes, NULL))
+      if (CUDA_CALL(x, ctx, err, errlen, cuMemsetD8Async, ref_address(s, st, act->dst, in, out), 0, act->bytes, NULL))
         return -1;
       break;
     }

@@ -35,12 +35,16 @@
  *                (the plain product + epilogue kernel path);
  *   layout       transpose, slice with a step, unslice, concat and split
  *                (axes 0, 1, last; odd sizes), broadcast, const, iota,
- *                causal_mask, einsum.
+ *                causal_mask, einsum;
+ *   groups       consecutive fused nodes of one expression as one
+ *                multi-tensor launch (odd sizes, and vectorized), and the
+ *                lowering's deferred steps for them.
  * Then the same kernels with racecheck on: no shared-memory hazard in any
  * of them (the emulator would fail the launch). */
 #include <stdlib.h>
 
 #include "check.h"
+#include "codegen.h"
 #include "testgpu.h"
 #include "testgraph.h"
 
@@ -463,6 +467,57 @@ static void test_layout(void) {
   one_op("einsum trace", IR_OP_EINSUM, &sq, 1, &tr, 1, 0, NULL);
 }
 
+/* Multi-tensor launches (codegen/emit_group.c): consecutive fused nodes of
+ * one expression over tensors of 37, 1000 and 3 elements (no common vector
+ * width but 1) and of 64 and 128 (width 4), with a scalar operand, become
+ * one kernel each (the other steps deferred); computed as the cpu does. */
+static void group_case(const char *name, const int64_t *sizes, int n) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value *scale = input(g, T(IR_DT_F64, 0));
+  ir_attr e = ir_attr_str("expr", "(mul (add $0 (cast f32 $1)) $2); (sqrt (abs #0))");
+  for (int k = 0; k < n; k++) {
+    ir_value *ins[3] = {input(g, T(IR_DT_F32, 1, sizes[k])), scale, input(g, T(IR_DT_F32, 1, sizes[k]))};
+    node(g, IR_OP_FUSED, ins, 3, &e, 1, NULL);
+  }
+  run_case(name, g, 0, NULL);
+}
+
+static void test_groups(void) {
+  static const int64_t odd[3] = {37, 1000, 3}, even[2] = {64, 128};
+  group_case("multi-tensor group, odd sizes", odd, 3);
+  group_case("multi-tensor group, vectorized", even, 2);
+  /* the lowering: one kernel for the three nodes, the first two steps deferred */
+  ir_graph *g = ir_graph_new("group", "group.tg");
+  ir_value *scale = ir_graph_add_input(g, "s", T(IR_DT_F64, 0), here());
+  ir_attr e = ir_attr_str("expr", "(mul (add $0 (cast f32 $1)) $2); (sqrt (abs #0))");
+  for (int k = 0; k < 3; k++) {
+    char a[8], b[8];
+    snprintf(a, sizeof a, "a%d", k), snprintf(b, sizeof b, "b%d", k);
+    ir_value *ins[3] = {ir_graph_add_input(g, a, T(IR_DT_F32, 1, odd[k]), here()), scale,
+                        ir_graph_add_input(g, b, T(IR_DT_F32, 1, odd[k]), here())};
+    ir_node *nd = ir_graph_build(g, IR_OP_FUSED, ins, 3, &e, 1, NULL, "r", here(), NULL, 0);
+    for (int r = 0; r < nd->n_out; r++) ir_graph_add_output(g, nd->out[r]->name, nd->out[r]);
+  }
+  pass_plan *plan = pass_memplan(g, NULL);
+  char err[512];
+  cg_program *p = cg_lower(g, plan, NULL, err, sizeof err);
+  CHECK(p != NULL);
+  if (p) {
+    CHECK_EQ_INT(p->n_kernels, 1);
+    CHECK_EQ_INT(p->n_launches, 1);
+    CHECK(p->steps[0].deferred && p->steps[1].deferred && !p->steps[2].deferred);
+    CHECK_EQ_INT(p->steps[2].n_actions, 1);
+    CHECK_EQ_INT(p->kernels[0].n_args, 3 * 5);
+    CHECK_EQ_INT(p->args[0].back, 2);
+    size_t ln = strlen(p->kernels[0].name); /* named after the first member's first result */
+    CHECK(ln > 6 && strcmp(p->kernels[0].name + ln - 6, "_group") == 0 && strncmp(p->kernels[0].name, "k_r", 3) == 0);
+  }
+  cg_program_free(p);
+  pass_plan_free(plan);
+  ir_graph_free(g);
+}
+
 int main(void) {
   for (int pass = 0; pass < 2; pass++) {
     racecheck = pass == 1;
@@ -472,6 +527,8 @@ int main(void) {
       flush();
       test_layout();
       test_products();
+      flush();
+      test_groups();
       flush();
     }
     test_reductions();
