@@ -11,7 +11,9 @@
  * DIR/NAME_GRAPH.cu; its PTX as DIR/NAME_GRAPH.ARCH.ptx; the manifest,
  * DIR/manifest.json, lists for every graph its kernels (name, IR value, op,
  * .tg file and line, grid, block, shared memory, registers, spills, stack)
- * and its cuBLASLt products (shape, transposes, batch, epilogue).
+ * and its cuBLASLt products (shape, transposes, batch, epilogue), the
+ * launches, and the bytes its steps read and write (the cost model's count
+ * per node, views excluded: they move nothing).
  */
 #include <errno.h>
 #include <jansson.h>
@@ -200,8 +202,19 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
       json_decref(shape);
       json_array_append_new(gs, mj);
     }
+  /* bytes: what the steps that run something read and write (the cost
+   * model's count of each, pass_node_cost), and what the cost model counts
+   * for the views the plan makes free (reshape: no kernel, no bytes) */
+  double moved = 0, views = 0;
+  for (int st = 0; st < plan->n_steps; st++) {
+    double b = pass_node_cost(g->nodes[plan->steps[st].node]).bytes;
+    if (plan->steps[st].view) views += b;
+    else moved += b;
+  }
   json_object_set_new(gj, "kernels", ks);
   json_object_set_new(gj, "gemms", gs);
+  json_object_set_new(gj, "bytes_moved", json_real(moved));
+  json_object_set_new(gj, "view_bytes_not_moved", json_real(views));
   json_object_set_new(gj, "launches", json_integer(p->n_launches));
   json_object_set_new(gj, "copies", json_integer(p->n_copies));
   json_object_set_new(gj, "memsets", json_integer(p->n_memsets));
@@ -209,6 +222,8 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
   printf("%-24s %4d kernels", cu, p->n_kernels);
   if (compiled) printf(" (%s: at most %d registers, %lld bytes of spills)", c->arch, max_regs, spills);
   printf(", %d cuBLASLt products, arena %zu bytes\n", p->n_gemms, plan->arena_bytes);
+  printf("%-24s %4d launches, %.4g GB read and written (views: %.4g GB not moved)\n", "", p->n_launches, moved / 1e9,
+         views / 1e9);
   rc = 0;
 done:
   cg_cuda_binary_free(&bin);
