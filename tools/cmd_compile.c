@@ -93,6 +93,15 @@ static void base_name(const char *file, char *buf, size_t len) {
   snprintf(buf, len, "%.*s", (int)(n < 120 ? n : 120), b);
 }
 
+/* "3.49 MB", "77.97 GB": bytes in decimal units, 4 significant digits. */
+static const char *human_bytes(double b, char *buf, size_t len) {
+  static const char *const units[] = {"bytes", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) b /= 1000, u++;
+  snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
 static json_t *loc_json(const ir_graph *g, const ir_node *n, json_t *o) {
   const char *file = n->loc.file ? n->loc.file : g->source_file;
   json_object_set_new(o, "file", file ? json_string(file) : json_null());
@@ -222,8 +231,9 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
   printf("%-24s %4d kernels", cu, p->n_kernels);
   if (compiled) printf(" (%s: at most %d registers, %lld bytes of spills)", c->arch, max_regs, spills);
   printf(", %d cuBLASLt products, arena %zu bytes\n", p->n_gemms, plan->arena_bytes);
-  printf("%-24s %4d launches, %.4g GB read and written (views: %.4g GB not moved)\n", "", p->n_launches, moved / 1e9,
-         views / 1e9);
+  char mb[32], vb[32];
+  printf("%-24s %4d launches, %s read and written (views: %s not moved)\n", "", p->n_launches,
+         human_bytes(moved, mb, sizeof mb), human_bytes(views, vb, sizeof vb));
   rc = 0;
 done:
   cg_cuda_binary_free(&bin);
