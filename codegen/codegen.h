@@ -1,14 +1,20 @@
-/* codegen/codegen.h — the codegen layer's public header: compiling CUDA C
- * through the entry-point table's NVRTC (real or emulated), the disk cache
- * of compiled code, and the prelude every generated kernel includes.
- * (Lowering and CUDA C emission, issue 12's cg_lower, come next and go
- * here too.) May include ir/ and passes/, never runtime/.
+/* codegen/codegen.h — the codegen layer's public header: lowering a
+ * planned graph to a program of CUDA C kernels, cuBLASLt calls and copies;
+ * compiling CUDA C through the entry-point table's NVRTC (real or
+ * emulated), the disk cache of compiled code, and the prelude every
+ * generated kernel includes. May include ir/ and passes/, never runtime/.
  *
+ *   lower.c    a graph + its memory plan -> a cg_program (the driver,
+ *              the per-op emitter table, the source buffer)
+ *   emit_*.c   the emitters: elementwise and layout maps, reductions and
+ *              row ops, model ops and attention, matrix products
  *   sha256.c   SHA-256: cache keys and entry checksums
  *   cache.c    the disk cache ($TGC_CACHE_DIR, default ~/.cache/tgc)
  *   nvrtc.c    compile a source for an arch; ptxas info per kernel
  *   cuda_api.c the checks every CUDA call goes through (cuda_api.h)
- *   prelude/   tgc_cuda.h (device side), emu.h + emu_abi.h (the CPU side)
+ *   prelude/   tgc_cuda.h (device side), tgc_ops.h (the ops' scalar
+ *              meaning), tgc_kernels.h and tgc_attention.h (kernel bodies),
+ *              emu.h + emu_abi.h (the CPU side)
  */
 #ifndef TGC_CODEGEN_H
 #define TGC_CODEGEN_H
@@ -18,6 +24,124 @@
 #include <stdint.h>
 
 #include "cuda_api.h"
+#include "ir.h"
+#include "pass.h"
+
+/* ===================================================================== */
+/* lower.c — a planned graph to a program                                 */
+/* ===================================================================== */
+/* A program is what a backend runs for a graph: per step of the memory
+ * plan (pass_plan), a list of actions — kernel launches, cuBLASLt matrix
+ * products, device copies and memsets — over the addresses the plan gives
+ * the step's operands and results (the executor hands them to the backend
+ * at each step, so nothing here depends on where the arena is). The
+ * kernels are one CUDA C source (cg_program.source): each kernel named
+ * after the IR value it computes, with the IR line and `// from FILE:LINE`
+ * above it, sizes as constants. View steps (reshape) have no actions.
+ *
+ * Kernels take pointers only: the node's operands, its results, and the
+ * program's workspace when they ask for it (scratch for two-pass
+ * reductions; cg_program.workspace_bytes, allocated by the backend once).
+ * Kernels of ops the plan may compute in place (IR_OPF_INPLACE) read every
+ * element of their operands before writing that element of their results.
+ * Every op of ir/ops.def lowers except GRAD (expanded by autodiff first). */
+typedef enum { CG_REF_IN, CG_REF_OUT, CG_REF_WORKSPACE } cg_ref_kind;
+/* An address: operand / result `index` of the step's node (or, back > 0,
+ * of the node `back` steps earlier: a deferred step's, see cg_step), or the
+ * workspace; plus bytes. */
+typedef struct {
+  cg_ref_kind kind;
+  int index;
+  size_t offset;
+  int back;
+} cg_ref;
+
+typedef enum {
+  CG_EPI_NONE,       /* D = A B */
+  CG_EPI_BIAS,       /* D = A B + bias[n] */
+  CG_EPI_RELU_BIAS,  /* relu(A B + bias) */
+  CG_EPI_GELU_BIAS,  /* gelu(A B + bias) (tanh form) */
+  CG_EPI_DGELU,      /* (A B) * gelu'(aux), aux [m, n] with ldc */
+} cg_epilogue;
+const char *cg_epilogue_name(cg_epilogue e); /* "none" "bias" "relu+bias" "gelu+bias" "dgelu" */
+
+/* One matrix product in row-major terms (the backend turns it into
+ * cuBLASLt's column-major one): C[m, n] = op(A)[m, k] op(B)[k, n] for
+ * `batch` batches, op = transpose when trans_*; ld* are the row-major
+ * leading dimensions of the stored matrices; strides are elements between
+ * batches (0: the same matrix for every batch). */
+typedef struct {
+  ir_dtype dtype;             /* of A, B, C (and bias, aux) */
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc;
+  int64_t batch;
+  int64_t stride_a, stride_b, stride_c;
+  cg_ref a, b, c;
+  cg_epilogue epilogue;
+  cg_ref bias, aux;
+  int fallback_kernel;        /* with an epilogue: the kernel that applies it after a plain product, for a
+                               * cuBLASLt that has no algorithm with the epilogue (-1: none needed) */
+  unsigned fallback_grid;     /* its blocks (of its kernel's block size) */
+} cg_gemm;
+
+typedef enum { CG_ACT_KERNEL, CG_ACT_GEMM, CG_ACT_COPY, CG_ACT_MEMSET } cg_action_kind;
+typedef struct {
+  cg_action_kind kind;
+  int kernel;                 /* KERNEL: index in kernels */
+  unsigned grid[3], block;    /* KERNEL: launch shape (block: threads, x only) */
+  unsigned smem_dynamic;      /* KERNEL: dynamic shared memory bytes */
+  cg_gemm gemm;               /* GEMM */
+  cg_ref dst, src;            /* COPY (dst, src), MEMSET (dst: zeros) */
+  size_t bytes;               /* COPY, MEMSET */
+} cg_action;
+
+typedef struct {
+  char name[160];             /* the kernel's symbol */
+  int node;                   /* index in g->nodes */
+  int first_arg, n_args;      /* its parameters: cg_program.args[first_arg ..] */
+  unsigned block;             /* threads per block (its __launch_bounds__) */
+} cg_kernel;
+
+/* A step's actions. A deferred step runs nothing itself: a later step's
+ * launch computes it together with others (a multi-tensor launch of the
+ * same fused expression over several tensors: the optimizer's update of
+ * every parameter); the backend keeps the addresses the executor hands it
+ * at the deferred step for that launch. */
+typedef struct {
+  int first_action, n_actions;
+  bool deferred;
+} cg_step;
+
+typedef struct cg_program {
+  char *source;               /* CUDA C of every kernel; includes the prelude */
+  size_t source_len;
+  cg_kernel *kernels;
+  int n_kernels;
+  cg_ref *args;
+  int n_args;
+  cg_action *actions;
+  int n_actions;
+  cg_step *steps;             /* one per plan step */
+  int n_steps;
+  size_t workspace_bytes;
+  int n_gemms, n_copies, n_memsets, n_launches;
+} cg_program;
+
+typedef struct {
+  const char *title;          /* the source's first comment line, e.g. "examples/gpt.tg, training step" */
+} cg_lower_options;
+
+/* Lowers g (verified, GRAD-free) under plan (pass_memplan of g). NULL with
+ * "file:line:col: cannot lower %v (op): ..." in err when some node's shape
+ * or attribute is outside what the emitters handle. */
+cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_options *o, char *err, size_t errlen);
+void cg_program_free(cg_program *p);
+/* Whether op has an emitter (every op but GRAD; tests loop over ops.def). */
+bool cg_op_lowers(ir_op op);
+/* The C identifier a value's kernels are named after: "k_" and the name
+ * with non-identifier characters as '_' (%d_x.3 -> k_d_x_3), into buf. */
+void cg_kernel_base_name(const ir_value *v, char *buf, size_t len);
 
 /* ===================================================================== */
 /* sha256.c                                                               */

@@ -140,6 +140,8 @@ typedef struct {
   bool accuracy;      /* input correct_sum (f64): output accuracy = correct_sum / (positions K) */
   double positions;   /* targets per micro-batch */
   bool nonfinite;     /* output nonfinite (i64): Inf / NaN elements of the new parameters */
+  bool skip_overflow; /* output overflow (i64): Inf / NaN elements of the gradients; when there are any the
+                       * parameters and states stay as they were (dynamic loss scaling skips the step) */
 } update_extras;
 
 static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, const update_extras *x, ir_diag *d);
@@ -149,9 +151,9 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
 }
 
 ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
-                                         bool loss, bool accuracy, double positions, ir_diag *d) {
+                                         bool loss, bool accuracy, double positions, bool skip_overflow, ir_diag *d) {
   update_extras x = {.micro_batches = micro_batches, .loss = loss, .accuracy = accuracy, .positions = positions,
-                     .nonfinite = true};
+                     .nonfinite = true, .skip_overflow = skip_overflow};
   return build_update(model, opt, &x, d);
 }
 
@@ -256,6 +258,25 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
     default: break;
     }
   }
+  ir_value *overflow = NULL;
+  if (x && x->skip_overflow) { /* the gradients' Inf / NaN elements; any: keep the old values */
+    b.loc = none;
+    for (int i = 0; i < np; i++) {
+      ir_value *c = op1(&b, IR_OP_COUNT_NONFINITE, g->inputs[i], NULL);
+      overflow = overflow ? op2(&b, IR_OP_ADD, overflow, c, NULL) : c;
+    }
+    ir_value *ok = op2(&b, IR_OP_EQ, overflow, scalar(&b, IR_DT_I64, 0), "no_overflow");
+    for (int i = 0; i < np * ns + np; i++) {
+      ir_value **nv = i < np ? &new_p[i] : &new_state[i - np], *old = i < np ? p[i] : state[i - np];
+      ir_value *in[3] = {ok, *nv, old};
+      const char *name = (*nv)->name;
+      b.loc = old->loc;
+      ir_value *kept = ir_graph_build1(g, IR_OP_WHERE, in, 3, NULL, 0, NULL, b.loc);
+      kept->name = name; /* the output keeps its name: the computed value takes a suffix */
+      (*nv)->name = ir_graph_unique_name(g, name);
+      *nv = kept;
+    }
+  }
   for (int i = 0; i < np; i++) ir_graph_add_output(g, new_p[i]->name, new_p[i]);
   for (int i = 0; i < np * ns; i++) {
     new_state[i]->role = IR_ROLE_OPT_STATE;
@@ -275,6 +296,7 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
     }
     if (total) ir_graph_add_output(g, "nonfinite", total);
   }
+  if (overflow) ir_graph_add_output(g, "overflow", overflow);
   free(p);
   free(grad);
   free(state);

@@ -126,9 +126,20 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
  * gradients divided by micro_batches first (when > 1); inputs loss_sum
  * (when loss) and correct_sum (when accuracy) after step; outputs after the
  * states: loss = loss_sum / K, accuracy = correct_sum / (positions K) and
- * nonfinite (i64: Inf / NaN elements of the new parameters). */
+ * nonfinite (i64: Inf / NaN elements of the new parameters). With
+ * skip_overflow (dynamic loss scaling) one more output, overflow (i64: Inf
+ * / NaN elements of the gradients), and while it is not 0 every new
+ * parameter and state is its old value: the step is skipped. */
 ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
-                                         bool loss, bool accuracy, double positions, ir_diag *d);
+                                         bool loss, bool accuracy, double positions, bool skip_overflow, ir_diag *d);
+
+/* ---- mixed precision (mixed_precision.c) ----
+ * Makes a model compute in dt (bf16 or f16) with its parameters and float
+ * inputs kept in their dtype (f32 master weights) and read through one
+ * cast each; cross_entropy reads f32 logits (autocast's rule). Run before
+ * autodiff: each parameter's gradient comes back through its cast, in f32.
+ * 0, or -1 after reporting through d. */
+int pass_mixed_precision(ir_graph *g, ir_dtype dt, ir_diag *d);
 
 /* ---- training programs (training.c) ----
  * The one builder of what training runs, used by `tgc train` (and, bare,
@@ -140,12 +151,21 @@ ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optim
  *                   loss_sum_input    f64: the loss summed over the micro-batches so far
  *                   correct_sum_input f64 (accuracy only): correct predictions so far
  *           params  the model's
+ *                   loss_scale_input  f32 (loss scaling only): the loss scale
  *           outputs grad_output[i]    parameter i's gradient (K = 1) or the new sum (K > 1)
  *                   loss_sum_output, correct_sum_output: the new sums
  *   update: pass_build_update_for_training's layout: inputs gradients [0, np),
  *           states [np, np + ns), lr, step, loss_sum, correct_sum (accuracy
  *           only); outputs new params [0, np), new states [np, np + ns),
- *           loss, accuracy (if any), nonfinite.
+ *           loss, accuracy (if any), nonfinite, overflow (loss scaling only).
+ * Mixed precision (compute_dtype bf16 or f16, mixed_precision set): the
+ * model computes in that dtype (pass_mixed_precision) with the parameters,
+ * their gradients, the sums, the optimizer states and the update in f32.
+ * With loss_scaling (what f16 needs: its range is narrow) the backward
+ * pass differentiates loss * loss_scale; each gradient is divided by the
+ * scale before it is summed, so the update sees true gradients, and an
+ * update whose gradients overflowed is skipped (the runtime halves the
+ * scale; rt_trainer's dynamic loss scaling).
  * Sums start from -0.0 (x + -0.0 = x for every x, -0.0 included), so one
  * micro-batch's values come through bit for bit. Token accuracy is counted
  * when the model has an output named "logits" [..., V] and targets_input
@@ -158,6 +178,9 @@ typedef struct {
   const int *batch_dims;  /* NULL (dim 0), or per model input: the dim its batch is (the shard
                            * pass splits it over dp), -1 for an input that is not data */
   const pass_options *passes; /* the pipeline's settings (diag, dump, checkpoint, disabled passes) */
+  bool mixed_precision;   /* compute in compute_dtype (bf16 or f16), parameters and update in f32 */
+  ir_dtype compute_dtype;
+  bool loss_scaling;      /* the loss scale input and the skipped overflowing updates (f16) */
 } pass_train_options;
 typedef struct {
   ir_graph *step, *update;   /* owned */
@@ -168,6 +191,7 @@ typedef struct {
   int loss_sum_output, correct_sum_output;
   int lr_input, step_input, update_loss_sum_input, update_correct_sum_input;
   int loss_output, accuracy_output, nonfinite_output;
+  int loss_scale_input, overflow_output; /* -1 without loss scaling */
   bool accuracy;
   int64_t positions;         /* targets per micro-batch */
   int batch_dim[64];         /* per data input: its batch dim (pass_train_options.batch_dims), -1 none */

@@ -159,13 +159,28 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   for (int i = 0; i < t->n_data; i++) t->batch_dim[i] = o->batch_dims ? o->batch_dims[i] : 0;
   t->acc_input0 = t->correct_sum_input = t->correct_sum_output = -1;
   t->update_correct_sum_input = t->accuracy_output = -1;
+  t->loss_scale_input = t->overflow_output = -1;
   int np = t->n_params = g->n_params;
   t->n_states = np * pass_optimizer_state_count(o->opt.kind);
+  if (o->mixed_precision && (!pick_loss(g, d) || pass_mixed_precision(g, o->compute_dtype, d) != 0)) goto fail;
   ir_value *loss = pick_loss(g, d);
   if (!loss) goto fail;
   ir_value *correct = accuracy_nodes(g, o->targets_input, &t->positions);
   t->accuracy = correct != NULL;
-  ir_node *gn = add_grad(g, loss, d);
+  ir_value *scale = NULL, *seed = loss; /* loss scaling: the backward pass starts from f32(loss) * scale */
+  if (o->loss_scaling) {
+    ir_type f32 = {.dtype = IR_DT_F32, .rank = 0};
+    t->loss_scale_input = g->n_inputs;
+    scale = ir_graph_add_input(g, "loss_scale", f32, (ir_loc){0});
+    ir_value *lf = loss;
+    if (lf->type.dtype != IR_DT_F32) {
+      ir_attr to = ir_attr_dtype("to", IR_DT_F32);
+      lf = ir_graph_build1(g, IR_OP_CAST, &lf, 1, &to, 1, NULL, loss->loc);
+    }
+    ir_value *pair[2] = {lf, scale};
+    seed = ir_graph_build1(g, IR_OP_MUL, pair, 2, NULL, 0, "scaled_loss", loss->loc);
+  }
+  ir_node *gn = add_grad(g, seed, d);
   if (!gn) goto fail;
 
   /* the sums and the outputs */
@@ -174,6 +189,19 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   grads = calloc((size_t)np + 1, sizeof *grads);
   t->grad_output = calloc((size_t)np + 1, sizeof *t->grad_output);
   if (!grads || !t->grad_output) abort();
+  for (int i = 0; i < np; i++) {
+    grads[i] = gn->out[i];
+    if (scale) { /* unscaled before they are summed */
+      ir_value *s = scale;
+      if (s->type.dtype != grads[i]->type.dtype) {
+        ir_attr to = ir_attr_dtype("to", grads[i]->type.dtype);
+        s = ir_graph_build1(g, IR_OP_CAST, &s, 1, &to, 1, NULL, grads[i]->loc);
+      }
+      ir_value *pair[2] = {grads[i], s};
+      grads[i] = ir_graph_build1(g, IR_OP_DIV, pair, 2, NULL, 0, NULL, grads[i]->loc);
+      grads[i]->role = IR_ROLE_GRAD;
+    }
+  }
   if (t->micro_batches > 1) {
     t->acc_input0 = g->n_inputs;
     for (int i = 0; i < np; i++) {
@@ -181,11 +209,9 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
       snprintf(nm, sizeof nm, "acc.%s", g->params[i]->name);
       ir_value *acc = ir_graph_add_input(g, nm, g->params[i]->type, g->params[i]->loc);
       snprintf(nm, sizeof nm, "new.acc.%s", g->params[i]->name);
-      grads[i] = add2(g, acc, gn->out[i], nm, g->params[i]->loc);
+      grads[i] = add2(g, acc, grads[i], nm, g->params[i]->loc);
       grads[i]->role = IR_ROLE_GRAD;
     }
-  } else {
-    for (int i = 0; i < np; i++) grads[i] = gn->out[i];
   }
   t->loss_sum_input = g->n_inputs;
   ir_value *ls = ir_graph_add_input(g, "loss_sum", f64, none);
@@ -217,7 +243,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   static const pass_id back[] = {PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE};
   if (pass_run_pipeline(g, front, 4, o->passes) != 0) goto fail;
   if (!(t->update = pass_build_update_for_training(g, &o->opt, t->micro_batches, true, t->accuracy,
-                                                   (double)t->positions, d)))
+                                                   (double)t->positions, o->loss_scaling, d)))
     goto fail;
   t->lr_input = np + t->n_states;
   t->step_input = t->lr_input + 1;
@@ -226,6 +252,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   t->loss_output = np + t->n_states;
   if (t->accuracy) t->accuracy_output = t->loss_output + 1;
   t->nonfinite_output = t->loss_output + 1 + t->accuracy;
+  if (o->loss_scaling) t->overflow_output = t->nonfinite_output + 1;
   if (!(o->passes->disabled && o->passes->disabled[PASS_SHARD])) {
     if (pass_shard_training(t, o->passes) != 0) goto fail;
     const char *after = o->passes->dump_after;

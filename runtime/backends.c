@@ -6,6 +6,8 @@
 
 static const rt_backend *const backends[] = {
     &rt_cpu_backend,
+    &rt_cuda_backend,
+    &rt_cuda_emu_backend,
 };
 enum { N_BACKENDS = sizeof backends / sizeof backends[0] };
 

@@ -94,11 +94,13 @@ rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_opt
       const pass_loc *l = &p->plan->loc[g->values[i]->id];
       if (l->space == PASS_SPACE_ARENA && (!big || l->bytes > p->plan->loc[big->id].bytes)) big = g->values[i];
     }
-    if (big) {
-      char msg[400], ts[128];
-      snprintf(msg, sizeof msg, "out of memory: the arena needs %zu bytes (its largest value, %%%s %s, %zu bytes)",
+    if (big) { /* a device backend's reason (its free memory) is kept after the plan's numbers */
+      char msg[1024], ts[128], why[512];
+      snprintf(why, sizeof why, "%s", err ? err : "");
+      snprintf(msg, sizeof msg, "out of memory: the arena needs %zu bytes (its largest value, %%%s %s, %zu bytes)%s%s",
                p->plan->arena_bytes, rt_value_name(big), ir_type_str(&big->type, ts, sizeof ts),
-               p->plan->loc[big->id].bytes);
+               p->plan->loc[big->id].bytes, d->backend->host_memory || !why[0] ? "" : ": ",
+               d->backend->host_memory ? "" : why);
       loc_errf(g, big->loc, err, errlen, msg);
     }
     goto fail;

@@ -12,6 +12,9 @@
  *   cuda_emu/fiber.c     the context switch
  *   cuda_emu/nvrtc.c     "NVRTC" by the host C++ compiler
  *   cuda_emu/blas.c      cuBLASLt by OpenBLAS under cuBLAS's contract
+ *   cuda/backend.c       the cuda and cuda-emu backends (rt_backend,
+ *                        declared in runtime.h) over either table
+ *   cuda/blaslt.c        their cuBLASLt products
  * Nothing here is touched (no library loaded, no memory mapped) until a
  * caller asks for a CUDA backend. */
 #ifndef TGC_RT_CUDA_H
@@ -82,7 +85,9 @@ typedef struct {
 
 /* The defaults, then the environment: TGC_EMU_ARCH (sm_80 | sm_90),
  * TGC_EMU_DEVICE_MEMORY (bytes, or with K/M/G suffix; default 8G),
- * TGC_EMU_RACECHECK (1), TGC_EMU_CXX. 0, or -1 and err for a bad value. */
+ * TGC_EMU_RACECHECK (1), TGC_EMU_CXX, TGC_EMU_DEVICES (0 to 16; default 1),
+ * TGC_EMU_DRIVER_VERSION (cuDriverGetVersion's value; default 13000). 0, or
+ * -1 and err for a bad value. */
 int rt_cuda_emu_config_init(rt_cuda_emu_config *cfg, char *err, size_t errlen);
 
 /* Fills api with the emulator (every driver, NVRTC and cuBLASLt entry) and
@@ -106,5 +111,21 @@ void rt_cuda_emu_counters_reset(void);
 /* The racecheck reports of the launches so far (one line each, the first
  * 64 distinct hazards), and how many there are. */
 int rt_cuda_emu_race_reports(const char *const **lines);
+
+/* ===================================================================== */
+/* cuda/backend.c — what a cuda / cuda-emu device did                     */
+/* ===================================================================== */
+typedef struct {
+  int64_t programs;          /* graphs prepared (lowered, compiled, loaded) */
+  int64_t compiles;          /* NVRTC compiles (a program found in the disk cache compiles nothing) */
+  int64_t cache_hits;        /* programs whose compiled code came from the disk cache */
+  int64_t kernels;           /* kernels in the loaded programs */
+  int64_t launches, gemms, copies, memsets;
+  int64_t epilogue_fallbacks; /* products whose epilogue cuBLASLt had no algorithm for */
+} rt_cuda_backend_stats;
+struct rt_device;
+/* The counts of a device of the cuda or cuda-emu backend: 0, or -1 when d
+ * is not one. */
+int rt_cuda_backend_stats_of(const struct rt_device *d, rt_cuda_backend_stats *s);
 
 #endif

@@ -134,6 +134,9 @@ struct rt_device {
 };
 
 extern const rt_backend rt_cpu_backend;
+/* cuda/backend.c: a GPU through the real CUDA libraries (dlopen'd), and the
+ * same code over the cuda-emu emulator's table (rt_cuda.h). */
+extern const rt_backend rt_cuda_backend, rt_cuda_emu_backend;
 /* The backends `--backend NAME` knows (backends.c): NULL if none is called name. */
 const rt_backend *rt_backend_lookup(const char *name);
 int rt_backend_count(void);
@@ -328,6 +331,7 @@ typedef struct {
   rt_schedule schedule;
   rt_profile *profile;         /* NULL, or kernel times of the step graph runs */
   rt_profile *update_profile;  /* NULL, or kernel times of the update graph runs */
+  double loss_scale_init;      /* dynamic loss scaling: the first scale (0: RT_LOSS_SCALE_INIT) */
 } rt_train_config;
 
 typedef struct {
@@ -336,7 +340,18 @@ typedef struct {
   double accuracy;      /* token accuracy (argmax of logits vs targets), -1 when not available */
   double lr;            /* the learning rate used */
   size_t peak_bytes;    /* the step program's arena (its activations: planned = allocated) */
+  double loss_scale;    /* dynamic loss scaling (f16): the scale this step used, else 0 */
+  bool skipped;         /* ... and its gradients overflowed: the update was skipped, the scale halved */
 } rt_step_result;
+/* Dynamic loss scaling (a program built with loss_scaling): the scale
+ * starts at 2^16, halves after a step whose gradients overflow (that
+ * step's update is skipped: parameters and states keep their values) and
+ * doubles after 2000 steps without one — PyTorch's GradScaler defaults. The
+ * scale is uploaded when it changes; each step downloads one more scalar,
+ * the overflow count. */
+#define RT_LOSS_SCALE_INIT 65536.0
+#define RT_LOSS_SCALE_BACKOFF 0.5
+#define RT_LOSS_SCALE_INTERVAL 2000
 
 /* The most steps a run can count: the update reads the step as an f64. */
 #define RT_MAX_STEP (INT64_C(1) << 53)

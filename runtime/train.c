@@ -41,6 +41,10 @@ struct rt_trainer {
   rt_tensor **new_place;         /* np + ns: scratch of the rebinding */
   bool *taken;                   /* np + ns: scratch of the rebinding */
   int64_t step;
+  rt_tensor *loss_scale;          /* f32 scalar (dynamic loss scaling only) */
+  double scale;                   /* its value */
+  int64_t good_steps;             /* steps since the scale last changed */
+  bool scale_stale;               /* the device's copy is older than scale */
   bool lost;            /* a failed update consumed the parameters: no more steps or saves */
   bool nonfinite;       /* an update made a parameter Inf or NaN: no more steps or saves */
 };
@@ -72,6 +76,7 @@ void rt_trainer_free(rt_trainer *t) {
   rt_device_tensor_free(t->correct_sum);
   rt_device_tensor_free(t->lr);
   rt_device_tensor_free(t->step_no);
+  rt_device_tensor_free(t->loss_scale);
   rt_device_close(t->dev);
   free(t->params);
   free(t->states);
@@ -207,6 +212,13 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
       !(t->step_no = scalar_tensor(t->dev, err, errlen)))
     goto fail;
   t->step_in[pt->loss_sum_input] = t->loss_sum;
+  if (pt->loss_scale_input >= 0) { /* dynamic loss scaling */
+    ir_type sc = {.dtype = IR_DT_F32, .rank = 0};
+    if (!(t->loss_scale = rt_device_tensor_new(t->dev, &sc, err, errlen))) goto fail;
+    t->step_in[pt->loss_scale_input] = t->loss_scale;
+    t->scale = c->loss_scale_init > 0 ? c->loss_scale_init : RT_LOSS_SCALE_INIT;
+    t->scale_stale = true;
+  }
   if (pt->accuracy) {
     if (!(t->correct_sum = scalar_tensor(t->dev, err, errlen))) goto fail;
     t->step_in[pt->correct_sum_input] = t->correct_sum;
@@ -316,6 +328,10 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     return -1;
   for (int i = 0; t->K > 1 && i < t->np; i++)
     if (fill_minus_zero(t->acc[i], err, errlen) != 0) return -1;
+  if (t->loss_scale && t->scale_stale) { /* uploaded when it changes, not every step */
+    if (upload_scalar(t->loss_scale, t->scale, err, errlen) != 0) return -1;
+    t->scale_stale = false;
+  }
   for (int k = 0; k < t->K; k++) {
     if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->data_host, err, errlen) != 0) return -1;
     for (int i = 0; i < pt->n_data; i++)
@@ -344,7 +360,15 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
                                               errlen)
                             : -1;
   double bad = download_scalar(t, rt_program_output(t->update_prog, pt->nonfinite_output), &rc, err, errlen);
+  double overflow = pt->overflow_output >= 0
+                        ? download_scalar(t, rt_program_output(t->update_prog, pt->overflow_output), &rc, err, errlen)
+                        : 0;
   if (rc != 0) return -1;
+  double used_scale = t->scale;
+  if (t->loss_scale) { /* PyTorch's GradScaler: halve on overflow (the step was skipped), double after a run of good steps */
+    if (overflow > 0) t->scale *= RT_LOSS_SCALE_BACKOFF, t->good_steps = 0, t->scale_stale = true;
+    else if (++t->good_steps == RT_LOSS_SCALE_INTERVAL) t->scale *= 2, t->good_steps = 0, t->scale_stale = true;
+  }
   if (bad > 0) { /* name the parameter: the rare path reads them */
     t->nonfinite = true;
     char why[700] = "";
@@ -367,6 +391,8 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     r->accuracy = acc;
     r->lr = lr;
     r->peak_bytes = rt_program_arena_bytes(t->step_prog);
+    r->loss_scale = t->loss_scale ? used_scale : 0;
+    r->skipped = overflow > 0;
   }
   return 0;
 }
@@ -412,7 +438,7 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
   }
   rt_named_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
   char **snames = calloc((size_t)t->ns + 1, sizeof *snames);
-  rt_meta_entry *md = calloc((size_t)n_meta + 3, sizeof *md);
+  rt_meta_entry *md = calloc((size_t)n_meta + 5, sizeof *md);
   int rc = -1;
   if (!ts || !snames || !md) {
     rt_errf(err, errlen, "%s: out of memory", path);
@@ -433,7 +459,15 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
   md[1] = (rt_meta_entry){"step", step};
   md[2] = (rt_meta_entry){"seed", seed};
   for (int i = 0; i < n_meta; i++) md[3 + i] = meta[i];
-  rc = rt_safetensors_write(path, ts, n, md, n_meta + 3, err, errlen);
+  int n_md = n_meta + 3;
+  char scale[40], good[32];
+  if (t->loss_scale) { /* dynamic loss scaling: its state, so a resumed run goes on with the same scale */
+    snprintf(scale, sizeof scale, "%.17g", t->scale);
+    snprintf(good, sizeof good, "%" PRId64, t->good_steps);
+    md[n_md++] = (rt_meta_entry){"loss_scale", scale};
+    md[n_md++] = (rt_meta_entry){"loss_scale_good_steps", good};
+  }
+  rc = rt_safetensors_write(path, ts, n, md, n_md, err, errlen);
 done:
   for (int i = 0; snames && i < t->ns; i++) free(snames[i]);
   for (int i = 0; i < n; i++) host_view_free(t, host[i]);
@@ -520,6 +554,18 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
   }
   for (int i = 0; i < n; i++)
     if (rt_upload(i < t->np ? t->params[i] : t->states[i - t->np], src[i]->data, err, errlen) != 0) goto done;
+  const char *ls = rt_safetensors_meta(f, "loss_scale"), *lg = rt_safetensors_meta(f, "loss_scale_good_steps");
+  if (t->loss_scale && ls && lg) {
+    char *e1 = NULL, *e2 = NULL;
+    double v = strtod(ls, &e1);
+    long long gsteps = strtoll(lg, &e2, 10);
+    if (*e1 || *e2 || !(v > 0) || !isfinite(v) || gsteps < 0 || gsteps >= RT_LOSS_SCALE_INTERVAL) {
+      rt_errf(err, errlen, "%s: metadata \"loss_scale\" %s / \"loss_scale_good_steps\" %s is not a loss scaler's state",
+              path, ls, lg);
+      goto done;
+    }
+    t->scale = v, t->good_steps = gsteps, t->scale_stale = true;
+  }
   t->step = s;
   rc = 0;
 done:

@@ -28,7 +28,8 @@ static const char *const train_help =
     "usage: tgc train FILE --data SOURCE [--steps N] [--optimizer sgd|momentum|adam|adamw] [--lr X]\n"
     "                 [--batch N] [--vocab V] [--seq-len T] [--micro-batches K] [--clip NORM]\n"
     "                 [--weight-decay W] [--warmup N] [--schedule constant|cosine] [--save PATH]\n"
-    "                 [--save-every N] [--resume PATH] [--log run.jsonl] [--seed N] [--json] [options]\n"
+    "                 [--save-every N] [--resume PATH] [--log run.jsonl] [--seed N] [--dtype bf16|f16]\n"
+    "                 [--json] [options]\n"
     "\n"
     "Trains FILE: the loss is its output named 'loss' (else its first output, a float scalar);\n"
     "every parameter is trained.\n"
@@ -56,6 +57,11 @@ static const char *const train_help =
     "  --clip NORM          clip the global gradient norm to NORM (0 = off)\n"
     "  --weight-decay W     adamw: decoupled; others: L2 added to the gradient\n"
     "  --seed N             parameter initialization and data (default 0)\n"
+    "  --dtype bf16|f16     mixed precision: the model computes in bf16 (or f16) with f32 master\n"
+    "                       weights, gradients, optimizer state and update; f16 scales the loss\n"
+    "                       dynamically (from 65536: halved and the step skipped when the gradients\n"
+    "                       overflow, doubled after 2000 good steps). Meant for --backend cuda and\n"
+    "                       cuda-emu; the cpu runs the same graphs with its reference kernels\n"
     "\n"
     "state and output:\n"
     "  --save PATH          save parameters + optimizer state (safetensors) at the end\n"
@@ -83,11 +89,12 @@ typedef struct {
   const char *data;
   int64_t steps, batch, seq_len, vocab, warmup, save_every, stop_at, print_every;
   int optimizer, micro_batches;
+  int dtype;            /* --dtype: 0 the model's (f32), 1 bf16, 2 f16 (mixed precision) */
   rt_schedule_kind schedule;
   double lr, clip, weight_decay;
   uint64_t seed;
   bool data_set, steps_set, lr_set, opt_set, sched_set, warmup_set, mb_set, clip_set, wd_set, seed_set, batch_set,
-      seq_set, vocab_set;
+      seq_set, vocab_set, dtype_set;
   const char *save, *resume, *log;
   bool json, profile;
   tool_backend backend; /* --backend, --device */
@@ -132,6 +139,10 @@ static int schedule_from_name(const char *v) {
 }
 static const char *schedule_name(int k) { return k == RT_SCHEDULE_COSINE ? "cosine" : "constant"; }
 static const char *optimizer_name(int k) { return pass_optimizer_name((pass_optimizer_kind)k); }
+static int dtype_from_name(const char *v) {
+  return !strcmp(v, "f32") || !strcmp(v, "fp32") ? 0 : !strcmp(v, "bf16") ? 1 : !strcmp(v, "f16") || !strcmp(v, "fp16") ? 2 : -1;
+}
+static const char *dtype_name(int k) { return k == 1 ? "bf16" : k == 2 ? "f16" : "f32"; }
 
 #define OPT(f) offsetof(train_opts, f)
 #define INT(flag, key, f, set, lo, hi, only) {flag, key, SETTING_INT, OPT(f), OPT(set), (int)sizeof(((train_opts *)0)->f), lo, hi, 0, NULL, NULL, NULL, only, false}
@@ -152,13 +163,16 @@ static const train_setting settings[] = {
     INT("--batch", "batch", batch, batch_set, 1, INT64_MAX, true),
     INT("--seq-len", "seq_len", seq_len, seq_set, 1, INT64_MAX, true),
     INT("--vocab", "vocab", vocab, vocab_set, 1, INT64_MAX, true),
+    {"--dtype", "dtype", SETTING_CHOICE, OPT(dtype), OPT(dtype_set), 0, 0, 0, 0, dtype_from_name, dtype_name,
+     "f32, bf16 or f16", true, false},
 };
 #undef INT
 #undef NUM
 #define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 /* metadata keys that are not settings: read by the trainer (format, step),
  * by the reader (the checksum) or for people (data_rng) */
-static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng"};
+static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng", "loss_scale",
+                                         "loss_scale_good_steps"};
 
 /* v cut to 40 bytes, non-printing bytes as '?', for messages. */
 static const char *shown(const char *v, char buf[48]) {
@@ -548,6 +562,11 @@ int tool_cmd_train(int argc, char **argv) {
                            .passes = &po};
   to.opt.clip_norm = t.clip;
   to.opt.weight_decay = t.weight_decay;
+  if (t.dtype) { /* mixed precision: f32 master weights, optimizer and gradient sums; f16 scales the loss */
+    to.mixed_precision = true;
+    to.compute_dtype = t.dtype == 1 ? IR_DT_BF16 : IR_DT_F16;
+    to.loss_scaling = t.dtype == 2;
+  }
   prog = pass_build_train(g, &to);
   g = NULL; /* the step graph now */
   if (!prog) goto done;
@@ -615,6 +634,8 @@ int tool_cmd_train(int argc, char **argv) {
       json_num(log, "loss", r.loss);
       json_num(log, "lr", r.lr);
       if (r.accuracy >= 0) json_num(log, "accuracy", r.accuracy);
+      if (r.loss_scale > 0) json_num(log, "loss_scale", r.loss_scale);
+      if (r.skipped) fputs(",\"skipped\":true", log);
       json_num(log, "elapsed_s", el);
       fputs("}\n", log);
       if (log_failed(log, t.log, d)) {
@@ -623,9 +644,13 @@ int tool_cmd_train(int argc, char **argv) {
       }
     }
     double rate = (double)(r.step - start) / (el > 0 ? el : 1e-9);
-    char eta[32], acc[32] = "";
+    char eta[32], acc[80] = "";
     fmt_eta((double)(t.steps - r.step) / rate, eta, sizeof eta);
     if (r.accuracy >= 0) snprintf(acc, sizeof acc, "  acc %5.1f%%", 100 * r.accuracy);
+    if (r.loss_scale > 0) { /* f16: the loss scale, and whether this step's update was skipped */
+      size_t used = strlen(acc);
+      snprintf(acc + used, sizeof acc - used, "  scale %g%s", r.loss_scale, r.skipped ? " (skipped)" : "");
+    }
     if (bar && (el - last_draw > 0.1 || r.step == end)) {
       last_draw = el;
       int width = 24, filled = (int)(width * (double)r.step / (double)t.steps);

@@ -20,12 +20,13 @@ static const char *const main_help =
     "commands:\n"
     "  check FILE     parse, elaborate and verify; print nothing and exit 0 if all is well\n"
     "  dump FILE      print the IR (after elaboration, or after a pass) as text, DOT or JSON\n"
-    "  run FILE       compile and run on the CPU; print (and save) the outputs\n"
+    "  run FILE       compile and run (on the CPU, or --backend cuda / cuda-emu); print the outputs\n"
     "  grad FILE      gradients (reverse mode) or tangents (forward mode) of a model\n"
     "  gradcheck FILE compare both autodiff modes with finite differences in f64\n"
     "  train FILE     train a model: optimizer, data, progress, safe checkpoints\n"
     "  stats FILE     what a model costs: parameters, FLOPs, memory\n"
     "  plan FILE      the parallel plan of a training step for a cluster, simulated and explained\n"
+    "  compile FILE   lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest\n"
     "\n"
     "options:\n"
     "  -h, --help     this help ('tgc COMMAND --help' for a command's own)\n"
@@ -275,7 +276,8 @@ static int dispatch(int argc, char **argv) {
   if (strcmp(cmd, "train") == 0) return tool_cmd_train(argc - 1, argv + 1);
   if (strcmp(cmd, "stats") == 0) return tool_cmd_stats(argc - 1, argv + 1);
   if (strcmp(cmd, "plan") == 0) return tool_cmd_plan(argc - 1, argv + 1);
-  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run, grad, gradcheck, train, stats, plan; see 'tgc --help')\n", cmd);
+  if (strcmp(cmd, "compile") == 0) return tool_cmd_compile(argc - 1, argv + 1);
+  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run, grad, gradcheck, train, stats, plan, compile; see 'tgc --help')\n", cmd);
   return 1;
 }
 

@@ -58,6 +58,7 @@ int tool_cmd_gradcheck(int argc, char **argv); /* cmd_grad.c */
 int tool_cmd_train(int argc, char **argv);     /* cmd_train.c */
 int tool_cmd_stats(int argc, char **argv);     /* cmd_stats.c */
 int tool_cmd_plan(int argc, char **argv);      /* cmd_plan.c */
+int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 
 /* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */
 #include <jansson.h>
@@ -92,7 +93,7 @@ typedef struct {
 /* Runs g on tb's backend (tb NULL: cpu); a runtime error is reported through d (-1). */
 int tool_execute(const tool_backend *tb, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
                  rt_tensor **outputs, rt_stats *stats, ir_diag *d);
-/* --backend NAME or --device N at argv[*i]: 1 consumed, 0 not one of them,
+/* --backend NAME, --device N or --racecheck at argv[*i]: 1 consumed, 0 not one of them,
  * -1 an unknown backend or a bad number (reported). */
 int tool_parse_backend(int argc, char **argv, int *i, tool_backend *tb, ir_diag *d);
 extern const char *const tool_backend_help;

@@ -675,6 +675,28 @@ int rt_cuda_emu_config_init(rt_cuda_emu_config *cfg, char *err, size_t errlen) {
   }
   v = getenv("TGC_EMU_RACECHECK");
   cfg->racecheck = v && strcmp(v, "1") == 0;
+  /* what a machine without a GPU, or with an old driver, looks like (the
+   * backend's error tests) */
+  v = getenv("TGC_EMU_DEVICES");
+  if (v && *v) {
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > 16) {
+      cg_errf(err, errlen, "TGC_EMU_DEVICES=%s: expected a device count in [0, 16]", v);
+      return -1;
+    }
+    cfg->devices = (int)n;
+  }
+  v = getenv("TGC_EMU_DRIVER_VERSION");
+  if (v && *v) {
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 1000 || n > 99000) {
+      cg_errf(err, errlen, "TGC_EMU_DRIVER_VERSION=%s: expected a cuDriverGetVersion value such as 12040", v);
+      return -1;
+    }
+    cfg->driver_version = (int)n;
+  }
   return 0;
 }
 

@@ -553,9 +553,19 @@ static void run_block(worker *w, grid_state *g, tgc_emu_dim3 idx) {
 
 /* ---- workers ---- */
 
+/* Unmaps the fiber stacks, unpoisoning their shadow first: ASan keeps the
+ * stack poisoning of an unmapped range, and a module dlopen'd later into the
+ * same addresses would see false stack-buffer errors in its globals. */
+static void unmap_stacks(worker *w) {
+  if (!w->map) return;
+  rt_emu_stack_unpoison(w->map, w->map_bytes);
+  munmap(w->map, w->map_bytes);
+  w->map = NULL;
+}
+
 static void worker_free(worker *w) {
   if (!w) return;
-  if (w->map) munmap(w->map, w->map_bytes);
+  unmap_stacks(w);
   free(w->smem);
   free(w->shadow);
   free(w);
@@ -564,8 +574,7 @@ static void worker_free(worker *w) {
 /* Makes w able to run blocks of nthreads threads and smem bytes. */
 static int worker_reserve(worker *w, int nthreads, size_t smem, bool racecheck) {
   if (w->nregions < nthreads) {
-    if (w->map) munmap(w->map, w->map_bytes);
-    w->map = NULL;
+    unmap_stacks(w);
     size_t bytes = (size_t)nthreads * TGC_EMU_FIBER_BYTES + TGC_EMU_FIBER_BYTES;
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return -1;

@@ -31,6 +31,8 @@ typedef struct {
   uint64_t seed;
   bool verify_each;                       /* verify the IR after every pass */
   const rt_backend *backend;              /* NULL: the cpu */
+  int dtype;                              /* 0: the model's; IR_DT_BF16 / IR_DT_F16: mixed precision (f16 scales the loss) */
+  double loss_scale_init;                 /* 0: the default */
 } setup;
 
 static inline void session_close(session *s) {
@@ -59,10 +61,12 @@ static inline int session_open(session *s, const setup *c) {
   }
   pass_options po = {.diag = s->d, .verify_each = c->verify_each};
   pass_train_options to = {.opt = c->opt, .micro_batches = c->micro, .targets_input = rt_data_targets_input(s->ds),
-                           .passes = &po};
+                           .passes = &po, .mixed_precision = c->dtype != 0, .compute_dtype = (ir_dtype)c->dtype,
+                           .loss_scaling = c->dtype == IR_DT_F16};
   if (!(s->prog = pass_build_train(model, &to))) return -1;
   s->g = s->prog->step;
-  rt_train_config tc = {.prog = s->prog, .backend = c->backend, .data = s->ds, .seed = c->seed, .schedule = c->sched};
+  rt_train_config tc = {.prog = s->prog, .backend = c->backend, .data = s->ds, .seed = c->seed, .schedule = c->sched,
+                        .loss_scale_init = c->loss_scale_init};
   if (!(s->tr = rt_trainer_new(&tc, err, sizeof err))) {
     fprintf(stderr, "%s\n", err);
     return -1;

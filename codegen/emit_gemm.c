@@ -1,0 +1,195 @@
+/* codegen/emit_gemm.c — matmul and fused_matmul: cuBLASLt products.
+ *
+ * a[..., M, K] @ b[..., K, N] (transpose_a / transpose_b read a stored
+ * [..., K, M] / b stored [..., N, K], as BLAS's flags do) becomes row-major
+ * cg_gemm actions (the backend turns them into cuBLASLt's column-major
+ * call). Batch dims broadcast: after merging the batch dims both operands
+ * walk contiguously, one strided-batched product covers the innermost
+ * batch dim (stride 0 for an operand broadcast along it) and one action is
+ * issued per index of the outer ones; x @ W with W shared by every batch
+ * and x not transposed is a single [batches * M, K] @ [K, N] product.
+ *
+ * fused_matmul's epilogue goes into cuBLASLt when it is one the library
+ * has: (add $0 $1) with a bias along N (BIAS), (relu (add $0 $1))
+ * (RELU_BIAS), (gelu (add $0 $1)) (GELU_BIAS), (mul $0 (gelu_grad $1))
+ * with $1 of the product's shape (DGELU, the GELU MLP's backward). Its
+ * elementwise kernel is generated as well (the action's fallback_kernel),
+ * for a cuBLASLt that finds no algorithm with that epilogue. Any other
+ * epilogue is a plain product followed by that kernel, which reads the
+ * product in place. (Products are of floats only: matmul's typing rule.)
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+enum { THREADS = 256 };
+
+typedef struct {
+  bool ta, tb;
+  int64_t m, k, n;
+  int nb;                           /* merged batch dims */
+  int64_t ext[IR_MAX_RANK];         /* their extents */
+  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK], sc[IR_MAX_RANK]; /* their strides, in matrices (0: broadcast) */
+  int64_t batches;
+} mm_shape;
+
+static void mm_plan(const ir_type *a, const ir_type *b, bool ta, bool tb, mm_shape *s) {
+  s->ta = ta, s->tb = tb;
+  s->m = a->dims[a->rank - (ta ? 1 : 2)]; /* both operands have rank >= 2 (the typing rule) */
+  s->k = a->dims[a->rank - (ta ? 2 : 1)];
+  s->n = b->dims[b->rank - (tb ? 2 : 1)];
+  int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0, r = ra > rb ? ra : rb;
+  int64_t dims[IR_MAX_RANK], sa[IR_MAX_RANK], sb[IR_MAX_RANK], sc[IR_MAX_RANK];
+  int64_t acc_a = 1, acc_b = 1, acc_c = 1;
+  for (int d = r - 1; d >= 0; d--) {
+    int da = d - (r - ra), db = d - (r - rb);
+    int64_t x = da >= 0 ? a->dims[da] : 1, y = db >= 0 ? b->dims[db] : 1;
+    dims[d] = x == 1 ? y : x;
+    sa[d] = x == 1 ? 0 : acc_a;
+    sb[d] = y == 1 ? 0 : acc_b;
+    sc[d] = acc_c;
+    acc_a *= x, acc_b *= y, acc_c *= dims[d];
+  }
+  s->nb = 0;
+  s->batches = 1;
+  for (int d = 0; d < r; d++) {
+    s->batches *= dims[d];
+    if (dims[d] == 1) continue;
+    int j = s->nb;
+    if (j > 0 && s->sa[j - 1] == sa[d] * dims[d] && s->sb[j - 1] == sb[d] * dims[d] && s->sc[j - 1] == sc[d] * dims[d]) {
+      s->ext[j - 1] *= dims[d];
+      s->sa[j - 1] = sa[d], s->sb[j - 1] = sb[d], s->sc[j - 1] = sc[d];
+    } else {
+      s->ext[j] = dims[d], s->sa[j] = sa[d], s->sb[j] = sb[d], s->sc[j] = sc[d];
+      s->nb++;
+    }
+  }
+}
+
+/* ---- the epilogue patterns ---- */
+
+static const ir_expr_inst *inst(const ir_expr *e, int i) { return i >= 0 && i < e->n_ins ? &e->ins[i] : NULL; }
+static bool is_operand(const ir_expr *e, int i, int index) {
+  const ir_expr_inst *x = inst(e, i);
+  return x && x->kind == IR_EXPR_OPERAND && x->index == index;
+}
+static bool is_op(const ir_expr *e, int i, ir_op op) {
+  const ir_expr_inst *x = inst(e, i);
+  return x && x->kind == IR_EXPR_OP && x->op == op;
+}
+/* (add $0 $1) or (add $1 $0) at instruction i */
+static bool is_bias_add(const ir_expr *e, int i) {
+  if (!is_op(e, i, IR_OP_ADD)) return false;
+  const ir_expr_inst *x = inst(e, i);
+  return (is_operand(e, x->arg[0], 0) && is_operand(e, x->arg[1], 1)) ||
+         (is_operand(e, x->arg[0], 1) && is_operand(e, x->arg[1], 0));
+}
+
+/* A bias: numel N and broadcast along the last dim only. */
+static bool is_bias_vector(const ir_type *bias, const ir_type *out) {
+  if (bias->dtype != out->dtype || cg_numel(bias) != out->dims[out->rank - 1] || bias->rank > out->rank) return false;
+  for (int d = 0; d + 1 < bias->rank; d++)
+    if (bias->dims[d] != 1) return false;
+  return true;
+}
+
+static cg_epilogue match_epilogue(const ir_node *n, const ir_expr *e) {
+  if (!e || e->n_results != 1 || n->n_in != 3 || n->out[0]->type.rank < 1) return CG_EPI_NONE;
+  const ir_type *out = &n->out[0]->type, *x = &n->in[2]->type;
+  int root = e->results[0];
+  bool bias = is_bias_vector(x, out);
+  if (bias && is_bias_add(e, root)) return CG_EPI_BIAS;
+  if (bias && (is_op(e, root, IR_OP_GELU) || is_op(e, root, IR_OP_RELU)) && is_bias_add(e, inst(e, root)->arg[0]))
+    return is_op(e, root, IR_OP_GELU) ? CG_EPI_GELU_BIAS : CG_EPI_RELU_BIAS;
+  if (ir_type_equal(x, out) && is_op(e, root, IR_OP_MUL)) {
+    const ir_expr_inst *m = inst(e, root);
+    for (int s = 0; s < 2; s++)
+      if (is_operand(e, m->arg[s], 0) && is_op(e, m->arg[1 - s], IR_OP_GELU_GRAD) &&
+          is_operand(e, inst(e, m->arg[1 - s])->arg[0], 1))
+        return CG_EPI_DGELU;
+  }
+  return CG_EPI_NONE;
+}
+
+/* The epilogue kernel: $0 = the product in out0 (read in place), $k = operand k + 1. */
+static int epilogue_kernel(cg_ctx *c, const ir_node *n, const ir_expr *e, int *kernel, int64_t *grid) {
+  enum { MAX = 64 };
+  if (n->n_in - 1 > MAX) return cg_fail(c, "too many epilogue operands");
+  cg_operand_map maps[MAX];
+  char names[MAX][16];
+  const ir_type *out = &n->out[0]->type;
+  maps[0] = (cg_operand_map){.param = "out0", .dt = out->dtype};
+  cg_broadcast_map(out, out->rank, out->dims, &maps[0]);
+  for (int i = 2; i < n->n_in; i++) {
+    snprintf(names[i - 1], sizeof names[i - 1], "in%d", i);
+    maps[i - 1] = (cg_operand_map){.param = names[i - 1], .dt = n->in[i]->type.dtype};
+    cg_broadcast_map(&n->in[i]->type, out->rank, out->dims, &maps[i - 1]);
+  }
+  ir_dtype res = out->dtype;
+  return cg_emit_map_kernel(c, "epilogue", out, &res, 1, e, maps, n->n_in - 1, kernel, grid);
+}
+
+int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
+  if (n->n_in < 2) return cg_fail(c, "needs two operands");
+  const ir_type *at = &n->in[0]->type, *bt = &n->in[1]->type, *ot = &n->out[0]->type;
+  bool ta = ir_node_attr_int(n, "transpose_a", 0) != 0, tb = ir_node_attr_int(n, "transpose_b", 0) != 0;
+  mm_shape s;
+  mm_plan(at, bt, ta, tb, &s);
+  const ir_expr *e = NULL;
+  if (n->op == IR_OP_FUSED_MATMUL) {
+    const ir_attr *a = ir_node_attr(n, "expr");
+    if (!a || !a->expr) return cg_fail(c, "no parsed expr attribute");
+    e = a->expr;
+  }
+  if (cg_numel(ot) == 0) return 0;
+  ir_dtype dt = ot->dtype;
+  if (dt != IR_DT_F32 && dt != IR_DT_F64 && dt != IR_DT_BF16 && dt != IR_DT_F16)
+    return cg_fail(c, "%s products are not floating-point", ir_dtype_name(dt)); /* the typing rule refuses them */
+  bool blas = true;
+  if (s.k == 0) { /* an empty sum: zeros, then the epilogue */
+    cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, (size_t)cg_numel(ot) * ir_dtype_size(dt));
+    blas = false;
+  }
+  cg_epilogue epi = blas ? match_epilogue(n, e) : CG_EPI_NONE;
+  int fk = -1;
+  int64_t fgrid = 0;
+  if (e && epilogue_kernel(c, n, e, &fk, &fgrid) != 0) return -1;
+  if (blas) {
+    cg_gemm g = {.dtype = dt, .trans_a = ta, .trans_b = tb, .m = s.m, .n = s.n, .k = s.k,
+                 .lda = ta ? s.m : s.k, .ldb = tb ? s.k : s.n, .ldc = s.n, .batch = 1,
+                 .a = {CG_REF_IN, 0, 0}, .b = {CG_REF_IN, 1, 0}, .c = {CG_REF_OUT, 0, 0}, .epilogue = epi,
+                 .fallback_kernel = epi != CG_EPI_NONE ? fk : -1, .fallback_grid = (unsigned)fgrid};
+    if (epi == CG_EPI_BIAS || epi == CG_EPI_GELU_BIAS || epi == CG_EPI_RELU_BIAS) g.bias = (cg_ref){.kind = CG_REF_IN, .index = 2};
+    if (epi == CG_EPI_DGELU) g.aux = (cg_ref){.kind = CG_REF_IN, .index = 2};
+    size_t es = ir_dtype_size(dt);
+    int inner = s.nb - 1; /* the strided-batch dim; the outer ones get an action per index */
+    if (s.nb == 1 && s.sb[0] == 0 && s.sa[0] == 1 && !ta) { /* x @ W: one product over every row */
+      g.m = s.m * s.ext[0];
+      inner = -1;
+      s.nb = 0;
+    }
+    if (inner >= 0) {
+      g.batch = s.ext[inner];
+      g.stride_a = s.sa[inner] * s.m * s.k, g.stride_b = s.sb[inner] * s.k * s.n, g.stride_c = s.sc[inner] * s.m * s.n;
+    }
+    int64_t outer = 1;
+    for (int d = 0; d < inner; d++) outer *= s.ext[d];
+    for (int64_t o = 0; o < outer; o++) {
+      cg_gemm gi = g;
+      int64_t q = o, pa = 0, pb = 0, pc = 0;
+      for (int d = inner - 1; d >= 0; d--) {
+        int64_t x = q % s.ext[d];
+        q /= s.ext[d];
+        pa += x * s.sa[d] * s.m * s.k, pb += x * s.sb[d] * s.k * s.n, pc += x * s.sc[d] * s.m * s.n;
+      }
+      gi.a.offset = (size_t)pa * es, gi.b.offset = (size_t)pb * es, gi.c.offset = (size_t)pc * es;
+      if (epi == CG_EPI_DGELU) gi.aux.offset = (size_t)pc * es;
+      cg_gemm_action(c, &gi);
+    }
+    if (e && epi == CG_EPI_NONE && fk >= 0) cg_launch(c, fk, fgrid, 1, THREADS, 0);
+    return 0;
+  }
+  if (e && fk >= 0) cg_launch(c, fk, fgrid, 1, THREADS, 0);
+  return 0;
+}

@@ -1,0 +1,201 @@
+/* codegen/emit_group.c — multi-tensor launches: consecutive fused nodes of
+ * one expression over tensors of different sizes, as one kernel.
+ *
+ * The optimizer's update graph is, after fuse-elementwise, one fused node
+ * per parameter with the same expression (Adam: the clipped gradient, m, v
+ * and the new parameter from g, m, v, p and a few scalars). Launched one by
+ * one that is a kernel per parameter tensor (148 for GPT-2 small), most of
+ * them tiny; as PyTorch's multi_tensor_apply does, the group runs as one
+ * kernel whose blocks are split between the tensors: block b finds its
+ * tensor by comparing with the running block counts (constants), and
+ * walks that tensor with a grid stride of its share of blocks.
+ *
+ * A group is a run of consecutive plan steps whose fused nodes have the
+ * same expression text, operand and result dtypes, whose operands are each
+ * either the whole shape of the results (read contiguously) or one element
+ * (uniform, e.g. the step size), whose results are contiguous, that read
+ * nothing another member writes, and whose live buffers (the plan's
+ * places) do not overlap another member's: computing them at once is then
+ * the same as one after another. Every step but the last is deferred
+ * (cg_step.deferred: the backend keeps its addresses); the last launches
+ * the kernel, its arguments reaching back to the deferred steps
+ * (cg_ref.back). At most 32 tensors per launch, so the pointers stay under
+ * 4 KiB of kernel parameters.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+enum { THREADS = 256, MAX_MEMBERS = 32, MAX_PTRS = 480 };
+
+static const ir_attr *expr_attr(const ir_node *n) {
+  const ir_attr *a = n->op == IR_OP_FUSED ? ir_node_attr(n, "expr") : NULL;
+  return a && a->expr && a->s ? a : NULL;
+}
+
+/* A fused node the group kernel can run: results contiguous of one shape,
+ * operands of that shape or single elements. */
+static bool eligible(const ir_node *n) {
+  if (!expr_attr(n) || n->n_out < 1 || n->n_in + n->n_out > 24) return false;
+  const ir_type *o = &n->out[0]->type;
+  if (cg_numel(o) < 1) return false;
+  for (int r = 1; r < n->n_out; r++)
+    if (cg_numel(&n->out[r]->type) != cg_numel(o)) return false;
+  for (int i = 0; i < n->n_in; i++) {
+    int64_t k = cg_numel(&n->in[i]->type);
+    if (k != 1 && (k != cg_numel(o) || !ir_type_equal(&n->in[i]->type, o))) return false;
+  }
+  return true;
+}
+
+static bool same_kind(const cg_ctx *c, const ir_node *a, const ir_node *b) {
+  if (!eligible(b) || a->n_in != b->n_in || a->n_out != b->n_out || strcmp(expr_attr(a)->s, expr_attr(b)->s) != 0)
+    return false;
+  for (int i = 0; i < a->n_in; i++)
+    if (a->in[i]->type.dtype != b->in[i]->type.dtype ||
+        (cg_numel(&a->in[i]->type) == 1) != (cg_numel(&b->in[i]->type) == 1))
+      return false;
+  for (int r = 0; r < a->n_out; r++) /* and one store pattern: the same results live */
+    if (a->out[r]->type.dtype != b->out[r]->type.dtype || cg_value_live(c, a->out[r]) != cg_value_live(c, b->out[r]))
+      return false;
+  return true;
+}
+
+/* Byte ranges of two values' places overlap. */
+static bool overlap(const pass_plan *p, const ir_value *x, const ir_value *y) {
+  const pass_loc *a = &p->loc[x->id], *b = &p->loc[y->id];
+  if (a->space != b->space || a->space == PASS_SPACE_NONE) return false;
+  if (a->space != PASS_SPACE_ARENA && a->index != b->index) return false;
+  return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+}
+
+/* Member b may run together with member a: neither writes what the other touches. */
+static bool independent(const cg_ctx *c, const ir_node *a, const ir_node *b) {
+  for (int k = 0; k < 2; k++) {
+    const ir_node *w = k ? b : a, *o = k ? a : b;
+    for (int r = 0; r < w->n_out; r++) {
+      if (!cg_value_live(c, w->out[r])) continue; /* dead results are not stored */
+      for (int i = 0; i < o->n_in; i++)
+        if (o->in[i] == w->out[r] || overlap(c->plan, w->out[r], o->in[i])) return false;
+      for (int s = 0; s < o->n_out; s++)
+        if (cg_value_live(c, o->out[s]) && overlap(c->plan, w->out[r], o->out[s])) return false;
+    }
+  }
+  return true;
+}
+
+int cg_group_size(cg_ctx *c, int step) {
+  const pass_plan *p = c->plan;
+  const ir_node *first = c->g->nodes[p->steps[step].node];
+  if (p->steps[step].view || !eligible(first)) return 1;
+  int n = 1, ptrs = first->n_in + first->n_out;
+  while (step + n < p->n_steps && n < MAX_MEMBERS && (n + 1) * ptrs <= MAX_PTRS) {
+    const ir_node *m = c->g->nodes[p->steps[step + n].node];
+    if (p->steps[step + n].view || !same_kind(c, first, m)) break;
+    bool ok = true;
+    for (int k = 0; ok && k < n; k++) ok = independent(c, c->g->nodes[p->steps[step + k].node], m);
+    if (!ok) break;
+    n++;
+  }
+  return n;
+}
+
+int cg_emit_group(cg_ctx *c, int first, int count) {
+  const pass_plan *p = c->plan;
+  const ir_node *n0 = c->g->nodes[p->steps[first].node];
+  const ir_expr *e = expr_attr(n0)->expr;
+  int ni = n0->n_in, no = n0->n_out;
+  /* one vector width for every member (each tensor starts 256-byte aligned) */
+  size_t widest = 0;
+  for (int i = 0; i < ni; i++)
+    if (cg_numel(&n0->in[i]->type) > 1 && ir_dtype_size(n0->in[i]->type.dtype) > widest) widest = ir_dtype_size(n0->in[i]->type.dtype);
+  for (int r = 0; r < no; r++)
+    if (ir_dtype_size(n0->out[r]->type.dtype) > widest) widest = ir_dtype_size(n0->out[r]->type.dtype);
+  int W = (int)(16 / (widest ? widest : 16));
+  for (int k = 0; k < count; k++)
+    while (W > 1 && cg_numel(&c->g->nodes[p->steps[first + k].node]->out[0]->type) % W) W /= 2;
+
+  cg_operand_map maps[24];
+  char names[24][16];
+  for (int i = 0; i < ni; i++) {
+    snprintf(names[i], sizeof names[i], "in%d", i);
+    maps[i] = (cg_operand_map){.param = names[i], .dt = n0->in[i]->type.dtype};
+  }
+  ir_dtype *dt = malloc((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *dt);
+  if (!dt) return cg_fail(c, "out of memory");
+  cg_expr_dtypes(e, maps, ni, dt);
+  if (cg_expr_f64_calls(e, dt)) W = 1; /* f64 subroutine ops: one element per thread (emit_elementwise.c) */
+  /* the element function, shared by the members */
+  int k = cg_kernel_begin(c, "group");
+  const char *kname = c->p->kernels[k].name;
+  cg_src(c, "// ... and %d more tensors of the same expression (a multi-tensor launch)\n", count - 1);
+  cg_src(c, "static __device__ __forceinline__ void %s_elems(", kname);
+  for (int i = 0; i < ni; i++) cg_src(c, "const %s *in%d, ", cg_ctype(n0->in[i]->type.dtype), i);
+  for (int r = 0; r < no; r++) cg_src(c, "%s *out%d, ", cg_ctype(n0->out[r]->type.dtype), r);
+  cg_src(c, "long long n, long long g0, long long stride) {\n");
+  cg_src(c, "  for (long long g = g0; g < n / %d; g += stride) {\n    const long long i = g * %d;\n", W, W);
+  char vals[24][24];
+  const char *val[24];
+  for (int i = 0; i < ni; i++) {
+    const char *ct = cg_ctype(n0->in[i]->type.dtype);
+    if (cg_numel(&n0->in[i]->type) == 1) {
+      cg_src(c, "    const %s a%d = in%d[0];\n", ct, i, i);
+      snprintf(vals[i], sizeof vals[i], "a%d", i);
+    } else {
+      cg_src(c, "    %s a%d[%d];\n    tgc_vload<%d>(in%d + i, a%d);\n", ct, i, W, W, i, i);
+      snprintf(vals[i], sizeof vals[i], "a%d[l]", i);
+    }
+    val[i] = vals[i];
+  }
+
+  for (int r = 0; r < no; r++) cg_src(c, "    %s r%d[%d];\n", cg_ctype(n0->out[r]->type.dtype), r, W);
+  cg_src(c, "#pragma unroll\n    for (int l = 0; l < %d; l++) {\n", W);
+  cg_emit_expr_lanes(c, e, dt, val, no);
+  for (int r = 0; r < no; r++) {
+    int root = e->results[r];
+    if (dt[root] == n0->out[r]->type.dtype) cg_src(c, "      r%d[l] = v%d;\n", r, root);
+    else cg_src(c, "      r%d[l] = tgc_round<%s>(tgc_acc(v%d));\n", r, cg_ctype(n0->out[r]->type.dtype), root);
+  }
+  cg_src(c, "    }\n");
+  for (int r = 0; r < no; r++)
+    if (cg_value_live(c, n0->out[r])) cg_src(c, "    tgc_vstore<%d>(out%d + i, r%d);\n", W, r, r);
+  cg_src(c, "  }\n}\n");
+  /* the kernel: every member's pointers; block ranges by member */
+  cg_src(c, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", THREADS, kname);
+  c->p->kernels[k].block = THREADS;
+  for (int m = 0; m < count; m++) {
+    const ir_node *nm = c->g->nodes[p->steps[first + m].node];
+    int back = count - 1 - m;
+    for (int i = 0; i < ni; i++) {
+      cg_src(c, "%sconst %s *m%d_in%d", m || i ? ", " : "", cg_ctype(nm->in[i]->type.dtype), m, i);
+      cg_add_arg(c, k, (cg_ref){.kind = CG_REF_IN, .index = i, .back = back});
+    }
+    for (int r = 0; r < no; r++) {
+      cg_src(c, ", %s *m%d_out%d", cg_ctype(nm->out[r]->type.dtype), m, r);
+      cg_add_arg(c, k, (cg_ref){.kind = CG_REF_OUT, .index = r, .back = back});
+    }
+  }
+  cg_src(c, ") {\n  const long long b = blockIdx.x;\n");
+  int64_t start = 0;
+  for (int m = 0; m < count; m++) {
+    const ir_node *nm = c->g->nodes[p->steps[first + m].node];
+    int64_t len = cg_numel(&nm->out[0]->type), blocks = cg_blocks(len / W, THREADS);
+    if (blocks > 1024) blocks = 1024;
+    cg_src(c, "  %sif (b < %lldLL) {  // %%%s: %lld elements\n    %s_elems(", m ? "else " : "", (long long)(start + blocks),
+           nm->out[no - 1]->name, (long long)len, kname);
+    for (int i = 0; i < ni; i++) cg_src(c, "m%d_in%d, ", m, i);
+    for (int r = 0; r < no; r++) cg_src(c, "m%d_out%d, ", m, r);
+    cg_src(c, "%lldLL, (b - %lldLL) * %d + threadIdx.x, %lldLL);\n  }\n", (long long)len, (long long)start, THREADS,
+           (long long)(blocks * THREADS));
+    start += blocks;
+  }
+  cg_kernel_end(c, k);
+  free(dt);
+  for (int m = 0; m < count - 1; m++) c->p->steps[first + m].deferred = true;
+  int saved = c->step;
+  c->step = first + count - 1;
+  cg_launch(c, k, start, 1, THREADS, 0);
+  c->step = saved;
+  return 0;
+}

@@ -1,0 +1,310 @@
+/* codegen/emit_nn.c — the model ops: embedding and its gradient,
+ * cross-entropy and its gradient, fused attention and its gradient, and
+ * einsum.
+ *
+ *   embedding            a thread per W elements of the result, 16-byte row
+ *                        copies; an id out of range fails the launch
+ *                        (tgc_fail_index: the kernel's name says which value)
+ *   embedding_grad       tgc::embedding_grad_block: blocks own VB rows of the
+ *                        table x 256 columns, positions summed in order (no
+ *                        atomics), grid (V / VB, D / 256)
+ *   cross_entropy        a warp (or block) per position writes its loss in
+ *                        double to the workspace; one block adds them in a
+ *                        fixed order and divides by the positions
+ *   cross_entropy_grad   a warp (or block) per position: softmax - onehot,
+ *                        times g / positions
+ *   attention            tgc::attention_fwd_mma for bf16 / f16 heads with E a
+ *                        multiple of 16 and F of 8 (tensor cores), else
+ *                        tgc::attention_fwd; tiles as large as fit 48 KiB of
+ *                        static shared memory
+ *   attention_grad       D = rowsum(do * o) into the workspace, then the
+ *                        dk/dv kernel (a block per key tile) and the dq
+ *                        kernel (a block per query tile)
+ *   einsum               a thread per result element, the summed labels'
+ *                        index space walked in row-major order, products
+ *                        summed in double (the CPU's order and precision)
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+enum { THREADS = 256, WARP_ROW_MAX = 2048, SMEM_STATIC = 48 * 1024, ATT_THREADS = 128 };
+
+static int vec_width(int64_t len, size_t elem) {
+  int w = (int)(16 / (elem ? elem : 1));
+  while (w > 1 && len % w != 0) w /= 2;
+  return w;
+}
+
+int cg_emit_embedding(cg_ctx *c, const ir_node *n) {
+  const ir_type *tt = &n->in[0]->type, *ot = &n->out[0]->type;
+  int64_t V = tt->dims[0], D = tt->rank > 1 ? tt->dims[1] : 1, N = cg_numel(ot);
+  if (N == 0) return 0;
+  int W = vec_width(D, ir_dtype_size(tt->dtype));
+  int k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, THREADS, false);
+  cg_src(c, "  TGC_GRID_STRIDE_LOOP(g, %lldLL) {\n", (long long)(N / W));
+  cg_src(c, "    const long long i = g * %d, p = i / %lldLL, id = tgc_index(in1[p]);\n", W, (long long)D);
+  cg_src(c, "    if (id < 0 || id >= %lldLL) tgc_fail_index(\"embedding id\", id, %lldLL, \"%%%s\", p);\n", (long long)V,
+         (long long)V, n->in[1]->name);
+  cg_src(c, "    %s v[%d];\n    tgc_vload<%d>(in0 + id * %lldLL + i %% %lldLL, v);\n    tgc_vstore<%d>(out0 + i, v);\n  }\n",
+         cg_ctype(tt->dtype), W, W, (long long)D, (long long)D, W);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, cg_blocks(N / W, THREADS), 1, THREADS, 0);
+  return 0;
+}
+
+int cg_emit_embedding_grad(cg_ctx *c, const ir_node *n) {
+  const ir_type *idt = &n->in[0]->type, *ot = &n->out[0]->type;
+  int64_t V = ot->dims[0], D = ot->rank > 1 ? ot->dims[1] : 1, P = cg_numel(idt);
+  if (V * D == 0) return 0;
+  enum { VB = 8 };
+  int k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, THREADS, false);
+  cg_src(c, "  TGC_SHARED(int, pos, %d);\n  TGC_SHARED(int, warp_counts, %d);\n", THREADS, THREADS / 32);
+  cg_src(c, "  tgc::embedding_grad_block<%d>(in0, in1, out0, %lldLL, %lldLL, %lldLL, \"%%%s\", pos, warp_counts);\n", VB,
+         (long long)P, (long long)V, (long long)D, n->in[0]->name);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, (V + VB - 1) / VB, (D + THREADS - 1) / THREADS, THREADS, 0);
+  return 0;
+}
+
+/* P positions of V logits: the rows' kernel prologue (warp or block per row). */
+static bool ce_rows(const ir_node *n, int64_t *P, int64_t *V) {
+  const ir_type *lt = &n->in[0]->type;
+  *V = lt->rank ? lt->dims[lt->rank - 1] : 1;
+  *P = cg_numel(&n->in[1]->type);
+  return *V <= WARP_ROW_MAX;
+}
+
+static void row_head(cg_ctx *c, int64_t rows, bool warp) {
+  if (warp) cg_src(c, "  const long long row = (long long)blockIdx.x * %d + tgc_warp_id();\n  if (row >= %lldLL) return;\n",
+                   THREADS / 32, (long long)rows);
+  else cg_src(c, "  const long long row = blockIdx.x;\n");
+}
+
+int cg_emit_cross_entropy(cg_ctx *c, const ir_node *n) {
+  int64_t P, V;
+  bool warp = ce_rows(n, &P, &V);
+  const ir_type *lt = &n->in[0]->type;
+  int W = vec_width(V, ir_dtype_size(lt->dtype));
+  if (P == 0) return 0;
+  cg_need_workspace(c, (size_t)P * 8);
+  int k = cg_kernel_begin(c, "rows");
+  cg_kernel_signature(c, k, THREADS, true);
+  cg_src(c, "  TGC_SHARED(float, scratch, 32);\n");
+  row_head(c, P, warp);
+  cg_src(c, "  const double loss = tgc::ce_row_loss<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, \"%%%s\", scratch);\n", W,
+         warp ? "true" : "false", (long long)V, (long long)V, n->in[1]->name);
+  cg_src(c, "  if (%s == 0) ((double *)ws)[row] = loss;\n", warp ? "tgc_lane_id()" : "tgc_thread_rank()");
+  cg_kernel_end(c, k);
+  cg_launch(c, k, warp ? (P + THREADS / 32 - 1) / (THREADS / 32) : P, 1, THREADS, 0);
+  k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, THREADS, true);
+  cg_src(c, "  TGC_SHARED(double, scratch, 32);\n");
+  cg_src(c, "  const double total = tgc::reduce_row<double, 0, 1, false>((const double *)ws, %lldLL, scratch);\n",
+         (long long)P);
+  cg_src(c, "  if (tgc_thread_rank() == 0) out0[0] = tgc_round<%s>(total / %lld.0);\n", cg_ctype(n->out[0]->type.dtype),
+         (long long)P);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, 1, 1, THREADS, 0);
+  return 0;
+}
+
+int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
+  int64_t P, V;
+  bool warp = ce_rows(n, &P, &V);
+  const ir_type *lt = &n->in[0]->type;
+  ir_dtype widest = ir_dtype_size(lt->dtype) >= ir_dtype_size(n->out[0]->type.dtype) ? lt->dtype : n->out[0]->type.dtype;
+  int W = vec_width(V, ir_dtype_size(widest));
+  if (P == 0) return 0;
+  int k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, THREADS, false);
+  cg_src(c, "  TGC_SHARED(float, scratch, 32);\n");
+  row_head(c, P, warp);
+  cg_src(c, "  const float scale = tgc_f(in2[0]) / %lld.0f;\n", (long long)P);
+  cg_src(c, "  tgc::ce_grad_row<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, scale, out0 + row * %lldLL, \"%%%s\", scratch);\n",
+         W, warp ? "true" : "false", (long long)V, (long long)V, (long long)V, n->in[1]->name);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, warp ? (P + THREADS / 32 - 1) / (THREADS / 32) : P, 1, THREADS, 0);
+  return 0;
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+  int64_t bh, t, s, e, f;
+  double scale;
+  bool causal;
+} att_dims;
+
+static int att_dims_of(cg_ctx *c, const ir_node *n, att_dims *a) {
+  const ir_type *q = &n->in[0]->type, *k = &n->in[1]->type, *v = &n->in[2]->type;
+  int r = q->rank;
+  if (r < 2) return cg_fail(c, "q needs rank >= 2");
+  a->t = q->dims[r - 2], a->e = q->dims[r - 1], a->s = k->dims[r - 2], a->f = v->dims[r - 1];
+  a->bh = 1;
+  for (int d = 0; d < r - 2; d++) a->bh *= q->dims[d];
+  a->scale = ir_node_attr_float(n, "scale", 1.0);
+  a->causal = ir_node_attr_int(n, "causal", 0) != 0;
+  return 0;
+}
+
+/* Tile sizes for the scalar kernels: the largest power of two <= 32 whose
+ * shared memory fits; 0 when none does. */
+static int att_tile(const att_dims *a, size_t asize, bool backward) {
+  for (int b = 32; b >= 4; b /= 2) {
+    size_t words = backward ? (size_t)(b * a->e * 2 + b * a->f * 2 + 2 * b * b + 2 * b)
+                            : (size_t)(b * a->e * 2 + b * a->f + b * b + 3 * b);
+    if (words * asize <= SMEM_STATIC) return b;
+  }
+  return 0;
+}
+
+int cg_emit_attention(cg_ctx *c, const ir_node *n) {
+  att_dims a;
+  if (att_dims_of(c, n, &a) != 0) return -1;
+  if (a.bh * a.t == 0) return 0;
+  ir_dtype dt = n->in[0]->type.dtype;
+  const char *T = cg_ctype(dt), *A = cg_acctype(dt), *L = cg_ctype(n->out[1]->type.dtype);
+  char scale[64];
+  cg_literal(scale, sizeof scale, a.scale, strcmp(A, "float") == 0 ? IR_DT_F32 : IR_DT_F64);
+  bool mma = (dt == IR_DT_BF16 || dt == IR_DT_F16) && a.e % 16 == 0 && a.f % 8 == 0 && a.e <= 256 && a.f <= 256 &&
+             (size_t)64 * (size_t)(a.e + a.f) * 2 <= SMEM_STATIC;
+  int k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, ATT_THREADS, false);
+  if (mma) {
+    cg_src(c, "  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", T, (long long)(64 * a.e), T, (long long)(64 * a.f));
+    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
+           (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.t, (long long)a.s, scale);
+    cg_kernel_end(c, k);
+    cg_launch(c, k, (a.t + 63) / 64, a.bh, ATT_THREADS, 0);
+    return 0;
+  }
+  int b = att_tile(&a, strcmp(A, "float") == 0 ? 4 : 8, false);
+  if (!b) return cg_fail(c, "head dims E = %lld, F = %lld need more than 48 KiB of shared memory", (long long)a.e,
+                         (long long)a.f);
+  cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", A,
+         (long long)(b * a.e), A, (long long)(b * a.e), A, (long long)(b * a.f));
+  cg_src(c, "  TGC_SHARED(%s, Ss, %d);\n  TGC_SHARED(%s, rows, %d);\n", A, b * b, A, 3 * b);
+  cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows);\n",
+         A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.t, (long long)a.s, A, scale);
+  (void)L;
+  cg_kernel_end(c, k);
+  cg_launch(c, k, (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
+  return 0;
+}
+
+int cg_emit_attention_grad(cg_ctx *c, const ir_node *n) {
+  att_dims a;
+  if (att_dims_of(c, n, &a) != 0) return -1;
+  if (a.bh * (a.t + a.s) == 0) return 0;
+  ir_dtype dt = n->in[0]->type.dtype;
+  const char *A = cg_acctype(dt);
+  size_t asize = strcmp(A, "float") == 0 ? 4 : 8;
+  char scale[64];
+  cg_literal(scale, sizeof scale, a.scale, asize == 4 ? IR_DT_F32 : IR_DT_F64);
+  int b = att_tile(&a, asize, true);
+  if (!b) return cg_fail(c, "head dims E = %lld, F = %lld need more than 48 KiB of shared memory", (long long)a.e,
+                         (long long)a.f);
+  cg_need_workspace(c, (size_t)(a.bh * a.t) * asize);
+  /* D = rowsum(do * o) */
+  int k = cg_kernel_begin(c, "rowdot");
+  cg_kernel_signature(c, k, THREADS, true);
+  cg_src(c, "  tgc::attention_bwd_rowdot<%s, %lld>(in3, in5, (%s *)ws, %lldLL);\n", A, (long long)a.f, A,
+         (long long)(a.bh * a.t));
+  cg_kernel_end(c, k);
+  cg_launch(c, k, cg_blocks(a.bh * a.t, THREADS), 1, THREADS, 0);
+  const char *which[2] = {"dkdv", "dq"};
+  for (int w = 0; w < 2; w++) {
+    k = cg_kernel_begin(c, which[w]);
+    cg_kernel_signature(c, k, ATT_THREADS, true);
+    cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", A,
+           (long long)(b * a.e), A, (long long)(b * a.e), A, (long long)(b * a.f));
+    cg_src(c, "  TGC_SHARED(%s, dOs, %lld);\n  TGC_SHARED(%s, Ps, %d);\n  TGC_SHARED(%s, dSs, %d);\n  TGC_SHARED(%s, rows, %d);\n",
+           A, (long long)(b * a.f), A, b * b, A, b * b, A, 2 * b);
+    if (w == 0)
+      cg_src(c, "  tgc::attention_bwd_dkdv<%s, %d, %d, %lld, %lld, %s>(in0, in1, in2, in4, in5, (const %s *)ws, out1, out2, "
+                "%lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows);\n",
+             A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", A, (long long)a.t, (long long)a.s, A,
+             scale);
+    else
+      cg_src(c, "  tgc::attention_bwd_dq<%s, %d, %d, %lld, %lld, %s>(in0, in1, in2, in4, in5, (const %s *)ws, out0, "
+                "%lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows);\n",
+             A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", A, (long long)a.t, (long long)a.s, A,
+             scale);
+    cg_kernel_end(c, k);
+    cg_launch(c, k, w == 0 ? (a.s + b - 1) / b : (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
+  }
+  return 0;
+}
+
+/* ---- einsum ---- */
+
+enum { EIN_MAX_LABELS = 52, EIN_MAX_OPS = 16 };
+
+int cg_emit_einsum(cg_ctx *c, const ir_node *n) {
+  const ir_attr *eq = ir_node_attr(n, "eq");
+  if (!eq || !eq->einsum) return cg_fail(c, "missing or malformed 'eq'");
+  const ir_einsum *e = eq->einsum;
+  if (n->n_in > EIN_MAX_OPS || e->n_terms != n->n_in) return cg_fail(c, "the equation does not match the operands");
+  int ids[EIN_MAX_LABELS], n_labels = 0;
+  int64_t size[EIN_MAX_LABELS], stride[EIN_MAX_OPS][EIN_MAX_LABELS];
+  memset(stride, 0, sizeof stride);
+  for (int i = 0; i < EIN_MAX_LABELS; i++) ids[i] = -1, size[i] = -1;
+  for (int op = 0; op < n->n_in; op++) {
+    const ir_type *t = &n->in[op]->type;
+    int len = e->start[op + 1] - e->start[op];
+    if (len != t->rank) return cg_fail(c, "the equation does not match operand %d", op);
+    int64_t s[IR_MAX_RANK], acc = 1;
+    for (int d = t->rank - 1; d >= 0; d--) s[d] = acc, acc *= t->dims[d];
+    for (int d = 0; d < len; d++) {
+      int slot = e->labels[e->start[op] + d];
+      if (ids[slot] < 0) ids[slot] = n_labels++;
+      size[ids[slot]] = t->dims[d];
+      stride[op][ids[slot]] += s[d];
+    }
+  }
+  bool in_out[EIN_MAX_LABELS] = {0};
+  int out_label[IR_MAX_RANK];
+  for (int d = 0; d < e->out_len && d < IR_MAX_RANK; d++) {
+    out_label[d] = ids[e->out[d]];
+    if (out_label[d] < 0) return cg_fail(c, "bad output labels");
+    in_out[out_label[d]] = true;
+  }
+  const ir_type *ot = &n->out[0]->type;
+  int64_t N = cg_numel(ot);
+  if (N == 0) return 0;
+  int k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, THREADS, false);
+  cg_src(c, "  TGC_GRID_STRIDE_LOOP(o, %lldLL) {\n    long long q = o", (long long)N);
+  for (int op = 0; op < n->n_in; op++) cg_src(c, ", p%d = 0", op);
+  cg_src(c, ";\n");
+  for (int d = e->out_len - 1; d >= 0; d--) {
+    int l = out_label[d];
+    cg_src(c, "    { const long long x = q %% %lldLL; q /= %lldLL;", (long long)size[l], (long long)size[l]);
+    for (int op = 0; op < n->n_in; op++)
+      if (stride[op][l]) cg_src(c, " p%d += x * %lldLL;", op, (long long)stride[op][l]);
+    cg_src(c, " }\n");
+  }
+  cg_src(c, "    double acc = 0;\n");
+  int depth = 0;
+  for (int l = 0; l < n_labels; l++) {
+    if (in_out[l]) continue;
+    cg_src(c, "    for (long long s%d = 0; s%d < %lldLL; s%d++)\n", l, l, (long long)size[l], l);
+    depth++;
+  }
+  cg_src(c, "    {\n      acc += 1.0");
+  for (int op = 0; op < n->n_in; op++) {
+    cg_src(c, " * tgc_d(in%d[p%d", op, op);
+    for (int l = 0; l < n_labels; l++)
+      if (!in_out[l] && stride[op][l]) cg_src(c, " + s%d * %lldLL", l, (long long)stride[op][l]);
+    cg_src(c, "])");
+  }
+  cg_src(c, ";\n    }\n    out0[o] = tgc_round<%s>(acc);\n  }\n", cg_ctype(ot->dtype));
+  (void)depth;
+  cg_kernel_end(c, k);
+  cg_launch(c, k, cg_blocks(N, THREADS), 1, THREADS, 0);
+  return 0;
+}

@@ -1,0 +1,419 @@
+// codegen/prelude/tgc_attention.h — fused attention, FlashAttention-2
+// style: the T x S scores never leave shared memory or registers.
+//
+//   attention(q[BH,T,E], k[BH,S,E], v[BH,S,F]) {scale, causal} -> o[BH,T,F], lse[BH,T]
+//     s_ij = scale q_i . k_j, masked where j > i + (S - T) when causal;
+//     o_i = softmax(s_i) v, lse_i = log sum_j e^(s_ij)
+//   backward (FlashAttention-2's): p_ij = e^(s_ij - lse_i), D_i = do_i . o_i,
+//     dv_j = sum_i p_ij do_i, ds_ij = p_ij (do_i . v_j - D_i),
+//     dk_j = scale sum_i ds_ij q_i, dq_i = scale sum_j ds_ij k_j
+//
+// Two forward kernels:
+//   attention_fwd        any float dtype: a block of 128 threads owns BR
+//                        query rows, walks the key tiles (BC keys) through
+//                        shared memory in the accumulation type A (float,
+//                        double for f64): scores by dot products from shared
+//                        memory, the online softmax one thread per row
+//                        (running max m, sum l; the output rescaled by
+//                        e^(m_old - m_new)), then o += p v in registers;
+//   attention_fwd_mma    bf16 / f16 on tensor cores (sm_80+): 4 warps, 16
+//                        query rows each, 64 keys per tile; q stays in
+//                        registers as MMA fragments, s = q k^T and o += p v
+//                        are mma.sync m16n8k16 with fp32 accumulation, the
+//                        probabilities going from the score accumulators to
+//                        the A fragments of p v without leaving registers
+//                        (FlashAttention-2's register reuse); the softmax
+//                        statistics are reduced over the 4 lanes that hold
+//                        a row. E a multiple of 16, F of 8.
+// The backward is deterministic (no atomics): attention_bwd_dkdv (a block
+// per key tile, looping over the query tiles) and attention_bwd_dq (a block
+// per query tile, looping over key tiles) recompute the probabilities from
+// lse; D_i comes from attention_bwd_rowdot, in the workspace. bf16 / f16
+// operands are widened to float in shared memory.
+// Rows that see no key at all (causal with T > S) give NaN outputs and lse
+// -inf, as softmax of an all -inf row does in the unfused graph and the CPU.
+// Needs tgc_cuda.h, tgc_ops.h.
+#ifndef TGC_ATTENTION_H
+#define TGC_ATTENTION_H
+
+namespace tgc {
+
+enum { ATT_THREADS = 128 };
+
+// Loads rows [r0, r0 + R) of a row-major [n, C] matrix into tile[R][C]
+// (type A), zeros for rows >= n.
+template <int R, int C, class A, class T, class S>
+__device__ __forceinline__ void att_load_tile(S &tile, const T *x, long long r0, long long n) {
+  for (int idx = (int)threadIdx.x; idx < R * C; idx += ATT_THREADS) {
+    long long r = r0 + idx / C;
+    tile[idx] = r < n ? (A)tgc_acc(x[r * C + idx % C]) : (A)0;
+  }
+}
+
+// The block's share of an I x J product accumulated into registers:
+// acc[u] (element tid + u * ATT_THREADS of the I x J result, row-major) +=
+// sum_k X(i, k) Y(k, j), X stored [I][K] (or [K][I] when X_T), Y [K][J].
+template <int I, int J, int K, bool X_T, class A, class SX, class SY>
+__device__ __forceinline__ void att_mac(A *acc, SX &X, SY &Y) {
+  enum { N = (I * J + ATT_THREADS - 1) / ATT_THREADS };
+#pragma unroll
+  for (int u = 0; u < N; u++) {
+    int idx = (int)threadIdx.x + u * ATT_THREADS;
+    if (idx >= I * J) break;
+    int i = idx / J, j = idx % J;
+    A a = acc[u];
+    for (int k = 0; k < K; k++) a += (A)X[X_T ? k * I + i : i * K + k] * (A)Y[k * J + j];
+    acc[u] = a;
+  }
+}
+
+// rows[r] = lse, rows[BR + r] = D of query rows i0 + r (0 past the end).
+template <int BR, class A, class L, class SR>
+__device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *dsum, long long i0, long long Tq) {
+  for (int r = (int)threadIdx.x; r < BR; r += ATT_THREADS) {
+    long long i = i0 + r;
+    rows[r] = i < Tq ? (A)tgc_acc(lse[i]) : (A)0;
+    rows[BR + r] = i < Tq ? dsum[i] : (A)0;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Forward, any float dtype. Qs[BR*E], Ks[BC*E], Vs[BC*F], Ss[BR*BC] and
+// rows[3*BR] (m, l, correction) are the kernel's TGC_SHARED arrays of A.
+// ---------------------------------------------------------------------------
+template <class A, int BR, int BC, int E, int F, bool CAUSAL, class T, class L, class SQ, class SK, class SV, class SS,
+          class SR>
+__device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v, T *o, L *lse, long long Tq, long long S,
+                                              A scale, SQ &Qs, SK &Ks, SV &Vs, SS &Ss, SR &rows) {
+  const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = S - Tq;
+  const T *qb = q + bh * Tq * E, *kb = k + bh * S * E, *vb = v + bh * S * F;
+  const int tid = (int)threadIdx.x;
+  enum { NO = (BR * F + ATT_THREADS - 1) / ATT_THREADS };
+  A acc[NO];
+#pragma unroll
+  for (int u = 0; u < NO; u++) acc[u] = (A)0;
+  att_load_tile<BR, E, A>(Qs, qb, i0, Tq);
+  for (int r = tid; r < BR; r += ATT_THREADS) rows[r] = -(A)tgc_inf_d(), rows[BR + r] = (A)0;
+  long long ilast = i0 + BR < Tq ? i0 + BR : Tq;  // rows [i0, ilast) exist
+  long long jend = CAUSAL ? (ilast + off < S ? ilast + off : S) : S;  // keys any of them sees
+  for (long long j0 = 0; j0 < jend; j0 += BC) {
+    __syncthreads();
+    att_load_tile<BC, E, A>(Ks, kb, j0, S);
+    att_load_tile<BC, F, A>(Vs, vb, j0, S);
+    __syncthreads();
+    for (int idx = tid; idx < BR * BC; idx += ATT_THREADS) {
+      int r = idx / BC, c = idx % BC;
+      long long i = i0 + r, j = j0 + c;
+      A s = 0;
+#pragma unroll 8
+      for (int e = 0; e < E; e++) s += Qs[r * E + e] * Ks[c * E + e];
+      s *= scale;
+      bool masked = j >= S || (CAUSAL && j > i + off);
+      Ss[idx] = masked ? -(A)tgc_inf_d() : s;
+    }
+    __syncthreads();
+    for (int r = tid; r < BR; r += ATT_THREADS) {  // the online softmax, a thread per row
+      A mx = -(A)tgc_inf_d();
+      bool nan = false;
+      for (int c = 0; c < BC; c++) {
+        A s = Ss[r * BC + c];
+        if (s > mx) mx = s;  // NaN scores reach l through e^
+        nan |= s != s;
+      }
+      A m = rows[r], mnew = (m > mx || m != m) ? m : mx;
+      if (mnew == -(A)tgc_inf_d()) {  // nothing visible yet
+        if (nan) rows[BR + r] = (A)tgc_nan_d();
+        for (int c = 0; c < BC; c++) Ss[r * BC + c] = (A)0;
+        rows[2 * BR + r] = (A)1;
+        continue;
+      }
+      A corr = tgc_exp(m - mnew), sum = 0;
+      for (int c = 0; c < BC; c++) {
+        A p = tgc_exp((A)Ss[r * BC + c] - mnew);
+        Ss[r * BC + c] = p;
+        sum += p;
+      }
+      rows[BR + r] = (A)rows[BR + r] * corr + sum;
+      rows[r] = mnew;
+      rows[2 * BR + r] = corr;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < NO; u++) {
+      int idx = tid + u * ATT_THREADS;
+      if (idx < BR * F) acc[u] *= (A)rows[2 * BR + idx / F];
+    }
+    att_mac<BR, F, BC, false>(acc, Ss, Vs);
+  }
+  __syncthreads();
+  T *ob = o + bh * Tq * F;
+#pragma unroll
+  for (int u = 0; u < NO; u++) {
+    int idx = tid + u * ATT_THREADS;
+    if (idx >= BR * F) break;
+    int r = idx / F, f = idx % F;
+    if (i0 + r >= Tq) continue;
+    A l = rows[BR + r];
+    ob[(i0 + r) * F + f] = tgc_round<T>(l > (A)0 ? acc[u] / l : (A)tgc_nan_d());
+  }
+  for (int r = tid; r < BR; r += ATT_THREADS) {
+    if (i0 + r >= Tq) continue;
+    A l = rows[BR + r], m = rows[r];
+    lse[bh * Tq + i0 + r] = tgc_round<L>(l > (A)0 ? m + tgc_log(l) : (l == l && m == -(A)tgc_inf_d()) ? -(A)tgc_inf_d()
+                                                                                                    : (A)tgc_nan_d());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Forward on tensor cores (bf16 / f16). Ks[64*E], Vs[64*F] of T.
+// ---------------------------------------------------------------------------
+__device__ __forceinline__ unsigned int att_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) { return tgc_pack_bf16x2(lo, hi); }
+__device__ __forceinline__ unsigned int att_pack(__half lo, __half hi) { return tgc_pack_f16x2(lo, hi); }
+__device__ __forceinline__ void att_mma(__nv_bfloat16, float d[4], const unsigned a[4], const unsigned b[2]) {
+  tgc_mma_bf16_16x8x16(d, a, b, d);
+}
+__device__ __forceinline__ void att_mma(__half, float d[4], const unsigned a[4], const unsigned b[2]) {
+  tgc_mma_f16_16x8x16(d, a, b, d);
+}
+
+template <int E, int F, bool CAUSAL, class T, class SK, class SV>
+__device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const T *v, T *o, float *lse, long long Tq,
+                                                  long long S, float scale, SK &Ks, SV &Vs) {
+  enum { BR = 64, BC = 64 };
+  const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
+  const long long bh = blockIdx.y, ib = (long long)blockIdx.x * BR, i0 = ib + warp * 16, off = S - Tq;
+  const T *qb = q + bh * Tq * E, *kb = k + bh * S * E, *vb = v + bh * S * F;
+  const float NEG_INF = -tgc_inf_f();
+  // this warp's 16 rows of q as A fragments: a[0] rows g, cols 2t..2t+1;
+  // a[1] rows g+8; a[2], a[3] the same rows, cols + 8
+  unsigned qa[E / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < E / 16; kk++) {
+#pragma unroll
+    for (int x = 0; x < 4; x++) {
+      long long r = i0 + g + (x & 1) * 8;
+      int c = kk * 16 + 2 * t + (x >> 1) * 8;
+      qa[kk][x] = r < Tq ? att_pack(qb[r * E + c], qb[r * E + c + 1]) : 0u;
+    }
+  }
+  float oacc[F / 8][4];
+#pragma unroll
+  for (int n = 0; n < F / 8; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+  long long ilast = ib + BR < Tq ? ib + BR : Tq;
+  long long jend = CAUSAL ? (ilast + off < S ? ilast + off : S) : S;
+  for (long long j0 = 0; j0 < jend; j0 += BC) {
+    __syncthreads();
+    for (int idx = (int)threadIdx.x; idx < BC * E; idx += ATT_THREADS) {
+      long long j = j0 + idx / E;
+      Ks[idx] = j < S ? kb[j * E + idx % E] : T(0.0f);
+    }
+    for (int idx = (int)threadIdx.x; idx < BC * F; idx += ATT_THREADS) {
+      long long j = j0 + idx / F;
+      Vs[idx] = j < S ? vb[j * F + idx % F] : T(0.0f);
+    }
+    __syncthreads();
+    // s = q k^T: B = k^T (E x BC), b[0] = k[key n*8+g][2t..2t+1], b[1] the cols + 8
+    float s[BC / 8][4];
+#pragma unroll
+    for (int n = 0; n < BC / 8; n++) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < E / 16; kk++) {
+        int base = (n * 8 + g) * E + kk * 16 + 2 * t;
+        unsigned b[2] = {att_pack(Ks[base], Ks[base + 1]), att_pack(Ks[base + 8], Ks[base + 9])};
+        att_mma(T(0.0f), s[n], qa[kk], b);
+      }
+    }
+    // scale, mask, the rows' maxima (rows g and g+8 of the warp's 16)
+    float mx[2] = {NEG_INF, NEG_INF};
+    bool nan[2] = {false, false};
+#pragma unroll
+    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        int h = x >> 1;
+        long long i = i0 + g + h * 8, j = j0 + n * 8 + 2 * t + (x & 1);
+        float val = s[n][x] * scale;
+        if (j >= S || (CAUSAL && j > i + off)) val = NEG_INF;
+        s[n][x] = val;
+        if (val > mx[h]) mx[h] = val;
+        nan[h] |= val != val;
+      }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {  // over the 4 lanes of the row
+#pragma unroll
+      for (int x = 1; x <= 2; x <<= 1) {
+        float om = __shfl_xor_sync(TGC_FULL_MASK, mx[h], x);
+        mx[h] = om > mx[h] ? om : mx[h];
+        nan[h] = __shfl_xor_sync(TGC_FULL_MASK, (int)nan[h], x) || nan[h];
+      }
+      float mnew = (m[h] > mx[h] || m[h] != m[h]) ? m[h] : mx[h];
+      corr[h] = mnew == NEG_INF ? 1.0f : tgc_exp(m[h] - mnew);
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+        for (int x = 2 * h; x < 2 * h + 2; x++) {
+          float p = mnew == NEG_INF ? 0.0f : tgc_exp(s[n][x] - mnew);
+          s[n][x] = p;
+          sum += p;
+        }
+      sum += __shfl_xor_sync(TGC_FULL_MASK, sum, 1);
+      sum += __shfl_xor_sync(TGC_FULL_MASK, sum, 2);
+      if (mnew == NEG_INF) {
+        if (nan[h]) l[h] = tgc_nan_f();
+      } else {
+        l[h] = l[h] * corr[h] + sum;
+        m[h] = mnew;
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < F / 8; n++) oacc[n][0] *= corr[0], oacc[n][1] *= corr[0], oacc[n][2] *= corr[1], oacc[n][3] *= corr[1];
+    // o += p v: p's A fragments are the score accumulators of key chunk kc
+#pragma unroll
+    for (int kc = 0; kc < BC / 16; kc++) {
+      unsigned a[4] = {att_pack(T(s[2 * kc][0]), T(s[2 * kc][1])), att_pack(T(s[2 * kc][2]), T(s[2 * kc][3])),
+                       att_pack(T(s[2 * kc + 1][0]), T(s[2 * kc + 1][1])),
+                       att_pack(T(s[2 * kc + 1][2]), T(s[2 * kc + 1][3]))};
+#pragma unroll
+      for (int n = 0; n < F / 8; n++) {
+        int key = kc * 16 + 2 * t, col = n * 8 + g;
+        unsigned b[2] = {att_pack(Vs[key * F + col], Vs[(key + 1) * F + col]),
+                         att_pack(Vs[(key + 8) * F + col], Vs[(key + 9) * F + col])};
+        att_mma(T(0.0f), oacc[n], a, b);
+      }
+    }
+  }
+  T *ob = o + bh * Tq * F;
+#pragma unroll
+  for (int n = 0; n < F / 8; n++)
+#pragma unroll
+    for (int x = 0; x < 4; x++) {
+      int h = x >> 1;
+      long long i = i0 + g + h * 8;
+      if (i < Tq) ob[i * F + n * 8 + 2 * t + (x & 1)] = T(l[h] > 0.0f ? oacc[n][x] / l[h] : tgc_nan_f());
+    }
+  if (t == 0)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      long long i = i0 + g + h * 8;
+      if (i < Tq)
+        lse[bh * Tq + i] = l[h] > 0.0f ? m[h] + tgc_log(l[h]) : (l[h] == l[h] && m[h] == NEG_INF) ? NEG_INF : tgc_nan_f();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Backward. attention_bwd_rowdot: D_i = do_i . o_i into dsum (A), a thread
+// per row.
+// ---------------------------------------------------------------------------
+template <class A, int F, class T>
+__device__ __forceinline__ void attention_bwd_rowdot(const T *o, const T *dout, A *dsum, long long rows) {
+  TGC_GRID_STRIDE_LOOP(i, rows) {
+    A s = 0;
+    for (int f = 0; f < F; f++) s += tgc_acc(dout[i * F + f]) * tgc_acc(o[i * F + f]);
+    dsum[i] = s;
+  }
+}
+
+// The probabilities and scaled score gradients of a BR x BC tile into
+// Ps and dSs: p = e^(s - lse_i) where visible (else 0), dS = scale p (dp - D_i).
+template <class A, int BR, int BC, int E, int F, bool CAUSAL, class SQ, class SK, class SV, class SD, class SS, class SR>
+__device__ __forceinline__ void att_bwd_tile(long long i0, long long j0, long long Tq, long long S, A scale, SQ &Qs,
+                                             SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows) {
+  const long long off = S - Tq;
+  for (int idx = (int)threadIdx.x; idx < BR * BC; idx += ATT_THREADS) {
+    int r = idx / BC, c = idx % BC;
+    long long i = i0 + r, j = j0 + c;
+    bool visible = i < Tq && j < S && !(CAUSAL && j > i + off);
+    A s = 0, dp = 0;
+#pragma unroll 8
+    for (int e = 0; e < E; e++) s += Qs[r * E + e] * Ks[c * E + e];
+#pragma unroll 8
+    for (int f = 0; f < F; f++) dp += dOs[r * F + f] * Vs[c * F + f];
+    A p = visible ? tgc_exp(s * scale - (A)rows[r]) : (A)0;
+    Ps[idx] = p;
+    dSs[idx] = visible ? scale * (p * (dp - (A)rows[BR + r])) : (A)0;  // D is NaN in a row that sees no key
+  }
+}
+
+// dk, dv of BC keys: Ks[BC*E], Vs[BC*F], Qs[BR*E], dOs[BR*F], Ps, dSs
+// [BR*BC], rows[2*BR] (lse, D).
+template <class A, int BR, int BC, int E, int F, bool CAUSAL, class T, class L, class SQ, class SK, class SV, class SD,
+          class SS, class SR>
+__device__ __forceinline__ void attention_bwd_dkdv(const T *q, const T *k, const T *v, const L *lse, const T *dout,
+                                                   const A *dsum, T *dk, T *dv, long long Tq, long long S, A scale,
+                                                   SQ &Qs, SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows) {
+  const long long bh = blockIdx.y, j0 = (long long)blockIdx.x * BC, off = S - Tq;
+  const int tid = (int)threadIdx.x;
+  enum { NK = (BC * E + ATT_THREADS - 1) / ATT_THREADS, NV = (BC * F + ATT_THREADS - 1) / ATT_THREADS };
+  A dka[NK], dva[NV];
+#pragma unroll
+  for (int u = 0; u < NK; u++) dka[u] = (A)0;
+#pragma unroll
+  for (int u = 0; u < NV; u++) dva[u] = (A)0;
+  att_load_tile<BC, E, A>(Ks, k + bh * S * E, j0, S);
+  att_load_tile<BC, F, A>(Vs, v + bh * S * F, j0, S);
+  long long istart = CAUSAL && j0 - off > 0 ? (j0 - off) / BR * BR : 0;  // the first row that sees key j0
+  for (long long i0 = istart; i0 < Tq; i0 += BR) {
+    __syncthreads();
+    att_load_tile<BR, E, A>(Qs, q + bh * Tq * E, i0, Tq);
+    att_load_tile<BR, F, A>(dOs, dout + bh * Tq * F, i0, Tq);
+    att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
+    __syncthreads();
+    att_bwd_tile<A, BR, BC, E, F, CAUSAL>(i0, j0, Tq, S, scale, Qs, Ks, Vs, dOs, Ps, dSs, rows);
+    __syncthreads();
+    att_mac<BC, F, BR, true>(dva, Ps, dOs);   // dv_j += sum_i p_ij do_i
+    att_mac<BC, E, BR, true>(dka, dSs, Qs);   // dk_j += sum_i ds_ij q_i (ds already scaled)
+  }
+  T *dkb = dk + bh * S * E, *dvb = dv + bh * S * F;
+#pragma unroll
+  for (int u = 0; u < NK; u++) {
+    int idx = tid + u * ATT_THREADS;
+    if (idx < BC * E && j0 + idx / E < S) dkb[(j0 + idx / E) * E + idx % E] = tgc_round<T>(dka[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < NV; u++) {
+    int idx = tid + u * ATT_THREADS;
+    if (idx < BC * F && j0 + idx / F < S) dvb[(j0 + idx / F) * F + idx % F] = tgc_round<T>(dva[u]);
+  }
+}
+
+// dq of BR query rows (same shared arrays as attention_bwd_dkdv).
+template <class A, int BR, int BC, int E, int F, bool CAUSAL, class T, class L, class SQ, class SK, class SV, class SD,
+          class SS, class SR>
+__device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T *v, const L *lse, const T *dout,
+                                                 const A *dsum, T *dq, long long Tq, long long S, A scale, SQ &Qs,
+                                                 SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows) {
+  const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = S - Tq;
+  const int tid = (int)threadIdx.x;
+  enum { NQ = (BR * E + ATT_THREADS - 1) / ATT_THREADS };
+  A dqa[NQ];
+#pragma unroll
+  for (int u = 0; u < NQ; u++) dqa[u] = (A)0;
+  att_load_tile<BR, E, A>(Qs, q + bh * Tq * E, i0, Tq);
+  att_load_tile<BR, F, A>(dOs, dout + bh * Tq * F, i0, Tq);
+  att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
+  long long ilast = i0 + BR < Tq ? i0 + BR : Tq;
+  long long jend = CAUSAL ? (ilast + off < S ? ilast + off : S) : S;
+  for (long long j0 = 0; j0 < jend; j0 += BC) {
+    __syncthreads();
+    att_load_tile<BC, E, A>(Ks, k + bh * S * E, j0, S);
+    att_load_tile<BC, F, A>(Vs, v + bh * S * F, j0, S);
+    __syncthreads();
+    att_bwd_tile<A, BR, BC, E, F, CAUSAL>(i0, j0, Tq, S, scale, Qs, Ks, Vs, dOs, Ps, dSs, rows);
+    __syncthreads();
+    att_mac<BR, E, BC, false>(dqa, dSs, Ks);  // dq_i += sum_j ds_ij k_j
+  }
+  T *dqb = dq + bh * Tq * E;
+#pragma unroll
+  for (int u = 0; u < NQ; u++) {
+    int idx = tid + u * ATT_THREADS;
+    if (idx < BR * E && i0 + idx / E < Tq) dqb[(i0 + idx / E) * E + idx % E] = tgc_round<T>(dqa[u]);
+  }
+}
+
+}  // namespace tgc
+
+#endif

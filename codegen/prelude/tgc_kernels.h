@@ -1,0 +1,345 @@
+// codegen/prelude/tgc_kernels.h — the bodies generated kernels call for
+// the ops that are more than an expression: row operations (softmax,
+// layernorm, rmsnorm, add + layernorm, argmax, cross-entropy and its
+// gradient), reductions and the embedding gradient. Each is a template over its
+// element types and how many threads share a row; the generated kernel
+// (codegen/emit_*.c) fixes the sizes as constants, declares the shared
+// memory (TGC_SHARED, in the kernel body, so the emulator can size and
+// race-check it) and hands it in.
+//
+// Rows are handled by a group of threads: a warp (WARP = true: several
+// rows per block, one per warp) or the whole block. Group reductions are
+// butterflies (__shfl_xor_sync) and, for a block, one partial per warp in
+// shared memory reduced by every warp in the same order: every thread gets
+// the same bits, and the result does not depend on timing. Accumulation is
+// in the type A the generated kernel names: double for the reductions and
+// row statistics (as the CPU's reference kernels, which add in index order:
+// sums differ only by the order, in the last bits); cross-entropy's row
+// statistics in float, its per-position losses in double.
+// Vector width W: a row is read W elements at a time (tgc_vload) when its
+// length is a multiple of W (rows then start aligned).
+// Needs tgc_cuda.h and tgc_ops.h first.
+#ifndef TGC_KERNELS_H
+#define TGC_KERNELS_H
+
+namespace tgc {
+
+// ---------------------------------------------------------------------------
+// Group reductions
+// ---------------------------------------------------------------------------
+template <class A> __device__ __forceinline__ A warp_sum(A v) { return tgc_warp_sum(v); }
+template <class A> __device__ __forceinline__ A warp_max(A v) {  // NaN wins
+  for (int o = 16; o > 0; o >>= 1) v = tgc_max_nan(v, __shfl_xor_sync(TGC_FULL_MASK, v, o));
+  return v;
+}
+
+template <bool WARP> struct group;
+template <> struct group<true> {
+  __device__ static __forceinline__ int rank() { return (int)tgc_lane_id(); }
+  __device__ static __forceinline__ int size() { return 32; }
+  template <class A, class S> __device__ static __forceinline__ A sum(A v, S &) { return warp_sum(v); }
+  template <class A, class S> __device__ static __forceinline__ A max(A v, S &) { return warp_max(v); }
+};
+template <> struct group<false> {
+  __device__ static __forceinline__ int rank() { return (int)tgc_thread_rank(); }
+  __device__ static __forceinline__ int size() { return (int)tgc_block_threads(); }
+  template <class A, class S> __device__ static __forceinline__ A sum(A v, S &scratch) {
+    return tgc_block_sum(v, scratch);
+  }
+  template <class A, class S> __device__ static __forceinline__ A max(A v, S &scratch) {
+    v = warp_max(v);
+    if (tgc_lane_id() == 0) scratch[tgc_warp_id()] = v;
+    __syncthreads();
+    v = tgc_lane_id() < tgc_num_warps() ? (A)scratch[tgc_lane_id()] : -(A)tgc_inf_d();
+    v = warp_max(v);
+    __syncthreads();
+    return v;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Reductions: one group per output over R contiguous elements (op 0 sum,
+// 1 mean, 2 max); the result, in A, in every thread of the group.
+// ---------------------------------------------------------------------------
+template <class A, int OP, int W, bool WARP, class T, class S>
+__device__ __forceinline__ A reduce_row(const T *x, long long R, S &scratch) {
+  typedef group<WARP> G;
+  A acc = OP == 2 ? -(A)tgc_inf_d() : (A)0;
+  for (long long j = (long long)G::rank() * W; j < R; j += (long long)G::size() * W) {
+    T v[W];
+    tgc_vload<W>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < W; k++) acc = OP == 2 ? tgc_max_nan(acc, tgc_acc(v[k])) : acc + tgc_acc(v[k]);
+  }
+  acc = OP == 2 ? G::max(acc, scratch) : G::sum(acc, scratch);
+  return OP == 1 ? acc / (A)R : acc;
+}
+
+// ---------------------------------------------------------------------------
+// softmax / log_softmax of one row of C elements
+// ---------------------------------------------------------------------------
+template <class A, int W, bool WARP, bool LOG, class T, class O, class S>
+__device__ __forceinline__ void softmax_row(const T *x, O *y, long long C, S &scratch) {
+  typedef group<WARP> G;
+  A mx = reduce_row<A, 2, W, WARP>(x, C, scratch);
+  if (mx == -(A)tgc_inf_d()) mx = (A)0;  // all -inf: avoid inf - inf
+  A sum = 0;
+  for (long long j = (long long)G::rank() * W; j < C; j += (long long)G::size() * W) {
+    T v[W];
+    tgc_vload<W>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < W; k++) sum += tgc_exp(tgc_acc(v[k]) - mx);
+  }
+  sum = G::sum(sum, scratch);
+  A lse = tgc_log(sum);
+  for (long long j = (long long)G::rank() * W; j < C; j += (long long)G::size() * W) {
+    T v[W];
+    O o[W];
+    tgc_vload<W>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+      A d = tgc_acc(v[k]) - mx;
+      o[k] = tgc_round<O>(LOG ? d - lse : tgc_exp(d) / sum);
+    }
+    tgc_vstore<W>(y + j, o);
+  }
+}
+
+// softmax along an axis that is not the last: the line at x with stride
+// `inner`, C elements, one thread.
+template <class A, bool LOG, class T, class O>
+__device__ __forceinline__ void softmax_strided(const T *x, O *y, long long C, long long inner) {
+  A mx = -(A)tgc_inf_d();
+  for (long long j = 0; j < C; j++) mx = tgc_max_nan(mx, tgc_acc(x[j * inner]));
+  if (mx == -(A)tgc_inf_d()) mx = (A)0;
+  A sum = 0;
+  for (long long j = 0; j < C; j++) sum += tgc_exp(tgc_acc(x[j * inner]) - mx);
+  A lse = tgc_log(sum);
+  for (long long j = 0; j < C; j++) {
+    A d = tgc_acc(x[j * inner]) - mx;
+    y[j * inner] = tgc_round<O>(LOG ? d - lse : tgc_exp(d) / sum);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// layernorm / rmsnorm / add + layernorm of one row of D elements
+// ---------------------------------------------------------------------------
+// mean, then the variance of (x - mean) (two passes, as the CPU); y = (x -
+// mean) / sqrt(var + eps) * gamma + beta. layernorm_tail: from the mean on.
+template <class A, int W, bool WARP, class T, class Gm, class Bt, class O, class S>
+__device__ __forceinline__ void layernorm_tail(const T *x, const Gm *gamma, const Bt *beta, O *y, long long D, A eps,
+                                               A mean, S &scratch) {
+  typedef group<WARP> G;
+  A var = 0;
+  for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W) {
+    T v[W];
+    tgc_vload<W>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+      A c = tgc_acc(v[k]) - mean;
+      var += c * c;
+    }
+  }
+  var = G::sum(var, scratch) / (A)D;
+  A inv = (A)1 / tgc_sqrt(var + eps);
+  for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W) {
+    T v[W];
+    Gm g[W];
+    Bt b[W];
+    O o[W];
+    tgc_vload<W>(x + j, v);
+    tgc_vload<W>(gamma + j, g);
+    tgc_vload<W>(beta + j, b);
+#pragma unroll
+    for (int k = 0; k < W; k++) o[k] = tgc_round<O>((tgc_acc(v[k]) - mean) * inv * tgc_acc(g[k]) + tgc_acc(b[k]));
+    tgc_vstore<W>(y + j, o);
+  }
+}
+
+template <class A, int W, bool WARP, class T, class Gm, class Bt, class O, class S>
+__device__ __forceinline__ void layernorm_row(const T *x, const Gm *gamma, const Bt *beta, O *y, long long D, A eps,
+                                              S &scratch) {
+  A mean = reduce_row<A, 1, W, WARP>(x, D, scratch);
+  layernorm_tail<A, W, WARP>(x, gamma, beta, y, D, eps, mean, scratch);
+}
+
+// s = x + r (stored: the residual stream), y = layernorm(s). Each thread
+// reads back only the elements of s it wrote itself.
+template <class A, int W, bool WARP, class T, class Gm, class Bt, class O, class S>
+__device__ __forceinline__ void add_layernorm_row(const T *x, const T *r, const Gm *gamma, const Bt *beta, T *s, O *y,
+                                                  long long D, A eps, S &scratch) {
+  typedef group<WARP> G;
+  A sum = 0;
+  for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W) {
+    T a[W], b[W], c[W];
+    tgc_vload<W>(x + j, a);
+    tgc_vload<W>(r + j, b);
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+      c[k] = tgc_round<T>(tgc_acc(a[k]) + tgc_acc(b[k]));
+      sum += tgc_acc(c[k]);
+    }
+    tgc_vstore<W>(s + j, c);
+  }
+  layernorm_tail<A, W, WARP>(s, gamma, beta, y, D, eps, G::sum(sum, scratch) / (A)D, scratch);
+}
+
+// x / sqrt(mean(x^2) + eps) * gamma
+template <class A, int W, bool WARP, class T, class Gm, class O, class S>
+__device__ __forceinline__ void rmsnorm_row(const T *x, const Gm *gamma, O *y, long long D, A eps, S &scratch) {
+  typedef group<WARP> G;
+  A ms = 0;
+  for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W) {
+    T v[W];
+    tgc_vload<W>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < W; k++) ms += tgc_acc(v[k]) * tgc_acc(v[k]);
+  }
+  ms = G::sum(ms, scratch) / (A)D;
+  A inv = (A)1 / tgc_sqrt(ms + eps);
+  for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W) {
+    T v[W];
+    Gm g[W];
+    O o[W];
+    tgc_vload<W>(x + j, v);
+    tgc_vload<W>(gamma + j, g);
+#pragma unroll
+    for (int k = 0; k < W; k++) o[k] = tgc_round<O>(tgc_acc(v[k]) * inv * tgc_acc(g[k]));
+    tgc_vstore<W>(y + j, o);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// argmax along the last axis: the first index of the maximum, NaN never
+// winning after index 0 (a NaN at index 0 wins): ir/scalar.h's rule.
+// ---------------------------------------------------------------------------
+template <bool WARP, class T, class S>
+__device__ __forceinline__ int argmax_row(const T *x, long long C, S &scratch) {
+  typedef group<WARP> G;
+  typedef typename tgc_acc_t<T>::type A;
+  A x0 = tgc_acc(x[0]);
+  if (x0 != x0) return 0;
+  A best = x0;
+  long long bi = 0;  // index 0 is every thread's first candidate
+  for (long long j = G::rank(); j < C; j += G::size()) {
+    A v = tgc_acc(x[j]);
+    if (v > best) best = v, bi = j;  // j ascending: the first maximum of this thread's elements
+  }
+  // the pair with the larger value, then the smaller index
+  for (int o = 16; o > 0; o >>= 1) {
+    A ov = __shfl_xor_sync(TGC_FULL_MASK, best, o);
+    long long oi = __shfl_xor_sync(TGC_FULL_MASK, bi, o);
+    if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
+  }
+  if (!WARP) {
+    if (tgc_lane_id() == 0) scratch[tgc_warp_id()] = (double)bi;
+    __syncthreads();
+    long long w = 0;
+    A wv = x0;
+    for (int k = 0; k < (int)tgc_num_warps(); k++) {
+      long long i = (long long)(double)scratch[k];
+      A v = tgc_acc(x[i]);
+      if (v > wv || (v == wv && i < w)) wv = v, w = i;
+    }
+    __syncthreads();
+    bi = w;
+  }
+  return (int)bi;
+}
+
+// ---------------------------------------------------------------------------
+// Cross-entropy: the loss of one row of V logits against its target
+// (logsumexp - the target's logit), and the row of its gradient
+// (softmax - onehot(target)) * scale. Targets out of range fail the launch.
+// ---------------------------------------------------------------------------
+template <int W, bool WARP, class T, class S>
+__device__ __forceinline__ float ce_row_stats(const T *x, long long V, float *sum_out, S &scratch) {
+  typedef group<WARP> G;
+  float mx = reduce_row<float, 2, W, WARP>(x, V, scratch);
+  if (mx == -tgc_inf_f()) mx = 0.0f;
+  float sum = 0;
+  for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
+    T v[W];
+    tgc_vload<W>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < W; k++) sum += tgc_exp(tgc_acc(v[k]) - mx);
+  }
+  *sum_out = G::sum(sum, scratch);
+  return mx;
+}
+
+template <int W, bool WARP, class T, class I, class S>
+__device__ __forceinline__ double ce_row_loss(const T *x, const I *targets, long long p, long long V, const char *name,
+                                              S &scratch) {
+  long long t = tgc_index(targets[p]);
+  if (t < 0 || t >= V) tgc_fail_index("cross_entropy target", t, V, name, p);
+  float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
+  return (double)mx + (double)tgc_log(sum) - (double)tgc_acc(x[t]);
+}
+
+template <int W, bool WARP, class T, class I, class O, class S>
+__device__ __forceinline__ void ce_grad_row(const T *x, const I *targets, long long p, long long V, float scale, O *y,
+                                            const char *name, S &scratch) {
+  typedef group<WARP> G;
+  long long t = tgc_index(targets[p]);
+  if (t < 0 || t >= V) tgc_fail_index("cross_entropy_grad target", t, V, name, p);
+  float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
+  for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
+    T v[W];
+    O o[W];
+    tgc_vload<W>(x + j, v);
+#pragma unroll
+    for (int k = 0; k < W; k++) o[k] = tgc_round<O>((tgc_exp(tgc_acc(v[k]) - mx) / sum - (j + k == t ? 1.0f : 0.0f)) * scale);
+    tgc_vstore<W>(y + j, o);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The embedding gradient, deterministic: out[ids[p]] += g[p] in position
+// order, as the CPU sums. A block owns VB consecutive rows of the table and
+// COLS columns (one per thread); it walks the ids in chunks of its size,
+// compacts the positions whose id it owns (in order: a ballot and a prefix
+// over the warps), then every thread adds those rows of g to its column.
+// No atomics: each output element has one writer.
+// ---------------------------------------------------------------------------
+template <int VB, class I, class T, class O, class S1, class S2>
+__device__ __forceinline__ void embedding_grad_block(const I *ids, const T *g, O *out, long long P, long long V,
+                                                     long long D, const char *name, S1 &pos, S2 &warp_counts) {
+  long long v0 = (long long)blockIdx.x * VB, col = (long long)blockIdx.y * tgc_block_threads() + tgc_thread_rank();
+  typedef typename tgc_acc_t<O>::type A;
+  A acc[VB];
+#pragma unroll
+  for (int r = 0; r < VB; r++) acc[r] = (A)0;
+  const int n = (int)tgc_block_threads(), rank = (int)tgc_thread_rank();
+  for (long long base = 0; base < P; base += n) {
+    long long p = base + rank, id = p < P ? tgc_index(ids[p]) : -1;
+    if (p < P && (id < 0 || id >= V)) tgc_fail_index("embedding_grad id", id, V, name, p);
+    bool mine = id >= v0 && id < v0 + VB;
+    unsigned ballot = __ballot_sync(TGC_FULL_MASK, mine);
+    if (tgc_lane_id() == 0) warp_counts[tgc_warp_id()] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < (int)tgc_num_warps(); w++) {
+      int c = warp_counts[w];
+      if (w < (int)tgc_warp_id()) before += c;
+      total += c;
+    }
+    if (mine) pos[before + __popc(ballot & ((1u << tgc_lane_id()) - 1u))] = (int)(p - base);
+    __syncthreads();
+    for (int m = 0; m < total && col < D; m++) {
+      long long q = base + pos[m];
+      int r = (int)(tgc_index(ids[q]) - v0);
+      A gv = tgc_acc(g[q * D + col]);
+#pragma unroll
+      for (int k = 0; k < VB; k++)
+        if (k == r) acc[k] = tgc_acc(tgc_round<O>(acc[k] + gv));  // each add rounded to O, as the CPU
+    }
+    __syncthreads();
+  }
+  if (col < D)
+    for (int r = 0; r < VB && v0 + r < V; r++) out[(v0 + r) * D + col] = tgc_round<O>(acc[r]);
+}
+
+}  // namespace tgc
+
+#endif

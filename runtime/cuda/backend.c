@@ -1,0 +1,491 @@
+/* runtime/cuda/backend.c — the `cuda` and `cuda-emu` backends: one
+ * rt_backend implementation over the CUDA entry-point table, filled from
+ * the real libraries (rt_cuda_load) or by the emulator (rt_cuda_emu_load).
+ * Nothing below the open function knows which: the emulator runs the same
+ * calls, the same generated CUDA C and the same cuBLASLt descriptors.
+ *
+ *   open      load the table (cuda: libcuda, libnvrtc, libcublasLt; the
+ *             messages "no CUDA driver: libcuda.so.1 not found", "no CUDA
+ *             device", "CUDA driver too old: ..." come from rt_cuda.h),
+ *             open device --device N, create the cuBLASLt handle, open the
+ *             disk cache ($TGC_CACHE_DIR, default ~/.cache/tgc). cuda-emu:
+ *             the emulator is configured from the environment (TGC_EMU_*),
+ *             with racecheck when the device options ask for it; devices
+ *             opened together share it.
+ *   memory    cuMemAlloc after cuMemGetInfo: a request beyond the free
+ *             memory is refused before allocating, naming both numbers;
+ *             copies and memsets on the default stream; fills of 2-, 4-
+ *             and 8-byte patterns by a small kernel (no transfer).
+ *   prepare   cg_lower (the plan's steps to kernels, products, copies),
+ *             compile the program's CUDA C for the device's arch through
+ *             the table's NVRTC with the disk cache (a second run of the
+ *             same model compiles nothing), load the module, look up every
+ *             kernel, plan every product (blaslt.c), allocate the
+ *             program's workspace.
+ *   run_node  the step's actions: launches with the addresses the executor
+ *             hands in, products, copies, memsets. Every call is checked;
+ *             a failure names the call, CUDA's error name and string, the
+ *             kernel and its IR value (the executor adds the .tg line).
+ *             cuda-emu synchronizes after each launch, so a kernel fault
+ *             (a trap, a misaligned access, a racecheck hazard) is named at
+ *             its own kernel; on a GPU launches are asynchronous and a
+ *             fault surfaces at a later call (TGC_CUDA_SYNC=1 makes every
+ *             launch synchronous to find it).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_internal.h"
+
+enum { LT_WORKSPACE_GPU = 32 << 20, LT_WORKSPACE_EMU = 64 << 10 };
+
+/* ---- checks ---- */
+
+static bool is_kernel_fault(cg_cu_result r) {
+  return r == CG_CUDA_ERROR_LAUNCH_FAILED || r == CG_CUDA_ERROR_ILLEGAL_ADDRESS || r == CG_CUDA_ERROR_MISALIGNED_ADDRESS ||
+         r == 710 /* ASSERT */ || r == 714 /* HARDWARE_STACK_ERROR */ || r == 715 /* ILLEGAL_INSTRUCTION */ ||
+         r == 717 /* INVALID_ADDRESS_SPACE */ || r == 718 /* INVALID_PC */;
+}
+
+int cuda_check(cuda_ctx *x, cg_cu_result r, const char *call, const char *context, char *err, size_t errlen) {
+  if (cg_cu_check(&x->api, r, call, context, err, errlen) == 0) return 0;
+  if (is_kernel_fault(r) && !x->sync && x->last_kernel[0]) {
+    size_t n = strlen(err);
+    snprintf(err + n, errlen - n, " (a kernel fault surfaces at the first call after it; the last launch was %s: "
+                                  "run with TGC_CUDA_SYNC=1 to name the kernel that faulted)", x->last_kernel);
+  }
+  return -1;
+}
+
+/* ---- the emulator, shared by the cuda-emu devices open at one time ---- */
+
+static int emu_users;
+static bool emu_racecheck;
+static cg_cuda_api emu_api;
+
+static int emu_acquire(cuda_ctx *x, bool racecheck, char *err, size_t errlen) {
+  if (emu_users > 0) {
+    if (racecheck != emu_racecheck) {
+      cg_errf(err, errlen, "cuda-emu is already open with racecheck %s: every device open at one time shares it",
+              emu_racecheck ? "on" : "off");
+      return -1;
+    }
+  } else {
+    rt_cuda_emu_config cfg;
+    if (rt_cuda_emu_config_init(&cfg, err, errlen) != 0) return -1;
+    cfg.racecheck = cfg.racecheck || racecheck;
+    if (rt_cuda_emu_load(&emu_api, &cfg, err, errlen) != 0) return -1;
+    emu_racecheck = cfg.racecheck;
+  }
+  emu_users++;
+  x->api = emu_api;
+  return 0;
+}
+
+static void emu_release(void) {
+  if (emu_users > 0 && --emu_users == 0) rt_cuda_emu_shutdown();
+}
+
+/* ---- open / close ---- */
+
+static void cuda_close(rt_device *d);
+
+static bool env_on(const char *name) {
+  const char *v = getenv(name);
+  return v && strcmp(v, "1") == 0;
+}
+
+static int open_common(rt_device *d, bool emu, char *err, size_t errlen) {
+  cuda_ctx *x = calloc(1, sizeof *x);
+  if (!x) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  d->impl = x;
+  x->emu = emu;
+  int rc = emu ? emu_acquire(x, d->opts.racecheck, err, errlen)
+               : rt_cuda_load(&x->api, CG_CUDA_LIB_DRIVER | CG_CUDA_LIB_NVRTC | CG_CUDA_LIB_CUBLASLT, err, errlen);
+  if (rc != 0) {
+    if (!emu) rt_cuda_unload(&x->api);
+    free(x);
+    d->impl = NULL;
+    return -1;
+  }
+  if (rt_cuda_open_device(&x->api, d->opts.index, &x->dev, err, errlen) != 0) {
+    cuda_close(d);
+    return -1;
+  }
+  if (CG_CUBLAS(&x->api, NULL, err, errlen, cublasLtCreate, &x->lt)) {
+    cuda_close(d);
+    return -1;
+  }
+  x->sync = emu || env_on("TGC_CUDA_SYNC");
+  x->no_epilogues = env_on("TGC_CUDA_NO_EPILOGUES");
+  char ignored[512];
+  x->cache = cg_cache_open(NULL, ignored, sizeof ignored); /* without one every run compiles */
+  return 0;
+}
+
+static int cuda_open(rt_device *d, char *err, size_t errlen) { return open_common(d, false, err, errlen); }
+static int cuda_emu_open(rt_device *d, char *err, size_t errlen) { return open_common(d, true, err, errlen); }
+
+static void cuda_close(rt_device *d) {
+  cuda_ctx *x = d->impl;
+  if (!x) return;
+  if (x->fill_module) x->api.cuModuleUnload(x->fill_module);
+  if (x->lt_workspace) x->api.cuMemFree(x->lt_workspace);
+  if (x->lt) x->api.cublasLtDestroy(x->lt);
+  if (x->dev.context) rt_cuda_close_device(&x->api, &x->dev);
+  cg_cache_free(x->cache);
+  if (x->emu) emu_release();
+  else rt_cuda_unload(&x->api);
+  free(x);
+  d->impl = NULL;
+}
+
+int rt_cuda_backend_stats_of(const struct rt_device *d, rt_cuda_backend_stats *s) {
+  if (!d || (d->backend != &rt_cuda_backend && d->backend != &rt_cuda_emu_backend) || !d->impl) return -1;
+  *s = ((const cuda_ctx *)d->impl)->stats;
+  return 0;
+}
+
+/* ---- memory ---- */
+
+static cg_cu_deviceptr dptr(const void *p) { return (cg_cu_deviceptr)(uintptr_t)p; }
+
+/* cuMemAlloc of bytes, refused before allocating when more than the free memory. */
+static int device_alloc(cuda_ctx *x, size_t bytes, cg_cu_deviceptr *p, const char *what, char *err, size_t errlen) {
+  size_t free_b = 0, total_b = 0;
+  if (CUDA_CALL(x, what, err, errlen, cuMemGetInfo, &free_b, &total_b)) return -1;
+  if (bytes > free_b) {
+    cg_errf(err, errlen, "out of device memory: %s of %zu bytes, device %d (%s) has %zu bytes free of %zu (refused before allocating)",
+            what, bytes, x->dev.ordinal, x->dev.name, free_b, total_b);
+    return -1;
+  }
+  return CUDA_CALL(x, what, err, errlen, cuMemAlloc, p, bytes ? bytes : 1);
+}
+
+static int cuda_alloc(rt_device *d, size_t bytes, void **ptr, char *err, size_t errlen) {
+  cg_cu_deviceptr p = 0;
+  *ptr = NULL;
+  if (device_alloc(d->impl, bytes, &p, "an allocation", err, errlen) != 0) return -1;
+  *ptr = (void *)(uintptr_t)p;
+  return 0;
+}
+
+static void cuda_free(rt_device *d, void *ptr) {
+  cuda_ctx *x = d->impl;
+  if (ptr) x->api.cuMemFree(dptr(ptr));
+}
+
+static int cuda_upload(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+  return CUDA_CALL((cuda_ctx *)d->impl, "an upload", err, errlen, cuMemcpyHtoD, dptr(dst), src, n);
+}
+
+static int cuda_download(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+  return CUDA_CALL((cuda_ctx *)d->impl, "a download", err, errlen, cuMemcpyDtoH, dst, dptr(src), n);
+}
+
+static int cuda_copy(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  x->stats.copies++;
+  return CUDA_CALL(x, "a device copy", err, errlen, cuMemcpyDtoD, dptr(dst), dptr(src), n);
+}
+
+static const char *const fill_source =
+    "// the cuda backends' fills of 2-, 4- and 8-byte patterns (runtime/cuda/backend.c)\n"
+    "#include \"tgc_cuda.h\"\n"
+    "extern \"C\" __global__ void tgc_fill_2(unsigned short *p, unsigned short v, long long n) {\n"
+    "  TGC_GRID_STRIDE_LOOP(i, n) p[i] = v;\n}\nTGC_REGISTER(tgc_fill_2)\n"
+    "extern \"C\" __global__ void tgc_fill_4(unsigned int *p, unsigned int v, long long n) {\n"
+    "  TGC_GRID_STRIDE_LOOP(i, n) p[i] = v;\n}\nTGC_REGISTER(tgc_fill_4)\n"
+    "extern \"C\" __global__ void tgc_fill_8(unsigned long long *p, unsigned long long v, long long n) {\n"
+    "  TGC_GRID_STRIDE_LOOP(i, n) p[i] = v;\n}\nTGC_REGISTER(tgc_fill_8)\n";
+
+static int load_fill_module(cuda_ctx *x, char *err, size_t errlen) {
+  cg_cuda_source src = {"tgc_fill.cu", fill_source, x->dev.arch, NULL, 0};
+  cg_cuda_binary bin;
+  if (cg_nvrtc_compile(&x->api, x->cache, &src, &bin, err, errlen) != 0) return -1;
+  if (bin.cached) x->stats.cache_hits++;
+  else x->stats.compiles++;
+  int rc = CUDA_CALL(x, "the fill kernels", err, errlen, cuModuleLoadData, &x->fill_module, bin.image);
+  cg_cuda_binary_free(&bin);
+  static const char *const names[3] = {"tgc_fill_2", "tgc_fill_4", "tgc_fill_8"};
+  for (int i = 0; rc == 0 && i < 3; i++)
+    rc = CUDA_CALL(x, "the fill kernels", err, errlen, cuModuleGetFunction, &x->fill_fn[i + 1], x->fill_module, names[i]);
+  return rc;
+}
+
+static int cuda_fill(rt_device *d, void *dst, size_t n, const void *pattern, size_t pattern_bytes, char *err,
+                     size_t errlen) {
+  cuda_ctx *x = d->impl;
+  const unsigned char *pt = pattern;
+  bool uniform = true;
+  for (size_t i = 1; i < pattern_bytes; i++) uniform &= pt[i] == pt[0];
+  x->stats.memsets++;
+  if (uniform) return CUDA_CALL(x, "a fill", err, errlen, cuMemsetD8, dptr(dst), pt[0], n);
+  int which = pattern_bytes == 2 ? 1 : pattern_bytes == 4 ? 2 : pattern_bytes == 8 ? 3 : 0;
+  if (!which || n % pattern_bytes) {
+    cg_errf(err, errlen, "a fill of %zu bytes with a %zu-byte pattern", n, pattern_bytes);
+    return -1;
+  }
+  if (!x->fill_module && load_fill_module(x, err, errlen) != 0) return -1;
+  unsigned long long v = 0;
+  memcpy(&v, pattern, pattern_bytes); /* little-endian: the pattern in the low bytes */
+  long long count = (long long)(n / pattern_bytes);
+  cg_cu_deviceptr p = dptr(dst);
+  unsigned short v2 = (unsigned short)v;
+  unsigned int v4 = (unsigned int)v;
+  void *params[3] = {&p, which == 1 ? (void *)&v2 : which == 2 ? (void *)&v4 : (void *)&v, &count};
+  long long blocks = (count + 255) / 256;
+  if (blocks > 65535) blocks = 65535;
+  if (CUDA_CALL(x, "a fill", err, errlen, cuLaunchKernel, x->fill_fn[which], (unsigned)blocks, 1, 1, 256, 1, 1, 0, NULL,
+                params, NULL))
+    return -1;
+  return x->sync ? CUDA_CALL(x, "a fill", err, errlen, cuCtxSynchronize) : 0;
+}
+
+/* ---- programs ---- */
+
+typedef struct {
+  cg_program *prog;
+  const ir_graph *g;
+  cg_cu_module module;
+  cg_cu_function *fns;          /* per kernel */
+  cuda_gemm_plan *gemms;        /* per action (GEMM actions only) */
+  cg_cu_deviceptr workspace;
+  int *node_step;               /* node index -> plan step (-1) */
+  int n_nodes;
+  cg_cu_deviceptr **saved;      /* per deferred step: its operands' then its results' addresses (a later launch's) */
+  int *saved_in;                /* ... how many of them are operands */
+} cuda_state;
+
+static bool cuda_supports_op(const ir_node *n) { return n && cg_op_lowers(n->op); }
+
+/* "kernel NAME of %value" for messages. */
+static void kernel_context(const cuda_state *s, int kernel, char *buf, size_t len) {
+  const cg_kernel *k = &s->prog->kernels[kernel];
+  const ir_node *n = k->node >= 0 ? s->g->nodes[k->node] : NULL;
+  snprintf(buf, len, "kernel %s of %%%s", k->name, n && n->n_out ? n->out[0]->name : "?");
+}
+
+static void node_context(const ir_node *n, const char *what, char *buf, size_t len) {
+  snprintf(buf, len, "%s of %%%s", what, n && n->n_out ? n->out[0]->name : "?");
+}
+
+static void cuda_release(rt_device *d, void *state) {
+  cuda_ctx *x = d->impl;
+  cuda_state *s = state;
+  if (!s) return;
+  for (int i = 0; s->gemms && s->prog && i < s->prog->n_actions; i++)
+    if (s->prog->actions[i].kind == CG_ACT_GEMM) cuda_gemm_release(x, &s->gemms[i]);
+  if (s->module) x->api.cuModuleUnload(s->module);
+  if (s->workspace) x->api.cuMemFree(s->workspace);
+  for (int i = 0; s->saved && s->prog && i < s->prog->n_steps; i++) free(s->saved[i]);
+  free(s->saved);
+  free(s->saved_in);
+  cg_program_free(s->prog);
+  free(s->fns);
+  free(s->gemms);
+  free(s->node_step);
+  free(s);
+}
+
+/* "gpt_step.cu": the model file's base name and the graph's name. */
+static void source_name(const ir_graph *g, char *buf, size_t len) {
+  const char *f = g->source_file ? g->source_file : "model";
+  const char *slash = strrchr(f, '/');
+  if (slash) f = slash + 1;
+  size_t n = strcspn(f, ".");
+  snprintf(buf, len, "%.*s_%s.cu", (int)(n < 100 ? n : 100), f, g->name ? g->name : "main");
+}
+
+static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, void **state, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  cuda_state *s = calloc(1, sizeof *s);
+  *state = s;
+  if (!s) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  s->g = g;
+  s->n_nodes = g->n_nodes;
+  char title[512], name[160];
+  source_name(g, name, sizeof name);
+  snprintf(title, sizeof title, "%s, graph @%s", g->source_file ? g->source_file : "?", g->name ? g->name : "main");
+  cg_lower_options lo = {.title = title};
+  if (!(s->prog = cg_lower(g, plan, &lo, err, errlen))) return -1;
+  cg_program *p = s->prog;
+  s->node_step = malloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *s->node_step);
+  s->fns = calloc((size_t)(p->n_kernels > 0 ? p->n_kernels : 1), sizeof *s->fns);
+  s->gemms = calloc((size_t)(p->n_actions > 0 ? p->n_actions : 1), sizeof *s->gemms);
+  if (!s->node_step || !s->fns || !s->gemms) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < g->n_nodes; i++) s->node_step[i] = -1;
+  for (int i = 0; i < plan->n_steps; i++) s->node_step[plan->steps[i].node] = i;
+  s->saved_in = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *s->saved_in);
+  if (!s->saved_in || !(s->saved = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *s->saved))) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < p->n_steps; i++) {
+    const ir_node *n = g->nodes[plan->steps[i].node];
+    s->saved_in[i] = n->n_in;
+    if (p->steps[i].deferred && !(s->saved[i] = calloc((size_t)(n->n_in + n->n_out), sizeof **s->saved))) {
+      cg_errf(err, errlen, "out of memory");
+      return -1;
+    }
+  }
+  x->stats.programs++;
+  if (p->n_kernels > 0) {
+    cg_cuda_source src = {name, p->source, x->dev.arch, NULL, 0};
+    cg_cuda_binary bin;
+    if (cg_nvrtc_compile(&x->api, x->cache, &src, &bin, err, errlen) != 0) return -1;
+    if (bin.cached) x->stats.cache_hits++;
+    else x->stats.compiles++;
+    x->stats.kernels += p->n_kernels;
+    int rc = CUDA_CALL(x, name, err, errlen, cuModuleLoadData, &s->module, bin.image);
+    cg_cuda_binary_free(&bin);
+    if (rc) return -1;
+    for (int k = 0; k < p->n_kernels; k++) {
+      char ctx[400];
+      kernel_context(s, k, ctx, sizeof ctx);
+      if (CUDA_CALL(x, ctx, err, errlen, cuModuleGetFunction, &s->fns[k], s->module, p->kernels[k].name)) return -1;
+    }
+  }
+  if (p->n_gemms > 0 && !x->lt_workspace) { /* optional: cuBLASLt runs without one (fewer algorithms) */
+    size_t want = x->emu ? LT_WORKSPACE_EMU : LT_WORKSPACE_GPU, free_b = 0, total_b = 0;
+    if (x->api.cuMemGetInfo(&free_b, &total_b) == CG_CUDA_SUCCESS && free_b >= 2 * want &&
+        x->api.cuMemAlloc(&x->lt_workspace, want) == CG_CUDA_SUCCESS)
+      x->lt_workspace_bytes = want;
+  }
+  for (int st = 0; st < p->n_steps; st++) {
+    const cg_step *cs = &p->steps[st];
+    for (int a = cs->first_action; a < cs->first_action + cs->n_actions; a++) {
+      if (p->actions[a].kind != CG_ACT_GEMM) continue;
+      char ctx[400];
+      node_context(g->nodes[plan->steps[st].node], "the product", ctx, sizeof ctx);
+      if (cuda_gemm_prepare(x, &p->actions[a].gemm, &s->gemms[a], ctx, err, errlen) != 0) return -1;
+    }
+  }
+  if (p->workspace_bytes && device_alloc(x, p->workspace_bytes, &s->workspace, "the program's workspace", err, errlen) != 0)
+    return -1;
+  return 0;
+}
+
+/* The address of r at step st (whose node's tensors are in / out). */
+static cg_cu_deviceptr ref_address(const cuda_state *s, int st, cg_ref r, const rt_tensor *const *in,
+                                   rt_tensor *const *out) {
+  if (r.back > 0) { /* a deferred step's tensor, kept when that step ran */
+    int ds = st - r.back;
+    return s->saved[ds][r.kind == CG_REF_IN ? r.index : s->saved_in[ds] + r.index] + r.offset;
+  }
+  const void *base = r.kind == CG_REF_IN ? in[r.index]->data : r.kind == CG_REF_OUT ? out[r.index]->data
+                                                                                      : (const void *)(uintptr_t)s->workspace;
+  return dptr(base) + r.offset;
+}
+
+static int launch(cuda_ctx *x, cuda_state *s, int st, int kernel, const unsigned grid[3], unsigned block, unsigned smem,
+                  const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen) {
+  const cg_kernel *k = &s->prog->kernels[kernel];
+  enum { MAX_ARGS = 512 }; /* 4 KiB of pointers: the classic kernel parameter limit */
+  cg_cu_deviceptr ptrs[MAX_ARGS];
+  void *params[MAX_ARGS];
+  if (k->n_args > MAX_ARGS) {
+    cg_errf(err, errlen, "kernel %s takes %d pointers (at most %d)", k->name, k->n_args, (int)MAX_ARGS);
+    return -1;
+  }
+  for (int i = 0; i < k->n_args; i++) {
+    ptrs[i] = ref_address(s, st, s->prog->args[k->first_arg + i], in, out);
+    params[i] = &ptrs[i];
+  }
+  char ctx[400];
+  kernel_context(s, kernel, ctx, sizeof ctx);
+  snprintf(x->last_kernel, sizeof x->last_kernel, "%s", ctx);
+  x->stats.launches++;
+  if (CUDA_CALL(x, ctx, err, errlen, cuLaunchKernel, s->fns[kernel], grid[0], grid[1], grid[2], block, 1, 1, smem, NULL,
+                params, NULL))
+    return -1;
+  return x->sync ? CUDA_CALL(x, ctx, err, errlen, cuCtxSynchronize) : 0;
+}
+
+static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
+                         char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  cuda_state *s = state;
+  int idx = n->id >= 0 && n->id < s->n_nodes && s->g->nodes[n->id] == n ? n->id : -1;
+  for (int i = 0; idx < 0 && i < s->n_nodes; i++)
+    if (s->g->nodes[i] == n) idx = i;
+  int st = idx >= 0 ? s->node_step[idx] : -1;
+  if (st < 0) {
+    cg_errf(err, errlen, "internal error: %%%s is not a step of the prepared plan", n->n_out ? n->out[0]->name : "?");
+    return -1;
+  }
+  const cg_program *p = s->prog;
+  const cg_step *cs = &p->steps[st];
+  if (cs->deferred) { /* computed by a later step's launch: keep the addresses for it */
+    for (int i = 0; i < n->n_in; i++) s->saved[st][i] = dptr(in[i]->data);
+    for (int i = 0; i < n->n_out; i++) s->saved[st][n->n_in + i] = dptr(out[i]->data);
+    return 0;
+  }
+  for (int a = cs->first_action; a < cs->first_action + cs->n_actions; a++) {
+    const cg_action *act = &p->actions[a];
+    char ctx[400];
+    switch (act->kind) {
+    case CG_ACT_KERNEL:
+      if (launch(x, s, st, act->kernel, act->grid, act->block, act->smem_dynamic, in, out, err, errlen)) return -1;
+      break;
+    case CG_ACT_GEMM: {
+      const cg_gemm *g = &act->gemm;
+      node_context(n, "the product", ctx, sizeof ctx);
+      if (cuda_gemm_run(x, g, &s->gemms[a], ref_address(s, st, g->a, in, out), ref_address(s, st, g->b, in, out),
+                        ref_address(s, st, g->c, in, out), ref_address(s, st, g->bias, in, out),
+                        ref_address(s, st, g->aux, in, out), ctx, err, errlen))
+        return -1;
+      if ((s->gemms[a].use_fallback || (x->no_epilogues && g->fallback_kernel >= 0)) && g->fallback_kernel >= 0) {
+        unsigned grid[3] = {g->fallback_grid, 1, 1};
+        if (launch(x, s, st, g->fallback_kernel, grid, p->kernels[g->fallback_kernel].block, 0, in, out, err, errlen))
+          return -1;
+      }
+      break;
+    }
+    case CG_ACT_COPY:
+      node_context(n, "a copy", ctx, sizeof ctx);
+      x->stats.copies++;
+      if (CUDA_CALL(x, ctx, err, errlen, cuMemcpyDtoDAsync, ref_address(s, st, act->dst, in, out),
+                    ref_address(s, st, act->src, in, out), act->bytes, NULL))
+        return -1;
+      break;
+    case CG_ACT_MEMSET:
+      node_context(n, "a memset", ctx, sizeof ctx);
+      x->stats.memsets++;
+      if (CUDA_CALL(x, ctx, err, errlen, cuMemsetD8Async, ref_address(s, st, act->dst, in, out), 0, act->bytes, NULL))
+        return -1;
+      break;
+    }
+  }
+  return 0;
+}
+
+#define CUDA_BACKEND(var, label, open_fn)                                                                    \
+  const rt_backend var = {                                                                                   \
+      .name = label,                                                                                         \
+      .host_memory = false,                                                                                  \
+      .open = open_fn,                                                                                       \
+      .close = cuda_close,                                                                                   \
+      .alloc = cuda_alloc,                                                                                   \
+      .free = cuda_free,                                                                                     \
+      .upload = cuda_upload,                                                                                 \
+      .download = cuda_download,                                                                             \
+      .copy = cuda_copy,                                                                                     \
+      .fill = cuda_fill,                                                                                     \
+      .supports_op = cuda_supports_op,                                                                       \
+      .prepare = cuda_prepare,                                                                               \
+      .run_node = cuda_run_node,                                                                             \
+      .release = cuda_release,                                                                               \
+  };
+CUDA_BACKEND(rt_cuda_backend, "cuda", cuda_open)
+CUDA_BACKEND(rt_cuda_emu_backend, "cuda-emu", cuda_emu_open)
