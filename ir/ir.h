@@ -231,6 +231,14 @@ bool ir_shard_is_replicated(const ir_shard *s);
 /* The parts of dim d (1 when not in parts). */
 static inline int ir_shard_pieces(const ir_shard *s, int d) { return s->pieces[d] > 1 ? s->pieces[d] : 1; }
 bool ir_shard_equal(const ir_shard *a, const ir_shard *b, int rank);
+/* The whole value's type from what one rank holds (local) and its layout. */
+ir_type ir_shard_global_type(const ir_type *local, const ir_shard *s, const ir_mesh *m);
+/* Where element l (0 <= l < local_size) of dim d of the rank at coord
+ * (coordinates by ir_axis) sits in the whole value: its block is the
+ * row-major index of the rank's coordinates on the axes splitting d
+ * (outermost first); a dim in parts holds that block of every part. */
+int64_t ir_shard_global_index(const ir_shard *s, const ir_mesh *m, const int *coord, int d, int64_t local_size,
+                              int64_t l);
 /* "[dp, -, (dp, tp), tp:3] partial(tp)": what the printer writes after "shard". */
 char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n);
 

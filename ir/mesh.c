@@ -111,6 +111,29 @@ bool ir_shard_equal(const ir_shard *a, const ir_shard *b, int rank) {
   return true;
 }
 
+ir_type ir_shard_global_type(const ir_type *local, const ir_shard *s, const ir_mesh *m) {
+  ir_type g = *local;
+  for (int d = 0; d < g.rank; d++)
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if ((s->split[d] >> a) & 1) g.dims[d] *= m->size[a];
+  return g;
+}
+
+int64_t ir_shard_global_index(const ir_shard *s, const ir_mesh *m, const int *coord, int d, int64_t local_size,
+                              int64_t l) {
+  int64_t block = 0, blocks = 1;
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if ((s->split[d] >> a) & 1) {
+      block = block * m->size[a] + coord[a];
+      blocks *= m->size[a];
+    }
+  if (blocks == 1) return l;
+  int k = ir_shard_pieces(s, d);
+  if (k == 1) return block * local_size + l;
+  int64_t w = local_size / k; /* this rank's share of one part */
+  return (l / w) * (w * blocks) + block * w + l % w;
+}
+
 /* "dp", "(dp, tp)" or "-" */
 static size_t axes_str(unsigned mask, char *buf, size_t n) {
   int count = 0;

@@ -74,6 +74,19 @@ void rt_fill_random(rt_tensor *t, uint64_t seed, const char *name, int64_t int_h
 /* Initializes a parameter from its ir_init with stream = hash of its name. */
 void rt_init_param(rt_tensor *t, const ir_value *param, uint64_t seed);
 
+/* ---- shards (shard.c) ----
+ * One rank's block of a whole value (host tensors; s the block's layout,
+ * coord the rank's coordinates by ir_axis): extract copies it out of the
+ * whole value, insert puts it back. rt_init_param_shard initializes a
+ * parameter's block with exactly the values one device would give those
+ * elements (it makes the whole parameter on the host, then takes the block). */
+int rt_shard_extract(const rt_tensor *whole, rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord,
+                     char *err, size_t errlen);
+int rt_shard_insert(rt_tensor *whole, const rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord,
+                    char *err, size_t errlen);
+int rt_init_param_shard(rt_tensor *local, const ir_value *param, uint64_t seed, const ir_mesh *m, const int *coord,
+                        char *err, size_t errlen);
+
 /* Where the time of graph runs went, by op (kernel wall time, accumulated
  * over every run given the same profile). Filled only when a caller sets a
  * profile: timing every kernel costs two clock reads per node. */

@@ -1,0 +1,94 @@
+/* runtime/shard.c — moving between a whole value and one rank's block of
+ * it (ir_shard: ir_shard_global_index says where each local element sits):
+ * the data a rank feeds, the parameters it initializes, the state it saves
+ * and loads on another mesh. Host tensors; every element is copied as bytes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Per dim of the local tensor: the global index of each local index. */
+static int64_t **index_maps(const rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord) {
+  int r = local->type.rank;
+  int64_t **map = calloc((size_t)r + 1, sizeof *map);
+  if (!map) return NULL;
+  for (int d = 0; d < r; d++) {
+    int64_t n = local->type.dims[d];
+    if (!(map[d] = malloc((size_t)(n ? n : 1) * sizeof **map))) {
+      for (int k = 0; k < d; k++) free(map[k]);
+      free(map);
+      return NULL;
+    }
+    for (int64_t l = 0; l < n; l++) map[d][l] = ir_shard_global_index(s, m, coord, d, n, l);
+  }
+  return map;
+}
+
+/* Copies between whole and local (to_local: whole -> local). */
+static int transfer(rt_tensor *whole, rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord,
+                    bool to_local, char *err, size_t errlen) {
+  ir_type want = ir_shard_global_type(&local->type, s, m);
+  if (!ir_type_equal(&want, &whole->type)) {
+    char a[128], b[128], c[128];
+    rt_errf(err, errlen, "internal error: a block %s of %s is not one of %s", ir_type_str(&local->type, a, sizeof a),
+            ir_type_str(&want, b, sizeof b), ir_type_str(&whole->type, c, sizeof c));
+    return -1;
+  }
+  int r = local->type.rank;
+  size_t es = ir_dtype_size(local->type.dtype);
+  int64_t n = rt_numel(&local->type);
+  if (n == 0) return 0;
+  int64_t **map = index_maps(local, s, m, coord);
+  if (!map) {
+    rt_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  int64_t gstride[IR_MAX_RANK], idx[IR_MAX_RANK] = {0};
+  for (int d = r - 1, st = 1; d >= 0; d--) {
+    gstride[d] = st;
+    st *= whole->type.dims[d];
+  }
+  char *w = whole->data, *l = local->data;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < r; d++) off += map[d][idx[d]] * gstride[d];
+    if (to_local) memcpy(l + (size_t)i * es, w + (size_t)off * es, es);
+    else memcpy(w + (size_t)off * es, l + (size_t)i * es, es);
+    for (int d = r - 1; d >= 0; d--) { /* the next local index, row-major */
+      if (++idx[d] < local->type.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  for (int d = 0; d < r; d++) free(map[d]);
+  free(map);
+  return 0;
+}
+
+int rt_shard_extract(const rt_tensor *whole, rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord,
+                     char *err, size_t errlen) {
+  return transfer((rt_tensor *)whole, local, s, m, coord, true, err, errlen);
+}
+
+int rt_shard_insert(rt_tensor *whole, const rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord,
+                    char *err, size_t errlen) {
+  return transfer(whole, (rt_tensor *)local, s, m, coord, false, err, errlen);
+}
+
+int rt_init_param_shard(rt_tensor *local, const ir_value *param, uint64_t seed, const ir_mesh *m, const int *coord,
+                        char *err, size_t errlen) {
+  if (ir_shard_is_replicated(&param->shard)) {
+    rt_init_param(local, param, seed);
+    return 0;
+  }
+  ir_type g = ir_shard_global_type(&local->type, &param->shard, m);
+  rt_tensor *whole = rt_tensor_new(&g);
+  if (!whole) {
+    rt_errf(err, errlen, "out of memory initializing parameter '%s' (%lld elements)", param->name,
+            (long long)rt_numel(&g));
+    return -1;
+  }
+  rt_init_param(whole, param, seed); /* the values one device would have: a block of them */
+  int rc = rt_shard_extract(whole, local, &param->shard, m, coord, err, errlen);
+  rt_tensor_free(whole);
+  return rc;
+}
