@@ -107,6 +107,9 @@ typedef struct {
 /* Started by a launcher (mpirun, srun with PMIx/PMI): from the environment
  * only (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK); loads nothing. */
 bool rt_comm_under_launcher(void);
+/* Whether the mpi implementation is built in (Open MPI's mpi.h was found
+ * at build time); loads nothing. */
+bool rt_comm_has_mpi(void);
 /* This process's rank among those of its node (OMPI_COMM_WORLD_LOCAL_RANK,
  * MPI_LOCALRANKID, SLURM_LOCALID), 0 when not known: the GPU to use. */
 int rt_comm_local_rank(void);

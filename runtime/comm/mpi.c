@@ -44,7 +44,12 @@ int rt_comm_mpi_open(rt_comm *c, char *err, size_t errlen) {
 
 const comm_backend rt_comm_mpi_backend = {.name = "mpi"};
 
+bool rt_comm_has_mpi(void) { return false; }
+
 #else
+
+bool rt_comm_has_mpi(void) { return true; }
+
 
 #define PART_BYTES ((size_t)1 << 30)
 #define MAX_PARTS 64
