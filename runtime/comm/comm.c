@@ -208,6 +208,33 @@ _Noreturn void rt_comm_abort(rt_comm *c, const char *msg) {
 
 /* ---- the mesh ---- */
 
+static int run_group(rt_comm *c, comm_group *g, int axis, const rt_coll_args *a, char *err, size_t errlen);
+
+/* Every rank sets the same mesh: its text's hash, all-gathered over the
+ * world (not counted). Over the transport only: nccl's bootstrap checks
+ * for it. */
+static int same_mesh_everywhere(rt_comm *c, const char *text, char *err, size_t errlen) {
+  if (!c->be->isend || c->size < 2) return 0;
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = text; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  uint64_t *all = malloc((size_t)c->size * sizeof *all);
+  if (!all) {
+    rt_comm_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  comm_group g = {.c = c, .n = c->size, .me = c->rank, .stride = 1, .tag = TAG_WORLD, .kind = RT_COLL_ALL_GATHER};
+  snprintf(g.desc, sizeof g.desc, "--mesh %s: comparing meshes", text);
+  rt_coll_args a = {RT_COLL_ALL_GATHER, RT_REDUCE_SUM, IR_DT_I64, &h, all, 1, 0};
+  int rc = run_group(c, &g, -1, &a, err, errlen);
+  for (int r = 0; rc == 0 && r < c->size; r++)
+    if (all[r] != h) {
+      rt_comm_errf(err, errlen, "--mesh %s differs from rank %d's (every rank sets the same mesh)", text, r);
+      rc = -1;
+    }
+  free(all);
+  return rc;
+}
+
 int rt_comm_set_mesh(rt_comm *c, int n_axes, const char *const *names, const int *sizes, char *err, size_t errlen) {
   if (n_axes < 0 || n_axes > RT_COMM_MAX_AXES) {
     rt_comm_errf(err, errlen, "a mesh of %d axes (at most %d)", n_axes, RT_COMM_MAX_AXES);
@@ -249,7 +276,7 @@ int rt_comm_set_mesh(rt_comm *c, int n_axes, const char *const *names, const int
                    need, c->size, need);
     return -1;
   }
-  if (rt_comm_drain(c, err, errlen)) return -1;
+  if (rt_comm_drain(c, err, errlen) || same_mesh_everywhere(c, text, err, errlen)) return -1;
   c->n_axes = n_axes;
   int rest = c->rank, stride = 1;
   for (int k = n_axes - 1; k >= 0; k--) {

@@ -135,7 +135,9 @@ double rt_comm_timeout(const rt_comm *c);     /* seconds */
  * equal the world size, else -1 and
  *   "--mesh dp=2,tp=2 needs 4 ranks, but tgc runs as 1 process (start it with mpirun -np 4)"
  *   "--mesh dp=2,tp=2 needs 4 ranks, but this job has 8 (start it with mpirun -np 4)"
- * Collective: every rank sets the same mesh. Resets the counters (their
+ * Collective: every rank sets the same mesh (checked under mpi: "--mesh
+ * dp=4 differs from rank 0's (every rank sets the same mesh)"; the mesh
+ * stays as it was). Resets the counters (their
  * axes change) and waits for pending sends. n_axes 0: no axes, the world
  * only (any world size); a new communicator starts so. */
 int rt_comm_set_mesh(rt_comm *c, int n_axes, const char *const *names, const int *sizes, char *err, size_t errlen);

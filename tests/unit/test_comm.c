@@ -434,6 +434,17 @@ static int run_mpi(void) {
   snprintf(want, sizeof want, "--mesh dp=%d needs %d ranks, but this job has %d (start it with mpirun -np %d)", n + 1,
            n + 1, n, n + 1);
   CHECK_STR(C_err, want);
+  /* ranks that set different meshes are told so, each naming another */
+  if (n == 4) {
+    const char *two[] = {"dp", "tp"};
+    int me = rt_comm_rank(c), sizes22[] = {2, 2}, sizes4[] = {4};
+    int rc = me == 0 ? rt_comm_set_mesh(c, 2, two, sizes22, C_err, sizeof C_err)
+                     : rt_comm_set_mesh(c, 1, two, sizes4, C_err, sizeof C_err);
+    CHECK_EQ_INT(rc, -1);
+    CHECK_STR(C_err, me == 0 ? "--mesh dp=2,tp=2 differs from rank 1's (every rank sets the same mesh)"
+                             : "--mesh dp=4 differs from rank 0's (every rank sets the same mesh)");
+    CHECK_EQ_INT(rt_comm_axis_count(c), 0); /* the mesh stays as it was */
+  }
   run_meshes(c);
   t_sweep s = {.c = c, .mem = &t_host_mem};
   t_set_mesh(&s, 0, NULL);
