@@ -1,5 +1,5 @@
 /* codegen/cuda_api.h — the one table of CUDA entry points (driver API,
- * NVRTC, cuBLASLt; NCCL later), declared without any CUDA header so that
+ * NVRTC, cuBLASLt, NCCL), declared without any CUDA header so that
  * tgc builds on a machine with no CUDA toolkit.
  *
  * Types are ABI-identical to the real ones: handles are pointers to CUDA's
@@ -49,6 +49,16 @@ typedef struct CUstream_st *cg_cu_stream;          /* also cudaStream_t */
 typedef struct CUevent_st *cg_cu_event;
 typedef struct _nvrtcProgram *cg_nvrtc_program;
 typedef struct cublasLtContext *cg_cublaslt_handle;
+typedef struct ncclComm *cg_nccl_comm;             /* ncclComm_t */
+typedef unsigned int cg_nccl_result;               /* ncclResult_t */
+typedef unsigned int cg_nccl_data_type;            /* ncclDataType_t */
+typedef unsigned int cg_nccl_red_op;               /* ncclRedOp_t */
+/* ncclUniqueId is an anonymous-struct typedef in nccl.h (passed by value to
+ * ncclCommInitRank): declared here under a tgc name, and the ABI test
+ * defines CG_NCCL_REAL_TYPES to use nccl.h's. */
+#ifndef CG_NCCL_REAL_TYPES
+typedef struct cg_nccl_unique_id { char internal[128]; } cg_nccl_unique_id;
+#endif
 
 /* cuBLASLt's semi-opaque descriptors are typedefs of anonymous structs in
  * cublasLt.h, so no tag can match them: the layouts are declared here under
@@ -80,6 +90,7 @@ enum {
 #undef CG_CU_RESULT
 #define CG_CUDA_CONST(name, value) CG_##name = value,
 #include "cuda_consts.def"
+#include "nccl_consts.def"
 #undef CG_CUDA_CONST
 };
 

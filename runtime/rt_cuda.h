@@ -15,6 +15,7 @@
  *   cuda/backend.c       the cuda and cuda-emu backends (rt_backend,
  *                        declared in runtime.h) over either table
  *   cuda/blaslt.c        their cuBLASLt products
+ *   cuda_emu/nccl.c      NCCL over tgc's MPI transport (runtime/comm)
  * Nothing here is touched (no library loaded, no memory mapped) until a
  * caller asks for a CUDA backend. */
 #ifndef TGC_RT_CUDA_H
@@ -40,6 +41,8 @@
  *   "no CUDA driver: libcuda.so.1 not found"
  *   "no NVRTC: libnvrtc.so not found (searched ...)"
  *   "no cuBLASLt: libcublasLt.so not found (searched ...)"
+ *   "no NCCL: libnccl.so not found (searched ...)" (libnccl.so.2: the
+ *                      same folders, then the loader's search)
  *   "PATH has no SYMBOL: ..." (a library too old for tgc)
  * Libraries already loaded in api are kept. Returns 0 or -1. */
 int rt_cuda_load(cg_cuda_api *api, unsigned libs, char *err, size_t errlen);
@@ -90,7 +93,7 @@ typedef struct {
  * -1 and err for a bad value. */
 int rt_cuda_emu_config_init(rt_cuda_emu_config *cfg, char *err, size_t errlen);
 
-/* Fills api with the emulator (every driver, NVRTC and cuBLASLt entry) and
+/* Fills api with the emulator (every driver, NVRTC, cuBLASLt and NCCL entry) and
  * (re)configures it: everything a previous configuration held is freed.
  * Returns 0 or -1 with err. */
 int rt_cuda_emu_load(cg_cuda_api *api, const rt_cuda_emu_config *cfg, char *err, size_t errlen);
@@ -104,6 +107,9 @@ typedef struct {
   int64_t gemms;             /* cublasLtMatmul calls */
   int64_t modules_loaded;
   int64_t races;             /* racecheck hazards found */
+  /* the NCCL emulation (cuda_emu/nccl.c): operations, and the payload bytes
+   * its ring algorithms moved over the MPI transport */
+  int64_t nccl_calls, nccl_bytes_sent, nccl_bytes_received;
 } rt_cuda_emu_counters;
 rt_cuda_emu_counters rt_cuda_emu_counters_get(void);
 void rt_cuda_emu_counters_reset(void);

@@ -4,7 +4,8 @@
  * tgc links no CUDA library: each is found at run time, so one binary runs
  * with and without a GPU. libcuda.so.1 comes from the dynamic loader's
  * search (the NVIDIA driver installs it there); NVRTC and cuBLASLt are
- * versioned per toolkit (libnvrtc.so.13, libcublasLt.so.13), so the loader
+ * versioned per toolkit (libnvrtc.so.13, libcublasLt.so.13; NCCL is
+ * libnccl.so.2, from the toolkit's folders or the system's), so the loader
  * looks in the usual toolkit directories for the highest version, then asks
  * the dynamic loader for the sonames it knows. TGC_CUDA_LIB_PATH replaces
  * all of that with a list of directories (how the tests point the loader at
@@ -37,6 +38,7 @@ static const lib_info libs_known[] = {
      {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}},
     {CG_CUDA_LIB_CUBLASLT, SLOT_CUBLASLT, "cuBLASLt", "libcublasLt.so",
      {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"}},
+    {CG_CUDA_LIB_NCCL, SLOT_NCCL, "NCCL", "libnccl.so", {"libnccl.so.2", "libnccl.so"}},
 };
 #define NLIBS (sizeof libs_known / sizeof libs_known[0])
 
@@ -175,10 +177,6 @@ int rt_cuda_load(cg_cuda_api *api, unsigned libs, char *err, size_t errlen) {
     if (resolve(api, lib, h, path, err, errlen) != 0) return -1; /* left loaded: see rt_cuda_unload */
     api->handles[lib->slot] = h;
     api->libs |= lib->lib;
-  }
-  if ((libs & CG_CUDA_LIB_NCCL) && !(api->libs & CG_CUDA_LIB_NCCL)) {
-    cg_errf(err, errlen, "NCCL is not supported yet");
-    return -1;
   }
   return 0;
 }

@@ -748,7 +748,7 @@ int rt_cuda_emu_load(cg_cuda_api *api, const rt_cuda_emu_config *cfg, char *err,
 #define CG_CUDA_FN(lib, name, symbol, fallback, ret, params) api->name = rt_emu_##name;
 #include "cuda_api.def"
 #undef CG_CUDA_FN
-  api->libs = CG_CUDA_LIB_DRIVER | CG_CUDA_LIB_NVRTC | CG_CUDA_LIB_CUBLASLT;
+  api->libs = CG_CUDA_LIB_DRIVER | CG_CUDA_LIB_NVRTC | CG_CUDA_LIB_CUBLASLT | CG_CUDA_LIB_NCCL;
   api->backend = "cuda-emu";
   api->emu_detail = get_detail;
   api->build_id = rt_emu_build_id;

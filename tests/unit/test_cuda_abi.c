@@ -10,7 +10,8 @@
  *     header's declaration (return and parameter types);
  *   - the cuBLASLt descriptor and heuristic-result layouts match;
  * and at run time, that each entry's SYMBOL is the name the header maps the
- * API name to (cuMemAlloc -> cuMemAlloc_v2, ...). */
+ * API name to (cuMemAlloc -> cuMemAlloc_v2, ...). NCCL's rows (constants,
+ * prototypes, types) are checked where nccl.h is installed too. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,13 @@ int main(void) {
 #include <cublasLt.h>
 #include <cuda.h>
 #include <nvrtc.h>
+/* NCCL's header is not in every toolkit: its rows are checked where it is */
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define HAVE_NCCL_H 1
+#define CG_NCCL_REAL_TYPES
+typedef ncclUniqueId cg_nccl_unique_id;
+#endif
 
 /* cuBLASLt's descriptor handles are anonymous-struct typedefs: checked as
  * cublasLt.h's own types (cuda_api.h lets this file supply them). */
@@ -43,10 +51,27 @@ typedef cublasLtMatmulHeuristicResult_t cg_cublaslt_heuristic;
 #undef CG_CU_RESULT
 #define CG_CUDA_CONST(name, value) _Static_assert((long long)name == value && (long long)CG_##name == (long long)name, #name " differs");
 #include "cuda_consts.def"
+
+#ifdef HAVE_NCCL_H
+#include "nccl_consts.def"
+#endif
 #undef CG_CUDA_CONST
 
-#define CG_CUDA_FN(lib, name, symbol, fallback, ret, params) \
+#define CHECK_PROTO(name, ret, params) \
   _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) params), #name "'s prototype differs");
+#define CHECK_PROTO_DRIVER CHECK_PROTO
+#define CHECK_PROTO_NVRTC CHECK_PROTO
+#define CHECK_PROTO_CUBLASLT CHECK_PROTO
+#ifdef HAVE_NCCL_H
+#define CHECK_PROTO_NCCL CHECK_PROTO
+_Static_assert(__builtin_types_compatible_p(ncclComm_t, cg_nccl_comm), "ncclComm_t");
+_Static_assert(__builtin_types_compatible_p(ncclResult_t, cg_nccl_result), "ncclResult_t");
+_Static_assert(__builtin_types_compatible_p(ncclDataType_t, cg_nccl_data_type), "ncclDataType_t");
+_Static_assert(__builtin_types_compatible_p(ncclRedOp_t, cg_nccl_red_op), "ncclRedOp_t");
+#else
+#define CHECK_PROTO_NCCL(name, ret, params)
+#endif
+#define CG_CUDA_FN(lib, name, symbol, fallback, ret, params) CHECK_PROTO_##lib(name, ret, params)
 #include "cuda_api.def"
 #undef CG_CUDA_FN
 

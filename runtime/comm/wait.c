@@ -1,0 +1,183 @@
+/* runtime/comm/wait.c — waiting for messages: polling, the timeout, and
+ * which rank to blame when a wait times out.
+ *
+ * A wait polls the transport: it tests every pending request, and when
+ * none finished, tests again at once, then yields the processor, then
+ * sleeps (50 us, doubling up to 1 ms), so that ranks oversubscribed on few
+ * cores leave each other the processor. Any progress starts the clock
+ * again; a wait that sees no progress for the timeout ends the job through
+ * rt_comm_abort, naming the rank it waited for.
+ *
+ * That rank may itself be waiting for another: in a ring, a hung rank
+ * stalls its neighbour, which stalls the next, and every rank times out at
+ * about the same moment, each waiting for a different rank. So before it
+ * gives up, a timed-out rank asks (on the transports that can probe for a
+ * message: mpi) the rank it waited for what that one waits for, and so on
+ * along the chain; ranks answer from inside their own waits (once they
+ * sleep: never on a fast path). The chain ends at a rank that does not
+ * answer within a grace period (hung, stopped, or busy outside tgc's
+ * waits: the one to blame), or comes back to a rank already in it (a
+ * deadlock). Every rank's message then names the same rank:
+ *   tgc: rank 3: all_reduce over world: no message from rank 2 for 3 s (--comm-timeout); stopping every rank
+ *   tgc: rank 0: all_reduce over world: no message from rank 3 for 3 s; rank 3 waits for rank 2, which does not answer (--comm-timeout); stopping every rank
+ * The questions take at most min(timeout/4, 1 s) per rank asked and
+ * min(timeout, 10 s) in all. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm_internal.h"
+
+#define GRACE_MAX_S 1.0
+#define BLAME_BUDGET_MAX_S 10.0
+#define CHAIN_MAX 64
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void backoff(unsigned idle) {
+  if (idle < 64) return;
+  if (idle < 256) {
+    sched_yield();
+    return;
+  }
+  unsigned shift = (idle - 256) / 64;
+  long us = 50L << (shift < 5 ? shift : 5);
+  if (us > 1000) us = 1000;
+  struct timespec d = {0, us * 1000};
+  nanosleep(&d, NULL);
+}
+
+/* Answers every question waiting: {seq} -> {seq, the rank this one waits
+ * for, or -1}. */
+static void answer_questions(rt_comm *c) {
+  int from = -1;
+  char why[256];
+  while (c->be->iprobe && c->be->iprobe(c, TAG_QUESTION, &from) == 1) {
+    int32_t q = 0;
+    comm_req *r = NULL;
+    if (c->be->irecv(c, from, TAG_QUESTION, &q, sizeof q, &r, why, sizeof why)) return;
+    int done = 0;
+    for (int spins = 0; (done = c->be->test(c, r, NULL, why, sizeof why)) == 0 && spins < 1000000; spins++) {
+    }
+    if (done != 1) return; /* the message was there: it does not happen */
+    int32_t answer[2] = {q, c->waiting_for};
+    if (rt_comm_stage_send(c, from, TAG_ANSWER, answer, sizeof answer, why, sizeof why)) return;
+  }
+}
+
+/* What `who` waits for: its rank (>= 0), -1 if it waits for no one, -2 if
+ * it did not answer within grace seconds. */
+static int ask(rt_comm *c, int who, double grace) {
+  char why[256];
+  int32_t q = ++c->question_seq;
+  if (rt_comm_stage_send(c, who, TAG_QUESTION, &q, sizeof q, why, sizeof why)) return -2;
+  double until = now_s() + grace;
+  int32_t answer[2];
+  comm_req *r = NULL;
+  unsigned idle = 0;
+  for (;;) {
+    if (!r && c->be->irecv(c, who, TAG_ANSWER, answer, sizeof answer, &r, why, sizeof why)) return -2;
+    int t = c->be->test(c, r, NULL, why, sizeof why);
+    if (t < 0) return -2;
+    if (t == 1) {
+      r = NULL;
+      if (answer[0] == q) return answer[1] >= 0 ? answer[1] : -1;
+      continue; /* an answer to an earlier question */
+    }
+    answer_questions(c);
+    if (now_s() > until) return -2; /* r stays posted: the job ends now */
+    backoff(idle++);
+  }
+}
+
+/* The chain from `peer` (see the top), as text to add to the message. */
+static void blame(rt_comm *c, int peer, char *note, size_t len) {
+  note[0] = 0;
+  if (!c->be->iprobe || peer < 0 || peer == c->rank) return;
+  double grace = c->timeout_s / 4 < GRACE_MAX_S ? c->timeout_s / 4 : GRACE_MAX_S;
+  double budget = c->timeout_s < BLAME_BUDGET_MAX_S ? c->timeout_s : BLAME_BUDGET_MAX_S;
+  double deadline = now_s() + budget;
+  int chain[CHAIN_MAX], n = 0;
+  chain[n++] = peer;
+  while (n < CHAIN_MAX && now_s() < deadline) {
+    int next = ask(c, chain[n - 1], grace);
+    if (next < 0) {
+      if (next == -1 || n == 1) return; /* the one asked runs, or the first one is to blame: as it is */
+      break;                            /* chain[n-1] does not answer */
+    }
+    bool cycle = next == c->rank;
+    for (int i = 0; i < n; i++) cycle |= chain[i] == next;
+    chain[n++] = next;
+    if (cycle) break;
+  }
+  if (n < 2) return;
+  /* chain[i] waits for chain[i+1] */
+  int used = snprintf(note, len, "; rank %d waits for rank %d", chain[0], chain[1]);
+  for (int i = 2; i < n && used > 0 && (size_t)used < len; i++)
+    used += snprintf(note + used, len - (size_t)used, ", which waits for rank %d", chain[i]);
+  int last = chain[n - 1];
+  bool cycle = last == c->rank;
+  for (int i = 0; i + 1 < n; i++) cycle |= chain[i] == last;
+  if (used > 0 && (size_t)used < len)
+    snprintf(note + used, len - (size_t)used, cycle ? ": the ranks wait for each other (a deadlock)" : ", which does not answer");
+}
+
+int rt_comm_wait(rt_comm *c, const char *what, comm_req **reqs, const int *peers, const bool *recv, int n,
+                 int *sources, char *err, size_t errlen) {
+  int left = 0, first = -1;
+  for (int i = 0; i < n; i++)
+    if (reqs[i]) left++, first = first < 0 ? i : first;
+  if (!left) return 0;
+  int outer = c->waiting_for;
+  c->waiting_for = peers[first];
+  double since = now_s();
+  unsigned idle = 0;
+  while (left > 0) {
+    bool progressed = false;
+    for (int i = 0; i < n; i++) {
+      if (!reqs[i]) continue;
+      char why[512];
+      int r = c->be->test(c, reqs[i], sources ? &sources[i] : NULL, why, sizeof why);
+      if (r < 0) {
+        c->broken = true;
+        c->waiting_for = outer;
+        rt_comm_errf(err, errlen, "%s: %s", what, why);
+        return -1;
+      }
+      if (r == 1) reqs[i] = NULL, left--, progressed = true;
+    }
+    if (!left) break;
+    if (progressed) {
+      since = now_s();
+      idle = 0;
+      for (first = 0; !reqs[first]; first++) {
+      }
+      c->waiting_for = peers[first];
+      continue;
+    }
+    if (now_s() - since > c->timeout_s) {
+      char note[512], msg[1200];
+      blame(c, peers[first], note, sizeof note);
+      if (recv[first] && peers[first] < 0)
+        snprintf(msg, sizeof msg, "%s: no message from any rank for %g s (--comm-timeout); stopping every rank", what,
+                 c->timeout_s);
+      else if (recv[first])
+        snprintf(msg, sizeof msg, "%s: no message from rank %d for %g s%s (--comm-timeout); stopping every rank", what,
+                 peers[first], c->timeout_s, note);
+      else
+        snprintf(msg, sizeof msg, "%s: rank %d took no message for %g s%s (--comm-timeout); stopping every rank",
+                 what, peers[first], c->timeout_s, note);
+      rt_comm_abort(c, msg);
+    }
+    if (idle >= 256 && idle % 16 == 0) answer_questions(c);
+    backoff(idle++);
+  }
+  c->waiting_for = outer;
+  return 0;
+}
