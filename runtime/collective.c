@@ -7,13 +7,24 @@
  * collective is then a copy of its operand, and a send to oneself is held
  * in a FIFO until a recv from oneself takes it (messages between one pair
  * of ranks arrive in the order sent, as the comm layer promises). Each
- * send node has its own staging buffer, allocated with the program, so a
- * run allocates nothing. A group of more ranks needs the comm layer
- * (runtime/comm/), which a multi-rank run binds to the program.
+ * send node has its own staging buffer, allocated with the program.
+ *
+ * Groups of more ranks go to the comm layer (runtime/comm/), whose mesh is
+ * the graph's axes of size > 1, by name (rt_mesh_bind).
+ * The comm layer's collectives work on whole buffers (all_gather puts
+ * member j's block at j * count); an op along a dim d > 0 moves its blocks
+ * through a scratch buffer: [outer][n][L][inner] <-> [n][outer][L][inner].
+ * On a device whose memory is not the host's, buffers go through host
+ * scratch (download, communicate, upload) unless the comm layer is NCCL,
+ * which takes device pointers: then only the ops that move whole buffers
+ * (all_reduce, send, recv, gathers and scatters along dim 0) run, the
+ * others are refused (their block moves are host code). Scratch is
+ * allocated with the program: a run allocates nothing.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "internal.h"
 
 typedef struct {
@@ -23,9 +34,15 @@ typedef struct {
 
 struct rt_coll {
   const ir_graph *g;
-  rt_buffer **staging; /* by node index: a buffer per send node */
+  rt_device *dev;
+  rt_comm *comm;       /* NULL: one process */
+  bool host_ptrs;      /* this device's pointers are host memory */
+  bool nccl;           /* the comm layer takes device pointers */
+  rt_buffer **staging; /* by node index: a buffer per send node (one-rank groups) */
   message *fifo;       /* sent and not yet received, oldest first */
   int head, tail, cap;
+  char *scratch[3];    /* host: operand, result, blocks (multi-rank groups) */
+  size_t scratch_bytes;
 };
 
 static const char *str_attr(const ir_node *n, const char *key) {
@@ -33,7 +50,22 @@ static const char *str_attr(const ir_node *n, const char *key) {
   return a && a->kind == IR_ATTR_STR ? a->s : "?";
 }
 
-rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, char *err, size_t errlen) {
+static size_t bytes_of(const ir_type *t) { return (size_t)ir_type_numel(t) * ir_dtype_size(t->dtype); }
+
+int rt_mesh_bind(rt_comm *c, const ir_mesh *m, int *coord, char *err, size_t errlen) {
+  const char *names[IR_NUM_AXES];
+  int sizes[IR_NUM_AXES], n = 0;
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if (m->size[a] > 1) names[n] = ir_axis_name((ir_axis)a), sizes[n++] = m->size[a];
+  if (rt_comm_set_mesh(c, n, names, sizes, err, errlen) != 0) return -1;
+  for (int a = 0; a < IR_NUM_AXES && coord; a++) {
+    int k = m->size[a] > 1 ? rt_comm_axis_find(c, ir_axis_name((ir_axis)a)) : -1;
+    coord[a] = k >= 0 ? rt_comm_coord(c, k) : 0;
+  }
+  return 0;
+}
+
+rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, size_t errlen) {
   rt_coll *c = calloc(1, sizeof *c);
   if (!c || !(c->staging = calloc((size_t)g->n_nodes + 1, sizeof *c->staging))) {
     free(c);
@@ -41,19 +73,29 @@ rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, char *err, size_t errlen) 
     return NULL;
   }
   c->g = g;
+  c->dev = d;
+  c->comm = comm;
+  c->host_ptrs = d->backend->host_memory;
+  c->nccl = comm && strcmp(rt_comm_impl(comm), "nccl") == 0;
   int sends = 0;
+  size_t most = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    if (n->dead || n->op != IR_OP_SEND) continue;
-    size_t bytes = (size_t)ir_type_numel(&n->in[0]->type) * ir_dtype_size(n->in[0]->type.dtype);
-    if (!(c->staging[i] = rt_buffer_alloc(d, bytes, err, errlen))) {
+    if (n->dead || !rt_is_mesh_step(n)) continue;
+    for (int k = 0; k < n->n_in; k++) most = bytes_of(&n->in[k]->type) > most ? bytes_of(&n->in[k]->type) : most;
+    for (int k = 0; k < n->n_out; k++) most = bytes_of(&n->out[k]->type) > most ? bytes_of(&n->out[k]->type) : most;
+    if (n->op != IR_OP_SEND || ir_node_attr_int(n, "n", 1) != 1) continue;
+    if (!(c->staging[i] = rt_buffer_alloc(d, bytes_of(&n->in[0]->type), err, errlen))) {
       rt_coll_free(c);
       return NULL;
     }
     sends++;
   }
   c->cap = sends + 1;
-  if (!(c->fifo = calloc((size_t)c->cap, sizeof *c->fifo))) {
+  c->scratch_bytes = most;
+  bool oom = !(c->fifo = calloc((size_t)c->cap, sizeof *c->fifo));
+  for (int k = 0; k < 3 && comm && !oom; k++) oom = !(c->scratch[k] = malloc(most ? most : 1));
+  if (oom) {
     rt_coll_free(c);
     rt_errf(err, errlen, "out of memory");
     return NULL;
@@ -66,6 +108,7 @@ void rt_coll_free(rt_coll *c) {
   for (int i = 0; c->staging && i < c->g->n_nodes; i++) rt_buffer_free(c->staging[i]);
   free(c->staging);
   free(c->fifo);
+  for (int k = 0; k < 3; k++) free(c->scratch[k]);
   free(c);
 }
 
@@ -78,14 +121,10 @@ static int copy(const rt_tensor *dst, const rt_tensor *src, char *err, size_t er
   return rt_copy(dst, src, err, errlen);
 }
 
-int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,
-                size_t errlen) {
-  int64_t size = ir_node_attr_int(n, "n", 1);
-  if (size != 1) {
-    rt_errf(err, errlen, "%s over %s needs the %lld ranks of that mesh axis; this run has one process (start tgc "
-            "with mpirun and --mesh)", ir_op_name(n->op), str_attr(n, "axis"), (long long)size);
-    return -1;
-  }
+/* ---- one-rank groups ---- */
+
+static int run_local(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,
+                     size_t errlen) {
   switch (n->op) {
   case IR_OP_SEND: {
     int idx = -1;
@@ -123,4 +162,116 @@ int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_ten
   default: /* every collective of a one-rank group, and mesh_slice, is its operand */
     return copy(out[0], in[0], err, errlen);
   }
+}
+
+/* ---- multi-rank groups ---- */
+
+/* t as [outer][size of dim d][inner bytes]. */
+static void split_at(const ir_type *t, int d, int64_t *outer, int64_t *len, size_t *inner) {
+  *outer = 1, *len = t->rank ? t->dims[d] : 1;
+  *inner = ir_dtype_size(t->dtype);
+  for (int k = 0; k < d; k++) *outer *= t->dims[k];
+  for (int k = d + 1; k < t->rank; k++) *inner *= (size_t)t->dims[k];
+}
+
+/* dst [n][outer][L][inner] <- src [outer][n L][inner] (to_blocks), or back. */
+static void blocks(char *dst, const char *src, int64_t outer, int n, int64_t L, size_t inner, bool to_blocks) {
+  size_t row = (size_t)L * inner;
+  for (int j = 0; j < n; j++)
+    for (int64_t o = 0; o < outer; o++) {
+      size_t b = ((size_t)j * (size_t)outer + (size_t)o) * row, w = ((size_t)o * (size_t)n + (size_t)j) * row;
+      if (to_blocks) memcpy(dst + b, src + w, row);
+      else memcpy(dst + w, src + b, row);
+    }
+}
+
+static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, char *err, size_t errlen) {
+  rt_comm *m = c->comm;
+  int axis = rt_comm_axis_find(m, str_attr(n, "axis"));
+  if (axis < 0) {
+    rt_errf(err, errlen, "internal error: the communicator has no mesh axis %s", str_attr(n, "axis"));
+    return -1;
+  }
+  int size = (int)ir_node_attr_int(n, "n", 1), dim = (int)ir_node_attr_int(n, "dim", 0);
+  rt_reduce_op op = strcmp(str_attr(n, "reduce"), "max") == 0 ? RT_REDUCE_MAX : RT_REDUCE_SUM;
+  const ir_type *ti = n->n_in ? &n->in[0]->type : &n->out[0]->type;
+  ir_dtype dt = ti->dtype;
+  int64_t count = ir_type_numel(ti), outer, L;
+  size_t inner;
+  char *blk = c->scratch[2];
+  switch (n->op) {
+  case IR_OP_ALL_REDUCE: return rt_comm_all_reduce(m, axis, op, dt, in, out, count, err, errlen);
+  case IR_OP_ALL_GATHER:
+    split_at(ti, dim, &outer, &L, &inner);
+    if (outer == 1) return rt_comm_all_gather(m, axis, dt, in, out, count, err, errlen);
+    if (rt_comm_all_gather(m, axis, dt, in, blk, count, err, errlen) != 0) return -1;
+    blocks(out, blk, outer, size, L, inner, false);
+    return 0;
+  case IR_OP_REDUCE_SCATTER:
+    split_at(ti, dim, &outer, &L, &inner);
+    if (outer == 1) return rt_comm_reduce_scatter(m, axis, op, dt, in, out, count / size, err, errlen);
+    blocks(blk, in, outer, size, L / size, inner, true);
+    return rt_comm_reduce_scatter(m, axis, op, dt, blk, out, count / size, err, errlen);
+  case IR_OP_ALL_TO_ALL: {
+    int sd = (int)ir_node_attr_int(n, "split_dim", 0), cd = (int)ir_node_attr_int(n, "concat_dim", 0);
+    int64_t o1, l1, o2, l2;
+    size_t i1, i2;
+    split_at(ti, sd, &o1, &l1, &i1);
+    blocks(blk, in, o1, size, l1 / size, i1, true); /* block j: slice j of split_dim */
+    if (rt_comm_all_to_all(m, axis, dt, blk, c->scratch[1] == out ? c->scratch[0] : c->scratch[1], count / size, err,
+                           errlen) != 0)
+      return -1;
+    /* received block j is [...] with split_dim divided; concatenate them along concat_dim */
+    ir_type part = *ti;
+    part.dims[sd] /= size;
+    split_at(&part, cd, &o2, &l2, &i2);
+    blocks(out, c->scratch[1] == out ? c->scratch[0] : c->scratch[1], o2, size, l2, i2, false);
+    return 0;
+  }
+  case IR_OP_COMM_BROADCAST:
+    if (out != in) memcpy(out, in, (size_t)count * ir_dtype_size(dt));
+    return rt_comm_broadcast(m, axis, (int)ir_node_attr_int(n, "root", 0), dt, out, count, err, errlen);
+  case IR_OP_SEND: return rt_comm_send(m, axis, (int)ir_node_attr_int(n, "peer", 0), dt, in, count, err, errlen);
+  case IR_OP_RECV: return rt_comm_recv(m, axis, (int)ir_node_attr_int(n, "peer", 0), dt, out, count, err, errlen);
+  case IR_OP_MESH_SLICE: {
+    split_at(ti, dim, &outer, &L, &inner);
+    int coord = rt_comm_coord(m, axis);
+    size_t part = (size_t)(L / size) * inner;
+    for (int64_t o = 0; o < outer; o++)
+      memcpy((char *)out + (size_t)o * part, (const char *)in + ((size_t)o * (size_t)L * inner) + (size_t)coord * part,
+             part);
+    return 0;
+  }
+  default: rt_errf(err, errlen, "internal error: %s is not a mesh step", ir_op_name(n->op)); return -1;
+  }
+}
+
+int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,
+                size_t errlen) {
+  int64_t size = ir_node_attr_int(n, "n", 1);
+  if (size == 1) return run_local(c, n, in, out, err, errlen);
+  if (!c->comm) {
+    rt_errf(err, errlen, "%s over %s needs the %lld ranks of that mesh axis; this run has one process (start tgc "
+            "with mpirun and --mesh)", ir_op_name(n->op), str_attr(n, "axis"), (long long)size);
+    return -1;
+  }
+  const void *src = n->n_in ? in[0]->data : NULL;
+  void *dst = n->n_out ? out[0]->data : NULL;
+  if (c->nccl && !c->host_ptrs) {
+    bool whole = n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_SEND || n->op == IR_OP_RECV ||
+                 ((n->op == IR_OP_ALL_GATHER || n->op == IR_OP_REDUCE_SCATTER) && ir_node_attr_int(n, "dim", 0) == 0);
+    if (!whole) {
+      rt_errf(err, errlen, "%s over %s with NCCL on device memory is not supported yet (all_reduce, send, recv, and "
+              "gathers and scatters along dim 0 are)", ir_op_name(n->op), str_attr(n, "axis"));
+      return -1;
+    }
+    return run_comm(c, n, src, dst, err, errlen);
+  }
+  if (!c->host_ptrs) { /* through host memory */
+    if (n->n_in && rt_download(c->scratch[0], in[0], err, errlen) != 0) return -1;
+    src = c->scratch[0], dst = c->scratch[1];
+  }
+  if (run_comm(c, n, src, dst, err, errlen) != 0) return -1;
+  if (!c->host_ptrs && n->n_out && rt_upload(out[0], c->scratch[1], err, errlen) != 0) return -1;
+  return 0;
 }

@@ -113,7 +113,7 @@ rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_opt
   }
   bool mesh_steps = false;
   for (int i = 0; i < g->n_nodes; i++) mesh_steps |= !g->nodes[i]->dead && rt_is_mesh_step(g->nodes[i]);
-  if (mesh_steps && !(p->coll = rt_coll_new(d, g, err, errlen))) goto fail;
+  if (mesh_steps && !(p->coll = rt_coll_new(d, g, o ? o->comm : NULL, err, errlen))) goto fail;
   if (d->backend->prepare && d->backend->prepare(d, g, p->plan, &p->state, err, errlen) != 0) goto fail;
   return p;
 fail:

@@ -16,7 +16,7 @@
 /* The mesh steps of a program (collective.c): communication ops and
  * mesh_slice, run by the executor instead of a backend kernel. */
 typedef struct rt_coll rt_coll;
-rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, char *err, size_t errlen);
+rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, size_t errlen);
 void rt_coll_free(rt_coll *c);
 void rt_coll_reset(rt_coll *c);
 int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,

@@ -24,6 +24,7 @@
 
 typedef struct rt_device rt_device;
 typedef struct rt_backend rt_backend;
+typedef struct rt_comm rt_comm; /* runtime/comm/comm.h: the ranks a multi-rank run talks to */
 
 /* Device memory: ptr is a host pointer on host-memory backends (cpu), a
  * device address elsewhere (never dereferenced on the host there). */
@@ -73,6 +74,13 @@ double rt_random_normal(uint64_t seed, uint64_t stream, uint64_t index);    /* N
 void rt_fill_random(rt_tensor *t, uint64_t seed, const char *name, int64_t int_high);
 /* Initializes a parameter from its ir_init with stream = hash of its name. */
 void rt_init_param(rt_tensor *t, const ir_value *param, uint64_t seed);
+
+/* Gives communicator c the axes of m of size > 1 (names pp, dp, tp; the
+ * sizes must multiply to its ranks, else -1 and "--mesh dp=2 needs 2 ranks,
+ * but tgc runs as 1 process (start it with mpirun -np 2)") and fills
+ * coord[IR_NUM_AXES] (NULL: not) with this rank's coordinates (0 on an axis
+ * of size 1). Every rank calls it. */
+int rt_mesh_bind(rt_comm *c, const ir_mesh *m, int *coord, char *err, size_t errlen);
 
 /* ---- shards (shard.c) ----
  * One rank's block of a whole value (host tensors; s the block's layout,
@@ -185,6 +193,8 @@ typedef struct {
    * output lives there (rt_program_output says where each output is) */
   const bool *donate_inputs, *donate_params;
   rt_profile *profile;    /* NULL, or where runs add their kernel times */
+  rt_comm *comm;          /* NULL (one process), or the communicator of a sharded graph's mesh
+                           * (rt_mesh_bind) */
 } rt_program_options;
 /* Plans g (pass_memplan), allocates its arena on d, prepares the backend. */
 rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_options *o, char *err, size_t errlen);
@@ -339,7 +349,11 @@ typedef struct {
   const pass_training *prog;   /* the graphs and their bindings (kept alive by the caller) */
   const rt_backend *backend;   /* NULL: the cpu */
   rt_device_options device;    /* which device, and its checks */
-  rt_data *data;               /* rt_trainer_new binds it to the step graph's data inputs */
+  rt_data *data;               /* rt_trainer_new binds it to the step graph's data inputs; a
+                                * sharded program's source must be bound to the whole model
+                                * already (its batch is made whole, then each rank takes its block) */
+  rt_comm *comm;               /* a sharded program (its graphs' mesh has more than one rank): the
+                                * communicator of exactly that many ranks; the trainer sets its mesh */
   uint64_t seed;
   rt_schedule schedule;
   rt_profile *profile;         /* NULL, or kernel times of the step graph runs */

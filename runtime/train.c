@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "internal.h"
 
 #define STATE_PREFIX "opt/"
@@ -35,6 +36,10 @@ struct rt_trainer {
   rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */
   rt_tensor **data;              /* n_data: the data inputs (device) */
   rt_tensor **data_host;         /* n_data: where the source writes (== data on a host-memory device) */
+  rt_tensor **data_whole;        /* n_data (sharded): the whole batch the source writes; data_host takes a block */
+  const ir_mesh *mesh;           /* the programs' mesh */
+  bool sharded;                  /* more than one rank */
+  int coord[IR_NUM_AXES];        /* this rank's coordinates (sharded) */
   rt_tensor **acc;               /* np (K > 1): the gradient sums */
   rt_tensor *loss_sum, *correct_sum, *lr, *step_no;
   rt_tensor **step_in, **update_in; /* the programs' input bindings */
@@ -69,6 +74,7 @@ void rt_trainer_free(rt_trainer *t) {
   for (int i = 0; t->pool && i < t->np + t->ns; i++) rt_device_tensor_free(t->pool[i]);
   for (int i = 0; t->data && i < pt->n_data; i++) {
     if (t->data_host && t->data_host[i] != t->data[i]) rt_tensor_free(t->data_host[i]);
+    if (t->data_whole) rt_tensor_free(t->data_whole[i]);
     rt_device_tensor_free(t->data[i]);
   }
   for (int i = 0; t->acc && i < t->np; i++) rt_device_tensor_free(t->acc[i]);
@@ -83,6 +89,7 @@ void rt_trainer_free(rt_trainer *t) {
   free(t->pool);
   free(t->data);
   free(t->data_host);
+  free(t->data_whole);
   free(t->acc);
   free(t->step_in);
   free(t->update_in);
@@ -162,8 +169,17 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   t->ns = pt->n_states;
   t->K = pt->micro_batches;
   int np = t->np, ns = t->ns;
+  t->mesh = &sg->mesh;
+  t->sharded = ir_mesh_ranks(t->mesh) > 1;
+  if (t->sharded) { /* the communicator's mesh is the graphs' */
+    if (!c->comm) {
+      rt_errf(err, errlen, "internal error: a sharded training program without a communicator");
+      goto fail;
+    }
+    if (rt_mesh_bind(c->comm, t->mesh, t->coord, err, errlen) != 0) goto fail;
+  }
   if (!(t->dev = rt_device_open_with(c->backend ? c->backend : &rt_cpu_backend, &c->device, err, errlen))) goto fail;
-  if (rt_data_bind_inputs(c->data, sg, pt->n_data, err, errlen) != 0) goto fail;
+  if (!t->sharded && rt_data_bind_inputs(c->data, sg, pt->n_data, err, errlen) != 0) goto fail;
   t->params = calloc((size_t)np + 1, sizeof *t->params);
   t->states = calloc((size_t)ns + 1, sizeof *t->states);
   t->pool = calloc((size_t)(np + ns) + 1, sizeof *t->pool);
@@ -171,10 +187,12 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   t->taken = calloc((size_t)(np + ns) + 1, sizeof *t->taken);
   t->data = calloc((size_t)pt->n_data + 1, sizeof *t->data);
   t->data_host = calloc((size_t)pt->n_data + 1, sizeof *t->data_host);
+  t->data_whole = calloc((size_t)pt->n_data + 1, sizeof *t->data_whole);
   t->acc = calloc((size_t)np + 1, sizeof *t->acc);
   t->step_in = calloc((size_t)sg->n_inputs + 1, sizeof *t->step_in);
   t->update_in = calloc((size_t)ug->n_inputs + 1, sizeof *t->update_in);
-  if (!t->params || !t->states || !t->pool || !t->new_place || !t->taken || !t->data || !t->data_host || !t->acc || !t->step_in ||
+  if (!t->params || !t->states || !t->pool || !t->new_place || !t->taken || !t->data || !t->data_host ||
+      !t->data_whole || !t->acc || !t->step_in ||
       !t->update_in) {
     rt_errf(err, errlen, "out of memory");
     goto fail;
@@ -186,8 +204,9 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     t->params[i] = t->pool[i];
     rt_tensor *h = host_view(t, t->params[i], err, errlen);
     if (!h) goto fail;
-    rt_init_param(h, p, c->seed);
-    int rc = h == t->params[i] ? 0 : rt_upload(t->params[i], h->data, err, errlen);
+    int rc = t->sharded ? rt_init_param_shard(h, p, c->seed, t->mesh, t->coord, err, errlen) : 0;
+    if (!t->sharded) rt_init_param(h, p, c->seed);
+    if (rc == 0 && h != t->params[i]) rc = rt_upload(t->params[i], h->data, err, errlen);
     host_view_free(t, h);
     if (rc != 0) goto fail;
   }
@@ -198,14 +217,18 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   for (int i = 0; i < pt->n_data; i++) {
     if (!(t->data[i] = rt_device_tensor_new(t->dev, &sg->inputs[i]->type, err, errlen))) goto fail;
     t->data_host[i] = t->dev->backend->host_memory ? t->data[i] : rt_tensor_new(&sg->inputs[i]->type);
-    if (!t->data_host[i]) {
+    if (t->sharded) { /* the source writes the whole batch; this rank's block is taken from it */
+      ir_type whole = ir_shard_global_type(&sg->inputs[i]->type, &sg->inputs[i]->shard, t->mesh);
+      t->data_whole[i] = rt_tensor_new(&whole);
+    }
+    if (!t->data_host[i] || (t->sharded && !t->data_whole[i])) {
       rt_errf(err, errlen, "out of memory");
       goto fail;
     }
     t->step_in[i] = t->data[i];
   }
   for (int i = 0; t->K > 1 && i < np; i++) {
-    if (!(t->acc[i] = rt_device_tensor_new(t->dev, &sg->params[i]->type, err, errlen))) goto fail;
+    if (!(t->acc[i] = rt_device_tensor_new(t->dev, &sg->inputs[pt->acc_input0 + i]->type, err, errlen))) goto fail;
     t->step_in[pt->acc_input0 + i] = t->acc[i];
   }
   if (!(t->loss_sum = scalar_tensor(t->dev, err, errlen)) || !(t->lr = scalar_tensor(t->dev, err, errlen)) ||
@@ -234,8 +257,9 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   for (int i = pt->n_data; i < sg->n_inputs; i++) sdon[i] = true;
   for (int i = 0; i < ns; i++) udon[np + i] = true;
   for (int i = 0; i < np; i++) pdon[i] = true;
-  rt_program_options so = {.donate_inputs = sdon, .profile = c->profile};
-  rt_program_options uo = {.donate_inputs = udon, .donate_params = pdon, .profile = c->update_profile};
+  rt_program_options so = {.donate_inputs = sdon, .profile = c->profile, .comm = t->sharded ? c->comm : NULL};
+  rt_program_options uo = {.donate_inputs = udon, .donate_params = pdon, .profile = c->update_profile,
+                           .comm = t->sharded ? c->comm : NULL};
   t->step_prog = rt_program_new(t->dev, sg, &so, err, errlen);
   t->update_prog = t->step_prog ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
   free(sdon), free(udon), free(pdon);
@@ -333,7 +357,12 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     t->scale_stale = false;
   }
   for (int k = 0; k < t->K; k++) {
-    if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->data_host, err, errlen) != 0) return -1;
+    if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->sharded ? t->data_whole : t->data_host, err, errlen) != 0)
+      return -1;
+    for (int i = 0; t->sharded && i < pt->n_data; i++)
+      if (rt_shard_extract(t->data_whole[i], t->data_host[i], &pt->step->inputs[i]->shard, t->mesh, t->coord, err,
+                           errlen) != 0)
+        return -1;
     for (int i = 0; i < pt->n_data; i++)
       if (t->data_host[i] != t->data[i] && rt_upload(t->data[i], t->data_host[i]->data, err, errlen) != 0) return -1;
     if (rt_program_run(t->step_prog, t->step_in, t->params, err, errlen) != 0) return -1;

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "tool.h"
 
 static const char *const train_help =
@@ -77,6 +78,12 @@ static const char *const train_help =
     "  --profile            time every kernel; print where the time went, by op, for the\n"
     "                       training graph and the optimizer update (to stderr)\n"
     "\n"
+    "many ranks (docs/sharding.md, docs/comm.md):\n"
+    "  mpirun -np N tgc train FILE --mesh dp=D,tp=T [--zero Z] ...   N = D x T ranks; every\n"
+    "                       rank runs its shard of the model, rank 0 prints and logs\n"
+    "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
+    "                       not come for S seconds (default 300)\n"
+    "\n"
     "A progress bar is drawn on stderr when it is a terminal; otherwise (without --json) plain\n"
     "progress lines go to stdout. The summary gives the final loss and\n"
     "accuracy (means over the last 10 steps), steps/s, and predicted vs measured peak activation bytes.\n"
@@ -98,6 +105,7 @@ typedef struct {
   const char *save, *resume, *log;
   bool json, profile;
   tool_backend backend; /* --backend, --device */
+  double comm_timeout;  /* --comm-timeout SECONDS (0: the comm layer's 300 s) */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -440,6 +448,11 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
     } else if (TAKE("--log")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--log needs a FILE");
       t->log = val;
+    } else if (TAKE("--comm-timeout")) {
+      char *end = NULL;
+      t->comm_timeout = val ? strtod(val, &end) : 0;
+      if (!val || end == val || *end || !(t->comm_timeout > 0) || t->comm_timeout > 1e6)
+        rc = -1, ir_error_plain(d, "--comm-timeout %s: expected seconds, more than 0 and at most 1000000", val ? val : "");
     } else if (TAKE("--print-every")) {
       rc = parse_i64("--print-every", val, 1, &t->print_every, d);
     } else if (strcmp(a, "--json") == 0) {
@@ -458,6 +471,44 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
     return -1;
   }
   return 0;
+}
+
+/* What rank 0 moved per step, by kind and mesh axis: {"rank": 0, "ranks": N,
+ * "steps": S, "per_step": {"all_reduce": {"dp": {"calls", "bytes_sent",
+ * "bytes_received"}}, ...}} (every step moves the same). */
+static json_t *comm_json(const rt_comm *c, int64_t steps) {
+  json_t *o = json_object(), *per = json_object();
+  json_object_set_new(o, "rank", json_integer(rt_comm_rank(c)));
+  json_object_set_new(o, "ranks", json_integer(rt_comm_size(c)));
+  json_object_set_new(o, "steps", json_integer(steps));
+  for (int k = 0; k < RT_COLL_NUM; k++) {
+    json_t *kind = json_object();
+    for (int a = 0; a < rt_comm_axis_count(c); a++) {
+      rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, a);
+      if (!n.calls || steps <= 0) continue;
+      json_object_set_new(kind, rt_comm_axis_name(c, a),
+                          json_pack("{s:I,s:I,s:I}", "calls", (json_int_t)(n.calls / steps), "bytes_sent",
+                                    (json_int_t)(n.bytes_sent / steps), "bytes_received",
+                                    (json_int_t)(n.bytes_received / steps)));
+    }
+    if (json_object_size(kind)) json_object_set_new(per, rt_coll_name((rt_coll_kind)k), kind);
+    else json_decref(kind);
+  }
+  json_object_set_new(o, "per_step", per);
+  return o;
+}
+
+static void print_comm(const rt_comm *c, int64_t steps) {
+  if (steps <= 0) return;
+  printf("communication of rank %d per step (of %d ranks):\n", rt_comm_rank(c), rt_comm_size(c));
+  for (int k = 0; k < RT_COLL_NUM; k++)
+    for (int a = 0; a < rt_comm_axis_count(c); a++) {
+      rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, a);
+      if (!n.calls) continue;
+      printf("  %-15s over %-3s %6lld calls  %12lld bytes sent  %12lld received\n", rt_coll_name((rt_coll_kind)k),
+             rt_comm_axis_name(c, a), (long long)(n.calls / steps), (long long)(n.bytes_sent / steps),
+             (long long)(n.bytes_received / steps));
+    }
 }
 
 /* The size flags as -D overrides of the chosen config (when it has the constant). */
@@ -513,6 +564,7 @@ int tool_cmd_train(int argc, char **argv) {
   rt_trainer *tr = NULL;
   FILE *log = NULL;
   rt_profile *prof = NULL; /* --profile: [0] training graph, [1] update graph */
+  rt_comm *comm = NULL;    /* --mesh of more than one rank */
   char define_store[3][32];
   int rc = 1;
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
@@ -546,19 +598,44 @@ int tool_cmd_train(int argc, char **argv) {
     free(peek);
     if (mrc != 0) goto done;
   }
-  if (tool_single_device("train", &o, d) != 0) goto done; /* the sharded trainer lands with the comm layer */
+  if (o.mesh_set && ir_mesh_ranks(&o.mesh) > 1) { /* many ranks: the communicator first (every rank opens it) */
+    rt_comm_options co = {.timeout_s = t.comm_timeout};
+    if (!(comm = rt_comm_open(&co, err, sizeof err)) || rt_mesh_bind(comm, &o.mesh, NULL, err, sizeof err) != 0) {
+      ir_error_plain(d, "%s", err);
+      goto done;
+    }
+    if (o.mesh.size[IR_AXIS_PP] > 1) {
+      ir_error_plain(d, "--mesh pp=%d: pipeline parallelism is not built yet (dp, tp, sp and ZeRO are)",
+                     o.mesh.size[IR_AXIS_PP]);
+      goto done;
+    }
+    if (t.save || t.resume) {
+      ir_error_plain(d, "%s with --mesh: sharded state files are not built yet", t.save ? "--save" : "--resume");
+      goto done;
+    }
+    if (rt_comm_rank(comm) != 0) { /* rank 0 prints and logs */
+      if (!freopen("/dev/null", "w", stdout)) {
+        ir_error_plain(d, "rank %d: cannot silence stdout: %s", rt_comm_rank(comm), strerror(errno));
+        goto done;
+      }
+      t.log = NULL;
+    }
+  }
   if (!(g = tool_load(&o, d, &text))) goto done;
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
-                     .disabled = o.pass_disabled};
+                     .disabled = o.pass_disabled, .zero = o.zero};
   /* the data decides where the targets are (token accuracy), then the program */
   if (rt_data_bind(ds, g, err, sizeof err) != 0) {
     ir_error_plain(d, "%s", err);
     goto done;
   }
+  int batch_dims[64];
+  for (int i = 0; i < g->n_inputs && i < 64; i++) batch_dims[i] = rt_data_batch_dim(ds, i);
   pass_train_options to = {.opt = pass_optimizer_defaults((pass_optimizer_kind)t.optimizer),
                            .micro_batches = t.micro_batches,
                            .targets_input = rt_data_targets_input(ds),
+                           .batch_dims = batch_dims,
                            .passes = &po};
   to.opt.clip_norm = t.clip;
   to.opt.weight_decay = t.weight_decay;
@@ -571,7 +648,7 @@ int tool_cmd_train(int argc, char **argv) {
   g = NULL; /* the step graph now */
   if (!prog) goto done;
   rt_train_config cfg = {.prog = prog, .backend = t.backend.backend, .device = t.backend.device, .data = ds,
-                         .seed = t.seed};
+                         .seed = t.seed, .comm = comm};
   if (t.profile && !(prof = calloc(2, sizeof *prof))) {
     ir_error_plain(d, "out of memory");
     goto done;
@@ -711,6 +788,7 @@ int tool_cmd_train(int argc, char **argv) {
     json_object_set_new(j, "predicted_peak_bytes", json_integer((json_int_t)predicted));
     json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)peak));
     json_object_set_new(j, "interrupted", json_boolean(interrupted));
+    if (comm) json_object_set_new(j, "comm", comm_json(comm, done_steps));
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(j);
@@ -723,6 +801,7 @@ int tool_cmd_train(int argc, char **argv) {
     printf("peak activation memory: predicted %s, measured %s\n", fmt_bytes(predicted, pb, sizeof pb),
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
+    if (comm) print_comm(comm, done_steps);
   }
   if (prof) {
     int64_t runs = rt_trainer_steps_done(tr) - start;
@@ -737,6 +816,7 @@ done:
   }
   free(prof);
   rt_trainer_free(tr);
+  rt_comm_close(comm);
   rt_data_free(ds);
   rt_safetensors_free(state);
   pass_training_free(prog);
