@@ -21,38 +21,9 @@
 #include <string.h>
 
 #include "comm.h"
-#include "internal.h"
+#include "train_internal.h"
 
-#define STATE_PREFIX "opt/"
-#define FORMAT_NAME "tgc-train-1"
 
-struct rt_trainer {
-  rt_train_config c;
-  const pass_training *pt;
-  rt_device *dev;
-  rt_program *step_prog, *update_prog;
-  int np, ns, K;
-  rt_tensor **params, **states;  /* np, ns: device tensors, rebound after every update */
-  rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */
-  rt_tensor **data;              /* n_data: the data inputs (device) */
-  rt_tensor **data_host;         /* n_data: where the source writes (== data on a host-memory device) */
-  rt_tensor **data_whole;        /* n_data (sharded): the whole batch the source writes; data_host takes a block */
-  const ir_mesh *mesh;           /* the programs' mesh */
-  bool sharded;                  /* more than one rank */
-  int coord[IR_NUM_AXES];        /* this rank's coordinates (sharded) */
-  rt_tensor **acc;               /* np (K > 1): the gradient sums */
-  rt_tensor *loss_sum, *correct_sum, *lr, *step_no;
-  rt_tensor **step_in, **update_in; /* the programs' input bindings */
-  rt_tensor **new_place;         /* np + ns: scratch of the rebinding */
-  bool *taken;                   /* np + ns: scratch of the rebinding */
-  int64_t step;
-  rt_tensor *loss_scale;          /* f32 scalar (dynamic loss scaling only) */
-  double scale;                   /* its value */
-  int64_t good_steps;             /* steps since the scale last changed */
-  bool scale_stale;               /* the device's copy is older than scale */
-  bool lost;            /* a failed update consumed the parameters: no more steps or saves */
-  bool nonfinite;       /* an update made a parameter Inf or NaN: no more steps or saves */
-};
 
 double rt_schedule_lr(const rt_schedule *s, int64_t step) {
   if (s->warmup > 0 && step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
@@ -100,7 +71,7 @@ void rt_trainer_free(rt_trainer *t) {
 
 /* A host tensor with the contents of device tensor x: x itself on a
  * host-memory device, else a downloaded copy (host_view_free). */
-static rt_tensor *host_view(const rt_trainer *t, rt_tensor *x, char *err, size_t errlen) {
+rt_tensor *rt_tr_host_view(const rt_trainer *t, rt_tensor *x, char *err, size_t errlen) {
   if (t->dev->backend->host_memory) return x;
   rt_tensor *h = rt_tensor_new(&x->type);
   if (!h) {
@@ -114,7 +85,7 @@ static rt_tensor *host_view(const rt_trainer *t, rt_tensor *x, char *err, size_t
   return h;
 }
 
-static void host_view_free(const rt_trainer *t, rt_tensor *h) {
+void rt_tr_host_view_free(const rt_trainer *t, rt_tensor *h) {
   if (h && !t->dev->backend->host_memory) rt_tensor_free(h);
 }
 
@@ -139,7 +110,7 @@ static int64_t count_nonfinite(const rt_tensor *x) {
 
 /* The parameters (host views h[0..np)) are all finite: 0, or -1 with
  * "'NAME': K of N elements are Inf or NaN" (the first such parameter). */
-static int check_params_finite(const rt_trainer *t, rt_tensor *const *h, char *err, size_t errlen) {
+int rt_tr_check_params_finite(const rt_trainer *t, rt_tensor *const *h, char *err, size_t errlen) {
   for (int i = 0; i < t->np; i++) {
     int64_t bad = count_nonfinite(h[i]);
     if (bad) {
@@ -202,12 +173,12 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     const ir_value *p = sg->params[i];
     if (!(t->pool[i] = rt_device_tensor_new(t->dev, &p->type, err, errlen))) goto fail;
     t->params[i] = t->pool[i];
-    rt_tensor *h = host_view(t, t->params[i], err, errlen);
+    rt_tensor *h = rt_tr_host_view(t, t->params[i], err, errlen);
     if (!h) goto fail;
     int rc = t->sharded ? rt_init_param_shard(h, p, c->seed, t->mesh, t->coord, err, errlen) : 0;
     if (!t->sharded) rt_init_param(h, p, c->seed);
     if (rc == 0 && h != t->params[i]) rc = rt_upload(t->params[i], h->data, err, errlen);
-    host_view_free(t, h);
+    rt_tr_host_view_free(t, h);
     if (rc != 0) goto fail;
   }
   for (int i = 0; i < ns; i++) {
@@ -402,13 +373,13 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     t->nonfinite = true;
     char why[700] = "";
     for (int i = 0; i < t->np && !why[0]; i++) {
-      rt_tensor *h = host_view(t, t->params[i], err, errlen);
+      rt_tensor *h = rt_tr_host_view(t, t->params[i], err, errlen);
       if (!h) return -1;
       int64_t nb = count_nonfinite(h);
       if (nb)
         snprintf(why, sizeof why, "'%s': %lld of %lld elements are Inf or NaN", pt->step->params[i]->name,
                  (long long)nb, (long long)rt_numel(&h->type));
-      host_view_free(t, h);
+      rt_tr_host_view_free(t, h);
     }
     rt_errf(err, errlen, "parameters became non-finite (%s; the loss was %g)", why, loss);
     return -1;
@@ -429,175 +400,3 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
 /* ---------------------------------------------------------------------- */
 /* state files                                                             */
 /* ---------------------------------------------------------------------- */
-
-static char *state_name(const rt_trainer *t, int i) {
-  const char *n = t->c.prog->update->inputs[t->np + i]->name;
-  size_t len = strlen(STATE_PREFIX) + strlen(n) + 1;
-  char *s = malloc(len);
-  if (s) snprintf(s, len, "%s%s", STATE_PREFIX, n);
-  return s;
-}
-
-int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
-                    size_t errlen) {
-  if (t->lost) {
-    rt_errf(err, errlen, "%s: not saved: the parameters were lost in a failed optimizer update", path);
-    return -1;
-  }
-  int n = t->np + t->ns;
-  rt_tensor **host = calloc((size_t)n + 1, sizeof *host); /* what is written: the tensors as host memory */
-  if (!host) {
-    rt_errf(err, errlen, "%s: out of memory", path);
-    return -1;
-  }
-  for (int i = 0; i < n; i++) {
-    rt_tensor *dv = i < t->np ? t->params[i] : t->states[i - t->np];
-    if (!(host[i] = host_view(t, dv, err, errlen))) {
-      for (int j = 0; j < i; j++) host_view_free(t, host[j]);
-      free(host);
-      return -1;
-    }
-  }
-  char why[700];
-  if (check_params_finite(t, host, why, sizeof why) != 0) {
-    rt_errf(err, errlen, "%s: not saved: parameter %s", path, why);
-    for (int i = 0; i < n; i++) host_view_free(t, host[i]);
-    free(host);
-    return -1;
-  }
-  rt_named_tensor *ts = calloc((size_t)n + 1, sizeof *ts);
-  char **snames = calloc((size_t)t->ns + 1, sizeof *snames);
-  rt_meta_entry *md = calloc((size_t)n_meta + 5, sizeof *md);
-  int rc = -1;
-  if (!ts || !snames || !md) {
-    rt_errf(err, errlen, "%s: out of memory", path);
-    goto done;
-  }
-  for (int i = 0; i < t->np; i++) ts[i] = (rt_named_tensor){t->c.prog->step->params[i]->name, host[i]};
-  for (int i = 0; i < t->ns; i++) {
-    if (!(snames[i] = state_name(t, i))) {
-      rt_errf(err, errlen, "%s: out of memory", path);
-      goto done;
-    }
-    ts[t->np + i] = (rt_named_tensor){snames[i], host[t->np + i]};
-  }
-  char step[32], seed[32];
-  snprintf(step, sizeof step, "%" PRId64, t->step);
-  snprintf(seed, sizeof seed, "%" PRIu64, t->c.seed);
-  md[0] = (rt_meta_entry){"format", FORMAT_NAME};
-  md[1] = (rt_meta_entry){"step", step};
-  md[2] = (rt_meta_entry){"seed", seed};
-  for (int i = 0; i < n_meta; i++) md[3 + i] = meta[i];
-  int n_md = n_meta + 3;
-  char scale[40], good[32];
-  if (t->loss_scale) { /* dynamic loss scaling: its state, so a resumed run goes on with the same scale */
-    snprintf(scale, sizeof scale, "%.17g", t->scale);
-    snprintf(good, sizeof good, "%" PRId64, t->good_steps);
-    md[n_md++] = (rt_meta_entry){"loss_scale", scale};
-    md[n_md++] = (rt_meta_entry){"loss_scale_good_steps", good};
-  }
-  rc = rt_safetensors_write(path, ts, n, md, n_md, err, errlen);
-done:
-  for (int i = 0; snames && i < t->ns; i++) free(snames[i]);
-  for (int i = 0; i < n; i++) host_view_free(t, host[i]);
-  free(host);
-  free(snames);
-  free(ts);
-  free(md);
-  return rc;
-}
-
-/* Finds `name` in f and checks it has type want; kind says what it is for messages. */
-static const rt_tensor *expect_tensor(const rt_safetensors *f, const char *path, const char *name, const ir_type *want,
-                                      bool is_state, char *err, size_t errlen) {
-  const rt_tensor *x = rt_safetensors_find(f, name);
-  char a[160], b[160];
-  if (!x) {
-    rt_errf(err, errlen, "%s: missing tensor '%s' (%s)", path, name,
-         is_state ? "optimizer state: was it saved with another optimizer?" : "a parameter of the model");
-    return NULL;
-  }
-  if (!ir_type_equal(&x->type, want)) {
-    rt_errf(err, errlen, "%s: tensor '%s' is %s but the model's %s is %s", path, name, ir_type_str(&x->type, a, sizeof a),
-         is_state ? "optimizer state" : "parameter", ir_type_str(want, b, sizeof b));
-    return NULL;
-  }
-  return x;
-}
-
-int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, char *err, size_t errlen) {
-  const char *fmt = rt_safetensors_meta(f, "format"), *step = rt_safetensors_meta(f, "step");
-  if (!fmt || strcmp(fmt, FORMAT_NAME) != 0) {
-    rt_errf(err, errlen, "%s: not a tgc training state (metadata \"format\" is %s%s%s, expected \"%s\")", path,
-         fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", FORMAT_NAME);
-    return -1;
-  }
-  /* rt_safetensors_read checked it: a state without one was not written by tgc whole */
-  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
-    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
-            RT_SAFETENSORS_CRC_KEY);
-    return -1;
-  }
-  char *end = NULL;
-  errno = 0;
-  long long s = step ? strtoll(step, &end, 10) : -1;
-  if (!step || end == step || *end || errno || s < 0 || s > RT_MAX_STEP) {
-    char shown[48] = "";
-    if (step) snprintf(shown, sizeof shown, "\"%.40s%s\"", step, strlen(step) > 40 ? "..." : "");
-    rt_errf(err, errlen, "%s: metadata \"step\" is %s: expected an integer in [0, %lld]", path,
-            step ? shown : "missing", (long long)RT_MAX_STEP);
-    return -1;
-  }
-  int n = t->np + t->ns;
-  const rt_tensor **src = calloc((size_t)n + 1, sizeof *src);
-  if (!src) {
-    rt_errf(err, errlen, "%s: out of memory", path);
-    return -1;
-  }
-  int rc = -1;
-  for (int i = 0; i < t->np; i++)
-    if (!(src[i] = expect_tensor(f, path, t->c.prog->step->params[i]->name, &t->params[i]->type, false, err, errlen)))
-      goto done;
-  for (int i = 0; i < t->ns; i++) {
-    char *name = state_name(t, i);
-    if (!name) {
-      rt_errf(err, errlen, "%s: out of memory", path);
-      goto done;
-    }
-    src[t->np + i] = expect_tensor(f, path, name, &t->states[i]->type, true, err, errlen);
-    free(name);
-    if (!src[t->np + i]) goto done;
-  }
-  if (rt_safetensors_count(f) != n) {
-    /* name the first tensor this model does not have */
-    for (int j = 0; j < rt_safetensors_count(f); j++) {
-      const rt_tensor *x = rt_safetensors_tensor(f, j);
-      bool used = false;
-      for (int i = 0; i < n && !used; i++) used = src[i] == x;
-      if (!used) {
-        rt_errf(err, errlen, "%s: unexpected tensor '%s': not a parameter or optimizer state of this model and optimizer",
-             path, rt_safetensors_name(f, j));
-        goto done;
-      }
-    }
-  }
-  for (int i = 0; i < n; i++)
-    if (rt_upload(i < t->np ? t->params[i] : t->states[i - t->np], src[i]->data, err, errlen) != 0) goto done;
-  const char *ls = rt_safetensors_meta(f, "loss_scale"), *lg = rt_safetensors_meta(f, "loss_scale_good_steps");
-  if (t->loss_scale && ls && lg) {
-    char *e1 = NULL, *e2 = NULL;
-    double v = strtod(ls, &e1);
-    long long gsteps = strtoll(lg, &e2, 10);
-    if (*e1 || *e2 || !(v > 0) || !isfinite(v) || gsteps < 0 || gsteps >= RT_LOSS_SCALE_INTERVAL) {
-      rt_errf(err, errlen, "%s: metadata \"loss_scale\" %s / \"loss_scale_good_steps\" %s is not a loss scaler's state",
-              path, ls, lg);
-      goto done;
-    }
-    t->scale = v, t->good_steps = gsteps, t->scale_stale = true;
-  }
-  t->step = s;
-  rc = 0;
-done:
-  free(src);
-  return rc;
-}

@@ -65,7 +65,9 @@ static const char *const train_help =
     "                       cuda-emu; the cpu runs the same graphs with its reference kernels\n"
     "\n"
     "state and output:\n"
-    "  --save PATH          save parameters + optimizer state (safetensors) at the end\n"
+    "  --save PATH          save parameters + optimizer state (safetensors) at the end; with\n"
+    "                       --mesh every rank writes its blocks to PATH.step<S>.rank<R>-of-<N> and\n"
+    "                       PATH is their index (resumable on any mesh, one device included)\n"
     "  --save-every N       ... and every N steps (each save is written to a temporary file next\n"
     "                       to PATH, fsynced, renamed over PATH; PATH must be a regular file or new)\n"
     "  --resume PATH        continue from a saved state, bit-identically; its settings are the defaults\n"
@@ -180,7 +182,7 @@ static const train_setting settings[] = {
 /* metadata keys that are not settings: read by the trainer (format, step),
  * by the reader (the checksum) or for people (data_rng) */
 static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng", "loss_scale",
-                                         "loss_scale_good_steps"};
+                                         "loss_scale_good_steps", "sharded", "shards", "mesh_sizes"};
 
 /* v cut to 40 bytes, non-printing bytes as '?', for messages. */
 static const char *shown(const char *v, char buf[48]) {
@@ -607,10 +609,6 @@ int tool_cmd_train(int argc, char **argv) {
     if (o.mesh.size[IR_AXIS_PP] > 1) {
       ir_error_plain(d, "--mesh pp=%d: pipeline parallelism is not built yet (dp, tp, sp and ZeRO are)",
                      o.mesh.size[IR_AXIS_PP]);
-      goto done;
-    }
-    if (t.save || t.resume) {
-      ir_error_plain(d, "%s with --mesh: sharded state files are not built yet", t.save ? "--save" : "--resume");
       goto done;
     }
     if (rt_comm_rank(comm) != 0) { /* rank 0 prints and logs */

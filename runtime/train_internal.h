@@ -1,0 +1,50 @@
+/* runtime/train_internal.h — private to the trainer's files (train.c, the
+ * loop; train_state.c, sharded state files): the trainer's fields and the
+ * helpers both use. */
+#ifndef TGC_TRAIN_INTERNAL_H
+#define TGC_TRAIN_INTERNAL_H
+
+#include "internal.h"
+
+#define STATE_PREFIX "opt/"
+#define FORMAT_NAME "tgc-train-1"
+
+struct rt_trainer {
+  rt_train_config c;
+  const pass_training *pt;
+  rt_device *dev;
+  rt_program *step_prog, *update_prog;
+  int np, ns, K;
+  rt_tensor **params, **states;  /* np, ns: device tensors, rebound after every update */
+  rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */
+  rt_tensor **data;              /* n_data: the data inputs (device) */
+  rt_tensor **data_host;         /* n_data: where the source writes (== data on a host-memory device) */
+  rt_tensor **data_whole;        /* n_data (sharded): the whole batch the source writes; data_host takes a block */
+  const ir_mesh *mesh;           /* the programs' mesh */
+  bool sharded;                  /* more than one rank */
+  int coord[IR_NUM_AXES];        /* this rank's coordinates (sharded) */
+  rt_tensor **acc;               /* np (K > 1): the gradient sums */
+  rt_tensor *loss_sum, *correct_sum, *lr, *step_no;
+  rt_tensor **step_in, **update_in; /* the programs' input bindings */
+  rt_tensor **new_place;         /* np + ns: scratch of the rebinding */
+  bool *taken;                   /* np + ns: scratch of the rebinding */
+  int64_t step;
+  rt_tensor *loss_scale;          /* f32 scalar (dynamic loss scaling only) */
+  double scale;                   /* its value */
+  int64_t good_steps;             /* steps since the scale last changed */
+  bool scale_stale;               /* the device's copy is older than scale */
+  bool lost;            /* a failed update consumed the parameters: no more steps or saves */
+  bool nonfinite;       /* an update made a parameter Inf or NaN: no more steps or saves */
+};
+
+/* A host tensor with the contents of device tensor x: x itself on a
+ * host-memory device, else a downloaded copy (rt_tr_host_view_free). */
+rt_tensor *rt_tr_host_view(const rt_trainer *t, rt_tensor *x, char *err, size_t errlen);
+void rt_tr_host_view_free(const rt_trainer *t, rt_tensor *h);
+/* The parameters (host views h[0..np)) are all finite: 0, or -1 with
+ * "'NAME': K of N elements are Inf or NaN" (the first such parameter). */
+int rt_tr_check_params_finite(const rt_trainer *t, rt_tensor *const *h, char *err, size_t errlen);
+/* "opt/<state input name>" of state i (malloc'd). */
+char *rt_tr_state_name(const rt_trainer *t, int i);
+
+#endif

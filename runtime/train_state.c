@@ -1,0 +1,549 @@
+/* runtime/train_state.c — a trainer's state on disk: rt_trainer_save and
+ * rt_trainer_load (safetensors: parameters by name, optimizer states as
+ * "opt/<state>", the step, the seed and the caller's settings as metadata).
+ *
+ * A sharded program (more than one rank) saves one file per rank and an
+ * index:
+ *   PATH.step<S>.rank<R>-of-<N>  the rank's blocks of every parameter and
+ *       state (format "tgc-train-shard-1"; "rank", "coords" pp,dp,tp,
+ *       "mesh_sizes" pp,dp,tp, and "layout.<tensor>" per tensor: per dim
+ *       "<axis mask>:<parts>", the block's ir_shard), written atomically;
+ *   PATH  the index, written by rank 0 once every rank's file is complete:
+ *       no tensors, the metadata of an ordinary state file plus "sharded"
+ *       (N) and "shards" (the file names, one per line: a name may hold a
+ *       comma).
+ * A save names its files by step, so a crash before the index is renamed
+ * over PATH leaves the previous save whole; rank 0 then removes the files of
+ * the save the old index named. Ranks agree before anything is written (a
+ * non-finite parameter on any rank: no rank saves) and after (a rank that
+ * failed to write fails every rank).
+ *
+ * Loading assembles each whole tensor (from the one file, or from every
+ * rank's block), checks its type against the whole value the program
+ * trains, and gives the trainer its block of it: a state saved on one mesh
+ * resumes on any other, a single device included.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "train_internal.h"
+
+#define SHARD_FORMAT "tgc-train-shard-1"
+
+/* ---- helpers ---- */
+
+char *rt_tr_state_name(const rt_trainer *t, int i) {
+  const char *n = t->c.prog->update->inputs[t->np + i]->name;
+  size_t len = strlen(STATE_PREFIX) + strlen(n) + 1;
+  char *s = malloc(len);
+  if (s) snprintf(s, len, "%s%s", STATE_PREFIX, n);
+  return s;
+}
+
+static const ir_shard *layout_of(const rt_trainer *t, int i) {
+  return i < t->np ? &t->pt->step->params[i]->shard : &t->pt->update->inputs[i]->shard; /* states: inputs np.. */
+}
+
+static rt_tensor *tensor_of(const rt_trainer *t, int i) { return i < t->np ? t->params[i] : t->states[i - t->np]; }
+
+/* "<mask>:<parts>,..." per dim */
+static void layout_text(const ir_shard *s, int rank, char *buf, size_t n) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int d = 0; d < rank && len < n; d++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%d:%d", d ? "," : "", s->split[d], s->pieces[d]);
+}
+
+static int layout_parse(const char *text, int rank, ir_shard *s) {
+  memset(s, 0, sizeof *s);
+  const char *p = text;
+  for (int d = 0; d < rank; d++) {
+    char *end;
+    long m = strtol(p, &end, 10);
+    if (end == p || *end != ':' || m < 0 || m >= (1 << IR_NUM_AXES)) return -1;
+    p = end + 1;
+    long k = strtol(p, &end, 10);
+    if (end == p || k < 0 || k > 255) return -1;
+    p = end;
+    s->split[d] = (uint8_t)m, s->pieces[d] = (uint8_t)k;
+    if (d + 1 < rank) {
+      if (*p != ',') return -1;
+      p++;
+    }
+  }
+  return *p ? -1 : 0;
+}
+
+static int parse_ints(const char *text, int *v, int n) {
+  const char *p = text;
+  for (int i = 0; i < n; i++) {
+    char *end;
+    long x = p ? strtol(p, &end, 10) : 0;
+    if (!p || end == p || x < 0 || x > 1 << 20) return -1;
+    v[i] = (int)x;
+    p = end;
+    if (i + 1 < n) {
+      if (*p != ',') return -1;
+      p++;
+    }
+  }
+  return p && !*p ? 0 : -1;
+}
+
+/* All ranks agree: every rank's ok, combined (a max over the world of the
+ * failures); 0 when every rank is ok. */
+static int agree(const rt_trainer *t, bool ok, char *err, size_t errlen) {
+  int32_t bad = ok ? 0 : 1, any = 0;
+  char e2[256];
+  if (rt_comm_all_reduce(t->c.comm, -1, RT_REDUCE_MAX, IR_DT_I32, &bad, &any, 1, e2, sizeof e2) != 0) {
+    if (ok) rt_errf(err, errlen, "%s", e2);
+    return -1;
+  }
+  return any ? -1 : 0;
+}
+
+/* The directory part of path ("" for none) and the file name's start. */
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+/* ---- save ---- */
+
+/* The host views of every parameter and state; checks the parameters are finite. */
+static rt_tensor **host_tensors(const rt_trainer *t, const char *path, char *why, size_t whylen, char *err,
+                                size_t errlen, bool *finite) {
+  int n = t->np + t->ns;
+  rt_tensor **host = calloc((size_t)n + 1, sizeof *host);
+  if (!host) {
+    rt_errf(err, errlen, "%s: out of memory", path);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++)
+    if (!(host[i] = rt_tr_host_view(t, tensor_of(t, i), err, errlen))) {
+      for (int j = 0; j < i; j++) rt_tr_host_view_free(t, host[j]);
+      free(host);
+      return NULL;
+    }
+  *finite = rt_tr_check_params_finite(t, host, why, whylen) == 0;
+  return host;
+}
+
+static void host_free(const rt_trainer *t, rt_tensor **host) {
+  for (int i = 0; host && i < t->np + t->ns; i++) rt_tr_host_view_free(t, host[i]);
+  free(host);
+}
+
+/* Writes path with the tensors host[] (names: the parameters', "opt/..."),
+ * the standard metadata, meta[] and extra[]. */
+static int write_state(const rt_trainer *t, const char *path, rt_tensor **host, int n, const rt_meta_entry *meta,
+                       int n_meta, const rt_meta_entry *extra, int n_extra, const char *format, char *err,
+                       size_t errlen) {
+  int total = t->np + t->ns;
+  rt_named_tensor *ts = calloc((size_t)total + 1, sizeof *ts);
+  char **snames = calloc((size_t)t->ns + 1, sizeof *snames);
+  rt_meta_entry *md = calloc((size_t)(n_meta + n_extra) + 8, sizeof *md);
+  int rc = -1;
+  if (!ts || !snames || !md) {
+    rt_errf(err, errlen, "%s: out of memory", path);
+    goto done;
+  }
+  for (int i = 0; i < n && i < t->np; i++) ts[i] = (rt_named_tensor){t->c.prog->step->params[i]->name, host[i]};
+  for (int i = 0; i < t->ns && n > t->np; i++) {
+    if (!(snames[i] = rt_tr_state_name(t, i))) {
+      rt_errf(err, errlen, "%s: out of memory", path);
+      goto done;
+    }
+    ts[t->np + i] = (rt_named_tensor){snames[i], host[t->np + i]};
+  }
+  char step[32], seed[32];
+  snprintf(step, sizeof step, "%" PRId64, t->step);
+  snprintf(seed, sizeof seed, "%" PRIu64, t->c.seed);
+  int n_md = 0;
+  md[n_md++] = (rt_meta_entry){"format", format};
+  md[n_md++] = (rt_meta_entry){"step", step};
+  md[n_md++] = (rt_meta_entry){"seed", seed};
+  for (int i = 0; i < n_meta; i++) md[n_md++] = meta[i];
+  char scale[40], good[32];
+  if (t->loss_scale) { /* dynamic loss scaling: its state, so a resumed run goes on with the same scale */
+    snprintf(scale, sizeof scale, "%.17g", t->scale);
+    snprintf(good, sizeof good, "%" PRId64, t->good_steps);
+    md[n_md++] = (rt_meta_entry){"loss_scale", scale};
+    md[n_md++] = (rt_meta_entry){"loss_scale_good_steps", good};
+  }
+  for (int i = 0; i < n_extra; i++) md[n_md++] = extra[i];
+  rc = rt_safetensors_write(path, ts, n, md, n_md, err, errlen);
+done:
+  for (int i = 0; snames && i < t->ns; i++) free(snames[i]);
+  free(snames);
+  free(ts);
+  free(md);
+  return rc;
+}
+
+static int save_sharded(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
+                        size_t errlen) {
+  int n = t->np + t->ns, rank = rt_comm_rank(t->c.comm), ranks = rt_comm_size(t->c.comm);
+  char why[700] = "";
+  bool finite = false;
+  rt_tensor **host = host_tensors(t, path, why, sizeof why, err, errlen, &finite);
+  if (agree(t, host && finite, err, errlen) != 0) {
+    if (host && !finite) rt_errf(err, errlen, "%s: not saved: parameter %s (rank %d)", path, why, rank);
+    else if (host) rt_errf(err, errlen, "%s: not saved: another rank could not (a parameter is Inf or NaN, or out of memory)", path);
+    host_free(t, host);
+    return -1;
+  }
+  /* this rank's file */
+  size_t plen = strlen(path) + 64;
+  char *file = malloc(plen), *files = malloc((size_t)ranks * (strlen(base_name(path)) + 64) + 1);
+  rt_meta_entry *extra = calloc((size_t)n + 8, sizeof *extra);
+  char (*lay)[IR_MAX_RANK * 8] = calloc((size_t)n + 1, sizeof *lay);
+  char **keys = calloc((size_t)n + 1, sizeof *keys);
+  int rc = -1;
+  bool wrote = false;
+  if (!file || !files || !extra || !lay || !keys) {
+    rt_errf(err, errlen, "%s: out of memory", path);
+    goto done;
+  }
+  snprintf(file, plen, "%s.step%" PRId64 ".rank%d-of-%d", path, t->step, rank, ranks);
+  char coords[48], sizes[48], rk[16], rks[16];
+  snprintf(coords, sizeof coords, "%d,%d,%d", t->coord[0], t->coord[1], t->coord[2]);
+  snprintf(sizes, sizeof sizes, "%d,%d,%d", t->mesh->size[0], t->mesh->size[1], t->mesh->size[2]);
+  snprintf(rk, sizeof rk, "%d", rank);
+  snprintf(rks, sizeof rks, "%d", ranks);
+  int ne = 0;
+  extra[ne++] = (rt_meta_entry){"rank", rk};
+  extra[ne++] = (rt_meta_entry){"ranks", rks};
+  extra[ne++] = (rt_meta_entry){"coords", coords};
+  extra[ne++] = (rt_meta_entry){"mesh_sizes", sizes};
+  for (int i = 0; i < n; i++) {
+    const char *name = i < t->np ? t->pt->step->params[i]->name : NULL;
+    char *sname = i < t->np ? NULL : rt_tr_state_name(t, i - t->np);
+    size_t kl = strlen(name ? name : sname ? sname : "") + 16;
+    keys[i] = malloc(kl);
+    if (keys[i]) snprintf(keys[i], kl, "layout.%s", name ? name : sname ? sname : "");
+    free(sname);
+    if (!keys[i]) {
+      rt_errf(err, errlen, "%s: out of memory", path);
+      goto done;
+    }
+    layout_text(layout_of(t, i), tensor_of(t, i)->type.rank, lay[i], sizeof lay[i]);
+    extra[ne++] = (rt_meta_entry){keys[i], lay[i]};
+  }
+  wrote = write_state(t, file, host, n, meta, n_meta, extra, ne, SHARD_FORMAT, err, errlen) == 0;
+  if (agree(t, wrote, err, errlen) != 0) {
+    if (wrote) rt_errf(err, errlen, "%s: not saved: another rank could not write its file", path);
+    goto done;
+  }
+  /* rank 0: the index, then the files of the save it replaces */
+  bool indexed = true;
+  if (rank == 0) {
+    char err0[512] = "";
+    rt_safetensors *old = access(path, F_OK) == 0 ? rt_safetensors_read(path, err0, sizeof err0) : NULL;
+    size_t len = 0;
+    files[0] = 0;
+    for (int r = 0; r < ranks; r++)
+      len += (size_t)sprintf(files + len, "%s%s.step%" PRId64 ".rank%d-of-%d", r ? "\n" : "", base_name(path), t->step,
+                             r, ranks);
+    char sh[16];
+    snprintf(sh, sizeof sh, "%d", ranks);
+    rt_meta_entry ix[3] = {{"sharded", sh}, {"shards", files}, {"mesh_sizes", sizes}};
+    indexed = write_state(t, path, NULL, 0, meta, n_meta, ix, 3, FORMAT_NAME, err, errlen) == 0;
+    const char *old_files = old ? rt_safetensors_meta(old, "shards") : NULL;
+    if (indexed && old_files) { /* the previous save's files, unless this save rewrote them */
+      char *list = strdup(old_files);
+      size_t dl = (size_t)(base_name(path) - path);
+      for (char *tok = list ? strtok(list, "\n") : NULL; tok; tok = strtok(NULL, "\n")) {
+        if (strstr(files, tok) || strchr(tok, '/')) continue;
+        char *full = malloc(dl + strlen(tok) + 1);
+        if (!full) continue;
+        memcpy(full, path, dl);
+        strcpy(full + dl, tok);
+        unlink(full);
+        free(full);
+      }
+      free(list);
+    }
+    rt_safetensors_free(old);
+  }
+  if (agree(t, indexed, err, errlen) != 0) {
+    if (indexed) rt_errf(err, errlen, "%s: not saved: rank 0 could not write the index", path);
+    goto done;
+  }
+  rc = 0;
+done:
+  for (int i = 0; keys && i < n; i++) free(keys[i]);
+  free(keys);
+  free(lay);
+  free(extra);
+  free(files);
+  free(file);
+  host_free(t, host);
+  return rc;
+}
+
+int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
+                    size_t errlen) {
+  if (t->lost) {
+    rt_errf(err, errlen, "%s: not saved: the parameters were lost in a failed optimizer update", path);
+    return -1;
+  }
+  if (t->sharded) return save_sharded(t, path, meta, n_meta, err, errlen);
+  char why[700];
+  bool finite = false;
+  rt_tensor **host = host_tensors(t, path, why, sizeof why, err, errlen, &finite);
+  if (!host) return -1;
+  int rc = -1;
+  if (!finite) rt_errf(err, errlen, "%s: not saved: parameter %s", path, why);
+  else rc = write_state(t, path, host, t->np + t->ns, meta, n_meta, NULL, 0, FORMAT_NAME, err, errlen);
+  host_free(t, host);
+  return rc;
+}
+
+/* ---- load ---- */
+
+/* The shard files of an index: opened, checked against it and each other. */
+typedef struct {
+  int n;
+  rt_safetensors **f;
+  char **path;
+  ir_mesh mesh;
+} shard_set;
+
+static void shards_free(shard_set *s) {
+  for (int i = 0; i < s->n; i++) {
+    rt_safetensors_free(s->f ? s->f[i] : NULL);
+    free(s->path ? s->path[i] : NULL);
+  }
+  free(s->f);
+  free(s->path);
+  memset(s, 0, sizeof *s);
+}
+
+static int shards_open(const rt_safetensors *ix, const char *path, shard_set *s, char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  const char *nt = rt_safetensors_meta(ix, "sharded"), *list = rt_safetensors_meta(ix, "shards"),
+             *sizes = rt_safetensors_meta(ix, "mesh_sizes"), *step = rt_safetensors_meta(ix, "step");
+  int n = 0, sz[IR_NUM_AXES];
+  if (!nt || parse_ints(nt, &n, 1) != 0 || n < 1 || !list || !sizes || parse_ints(sizes, sz, IR_NUM_AXES) != 0 ||
+      (int64_t)sz[0] * sz[1] * sz[2] != n) {
+    rt_errf(err, errlen, "%s: a sharded state index whose \"sharded\", \"shards\" or \"mesh_sizes\" is missing or wrong",
+            path);
+    return -1;
+  }
+  s->mesh = ir_mesh_single();
+  for (int a = 0; a < IR_NUM_AXES; a++) s->mesh.size[a] = sz[a];
+  s->f = calloc((size_t)n, sizeof *s->f);
+  s->path = calloc((size_t)n, sizeof *s->path);
+  if (!s->f || !s->path) {
+    rt_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  s->n = n;
+  const char *p = list;
+  size_t dl = (size_t)(base_name(path) - path);
+  for (int r = 0; r < n; r++) {
+    size_t len = strcspn(p, "\n");
+    if (!len || memchr(p, '/', len)) {
+      rt_errf(err, errlen, "%s: metadata \"shards\" does not name %d files", path, n);
+      return -1;
+    }
+    if (!(s->path[r] = malloc(dl + len + 1))) {
+      rt_errf(err, errlen, "out of memory");
+      return -1;
+    }
+    memcpy(s->path[r], path, dl);
+    memcpy(s->path[r] + dl, p, len);
+    s->path[r][dl + len] = 0;
+    p += len + (p[len] == '\n');
+    char e2[768];
+    if (!(s->f[r] = rt_safetensors_read(s->path[r], e2, sizeof e2))) {
+      rt_errf(err, errlen, "%s: shard %d of %d: %s", path, r, n, e2);
+      return -1;
+    }
+    const char *fmt = rt_safetensors_meta(s->f[r], "format"), *rk = rt_safetensors_meta(s->f[r], "rank"),
+               *st = rt_safetensors_meta(s->f[r], "step"), *c = rt_safetensors_meta(s->f[r], "coords");
+    int rank = -1, co[IR_NUM_AXES];
+    if (!fmt || strcmp(fmt, SHARD_FORMAT) != 0 || !rk || parse_ints(rk, &rank, 1) != 0 || rank != r || !st || !step ||
+        strcmp(st, step) != 0 || !c || parse_ints(c, co, IR_NUM_AXES) != 0) {
+      rt_errf(err, errlen, "%s: is not rank %d's file of the state %s saved at step %s", s->path[r], r, path,
+              step ? step : "?");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The whole tensor `name` of type want (a new host tensor, caller frees):
+ * from a plain file, or assembled from every shard's block. */
+static rt_tensor *whole_tensor(const rt_safetensors *f, const shard_set *s, const char *path, const char *name,
+                               const ir_type *want, bool is_state, char *err, size_t errlen) {
+  char a[160], b[160];
+  if (!s->n) {
+    const rt_tensor *x = rt_safetensors_find(f, name);
+    if (!x) {
+      rt_errf(err, errlen, "%s: missing tensor '%s' (%s)", path, name,
+              is_state ? "optimizer state: was it saved with another optimizer?" : "a parameter of the model");
+      return NULL;
+    }
+    if (!ir_type_equal(&x->type, want)) {
+      rt_errf(err, errlen, "%s: tensor '%s' is %s but the model's %s is %s", path, name,
+              ir_type_str(&x->type, a, sizeof a), is_state ? "optimizer state" : "parameter", ir_type_str(want, b, sizeof b));
+      return NULL;
+    }
+    rt_tensor *w = rt_tensor_new(want);
+    if (w) memcpy(w->data, x->data, w->nbytes);
+    else rt_errf(err, errlen, "out of memory");
+    return w;
+  }
+  rt_tensor *w = NULL;
+  size_t kl = strlen(name) + 16;
+  char *key = malloc(kl);
+  if (!key) goto oom;
+  snprintf(key, kl, "layout.%s", name);
+  for (int r = 0; r < s->n; r++) {
+    const rt_tensor *x = rt_safetensors_find(s->f[r], name);
+    const char *lt = rt_safetensors_meta(s->f[r], key), *c = rt_safetensors_meta(s->f[r], "coords");
+    ir_shard sh;
+    int co[IR_NUM_AXES];
+    if (!x) {
+      rt_errf(err, errlen, "%s: missing tensor '%s' (%s)", s->path[r], name,
+              is_state ? "optimizer state: was it saved with another optimizer?" : "a parameter of the model");
+      goto fail;
+    }
+    if (!lt || layout_parse(lt, x->type.rank, &sh) != 0 || parse_ints(c, co, IR_NUM_AXES) != 0) {
+      rt_errf(err, errlen, "%s: tensor '%s' has no valid metadata \"%s\"", s->path[r], name, key);
+      goto fail;
+    }
+    ir_type g = ir_shard_global_type(&x->type, &sh, &s->mesh);
+    if (!ir_type_equal(&g, want)) {
+      rt_errf(err, errlen, "%s: tensor '%s' is %s (whole) but the model's %s is %s", s->path[r], name,
+              ir_type_str(&g, a, sizeof a), is_state ? "optimizer state" : "parameter", ir_type_str(want, b, sizeof b));
+      goto fail;
+    }
+    if (!w && !(w = rt_tensor_new(want))) goto oom;
+    if (rt_shard_insert(w, x, &sh, &s->mesh, co, err, errlen) != 0) goto fail;
+  }
+  free(key);
+  return w;
+oom:
+  rt_errf(err, errlen, "out of memory");
+fail:
+  free(key);
+  rt_tensor_free(w);
+  return NULL;
+}
+
+int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, char *err, size_t errlen) {
+  const char *fmt = rt_safetensors_meta(f, "format"), *step = rt_safetensors_meta(f, "step");
+  if (!fmt || strcmp(fmt, FORMAT_NAME) != 0) {
+    rt_errf(err, errlen, "%s: not a tgc training state (metadata \"format\" is %s%s%s, expected \"%s\")", path,
+         fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", FORMAT_NAME);
+    return -1;
+  }
+  /* rt_safetensors_read checked it: a state without one was not written by tgc whole */
+  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
+    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
+            RT_SAFETENSORS_CRC_KEY);
+    return -1;
+  }
+  char *end = NULL;
+  errno = 0;
+  long long s = step ? strtoll(step, &end, 10) : -1;
+  if (!step || end == step || *end || errno || s < 0 || s > RT_MAX_STEP) {
+    char shown[48] = "";
+    if (step) snprintf(shown, sizeof shown, "\"%.40s%s\"", step, strlen(step) > 40 ? "..." : "");
+    rt_errf(err, errlen, "%s: metadata \"step\" is %s: expected an integer in [0, %lld]", path,
+            step ? shown : "missing", (long long)RT_MAX_STEP);
+    return -1;
+  }
+  shard_set set;
+  memset(&set, 0, sizeof set);
+  if (rt_safetensors_meta(f, "sharded") && shards_open(f, path, &set, err, errlen) != 0) {
+    shards_free(&set);
+    return -1;
+  }
+  int n = t->np + t->ns, rc = -1;
+  if (!set.n) { /* a plain file: every tensor there with its type, and no other, before anything is loaded */
+    for (int i = 0; i < n; i++) {
+      rt_tensor *dst = tensor_of(t, i);
+      ir_type want = t->sharded ? ir_shard_global_type(&dst->type, layout_of(t, i), t->mesh) : dst->type;
+      char *sname = i < t->np ? NULL : rt_tr_state_name(t, i - t->np);
+      const char *name = i < t->np ? t->pt->step->params[i]->name : sname;
+      const rt_tensor *x = name ? rt_safetensors_find(f, name) : NULL;
+      char a[160], b[160];
+      if (!name) rt_errf(err, errlen, "%s: out of memory", path);
+      else if (!x)
+        rt_errf(err, errlen, "%s: missing tensor '%s' (%s)", path, name,
+                i >= t->np ? "optimizer state: was it saved with another optimizer?" : "a parameter of the model");
+      else if (!ir_type_equal(&x->type, &want))
+        rt_errf(err, errlen, "%s: tensor '%s' is %s but the model's %s is %s", path, name,
+                ir_type_str(&x->type, a, sizeof a), i >= t->np ? "optimizer state" : "parameter",
+                ir_type_str(&want, b, sizeof b));
+      free(sname);
+      if (!x) goto done;
+      if (!ir_type_equal(&x->type, &want)) goto done;
+    }
+  }
+  if (!set.n && rt_safetensors_count(f) != n) {
+    /* name the first tensor this model does not have */
+    for (int j = 0; j < rt_safetensors_count(f); j++) {
+      const char *name = rt_safetensors_name(f, j);
+      bool used = false;
+      for (int i = 0; i < n && !used; i++) {
+        char *sn = i < t->np ? NULL : rt_tr_state_name(t, i - t->np);
+        used = strcmp(name, i < t->np ? t->pt->step->params[i]->name : sn ? sn : "") == 0;
+        free(sn);
+      }
+      if (!used) {
+        rt_errf(err, errlen, "%s: unexpected tensor '%s': not a parameter or optimizer state of this model and optimizer",
+                path, name);
+        goto done;
+      }
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    rt_tensor *dst = tensor_of(t, i);
+    const ir_shard *lay = layout_of(t, i);
+    ir_type whole_t = t->sharded ? ir_shard_global_type(&dst->type, lay, t->mesh) : dst->type;
+    char *sname = i < t->np ? NULL : rt_tr_state_name(t, i - t->np);
+    const char *name = i < t->np ? t->pt->step->params[i]->name : sname;
+    rt_tensor *whole = name ? whole_tensor(f, &set, path, name, &whole_t, i >= t->np, err, errlen) : NULL;
+    free(sname);
+    if (!whole) goto done;
+    int r = 0;
+    if (t->sharded) { /* this rank's block */
+      rt_tensor *block = rt_tensor_new(&dst->type);
+      r = block ? rt_shard_extract(whole, block, lay, t->mesh, t->coord, err, errlen) : -1;
+      if (r == 0) r = rt_upload(dst, block->data, err, errlen);
+      rt_tensor_free(block);
+    } else {
+      r = rt_upload(dst, whole->data, err, errlen);
+    }
+    rt_tensor_free(whole);
+    if (r != 0) goto done;
+  }
+  const char *ls = rt_safetensors_meta(f, "loss_scale"), *lg = rt_safetensors_meta(f, "loss_scale_good_steps");
+  if (t->loss_scale && ls && lg) {
+    char *e1 = NULL, *e2 = NULL;
+    double v = strtod(ls, &e1);
+    long long gsteps = strtoll(lg, &e2, 10);
+    if (*e1 || *e2 || !(v > 0) || !isfinite(v) || gsteps < 0 || gsteps >= RT_LOSS_SCALE_INTERVAL) {
+      rt_errf(err, errlen, "%s: metadata \"loss_scale\" %s / \"loss_scale_good_steps\" %s is not a loss scaler's state",
+              path, ls, lg);
+      goto done;
+    }
+    t->scale = v, t->good_steps = gsteps, t->scale_stale = true;
+  }
+  t->step = s;
+  rc = 0;
+done:
+  shards_free(&set);
+  return rc;
+}
