@@ -135,6 +135,45 @@ double pass_comm_bytes(ir_op op, int64_t n, double bytes) {
   }
 }
 
+/* elements of chunk j of c over n */
+static int64_t chunk(int64_t c, int64_t n, int64_t j) { return c / n + ((j % n + n) % n < c % n ? 1 : 0); }
+
+void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]) {
+  memset(tally, 0, sizeof(pass_comm_tally) * IR_NUM_OPS * IR_NUM_AXES);
+  for (int k = 0; k < g->n_nodes; k++) {
+    const ir_node *n = g->nodes[k];
+    const ir_attr *ax = ir_node_attr(n, "axis");
+    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM) || !ax || ax->kind != IR_ATTR_STR) continue;
+    int a = ir_axis_from_name(ax->s, strlen(ax->s));
+    int64_t r = ir_node_attr_int(n, "n", 1);
+    if (a < 0 || r <= 1) continue;
+    int64_t i = coord[a];
+    const ir_type *t = n->n_in ? &n->in[0]->type : &n->out[0]->type;
+    int64_t c = ir_type_numel(t), es = (int64_t)ir_dtype_size(t->dtype), sent = 0, recv = 0;
+    switch (n->op) {
+    case IR_OP_ALL_REDUCE:
+      sent = 2 * c - chunk(c, r, i) - chunk(c, r, i + 1);
+      recv = 2 * c - chunk(c, r, i - 1) - chunk(c, r, i);
+      break;
+    case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL: sent = recv = (r - 1) * (c / r); break;
+    case IR_OP_ALL_GATHER: sent = recv = (r - 1) * c; break;
+    case IR_OP_COMM_BROADCAST: {
+      int64_t root = ir_node_attr_int(n, "root", 0), last = (root + r - 1) % r;
+      sent = i != last ? c : 0;
+      recv = i != root ? c : 0;
+      break;
+    }
+    case IR_OP_SEND: sent = c; break;
+    case IR_OP_RECV: recv = c; break;
+    default: break;
+    }
+    pass_comm_tally *x = &tally[n->op][a];
+    x->calls++;
+    x->sent += sent * es;
+    x->received += recv * es;
+  }
+}
+
 pass_cost pass_node_cost(const ir_node *n) {
   pass_cost c = {0, 0, 0};
   if (!n || (int)n->op < 0 || n->op >= IR_NUM_OPS) return c;

@@ -83,6 +83,15 @@ pass_cost pass_node_cost(const ir_node *n);
  * the buffer, send the buffer, recv nothing; 0 when n = 1 and for every
  * other op. Divisible sizes; docs/comm.md gives the uneven case. */
 double pass_comm_bytes(ir_op op, int64_t n, double bytes);
+/* What the rank at coord (coordinates by ir_axis) of g's mesh sends and
+ * receives in one run of g, by communication op and mesh axis: calls and
+ * payload bytes by the comm layer's ring algorithms, exact for any count
+ * (chunk j of an all-reduce of c elements over n ranks holds c/n + (j < c%n);
+ * docs/comm.md). The prediction every rank's counters must equal. */
+typedef struct {
+  int64_t calls, sent, received;
+} pass_comm_tally;
+void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
 
 /* ---- optimizer (optimizer.c) ----
  * Training as IR. pass_build_training turns a model graph into its training

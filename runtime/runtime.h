@@ -392,6 +392,10 @@ int rt_trainer_num_params(const rt_trainer *t);
  * host-memory device; read it with rt_download elsewhere. */
 const rt_tensor *rt_trainer_param(const rt_trainer *t, int i);
 rt_device *rt_trainer_device(const rt_trainer *t);
+/* What this rank's communication ops move in one training step, by the
+ * graphs (pass_comm_tally_of: the step graph K times, then the update):
+ * what the comm layer's counters must show. */
+void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
 /* The arena bytes of the step and update programs. */
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and

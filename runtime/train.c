@@ -249,6 +249,20 @@ int64_t rt_trainer_steps_done(const rt_trainer *t) { return t->step; }
 int rt_trainer_num_params(const rt_trainer *t) { return t->np; }
 const rt_tensor *rt_trainer_param(const rt_trainer *t, int i) { return t->params[i]; }
 rt_device *rt_trainer_device(const rt_trainer *t) { return t->dev; }
+void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]) {
+  pass_comm_tally u[IR_NUM_OPS][IR_NUM_AXES];
+  int zero[IR_NUM_AXES] = {0, 0, 0};
+  const int *coord = t->sharded ? t->coord : zero;
+  pass_comm_tally_of(t->pt->step, coord, tally);
+  pass_comm_tally_of(t->pt->update, coord, u);
+  for (int o = 0; o < IR_NUM_OPS; o++)
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      tally[o][a].calls = tally[o][a].calls * t->K + u[o][a].calls;
+      tally[o][a].sent = tally[o][a].sent * t->K + u[o][a].sent;
+      tally[o][a].received = tally[o][a].received * t->K + u[o][a].received;
+    }
+}
+
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update) {
   return rt_program_arena_bytes(update ? t->update_prog : t->step_prog);
 }

@@ -475,28 +475,46 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
   return 0;
 }
 
-/* What rank 0 moved per step, by kind and mesh axis: {"rank": 0, "ranks": N,
- * "steps": S, "per_step": {"all_reduce": {"dp": {"calls", "bytes_sent",
- * "bytes_received"}}, ...}} (every step moves the same). */
-static json_t *comm_json(const rt_comm *c, int64_t steps) {
+/* The IR op of a comm layer kind (comm_broadcast is the IR's "broadcast"). */
+static ir_op comm_op(rt_coll_kind k) {
+  const char *name = rt_coll_name(k);
+  int op = strcmp(name, "broadcast") == 0 ? (int)IR_OP_COMM_BROADCAST : ir_op_from_name(name);
+  return op < 0 ? IR_OP_ALL_REDUCE : (ir_op)op;
+}
+
+/* What this rank moved per step, by kind and mesh axis, beside what the
+ * graphs predict: {"rank", "ranks", "steps", "per_step": {"all_reduce":
+ * {"dp": {"calls", "bytes_sent", "bytes_received", "predicted_calls",
+ * "predicted_bytes_sent", "predicted_bytes_received"}}, ...},
+ * "predicted_equals_measured": bool} (every step moves the same). */
+static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) {
+  pass_comm_tally pred[IR_NUM_OPS][IR_NUM_AXES];
+  rt_trainer_comm_predicted(tr, pred);
   json_t *o = json_object(), *per = json_object();
   json_object_set_new(o, "rank", json_integer(rt_comm_rank(c)));
   json_object_set_new(o, "ranks", json_integer(rt_comm_size(c)));
   json_object_set_new(o, "steps", json_integer(steps));
+  bool equal = steps > 0;
   for (int k = 0; k < RT_COLL_NUM; k++) {
     json_t *kind = json_object();
-    for (int a = 0; a < rt_comm_axis_count(c); a++) {
-      rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, a);
-      if (!n.calls || steps <= 0) continue;
-      json_object_set_new(kind, rt_comm_axis_name(c, a),
-                          json_pack("{s:I,s:I,s:I}", "calls", (json_int_t)(n.calls / steps), "bytes_sent",
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      int ca = rt_comm_axis_find(c, ir_axis_name((ir_axis)a));
+      rt_comm_counter n = ca >= 0 ? rt_comm_count(c, (rt_coll_kind)k, ca) : (rt_comm_counter){0, 0, 0};
+      const pass_comm_tally *p = &pred[comm_op((rt_coll_kind)k)][a];
+      if ((!n.calls && !p->calls) || steps <= 0) continue;
+      equal &= n.calls == p->calls * steps && n.bytes_sent == p->sent * steps && n.bytes_received == p->received * steps;
+      json_object_set_new(kind, ir_axis_name((ir_axis)a),
+                          json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "calls", (json_int_t)(n.calls / steps), "bytes_sent",
                                     (json_int_t)(n.bytes_sent / steps), "bytes_received",
-                                    (json_int_t)(n.bytes_received / steps)));
+                                    (json_int_t)(n.bytes_received / steps), "predicted_calls", (json_int_t)p->calls,
+                                    "predicted_bytes_sent", (json_int_t)p->sent, "predicted_bytes_received",
+                                    (json_int_t)p->received));
     }
     if (json_object_size(kind)) json_object_set_new(per, rt_coll_name((rt_coll_kind)k), kind);
     else json_decref(kind);
   }
   json_object_set_new(o, "per_step", per);
+  json_object_set_new(o, "predicted_equals_measured", json_boolean(equal));
   return o;
 }
 
@@ -786,7 +804,7 @@ int tool_cmd_train(int argc, char **argv) {
     json_object_set_new(j, "predicted_peak_bytes", json_integer((json_int_t)predicted));
     json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)peak));
     json_object_set_new(j, "interrupted", json_boolean(interrupted));
-    if (comm) json_object_set_new(j, "comm", comm_json(comm, done_steps));
+    if (comm) json_object_set_new(j, "comm", comm_json(comm, tr, done_steps));
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(j);
@@ -800,6 +818,16 @@ int tool_cmd_train(int argc, char **argv) {
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
     if (comm) print_comm(comm, done_steps);
+  }
+  if (comm && done_steps > 0) { /* every rank: what it moved is what the graphs say it moves */
+    json_t *cj = comm_json(comm, tr, done_steps);
+    bool same = json_is_true(json_object_get(cj, "predicted_equals_measured"));
+    json_decref(cj);
+    if (!same) {
+      ir_error_plain(d, "internal error: rank %d moved other bytes than its graphs predict (see --json's \"comm\")",
+                     rt_comm_rank(comm));
+      goto done;
+    }
   }
   if (prof) {
     int64_t runs = rt_trainer_steps_done(tr) - start;

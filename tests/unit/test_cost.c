@@ -299,6 +299,29 @@ static void test_comm(void) {
   CHECK(gc.comm[IR_OP_SEND][IR_AXIS_PP] == 96);
   CHECK(gc.comm[IR_OP_SEND][IR_AXIS_DP] == 0);
   CHECK(pass_comm_bytes(IR_OP_RECV, 4, 100) == 0);
+  /* the exact tally per rank: the closed forms when counts divide (x: 24
+   * f32 elements, 96 bytes), chunks of 24/4 = 6 */
+  pass_comm_tally t[IR_NUM_OPS][IR_NUM_AXES];
+  int coord[IR_NUM_AXES] = {1, 3, 0};
+  pass_comm_tally_of(g, coord, t);
+  CHECK(t[IR_OP_ALL_REDUCE][IR_AXIS_DP].calls == 1 && t[IR_OP_ALL_REDUCE][IR_AXIS_DP].sent == 2 * 3 * 96 / 4);
+  CHECK(t[IR_OP_ALL_GATHER][IR_AXIS_DP].sent == 3 * 96 && t[IR_OP_ALL_GATHER][IR_AXIS_DP].received == 3 * 96);
+  CHECK(t[IR_OP_REDUCE_SCATTER][IR_AXIS_DP].sent == 3 * 96 / 4);
+  CHECK(t[IR_OP_COMM_BROADCAST][IR_AXIS_DP].sent == 0 && t[IR_OP_COMM_BROADCAST][IR_AXIS_DP].received == 96); /* dp 3: last of the chain from 0 */
+  CHECK(t[IR_OP_SEND][IR_AXIS_PP].sent == 96 && t[IR_OP_SEND][IR_AXIS_PP].received == 0);
+  /* an all-reduce whose count does not divide: 10 elements over 4 ranks, chunks 3 3 2 2 */
+  ir_graph *h = ir_graph_new("uneven", NULL);
+  h->mesh.size[IR_AXIS_DP] = 4;
+  ir_value *y = input(h, "y", IR_DT_F32, 1, (int64_t[]){10});
+  ir_attr at[2] = {ir_attr_str("axis", "dp"), ir_attr_int("n", 4)};
+  ir_graph_build1(h, IR_OP_ALL_REDUCE, &y, 1, at, 2, NULL, (ir_loc){0});
+  int64_t want_sent[4] = {2 * 10 - 3 - 3, 2 * 10 - 3 - 2, 2 * 10 - 2 - 2, 2 * 10 - 2 - 3};
+  for (int r = 0; r < 4; r++) {
+    int c2[IR_NUM_AXES] = {0, r, 0};
+    pass_comm_tally_of(h, c2, t);
+    CHECK_EQ_INT(t[IR_OP_ALL_REDUCE][IR_AXIS_DP].sent, want_sent[r] * 4);
+  }
+  ir_graph_free(h);
   ir_graph_free(g);
 }
 
