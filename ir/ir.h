@@ -222,9 +222,11 @@ char *ir_mesh_str(const ir_mesh *m, char *buf, size_t n);
 typedef struct {
   uint8_t split[IR_MAX_RANK];
   uint8_t partial;
-  /* pieces[d] = k > 1: dim d is k equal parts (q, k and v side by side) and
-   * each part is split over its one axis: a rank holds its block of every
-   * part, in part order (Megatron-LM's layout of a fused projection). */
+  /* pieces[d] = k > 1: dim d (within the block of its outer axes) is k
+   * equal parts (q, k and v side by side; a [B, T] flattened with T split)
+   * and each part is split over the innermost axis splitting d: a rank holds
+   * its block of every part, in part order (Megatron-LM's layout of a fused
+   * projection). */
   uint8_t pieces[IR_MAX_RANK];
 } ir_shard;
 bool ir_shard_is_replicated(const ir_shard *s);

@@ -130,8 +130,13 @@ int64_t ir_shard_global_index(const ir_shard *s, const ir_mesh *m, const int *co
   if (blocks == 1) return l;
   int k = ir_shard_pieces(s, d);
   if (k == 1) return block * local_size + l;
+  /* parts: the innermost axis splits each of k parts of the outer axes' block */
+  int inner = 0;
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if ((s->split[d] >> a) & 1) inner = a;
+  int64_t n = m->size[inner], c = coord[inner], outer_block = (block - c) / n;
   int64_t w = local_size / k; /* this rank's share of one part */
-  return (l / w) * (w * blocks) + block * w + l % w;
+  return outer_block * (local_size * n) + (l / w) * (w * n) + c * w + l % w;
 }
 
 /* "dp", "(dp, tp)" or "-" */

@@ -111,9 +111,6 @@ static void check_shard(vctx *c, const ir_value *v) {
       problem(c, value_at(c, v), "%%%s is split on dim %d but has rank %d", vname(v), d, v->type.rank);
       continue;
     }
-    if (v->shard.pieces[d] > 1 && (mask & (mask - 1)))
-      problem(c, value_at(c, v), "%%%s: dim %d is in %d parts but split over more than one axis", vname(v), d,
-              v->shard.pieces[d]);
     for (int a = 0; a < 8; a++) {
       if (!((mask >> a) & 1)) continue;
       if (a >= IR_NUM_AXES) problem(c, value_at(c, v), "%%%s is split over an invalid mesh axis %d", vname(v), a);

@@ -226,6 +226,18 @@ static void place(sh_engine *e, const ir_value *v, int a, sh_st s) {
 
 /* ---- nodes ---- */
 
+/* A parameter, or a transpose / reshape / cast of one (a weight read
+ * transposed by the backward): what the rules keep split or gather first. */
+static bool is_weight(const ir_value *v) {
+  for (int k = 0; k < 8 && v; k++) {
+    if (!v->def) return v->role == IR_ROLE_PARAM;
+    ir_op op = v->def->op;
+    if (op != IR_OP_TRANSPOSE && op != IR_OP_RESHAPE && op != IR_OP_CAST) return false;
+    v = v->def->in[0];
+  }
+  return false;
+}
+
 static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int layer, const char *name) {
   ir_attr c = ir_attr_float("value", f);
   ir_type t = {.dtype = x->type.dtype, .rank = 0};
@@ -320,7 +332,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     for (int i = 0; i < n->n_in; i++) {
       const ir_value *v = n->in[i];
       d.in[i] = e->st[v->id][a];
-      d.in_param[i] = v->role == IR_ROLE_PARAM && !v->def;
+      d.in_param[i] = is_weight(v);
       for (int k = 0; k < v->type.rank; k++) {
         int64_t s = v->type.dims[k];
         for (int o = 0; o < a; o++) /* the outer axes' splits already chosen */

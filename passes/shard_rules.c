@@ -72,8 +72,7 @@ static int out_dim(const sh_dec *d, int i, int k, int ro) { return k + (ro - ran
 
 bool sh_can_split_parts(const sh_dec *d, int i, int dim, int k) {
   if (i < 0 || i >= d->n_in || dim < 0 || dim >= rank_in(d, i) || k < 1) return false;
-  int64_t local = d->in_local[i][dim];
-  if (k > 1 && local != d->node->in[i]->type.dims[dim]) return false; /* parts: this axis alone splits the dim */
+  int64_t local = d->in_local[i][dim]; /* within the block of the outer axes' splits */
   return local >= (int64_t)d->size * k && local % ((int64_t)d->size * k) == 0;
 }
 
@@ -358,8 +357,17 @@ static void matmul_core(sh_dec *d, sh_st *res) {
     a = d->in[0], b = d->in[1];
   }
   if (a.kind == SH_S || b.kind == SH_S) {
-    /* keep the non-parameter's split first (a conflicting parameter is gathered) */
-    int first = (a.kind == SH_S && !(d->in_param[0] && b.kind == SH_S && !d->in_param[1])) ? 0 : 1;
+    /* which split to keep when both are split and disagree: on dp (ZeRO 3)
+     * the activation's (the parameter is gathered); on tp the weight's
+     * (Megatron-LM: sequence parallelism gathers the activation) */
+    bool want_param = d->megatron;
+    int first;
+    if (a.kind == SH_S && b.kind == SH_S && d->in_param[0] != d->in_param[1])
+      first = d->in_param[0] == want_param ? 0 : 1;
+    else if (a.kind == SH_S && b.kind == SH_S) /* two activations: gather the smaller */
+      first = ir_type_numel(&d->node->in[0]->type) >= ir_type_numel(&d->node->in[1]->type) ? 0 : 1;
+    else
+      first = a.kind == SH_S ? 0 : 1;
     sh_st save[2] = {d->in[0], d->in[1]};
     if (d->in[first].kind == SH_S && matmul_keep(d, &m, first, res)) return;
     d->in[0] = save[0], d->in[1] = save[1];
@@ -511,9 +519,37 @@ static void rule_reshape(sh_dec *d) {
       else break;
     }
     if (s.dim < i0 || s.dim >= i) continue;
-    if (sh_parts(s) > 1) { /* a dim in parts survives only unchanged */
-      if (i - i0 == 1 && j - j0 == 1 && x->dims[s.dim] == y->dims[j0]) {
-        d->out[0] = sh_Sk(j0, sh_parts(s));
+    /* the non-1 dims of the run on each side */
+    int xs[IR_MAX_RANK], ys[IR_MAX_RANK], nx = 0, ny = 0;
+    for (int k = i0; k < i; k++)
+      if (x->dims[k] != 1 || k == s.dim) xs[nx++] = k;
+    for (int k = j0; k < j; k++)
+      if (y->dims[k] != 1) ys[ny++] = k;
+    bool alone = d->in_local[0][s.dim] == x->dims[s.dim]; /* this axis is the dim's only split */
+    if (sh_parts(s) > 1) {
+      /* a dim in parts: unchanged, or cut into [parts, rest...] with the split on the rest */
+      if (nx == 1 && ny == 1) {
+        d->out[0] = sh_Sk(ys[0], sh_parts(s));
+        return;
+      }
+      if (nx == 1 && ny >= 2 && alone && y->dims[ys[0]] == sh_parts(s) && y->dims[ys[1]] % d->size == 0) {
+        int64_t inner = 1;
+        for (int k = 2; k < ny; k++) inner *= y->dims[ys[k]];
+        (void)inner; /* block c of each part is the rows [c L/n, (c+1) L/n) of the dim after it */
+        d->out[0] = sh_S(ys[1]);
+        return;
+      }
+      break;
+    }
+    /* dims merged into one: the split dim's block, in every index of the dims
+     * before it, is that many parts of the merged dim (a [B, T] split on T
+     * flattened to [B T]: B parts), a contraction over it still pairs the
+     * same elements */
+    if (ny == 1 && nx >= 2 && alone && xs[0] != s.dim) {
+      int64_t outer = 1;
+      for (int k = 0; k < nx && xs[k] != s.dim; k++) outer *= d->in_local[0][xs[k]]; /* within the outer axes' block */
+      if (outer <= 127) {
+        d->out[0] = sh_Sk(ys[0], (int)outer);
         return;
       }
       break;

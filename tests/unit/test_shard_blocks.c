@@ -49,6 +49,10 @@ static void test_layouts(void) {
   roundtrip(&t, &s, &m);
   s.split[0] = 0, s.split[1] = 1 << IR_AXIS_TP, s.pieces[1] = 2; /* 2 parts of 9: blocks of 3 */
   roundtrip(&t, &s, &m);
+  /* parts under an outer split: dim 0 over (dp, tp), tp in 2 parts of each dp block */
+  memset(&s, 0, sizeof s);
+  s.split[0] = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP, s.pieces[0] = 2;
+  roundtrip(&t, &s, &m);
 }
 
 static void test_parts_layout(void) {
@@ -67,6 +71,18 @@ static void test_parts_layout(void) {
   for (int j = 0; j < 6; j++) CHECK(rt_tensor_get(local, j) == want[j] && rt_tensor_get(local, 6 + j) == want[j]);
   CHECK_EQ_INT(ir_shard_global_index(&s, &m, coord, 1, 6, 5), 11);
   rt_tensor_free(whole), rt_tensor_free(local);
+}
+
+/* a [B, T] value with B over dp, T over tp, flattened: [B T] with tp in B/dp parts */
+static void test_flattened(void) {
+  ir_mesh m = ir_mesh_single();
+  m.size[IR_AXIS_DP] = 2, m.size[IR_AXIS_TP] = 2;
+  ir_shard s = {{0}, 0, {0}};
+  s.split[0] = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP, s.pieces[0] = 2; /* B = 4, T = 6: local rows 2 x 3 */
+  int coord[IR_NUM_AXES] = {0, 1, 1};
+  /* rank (dp 1, tp 1) holds b in {2, 3}, t in {3, 4, 5}: rows b * 6 + t */
+  const int64_t want[6] = {15, 16, 17, 21, 22, 23};
+  for (int l = 0; l < 6; l++) CHECK_EQ_INT(ir_shard_global_index(&s, &m, coord, 0, 6, l), want[l]);
 }
 
 static void test_param_init(void) {
@@ -93,6 +109,7 @@ static void test_param_init(void) {
 int main(void) {
   test_layouts();
   test_parts_layout();
+  test_flattened();
   test_param_init();
   return check_done();
 }
