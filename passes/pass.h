@@ -184,6 +184,7 @@ typedef struct {
   pass_optimizer opt;
   int micro_batches;      /* K >= 1 */
   int targets_input;      /* the model input of the targets (-1: no accuracy) */
+  int schedule;           /* pipeline parallelism: PASS_SCHED_GPIPE (0) or PASS_SCHED_1F1B */
   const int *batch_dims;  /* NULL (dim 0), or per model input: the dim its batch is (the shard
                            * pass splits it over dp), -1 for an input that is not data */
   const pass_options *passes; /* the pipeline's settings (diag, dump, checkpoint, disabled passes) */
@@ -204,6 +205,21 @@ typedef struct {
   bool accuracy;
   int64_t positions;         /* targets per micro-batch */
   int batch_dim[64];         /* per data input: its batch dim (pass_train_options.batch_dims), -1 none */
+  /* pipeline parallelism (mesh pp > 1; shard_stage.c): this rank's stage
+   * (step and update hold its parameters only) with the step cut in two
+   * that the trainer runs micro-batch by micro-batch in the schedule's order:
+   *   fwd: inputs and params as the step's; outputs the loss and correct
+   *        sums (fwd_loss_sum_output, fwd_correct_sum_output; -1 none), then
+   *        n_saved values from fwd_saved0 on: what bwd reads of fwd;
+   *   bwd: inputs the step's, then those n_saved from bwd_saved0 on; params
+   *        the step's; outputs the gradients (bwd_grad_output[param]).
+   * NULL without pp. */
+  ir_graph *fwd, *bwd;
+  int n_saved, fwd_saved0, bwd_saved0;
+  int fwd_loss_sum_output, fwd_correct_sum_output;
+  int *bwd_grad_output;
+  int stage, n_stages;      /* this rank's stage of n_stages (n_stages 1: no pipeline) */
+  int schedule;             /* pass_schedule: PASS_SCHED_GPIPE or PASS_SCHED_1F1B */
 } pass_training;
 /* Builds both graphs from model (consumed: it becomes the step graph; freed
  * on failure). NULL after reporting through o->passes->diag. */

@@ -256,7 +256,7 @@ static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int l
 /* The size attributes of the local results: reshape and broadcast's shape,
  * split's sizes (shape holds room for either). */
 static int localize_attrs(const ir_node *n, const ir_type *local_out, ir_attr *attrs, int64_t *shape) {
-  memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
+  if (n->n_attrs) memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
   for (int i = 0; i < n->n_attrs; i++) {
     if ((n->op == IR_OP_RESHAPE || n->op == IR_OP_BROADCAST) && strcmp(attrs[i].key, "shape") == 0) {
       for (int k = 0; k < local_out->rank; k++) shape[k] = local_out->dims[k];

@@ -81,4 +81,8 @@ void sh_engine_output(sh_engine *e, int i, const sh_st *want);
 ir_graph *sh_engine_finish(sh_engine *e);
 void sh_engine_free(sh_engine *e);
 
+/* Pipeline parallelism (shard_stage.c): t (already partitioned over dp and
+ * tp) cut into stage `stage` of its mesh's pp. -1 after reporting. */
+int sh_cut_stages(pass_training *t, int stage, ir_diag *d);
+
 #endif

@@ -24,6 +24,7 @@
 static const sh_st UNSET = {SH_UNSET, 0, 1};
 
 static bool mesh_active(const ir_mesh *m) { return m->size[IR_AXIS_DP] > 1 || m->size[IR_AXIS_TP] > 1; }
+static bool pipelined(const ir_mesh *m) { return m->size[IR_AXIS_PP] > 1; }
 
 /* The data inputs split along their batch dims (NULL: dim 0; -1: not
  * data): a clear error when one does not divide. */
@@ -185,9 +186,35 @@ done:
   return out;
 }
 
+static int shard_dp_tp(pass_training *t, const pass_options *o);
+
 int pass_shard_training(pass_training *t, const pass_options *o) {
+  ir_mesh m = t->step->mesh; /* (the graphs are replaced) */
+  if (mesh_active(&m) && shard_dp_tp(t, o) != 0) return -1;
+  if (!pipelined(&m)) return 0;
+  return sh_cut_stages(t, m.stage >= 0 ? m.stage : 0, o->diag);
+}
+
+/* tp splits attention by heads: they must divide (an error at the
+ * attention's line naming the heads' value, not a silent replication). */
+static int check_heads(const ir_graph *g, int tp, ir_diag *d) {
+  for (int i = 0; i < g->n_nodes && tp > 1; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_ATTENTION || n->in[0]->type.rank < 3) continue;
+    const ir_value *q = n->in[0];
+    int hd = q->type.rank - 3;
+    if (q->type.dims[hd] % tp != 0) {
+      ir_error(d, n->loc, "tensor parallelism (tp = %d) splits the attention heads (dim %d of %%%s, %lld heads), which "
+               "do not divide by %d", tp, hd, q->name, (long long)q->type.dims[hd], tp);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int shard_dp_tp(pass_training *t, const pass_options *o) {
   const ir_mesh *m = &t->step->mesh;
-  if (!mesh_active(m)) return 0;
+  if (check_heads(t->step, m->size[IR_AXIS_TP], o->diag) != 0) return -1;
   int np = t->n_params, dp = m->size[IR_AXIS_DP], zero = o->zero;
   param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
   sh_st *tp = calloc((size_t)np + 1, sizeof *tp), sums[2 * IR_NUM_AXES];

@@ -36,7 +36,10 @@ void pass_training_free(pass_training *t) {
   if (!t) return;
   ir_graph_free(t->step);
   ir_graph_free(t->update);
+  ir_graph_free(t->fwd);
+  ir_graph_free(t->bwd);
   free(t->grad_output);
+  free(t->bwd_grad_output);
   free(t);
 }
 
@@ -160,6 +163,8 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   t->acc_input0 = t->correct_sum_input = t->correct_sum_output = -1;
   t->update_correct_sum_input = t->accuracy_output = -1;
   t->loss_scale_input = t->overflow_output = -1;
+  t->n_stages = 1;
+  t->schedule = o->schedule;
   int np = t->n_params = g->n_params;
   t->n_states = np * pass_optimizer_state_count(o->opt.kind);
   if (o->mixed_precision && (!pick_loss(g, d) || pass_mixed_precision(g, o->compute_dtype, d) != 0)) goto fail;

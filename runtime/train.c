@@ -42,6 +42,16 @@ void rt_trainer_free(rt_trainer *t) {
   const pass_training *pt = t->pt;
   rt_program_free(t->step_prog);
   rt_program_free(t->update_prog);
+  rt_program_free(t->fwd_prog);
+  rt_program_free(t->bwd_prog);
+  for (int k = 0; t->slot && k < t->n_slots; k++) {
+    for (int j = 0; t->slot[k] && j < pt->n_saved; j++) rt_device_tensor_free(t->slot[k][j]);
+    free(t->slot[k]);
+  }
+  free(t->slot);
+  free(t->bwd_in);
+  free(t->op_mb);
+  free(t->op_bwd);
   for (int i = 0; t->pool && i < t->np + t->ns; i++) rt_device_tensor_free(t->pool[i]);
   for (int i = 0; t->data && i < pt->n_data; i++) {
     if (t->data_host && t->data_host[i] != t->data[i]) rt_tensor_free(t->data_host[i]);
@@ -125,6 +135,49 @@ int rt_tr_check_params_finite(const rt_trainer *t, rt_tensor *const *h, char *er
 static rt_tensor *scalar_tensor(rt_device *d, char *err, size_t errlen) {
   ir_type sc = {.dtype = IR_DT_F64, .rank = 0};
   return rt_device_tensor_new(d, &sc, err, errlen);
+}
+
+/* The order of one step's micro-batch halves on this stage (p stages, K
+ * micro-batches), as the planner simulates them (passes/plan_sim.c):
+ *   gpipe  every forward, then every backward, the last micro-batch first;
+ *   1f1b   min(p - s - 1, K) forwards, then a forward and a backward in turn,
+ *          then the remaining backwards (PipeDream-Flush). */
+static void pipeline_order(int schedule, int p, int s, int K, int *mb, bool *bwd, int *n_slots) {
+  int n = 0;
+  if (schedule == PASS_SCHED_1F1B) {
+    int w = p - s - 1 < K ? p - s - 1 : K;
+    for (int k = 0; k < w; k++) mb[n] = k, bwd[n++] = false;
+    for (int k = 0; k < K - w; k++) {
+      mb[n] = w + k, bwd[n++] = false;
+      mb[n] = k, bwd[n++] = true;
+    }
+    for (int k = K - w; k < K; k++) mb[n] = k, bwd[n++] = true;
+    *n_slots = w + 1;
+  } else {
+    for (int k = 0; k < K; k++) mb[n] = k, bwd[n++] = false;
+    for (int k = K - 1; k >= 0; k--) mb[n] = k, bwd[n++] = true;
+    *n_slots = K;
+  }
+}
+
+/* Pipeline: the schedule, the saved values' slots and bwd's bindings. */
+static int pipeline_setup(rt_trainer *t, char *err, size_t errlen) {
+  const pass_training *pt = t->pt;
+  t->op_mb = calloc((size_t)(2 * t->K), sizeof *t->op_mb);
+  t->op_bwd = calloc((size_t)(2 * t->K), sizeof *t->op_bwd);
+  t->bwd_in = calloc((size_t)pt->bwd->n_inputs + 1, sizeof *t->bwd_in);
+  if (!t->op_mb || !t->op_bwd || !t->bwd_in) abort();
+  pipeline_order(pt->schedule, pt->n_stages, pt->stage, t->K, t->op_mb, t->op_bwd, &t->n_slots);
+  t->n_ops = 2 * t->K;
+  if (!(t->slot = calloc((size_t)t->n_slots, sizeof *t->slot))) abort();
+  for (int k = 0; k < t->n_slots; k++) {
+    if (!(t->slot[k] = calloc((size_t)pt->n_saved + 1, sizeof **t->slot))) abort();
+    for (int j = 0; j < pt->n_saved; j++)
+      if (!(t->slot[k][j] = rt_device_tensor_new(t->dev, &pt->fwd->outputs[pt->fwd_saved0 + j].value->type, err, errlen)))
+        return -1;
+  }
+  for (int i = 0; i < pt->bwd_saved0; i++) t->bwd_in[i] = t->step_in[i];
+  return 0;
 }
 
 rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
@@ -231,10 +284,23 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   rt_program_options so = {.donate_inputs = sdon, .profile = c->profile, .comm = t->sharded ? c->comm : NULL};
   rt_program_options uo = {.donate_inputs = udon, .donate_params = pdon, .profile = c->update_profile,
                            .comm = t->sharded ? c->comm : NULL};
-  t->step_prog = rt_program_new(t->dev, sg, &so, err, errlen);
-  t->update_prog = t->step_prog ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
+  if (pt->fwd) { /* pipeline: the stage's halves (bwd's extra inputs, the saved values, not donated) */
+    t->fwd_prog = rt_program_new(t->dev, pt->fwd, &so, err, errlen);
+    bool *bdon = calloc((size_t)pt->bwd->n_inputs + 1, sizeof *bdon);
+    if (!bdon) abort();
+    for (int i = pt->n_data; i < pt->bwd_saved0; i++) bdon[i] = true;
+    rt_program_options bo = so;
+    bo.donate_inputs = bdon;
+    t->bwd_prog = t->fwd_prog ? rt_program_new(t->dev, pt->bwd, &bo, err, errlen) : NULL;
+    free(bdon);
+    t->update_prog = t->bwd_prog ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
+  } else {
+    t->step_prog = rt_program_new(t->dev, sg, &so, err, errlen);
+    t->update_prog = t->step_prog ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
+  }
   free(sdon), free(udon), free(pdon);
   if (!t->update_prog) goto fail;
+  if (pt->fwd && pipeline_setup(t, err, errlen) != 0) goto fail;
   t->update_in[pt->lr_input] = t->lr;
   t->update_in[pt->step_input] = t->step_no;
   t->update_in[pt->update_loss_sum_input] = t->loss_sum;
@@ -253,7 +319,17 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
   pass_comm_tally u[IR_NUM_OPS][IR_NUM_AXES];
   int zero[IR_NUM_AXES] = {0, 0, 0};
   const int *coord = t->sharded ? t->coord : zero;
-  pass_comm_tally_of(t->pt->step, coord, tally);
+  pass_comm_tally_of(t->pt->fwd ? t->pt->fwd : t->pt->step, coord, tally);
+  if (t->pt->bwd) { /* pipeline: the two halves each micro-batch */
+    pass_comm_tally b[IR_NUM_OPS][IR_NUM_AXES];
+    pass_comm_tally_of(t->pt->bwd, coord, b);
+    for (int o = 0; o < IR_NUM_OPS; o++)
+      for (int a = 0; a < IR_NUM_AXES; a++) {
+        tally[o][a].calls += b[o][a].calls;
+        tally[o][a].sent += b[o][a].sent;
+        tally[o][a].received += b[o][a].received;
+      }
+  }
   pass_comm_tally_of(t->pt->update, coord, u);
   for (int o = 0; o < IR_NUM_OPS; o++)
     for (int a = 0; a < IR_NUM_AXES; a++) {
@@ -264,7 +340,9 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
 }
 
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update) {
-  return rt_program_arena_bytes(update ? t->update_prog : t->step_prog);
+  if (update) return rt_program_arena_bytes(t->update_prog);
+  return t->step_prog ? rt_program_arena_bytes(t->step_prog)
+                      : rt_program_arena_bytes(t->fwd_prog) + rt_program_arena_bytes(t->bwd_prog);
 }
 
 /* After a program run: the value of output `out` into dst (nothing when
@@ -325,6 +403,48 @@ static int fill_minus_zero(rt_tensor *x, char *err, size_t errlen) {
   return rt_fill_bytes(x->buf->dev, x->data, x->nbytes, b, es, err, errlen);
 }
 
+/* The data inputs of micro-batch k of this step (this rank's block of them). */
+static int feed(rt_trainer *t, int k, char *err, size_t errlen) {
+  const pass_training *pt = t->pt;
+  if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->sharded ? t->data_whole : t->data_host, err, errlen) != 0)
+    return -1;
+  for (int i = 0; t->sharded && i < pt->n_data; i++)
+    if (rt_shard_extract(t->data_whole[i], t->data_host[i], &pt->step->inputs[i]->shard, t->mesh, t->coord, err,
+                         errlen) != 0)
+      return -1;
+  for (int i = 0; i < pt->n_data; i++)
+    if (t->data_host[i] != t->data[i] && rt_upload(t->data[i], t->data_host[i]->data, err, errlen) != 0) return -1;
+  return 0;
+}
+
+/* One step's halves in the schedule's order: a forward keeps the sums and
+ * puts what the backward reads in the micro-batch's slot; a backward reads
+ * it and keeps the gradient sums. */
+static int pipeline_step(rt_trainer *t, char *err, size_t errlen) {
+  const pass_training *pt = t->pt;
+  for (int o = 0; o < t->n_ops; o++) {
+    int k = t->op_mb[o];
+    rt_tensor **slot = t->slot[k % t->n_slots];
+    if (feed(t, k, err, errlen) != 0) return -1;
+    if (!t->op_bwd[o]) {
+      if (rt_program_run(t->fwd_prog, t->step_in, t->params, err, errlen) != 0) return -1;
+      if (pt->fwd_loss_sum_output >= 0 && keep_output(t->fwd_prog, pt->fwd_loss_sum_output, t->loss_sum, err, errlen) != 0)
+        return -1;
+      if (t->correct_sum && pt->fwd_correct_sum_output >= 0 &&
+          keep_output(t->fwd_prog, pt->fwd_correct_sum_output, t->correct_sum, err, errlen) != 0)
+        return -1;
+      for (int j = 0; j < pt->n_saved; j++)
+        if (keep_output(t->fwd_prog, pt->fwd_saved0 + j, slot[j], err, errlen) != 0) return -1;
+      continue;
+    }
+    for (int j = 0; j < pt->n_saved; j++) t->bwd_in[pt->bwd_saved0 + j] = slot[j];
+    if (rt_program_run(t->bwd_prog, t->bwd_in, t->params, err, errlen) != 0) return -1;
+    for (int i = 0; t->K > 1 && i < t->np; i++)
+      if (keep_output(t->bwd_prog, pt->bwd_grad_output[i], t->acc[i], err, errlen) != 0) return -1;
+  }
+  return 0;
+}
+
 int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) {
   const pass_training *pt = t->pt;
   if (t->lost || t->nonfinite) {
@@ -341,15 +461,11 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     if (upload_scalar(t->loss_scale, t->scale, err, errlen) != 0) return -1;
     t->scale_stale = false;
   }
-  for (int k = 0; k < t->K; k++) {
-    if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->sharded ? t->data_whole : t->data_host, err, errlen) != 0)
-      return -1;
-    for (int i = 0; t->sharded && i < pt->n_data; i++)
-      if (rt_shard_extract(t->data_whole[i], t->data_host[i], &pt->step->inputs[i]->shard, t->mesh, t->coord, err,
-                           errlen) != 0)
-        return -1;
-    for (int i = 0; i < pt->n_data; i++)
-      if (t->data_host[i] != t->data[i] && rt_upload(t->data[i], t->data_host[i]->data, err, errlen) != 0) return -1;
+  if (pt->fwd) {
+    if (pipeline_step(t, err, errlen) != 0) return -1;
+  }
+  for (int k = 0; k < t->K && !pt->fwd; k++) {
+    if (feed(t, k, err, errlen) != 0) return -1;
     if (rt_program_run(t->step_prog, t->step_in, t->params, err, errlen) != 0) return -1;
     if (keep_output(t->step_prog, pt->loss_sum_output, t->loss_sum, err, errlen) != 0) return -1;
     if (t->correct_sum && keep_output(t->step_prog, pt->correct_sum_output, t->correct_sum, err, errlen) != 0)
@@ -359,7 +475,9 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
   }
   /* the update: gradients (the step's outputs, or the sums), states, lr, step */
   for (int i = 0; i < t->np; i++)
-    t->update_in[i] = t->K > 1 ? t->acc[i] : (rt_tensor *)rt_program_output(t->step_prog, pt->grad_output[i]);
+    t->update_in[i] = t->K > 1 ? t->acc[i]
+                      : pt->fwd ? (rt_tensor *)rt_program_output(t->bwd_prog, pt->bwd_grad_output[i])
+                                : (rt_tensor *)rt_program_output(t->step_prog, pt->grad_output[i]);
   for (int i = 0; i < t->ns; i++) t->update_in[t->np + i] = t->states[i];
   double lr = rt_schedule_lr(&t->c.schedule, t->step);
   if (upload_scalar(t->lr, lr, err, errlen) != 0 || upload_scalar(t->step_no, (double)(t->step + 1), err, errlen) != 0)
@@ -404,7 +522,7 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     r->loss = loss;
     r->accuracy = acc;
     r->lr = lr;
-    r->peak_bytes = rt_program_arena_bytes(t->step_prog);
+    r->peak_bytes = rt_trainer_arena_bytes(t, false);
     r->loss_scale = t->loss_scale ? used_scale : 0;
     r->skipped = overflow > 0;
   }

@@ -14,6 +14,14 @@ struct rt_trainer {
   const pass_training *pt;
   rt_device *dev;
   rt_program *step_prog, *update_prog;
+  /* pipeline parallelism (pt->fwd): the stage's two halves, run by the schedule */
+  rt_program *fwd_prog, *bwd_prog;
+  int n_slots;                   /* micro-batches in flight at most */
+  rt_tensor ***slot;             /* n_slots x n_saved: what bwd reads of fwd, per micro-batch */
+  rt_tensor **bwd_in;            /* bwd's input bindings: step_in, then a slot */
+  int n_ops;                     /* the schedule of one step: op k is micro-batch mb[k], backward or not */
+  int *op_mb;
+  bool *op_bwd;
   int np, ns, K;
   rt_tensor **params, **states;  /* np, ns: device tensors, rebound after every update */
   rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */

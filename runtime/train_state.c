@@ -412,11 +412,7 @@ static rt_tensor *whole_tensor(const rt_safetensors *f, const shard_set *s, cons
     const char *lt = rt_safetensors_meta(s->f[r], key), *c = rt_safetensors_meta(s->f[r], "coords");
     ir_shard sh;
     int co[IR_NUM_AXES];
-    if (!x) {
-      rt_errf(err, errlen, "%s: missing tensor '%s' (%s)", s->path[r], name,
-              is_state ? "optimizer state: was it saved with another optimizer?" : "a parameter of the model");
-      goto fail;
-    }
+    if (!x) continue; /* a pipeline stage holds only its own parameters */
     if (!lt || layout_parse(lt, x->type.rank, &sh) != 0 || parse_ints(c, co, IR_NUM_AXES) != 0) {
       rt_errf(err, errlen, "%s: tensor '%s' has no valid metadata \"%s\"", s->path[r], name, key);
       goto fail;
@@ -429,6 +425,11 @@ static rt_tensor *whole_tensor(const rt_safetensors *f, const shard_set *s, cons
     }
     if (!w && !(w = rt_tensor_new(want))) goto oom;
     if (rt_shard_insert(w, x, &sh, &s->mesh, co, err, errlen) != 0) goto fail;
+  }
+  if (!w) {
+    rt_errf(err, errlen, "%s: missing tensor '%s' (%s): none of its %d rank files has it", path, name,
+            is_state ? "optimizer state: was it saved with another optimizer?" : "a parameter of the model", s->n);
+    goto fail;
   }
   free(key);
   return w;

@@ -83,6 +83,8 @@ static const char *const train_help =
     "many ranks (docs/sharding.md, docs/comm.md):\n"
     "  mpirun -np N tgc train FILE --mesh dp=D,tp=T [--zero Z] ...   N = D x T ranks; every\n"
     "                       rank runs its shard of the model, rank 0 prints and logs\n"
+    "  --schedule gpipe|1f1b  the pipeline's order of micro-batch forwards and backwards (pp > 1;\n"
+    "                       default gpipe); --schedule also names the learning-rate schedule\n"
     "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
     "                       not come for S seconds (default 300)\n"
     "\n"
@@ -108,6 +110,7 @@ typedef struct {
   bool json, profile;
   tool_backend backend; /* --backend, --device */
   double comm_timeout;  /* --comm-timeout SECONDS (0: the comm layer's 300 s) */
+  int pp_schedule;      /* --schedule gpipe|1f1b (pipeline parallelism): pass_schedule */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -434,6 +437,13 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
   (strncmp(a, flag, strlen(flag)) == 0 && (a[strlen(flag)] == 0 || a[strlen(flag)] == '=') &&   \
    ((val = a[strlen(flag)] == '=' ? a + strlen(flag) + 1 : (i + 1 < argc ? argv[++i] : NULL)), 1))
     int rc = 0, k = 0;
+    /* --schedule names the learning-rate schedule (constant, cosine) or the
+     * pipeline's (gpipe, 1f1b); both may be given */
+    if (strcmp(a, "--schedule") == 0 && i + 1 < argc &&
+        (strcmp(argv[i + 1], "gpipe") == 0 || strcmp(argv[i + 1], "1f1b") == 0)) {
+      t->pp_schedule = strcmp(argv[++i], "1f1b") == 0 ? PASS_SCHED_1F1B : PASS_SCHED_GPIPE;
+      continue;
+    }
     while (k < N_SETTINGS && !TAKE(settings[k].flag)) k++;
     if (k < N_SETTINGS) {
       rc = set_setting(t, &settings[k], val, NULL, d);
@@ -624,11 +634,12 @@ int tool_cmd_train(int argc, char **argv) {
       ir_error_plain(d, "%s", err);
       goto done;
     }
-    if (o.mesh.size[IR_AXIS_PP] > 1) {
-      ir_error_plain(d, "--mesh pp=%d: pipeline parallelism is not built yet (dp, tp, sp and ZeRO are)",
-                     o.mesh.size[IR_AXIS_PP]);
+    int coord[IR_NUM_AXES];
+    if (rt_mesh_bind(comm, &o.mesh, coord, err, sizeof err) != 0) {
+      ir_error_plain(d, "%s", err);
       goto done;
     }
+    o.mesh.stage = o.mesh.size[IR_AXIS_PP] > 1 ? coord[IR_AXIS_PP] : -1; /* this rank's pipeline stage */
     if (rt_comm_rank(comm) != 0) { /* rank 0 prints and logs */
       if (!freopen("/dev/null", "w", stdout)) {
         ir_error_plain(d, "rank %d: cannot silence stdout: %s", rt_comm_rank(comm), strerror(errno));
@@ -652,6 +663,7 @@ int tool_cmd_train(int argc, char **argv) {
                            .micro_batches = t.micro_batches,
                            .targets_input = rt_data_targets_input(ds),
                            .batch_dims = batch_dims,
+                           .schedule = t.pp_schedule,
                            .passes = &po};
   to.opt.clip_norm = t.clip;
   to.opt.weight_decay = t.weight_decay;

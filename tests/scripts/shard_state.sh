@@ -9,7 +9,8 @@
 #     every step equals a straight 20-step run bit for bit, and so does the
 #     state (the index and its rank files, assembled by resuming on one
 #     device with nothing left to train and saving a plain file);
-#  2. the step-10 state resumed on one device, on dp=4 and on tp=2,sp (a
+#  2. the step-10 state resumed on one device, on dp=4, on tp=2,sp and on
+#     pp=2 (a
 #     different mesh: resharded on load) and trained to step 20: within
 #     1e-5 of the straight run, losses and parameters;
 #  3. the files of a replaced save are gone; a missing rank file is an error
@@ -36,7 +37,7 @@ if ls "$d"/s10.st.step10.* > /dev/null 2>&1; then echo "FAIL: the replaced save'
 "$tgc" $M --steps 20 --resume "$d/s10.st" --save "$d/resumed.plain" > "$d/out" 2>&1 || { cat "$d/out"; exit 1; }
 "$cmp" "$d/straight.plain" "$d/resumed.plain" 0 || { echo "FAIL: the resumed state differs"; exit 1; }
 # other meshes from the step-10 state
-for mesh in one dp=4 tp=2,sp; do
+for mesh in one dp=4 tp=2,sp pp=2; do
   case $mesh in
   one) "$tgc" $M --steps 20 --resume "$d/keep/s10.st" --log "$d/$mesh.jsonl" --save "$d/$mesh.st" > "$d/out" 2>&1 ||
          { cat "$d/out"; exit 1; } ;;

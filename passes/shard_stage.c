@@ -1,0 +1,638 @@
+/* passes/shard_stage.c — pipeline parallelism: a training program (already
+ * partitioned over dp and tp) cut into the stage one rank runs.
+ *
+ * Stages. The layers (`repeat`, ir_node.layer) are cut into p contiguous
+ * groups: layer l runs on stage l p / L. A node without a layer runs where
+ * its operands are made (the loss after the last layer, the embedding
+ * gradients after the first), or where its results are read when no
+ * operand is made by a node (the embeddings, constants). An add whose
+ * operands come from several stages (the gradient of a weight two stages
+ * use, GPT-2's tied embedding) is a partial sum: each of those stages adds
+ * what it has, and the update sums the parts.
+ *
+ * The step. Each stage's graph holds its nodes in the original order; a
+ * value made on stage a and read on stage b is sent by a right after it is
+ * made and received by b at the same place of the order (so the messages
+ * between two stages are received in the order they are sent, and since
+ * sends never wait, any order the whole program allows cannot deadlock).
+ * The stage graph is then split in two for the schedule: fwd (its forward
+ * nodes: the sends of activations, the loss and its sums) and bwd (the
+ * rest: the gradients), with the values bwd reads from fwd handed over.
+ * The stage's parameters are those its nodes read; a stage that does not
+ * compute the loss passes its loss and correct-prediction sums through.
+ *
+ * The update. Each stage updates its own parameters (one two stages hold,
+ * on both, from their summed gradient parts, exchanged by send and recv and
+ * added in stage order, so both hold the same bits). The sums over every
+ * parameter (the clipping norm, the Inf / NaN count) and the loss (made on
+ * the last stage) become partial sums over pp, each stage contributing its
+ * own parameters once, all-reduced where a non-linear op or an output needs
+ * them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard_impl.h"
+
+#define MIXED (-2)
+#define UNKNOWN (-1)
+
+typedef uint64_t smask; /* stages, one bit each (p <= 64) */
+
+static ir_value *build(ir_graph *g, ir_op op, ir_value *const *in, int n_in, const ir_attr *a, int na,
+                       const ir_type *t, const char *name, ir_loc loc, int layer, ir_role role) {
+  char err[512];
+  ir_node *n = ir_graph_build(g, op, in, n_in, a, na, t, name, loc, err, sizeof err);
+  if (!n) {
+    fprintf(stderr, "tgc: internal error: pipeline cut: %s: %s\n", ir_op_name(op), err);
+    abort();
+  }
+  n->layer = layer;
+  for (int j = 0; j < n->n_out; j++) n->out[j]->role = role;
+  return n->n_out ? n->out[0] : NULL;
+}
+
+static void send_to(ir_graph *g, ir_value *x, int p, int peer, ir_loc loc, int layer) {
+  ir_attr a[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", p), ir_attr_int("peer", peer)};
+  build(g, IR_OP_SEND, &x, 1, a, 3, NULL, NULL, loc, layer, IR_ROLE_ACT);
+}
+
+static ir_value *recv_from(ir_graph *g, const ir_value *like, int p, int peer, ir_loc loc, int layer) {
+  ir_attr a[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", p), ir_attr_int("peer", peer)};
+  ir_value *v = build(g, IR_OP_RECV, NULL, 0, a, 3, &like->type, like->name, loc, layer, like->role);
+  v->shard = like->shard;
+  return v;
+}
+
+static ir_value *zero_like(ir_graph *g, const ir_value *like, ir_loc loc) {
+  ir_attr a = ir_attr_float("value", 0.0);
+  ir_value *v = build(g, IR_OP_CONST, NULL, 0, &a, 1, &like->type, NULL, loc, -1, like->role);
+  v->shard = like->shard;
+  return v;
+}
+
+static ir_value *add2(ir_graph *g, ir_value *a, ir_value *b, ir_loc loc, int layer, ir_role role) {
+  ir_value *in[2] = {a, b};
+  ir_value *v = build(g, IR_OP_ADD, in, 2, NULL, 0, NULL, NULL, loc, layer, role);
+  v->shard = a->shard;
+  return v;
+}
+
+static ir_value *all_reduce_pp(ir_graph *g, ir_value *x, int p, ir_loc loc) {
+  ir_attr a[2] = {ir_attr_str("axis", "pp"), ir_attr_int("n", p)};
+  char name[400];
+  snprintf(name, sizeof name, "%.380s.arpp", x->name);
+  ir_value *v = build(g, IR_OP_ALL_REDUCE, &x, 1, a, 2, NULL, name, loc, -1, x->role);
+  v->shard = x->shard;
+  return v;
+}
+
+/* A copy of node n in g on operands in[] (attributes and result types as they are). */
+static ir_node *copy_node(ir_graph *g, const ir_node *n, ir_value *const *in) {
+  ir_type t[64];
+  const char *names[64];
+  if (n->n_out > 64) abort();
+  for (int j = 0; j < n->n_out; j++) t[j] = n->out[j]->type, names[j] = n->out[j]->name;
+  static ir_value *const none[1];
+  ir_node *m = ir_graph_add_node(g, n->op, n->n_in ? in : none, n->n_in, t, n->n_out, n->attrs, n->n_attrs, names,
+                                 n->loc);
+  m->layer = n->layer;
+  for (int j = 0; j < n->n_out; j++) m->out[j]->role = n->out[j]->role, m->out[j]->shard = n->out[j]->shard;
+  return m;
+}
+
+static ir_loc reloc(const ir_graph *from, const ir_graph *to, ir_loc l) {
+  if (l.file && l.file == from->source_file) l.file = to->source_file;
+  return l;
+}
+
+/* ---- which stage runs each node of the step ---- */
+
+typedef struct {
+  const ir_graph *g;
+  int p, s, nv;
+  int *stage;      /* per node: a stage, MIXED (a partial sum over several) or UNKNOWN */
+  smask *made;     /* per value: the stages that make it (one, or several for a partial sum); 0: an input or parameter */
+  smask *read;     /* per value: the stages that read it */
+  smask *mixed_of; /* per node: the stages of a partial sum */
+} stages;
+
+static void stages_free(stages *c) {
+  free(c->stage);
+  free(c->made);
+  free(c->read);
+  free(c->mixed_of);
+}
+
+/* n reads the result of a partial sum (a node placed on several stages) */
+static bool reads_part(const stages *c, const ir_node *n) {
+  for (int k = 0; k < n->n_in; k++) {
+    const ir_node *def = n->in[k]->def;
+    if (def && c->stage[def->id] == MIXED) return true;
+  }
+  return false;
+}
+
+/* An op of one operand that is linear in it (a part in, a part out): the
+ * reductions and layout changes the dp / tp partition adds to a gradient. */
+static bool linear_in_part(const ir_node *n) {
+  if (n->n_in != 1) return false;
+  switch (n->op) {
+  case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_GATHER: case IR_OP_MESH_SLICE: case IR_OP_RESHAPE:
+  case IR_OP_TRANSPOSE: case IR_OP_NEG: return true;
+  case IR_OP_ALL_REDUCE: {
+    const ir_attr *r = ir_node_attr(n, "reduce");
+    return !r || strcmp(r->s, "sum") == 0;
+  }
+  case IR_OP_CAST: return ir_dtype_is_float(n->out[0]->type.dtype);
+  default: return false;
+  }
+}
+
+static int assign(stages *c, ir_diag *d) {
+  const ir_graph *g = c->g;
+  int layers = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->layer + 1 > layers) layers = g->nodes[i]->layer + 1;
+  if (layers < c->p) {
+    ir_loc at = g->n_params ? g->params[0]->loc : (ir_loc){0};
+    for (int i = 0; i < g->n_nodes; i++)
+      if (!g->nodes[i]->dead && g->nodes[i]->layer >= 0) {
+        at = g->nodes[i]->loc; /* the first layer's first line */
+        break;
+      }
+    ir_error(d, at,
+             "pipeline parallelism (pp = %d) cuts the layers (repeat) into stages, but the model has %d layer%s", c->p,
+             layers, layers == 1 ? "" : "s");
+    return -1;
+  }
+  c->stage = malloc((size_t)(g->n_nodes + 1) * sizeof *c->stage);
+  c->mixed_of = calloc((size_t)g->n_nodes + 1, sizeof *c->mixed_of);
+  c->made = calloc((size_t)c->nv, sizeof *c->made);
+  c->read = calloc((size_t)c->nv, sizeof *c->read);
+  if (!c->stage || !c->mixed_of || !c->made || !c->read) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    int st = UNKNOWN;
+    smask from = 0;
+    for (int k = 0; k < n->n_in; k++) from |= c->made[n->in[k]->id];
+    if (n->dead) st = UNKNOWN;
+    else if (n->layer >= 0) st = (int)((int64_t)n->layer * c->p / layers);
+    else if (from && !(from & (from - 1))) st = __builtin_ctzll(from);
+    else if (from && n->op == IR_OP_ADD) st = MIXED, c->mixed_of[i] = from;
+    else if (from && reads_part(c, n) && linear_in_part(n)) st = MIXED, c->mixed_of[i] = from;
+    else if (from && reads_part(c, n)) {
+      ir_error(d, n->loc, "pipeline parallelism: %%%s ('%s') reads a sum whose parts are made on several stages; only "
+               "sums of gradients can be", n->n_out ? n->out[0]->name : "?", ir_op_name(n->op));
+      return -1;
+    }
+    else if (from) st = 63 - __builtin_clzll(from); /* the last of them; the others send */
+    c->stage[i] = st;
+    for (int j = 0; j < n->n_out && st != UNKNOWN; j++) c->made[n->out[j]->id] = st == MIXED ? from : 1ull << st;
+  }
+  /* nodes no operand placed (embeddings, constants): where their results are read */
+  for (int i = g->n_nodes - 1; i >= 0; i--) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || c->stage[i] != UNKNOWN) continue;
+    int st = UNKNOWN;
+    for (int k = i + 1; k < g->n_nodes && st == UNKNOWN; k++) {
+      const ir_node *u = g->nodes[k];
+      if (u->dead || c->stage[k] == UNKNOWN) continue;
+      for (int a = 0; a < u->n_in && st == UNKNOWN; a++)
+        for (int j = 0; j < n->n_out; j++)
+          if (u->in[a] == n->out[j]) st = c->stage[k] == MIXED ? __builtin_ctzll(c->mixed_of[k]) : c->stage[k];
+    }
+    c->stage[i] = st == UNKNOWN ? 0 : st;
+    for (int j = 0; j < n->n_out; j++) c->made[n->out[j]->id] = 1ull << c->stage[i];
+  }
+  /* the placement above may leave an unplaced node's readers behind it: place again in order */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    int st = c->stage[i];
+    for (int k = 0; k < n->n_in; k++)
+      if (st != MIXED) c->read[n->in[k]->id] |= 1ull << st;
+      else c->read[n->in[k]->id] |= c->made[n->in[k]->id] & c->mixed_of[i];
+  }
+  for (int i = 0; i < g->n_outputs; i++) c->read[g->outputs[i].value->id] |= 0; /* outputs: where made */
+  return 0;
+}
+
+/* ---- the stage's step graph ---- */
+
+typedef struct {
+  ir_graph *g;
+  int *param_of;   /* stage param j -> global param index */
+  int n_params;
+  int acc0, loss_sum_input, correct_sum_input, loss_scale_input;
+  int *grad_output; /* stage param j -> output */
+  int loss_sum_output, correct_sum_output;
+} stage_step;
+
+static int cut_step(const pass_training *t, stages *c, stage_step *o) {
+  const ir_graph *S = c->g;
+  int s = c->s, p = c->p;
+  ir_graph *g = ir_graph_new(S->name, S->source_file);
+  g->mesh = S->mesh;
+  g->mesh.stage = s;
+  ir_value **map = calloc((size_t)c->nv, sizeof *map);
+  bool *uses = calloc((size_t)S->n_params + 1, sizeof *uses);
+  if (!map || !uses) abort();
+  /* the stage's parameters: those its nodes read */
+  for (int i = 0; i < S->n_nodes; i++) {
+    const ir_node *n = S->nodes[i];
+    bool here = !n->dead && (c->stage[i] == s || (c->stage[i] == MIXED && ((c->mixed_of[i] >> s) & 1)));
+    for (int k = 0; here && k < n->n_in; k++)
+      for (int q = 0; q < S->n_params; q++)
+        if (n->in[k] == S->params[q]) uses[q] = true;
+  }
+  /* inputs: the data, the sums of this stage's parameters, the scalars */
+  o->param_of = calloc((size_t)S->n_params + 1, sizeof *o->param_of);
+  o->grad_output = calloc((size_t)S->n_params + 1, sizeof *o->grad_output);
+  if (!o->param_of || !o->grad_output) abort();
+  o->acc0 = o->loss_sum_input = o->correct_sum_input = o->loss_scale_input = -1;
+  for (int i = 0; i < S->n_inputs; i++) {
+    const ir_value *v = S->inputs[i];
+    int q = t->acc_input0 >= 0 && i >= t->acc_input0 && i < t->acc_input0 + t->n_params ? i - t->acc_input0 : -1;
+    if (q >= 0 && !uses[q]) continue;
+    if (q >= 0 && o->acc0 < 0) o->acc0 = g->n_inputs;
+    if (i == t->loss_sum_input) o->loss_sum_input = g->n_inputs;
+    if (i == t->correct_sum_input) o->correct_sum_input = g->n_inputs;
+    if (i == t->loss_scale_input) o->loss_scale_input = g->n_inputs;
+    ir_value *x = ir_graph_add_input(g, v->name, v->type, reloc(S, g, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+  }
+  for (int q = 0; q < S->n_params; q++) {
+    if (!uses[q]) continue;
+    const ir_value *v = S->params[q];
+    ir_value *x = ir_graph_add_param(g, v->name, v->type, v->init, reloc(S, g, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+    o->param_of[o->n_params++] = q;
+  }
+  /* the nodes, with the messages between stages */
+  for (int i = 0; i < S->n_nodes; i++) {
+    const ir_node *n = S->nodes[i];
+    if (n->dead) continue;
+    int st = c->stage[i];
+    ir_loc loc = reloc(S, g, n->loc);
+    if (st == MIXED) {
+      if (!((c->mixed_of[i] >> s) & 1)) continue;
+      if (n->op != IR_OP_ADD) { /* linear in its one operand: this stage's part through it */
+        ir_value *x = map[n->in[0]->id];
+        map[n->out[0]->id] = x ? copy_node(g, n, &x)->out[0] : NULL;
+        continue;
+      }
+      ir_value *sum = NULL; /* what this stage has of the partial sum */
+      for (int k = 0; k < n->n_in; k++) {
+        ir_value *x = (c->made[n->in[k]->id] >> s) & 1 ? map[n->in[k]->id] : NULL;
+        if (!x && !c->made[n->in[k]->id]) x = map[n->in[k]->id]; /* an input: the sum of micro-batches (acc) */
+        if (x) sum = sum ? add2(g, sum, x, loc, n->layer, n->out[0]->role) : x;
+      }
+      map[n->out[0]->id] = sum;
+      continue;
+    }
+    if (st != s) { /* made elsewhere: received here, at this place of the order, if read here */
+      for (int j = 0; j < n->n_out; j++)
+        if ((c->read[n->out[j]->id] >> s) & 1) map[n->out[j]->id] = recv_from(g, n->out[j], p, st, loc, n->layer);
+      continue;
+    }
+    ir_value *in[64];
+    if (n->n_in > 64) abort();
+    for (int k = 0; k < n->n_in; k++) {
+      in[k] = map[n->in[k]->id];
+      if (!in[k]) {
+        fprintf(stderr, "tgc: internal error: pipeline cut: %%%s is not on stage %d\n", n->in[k]->name, s);
+        abort();
+      }
+    }
+    ir_node *m = copy_node(g, n, in);
+    for (int j = 0; j < n->n_out; j++) {
+      map[n->out[j]->id] = m->out[j];
+      smask to = c->read[n->out[j]->id] & ~(1ull << s);
+      for (int u = 0; u < p; u++)
+        if ((to >> u) & 1) send_to(g, m->out[j], p, u, loc, n->layer);
+    }
+  }
+  /* outputs: the gradients of this stage's parameters (parts of a partial
+   * sum), then the sums (passed through where the loss is not made) */
+  for (int j = 0; j < o->n_params; j++) {
+    int q = o->param_of[j];
+    const ir_output *src = &S->outputs[t->grad_output[q]];
+    ir_value *v = map[src->value->id];
+    const ir_node *def = src->value->def;
+    if (!v && def && def->op == IR_OP_CONST) v = copy_node(g, def, NULL)->out[0]; /* a constant gradient */
+    if (!v) {
+      fprintf(stderr, "tgc: internal error: pipeline cut: the gradient of '%s' is not made on stage %d, which holds it\n",
+              S->params[q]->name, s);
+      abort();
+    }
+    o->grad_output[j] = g->n_outputs;
+    ir_graph_add_output(g, src->name, v);
+  }
+  for (int k = 0; k < 2; k++) {
+    int out = k ? t->correct_sum_output : t->loss_sum_output, in = k ? o->correct_sum_input : o->loss_sum_input;
+    if (out < 0) continue;
+    const ir_output *src = &S->outputs[out];
+    ir_value *v = map[src->value->id];
+    if (!v || !((c->made[src->value->id] >> s) & 1)) v = g->inputs[in];
+    if (k) o->correct_sum_output = g->n_outputs;
+    else o->loss_sum_output = g->n_outputs;
+    ir_graph_add_output(g, src->name, v);
+  }
+  if (t->correct_sum_output < 0) o->correct_sum_output = -1;
+  o->g = g;
+  free(map);
+  free(uses);
+  return 0;
+}
+
+/* ---- fwd and bwd ---- */
+
+static bool backward_node(const ir_node *n) {
+  if (n->n_out == 0) { /* a send: with what it sends */
+    const ir_value *x = n->in[0];
+    return x->role == IR_ROLE_GRAD || x->role == IR_ROLE_RECOMPUTE;
+  }
+  return pass_node_phase(n) != PASS_PHASE_FORWARD;
+}
+
+/* fwd: the forward nodes; outputs the sums, then what bwd reads of them.
+ * bwd: the rest; inputs the stage's, then those; outputs the gradients. */
+static int split(pass_training *t, const stage_step *st) {
+  const ir_graph *g = st->g;
+  int nv = ir_graph_id_bound(g) + 1;
+  ir_graph *f = ir_graph_new(g->name, g->source_file), *b = ir_graph_new(g->name, g->source_file);
+  f->mesh = b->mesh = g->mesh;
+  ir_value **mf = calloc((size_t)nv, sizeof *mf), **mb = calloc((size_t)nv, sizeof *mb);
+  bool *in_fwd = calloc((size_t)nv, sizeof *in_fwd), *saved = calloc((size_t)nv, sizeof *saved);
+  if (!mf || !mb || !in_fwd || !saved) abort();
+  for (int i = 0; i < g->n_inputs; i++) {
+    const ir_value *v = g->inputs[i];
+    ir_value *x = ir_graph_add_input(f, v->name, v->type, reloc(g, f, v->loc)), *y = ir_graph_add_input(b, v->name, v->type, reloc(g, b, v->loc));
+    x->role = y->role = v->role, x->shard = y->shard = v->shard;
+    mf[v->id] = x, mb[v->id] = y;
+  }
+  for (int i = 0; i < g->n_params; i++) {
+    const ir_value *v = g->params[i];
+    ir_value *x = ir_graph_add_param(f, v->name, v->type, v->init, reloc(g, f, v->loc)),
+             *y = ir_graph_add_param(b, v->name, v->type, v->init, reloc(g, b, v->loc));
+    x->shard = y->shard = v->shard;
+    mf[v->id] = x, mb[v->id] = y;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || backward_node(n)) continue;
+    ir_value *in[64];
+    for (int k = 0; k < n->n_in; k++) in[k] = mf[n->in[k]->id];
+    ir_node *m = copy_node(f, n, in);
+    for (int j = 0; j < n->n_out; j++) mf[n->out[j]->id] = m->out[j], in_fwd[n->out[j]->id] = true;
+  }
+  /* what bwd reads of fwd's values (its nodes and its outputs) */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || !backward_node(n)) continue;
+    for (int k = 0; k < n->n_in; k++) saved[n->in[k]->id] |= in_fwd[n->in[k]->id];
+  }
+  for (int j = 0; j < st->n_params; j++) saved[g->outputs[st->grad_output[j]].value->id] |= in_fwd[g->outputs[st->grad_output[j]].value->id];
+  /* fwd's outputs: the sums, then the saved values in value order */
+  t->fwd_loss_sum_output = t->fwd_correct_sum_output = -1;
+  for (int k = 0; k < 2; k++) {
+    int out = k ? st->correct_sum_output : st->loss_sum_output;
+    if (out < 0) continue;
+    if (k) t->fwd_correct_sum_output = f->n_outputs;
+    else t->fwd_loss_sum_output = f->n_outputs;
+    ir_graph_add_output(f, g->outputs[out].name, mf[g->outputs[out].value->id]);
+  }
+  t->fwd_saved0 = f->n_outputs;
+  t->bwd_saved0 = b->n_inputs;
+  t->n_saved = 0;
+  for (int v = 0; v < nv; v++) {
+    if (!saved[v]) continue;
+    ir_value *x = mf[v];
+    char name[400];
+    snprintf(name, sizeof name, "saved.%.380s", x->name);
+    ir_graph_add_output(f, name, x);
+    ir_value *y = ir_graph_add_input(b, name, x->type, x->loc);
+    y->role = IR_ROLE_INPUT, y->shard = x->shard;
+    mb[v] = y;
+    t->n_saved++;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || !backward_node(n)) continue;
+    ir_value *in[64];
+    for (int k = 0; k < n->n_in; k++) {
+      in[k] = mb[n->in[k]->id];
+      if (!in[k]) {
+        fprintf(stderr, "tgc: internal error: pipeline split: %%%s\n", n->in[k]->name);
+        abort();
+      }
+    }
+    ir_node *m = copy_node(b, n, in);
+    for (int j = 0; j < n->n_out; j++) mb[n->out[j]->id] = m->out[j];
+  }
+  free(t->bwd_grad_output);
+  t->bwd_grad_output = calloc((size_t)st->n_params + 1, sizeof *t->bwd_grad_output);
+  if (!t->bwd_grad_output) abort();
+  for (int j = 0; j < st->n_params; j++) {
+    t->bwd_grad_output[j] = b->n_outputs;
+    const ir_output *o = &g->outputs[st->grad_output[j]];
+    ir_graph_add_output(b, o->name, mb[o->value->id]);
+  }
+  t->fwd = f;
+  t->bwd = b;
+  free(mf), free(mb), free(in_fwd), free(saved);
+  return 0;
+}
+
+/* ---- the stage's update ---- */
+
+typedef struct {
+  smask mask; /* where it can be computed */
+  bool part;  /* a partial sum over pp: each stage holds its own part */
+} where;
+
+static ir_graph *cut_update(const pass_training *t, const stages *c, const stage_step *st, smask *holders) {
+  const ir_graph *U = t->update;
+  int s = c->s, p = c->p, np = t->n_params, per = np ? t->n_states / np : 0;
+  smask all = p >= 64 ? ~0ull : (1ull << p) - 1;
+  int nv = ir_graph_id_bound(U) + 1;
+  where *w = calloc((size_t)nv, sizeof *w);
+  ir_value **map = calloc((size_t)nv, sizeof *map);
+  int *pindex = malloc((size_t)(np + 1) * sizeof *pindex); /* global param -> stage param, -1 */
+  if (!w || !map || !pindex) abort();
+  for (int q = 0; q < np; q++) pindex[q] = -1;
+  for (int j = 0; j < st->n_params; j++) pindex[st->param_of[j]] = j;
+  ir_graph *g = ir_graph_new(U->name, U->source_file);
+  g->mesh = U->mesh;
+  g->mesh.stage = s;
+  /* inputs: gradients and states of this stage's parameters, then the scalars */
+  for (int pass = 0; pass < 2; pass++)
+    for (int j = 0; j < st->n_params; j++) {
+      int q = st->param_of[j];
+      for (int k = 0; k < (pass ? per : 1); k++) {
+        const ir_value *v = U->inputs[pass ? np + q * per + k : q];
+        ir_value *x = ir_graph_add_input(g, v->name, v->type, reloc(U, g, v->loc));
+        x->role = v->role, x->shard = v->shard;
+        map[v->id] = x;
+        w[v->id].mask = holders[q];
+      }
+    }
+  for (int i = np + t->n_states; i < U->n_inputs; i++) {
+    const ir_value *v = U->inputs[i];
+    ir_value *x = ir_graph_add_input(g, v->name, v->type, reloc(U, g, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+    w[v->id].mask = all;
+    w[v->id].part = i == t->update_loss_sum_input || i == t->update_correct_sum_input;
+  }
+  for (int j = 0; j < st->n_params; j++) {
+    const ir_value *v = U->params[st->param_of[j]];
+    ir_value *x = ir_graph_add_param(g, v->name, v->type, v->init, reloc(U, g, v->loc));
+    x->shard = v->shard;
+    map[v->id] = x;
+    w[v->id].mask = holders[st->param_of[j]];
+  }
+  for (int q = 0; q < np; q++) w[U->params[q]->id].mask = holders[q];
+  for (int q = 0; q < np; q++) w[U->inputs[q]->id].mask = holders[q];
+  for (int q = 0; q < np; q++)
+    for (int k = 0; k < per; k++) w[U->inputs[np + q * per + k]->id].mask = holders[q];
+  /* a gradient two stages hold in parts: exchanged, summed in stage order */
+  for (int j = 0; j < st->n_params; j++) {
+    int q = st->param_of[j];
+    smask h = holders[q];
+    if (!(h & (h - 1))) continue;
+    ir_value *own = map[U->inputs[q]->id], *parts[64] = {NULL};
+    for (int u = 0; u < p; u++)
+      if (((h >> u) & 1) && u != s) send_to(g, own, p, u, own->loc, -1);
+    for (int u = 0; u < p; u++)
+      if ((h >> u) & 1) parts[u] = u == s ? own : recv_from(g, own, p, u, own->loc, -1);
+    ir_value *sum = NULL;
+    for (int u = 0; u < p; u++)
+      if (parts[u]) sum = sum ? add2(g, sum, parts[u], own->loc, -1, own->role) : parts[u];
+    map[U->inputs[q]->id] = sum;
+  }
+  /* the nodes */
+  for (int i = 0; i < U->n_nodes; i++) {
+    const ir_node *n = U->nodes[i];
+    if (n->dead) continue;
+    ir_loc loc = reloc(U, g, n->loc);
+    smask m = all;
+    bool anypart = false;
+    for (int k = 0; k < n->n_in; k++) {
+      if (w[n->in[k]->id].part) anypart = true;
+      else m &= w[n->in[k]->id].mask;
+    }
+    bool sum_like = n->op == IR_OP_ADD || n->op == IR_OP_SUB;
+    bool partial_add = sum_like && (anypart || m == 0);
+    ir_value *in[64];
+    if (partial_add) { /* each operand counted on one stage: a part its own, else its first holder's */
+      for (int j = 0; j < n->n_out; j++) w[n->out[j]->id] = (where){all, true};
+      for (int k = 0; k < n->n_in; k++) {
+        const ir_value *v = n->in[k];
+        bool mine = w[v->id].part || (w[v->id].mask && __builtin_ctzll(w[v->id].mask) == s);
+        in[k] = mine && map[v->id] ? map[v->id] : zero_like(g, v, loc);
+      }
+      ir_node *x = copy_node(g, n, in);
+      for (int j = 0; j < n->n_out; j++) map[n->out[j]->id] = x->out[j];
+      continue;
+    }
+    if (anypart) { /* linear in one part (neg, a float cast, times or over a whole value): stays a part */
+      bool keep0 = (n->op == IR_OP_NEG || (n->op == IR_OP_CAST && ir_dtype_is_float(n->out[0]->type.dtype)) ||
+                    n->op == IR_OP_MUL || n->op == IR_OP_DIV) &&
+                   w[n->in[0]->id].part;
+      bool keep1 = n->op == IR_OP_MUL && !keep0 && n->n_in > 1 && w[n->in[1]->id].part;
+      anypart = keep0 || keep1;
+      for (int k = 0; k < n->n_in; k++) /* reduce the other parts first */
+        if (w[n->in[k]->id].part && !(k == 0 && keep0) && !(k == 1 && keep1)) {
+          map[n->in[k]->id] = all_reduce_pp(g, map[n->in[k]->id], p, loc);
+          w[n->in[k]->id] = (where){all, false};
+        }
+    }
+    for (int j = 0; j < n->n_out; j++) w[n->out[j]->id] = (where){m, anypart};
+    if (!((m >> s) & 1)) continue; /* not computable here: another stage's parameter */
+    for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]->id];
+    ir_node *x = copy_node(g, n, in);
+    for (int j = 0; j < n->n_out; j++) map[n->out[j]->id] = x->out[j];
+  }
+  /* outputs: this stage's new parameters and states, then the scalars (whole on every stage) */
+  for (int pass = 0; pass < 2; pass++)
+    for (int j = 0; j < st->n_params; j++) {
+      int q = st->param_of[j];
+      for (int k = 0; k < (pass ? per : 1); k++) {
+        const ir_output *o = &U->outputs[pass ? np + q * per + k : q];
+        ir_graph_add_output(g, o->name, map[o->value->id]);
+      }
+    }
+  for (int o = np + t->n_states; o < U->n_outputs; o++) {
+    const ir_output *out = &U->outputs[o];
+    ir_value *v = map[out->value->id];
+    if (w[out->value->id].part) v = all_reduce_pp(g, v, p, reloc(U, g, out->value->loc));
+    ir_graph_add_output(g, out->name, v);
+  }
+  (void)pindex;
+  free(pindex), free(map), free(w);
+  return g;
+}
+
+int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {
+  int p = t->step->mesh.size[IR_AXIS_PP];
+  if (p > 64) {
+    ir_error_plain(d, "pipeline parallelism: at most 64 stages (pp = %d)", p);
+    return -1;
+  }
+  if (t->loss_scale_input >= 0) {
+    ir_error_plain(d, "pipeline parallelism with loss scaling (--dtype f16) is not built yet");
+    return -1;
+  }
+  stages c = {.g = t->step, .p = p, .s = stage, .nv = ir_graph_id_bound(t->step) + 1};
+  stage_step st;
+  memset(&st, 0, sizeof st);
+  if (assign(&c, d) != 0) {
+    stages_free(&c);
+    return -1;
+  }
+  /* every stage's parameters (the update needs who holds what) */
+  smask *holders = calloc((size_t)t->n_params + 1, sizeof *holders);
+  if (!holders) abort();
+  for (int i = 0; i < t->step->n_nodes; i++) {
+    const ir_node *n = t->step->nodes[i];
+    if (n->dead) continue;
+    smask at = c.stage[i] == MIXED ? c.mixed_of[i] : 1ull << c.stage[i];
+    for (int k = 0; k < n->n_in; k++)
+      for (int q = 0; q < t->n_params; q++)
+        if (n->in[k] == t->step->params[q]) holders[q] |= at;
+  }
+  cut_step(t, &c, &st);
+  ir_graph *u = cut_update(t, &c, &st, holders);
+  /* the stage's program: its parameters, in their order */
+  int per = t->n_params ? t->n_states / t->n_params : 0;
+  split(t, &st);
+  ir_graph_free(t->step);
+  ir_graph_free(t->update);
+  t->step = st.g;
+  t->update = u;
+  t->n_params = st.n_params;
+  t->n_states = st.n_params * per;
+  t->acc_input0 = st.acc0;
+  t->loss_sum_input = st.loss_sum_input;
+  t->correct_sum_input = st.correct_sum_input;
+  free(t->grad_output);
+  t->grad_output = st.grad_output;
+  t->loss_sum_output = st.loss_sum_output;
+  t->correct_sum_output = st.correct_sum_output;
+  t->lr_input = t->n_params + t->n_states;
+  t->step_input = t->lr_input + 1;
+  t->update_loss_sum_input = t->step_input + 1;
+  t->update_correct_sum_input = t->accuracy ? t->update_loss_sum_input + 1 : -1;
+  t->loss_output = t->n_params + t->n_states;
+  t->accuracy_output = t->accuracy ? t->loss_output + 1 : -1;
+  t->nonfinite_output = t->loss_output + 1 + t->accuracy;
+  t->stage = stage;
+  t->n_stages = p;
+  free(st.param_of);
+  free(holders);
+  stages_free(&c);
+  return 0;
+}
