@@ -330,7 +330,7 @@ int tool_cmd_plan(int argc, char **argv) {
   }
   if (rc == 0 && tool_need_file("plan", &o, d) != 0) rc = 1;
   pass_cluster cluster;
-  char *cluster_text = NULL, *src = NULL;
+  char *cluster_text = NULL;
   if (rc == 0 && pick_cluster(&f, &cluster, &cluster_text, d) != 0) rc = 1;
   long gb = 0;
   if (rc == 0 && !f.global_batch) {
@@ -349,15 +349,11 @@ int tool_cmd_plan(int argc, char **argv) {
     rc = 1;
   }
   /* the config: B must be a constant the planner sets; --seq sets T */
-  cfg_set cfg = {0};
+  fe_config_set *cfg = NULL;
   if (rc == 0) {
-    size_t len;
-    ir_diag *quiet = ir_diag_new(stderr);
-    src = strstr(o.file, ".ir") && strlen(strstr(o.file, ".ir")) == 3 ? NULL : ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, quiet);
-    ir_diag_free(quiet);
-    if (src) stats_cfg_load(&o, src, len, &cfg);
-    if (!src || !cfg.config || !stats_cfg_find(&cfg, "B")) {
-      if (src && cfg.n_configs < 0) { /* it does not parse: let the frontend say why */
+    cfg = tool_configs(&o);
+    if (!cfg || !cfg->chosen || !fe_config_const(cfg->chosen, "B")) {
+      if (!cfg && !tool_is_ir_file(o.file)) { /* it does not read or parse: let the frontend say why */
         char *text = NULL;
         ir_graph *g = tool_load(&o, d, &text);
         ir_graph_free(g);
@@ -375,7 +371,7 @@ int tool_cmd_plan(int argc, char **argv) {
         rc = 1;
       }
   }
-  if (rc == 0 && f.seq && stats_set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  if (rc == 0 && f.seq && tool_set_constant(&o, cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
   pass_plan_model *m = NULL;
   int seq = 0;
   double t_compile = 0, c_compile = 0;
@@ -399,7 +395,7 @@ int tool_cmd_plan(int argc, char **argv) {
     rc = 1;
   }
   if (rc == 0) {
-    plan_report rep = {o.file, cfg.config, &cluster, m, &job, &found, (ir_dtype)f.dtype,
+    plan_report rep = {o.file, cfg->chosen->name, &cluster, m, &job, &found, (ir_dtype)f.dtype,
                        (pass_optimizer_kind)f.optimizer, t_compile, c_compile, 0, f.explain};
     rep.total_s = now_s(CLOCK_MONOTONIC) - t0;
     if (f.json) plan_print_json(stdout, &rep);
@@ -408,8 +404,7 @@ int tool_cmd_plan(int argc, char **argv) {
   }
   pass_plan_found_free(&found);
   pass_plan_model_free(m);
-  stats_cfg_free(&cfg);
-  free(src);
+  fe_config_set_free(cfg);
   free(cluster_text);
   ir_diag_free(d);
   return rc;

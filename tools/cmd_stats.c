@@ -16,11 +16,10 @@
  * state, activations); the per-op roofline on a target (targets.def or
  * --target-file), predicted step time and MFU.
  *
- * Config constants (B, T, nL, D, V, ...) are read from the chosen config's
- * source as fe_list_configs prints it, with -D overrides applied, evaluated
- * by a small integer-expression evaluator (numbers, earlier constants,
- * + - * / and parentheses); a constant it cannot evaluate counts as unknown.
- * Gather (stats_collect) and print (text / JSON) are separate.
+ * Config constants (B, T, nL, D, V, ...) are the chosen config's as the
+ * frontend evaluates them (fe_configs, -D overrides applied); one that is no
+ * positive integer counts as unknown. Gather (stats_collect) and print
+ * (text / JSON) are separate.
  */
 #include <ctype.h>
 #include <jansson.h>
@@ -88,210 +87,14 @@ static const char *const stats_help =
 
 extern const char *const tool_common_help;
 
-/* ===================================================================== */
-/* config constants                                                       */
-/* ===================================================================== */
-
-typedef struct {
-  const char *p;
-  const cfg_set *c;
-  int upto; /* entries before this one are visible */
-  bool ok;
-} cfg_eval;
-
-static void ev_space(cfg_eval *e) {
-  while (*e->p == ' ' || *e->p == '\t') e->p++;
-}
-
-static int64_t ev_sum(cfg_eval *e);
-
-/* primary := INT | NAME | '(' sum ')' | '-' primary */
-static int64_t ev_primary(cfg_eval *e) {
-  ev_space(e);
-  if (*e->p == '-') {
-    e->p++;
-    int64_t v = ev_primary(e);
-    if (v == INT64_MIN) e->ok = false;
-    return e->ok ? -v : 0;
-  }
-  if (*e->p == '(') {
-    e->p++;
-    int64_t v = ev_sum(e);
-    ev_space(e);
-    if (*e->p != ')') e->ok = false;
-    else e->p++;
-    return v;
-  }
-  if (isdigit((unsigned char)*e->p)) {
-    int64_t v = 0;
-    while (isdigit((unsigned char)*e->p)) {
-      if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *e->p - '0', &v)) e->ok = false;
-      e->p++;
-    }
-    if (*e->p == '.' || *e->p == 'e' || *e->p == 'E') e->ok = false; /* a real */
-    return v;
-  }
-  if (isalpha((unsigned char)*e->p) || *e->p == '_') {
-    const char *s = e->p;
-    while (isalnum((unsigned char)*e->p) || *e->p == '_') e->p++;
-    size_t n = (size_t)(e->p - s);
-    for (int i = e->upto - 1; i >= 0; i--)
-      if (strlen(e->c->e[i].name) == n && strncmp(e->c->e[i].name, s, n) == 0) {
-        if (!e->c->e[i].known) e->ok = false;
-        return e->c->e[i].value;
-      }
-  }
-  e->ok = false;
-  return 0;
-}
-
-/* product := primary (('*' | '/') primary)*   ('/' must divide exactly) */
-static int64_t ev_product(cfg_eval *e) {
-  int64_t v = ev_primary(e);
-  for (;;) {
-    ev_space(e);
-    char op = *e->p;
-    if ((op != '*' && op != '/') || e->p[1] == '*') return v;
-    e->p++;
-    int64_t r = ev_primary(e);
-    if (!e->ok) return 0;
-    if (op == '*') {
-      if (__builtin_mul_overflow(v, r, &v)) e->ok = false;
-    } else if (r == 0 || (v == INT64_MIN && r == -1) || v % r != 0) {
-      e->ok = false;
-    } else {
-      v /= r;
-    }
-  }
-}
-
-/* sum := product (('+' | '-') product)* */
-static int64_t ev_sum(cfg_eval *e) {
-  int64_t v = ev_product(e);
-  for (;;) {
-    ev_space(e);
-    char op = *e->p;
-    if (op != '+' && op != '-') return v;
-    e->p++;
-    int64_t r = ev_product(e);
-    if (!e->ok) return 0;
-    if (op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v)) e->ok = false;
-  }
-}
-
-static bool parse_int64(const char *s, int64_t *out) {
-  cfg_eval e = {.p = s, .c = &(cfg_set){0}, .ok = true};
-  int64_t v = ev_sum(&e);
-  ev_space(&e);
-  if (!e.ok || *e.p) return false;
-  *out = v;
-  return true;
-}
-
-static bool is_ident_at(const char *p, size_t *len) {
-  size_t n = 0;
-  if (!(isalpha((unsigned char)p[0]) || p[0] == '_')) return false;
-  while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
-  if (strncmp(p + n, " = ", 3) != 0) return false;
-  *len = n;
-  return true;
-}
-
-/* Config names match with '-', '.' and '_' as one character (as the
- * frontend's --config does: gpt3-2.7b is gpt3_2_7b). */
-static bool config_name_match(const char *want, const char *name, size_t n) {
-  size_t i = 0;
-  for (; i < n && want[i]; i++) {
-    bool ws = want[i] == '-' || want[i] == '.' || want[i] == '_', ns = name[i] == '-' || name[i] == '.' || name[i] == '_';
-    if (ws != ns || (!ws && want[i] != name[i])) return false;
-  }
-  return i == n && !want[i];
-}
-
-/* Reads the chosen config's constants (o->fe.config, else the default) of
- * a .tg source and evaluates them with o's -D overrides. */
-void stats_cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c) {
-  memset(c, 0, sizeof *c);
-  char *buf = NULL;
-  size_t blen = 0;
-  FILE *m = open_memstream(&buf, &blen);
-  if (!m) return;
-  char *sinkbuf = NULL;
-  size_t sinklen = 0;
-  FILE *sink = open_memstream(&sinkbuf, &sinklen);
-  ir_diag *d = ir_diag_new(sink ? sink : m);
-  c->n_configs = fe_list_configs(o->file, text, len, d, m);
-  ir_diag_free(d);
-  if (sink) fclose(sink);
-  free(sinkbuf);
-  fclose(m);
-  for (char *line = buf; line && *line;) {
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = 0;
-    size_t nlen = strcspn(line, " :");
-    char *colon = strchr(line, ':');
-    bool chosen = o->fe.config ? config_name_match(o->fe.config, line, nlen)
-                               : strstr(line, " (default):") == line + nlen;
-    if (chosen && colon) {
-      c->config = strndup(line, nlen);
-      char *p = colon + 1;
-      while (*p == ' ') p++;
-      while (*p) {
-        size_t klen;
-        if (!is_ident_at(p, &klen)) break;
-        char *src = p + klen + 3, *q = src, *next = NULL;
-        for (; *q; q++) {
-          size_t k2;
-          if (q[0] == ',' && q[1] == ' ' && is_ident_at(q + 2, &k2)) {
-            next = q + 2;
-            break;
-          }
-        }
-        cfg_entry *ne = realloc(c->e, (size_t)(c->n + 1) * sizeof *c->e);
-        if (!ne) abort();
-        c->e = ne;
-        c->e[c->n++] = (cfg_entry){strndup(p, klen), strndup(src, (size_t)(q - src)), 0, false};
-        if (!next) break;
-        p = next;
-      }
-      break;
-    }
-    line = nl ? nl + 1 : NULL;
-  }
-  free(buf);
-  for (int i = 0; i < c->n; i++) {
-    const char *src = c->e[i].src;
-    for (int k = 0; k < o->fe.n_defines; k++) /* the last -D of a name wins */
-      if (strcmp(o->fe.defines[k].name, c->e[i].name) == 0) src = o->fe.defines[k].value;
-    cfg_eval e = {.p = src, .c = c, .upto = i, .ok = true};
-    int64_t v = ev_sum(&e);
-    ev_space(&e);
-    c->e[i].known = e.ok && *e.p == 0;
-    c->e[i].value = c->e[i].known ? v : 0;
-  }
-}
-
-void stats_cfg_free(cfg_set *c) {
-  for (int i = 0; i < c->n; i++) free(c->e[i].name), free(c->e[i].src);
-  free(c->e);
-  free(c->config);
-}
-
-const cfg_entry *stats_cfg_find(const cfg_set *c, const char *name) {
-  for (int i = 0; i < c->n; i++)
-    if (strcmp(c->e[i].name, name) == 0) return &c->e[i];
-  return NULL;
-}
-
-/* The first of names the config defines with a known positive value. */
-static const cfg_entry *cfg_first(const cfg_set *c, const char *const *names) {
+/* The first of names the config defines as a positive integer. */
+static const fe_const *cfg_first(const fe_config *c, const char *const *names) {
   for (; *names; names++) {
-    const cfg_entry *e = stats_cfg_find(c, *names);
-    if (e && e->known && e->value > 0) return e;
+    const fe_const *e = fe_config_const(c, *names);
+    if (e && e->kind == FE_CONST_INT && e->i > 0) return e;
   }
   return NULL;
 }
-
 
 /* ---- parameter groups ---- */
 const char *const stats_group_names[N_GROUPS] = {"embeddings", "attention", "mlp", "norms", "other"};
@@ -464,11 +267,11 @@ static ir_dtype model_dtype(const ir_graph *g) {
 }
 
 /* ---- gathering ---- */
-static void find_tokens(const ir_graph *g, const cfg_set *c, stats *s) {
-  s->cb = stats_cfg_find(c, "B");
-  s->ct = stats_cfg_find(c, "T");
-  if (s->cb && s->ct && s->cb->known && s->ct->known && s->cb->value > 0 && s->ct->value > 0) {
-    s->tokens = (double)s->cb->value * (double)s->ct->value;
+static void find_tokens(const ir_graph *g, const fe_config *c, stats *s) {
+  s->cb = fe_config_const(c, "B");
+  s->ct = fe_config_const(c, "T");
+  if (s->cb && s->ct && s->cb->kind == FE_CONST_INT && s->ct->kind == FE_CONST_INT && s->cb->i > 0 && s->ct->i > 0) {
+    s->tokens = (double)s->cb->i * (double)s->ct->i;
     s->tokens_from = "B*T";
     return;
   }
@@ -480,7 +283,7 @@ static void find_tokens(const ir_graph *g, const cfg_set *c, stats *s) {
     }
 }
 
-static void closed_form(const cfg_set *c, stats *s) {
+static void closed_form(const fe_config *c, stats *s) {
   static const char *const l_names[] = {"nL", "n_layer", "n_layers", "num_layers", "layers", NULL};
   static const char *const h_names[] = {"D", "d_model", "n_embd", "dim", "hidden", NULL};
   static const char *const v_names[] = {"V", "vocab", "vocab_size", "n_vocab", NULL};
@@ -491,7 +294,7 @@ static void closed_form(const cfg_set *c, stats *s) {
     s->cl = s->ch = s->cv = NULL;
     return;
   }
-  double l = (double)s->cl->value, h = (double)s->ch->value, v = (double)s->cv->value;
+  double l = (double)s->cl->i, h = (double)s->ch->i, v = (double)s->cv->i;
   s->closed_form = pass_closed_form_params(l, h, v);
 }
 
@@ -530,7 +333,7 @@ static void roofline(const ir_graph *g, stats *s) {
   s->mfu = pass_mfu((double)s->param_total, s->tokens, s->step_time, s->peak);
 }
 
-static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set *c, int dtype_arg, stats *s,
+static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_config *c, int dtype_arg, stats *s,
                          ir_diag *d) {
   count_params(g, s);
   closed_form(c, s);
@@ -612,11 +415,6 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
 /* ===================================================================== */
 /* printing                                                               */
 /* ===================================================================== */
-/* 1234567 -> "1,234,567" (integral doubles; others with %.4g) */
-static bool has_suffix(const char *s, const char *suf) {
-  size_t n = strlen(s), m = strlen(suf);
-  return n >= m && strcmp(s + n - m, suf) == 0;
-}
 
 static int bad_value(ir_diag *d, const char *flag, const char *v, const char *want) {
   ir_error_plain(d, "%s %s: expected %s", flag, v ? v : "(nothing)", want);
@@ -645,7 +443,7 @@ static int parse_stats_flag(stats_flags *f, int argc, char **argv, int *i, ir_di
   }
   if (tool_flag("--top", argc, argv, i, &v)) {
     int64_t n;
-    if (!v || !parse_int64(v, &n) || n < 0 || n > 1000000) return bad_value(d, "--top", v, "a count from 0 to 1000000");
+    if (!tool_parse_int(v, 0, 1000000, &n)) return bad_value(d, "--top", v, "a count from 0 to 1000000");
     f->top = (int)n;
     return 1;
   }
@@ -662,34 +460,6 @@ static int parse_stats_flag(stats_flags *f, int argc, char **argv, int *i, ir_di
   }
   *dst = v;
   return 1;
-}
-
-/* --batch / --seq: a positive integer, and the config must define the constant. */
-int stats_set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
-                        ir_diag *d) {
-  int64_t n;
-  if (!parse_int64(v, &n) || n <= 0 || n > (INT64_C(1) << 40)) return bad_value(d, flag, v, "a positive integer");
-  if (!c->config && c->n_configs == 0) {
-    ir_error_plain(d, "%s %s: the model defines no config constants, so it has no %s to set", flag, v, cname);
-    return -1;
-  }
-  if (c->config && !stats_cfg_find(c, cname)) { /* no config read (a syntax error, no such config): the frontend reports */
-    ir_error_plain(d, "%s %s: the model's config%s%s defines no constant '%s' (%s sets %s; use -D NAME=VALUE for other names)",
-                   flag, v, c->config ? " " : "", c->config ? c->config : "", cname, flag, cname);
-    return -1;
-  }
-  for (int k = 0; k < o->fe.n_defines; k++)
-    if (strcmp(o->defines[k].name, cname) == 0) {
-      ir_error_plain(d, "%s %s and -D %s=%s both set %s: give one", flag, v, cname, o->defines[k].value, cname);
-      return -1;
-    }
-  if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
-    ir_error_plain(d, "too many -D options (at most 64)");
-    return -1;
-  }
-  o->defines[o->fe.n_defines++] = (fe_define){cname, v};
-  o->fe.defines = o->defines;
-  return 0;
 }
 
 static int pick_target(const stats_flags *f, pass_target *own, const pass_target **out, char **text_out, ir_diag *d) {
@@ -743,37 +513,34 @@ int tool_cmd_stats(int argc, char **argv) {
   if (rc == 0 && tool_need_file("stats", &o, d) != 0) rc = 1;
   pass_target own_target;
   const pass_target *target = NULL;
-  char *target_text = NULL, *text = NULL, *src = NULL;
+  char *target_text = NULL, *text = NULL;
   if (rc == 0 && pick_target(&f, &own_target, &target, &target_text, d) != 0) rc = 1;
-  cfg_set cfg = {0};
-  if (rc == 0 && !has_suffix(o.file, ".ir")) { /* the config's constants, before -D from --batch/--seq */
-    size_t len;
-    ir_diag *quiet = ir_diag_new(stderr);
-    src = ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, quiet);
-    ir_diag_free(quiet);
-    if (src) stats_cfg_load(&o, src, len, &cfg);
+  fe_config_set *cfg = NULL; /* the config's constants, before and after --batch/--seq */
+  if (rc == 0 && !tool_is_ir_file(o.file)) {
+    cfg = tool_configs(&o);
   } else if (rc == 0 && (f.batch || f.seq)) {
     ir_error_plain(d, "%s applies to .tg files; '%s' is already IR", f.batch ? "--batch" : "--seq", o.file);
     rc = 1;
   }
-  if (rc == 0 && f.batch && stats_set_constant(&o, &cfg, "--batch", "B", f.batch, d) != 0) rc = 1;
-  if (rc == 0 && f.seq && stats_set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
-  if (rc == 0 && (f.batch || f.seq)) { /* re-evaluate with the new values */
-    stats_cfg_free(&cfg);
-    stats_cfg_load(&o, src, strlen(src), &cfg);
+  if (rc == 0 && f.batch && tool_set_constant(&o, cfg, "--batch", "B", f.batch, d) != 0) rc = 1;
+  if (rc == 0 && f.seq && tool_set_constant(&o, cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  if (rc == 0 && (f.batch || f.seq)) { /* evaluated again with the new values */
+    fe_config_set_free(cfg);
+    cfg = tool_configs(&o);
   }
+  const fe_config *chosen = cfg ? cfg->chosen : NULL;
   ir_graph *g = NULL;
   stats s = {0};
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
   if (rc == 0) {
     s.file = o.file;
-    s.config = cfg.config;
+    s.config = chosen ? chosen->name : NULL;
     s.policy = o.checkpoint ? o.checkpoint : "none";
     s.opt = (pass_optimizer_kind)f.optimizer;
     s.target = target;
     s.top = f.top;
     s.list_params = f.list_params;
-    if (stats_collect(g, &o, &cfg, f.dtype, &s, d) != 0) rc = 1;
+    if (stats_collect(g, &o, chosen, f.dtype, &s, d) != 0) rc = 1;
     s.analysis_s = now_s() - t0;
   }
   if (rc == 0) {
@@ -784,9 +551,8 @@ int tool_cmd_stats(int argc, char **argv) {
   free(s.rows);
   ir_graph_free(g);
   free(text);
-  free(src);
   free(target_text);
-  stats_cfg_free(&cfg);
+  fe_config_set_free(cfg);
   ir_diag_free(d);
   return rc;
 }

@@ -5,19 +5,6 @@
 
 #include "tool.h"
 
-typedef struct {
-  char *name, *src;
-  int64_t value;
-  bool known;
-} cfg_entry;
-
-typedef struct {
-  char *config; /* the chosen config's name; NULL: none (an .ir file, or no config) */
-  int n_configs; /* config sets in the file; -1: it did not parse (the frontend reports why) */
-  cfg_entry *e;
-  int n;
-} cfg_set;
-
 /* ===================================================================== */
 /* the report                                                             */
 /* ===================================================================== */
@@ -51,9 +38,9 @@ typedef struct {
   int n_params;
   int64_t param_total, group_total[N_GROUPS];
   double param_bytes;           /* in the model's own dtypes */
-  const cfg_entry *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
+  const fe_const *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
   double closed_form;
-  const cfg_entry *cb, *ct;     /* B and T */
+  const fe_const *cb, *ct;      /* B and T */
   double tokens;                /* per step; 0: unknown */
   const char *tokens_from;
   /* settings */
@@ -83,16 +70,6 @@ static inline double six_n_tokens(const stats *s) { return 6.0 * (double)s->para
 static inline double fwd_flops(const stats *s) { return s->cost.flops[PASS_PHASE_FORWARD]; }
 static inline double grad_flops(const stats *s) { return fwd_flops(s) + s->cost.flops[PASS_PHASE_BACKWARD]; }
 
-const cfg_entry *stats_cfg_find(const cfg_set *c, const char *name);
-/* The chosen config's constants of a .tg source (o's --config and -D
- * applied); stats_cfg_free releases them. `tgc plan` reads them too. */
-void stats_cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c);
-void stats_cfg_free(cfg_set *c);
-/* --batch/--seq style: sets constant cname from flag's value v as a -D of o
- * (a positive integer the config defines, not also given with -D); 0, or -1
- * after reporting. */
-int stats_set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
-                       ir_diag *d);
 void stats_print_text(FILE *out, const stats *s);
 /* Number formats (stats_print.c; `tgc plan` prints with them too):
  * 1234567 -> "1,234,567" (integral values; others %.4g); 2.15e15, "FLOP"

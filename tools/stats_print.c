@@ -112,8 +112,8 @@ void stats_print_text(FILE *out, const stats *s) {
           pass_optimizer_name(s->opt), s->policy);
   if (s->tokens > 0)
     fprintf(out, ", %s tokens per step (%s)", stats_grouped(s->tokens, a, sizeof a),
-            strcmp(s->tokens_from, "B*T") == 0 ? (snprintf(e, sizeof e, "B = %lld, T = %lld", (long long)s->cb->value,
-                                                          (long long)s->ct->value), e)
+            strcmp(s->tokens_from, "B*T") == 0 ? (snprintf(e, sizeof e, "B = %lld, T = %lld", (long long)s->cb->i,
+                                                          (long long)s->ct->i), e)
                                                : s->tokens_from);
   fprintf(out, "\n");
 
@@ -123,8 +123,8 @@ void stats_print_text(FILE *out, const stats *s) {
             s->param_total ? 100.0 * (double)s->group_total[gi] / (double)s->param_total : 0.0);
   if (s->cl)
     fprintf(out, "  closed form 12*l*h^2 + 2*v*h = %s  (l = %s = %lld, h = %s = %lld, v = %s = %lld; exact / closed form = %.4f)\n",
-            stats_grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->value, s->ch->name,
-            (long long)s->ch->value, s->cv->name, (long long)s->cv->value,
+            stats_grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->i, s->ch->name,
+            (long long)s->ch->i, s->cv->name, (long long)s->cv->i,
             s->closed_form > 0 ? (double)s->param_total / s->closed_form : 0.0);
   else
     fprintf(out, "  closed form 12*l*h^2 + 2*v*h: not shown (the config defines no layers nL, width D and vocabulary V)\n");
@@ -279,11 +279,11 @@ static json_t *mem_json(const pass_mem_report *m) {
   return o;
 }
 
-static json_t *cfg_json(const cfg_entry *e) {
+static json_t *cfg_json(const fe_const *e) {
   if (!e) return json_null();
   json_t *o = json_object();
   json_object_set_new(o, "name", json_string(e->name));
-  json_object_set_new(o, "value", json_integer(e->value));
+  json_object_set_new(o, "value", json_integer(e->i));
   return o;
 }
 
@@ -299,8 +299,8 @@ void stats_print_json(FILE *out, const stats *s) {
   json_object_set_new(set, "mixed_precision", json_boolean(s->mixed));
   json_object_set_new(set, "optimizer", json_string(pass_optimizer_name(s->opt)));
   json_object_set_new(set, "checkpoint", json_string(s->policy));
-  json_object_set_new(set, "batch", s->cb && s->cb->known ? json_integer(s->cb->value) : json_null());
-  json_object_set_new(set, "seq", s->ct && s->ct->known ? json_integer(s->ct->value) : json_null());
+  json_object_set_new(set, "batch", s->cb && s->cb->kind == FE_CONST_INT ? json_integer(s->cb->i) : json_null());
+  json_object_set_new(set, "seq", s->ct && s->ct->kind == FE_CONST_INT ? json_integer(s->ct->i) : json_null());
   json_object_set_new(set, "tokens", s->tokens > 0 ? jnum(s->tokens) : json_null());
   json_object_set_new(root, "settings", set);
 
