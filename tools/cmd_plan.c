@@ -242,26 +242,23 @@ static ir_graph *compile_train(tool_compile_opts *o, int b_index, const char *b,
   if (!g) return NULL;
   pass_options po = {.diag = d, .verify_each = o->verify_each, .checkpoint = pass_plan_ckpt_policy(ck),
                      .disabled = o->pass_disabled};
-  if (pass_build_training(g, &po) != 0) {
+  pass_train_graph_options to = {.passes = &po, .dtype = dt};
+  pass_train_graph_info info;
+  int rc = pass_build_training_graph(g, &to, &info);
+  pass_train_graph_info_free(&info);
+  if (rc != 0) {
     ir_graph_free(g);
     return NULL;
   }
-  pass_retype_floats(g, dt);
   return g;
 }
 
 /* The optimizer update's FLOPs per parameter element (its update graph). */
 static int set_optimizer(const ir_graph *g, const plan_flags *f, pass_plan_model *m, ir_diag *d) {
-  pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)f->optimizer);
-  ir_graph *u = pass_build_update(g, &opt, d);
-  if (!u) return -1;
-  pass_graph_cost uc;
-  pass_graph_cost_of(u, &uc);
   double flops = 0, n = 0;
-  for (int p = 0; p < PASS_NUM_PHASES; p++) flops += uc.flops[p];
+  if (pass_update_flops(g, (pass_optimizer_kind)f->optimizer, &flops, d) != 0) return -1;
   for (int i = 0; i < g->n_params; i++) n += (double)ir_type_numel(&g->params[i]->type);
   pass_plan_model_set_optimizer(m, n > 0 ? flops / n : 0, pass_optimizer_state_count((pass_optimizer_kind)f->optimizer));
-  ir_graph_free(u);
   return 0;
 }
 

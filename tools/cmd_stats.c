@@ -163,88 +163,13 @@ static void count_params(const ir_graph *g, stats *s) {
     const ir_value *p = g->params[i];
     unsigned u = p->id >= 0 && p->id < g->n_values ? uses[p->id] : 0;
     stats_param *sp = &s->params[i];
-    *sp = (stats_param){p->name, p->type, ir_type_numel(&p->type), param_group(p->name, u)};
+    *sp = (stats_param){strdup(p->name), p->type, ir_type_numel(&p->type), param_group(p->name, u)};
+    if (!sp->name) abort();
     s->param_total += sp->count;
     s->group_total[sp->group] += sp->count;
     s->param_bytes += (double)sp->count * (double)ir_dtype_size(p->type.dtype);
   }
   free(uses);
-}
-
-/* ---- the training graph ---- */
-static ir_value *pick_loss(ir_graph *g, stats *s, ir_diag *d) {
-  if (g->n_outputs == 0) {
-    ir_error_plain(d, "%s has no outputs: nothing to differentiate", s->file);
-    return NULL;
-  }
-  int k = 0;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].name && strcmp(g->outputs[i].name, "loss") == 0) k = i;
-  ir_value *loss = g->outputs[k].value;
-  s->loss_name = g->outputs[k].name;
-  if (!ir_dtype_is_float(loss->type.dtype)) {
-    char tb[128];
-    ir_error_plain(d, "output '%s' is %s: tgc stats differentiates a floating-point output", s->loss_name,
-                   ir_type_str(&loss->type, tb, sizeof tb));
-    return NULL;
-  }
-  if (loss->type.rank > 0) {
-    int64_t axes[IR_MAX_RANK];
-    for (int i = 0; i < loss->type.rank; i++) axes[i] = i;
-    ir_attr at[2] = {ir_attr_ints("axes", axes, loss->type.rank), ir_attr_int("keepdims", 0)};
-    loss = ir_graph_build1(g, IR_OP_REDUCE_SUM, &loss, 1, at, 2, "stats_loss", loss->loc);
-    s->loss_summed = true;
-  }
-  return loss;
-}
-
-/* Appends `grad loss, wrt...` with results d_<name> as outputs. */
-static int add_gradients(ir_graph *g, stats *s, ir_diag *d) {
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->op == IR_OP_GRAD) { /* the model asks for its own gradients */
-      s->n_wrt = n->n_in - 1;
-      s->loss_name = n->in[0]->name;
-      return 0;
-    }
-    for (int j = 0; j < n->n_out; j++)
-      if (n->out[j]->role == IR_ROLE_GRAD) { /* already a training graph (.ir) */
-        s->n_wrt = -1;
-        return 0;
-      }
-  }
-  ir_value *loss = pick_loss(g, s, d);
-  if (!loss) return -1;
-  int n = g->n_params;
-  ir_value **wrt = malloc((size_t)(g->n_params + g->n_inputs + 2) * sizeof *wrt);
-  ir_type *types = malloc((size_t)(g->n_params + g->n_inputs + 1) * sizeof *types);
-  const char **names = malloc((size_t)(g->n_params + g->n_inputs + 1) * sizeof *names);
-  if (!wrt || !types || !names) abort();
-  wrt[0] = loss;
-  for (int i = 0; i < n; i++) wrt[1 + i] = g->params[i];
-  if (n == 0) {
-    s->wrt_inputs = true;
-    for (int i = 0; i < g->n_inputs; i++)
-      if (ir_dtype_is_float(g->inputs[i]->type.dtype)) wrt[1 + n++] = g->inputs[i];
-  }
-  s->n_wrt = n;
-  if (n > 0) {
-    for (int i = 0; i < n; i++) {
-      char buf[256];
-      snprintf(buf, sizeof buf, "d_%s", wrt[1 + i]->name);
-      names[i] = ir_arena_strdup(g->arena, buf);
-      types[i] = wrt[1 + i]->type;
-    }
-    ir_node *gn = ir_graph_add_node(g, IR_OP_GRAD, wrt, n + 1, types, n, NULL, 0, names, loss->loc);
-    for (int i = 0; i < n; i++) {
-      gn->out[i]->role = IR_ROLE_GRAD;
-      ir_graph_add_output(g, gn->out[i]->name, gn->out[i]);
-    }
-  }
-  free(wrt);
-  free(types);
-  free(names);
-  return 0;
 }
 
 static const char *dtype_label(ir_dtype t) {
@@ -343,68 +268,16 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
   s->dtype_name = dtype_label(dt);
   s->dtype_bytes = ir_dtype_size(dt);
   s->mixed = s->dtype_bytes == 2;
-  if (add_gradients(g, s, d) != 0) return -1;
-  if (ir_verify(g, d) != 0) return -1;
-  pass_options po = {0};
-  po.diag = d;
-  po.verify_each = o->verify_each;
-  po.time_passes = o->time_passes;
-  po.dump_after = o->after;
-  po.dump_out = stdout;
-  po.dump_format = o->format;
-  /* the pipeline (less --disable-pass) up to the checkpoint pass, measure;
-   * then the rest with the policy */
-  pass_id pipe[2 * PASS_COUNT + 8];
-  int n_pipe = tool_pipeline(o, pipe);
-  int split = n_pipe;
-  for (int i = 0; i < n_pipe; i++)
-    if (pipe[i] == PASS_CHECKPOINT) {
-      split = i;
-      break;
-    }
-  char *before = ir_print_to_string(g); /* to measure the unfused graph too */
-  if (pass_run_pipeline(g, pipe, split, &po) != 0) {
-    free(before);
-    return -1;
-  }
-  if (dtype_arg >= 0) pass_retype_floats(g, dt);
-  if (pass_memplan_analyze(g, &s->mem_none) != 0) {
-    free(before);
-    return -1;
-  }
-  bool fused = false;
-  for (int i = 0; i < g->n_nodes; i++) fused |= g->nodes[i]->op == IR_OP_ATTENTION;
-  if (fused) { /* the same graph without fuse-attention: what fusion saves */
-    ir_graph *u = ir_parse(g->source_file ? g->source_file : o->file, before, strlen(before), d);
-    pass_id up[2 * PASS_COUNT + 8];
-    int n_up = 0;
-    for (int i = 0; i < split; i++)
-      if (pipe[i] != PASS_FUSE_ATTENTION) up[n_up++] = pipe[i];
-    pass_options uo = {0};
-    uo.diag = d;
-    if (u && pass_run_pipeline(u, up, n_up, &uo) == 0) {
-      if (dtype_arg >= 0) pass_retype_floats(u, dt);
-      s->have_unfused = pass_memplan_analyze(u, &s->mem_unfused) == 0;
-    }
-    ir_graph_free(u);
-  }
-  free(before);
-  po.checkpoint = o->checkpoint;
-  if (pass_run_pipeline(g, pipe + split, n_pipe - split, &po) != 0) return -1;
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
+                     .dump_out = stdout, .dump_format = o->format, .checkpoint = o->checkpoint,
+                     .disabled = o->pass_disabled};
+  pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype_arg, .measure = true};
+  if (pass_build_training_graph(g, &to, &s->graph) != 0) return -1;
   if (pass_memplan_analyze(g, &s->mem) != 0) return -1;
   pass_graph_cost_of(g, &s->cost);
-
   /* optimizer: the FLOPs of its update graph; memory by the model in the help */
-  bool trains = s->n_wrt != 0 && g->n_params > 0;
-  if (trains) {
-    pass_optimizer opt = pass_optimizer_defaults(s->opt);
-    ir_graph *u = pass_build_update(g, &opt, d);
-    if (!u) return -1;
-    pass_graph_cost uc;
-    pass_graph_cost_of(u, &uc);
-    for (int p = 0; p < PASS_NUM_PHASES; p++) s->opt_flops += uc.flops[p];
-    ir_graph_free(u);
-  }
+  bool trains = s->graph.n_wrt != 0 && g->n_params > 0;
+  if (trains && pass_update_flops(g, s->opt, &s->opt_flops, d) != 0) return -1;
   pass_train_memory m = pass_training_memory((double)s->param_total, s->dtype_bytes, pass_optimizer_state_count(s->opt),
                                              (double)s->mem.activation_peak_bytes, trains);
   s->m_params = m.params, s->m_grads = m.grads, s->m_opt = m.optimizer, s->m_act = m.activations, s->m_total = m.total;
@@ -547,7 +420,9 @@ int tool_cmd_stats(int argc, char **argv) {
     if (f.json) stats_print_json(stdout, &s);
     else stats_print_text(stdout, &s);
   }
+  for (int i = 0; i < s.n_params; i++) free(s.params[i].name);
   free(s.params);
+  pass_train_graph_info_free(&s.graph);
   free(s.rows);
   ir_graph_free(g);
   free(text);

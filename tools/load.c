@@ -101,6 +101,14 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   return g;
 }
 
+/* The default pipeline minus the passes o disables. */
+static int tool_pipeline(const tool_compile_opts *o, pass_id *out) {
+  int n = 0;
+  for (int i = 0; i < pass_default_pipeline_len; i++)
+    if (!o->pass_disabled[pass_default_pipeline[i]]) out[n++] = pass_default_pipeline[i];
+  return n;
+}
+
 int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *dump_out) {
   /* memplan is not a pass of the pipeline: its plan is printed after it */
   bool memplan = o->after && strcmp(o->after, "memplan") == 0, all = o->after && strcmp(o->after, "all") == 0;
@@ -121,12 +129,6 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   return 0;
 }
 
-int tool_pipeline(const tool_compile_opts *o, pass_id *out) {
-  int n = 0;
-  for (int i = 0; i < pass_default_pipeline_len; i++)
-    if (!o->pass_disabled[pass_default_pipeline[i]]) out[n++] = pass_default_pipeline[i];
-  return n;
-}
 
 /* Takes the value of a flag given as "--flag VALUE" or "--flag=VALUE". */
 static const char *flag_value(const char *flag, int argc, char **argv, int *i, ir_diag *d) {

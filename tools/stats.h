@@ -12,7 +12,7 @@ enum { G_EMB, G_ATTN, G_MLP, G_NORM, G_OTHER, N_GROUPS };
 extern const char *const stats_group_names[N_GROUPS]; /* cmd_stats.c */
 
 typedef struct {
-  const char *name;
+  char *name;                   /* malloc'd: the passes may rebuild the graph (shard) */
   ir_type type;
   int64_t count;
   int group;
@@ -30,10 +30,9 @@ typedef struct {
 } stats_kind;
 
 typedef struct {
-  const char *file, *policy, *loss_name, *config;
-  bool loss_summed;             /* the loss output was not a scalar: its sum is differentiated */
-  int n_wrt;                    /* values differentiated by (0: forward only, -1: given as a training graph) */
-  bool wrt_inputs;              /* no params: differentiated by the float inputs */
+  const char *file, *policy, *config;
+  pass_train_graph_info graph;  /* the training graph: its loss, what it differentiates by (n_wrt 0: forward
+                                 * only, -1: given as a training graph), memory before checkpointing */
   stats_param *params;
   int n_params;
   int64_t param_total, group_total[N_GROUPS];
@@ -53,9 +52,6 @@ typedef struct {
   bool list_params;
   /* measurements */
   pass_graph_cost cost;         /* of the final graph (with the policy) */
-  pass_mem_report mem_none;     /* without checkpointing */
-  pass_mem_report mem_unfused;  /* without checkpointing and without fuse-attention */
-  bool have_unfused;            /* fuse-attention fused something, so mem_unfused was measured */
   pass_mem_report mem;          /* with the policy */
   double opt_flops;             /* the optimizer update graph */
   double m_params, m_grads, m_opt, m_act, m_total;

@@ -141,11 +141,11 @@ void stats_print_text(FILE *out, const stats *s) {
     fprintf(out, "  (%d tensors: --params lists them)\n", s->n_params);
   }
 
-  if (s->n_wrt < 0) fprintf(out, "\ntraining graph: as given (it already has a backward pass)\n");
-  else if (s->n_wrt)
-    fprintf(out, "\ntraining graph: gradients of %s%s%s with respect to %d %s\n", s->loss_summed ? "sum(" : "",
-            s->loss_name ? s->loss_name : "?", s->loss_summed ? ")" : "", s->n_wrt,
-            s->wrt_inputs ? "float inputs" : "parameters");
+  if (s->graph.n_wrt < 0) fprintf(out, "\ntraining graph: as given (it already has a backward pass)\n");
+  else if (s->graph.n_wrt)
+    fprintf(out, "\ntraining graph: gradients of %s%s%s with respect to %d %s\n", s->graph.loss_summed ? "sum(" : "",
+            s->graph.loss_name ? s->graph.loss_name : "?", s->graph.loss_summed ? ")" : "", s->graph.n_wrt,
+            s->graph.wrt_inputs ? "float inputs" : "parameters");
   else fprintf(out, "\nno gradients (nothing to differentiate by): forward only\n");
   fprintf(out, "\nFLOPs per step:\n");
   fprintf(out, "  forward     %26s  %s\n", stats_grouped(fwd_flops(s), a, sizeof a), stats_si(fwd_flops(s), "FLOP", b, sizeof b));
@@ -191,8 +191,8 @@ void stats_print_text(FILE *out, const stats *s) {
                 ? "fits"
                 : (snprintf(e, sizeof e, "does not fit: %.1f x its memory", s->m_total / s->target->memory), e));
   fprintf(out, "  memory plan (live peak; the arena a backend allocates; inputs and parameters not included):\n");
-  mem_row(out, "without checkpointing", &s->mem_none);
-  if (s->have_unfused) mem_row(out, "without fuse-attention", &s->mem_unfused);
+  mem_row(out, "without checkpointing", &s->graph.mem_none);
+  if (s->graph.have_unfused) mem_row(out, "without fuse-attention", &s->graph.mem_unfused);
   if (strcmp(s->policy, "none") != 0) {
     char label[64];
     snprintf(label, sizeof label, "with --checkpoint %s", s->policy);
@@ -348,14 +348,14 @@ void stats_print_json(FILE *out, const stats *s) {
   json_object_update(mem, cpu);
   json_decref(cpu);
   json_object_set_new(mem, "checkpoint", json_string(s->policy));
-  json_object_set_new(mem, "no_checkpoint", mem_json(&s->mem_none));
-  if (s->have_unfused) json_object_set_new(mem, "no_fuse_attention", mem_json(&s->mem_unfused));
+  json_object_set_new(mem, "no_checkpoint", mem_json(&s->graph.mem_none));
+  if (s->graph.have_unfused) json_object_set_new(mem, "no_fuse_attention", mem_json(&s->graph.mem_unfused));
   json_object_set_new(root, "memory", mem);
 
   json_t *grad = json_object();
-  json_object_set_new(grad, "loss", json_string(s->loss_name ? s->loss_name : ""));
-  json_object_set_new(grad, "loss_summed", json_boolean(s->loss_summed));
-  json_object_set_new(grad, "wrt", json_integer(s->n_wrt));
+  json_object_set_new(grad, "loss", json_string(s->graph.loss_name ? s->graph.loss_name : ""));
+  json_object_set_new(grad, "loss_summed", json_boolean(s->graph.loss_summed));
+  json_object_set_new(grad, "wrt", json_integer(s->graph.n_wrt));
   json_object_set_new(root, "training", grad);
 
   bool tg = s->target != NULL;

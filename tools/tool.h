@@ -53,9 +53,6 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
  * (pass_plan_print), 1 dot (the graph), 2 json ({"plan": ...}, with
  * "graph" first when with_ir); with_ir: the IR first ("# IR after memplan"). */
 int tool_print_plan(FILE *out, const ir_graph *g, int format, bool with_ir, ir_diag *d);
-/* The default pipeline minus the passes o disables, into out (room for
- * pass_default_pipeline_len ids); returns its length. */
-int tool_pipeline(const tool_compile_opts *o, pass_id *out);
 
 /* Parses one common option at argv[*i] (advancing *i past its value).
  * Returns 1 if consumed, 0 if not a common option, -1 on error (reported). */
