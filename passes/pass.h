@@ -455,6 +455,43 @@ pass_train_memory pass_training_memory(double n, size_t elem_bytes, int opt_stat
  * 6 * n * tokens / (step_seconds * peak); 0 when undefined. */
 double pass_mfu(double n, double tokens, double step_seconds, double peak);
 
+/* ---- step_report.c: what one training step costs, as `tgc stats` reports it ----
+ * The group of every parameter of g (the rules at the top of step_report.c)
+ * into groups[i] for g->params[i]. */
+typedef enum {
+  PASS_GROUP_EMBEDDINGS, PASS_GROUP_ATTENTION, PASS_GROUP_MLP, PASS_GROUP_NORMS, PASS_GROUP_OTHER, PASS_GROUP_COUNT
+} pass_param_group;
+const char *pass_param_group_name(pass_param_group g); /* "embeddings" "attention" "mlp" "norms" "other" */
+void pass_param_groups(const ir_graph *g, pass_param_group *groups);
+/* The roofline of every live node of g, by node and by op kind; with a
+ * target the time of each phase (the optimizer's: its update as one fused
+ * pass over parameters, gradients and state), of the step, and its MFU. */
+typedef struct {
+  const pass_target *target;  /* NULL: FLOPs and bytes only */
+  size_t elem_bytes;          /* the target's peak for elements of this size */
+  double optimizer_flops;     /* the update's (pass_update_flops) */
+  pass_train_memory memory;   /* what the update reads and writes */
+  double params, tokens;      /* for MFU: parameter elements, tokens per step (0: unknown) */
+} pass_step_costing;
+typedef struct {
+  const ir_node *n;
+  double flops, bytes, time;
+  bool compute_bound;
+} pass_roofline_row;
+typedef struct {
+  double flops, bytes, time;
+  int nodes, compute_nodes;
+} pass_roofline_kind;
+typedef struct {
+  pass_roofline_row *rows;    /* every live node, in order (pass_roofline_free) */
+  int n_rows;
+  pass_roofline_kind kinds[IR_NUM_OPS];
+  double peak;                /* FLOP/s; 0 without a target */
+  double phase_time[PASS_NUM_PHASES], step_time, mfu;
+} pass_roofline;
+void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofline *r);
+void pass_roofline_free(pass_roofline *r);
+
 
 /* ===================================================================== */
 /* the planner (retype.c, keyvalue.c, cluster.c + clusters.def, plan*.c) */

@@ -21,7 +21,6 @@
  * positive integer counts as unknown. Gather (stats_collect) and print
  * (text / JSON) are separate.
  */
-#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -96,80 +95,22 @@ static const fe_const *cfg_first(const fe_config *c, const char *const *names) {
   return NULL;
 }
 
-/* ---- parameter groups ---- */
-const char *const stats_group_names[N_GROUPS] = {"embeddings", "attention", "mlp", "norms", "other"};
-enum { USE_EMBED = 1, USE_NORM = 2 };
-
-static bool has_part(const char *name, const char *const *words) {
-  const char *p = name;
-  while (*p) {
-    size_t n = strcspn(p, ".");
-    for (const char *const *w = words; *w; w++)
-      if (strlen(*w) == n && strncmp(p, *w, n) == 0) return true;
-    p += n;
-    if (*p) p++;
-  }
-  return false;
-}
-
-static bool has_sub(const char *name, const char *const *words) {
-  for (const char *const *w = words; *w; w++)
-    if (strstr(name, *w)) return true;
-  return false;
-}
-
-static int param_group(const char *raw, unsigned uses) {
-  static const char *const emb_sub[] = {"embed", "wte", "wpe", "tok_emb", "pos_emb", "lm_head", "unembed", NULL};
-  static const char *const emb_part[] = {"output", NULL};
-  static const char *const attn_sub[] = {"attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "qkv", NULL};
-  static const char *const attn_part[] = {"wq", "wk", "wv", "wo", NULL};
-  static const char *const mlp_sub[] = {"mlp", "ffn", "feed_forward", "fc", "up_proj", "down_proj", "gate_proj", NULL};
-  static const char *const mlp_part[] = {"w1", "w2", "w3", "up", "down", "gate", NULL};
-  static const char *const norm_sub[] = {"norm", NULL};
-  if (uses & USE_EMBED) return G_EMB;
-  if (uses & USE_NORM) return G_NORM;
-  char name[256];
-  size_t i = 0;
-  for (; raw[i] && i + 1 < sizeof name; i++) name[i] = (char)tolower((unsigned char)raw[i]);
-  name[i] = 0;
-  if (has_sub(name, emb_sub) || has_part(name, emb_part)) return G_EMB;
-  if (has_sub(name, attn_sub) || has_part(name, attn_part)) return G_ATTN;
-  if (has_sub(name, mlp_sub) || has_part(name, mlp_part)) return G_MLP;
-  if (has_sub(name, norm_sub)) return G_NORM;
-  for (const char *p = name; *p;) { /* a name part starting with ln (ln_1_g, ln_f_b) */
-    if (p[0] == 'l' && p[1] == 'n') return G_NORM;
-    p += strcspn(p, ".");
-    if (*p) p++;
-  }
-  return G_OTHER;
-}
-
 static void count_params(const ir_graph *g, stats *s) {
-  unsigned *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
-  if (!uses) abort();
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    for (int k = 0; k < n->n_in; k++) {
-      const ir_value *v = n->in[k];
-      if (v->role != IR_ROLE_PARAM || v->id < 0 || v->id >= g->n_values) continue;
-      if (n->op == IR_OP_EMBEDDING && k == 0) uses[v->id] |= USE_EMBED;
-      if ((n->op == IR_OP_LAYERNORM || n->op == IR_OP_RMSNORM) && k >= 1) uses[v->id] |= USE_NORM;
-    }
-  }
+  pass_param_group *groups = calloc((size_t)g->n_params + 1, sizeof *groups);
+  s->params = calloc((size_t)g->n_params + 1, sizeof *s->params);
+  if (!groups || !s->params) abort();
+  pass_param_groups(g, groups);
   s->n_params = g->n_params;
-  s->params = calloc((size_t)(g->n_params > 0 ? g->n_params : 1), sizeof *s->params);
-  if (!s->params) abort();
   for (int i = 0; i < g->n_params; i++) {
     const ir_value *p = g->params[i];
-    unsigned u = p->id >= 0 && p->id < g->n_values ? uses[p->id] : 0;
     stats_param *sp = &s->params[i];
-    *sp = (stats_param){strdup(p->name), p->type, ir_type_numel(&p->type), param_group(p->name, u)};
+    *sp = (stats_param){strdup(p->name), p->type, ir_type_numel(&p->type), groups[i]};
     if (!sp->name) abort();
     s->param_total += sp->count;
     s->group_total[sp->group] += sp->count;
     s->param_bytes += (double)sp->count * (double)ir_dtype_size(p->type.dtype);
   }
-  free(uses);
+  free(groups);
 }
 
 static const char *dtype_label(ir_dtype t) {
@@ -229,35 +170,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void roofline(const ir_graph *g, stats *s) {
-  s->rows = calloc((size_t)g->n_nodes + 1, sizeof *s->rows);
-  if (!s->rows) abort();
-  double bw = s->target ? s->target->bandwidth : 0;
-  s->peak = s->target ? pass_target_peak(s->target, s->dtype_bytes) : 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->dead) continue;
-    pass_cost c = pass_node_cost(n);
-    stats_row *r = &s->rows[s->n_rows++];
-    *r = (stats_row){n, c.flops, c.bytes, 0, false};
-    if (s->target) {
-      r->time = pass_roofline_seconds(c.flops, c.bytes, s->peak, bw);
-      r->compute_bound = pass_roofline_compute_bound(c.flops, c.bytes, s->peak, bw);
-      s->phase_time[pass_node_phase(n)] += r->time;
-    }
-    stats_kind *k = &s->kinds[n->op];
-    k->flops += c.flops, k->bytes += c.bytes, k->time += r->time;
-    k->nodes++, k->compute_nodes += r->compute_bound;
-  }
-  if (!s->target) return;
-  /* the optimizer update as one fused pass: read parameters, gradients and
-   * state (with the master copy), write parameters and state */
-  double opt_bytes = 2 * s->m_params + s->m_grads + 2 * s->m_opt;
-  s->phase_time[PASS_PHASE_OPTIMIZER] += pass_roofline_seconds(s->opt_flops, opt_bytes, s->peak, bw);
-  for (int p = 0; p < PASS_NUM_PHASES; p++) s->step_time += s->phase_time[p];
-  s->mfu = pass_mfu((double)s->param_total, s->tokens, s->step_time, s->peak);
-}
-
 static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_config *c, int dtype_arg, stats *s,
                          ir_diag *d) {
   count_params(g, s);
@@ -281,7 +193,8 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
   pass_train_memory m = pass_training_memory((double)s->param_total, s->dtype_bytes, pass_optimizer_state_count(s->opt),
                                              (double)s->mem.activation_peak_bytes, trains);
   s->m_params = m.params, s->m_grads = m.grads, s->m_opt = m.optimizer, s->m_act = m.activations, s->m_total = m.total;
-  roofline(g, s);
+  pass_step_costing sc = {s->target, s->dtype_bytes, s->opt_flops, m, (double)s->param_total, s->tokens};
+  pass_roofline_of(g, &sc, &s->roof);
   return 0;
 }
 
@@ -423,7 +336,7 @@ int tool_cmd_stats(int argc, char **argv) {
   for (int i = 0; i < s.n_params; i++) free(s.params[i].name);
   free(s.params);
   pass_train_graph_info_free(&s.graph);
-  free(s.rows);
+  pass_roofline_free(&s.roof);
   ir_graph_free(g);
   free(text);
   free(target_text);

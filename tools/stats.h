@@ -8,26 +8,12 @@
 /* ===================================================================== */
 /* the report                                                             */
 /* ===================================================================== */
-enum { G_EMB, G_ATTN, G_MLP, G_NORM, G_OTHER, N_GROUPS };
-extern const char *const stats_group_names[N_GROUPS]; /* cmd_stats.c */
-
 typedef struct {
   char *name;                   /* malloc'd: the passes may rebuild the graph (shard) */
   ir_type type;
   int64_t count;
-  int group;
+  pass_param_group group;
 } stats_param;
-
-typedef struct {
-  const ir_node *n;
-  double flops, bytes, time;
-  bool compute_bound;
-} stats_row;
-
-typedef struct {
-  double flops, bytes, time;
-  int nodes, compute_nodes;
-} stats_kind;
 
 typedef struct {
   const char *file, *policy, *config;
@@ -35,7 +21,7 @@ typedef struct {
                                  * only, -1: given as a training graph), memory before checkpointing */
   stats_param *params;
   int n_params;
-  int64_t param_total, group_total[N_GROUPS];
+  int64_t param_total, group_total[PASS_GROUP_COUNT];
   double param_bytes;           /* in the model's own dtypes */
   const fe_const *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
   double closed_form;
@@ -55,10 +41,7 @@ typedef struct {
   pass_mem_report mem;          /* with the policy */
   double opt_flops;             /* the optimizer update graph */
   double m_params, m_grads, m_opt, m_act, m_total;
-  stats_row *rows;
-  int n_rows;
-  stats_kind kinds[IR_NUM_OPS];
-  double peak, phase_time[PASS_NUM_PHASES], step_time, mfu;
+  pass_roofline roof;           /* every op, by kind, phase and step time, MFU */
   double analysis_s;
 } stats;
 
