@@ -14,7 +14,8 @@
  * (every float dtype, cast targets and constants), the loss its first output
  * (its sum if it is not a scalar); one graph computes loss, every gradient
  * (reverse) and the directional derivative along tangent inputs (forward),
- * a second the loss alone for the finite differences (x ± h v, h = eps * max(1, |x|), |x| the
+ * a second the loss alone for the finite differences, which this file runs
+ * (x ± h v, h = eps * max(1, |x|), |x| the
  * element's magnitude, or the 2-norm of x for a random unit direction; also
  * with h/2 and a 4-point stencil with step 100 h, keeping the estimate
  * closest to the derivatives: a step across a ReLU kink is no derivative).

@@ -2,24 +2,21 @@
  * alone (nothing is allocated, so configs far too large to run — gpt3-175b —
  * are analysed in well under a second).
  *
- * It compiles the model, builds its training graph (the loss is the output
- * named `loss`, else the first output — summed to a scalar if it is not one;
- * a grad node with respect to every parameter, or every float input when the
- * model has no parameters, its results output as d_<name>), runs the pass
- * pipeline up to the checkpoint pass, measures memory, runs the checkpoint
- * pass with --checkpoint POLICY and measures again. With --dtype every
- * floating-point value of the compiled graph is retyped to that dtype before
- * measuring (the model may be written in f32; costs are then those of the
- * same graph held in bf16/fp16/fp32). Reported (help text below for the
- * definitions): parameters by group and the closed form 12 l h^2 + 2 v h;
- * FLOPs by phase and 6 N tokens; memory (parameters, gradients, optimizer
- * state, activations); the per-op roofline on a target (targets.def or
- * --target-file), predicted step time and MFU.
+ * This file parses the flags, picks the config constants and the target,
+ * and gathers what the layers compute into one report (stats.h) that
+ * stats_print.c prints as text or JSON: the training graph and the memory
+ * before and after checkpointing (pass_build_training_graph, any model: the
+ * loss is the output named `loss`, else the first, summed if it is not a
+ * scalar; gradients with respect to every parameter, or every float input
+ * when there is none; --dtype costs the same graph held in bf16/fp16/fp32),
+ * the FLOPs by phase (cost.c), the optimizer update (pass_update_flops),
+ * parameters by group and the per-op roofline, step time and MFU on a
+ * target (step_report.c, targets.def or --target-file). The help text below
+ * gives every definition.
  *
  * Config constants (B, T, nL, D, V, ...) are the chosen config's as the
  * frontend evaluates them (fe_configs, -D overrides applied); one that is no
- * positive integer counts as unknown. Gather (stats_collect) and print
- * (text / JSON) are separate.
+ * positive integer counts as unknown.
  */
 #include <jansson.h>
 #include <math.h>
@@ -199,7 +196,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
 }
 
 /* ===================================================================== */
-/* printing                                                               */
+/* flags                                                                  */
 /* ===================================================================== */
 
 static int bad_value(ir_diag *d, const char *flag, const char *v, const char *want) {
