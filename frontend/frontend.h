@@ -27,7 +27,50 @@ typedef struct {
 ir_graph *fe_compile(const char *path, const char *text, size_t len, const fe_options *opt,
                      ir_diag *d);
 
-/* Lists the config sets of a file (for `tgc check --list-configs` and help). */
-int fe_list_configs(const char *path, const char *text, size_t len, ir_diag *d, FILE *out);
+/* ---- configs as data (configs.c) ----
+ * The config sets of a .tg file with their constants evaluated as
+ * fe_compile binds them: in file order, each entry seeing the entries before
+ * it, o's -D overrides applied to the chosen config. Nothing else of the file
+ * is elaborated. What the tools ask a model's config (does it define B? what
+ * is T?) is answered here, never by reading the source text themselves. */
+typedef enum {
+  FE_CONST_UNKNOWN, /* no number: an error fe_compile reports, or a -D value that is none */
+  FE_CONST_INT,     /* i */
+  FE_CONST_REAL,    /* f */
+  FE_CONST_BOOL,    /* i: 0 or 1 */
+} fe_const_kind;
+typedef struct {
+  const char *name;
+  const char *text;    /* its expression as written in the file ("D / nH") */
+  ir_loc loc;          /* where the entry is written */
+  fe_const_kind kind;
+  int64_t i;           /* INT and BOOL */
+  double f;            /* the value as a real (every kind but UNKNOWN) */
+  bool overridden;     /* the value is a -D's */
+} fe_const;
+typedef struct {
+  const char *name;
+  ir_loc loc;
+  bool is_default;     /* chosen when no --config is given */
+  const fe_const *consts; /* in file order */
+  int n_consts;
+} fe_config;
+typedef struct {
+  const fe_config *configs; /* in file order */
+  int n_configs;
+  const fe_config *chosen;  /* o->config ('-', '.' and '_' alike), else the default; NULL when the file has
+                             * no config or none of that name */
+  ir_arena *arena;          /* everything above lives in it */
+} fe_config_set;
+/* NULL when the file does not parse: the syntax errors are reported through
+ * d, or, with d NULL, left for fe_compile to report. Problems of the values
+ * (an unknown --config or -D name, a constant that is no number) are
+ * fe_compile's to report; here they only make a constant UNKNOWN or chosen
+ * NULL. The set holds copies of what it names; with d, text must live as long
+ * as d is used (as for fe_compile). */
+fe_config_set *fe_configs(const char *path, const char *text, size_t len, const fe_options *o, ir_diag *d);
+void fe_config_set_free(fe_config_set *s);
+/* Constant name of c; NULL when c is NULL or does not define it. */
+const fe_const *fe_config_const(const fe_config *c, const char *name);
 
 #endif

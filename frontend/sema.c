@@ -1,5 +1,5 @@
 /* frontend/sema.c — elaboration of a parsed .tg file into an ir_graph:
- * fe_compile and fe_list_configs.
+ * fe_compile (configs.c binds the chosen config's constants).
  *
  * Order of work (fe_compile):
  *   1. parse (ast.c); stop on any syntax error
@@ -540,123 +540,8 @@ static void check_fn(fe_sema *S, const ast *fn) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* configs, -D, lets                                                       */
+/* configs, lets                                                          */
 /* ---------------------------------------------------------------------- */
-
-/* Parses -D text as an integer or a float. */
-static bool parse_define(const char *text, sv *out) {
-  if (!text || !*text) return false;
-  char *end;
-  errno = 0;
-  long long i = strtoll(text, &end, 10);
-  if (*end == 0 && errno == 0) {
-    *out = sv_int(i);
-    return true;
-  }
-  errno = 0;
-  double f = strtod(text, &end);
-  if (*end == 0 && errno == 0 && end != text) {
-    *out = sv_float(f);
-    return true;
-  }
-  return false;
-}
-
-/* Config names compare with '-', '.' and '_' as the same character, so
- * `--config gpt3-2.7b` selects `config gpt3_2_7b` (identifiers cannot hold
- * '-' or '.', but the published model names do). */
-static bool config_name_eq(const char *a, const char *b) {
-  for (;; a++, b++) {
-    char x = *a == '-' || *a == '.' ? '_' : *a, y = *b == '-' || *b == '.' ? '_' : *b;
-    if (x != y) return false;
-    if (!x) return true;
-  }
-}
-
-static const ast *pick_config(fe_sema *S, const ast *items, const char *want, const char *path) {
-  const ast *first = NULL, *dflt = NULL, *found = NULL;
-  int n = 0;
-  for (int i = 0; i < items->n; i++) {
-    const ast *it = items->kid[i];
-    if (it->kind != AST_CONFIG) continue;
-    n++;
-    if (!first) first = it;
-    if (!dflt && strcmp(it->name, "default") == 0) dflt = it;
-    if (want && !found && config_name_eq(it->name, want)) found = it;
-  }
-  if (!want) return dflt ? dflt : first;
-  if (found) return found;
-  if (n == 0) {
-    ir_error_plain(S->d, "unknown config '%s': %s defines no configs", want, path);
-  } else {
-    char list[512];
-    size_t k = 0;
-    list[0] = 0;
-    for (int i = 0; i < items->n && k < sizeof list - 80; i++)
-      if (items->kid[i]->kind == AST_CONFIG)
-        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", items->kid[i]->name);
-    ir_error_plain(S->d, "unknown config '%s'; available: %s", want, list);
-  }
-  S->errors++;
-  return NULL;
-}
-
-/* Binds the constants of cfg (with -D overrides) into globals. Returns
- * false if a -D is malformed or names no constant (nothing else can be
- * trusted then). */
-static bool bind_config(fe_sema *S, const ast *cfg, const fe_options *opt) {
-  bool ok = true;
-  sv *dv = calloc((size_t)(opt->n_defines > 0 ? opt->n_defines : 1), sizeof *dv);
-  if (!dv) abort();
-  for (int j = 0; j < opt->n_defines; j++) {
-    const fe_define *def = &opt->defines[j];
-    if (!parse_define(def->value, &dv[j])) {
-      ir_error_plain(S->d, "-D %s=%s: value is not a number", def->name, def->value ? def->value : "");
-      S->errors++;
-      ok = false;
-      continue;
-    }
-    bool known = false;
-    for (int i = 0; cfg && i < cfg->kid[0]->n; i++)
-      if (strcmp(cfg->kid[0]->kid[i]->name, def->name) == 0) known = true;
-    if (!known) {
-      if (cfg)
-        ir_error_plain(S->d, "-D %s=%s: config '%s' has no constant '%s'", def->name, def->value, cfg->name,
-                       def->name);
-      else
-        ir_error_plain(S->d, "-D %s=%s: the file defines no config constants", def->name, def->value);
-      S->errors++;
-      ok = false;
-    }
-  }
-  if (ok && cfg) {
-    const ast *entries = cfg->kid[0];
-    for (int i = 0; i < entries->n; i++) {
-      const ast *e = entries->kid[i];
-      fe_sym *prev = fe_sym_find(&S->globals, e->name);
-      if (prev) continue; /* duplicate: reported by check_configs */
-      sv v = sv_poison();
-      int def = -1;
-      for (int j = 0; j < opt->n_defines; j++)
-        if (strcmp(opt->defines[j].name, e->name) == 0) def = j; /* the last -D wins */
-      if (def >= 0) {
-        v = dv[def];
-      } else {
-        v = fe_eval(S, e->kid[0], NULL, 0);
-        if (v.kind != SV_POISON && !sv_is_const(v)) {
-          fe_error(S, e->kid[0], "config constant '%s' must be a number, got %s", e->name, fe_describe(S, v));
-          v = sv_poison();
-        }
-      }
-      fe_sym *s = fe_sym_put(&S->globals, e->name);
-      s->kind = SYM_CONST;
-      s->decl = e;
-      s->val = v;
-    }
-  }
-  free(dv);
-  return ok;
-}
 
 /* Duplicate configs and duplicate constants inside one config. */
 static void check_configs(fe_sema *S, const ast *items) {
@@ -728,7 +613,7 @@ static void elaborate(fe_sema *S, const ast *items, const fe_options *opt, const
   bool have_cfg = false;
   for (int i = 0; i < items->n; i++) have_cfg |= items->kid[i]->kind == AST_CONFIG;
   if (have_cfg || opt->config) {
-    cfg = pick_config(S, items, opt->config, path);
+    cfg = fe_pick_config(S, items, opt->config, path);
     if (!cfg) return;
   }
   fe_sym *entry_sym = NULL;
@@ -746,7 +631,7 @@ static void elaborate(fe_sema *S, const ast *items, const fe_options *opt, const
   S->file = S->g->source_file;
 
   S->const_only = true;
-  if (!bind_config(S, cfg, opt)) return;
+  if (!fe_bind_config(S, cfg, opt)) return;
   for (int i = 0; i < items->n; i++)
     if (items->kid[i]->kind == AST_LET) bind_let(S, items->kid[i]);
   S->const_only = false;
@@ -848,29 +733,4 @@ ir_graph *fe_compile(const char *path, const char *text, size_t len, const fe_op
   }
   sema_free(&S);
   return g;
-}
-
-int fe_list_configs(const char *path, const char *text, size_t len, ir_diag *d, FILE *out) {
-  if (!path) path = "<input>";
-  if (!text) text = "";
-  ir_diag_add_source(d, path, text, len);
-  fe_sema S = {.d = d, .arena = ir_arena_new(), .file = path, .text = text, .layer = -1};
-  fe_parser P = {.arena = S.arena, .d = d, .path = path, .text = text, .len = len};
-  const ast *items = fe_parse(&P);
-  int n = -1;
-  if (items) {
-    const ast *dflt = pick_config(&S, items, NULL, path);
-    n = 0;
-    for (int i = 0; i < items->n; i++) {
-      const ast *c = items->kid[i];
-      if (c->kind != AST_CONFIG) continue;
-      n++;
-      fprintf(out, "%s%s:", c->name, c == dflt ? " (default)" : "");
-      for (int k = 0; k < c->kid[0]->n; k++)
-        fprintf(out, "%s %s = %s", k ? "," : "", c->kid[0]->kid[k]->name, fe_src(&S, c->kid[0]->kid[k]->kid[0]));
-      fputc('\n', out);
-    }
-  }
-  sema_free(&S);
-  return n;
 }

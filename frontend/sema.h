@@ -1,7 +1,7 @@
 /* frontend/sema.h — private interface between the elaboration files:
- *   sema.c      — fe_compile / fe_list_configs: items, configs, -D, lets,
- *                 params, statements, `repeat` unrolling, user-function
- *                 inlining, returns and outputs
+ *   sema.c      — fe_compile: items, lets, params, statements, `repeat`
+ *                 unrolling, user-function inlining, returns and outputs
+ *   configs.c   — choosing a config, binding it with -D; fe_configs
  *   sema_expr.c — expressions: compile-time constants, names, operators,
  *                 weak scalars, broadcasting checks, node building, dims/types
  *   builtins.c  — the builtin function table and its handlers
@@ -169,5 +169,15 @@ const char *fe_suggest_function(fe_sema *S, const char *name);
 
 /* ---- sema.c ---- */
 sv fe_call_user(fe_sema *S, fe_sym *fn, const ast *call, const char *const *hints, int n_hints);
+
+/* ---- configs.c ---- */
+/* The config named want ('-', '.' and '_' alike), or without want the one
+ * named "default", else the first; NULL when the file has none, and, when
+ * want names none, after reporting (with the names there are). */
+const ast *fe_pick_config(fe_sema *S, const ast *items, const char *want, const char *path);
+/* Checks opt's -D overrides (numbers naming constants of cfg: else each is
+ * reported and false returned, binding nothing) and binds cfg's constants
+ * into S->globals. */
+bool fe_bind_config(fe_sema *S, const ast *cfg, const fe_options *opt);
 
 #endif

@@ -150,6 +150,18 @@ ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir
   return build_update(model, opt, NULL, d);
 }
 
+int pass_update_flops(const ir_graph *model, pass_optimizer_kind kind, double *flops, ir_diag *d) {
+  pass_optimizer opt = pass_optimizer_defaults(kind);
+  ir_graph *u = pass_build_update(model, &opt, d);
+  if (!u) return -1;
+  pass_graph_cost uc;
+  pass_graph_cost_of(u, &uc);
+  *flops = 0;
+  for (int p = 0; p < PASS_NUM_PHASES; p++) *flops += uc.flops[p];
+  ir_graph_free(u);
+  return 0;
+}
+
 ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
                                          bool loss, bool accuracy, double positions, bool skip_overflow, ir_diag *d) {
   update_extras x = {.micro_batches = micro_batches, .loss = loss, .accuracy = accuracy, .positions = positions,

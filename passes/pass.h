@@ -65,6 +65,51 @@ int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value 
 int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n, ir_value *const *of, int n_of,
              ir_value **out, ir_diag *d);
 
+/* ---- derivative graphs (derivative.c): what `tgc grad` and `tgc gradcheck` run ----
+ * pass_sum_all: the sum of every element of v (v itself when it is a
+ * scalar), a reduce_sum named name at v's location. */
+ir_value *pass_sum_all(ir_graph *g, ir_value *v, const char *name);
+/* The default pipeline's passes up to and including autodiff, less
+ * o->disabled: what is differentiated is the graph `tgc run` executes, fused
+ * ops included. Autodiff is never left out (disabled, it runs alone). */
+int pass_run_until_autodiff(ir_graph *g, const pass_options *o);
+typedef struct {
+  ir_value *const *outputs; /* float values of g, of one dtype */
+  const double *weights;    /* NULL: one output; the loss is its sum (named sum_of). Else the loss is
+                             * sum_k weights[k] * sum(outputs[k]) */
+  int n_outputs;
+  ir_value *const *wrt;     /* inputs and parameters of g */
+  int n_wrt;
+} pass_grad_request;
+/* Reverse mode: appends the gradients of r's loss with respect to r->wrt as
+ * outputs d_<name> after g's, then canonicalizes (always, with o's dump,
+ * verify and timing settings) and verifies. 0, or -1 after reporting
+ * through o->diag. */
+int pass_append_gradients(ir_graph *g, const pass_grad_request *r, const pass_options *o);
+/* Forward mode: a tangent input t_<name> for each wrt[k] (tangent_inputs[k]),
+ * and the derivative of every float output of g along them as outputs
+ * t_<output> after g's, in order; then as pass_append_gradients. */
+int pass_append_tangents(ir_graph *g, ir_value *const *wrt, int n, ir_value **tangent_inputs, const pass_options *o);
+/* gradcheck's graphs: the model in f64 (pass_retyped_copy); its loss is its
+ * first output (summed when it is not a scalar: loss_summed). `loss` has the
+ * model's inputs and parameters and one output, loss. `deriv` has the same
+ * inputs and parameters, then one tangent input per checked value, and the
+ * outputs loss, jvp (the derivative of the loss along the tangents) and the
+ * gradient of each checked value. The checked values are every float input
+ * and parameter, in order: leaf[k] is the index of value k among the
+ * model's inputs followed by its parameters; tangent_input[k] and
+ * grad_output[k] its tangent input and gradient output in deriv. 0, or -1
+ * after reporting through d (a first output that is not floating-point, no
+ * float value to check, a node that does not type-check in f64). */
+typedef struct {
+  ir_graph *loss, *deriv; /* owned */
+  bool loss_summed;
+  int n_checked;
+  int *leaf, *tangent_input, *grad_output;
+} pass_gradcheck;
+int pass_build_gradcheck(const ir_graph *model, pass_gradcheck *c, ir_diag *d);
+void pass_gradcheck_free(pass_gradcheck *c);
+
 /* ---- analyses (memplan.c, cost.c) ----
  * The arena a backend allocates to run g: pass_memplan(g, NULL)->arena_bytes. */
 size_t pass_predict_peak_bytes(const ir_graph *g);
@@ -94,15 +139,7 @@ typedef struct {
 void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
 
 /* ---- optimizer (optimizer.c) ----
- * Training as IR. pass_build_training turns a model graph into its training
- * graph in place: it takes the loss (the output named "loss", else the first
- * output; a float scalar), appends a GRAD node of it with respect to every
- * parameter, makes the outputs `loss`, `logits` (when the model has an output
- * of that name) and `d_<param>` for every parameter (in g->params order), and
- * runs the default pipeline (autodiff, canonicalize, checkpoint with
- * o->checkpoint). Returns 0, or -1 after reporting through o->diag.
- *
- * pass_build_update builds a separate UPDATE graph for the parameters of
+ * Training as IR. pass_build_update builds a separate UPDATE graph for the parameters of
  * `model` (same names, types and order in its g->params):
  *   inputs:  P gradients d_<p>; then the optimizer state, per parameter in
  *            order (momentum: mom.<p>; adam/adamw: m.<p>, v.<p>); then `lr`
@@ -129,8 +166,10 @@ pass_optimizer pass_optimizer_defaults(pass_optimizer_kind kind);
 const char *pass_optimizer_name(pass_optimizer_kind kind);    /* "sgd" "momentum" "adam" "adamw" */
 int pass_optimizer_from_name(const char *name);                /* -1 if unknown */
 int pass_optimizer_state_count(pass_optimizer_kind kind);      /* state tensors per parameter: 0, 1 or 2 */
-int pass_build_training(ir_graph *g, const pass_options *o);
 ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir_diag *d);
+/* The FLOPs of one optimizer step of model's parameters (the cost model's
+ * count of its update graph, every phase). 0, or -1 after reporting. */
+int pass_update_flops(const ir_graph *model, pass_optimizer_kind kind, double *flops, ir_diag *d);
 /* pass_build_update plus what a training program needs (training.c):
  * gradients divided by micro_batches first (when > 1); inputs loss_sum
  * (when loss) and correct_sum (when accuracy) after step; outputs after the
@@ -321,6 +360,46 @@ typedef struct {
 } pass_mem_report;
 int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r); /* 0, or -1 out of memory */
 
+/* ---- the training graph analyses read (training.c) ----
+ * pass_build_training_graph turns model g into its training graph in place,
+ * as `tgc stats` and `tgc plan` cost it:
+ *  - the gradients: as `tgc train` takes them, the loss is the output named
+ *    "loss", else the first (a float scalar), differentiated by a GRAD node
+ *    with respect to every parameter, and the outputs become loss, logits
+ *    (when the model has it) and d_<param> in g->params order. any_model
+ *    (stats: any model is costed) relaxes that: a loss that is not a scalar
+ *    is summed (stats_loss), a model without parameters is differentiated by
+ *    its float inputs, the gradients d_<name> follow the model's outputs, and
+ *    a model that asks for gradients itself (a grad node) or is a training
+ *    graph already (an .ir file with grad values) gets no more;
+ *  - the default pipeline (less o->passes->disabled) in two parts: the
+ *    passes before checkpoint; then, with dtype >= 0, every float value is
+ *    retyped to dtype (pass_retype_floats: costing only); with measure the
+ *    memory plan is measured (mem_none) and, when fuse-attention fused
+ *    something, that of the same graph without it (mem_unfused); then the
+ *    rest, with o->passes->checkpoint.
+ * 0, or -1 after reporting through o->passes->diag. info's loss_name is
+ * malloc'd (pass_train_graph_info_free).
+ * pass_build_training(g, o) is the plain form: as `tgc train`, model dtype. */
+typedef struct {
+  const pass_options *passes; /* diag, dumps, verify, timing, checkpoint policy, disabled passes, zero */
+  bool any_model;
+  int dtype;                  /* -1: the model's own; else an ir_dtype */
+  bool measure;
+} pass_train_graph_options;
+typedef struct {
+  char *loss_name;            /* the output differentiated; NULL for a training graph already */
+  bool loss_summed;           /* not a scalar: its sum is differentiated */
+  int n_wrt;                  /* values differentiated by (-1: a training graph already) */
+  bool wrt_inputs;            /* no parameters: the float inputs */
+  pass_mem_report mem_none;   /* with measure: before checkpointing */
+  pass_mem_report mem_unfused; /* with measure and have_unfused: before checkpointing, without fuse-attention */
+  bool have_unfused;
+} pass_train_graph_info;
+int pass_build_training_graph(ir_graph *g, const pass_train_graph_options *o, pass_train_graph_info *info);
+void pass_train_graph_info_free(pass_train_graph_info *info);
+int pass_build_training(ir_graph *g, const pass_options *o);
+
 /* Checkpoint pass (checkpoint.c): see the top of checkpoint.c for the
  * policies. Recompute clones have role recompute (phase recompute), so the
  * recompute FLOPs of a graph are pass_graph_cost_of(g).flops[PASS_PHASE_RECOMPUTE];
@@ -401,6 +480,43 @@ pass_train_memory pass_training_memory(double n, size_t elem_bytes, int opt_stat
  * 6 * n * tokens / (step_seconds * peak); 0 when undefined. */
 double pass_mfu(double n, double tokens, double step_seconds, double peak);
 
+/* ---- step_report.c: what one training step costs, as `tgc stats` reports it ----
+ * The group of every parameter of g (the rules at the top of step_report.c)
+ * into groups[i] for g->params[i]. */
+typedef enum {
+  PASS_GROUP_EMBEDDINGS, PASS_GROUP_ATTENTION, PASS_GROUP_MLP, PASS_GROUP_NORMS, PASS_GROUP_OTHER, PASS_GROUP_COUNT
+} pass_param_group;
+const char *pass_param_group_name(pass_param_group g); /* "embeddings" "attention" "mlp" "norms" "other" */
+void pass_param_groups(const ir_graph *g, pass_param_group *groups);
+/* The roofline of every live node of g, by node and by op kind; with a
+ * target the time of each phase (the optimizer's: its update as one fused
+ * pass over parameters, gradients and state), of the step, and its MFU. */
+typedef struct {
+  const pass_target *target;  /* NULL: FLOPs and bytes only */
+  size_t elem_bytes;          /* the target's peak for elements of this size */
+  double optimizer_flops;     /* the update's (pass_update_flops) */
+  pass_train_memory memory;   /* what the update reads and writes */
+  double params, tokens;      /* for MFU: parameter elements, tokens per step (0: unknown) */
+} pass_step_costing;
+typedef struct {
+  const ir_node *n;
+  double flops, bytes, time;
+  bool compute_bound;
+} pass_roofline_row;
+typedef struct {
+  double flops, bytes, time;
+  int nodes, compute_nodes;
+} pass_roofline_kind;
+typedef struct {
+  pass_roofline_row *rows;    /* every live node, in order (pass_roofline_free) */
+  int n_rows;
+  pass_roofline_kind kinds[IR_NUM_OPS];
+  double peak;                /* FLOP/s; 0 without a target */
+  double phase_time[PASS_NUM_PHASES], step_time, mfu;
+} pass_roofline;
+void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofline *r);
+void pass_roofline_free(pass_roofline *r);
+
 
 /* ===================================================================== */
 /* the planner (retype.c, keyvalue.c, cluster.c + clusters.def, plan*.c) */
@@ -410,6 +526,11 @@ double pass_mfu(double n, double tokens, double step_seconds, double peak);
  * Every float value of g (and every cast to a float dtype) becomes dt: the
  * graph as if written in dt, for costing and measuring only (never run). */
 void pass_retype_floats(ir_graph *g, ir_dtype dt);
+/* A copy of g with every float dtype dt (values, cast targets, the given
+ * types of constants), every result type inferred again; names, roles,
+ * locations and layers kept. NULL after reporting "converting to DT: ..."
+ * at a node that does not type-check in dt. */
+ir_graph *pass_retyped_copy(const ir_graph *g, ir_dtype dt, ir_diag *d);
 
 /* ---- keyvalue.c: `key = value` files (target and cluster files) ----
  * pass_kv_read reads every line of text, checks the key against spec->keys,

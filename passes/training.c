@@ -2,8 +2,10 @@
  * backward of one micro-batch, its sums) and the update graph (the
  * optimizer, the logged scalars), bound by role (pass.h: pass_training).
  *
- * pass_build_training is the bare form (the model's gradients as outputs,
- * for `tgc stats` and the tests); pass_build_train the whole program.
+ * pass_build_training_graph is the graph analyses read (`tgc stats` and
+ * `tgc plan` cost it; pass_build_training is its bare form for the tests);
+ * pass_build_train the whole program `tgc train` runs. Both take the loss
+ * and add the gradients the same way (pick_loss, add_grad).
  *
  * The step graph is the model with, before the default pipeline runs:
  *  - token accuracy (when the model outputs "logits" and targets are
@@ -64,13 +66,7 @@ static ir_value *accuracy_nodes(ir_graph *g, int targets_input, int64_t *positio
   ir_value *pair[2] = {am, targets};
   ir_value *hit = ir_graph_build1(g, IR_OP_EQ, pair, 2, NULL, 0, NULL, at);
   ir_attr to = ir_attr_dtype("to", IR_DT_F64);
-  ir_value *c = ir_graph_build1(g, IR_OP_CAST, &hit, 1, &to, 1, NULL, at);
-  if (c->type.rank > 0) {
-    int64_t axes[IR_MAX_RANK];
-    for (int k = 0; k < c->type.rank; k++) axes[k] = k;
-    ir_attr ra[2] = {ir_attr_ints("axes", axes, c->type.rank), ir_attr_int("keepdims", 0)};
-    c = ir_graph_build1(g, IR_OP_REDUCE_SUM, &c, 1, ra, 2, "correct", at);
-  }
+  ir_value *c = pass_sum_all(g, ir_graph_build1(g, IR_OP_CAST, &hit, 1, &to, 1, NULL, at), "correct");
   *positions = ir_type_numel(tt);
   return c;
 }
@@ -97,15 +93,15 @@ static ir_value *pick_loss(ir_graph *g, ir_diag *d) {
   return loss;
 }
 
-/* GRAD(loss, params...) with results d_<param> (role grad), or NULL. */
-static ir_node *add_grad(ir_graph *g, ir_value *loss, ir_diag *d) {
-  int np = g->n_params;
+/* GRAD(loss, wrt...) with results d_<name> (role grad), or NULL. wrt
+ * NULL: every parameter. */
+static ir_node *add_grad_of(ir_graph *g, ir_value *loss, ir_value *const *wrt, int np, ir_diag *d) {
   ir_value **in = malloc(sizeof *in * (size_t)(np + 1));
   ir_type *types = malloc(sizeof *types * (size_t)(np + 1)), *out_types = malloc(sizeof *out_types * (size_t)(np + 1));
   const char **names = malloc(sizeof *names * (size_t)(np + 1));
   if (!in || !types || !out_types || !names) abort();
   in[0] = loss;
-  for (int i = 0; i < np; i++) in[i + 1] = g->params[i];
+  for (int i = 0; i < np; i++) in[i + 1] = wrt ? wrt[i] : g->params[i];
   for (int i = 0; i <= np; i++) types[i] = in[i]->type;
   char err[512];
   int n_out = 0;
@@ -115,7 +111,7 @@ static ir_node *add_grad(ir_graph *g, ir_value *loss, ir_diag *d) {
   } else {
     for (int i = 0; i < np; i++) {
       char nm[600];
-      snprintf(nm, sizeof nm, "d_%s", g->params[i]->name);
+      snprintf(nm, sizeof nm, "d_%s", in[i + 1]->name);
       names[i] = ir_arena_strdup(g->arena, nm);
     }
     gn = ir_graph_add_node(g, IR_OP_GRAD, in, np + 1, out_types, n_out, NULL, 0, names, loss->loc);
@@ -125,20 +121,136 @@ static ir_node *add_grad(ir_graph *g, ir_value *loss, ir_diag *d) {
   return gn;
 }
 
-int pass_build_training(ir_graph *g, const pass_options *o) {
-  ir_value *loss = pick_loss(g, o->diag);
+static ir_node *add_grad(ir_graph *g, ir_value *loss, ir_diag *d) { return add_grad_of(g, loss, NULL, g->n_params, d); }
+
+/* The training graph as `tgc train` trains it: a float scalar loss (the
+ * output named "loss", else the first), a GRAD node with respect to every
+ * parameter; outputs loss, logits (if any), d_<param>... */
+static int add_training_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *d) {
+  ir_value *loss = pick_loss(g, d);
   if (!loss) return -1;
   int gi = find_output(g, "logits"), li = find_output(g, "loss");
   ir_value *logits = gi >= 0 ? g->outputs[gi].value : NULL;
   const char *loss_name = li >= 0 ? "loss" : g->outputs[0].name;
-  ir_node *gn = add_grad(g, loss, o->diag);
+  ir_node *gn = add_grad(g, loss, d);
   if (!gn) return -1;
-  /* outputs: loss, logits?, d_<param>... */
   g->n_outputs = 0;
   ir_graph_add_output(g, loss_name ? loss_name : "loss", loss);
   if (logits) ir_graph_add_output(g, "logits", logits);
   for (int i = 0; i < gn->n_out; i++) ir_graph_add_output(g, gn->out[i]->name, gn->out[i]);
-  return pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, o);
+  info->loss_name = strdup(loss_name ? loss_name : "loss");
+  info->n_wrt = gn->n_out;
+  return 0;
+}
+
+/* The training graph of any model, for analysis (`tgc stats`): see pass.h. */
+static int add_any_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->op == IR_OP_GRAD) { /* the model asks for its own gradients */
+      info->n_wrt = n->n_in - 1;
+      info->loss_name = strdup(n->in[0]->name);
+      return 0;
+    }
+    for (int j = 0; j < n->n_out; j++)
+      if (n->out[j]->role == IR_ROLE_GRAD) { /* already a training graph (.ir) */
+        info->n_wrt = -1;
+        return 0;
+      }
+  }
+  if (g->n_outputs == 0) {
+    ir_error_plain(d, "%s has no outputs: nothing to differentiate", g->source_file ? g->source_file : g->name);
+    return -1;
+  }
+  int k = find_output(g, "loss");
+  if (k < 0) k = 0;
+  ir_value *loss = g->outputs[k].value;
+  info->loss_name = strdup(g->outputs[k].name);
+  if (!ir_dtype_is_float(loss->type.dtype)) {
+    char tb[128];
+    ir_error_plain(d, "output '%s' is %s: tgc stats differentiates a floating-point output", info->loss_name,
+                   ir_type_str(&loss->type, tb, sizeof tb));
+    return -1;
+  }
+  if (loss->type.rank > 0) {
+    loss = pass_sum_all(g, loss, "stats_loss");
+    info->loss_summed = true;
+  }
+  int n = g->n_params;
+  ir_value **wrt = malloc(sizeof *wrt * (size_t)(g->n_params + g->n_inputs + 1));
+  if (!wrt) abort();
+  for (int i = 0; i < n; i++) wrt[i] = g->params[i];
+  if (n == 0) {
+    info->wrt_inputs = true;
+    for (int i = 0; i < g->n_inputs; i++)
+      if (ir_dtype_is_float(g->inputs[i]->type.dtype)) wrt[n++] = g->inputs[i];
+  }
+  info->n_wrt = n;
+  ir_node *gn = n > 0 ? add_grad_of(g, loss, wrt, n, d) : NULL;
+  for (int i = 0; gn && i < gn->n_out; i++) ir_graph_add_output(g, gn->out[i]->name, gn->out[i]);
+  free(wrt);
+  return n > 0 && !gn ? -1 : 0;
+}
+
+/* The index of pass p in the default pipeline. */
+static int default_index(pass_id p) {
+  for (int i = 0; i < pass_default_pipeline_len; i++)
+    if (pass_default_pipeline[i] == p) return i;
+  return pass_default_pipeline_len;
+}
+
+/* The memory plan of the graph printed as before, after the passes before
+ * checkpoint less fuse-attention (what fusing attention saves). */
+static bool measure_unfused(const ir_graph *g, const char *before, const pass_train_graph_options *o,
+                            pass_mem_report *r) {
+  bool disabled[PASS_COUNT] = {false};
+  for (int p = 0; o->passes->disabled && p < PASS_COUNT; p++) disabled[p] = o->passes->disabled[p];
+  disabled[PASS_FUSE_ATTENTION] = true;
+  ir_diag *d = ir_diag_new(stderr); /* its own: the text parsed here is no file a message may quote */
+  ir_graph *u = ir_parse(g->source_file ? g->source_file : "<training graph>", before, strlen(before), d);
+  pass_options uo = {.diag = d, .disabled = disabled};
+  bool ok = u && pass_run_pipeline(u, pass_default_pipeline, default_index(PASS_CHECKPOINT), &uo) == 0;
+  if (ok && o->dtype >= 0) pass_retype_floats(u, (ir_dtype)o->dtype);
+  ok = ok && pass_memplan_analyze(u, r) == 0;
+  ir_graph_free(u);
+  ir_diag_free(d);
+  return ok;
+}
+
+int pass_build_training_graph(ir_graph *g, const pass_train_graph_options *o, pass_train_graph_info *info) {
+  const pass_options *po = o->passes;
+  ir_diag *d = po->diag;
+  memset(info, 0, sizeof *info);
+  if ((o->any_model ? add_any_grad : add_training_grad)(g, info, d) != 0) return -1;
+  if (ir_verify(g, d) != 0) return -1;
+  /* the passes before checkpoint; the dtype; what the plan holds without
+   * checkpointing (and without fused attention); then the rest */
+  int split = default_index(PASS_CHECKPOINT);
+  char *before = o->measure ? ir_print_to_string(g) : NULL;
+  pass_options first = *po;
+  first.checkpoint = NULL;
+  int rc = pass_run_pipeline(g, pass_default_pipeline, split, &first);
+  if (rc == 0 && o->dtype >= 0) pass_retype_floats(g, (ir_dtype)o->dtype);
+  if (rc == 0 && o->measure && pass_memplan_analyze(g, &info->mem_none) != 0) rc = -1;
+  bool fused = false;
+  for (int i = 0; rc == 0 && o->measure && i < g->n_nodes; i++) fused |= g->nodes[i]->op == IR_OP_ATTENTION;
+  if (fused) info->have_unfused = measure_unfused(g, before, o, &info->mem_unfused);
+  free(before);
+  if (rc == 0) rc = pass_run_pipeline(g, pass_default_pipeline + split, pass_default_pipeline_len - split, po);
+  return rc;
+}
+
+void pass_train_graph_info_free(pass_train_graph_info *info) {
+  free(info->loss_name);
+  info->loss_name = NULL;
+}
+
+int pass_build_training(ir_graph *g, const pass_options *o) {
+  pass_train_graph_options to = {.passes = o, .dtype = -1};
+  pass_train_graph_info info;
+  int rc = pass_build_training_graph(g, &to, &info);
+  pass_train_graph_info_free(&info);
+  return rc;
 }
 
 static ir_value *add2(ir_graph *g, ir_value *a, ir_value *b, const char *name, ir_loc at) {

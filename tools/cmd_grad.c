@@ -2,17 +2,20 @@
  * forward mode, computed by the compiler's own autodiff and run on the CPU)
  * and `tgc gradcheck` (both modes against central finite differences in f64).
  *
- * grad: the model is loaded, its grad requests are expanded (autodiff pass),
- * then pass_vjp (reverse) or pass_jvp (forward) appends the derivative graph
- * and new outputs, canonicalize tidies it, and the CPU backend runs it once.
+ * grad: the model is loaded, the pipeline runs through autodiff (its own grad
+ * requests expanded), then pass_append_gradients (reverse) or
+ * pass_append_tangents (forward) appends the derivative graph and its
+ * outputs, and the backend runs it once. This file chooses what is
+ * differentiated (--wrt, --of, --seed-output, --tangent), binds and prints.
  * Inputs are bound as in `tgc run` (bind.c); forward-mode tangents become
  * extra inputs t_<name> bound the same way.
  *
- * gradcheck: the graph is retyped to f64 (every float dtype, cast targets and
- * constants), the loss is the first output (its sum if it is not a scalar).
- * One graph computes loss, every gradient (reverse) and the directional
- * derivative along tangent inputs (forward); a second computes the loss
- * alone for the finite differences (x ± h v, h = eps * max(1, |x|), |x| the
+ * gradcheck: the graphs are built by pass_build_gradcheck: the model in f64
+ * (every float dtype, cast targets and constants), the loss its first output
+ * (its sum if it is not a scalar); one graph computes loss, every gradient
+ * (reverse) and the directional derivative along tangent inputs (forward),
+ * a second the loss alone for the finite differences, which this file runs
+ * (x ± h v, h = eps * max(1, |x|), |x| the
  * element's magnitude, or the 2-norm of x for a random unit direction; also
  * with h/2 and a 4-point stencil with step 100 h, keeping the estimate
  * closest to the derivatives: a step across a ReLU kink is no derivative).
@@ -86,95 +89,7 @@ static bool wants_help(int argc, char **argv) {
   return false;
 }
 
-/* ---- graph helpers ---- */
-
-/* Largest value id + 1. */
-static int id_bound(const ir_graph *g) {
-  int m = g->n_values;
-  for (int i = 0; i < g->n_values; i++)
-    if (g->values[i]->id >= m) m = g->values[i]->id + 1;
-  return m;
-}
-
-static ir_type to_f64(ir_type t) {
-  if (ir_dtype_is_float(t.dtype)) t.dtype = IR_DT_F64;
-  return t;
-}
-
-/* A copy of g with every float dtype made f64: values, cast targets and the
- * given types of constants; names, roles, locations and layers are kept.
- * NULL after reporting if a node no longer type-checks. */
-static ir_graph *retype_f64(const ir_graph *g, ir_diag *d) {
-  ir_graph *h = ir_graph_new(g->name, g->source_file);
-  int nv = id_bound(g);
-  ir_value **map = calloc((size_t)nv, sizeof *map);
-  if (!map) abort();
-  for (int i = 0; i < g->n_inputs; i++) {
-    const ir_value *v = g->inputs[i];
-    map[v->id] = ir_graph_add_input(h, v->name, to_f64(v->type), v->loc);
-  }
-  for (int i = 0; i < g->n_params; i++) {
-    const ir_value *v = g->params[i];
-    map[v->id] = ir_graph_add_param(h, v->name, to_f64(v->type), v->init, v->loc);
-  }
-  int ok = 1;
-  for (int k = 0; k < g->n_nodes && ok; k++) {
-    const ir_node *n = g->nodes[k];
-    if (n->dead) continue;
-    int n_out = n->n_out > 0 ? n->n_out : 1;
-    ir_value **in = calloc((size_t)(n->n_in > 0 ? n->n_in : 1), sizeof *in);
-    ir_type *tin = calloc((size_t)(n->n_in > 0 ? n->n_in : 1), sizeof *tin);
-    ir_type *tout = calloc((size_t)n_out + IR_FUSED_MAX_RESULTS, sizeof *tout);
-    ir_attr *attrs = calloc((size_t)(n->n_attrs > 0 ? n->n_attrs : 1), sizeof *attrs);
-    const char **names = calloc((size_t)n_out, sizeof *names);
-    if (!in || !tin || !tout || !attrs || !names) abort();
-    for (int i = 0; i < n->n_in; i++) {
-      in[i] = map[n->in[i]->id];
-      tin[i] = in[i]->type;
-    }
-    for (int i = 0; i < n->n_attrs; i++) {
-      attrs[i] = n->attrs[i];
-      if (n->op == IR_OP_CAST && attrs[i].kind == IR_ATTR_DTYPE && ir_dtype_is_float((ir_dtype)attrs[i].i))
-        attrs[i].i = IR_DT_F64;
-    }
-    for (int j = 0; j < n->n_out; j++) names[j] = n->out[j]->name;
-    if (ir_op_kind_of(n->op) == IR_OPK_NULLARY) tout[0] = to_f64(n->out[0]->type);
-    int got = 0;
-    char err[512];
-    if (ir_infer(n->op, tin, n->n_in, attrs, n->n_attrs, tout, &got, err, sizeof err) != 0 || got != n->n_out) {
-      ir_error(d, n->loc, "converting to f64: %s", err);
-      ok = 0;
-    } else {
-      ir_node *m = ir_graph_add_node(h, n->op, in, n->n_in, tout, got, attrs, n->n_attrs, names, n->loc);
-      m->layer = n->layer;
-      for (int j = 0; j < got; j++) {
-        m->out[j]->role = n->out[j]->role;
-        map[n->out[j]->id] = m->out[j];
-      }
-    }
-    free(in);
-    free(tin);
-    free(tout);
-    free(attrs);
-    free(names);
-  }
-  for (int i = 0; ok && i < g->n_outputs; i++) ir_graph_add_output(h, g->outputs[i].name, map[g->outputs[i].value->id]);
-  free(map);
-  if (!ok) {
-    ir_graph_free(h);
-    return NULL;
-  }
-  return h;
-}
-
-/* The sum of all elements of v (v itself if it is a scalar). */
-static ir_value *sum_all(ir_graph *g, ir_value *v, const char *name) {
-  if (v->type.rank == 0) return v;
-  int64_t axes[IR_MAX_RANK];
-  for (int i = 0; i < v->type.rank; i++) axes[i] = i;
-  ir_attr a[2] = {ir_attr_ints("axes", axes, v->type.rank), ir_attr_int("keepdims", 0)};
-  return ir_graph_build1(g, IR_OP_REDUCE_SUM, &v, 1, a, 2, name, v->loc);
-}
+/* ---- names given on the command line ---- */
 
 static const ir_output *find_output(const ir_graph *g, const char *name) {
   for (int i = 0; i < g->n_outputs; i++)
@@ -199,26 +114,12 @@ static ir_value *find_leaf(const ir_graph *g, const char *name, ir_diag *d) {
   return NULL;
 }
 
-static int run_pipeline(ir_graph *g, pass_id p, const tool_compile_opts *o, ir_diag *d) {
-  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes,
-                     .dump_after = o->after, .dump_out = stdout, .dump_format = o->format};
-  return pass_run_pipeline(g, &p, 1, &po);
+/* The pass settings of o: dumps to stdout, verification, timing, disabled passes. */
+static pass_options pass_settings(const tool_compile_opts *o, ir_diag *d) {
+  return (pass_options){.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes,
+                        .dump_after = o->after, .dump_out = stdout, .dump_format = o->format,
+                        .disabled = o->pass_disabled};
 }
-
-/* The pipeline's passes up to and including autodiff (fuse-attention first,
- * unless --disable-pass / --no-fuse), so that what is differentiated and
- * checked is the graph `tgc run` executes, fused ops included. */
-static int run_front_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d) {
-  pass_id pipe[2 * PASS_COUNT + 8];
-  int n = tool_pipeline(o, pipe), k = 0;
-  while (k < n && pipe[k] != PASS_AUTODIFF) k++;
-  if (k == n) return run_pipeline(g, PASS_AUTODIFF, o, d); /* autodiff is never optional */
-  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes,
-                     .dump_after = o->after, .dump_out = stdout, .dump_format = o->format};
-  return pass_run_pipeline(g, pipe, k + 1, &po);
-}
-
-/* Runs g; outputs[] receive new tensors (freed by the caller). */
 
 static void free_tensors(rt_tensor **t, int n) {
   for (int i = 0; t && i < n; i++) rt_tensor_free(t[i]);
@@ -330,7 +231,8 @@ int tool_cmd_grad(int argc, char **argv) {
   ir_graph *g = NULL;
   if (rc == 0) rc = tool_single_device("grad", &o, d);
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
-  if (rc == 0 && run_front_passes(g, &o, d) != 0) rc = 1;
+  pass_options po = pass_settings(&o, d);
+  if (rc == 0 && pass_run_until_autodiff(g, &po) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
   ir_value **wrt = calloc((size_t)n_wrt + 1, sizeof *wrt);
   if (!wrt) abort();
@@ -348,113 +250,69 @@ int tool_cmd_grad(int argc, char **argv) {
   int first_deriv = n_fwd_outputs, n_deriv = 0;
   const char **deriv_keys = calloc((size_t)(n_fwd_outputs + n_wrt + 1), sizeof *deriv_keys);
   ir_value **tan_inputs = calloc((size_t)n_wrt + 1, sizeof *tan_inputs);
-  if (!deriv_keys || !tan_inputs) abort();
+  ir_value **outs = calloc((size_t)n_seeds + 1, sizeof *outs);
+  double *weights = calloc((size_t)n_seeds + 1, sizeof *weights);
+  if (!deriv_keys || !tan_inputs || !outs || !weights) abort();
   if (rc == 0 && !forward) {
-    ir_value *loss = NULL;
-    ir_loc nowhere = {0};
-    if (n_seeds) { /* loss = sum_k V_k * sum(out_k) */
-      for (int s = 0; rc == 0 && s < n_seeds; s++) {
-        const ir_output *out = find_output(g, seeds[s].name);
-        char *end;
-        errno = 0;
-        double w = strtod(seeds[s].value, &end);
-        if (!out || !ir_dtype_is_float(out->value->type.dtype)) {
-          ir_error_plain(d, "--seed-output %s: the model has no float output of that name", seeds[s].name);
-          rc = 1;
-        } else if (*end || errno || !isfinite(w)) {
-          ir_error_plain(d, "--seed-output %s=%s: expected a number", seeds[s].name, seeds[s].value);
-          rc = 1;
-        } else {
-          ir_value *v = sum_all(g, out->value, NULL);
-          ir_attr a = ir_attr_float("value", w);
-          ir_type st = {.dtype = v->type.dtype, .rank = 0};
-          char err[256];
-          ir_node *cw = ir_graph_build(g, IR_OP_CONST, NULL, 0, &a, 1, &st, NULL, nowhere, err, sizeof err);
-          ir_value *in[2] = {cw->out[0], v};
-          ir_value *term = ir_graph_build1(g, IR_OP_MUL, in, 2, NULL, 0, NULL, nowhere);
-          if (loss && loss->type.dtype != term->type.dtype) {
-            ir_error_plain(d, "--seed-output: the seeded outputs must have one dtype");
-            rc = 1;
-          } else if (loss) {
-            ir_value *in2[2] = {loss, term};
-            loss = ir_graph_build1(g, IR_OP_ADD, in2, 2, NULL, 0, NULL, nowhere);
-          } else {
-            loss = term;
-          }
-        }
-      }
-      of_label = "seeded outputs";
-    } else {
-      const ir_output *out = NULL;
-      if (of && !(out = find_output(g, of))) {
-        ir_error_plain(d, "--of %s: the model has no output of that name", of);
+    /* the loss: sum_k V_k * sum(out_k) for --seed-output, else the sum of one output */
+    for (int s = 0; rc == 0 && s < n_seeds; s++) {
+      const ir_output *out = find_output(g, seeds[s].name);
+      char *end;
+      errno = 0;
+      weights[s] = strtod(seeds[s].value, &end);
+      if (!out || !ir_dtype_is_float(out->value->type.dtype)) {
+        ir_error_plain(d, "--seed-output %s: the model has no float output of that name", seeds[s].name);
+        rc = 1;
+      } else if (*end || errno || !isfinite(weights[s])) {
+        ir_error_plain(d, "--seed-output %s=%s: expected a number", seeds[s].name, seeds[s].value);
+        rc = 1;
+      } else if (s > 0 && out->value->type.dtype != outs[0]->type.dtype) {
+        ir_error_plain(d, "--seed-output: the seeded outputs must have one dtype");
         rc = 1;
       }
-      for (int i = 0; rc == 0 && !out && i < g->n_outputs; i++)
-        if (ir_dtype_is_float(g->outputs[i].value->type.dtype)) out = &g->outputs[i];
-      if (rc == 0 && (!out || !ir_dtype_is_float(out->value->type.dtype))) {
-        ir_error_plain(d, "grad: %s", out ? "--of names an output that is not floating-point" : "the model has no floating-point output");
-        rc = 1;
-      }
-      if (rc == 0) {
-        of_label = out->name;
-        loss = sum_all(g, out->value, "sum_of");
-        if (out->value->type.rank > 0 && !json)
-          fprintf(stderr, "tgc: note: output '%s' is not a scalar; differentiating the sum of its elements\n",
-                  out->name);
-      }
+      if (out) outs[s] = out->value;
     }
-    ir_value **grads = calloc((size_t)n_wrt + 1, sizeof *grads);
-    if (!grads) abort();
-    if (rc == 0 && pass_vjp(g, loss, wrt, n_wrt, grads, d) != 0) rc = 1;
-    for (int k = 0; rc == 0 && k < n_wrt; k++) {
-      char name[300];
-      snprintf(name, sizeof name, "d_%s", wrt[k]->name);
-      ir_graph_add_output(g, name, grads[k]);
-      deriv_keys[n_deriv++] = wrt[k]->name;
+    if (n_seeds) of_label = "seeded outputs";
+    const ir_output *out = NULL;
+    if (!n_seeds && of && !(out = find_output(g, of))) {
+      ir_error_plain(d, "--of %s: the model has no output of that name", of);
+      rc = 1;
     }
-    free(grads);
+    for (int i = 0; rc == 0 && !n_seeds && !out && i < g->n_outputs; i++)
+      if (ir_dtype_is_float(g->outputs[i].value->type.dtype)) out = &g->outputs[i];
+    if (rc == 0 && !n_seeds && (!out || !ir_dtype_is_float(out->value->type.dtype))) {
+      ir_error_plain(d, "grad: %s", out ? "--of names an output that is not floating-point" : "the model has no floating-point output");
+      rc = 1;
+    }
+    if (rc == 0 && !n_seeds) {
+      of_label = out->name;
+      outs[0] = out->value;
+      if (out->value->type.rank > 0 && !json)
+        fprintf(stderr, "tgc: note: output '%s' is not a scalar; differentiating the sum of its elements\n",
+                out->name);
+    }
+    pass_grad_request req = {outs, n_seeds ? weights : NULL, n_seeds ? n_seeds : 1, wrt, n_wrt};
+    if (rc == 0 && pass_append_gradients(g, &req, &po) != 0) rc = 1;
+    for (int k = 0; rc == 0 && k < n_wrt; k++) deriv_keys[n_deriv++] = wrt[k]->name;
   } else if (rc == 0) {
-    /* tangent inputs: the --tangent ones, else 1 on the first wrt */
-    ir_value **twrt = calloc((size_t)n_wrt + 1, sizeof *twrt);
-    ir_value **outs_of = calloc((size_t)g->n_outputs + 1, sizeof *outs_of);
-    ir_value **touts = calloc((size_t)g->n_outputs + 1, sizeof *touts);
-    if (!twrt || !outs_of || !touts) abort();
+    /* tangents on the --tangent names, else 1 on the first --wrt name */
     int n_t = 0;
+    const char **tspec = calloc((size_t)n_wrt + 1, sizeof *tspec);
+    if (!tspec) abort();
     for (int k = 0; k < n_wrt; k++) {
       const char *spec = NULL;
       for (int t = 0; t < n_tangs; t++)
         if (strcmp(tangs[t].name, wrt_names[k]) == 0) spec = tangs[t].value;
       if (!spec && !(n_tangs == 0 && k == 0)) continue;
-      char name[300];
-      snprintf(name, sizeof name, "t_%s", wrt[k]->name);
-      twrt[n_t] = wrt[k];
-      tan_inputs[n_t] = ir_graph_add_input(g, name, wrt[k]->type, wrt[k]->loc);
-      specs[n_specs++] = (tool_input_spec){tan_inputs[n_t]->name, spec ? spec : "1"};
-      n_t++;
+      tspec[n_t] = spec ? spec : "1";
+      wrt[n_t++] = wrt[k]; /* the "wrt" report lists the seeded values only */
     }
-    int n_of = 0;
-    for (int i = 0; i < n_fwd_outputs; i++)
-      if (ir_dtype_is_float(g->outputs[i].value->type.dtype)) outs_of[n_of++] = g->outputs[i].value;
-    if (pass_jvp(g, twrt, tan_inputs, n_t, outs_of, n_of, touts, d) != 0) rc = 1;
-    for (int i = 0, j = 0; rc == 0 && i < n_fwd_outputs; i++) {
-      if (!ir_dtype_is_float(g->outputs[i].value->type.dtype)) continue;
-      char name[300];
-      snprintf(name, sizeof name, "t_%s", g->outputs[i].name);
-      deriv_keys[n_deriv++] = g->outputs[i].name;
-      ir_graph_add_output(g, name, touts[j++]);
-    }
-    /* the "wrt" report lists the seeded values only */
-    for (int k = 0; k < n_t; k++) wrt[k] = twrt[k];
     n_wrt = n_t;
-    free(twrt);
-    free(outs_of);
-    free(touts);
-  }
-  if (rc == 0 && run_pipeline(g, PASS_CANONICALIZE, &o, d) != 0) rc = 1;
-  if (rc == 0 && ir_verify(g, d) != 0) {
-    ir_error_plain(d, "internal error: the derivative graph does not verify");
-    rc = 1;
+    if (pass_append_tangents(g, wrt, n_wrt, tan_inputs, &po) != 0) rc = 1;
+    for (int k = 0; rc == 0 && k < n_wrt; k++) specs[n_specs++] = (tool_input_spec){tan_inputs[k]->name, tspec[k]};
+    for (int i = 0; rc == 0 && i < n_fwd_outputs; i++)
+      if (ir_dtype_is_float(g->outputs[i].value->type.dtype)) deriv_keys[n_deriv++] = g->outputs[i].name;
+    free(tspec);
   }
   if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
   tool_slots slots = {0};
@@ -500,6 +358,8 @@ int tool_cmd_grad(int argc, char **argv) {
   tool_free_slots(g, &slots);
   free(deriv_keys);
   free(tan_inputs);
+  free(outs);
+  free(weights);
   free(wrt);
   ir_graph_free(g);
   free(text);
@@ -516,7 +376,6 @@ int tool_cmd_grad(int argc, char **argv) {
 
 typedef struct {
   const char *name;
-  ir_value *v;          /* in the checked graph */
   rt_tensor *x;         /* its tensor (an input or parameter, f64) */
   rt_tensor *tangent;   /* the tangent input of the derivative graph */
   int grad_out;         /* output index of its gradient */
@@ -524,22 +383,6 @@ typedef struct {
   bool elements;
   double max_abs, max_fd, max_rel;
 } wrt_check;
-
-/* Builds the f64 loss graph (loss = first output or its sum). */
-static ir_graph *loss_graph(const ir_graph *g, ir_diag *d, ir_value **loss, bool *summed) {
-  ir_graph *h = retype_f64(g, d);
-  if (!h) return NULL;
-  if (h->n_outputs == 0 || !ir_dtype_is_float(h->outputs[0].value->type.dtype)) {
-    ir_error_plain(d, "gradcheck: the first output of the model must be floating-point");
-    ir_graph_free(h);
-    return NULL;
-  }
-  ir_value *y = h->outputs[0].value;
-  *summed = y->type.rank > 0;
-  *loss = sum_all(h, y, "gradcheck_loss");
-  h->n_outputs = 0; /* the loss (and derivatives) are the outputs now */
-  return h;
-}
 
 static int parse_positive(const char *flag, const char *val, double *out, ir_diag *d) {
   char *end;
@@ -586,57 +429,24 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   }
   if (rc == 0 && tool_need_file("gradcheck", &o, d) != 0) rc = 1;
   char *text = NULL;
-  ir_graph *g = NULL, *gl = NULL, *gd = NULL; /* model, loss only, loss + derivatives */
-  ir_value *loss_l = NULL, *loss_d = NULL;
-  bool summed = false;
+  ir_graph *g = NULL;
+  pass_gradcheck gc = {0};
   if (rc == 0) rc = tool_single_device("gradcheck", &o, d);
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
-  if (rc == 0 && run_front_passes(g, &o, d) != 0) rc = 1;
+  pass_options po = pass_settings(&o, d);
+  if (rc == 0 && pass_run_until_autodiff(g, &po) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
   if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
-  if (rc == 0 && (!(gl = loss_graph(g, d, &loss_l, &summed)) || !(gd = loss_graph(g, d, &loss_d, &summed)))) rc = 1;
-  /* the values checked: every float input and parameter */
-  int n_leaf = gd ? gd->n_inputs + gd->n_params : 0, n_w = 0;
-  int n_in0 = gd ? gd->n_inputs : 0;
-  wrt_check *w = calloc((size_t)n_leaf + 1, sizeof *w);
-  ir_value **wv = calloc((size_t)n_leaf + 1, sizeof *wv), **tv = calloc((size_t)n_leaf + 1, sizeof *tv);
-  ir_value **grads = calloc((size_t)n_leaf + 1, sizeof *grads);
-  if (!w || !wv || !tv || !grads) abort();
-  for (int i = 0; rc == 0 && i < n_leaf; i++) {
-    ir_value *v = i < n_in0 ? gd->inputs[i] : gd->params[i - n_in0];
-    if (!ir_dtype_is_float(v->type.dtype)) continue;
-    w[n_w].name = v->name;
-    w[n_w].v = v;
-    wv[n_w++] = v;
-  }
-  ir_value *jvp_out = NULL;
-  if (rc == 0 && n_w == 0) {
-    ir_error_plain(d, "gradcheck: the model has no floating-point input or parameter to check");
-    rc = 1;
-  }
-  if (rc == 0) {
-    ir_graph_add_output(gl, "loss", loss_l);
-    ir_graph_add_output(gd, "loss", loss_d);
-    if (pass_vjp(gd, loss_d, wv, n_w, grads, d) != 0) rc = 1;
-    for (int k = 0; rc == 0 && k < n_w; k++) {
-      char name[300];
-      snprintf(name, sizeof name, "t_%s", w[k].name);
-      tv[k] = ir_graph_add_input(gd, name, wv[k]->type, wv[k]->loc);
-    }
-    if (rc == 0 && pass_jvp(gd, wv, tv, n_w, &loss_d, 1, &jvp_out, d) != 0) rc = 1;
-    if (rc == 0) {
-      ir_graph_add_output(gd, "jvp", jvp_out);
-      for (int k = 0; k < n_w; k++) {
-        char name[300];
-        snprintf(name, sizeof name, "d_%s", w[k].name);
-        w[k].grad_out = gd->n_outputs;
-        ir_graph_add_output(gd, name, grads[k]);
-      }
-      if (ir_verify(gd, d) != 0) {
-        ir_error_plain(d, "internal error: the derivative graph does not verify");
-        rc = 1;
-      }
-    }
+  if (rc == 0 && pass_build_gradcheck(g, &gc, d) != 0) rc = 1;
+  ir_graph *gl = gc.loss, *gd = gc.deriv; /* the loss alone; the loss and its derivatives */
+  bool summed = gc.loss_summed;
+  int n_w = gc.n_checked;
+  wrt_check *w = calloc((size_t)n_w + 1, sizeof *w);
+  if (!w) abort();
+  for (int k = 0; k < n_w; k++) {
+    int leaf = gc.leaf[k];
+    w[k].name = leaf < gl->n_inputs ? gl->inputs[leaf]->name : gl->params[leaf - gl->n_inputs]->name;
+    w[k].grad_out = gc.grad_output[k];
   }
   /* tensors: the loss graph's inputs/params, shared with the derivative
    * graph, whose tangent inputs come after */
@@ -655,12 +465,9 @@ int tool_cmd_gradcheck(int argc, char **argv) {
     else if (!(in_d[i] = rt_tensor_new(&gd->inputs[i]->type))) rc = 1;
   }
   for (int k = 0; rc == 0 && k < n_w; k++) {
-    for (int i = 0; i < gd->n_inputs; i++) {
-      if (gd->inputs[i] == w[k].v) w[k].x = in_d[i];
-      if (gd->inputs[i] == tv[k]) w[k].tangent = in_d[i];
-    }
-    for (int i = 0; i < gd->n_params; i++)
-      if (gd->params[i] == w[k].v) w[k].x = par[i];
+    int leaf = gc.leaf[k];
+    w[k].x = leaf < gl->n_inputs ? in_d[leaf] : par[leaf - gl->n_inputs];
+    w[k].tangent = in_d[gc.tangent_input[k]];
   }
   /* the derivatives at x: loss and every gradient (zero tangents) */
   if (rc == 0 && tool_execute(&backend, gd, in_d, par, out_d, NULL, d) != 0) rc = 1;
@@ -797,11 +604,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   free(out_l);
   free(out_d);
   free(w);
-  free(wv);
-  free(tv);
-  free(grads);
-  ir_graph_free(gl);
-  ir_graph_free(gd);
+  pass_gradcheck_free(&gc);
   ir_graph_free(g);
   free(text);
   free(specs);

@@ -242,26 +242,23 @@ static ir_graph *compile_train(tool_compile_opts *o, int b_index, const char *b,
   if (!g) return NULL;
   pass_options po = {.diag = d, .verify_each = o->verify_each, .checkpoint = pass_plan_ckpt_policy(ck),
                      .disabled = o->pass_disabled};
-  if (pass_build_training(g, &po) != 0) {
+  pass_train_graph_options to = {.passes = &po, .dtype = dt};
+  pass_train_graph_info info;
+  int rc = pass_build_training_graph(g, &to, &info);
+  pass_train_graph_info_free(&info);
+  if (rc != 0) {
     ir_graph_free(g);
     return NULL;
   }
-  pass_retype_floats(g, dt);
   return g;
 }
 
 /* The optimizer update's FLOPs per parameter element (its update graph). */
 static int set_optimizer(const ir_graph *g, const plan_flags *f, pass_plan_model *m, ir_diag *d) {
-  pass_optimizer opt = pass_optimizer_defaults((pass_optimizer_kind)f->optimizer);
-  ir_graph *u = pass_build_update(g, &opt, d);
-  if (!u) return -1;
-  pass_graph_cost uc;
-  pass_graph_cost_of(u, &uc);
   double flops = 0, n = 0;
-  for (int p = 0; p < PASS_NUM_PHASES; p++) flops += uc.flops[p];
+  if (pass_update_flops(g, (pass_optimizer_kind)f->optimizer, &flops, d) != 0) return -1;
   for (int i = 0; i < g->n_params; i++) n += (double)ir_type_numel(&g->params[i]->type);
   pass_plan_model_set_optimizer(m, n > 0 ? flops / n : 0, pass_optimizer_state_count((pass_optimizer_kind)f->optimizer));
-  ir_graph_free(u);
   return 0;
 }
 
@@ -330,7 +327,7 @@ int tool_cmd_plan(int argc, char **argv) {
   }
   if (rc == 0 && tool_need_file("plan", &o, d) != 0) rc = 1;
   pass_cluster cluster;
-  char *cluster_text = NULL, *src = NULL;
+  char *cluster_text = NULL;
   if (rc == 0 && pick_cluster(&f, &cluster, &cluster_text, d) != 0) rc = 1;
   long gb = 0;
   if (rc == 0 && !f.global_batch) {
@@ -349,15 +346,11 @@ int tool_cmd_plan(int argc, char **argv) {
     rc = 1;
   }
   /* the config: B must be a constant the planner sets; --seq sets T */
-  cfg_set cfg = {0};
+  fe_config_set *cfg = NULL;
   if (rc == 0) {
-    size_t len;
-    ir_diag *quiet = ir_diag_new(stderr);
-    src = strstr(o.file, ".ir") && strlen(strstr(o.file, ".ir")) == 3 ? NULL : ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, quiet);
-    ir_diag_free(quiet);
-    if (src) stats_cfg_load(&o, src, len, &cfg);
-    if (!src || !cfg.config || !stats_cfg_find(&cfg, "B")) {
-      if (src && cfg.n_configs < 0) { /* it does not parse: let the frontend say why */
+    cfg = tool_configs(&o);
+    if (!cfg || !cfg->chosen || !fe_config_const(cfg->chosen, "B")) {
+      if (!cfg && !tool_is_ir_file(o.file)) { /* it does not read or parse: let the frontend say why */
         char *text = NULL;
         ir_graph *g = tool_load(&o, d, &text);
         ir_graph_free(g);
@@ -375,7 +368,7 @@ int tool_cmd_plan(int argc, char **argv) {
         rc = 1;
       }
   }
-  if (rc == 0 && f.seq && stats_set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  if (rc == 0 && f.seq && tool_set_constant(&o, cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
   pass_plan_model *m = NULL;
   int seq = 0;
   double t_compile = 0, c_compile = 0;
@@ -399,7 +392,7 @@ int tool_cmd_plan(int argc, char **argv) {
     rc = 1;
   }
   if (rc == 0) {
-    plan_report rep = {o.file, cfg.config, &cluster, m, &job, &found, (ir_dtype)f.dtype,
+    plan_report rep = {o.file, cfg->chosen->name, &cluster, m, &job, &found, (ir_dtype)f.dtype,
                        (pass_optimizer_kind)f.optimizer, t_compile, c_compile, 0, f.explain};
     rep.total_s = now_s(CLOCK_MONOTONIC) - t0;
     if (f.json) plan_print_json(stdout, &rep);
@@ -408,8 +401,7 @@ int tool_cmd_plan(int argc, char **argv) {
   }
   pass_plan_found_free(&found);
   pass_plan_model_free(m);
-  stats_cfg_free(&cfg);
-  free(src);
+  fe_config_set_free(cfg);
   free(cluster_text);
   ir_diag_free(d);
   return rc;

@@ -2,27 +2,22 @@
  * alone (nothing is allocated, so configs far too large to run — gpt3-175b —
  * are analysed in well under a second).
  *
- * It compiles the model, builds its training graph (the loss is the output
- * named `loss`, else the first output — summed to a scalar if it is not one;
- * a grad node with respect to every parameter, or every float input when the
- * model has no parameters, its results output as d_<name>), runs the pass
- * pipeline up to the checkpoint pass, measures memory, runs the checkpoint
- * pass with --checkpoint POLICY and measures again. With --dtype every
- * floating-point value of the compiled graph is retyped to that dtype before
- * measuring (the model may be written in f32; costs are then those of the
- * same graph held in bf16/fp16/fp32). Reported (help text below for the
- * definitions): parameters by group and the closed form 12 l h^2 + 2 v h;
- * FLOPs by phase and 6 N tokens; memory (parameters, gradients, optimizer
- * state, activations); the per-op roofline on a target (targets.def or
- * --target-file), predicted step time and MFU.
+ * This file parses the flags, picks the config constants and the target,
+ * and gathers what the layers compute into one report (stats.h) that
+ * stats_print.c prints as text or JSON: the training graph and the memory
+ * before and after checkpointing (pass_build_training_graph, any model: the
+ * loss is the output named `loss`, else the first, summed if it is not a
+ * scalar; gradients with respect to every parameter, or every float input
+ * when there is none; --dtype costs the same graph held in bf16/fp16/fp32),
+ * the FLOPs by phase (cost.c), the optimizer update (pass_update_flops),
+ * parameters by group and the per-op roofline, step time and MFU on a
+ * target (step_report.c, targets.def or --target-file). The help text below
+ * gives every definition.
  *
- * Config constants (B, T, nL, D, V, ...) are read from the chosen config's
- * source as fe_list_configs prints it, with -D overrides applied, evaluated
- * by a small integer-expression evaluator (numbers, earlier constants,
- * + - * / and parentheses); a constant it cannot evaluate counts as unknown.
- * Gather (stats_collect) and print (text / JSON) are separate.
+ * Config constants (B, T, nL, D, V, ...) are the chosen config's as the
+ * frontend evaluates them (fe_configs, -D overrides applied); one that is no
+ * positive integer counts as unknown.
  */
-#include <ctype.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -88,360 +83,31 @@ static const char *const stats_help =
 
 extern const char *const tool_common_help;
 
-/* ===================================================================== */
-/* config constants                                                       */
-/* ===================================================================== */
-
-typedef struct {
-  const char *p;
-  const cfg_set *c;
-  int upto; /* entries before this one are visible */
-  bool ok;
-} cfg_eval;
-
-static void ev_space(cfg_eval *e) {
-  while (*e->p == ' ' || *e->p == '\t') e->p++;
-}
-
-static int64_t ev_sum(cfg_eval *e);
-
-/* primary := INT | NAME | '(' sum ')' | '-' primary */
-static int64_t ev_primary(cfg_eval *e) {
-  ev_space(e);
-  if (*e->p == '-') {
-    e->p++;
-    int64_t v = ev_primary(e);
-    if (v == INT64_MIN) e->ok = false;
-    return e->ok ? -v : 0;
-  }
-  if (*e->p == '(') {
-    e->p++;
-    int64_t v = ev_sum(e);
-    ev_space(e);
-    if (*e->p != ')') e->ok = false;
-    else e->p++;
-    return v;
-  }
-  if (isdigit((unsigned char)*e->p)) {
-    int64_t v = 0;
-    while (isdigit((unsigned char)*e->p)) {
-      if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *e->p - '0', &v)) e->ok = false;
-      e->p++;
-    }
-    if (*e->p == '.' || *e->p == 'e' || *e->p == 'E') e->ok = false; /* a real */
-    return v;
-  }
-  if (isalpha((unsigned char)*e->p) || *e->p == '_') {
-    const char *s = e->p;
-    while (isalnum((unsigned char)*e->p) || *e->p == '_') e->p++;
-    size_t n = (size_t)(e->p - s);
-    for (int i = e->upto - 1; i >= 0; i--)
-      if (strlen(e->c->e[i].name) == n && strncmp(e->c->e[i].name, s, n) == 0) {
-        if (!e->c->e[i].known) e->ok = false;
-        return e->c->e[i].value;
-      }
-  }
-  e->ok = false;
-  return 0;
-}
-
-/* product := primary (('*' | '/') primary)*   ('/' must divide exactly) */
-static int64_t ev_product(cfg_eval *e) {
-  int64_t v = ev_primary(e);
-  for (;;) {
-    ev_space(e);
-    char op = *e->p;
-    if ((op != '*' && op != '/') || e->p[1] == '*') return v;
-    e->p++;
-    int64_t r = ev_primary(e);
-    if (!e->ok) return 0;
-    if (op == '*') {
-      if (__builtin_mul_overflow(v, r, &v)) e->ok = false;
-    } else if (r == 0 || (v == INT64_MIN && r == -1) || v % r != 0) {
-      e->ok = false;
-    } else {
-      v /= r;
-    }
-  }
-}
-
-/* sum := product (('+' | '-') product)* */
-static int64_t ev_sum(cfg_eval *e) {
-  int64_t v = ev_product(e);
-  for (;;) {
-    ev_space(e);
-    char op = *e->p;
-    if (op != '+' && op != '-') return v;
-    e->p++;
-    int64_t r = ev_product(e);
-    if (!e->ok) return 0;
-    if (op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v)) e->ok = false;
-  }
-}
-
-static bool parse_int64(const char *s, int64_t *out) {
-  cfg_eval e = {.p = s, .c = &(cfg_set){0}, .ok = true};
-  int64_t v = ev_sum(&e);
-  ev_space(&e);
-  if (!e.ok || *e.p) return false;
-  *out = v;
-  return true;
-}
-
-static bool is_ident_at(const char *p, size_t *len) {
-  size_t n = 0;
-  if (!(isalpha((unsigned char)p[0]) || p[0] == '_')) return false;
-  while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
-  if (strncmp(p + n, " = ", 3) != 0) return false;
-  *len = n;
-  return true;
-}
-
-/* Config names match with '-', '.' and '_' as one character (as the
- * frontend's --config does: gpt3-2.7b is gpt3_2_7b). */
-static bool config_name_match(const char *want, const char *name, size_t n) {
-  size_t i = 0;
-  for (; i < n && want[i]; i++) {
-    bool ws = want[i] == '-' || want[i] == '.' || want[i] == '_', ns = name[i] == '-' || name[i] == '.' || name[i] == '_';
-    if (ws != ns || (!ws && want[i] != name[i])) return false;
-  }
-  return i == n && !want[i];
-}
-
-/* Reads the chosen config's constants (o->fe.config, else the default) of
- * a .tg source and evaluates them with o's -D overrides. */
-void stats_cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c) {
-  memset(c, 0, sizeof *c);
-  char *buf = NULL;
-  size_t blen = 0;
-  FILE *m = open_memstream(&buf, &blen);
-  if (!m) return;
-  char *sinkbuf = NULL;
-  size_t sinklen = 0;
-  FILE *sink = open_memstream(&sinkbuf, &sinklen);
-  ir_diag *d = ir_diag_new(sink ? sink : m);
-  c->n_configs = fe_list_configs(o->file, text, len, d, m);
-  ir_diag_free(d);
-  if (sink) fclose(sink);
-  free(sinkbuf);
-  fclose(m);
-  for (char *line = buf; line && *line;) {
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = 0;
-    size_t nlen = strcspn(line, " :");
-    char *colon = strchr(line, ':');
-    bool chosen = o->fe.config ? config_name_match(o->fe.config, line, nlen)
-                               : strstr(line, " (default):") == line + nlen;
-    if (chosen && colon) {
-      c->config = strndup(line, nlen);
-      char *p = colon + 1;
-      while (*p == ' ') p++;
-      while (*p) {
-        size_t klen;
-        if (!is_ident_at(p, &klen)) break;
-        char *src = p + klen + 3, *q = src, *next = NULL;
-        for (; *q; q++) {
-          size_t k2;
-          if (q[0] == ',' && q[1] == ' ' && is_ident_at(q + 2, &k2)) {
-            next = q + 2;
-            break;
-          }
-        }
-        cfg_entry *ne = realloc(c->e, (size_t)(c->n + 1) * sizeof *c->e);
-        if (!ne) abort();
-        c->e = ne;
-        c->e[c->n++] = (cfg_entry){strndup(p, klen), strndup(src, (size_t)(q - src)), 0, false};
-        if (!next) break;
-        p = next;
-      }
-      break;
-    }
-    line = nl ? nl + 1 : NULL;
-  }
-  free(buf);
-  for (int i = 0; i < c->n; i++) {
-    const char *src = c->e[i].src;
-    for (int k = 0; k < o->fe.n_defines; k++) /* the last -D of a name wins */
-      if (strcmp(o->fe.defines[k].name, c->e[i].name) == 0) src = o->fe.defines[k].value;
-    cfg_eval e = {.p = src, .c = c, .upto = i, .ok = true};
-    int64_t v = ev_sum(&e);
-    ev_space(&e);
-    c->e[i].known = e.ok && *e.p == 0;
-    c->e[i].value = c->e[i].known ? v : 0;
-  }
-}
-
-void stats_cfg_free(cfg_set *c) {
-  for (int i = 0; i < c->n; i++) free(c->e[i].name), free(c->e[i].src);
-  free(c->e);
-  free(c->config);
-}
-
-const cfg_entry *stats_cfg_find(const cfg_set *c, const char *name) {
-  for (int i = 0; i < c->n; i++)
-    if (strcmp(c->e[i].name, name) == 0) return &c->e[i];
-  return NULL;
-}
-
-/* The first of names the config defines with a known positive value. */
-static const cfg_entry *cfg_first(const cfg_set *c, const char *const *names) {
+/* The first of names the config defines as a positive integer. */
+static const fe_const *cfg_first(const fe_config *c, const char *const *names) {
   for (; *names; names++) {
-    const cfg_entry *e = stats_cfg_find(c, *names);
-    if (e && e->known && e->value > 0) return e;
+    const fe_const *e = fe_config_const(c, *names);
+    if (e && e->kind == FE_CONST_INT && e->i > 0) return e;
   }
   return NULL;
-}
-
-
-/* ---- parameter groups ---- */
-const char *const stats_group_names[N_GROUPS] = {"embeddings", "attention", "mlp", "norms", "other"};
-enum { USE_EMBED = 1, USE_NORM = 2 };
-
-static bool has_part(const char *name, const char *const *words) {
-  const char *p = name;
-  while (*p) {
-    size_t n = strcspn(p, ".");
-    for (const char *const *w = words; *w; w++)
-      if (strlen(*w) == n && strncmp(p, *w, n) == 0) return true;
-    p += n;
-    if (*p) p++;
-  }
-  return false;
-}
-
-static bool has_sub(const char *name, const char *const *words) {
-  for (const char *const *w = words; *w; w++)
-    if (strstr(name, *w)) return true;
-  return false;
-}
-
-static int param_group(const char *raw, unsigned uses) {
-  static const char *const emb_sub[] = {"embed", "wte", "wpe", "tok_emb", "pos_emb", "lm_head", "unembed", NULL};
-  static const char *const emb_part[] = {"output", NULL};
-  static const char *const attn_sub[] = {"attn", "attention", "q_proj", "k_proj", "v_proj", "o_proj", "qkv", NULL};
-  static const char *const attn_part[] = {"wq", "wk", "wv", "wo", NULL};
-  static const char *const mlp_sub[] = {"mlp", "ffn", "feed_forward", "fc", "up_proj", "down_proj", "gate_proj", NULL};
-  static const char *const mlp_part[] = {"w1", "w2", "w3", "up", "down", "gate", NULL};
-  static const char *const norm_sub[] = {"norm", NULL};
-  if (uses & USE_EMBED) return G_EMB;
-  if (uses & USE_NORM) return G_NORM;
-  char name[256];
-  size_t i = 0;
-  for (; raw[i] && i + 1 < sizeof name; i++) name[i] = (char)tolower((unsigned char)raw[i]);
-  name[i] = 0;
-  if (has_sub(name, emb_sub) || has_part(name, emb_part)) return G_EMB;
-  if (has_sub(name, attn_sub) || has_part(name, attn_part)) return G_ATTN;
-  if (has_sub(name, mlp_sub) || has_part(name, mlp_part)) return G_MLP;
-  if (has_sub(name, norm_sub)) return G_NORM;
-  for (const char *p = name; *p;) { /* a name part starting with ln (ln_1_g, ln_f_b) */
-    if (p[0] == 'l' && p[1] == 'n') return G_NORM;
-    p += strcspn(p, ".");
-    if (*p) p++;
-  }
-  return G_OTHER;
 }
 
 static void count_params(const ir_graph *g, stats *s) {
-  unsigned *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
-  if (!uses) abort();
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    for (int k = 0; k < n->n_in; k++) {
-      const ir_value *v = n->in[k];
-      if (v->role != IR_ROLE_PARAM || v->id < 0 || v->id >= g->n_values) continue;
-      if (n->op == IR_OP_EMBEDDING && k == 0) uses[v->id] |= USE_EMBED;
-      if ((n->op == IR_OP_LAYERNORM || n->op == IR_OP_RMSNORM) && k >= 1) uses[v->id] |= USE_NORM;
-    }
-  }
+  pass_param_group *groups = calloc((size_t)g->n_params + 1, sizeof *groups);
+  s->params = calloc((size_t)g->n_params + 1, sizeof *s->params);
+  if (!groups || !s->params) abort();
+  pass_param_groups(g, groups);
   s->n_params = g->n_params;
-  s->params = calloc((size_t)(g->n_params > 0 ? g->n_params : 1), sizeof *s->params);
-  if (!s->params) abort();
   for (int i = 0; i < g->n_params; i++) {
     const ir_value *p = g->params[i];
-    unsigned u = p->id >= 0 && p->id < g->n_values ? uses[p->id] : 0;
     stats_param *sp = &s->params[i];
-    *sp = (stats_param){p->name, p->type, ir_type_numel(&p->type), param_group(p->name, u)};
+    *sp = (stats_param){strdup(p->name), p->type, ir_type_numel(&p->type), groups[i]};
+    if (!sp->name) abort();
     s->param_total += sp->count;
     s->group_total[sp->group] += sp->count;
     s->param_bytes += (double)sp->count * (double)ir_dtype_size(p->type.dtype);
   }
-  free(uses);
-}
-
-/* ---- the training graph ---- */
-static ir_value *pick_loss(ir_graph *g, stats *s, ir_diag *d) {
-  if (g->n_outputs == 0) {
-    ir_error_plain(d, "%s has no outputs: nothing to differentiate", s->file);
-    return NULL;
-  }
-  int k = 0;
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].name && strcmp(g->outputs[i].name, "loss") == 0) k = i;
-  ir_value *loss = g->outputs[k].value;
-  s->loss_name = g->outputs[k].name;
-  if (!ir_dtype_is_float(loss->type.dtype)) {
-    char tb[128];
-    ir_error_plain(d, "output '%s' is %s: tgc stats differentiates a floating-point output", s->loss_name,
-                   ir_type_str(&loss->type, tb, sizeof tb));
-    return NULL;
-  }
-  if (loss->type.rank > 0) {
-    int64_t axes[IR_MAX_RANK];
-    for (int i = 0; i < loss->type.rank; i++) axes[i] = i;
-    ir_attr at[2] = {ir_attr_ints("axes", axes, loss->type.rank), ir_attr_int("keepdims", 0)};
-    loss = ir_graph_build1(g, IR_OP_REDUCE_SUM, &loss, 1, at, 2, "stats_loss", loss->loc);
-    s->loss_summed = true;
-  }
-  return loss;
-}
-
-/* Appends `grad loss, wrt...` with results d_<name> as outputs. */
-static int add_gradients(ir_graph *g, stats *s, ir_diag *d) {
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->op == IR_OP_GRAD) { /* the model asks for its own gradients */
-      s->n_wrt = n->n_in - 1;
-      s->loss_name = n->in[0]->name;
-      return 0;
-    }
-    for (int j = 0; j < n->n_out; j++)
-      if (n->out[j]->role == IR_ROLE_GRAD) { /* already a training graph (.ir) */
-        s->n_wrt = -1;
-        return 0;
-      }
-  }
-  ir_value *loss = pick_loss(g, s, d);
-  if (!loss) return -1;
-  int n = g->n_params;
-  ir_value **wrt = malloc((size_t)(g->n_params + g->n_inputs + 2) * sizeof *wrt);
-  ir_type *types = malloc((size_t)(g->n_params + g->n_inputs + 1) * sizeof *types);
-  const char **names = malloc((size_t)(g->n_params + g->n_inputs + 1) * sizeof *names);
-  if (!wrt || !types || !names) abort();
-  wrt[0] = loss;
-  for (int i = 0; i < n; i++) wrt[1 + i] = g->params[i];
-  if (n == 0) {
-    s->wrt_inputs = true;
-    for (int i = 0; i < g->n_inputs; i++)
-      if (ir_dtype_is_float(g->inputs[i]->type.dtype)) wrt[1 + n++] = g->inputs[i];
-  }
-  s->n_wrt = n;
-  if (n > 0) {
-    for (int i = 0; i < n; i++) {
-      char buf[256];
-      snprintf(buf, sizeof buf, "d_%s", wrt[1 + i]->name);
-      names[i] = ir_arena_strdup(g->arena, buf);
-      types[i] = wrt[1 + i]->type;
-    }
-    ir_node *gn = ir_graph_add_node(g, IR_OP_GRAD, wrt, n + 1, types, n, NULL, 0, names, loss->loc);
-    for (int i = 0; i < n; i++) {
-      gn->out[i]->role = IR_ROLE_GRAD;
-      ir_graph_add_output(g, gn->out[i]->name, gn->out[i]);
-    }
-  }
-  free(wrt);
-  free(types);
-  free(names);
-  return 0;
+  free(groups);
 }
 
 static const char *dtype_label(ir_dtype t) {
@@ -464,11 +130,11 @@ static ir_dtype model_dtype(const ir_graph *g) {
 }
 
 /* ---- gathering ---- */
-static void find_tokens(const ir_graph *g, const cfg_set *c, stats *s) {
-  s->cb = stats_cfg_find(c, "B");
-  s->ct = stats_cfg_find(c, "T");
-  if (s->cb && s->ct && s->cb->known && s->ct->known && s->cb->value > 0 && s->ct->value > 0) {
-    s->tokens = (double)s->cb->value * (double)s->ct->value;
+static void find_tokens(const ir_graph *g, const fe_config *c, stats *s) {
+  s->cb = fe_config_const(c, "B");
+  s->ct = fe_config_const(c, "T");
+  if (s->cb && s->ct && s->cb->kind == FE_CONST_INT && s->ct->kind == FE_CONST_INT && s->cb->i > 0 && s->ct->i > 0) {
+    s->tokens = (double)s->cb->i * (double)s->ct->i;
     s->tokens_from = "B*T";
     return;
   }
@@ -480,7 +146,7 @@ static void find_tokens(const ir_graph *g, const cfg_set *c, stats *s) {
     }
 }
 
-static void closed_form(const cfg_set *c, stats *s) {
+static void closed_form(const fe_config *c, stats *s) {
   static const char *const l_names[] = {"nL", "n_layer", "n_layers", "num_layers", "layers", NULL};
   static const char *const h_names[] = {"D", "d_model", "n_embd", "dim", "hidden", NULL};
   static const char *const v_names[] = {"V", "vocab", "vocab_size", "n_vocab", NULL};
@@ -491,7 +157,7 @@ static void closed_form(const cfg_set *c, stats *s) {
     s->cl = s->ch = s->cv = NULL;
     return;
   }
-  double l = (double)s->cl->value, h = (double)s->ch->value, v = (double)s->cv->value;
+  double l = (double)s->cl->i, h = (double)s->ch->i, v = (double)s->cv->i;
   s->closed_form = pass_closed_form_params(l, h, v);
 }
 
@@ -501,36 +167,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void roofline(const ir_graph *g, stats *s) {
-  s->rows = calloc((size_t)g->n_nodes + 1, sizeof *s->rows);
-  if (!s->rows) abort();
-  double bw = s->target ? s->target->bandwidth : 0;
-  s->peak = s->target ? pass_target_peak(s->target, s->dtype_bytes) : 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->dead) continue;
-    pass_cost c = pass_node_cost(n);
-    stats_row *r = &s->rows[s->n_rows++];
-    *r = (stats_row){n, c.flops, c.bytes, 0, false};
-    if (s->target) {
-      r->time = pass_roofline_seconds(c.flops, c.bytes, s->peak, bw);
-      r->compute_bound = pass_roofline_compute_bound(c.flops, c.bytes, s->peak, bw);
-      s->phase_time[pass_node_phase(n)] += r->time;
-    }
-    stats_kind *k = &s->kinds[n->op];
-    k->flops += c.flops, k->bytes += c.bytes, k->time += r->time;
-    k->nodes++, k->compute_nodes += r->compute_bound;
-  }
-  if (!s->target) return;
-  /* the optimizer update as one fused pass: read parameters, gradients and
-   * state (with the master copy), write parameters and state */
-  double opt_bytes = 2 * s->m_params + s->m_grads + 2 * s->m_opt;
-  s->phase_time[PASS_PHASE_OPTIMIZER] += pass_roofline_seconds(s->opt_flops, opt_bytes, s->peak, bw);
-  for (int p = 0; p < PASS_NUM_PHASES; p++) s->step_time += s->phase_time[p];
-  s->mfu = pass_mfu((double)s->param_total, s->tokens, s->step_time, s->peak);
-}
-
-static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set *c, int dtype_arg, stats *s,
+static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_config *c, int dtype_arg, stats *s,
                          ir_diag *d) {
   count_params(g, s);
   closed_form(c, s);
@@ -540,83 +177,27 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const cfg_set 
   s->dtype_name = dtype_label(dt);
   s->dtype_bytes = ir_dtype_size(dt);
   s->mixed = s->dtype_bytes == 2;
-  if (add_gradients(g, s, d) != 0) return -1;
-  if (ir_verify(g, d) != 0) return -1;
-  pass_options po = {0};
-  po.diag = d;
-  po.verify_each = o->verify_each;
-  po.time_passes = o->time_passes;
-  po.dump_after = o->after;
-  po.dump_out = stdout;
-  po.dump_format = o->format;
-  /* the pipeline (less --disable-pass) up to the checkpoint pass, measure;
-   * then the rest with the policy */
-  pass_id pipe[2 * PASS_COUNT + 8];
-  int n_pipe = tool_pipeline(o, pipe);
-  int split = n_pipe;
-  for (int i = 0; i < n_pipe; i++)
-    if (pipe[i] == PASS_CHECKPOINT) {
-      split = i;
-      break;
-    }
-  char *before = ir_print_to_string(g); /* to measure the unfused graph too */
-  if (pass_run_pipeline(g, pipe, split, &po) != 0) {
-    free(before);
-    return -1;
-  }
-  if (dtype_arg >= 0) pass_retype_floats(g, dt);
-  if (pass_memplan_analyze(g, &s->mem_none) != 0) {
-    free(before);
-    return -1;
-  }
-  bool fused = false;
-  for (int i = 0; i < g->n_nodes; i++) fused |= g->nodes[i]->op == IR_OP_ATTENTION;
-  if (fused) { /* the same graph without fuse-attention: what fusion saves */
-    ir_graph *u = ir_parse(g->source_file ? g->source_file : o->file, before, strlen(before), d);
-    pass_id up[2 * PASS_COUNT + 8];
-    int n_up = 0;
-    for (int i = 0; i < split; i++)
-      if (pipe[i] != PASS_FUSE_ATTENTION) up[n_up++] = pipe[i];
-    pass_options uo = {0};
-    uo.diag = d;
-    if (u && pass_run_pipeline(u, up, n_up, &uo) == 0) {
-      if (dtype_arg >= 0) pass_retype_floats(u, dt);
-      s->have_unfused = pass_memplan_analyze(u, &s->mem_unfused) == 0;
-    }
-    ir_graph_free(u);
-  }
-  free(before);
-  po.checkpoint = o->checkpoint;
-  if (pass_run_pipeline(g, pipe + split, n_pipe - split, &po) != 0) return -1;
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
+                     .dump_out = stdout, .dump_format = o->format, .checkpoint = o->checkpoint,
+                     .disabled = o->pass_disabled};
+  pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype_arg, .measure = true};
+  if (pass_build_training_graph(g, &to, &s->graph) != 0) return -1;
   if (pass_memplan_analyze(g, &s->mem) != 0) return -1;
   pass_graph_cost_of(g, &s->cost);
-
   /* optimizer: the FLOPs of its update graph; memory by the model in the help */
-  bool trains = s->n_wrt != 0 && g->n_params > 0;
-  if (trains) {
-    pass_optimizer opt = pass_optimizer_defaults(s->opt);
-    ir_graph *u = pass_build_update(g, &opt, d);
-    if (!u) return -1;
-    pass_graph_cost uc;
-    pass_graph_cost_of(u, &uc);
-    for (int p = 0; p < PASS_NUM_PHASES; p++) s->opt_flops += uc.flops[p];
-    ir_graph_free(u);
-  }
+  bool trains = s->graph.n_wrt != 0 && g->n_params > 0;
+  if (trains && pass_update_flops(g, s->opt, &s->opt_flops, d) != 0) return -1;
   pass_train_memory m = pass_training_memory((double)s->param_total, s->dtype_bytes, pass_optimizer_state_count(s->opt),
                                              (double)s->mem.activation_peak_bytes, trains);
   s->m_params = m.params, s->m_grads = m.grads, s->m_opt = m.optimizer, s->m_act = m.activations, s->m_total = m.total;
-  roofline(g, s);
+  pass_step_costing sc = {s->target, s->dtype_bytes, s->opt_flops, m, (double)s->param_total, s->tokens};
+  pass_roofline_of(g, &sc, &s->roof);
   return 0;
 }
 
 /* ===================================================================== */
-/* printing                                                               */
+/* flags                                                                  */
 /* ===================================================================== */
-/* 1234567 -> "1,234,567" (integral doubles; others with %.4g) */
-static bool has_suffix(const char *s, const char *suf) {
-  size_t n = strlen(s), m = strlen(suf);
-  return n >= m && strcmp(s + n - m, suf) == 0;
-}
 
 static int bad_value(ir_diag *d, const char *flag, const char *v, const char *want) {
   ir_error_plain(d, "%s %s: expected %s", flag, v ? v : "(nothing)", want);
@@ -645,7 +226,7 @@ static int parse_stats_flag(stats_flags *f, int argc, char **argv, int *i, ir_di
   }
   if (tool_flag("--top", argc, argv, i, &v)) {
     int64_t n;
-    if (!v || !parse_int64(v, &n) || n < 0 || n > 1000000) return bad_value(d, "--top", v, "a count from 0 to 1000000");
+    if (!tool_parse_int(v, 0, 1000000, &n)) return bad_value(d, "--top", v, "a count from 0 to 1000000");
     f->top = (int)n;
     return 1;
   }
@@ -662,34 +243,6 @@ static int parse_stats_flag(stats_flags *f, int argc, char **argv, int *i, ir_di
   }
   *dst = v;
   return 1;
-}
-
-/* --batch / --seq: a positive integer, and the config must define the constant. */
-int stats_set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
-                        ir_diag *d) {
-  int64_t n;
-  if (!parse_int64(v, &n) || n <= 0 || n > (INT64_C(1) << 40)) return bad_value(d, flag, v, "a positive integer");
-  if (!c->config && c->n_configs == 0) {
-    ir_error_plain(d, "%s %s: the model defines no config constants, so it has no %s to set", flag, v, cname);
-    return -1;
-  }
-  if (c->config && !stats_cfg_find(c, cname)) { /* no config read (a syntax error, no such config): the frontend reports */
-    ir_error_plain(d, "%s %s: the model's config%s%s defines no constant '%s' (%s sets %s; use -D NAME=VALUE for other names)",
-                   flag, v, c->config ? " " : "", c->config ? c->config : "", cname, flag, cname);
-    return -1;
-  }
-  for (int k = 0; k < o->fe.n_defines; k++)
-    if (strcmp(o->defines[k].name, cname) == 0) {
-      ir_error_plain(d, "%s %s and -D %s=%s both set %s: give one", flag, v, cname, o->defines[k].value, cname);
-      return -1;
-    }
-  if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
-    ir_error_plain(d, "too many -D options (at most 64)");
-    return -1;
-  }
-  o->defines[o->fe.n_defines++] = (fe_define){cname, v};
-  o->fe.defines = o->defines;
-  return 0;
 }
 
 static int pick_target(const stats_flags *f, pass_target *own, const pass_target **out, char **text_out, ir_diag *d) {
@@ -743,50 +296,48 @@ int tool_cmd_stats(int argc, char **argv) {
   if (rc == 0 && tool_need_file("stats", &o, d) != 0) rc = 1;
   pass_target own_target;
   const pass_target *target = NULL;
-  char *target_text = NULL, *text = NULL, *src = NULL;
+  char *target_text = NULL, *text = NULL;
   if (rc == 0 && pick_target(&f, &own_target, &target, &target_text, d) != 0) rc = 1;
-  cfg_set cfg = {0};
-  if (rc == 0 && !has_suffix(o.file, ".ir")) { /* the config's constants, before -D from --batch/--seq */
-    size_t len;
-    ir_diag *quiet = ir_diag_new(stderr);
-    src = ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, quiet);
-    ir_diag_free(quiet);
-    if (src) stats_cfg_load(&o, src, len, &cfg);
+  fe_config_set *cfg = NULL; /* the config's constants, before and after --batch/--seq */
+  if (rc == 0 && !tool_is_ir_file(o.file)) {
+    cfg = tool_configs(&o);
   } else if (rc == 0 && (f.batch || f.seq)) {
     ir_error_plain(d, "%s applies to .tg files; '%s' is already IR", f.batch ? "--batch" : "--seq", o.file);
     rc = 1;
   }
-  if (rc == 0 && f.batch && stats_set_constant(&o, &cfg, "--batch", "B", f.batch, d) != 0) rc = 1;
-  if (rc == 0 && f.seq && stats_set_constant(&o, &cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
-  if (rc == 0 && (f.batch || f.seq)) { /* re-evaluate with the new values */
-    stats_cfg_free(&cfg);
-    stats_cfg_load(&o, src, strlen(src), &cfg);
+  if (rc == 0 && f.batch && tool_set_constant(&o, cfg, "--batch", "B", f.batch, d) != 0) rc = 1;
+  if (rc == 0 && f.seq && tool_set_constant(&o, cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  if (rc == 0 && (f.batch || f.seq)) { /* evaluated again with the new values */
+    fe_config_set_free(cfg);
+    cfg = tool_configs(&o);
   }
+  const fe_config *chosen = cfg ? cfg->chosen : NULL;
   ir_graph *g = NULL;
   stats s = {0};
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
   if (rc == 0) {
     s.file = o.file;
-    s.config = cfg.config;
+    s.config = chosen ? chosen->name : NULL;
     s.policy = o.checkpoint ? o.checkpoint : "none";
     s.opt = (pass_optimizer_kind)f.optimizer;
     s.target = target;
     s.top = f.top;
     s.list_params = f.list_params;
-    if (stats_collect(g, &o, &cfg, f.dtype, &s, d) != 0) rc = 1;
+    if (stats_collect(g, &o, chosen, f.dtype, &s, d) != 0) rc = 1;
     s.analysis_s = now_s() - t0;
   }
   if (rc == 0) {
     if (f.json) stats_print_json(stdout, &s);
     else stats_print_text(stdout, &s);
   }
+  for (int i = 0; i < s.n_params; i++) free(s.params[i].name);
   free(s.params);
-  free(s.rows);
+  pass_train_graph_info_free(&s.graph);
+  pass_roofline_free(&s.roof);
   ir_graph_free(g);
   free(text);
-  free(src);
   free(target_text);
-  stats_cfg_free(&cfg);
+  fe_config_set_free(cfg);
   ir_diag_free(d);
   return rc;
 }

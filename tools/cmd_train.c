@@ -4,7 +4,7 @@
  * progress display, a JSON-lines log and safetensors state files.
  *
  * --batch / --seq-len / --vocab become -D B=N (or M=N) / -D T=N / -D V=N when
- * the chosen config defines that constant (found through fe_list_configs);
+ * the chosen config defines that constant (fe_configs);
  * otherwise the model's own shapes must already agree. --resume reads the
  * state file first: the training settings saved in its metadata are the
  * defaults, flags given again override them. --steps is the total step
@@ -314,49 +314,9 @@ static void apply_defaults(train_opts *t, bool sequence) {
   if (!t->mb_set) t->micro_batches = 1;
 }
 
-/* Whether the chosen config of the model defines constant `name`. */
-static bool config_defines(const char *file, const char *text, const char *config, const char *name) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&buf, &len);
-  if (!m) return false;
-  FILE *sink = tmpfile();
-  ir_diag *d = ir_diag_new(sink ? sink : stderr);
-  fe_list_configs(file, text, strlen(text), d, m);
-  ir_diag_free(d);
-  if (sink) fclose(sink);
-  fclose(m);
-  bool found = false;
-  for (char *line = buf; line && *line && !found;) {
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = 0;
-    char *colon = strstr(line, ": ");
-    size_t nlen = strcspn(line, " :");
-    bool chosen = config ? (strlen(config) == nlen && strncmp(line, config, nlen) == 0)
-                         : strstr(line, " (default):") != NULL;
-    if (chosen && colon) {
-      for (char *p = colon + 2; p && *p;) {
-        size_t k = strcspn(p, " =");
-        if (k == strlen(name) && strncmp(p, name, k) == 0) found = true;
-        p = strstr(p, ", ");
-        if (p) p += 2;
-      }
-    }
-    line = nl ? nl + 1 : NULL;
-  }
-  free(buf);
-  return found;
-}
-
 static int add_define(tool_compile_opts *o, const char *name, int64_t v, char *store, ir_diag *d) {
-  if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
-    ir_error_plain(d, "too many -D options (at most 64)");
-    return -1;
-  }
   snprintf(store, 32, "%lld", (long long)v);
-  o->defines[o->fe.n_defines++] = (fe_define){name, store};
-  o->fe.defines = o->defines;
-  return 0;
+  return tool_add_define(o, name, store, d);
 }
 
 static const char *fmt_bytes(size_t b, char *buf, size_t n) {
@@ -544,17 +504,17 @@ static void print_comm(const rt_comm *c, int64_t steps) {
 /* The size flags as -D overrides of the chosen config (when it has the constant). */
 static int map_size_flags(tool_compile_opts *o, train_opts *t, const char *text, char store[3][32], ir_diag *d) {
   if (!text) return 0;
+  fe_config_set *cs = fe_configs(o->file, text, strlen(text), &o->fe, NULL);
+  const fe_config *c = cs ? cs->chosen : NULL;
+  int rc = 0;
   if (t->batch_set) {
-    const char *name = config_defines(o->file, text, o->fe.config, "B")   ? "B"
-                       : config_defines(o->file, text, o->fe.config, "M") ? "M"
-                                                                          : NULL;
-    if (name && add_define(o, name, t->batch, store[0], d) != 0) return -1;
+    const char *name = fe_config_const(c, "B") ? "B" : fe_config_const(c, "M") ? "M" : NULL;
+    if (name && add_define(o, name, t->batch, store[0], d) != 0) rc = -1;
   }
-  if (t->seq_set && config_defines(o->file, text, o->fe.config, "T") && add_define(o, "T", t->seq_len, store[1], d) != 0)
-    return -1;
-  if (t->vocab_set && config_defines(o->file, text, o->fe.config, "V") && add_define(o, "V", t->vocab, store[2], d) != 0)
-    return -1;
-  return 0;
+  if (rc == 0 && t->seq_set && fe_config_const(c, "T") && add_define(o, "T", t->seq_len, store[1], d) != 0) rc = -1;
+  if (rc == 0 && t->vocab_set && fe_config_const(c, "V") && add_define(o, "V", t->vocab, store[2], d) != 0) rc = -1;
+  fe_config_set_free(cs);
+  return rc;
 }
 
 /* Checks --batch / --seq-len were honoured (the model may have no such constant). */

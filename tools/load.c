@@ -1,7 +1,9 @@
 /* tools/load.c — what every compiling subcommand shares: the common flags
  * (-D, --config, --entry, --after/--dump-after, --format, --verify-each,
- * --time-passes, --disable-pass/--no-fuse, --mesh, --zero), loading a .tg or .ir file into a verified graph, and
- * running the pass pipeline. */
+ * --time-passes, --disable-pass/--no-fuse, --mesh, --zero), loading a .tg or
+ * .ir file into a verified graph, the model's configs (fe_configs) and flags
+ * that set a config constant (--batch, --seq), and running the pass pipeline. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,66 @@ static bool has_suffix(const char *s, const char *suf) {
   return n >= m && strcmp(s + n - m, suf) == 0;
 }
 
+bool tool_is_ir_file(const char *path) { return has_suffix(path, ".ir"); }
+
+fe_config_set *tool_configs(const tool_compile_opts *o) {
+  if (!o->file || tool_is_ir_file(o->file)) return NULL;
+  size_t len = 0;
+  FILE *sink = tmpfile(); /* a file that does not read is tool_load's to report */
+  ir_diag *quiet = ir_diag_new(sink ? sink : stderr);
+  char *text = sink ? ir_read_file(o->file, TOOL_MAX_FILE_BYTES, &len, quiet) : NULL;
+  ir_diag_free(quiet);
+  if (sink) fclose(sink);
+  fe_config_set *s = text ? fe_configs(o->file, text, len, &o->fe, NULL) : NULL;
+  free(text);
+  return s;
+}
+
+int tool_add_define(tool_compile_opts *o, const char *name, const char *value, ir_diag *d) {
+  if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
+    ir_error_plain(d, "too many -D options (at most 64)");
+    return -1;
+  }
+  o->defines[o->fe.n_defines++] = (fe_define){name, value};
+  o->fe.defines = o->defines;
+  return 0;
+}
+
+bool tool_parse_int(const char *v, int64_t lo, int64_t hi, int64_t *out) {
+  if (!v || !*v || (*v != '-' && (*v < '0' || *v > '9'))) return false;
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (*end || errno || n < lo || n > hi) return false;
+  *out = n;
+  return true;
+}
+
+int tool_set_constant(tool_compile_opts *o, const fe_config_set *cs, const char *flag, const char *cname,
+                      const char *v, ir_diag *d) {
+  int64_t n;
+  if (!tool_parse_int(v, 1, INT64_C(1) << 40, &n)) {
+    ir_error_plain(d, "%s %s: expected a positive integer", flag, v ? v : "(nothing)");
+    return -1;
+  }
+  if (cs && cs->n_configs == 0) {
+    ir_error_plain(d, "%s %s: the model defines no config constants, so it has no %s to set", flag, v, cname);
+    return -1;
+  }
+  /* without a chosen config (an unknown --config) tool_load reports why */
+  if (cs && cs->chosen && !fe_config_const(cs->chosen, cname)) {
+    ir_error_plain(d, "%s %s: the model's config %s defines no constant '%s' (%s sets %s; use -D NAME=VALUE for other names)",
+                   flag, v, cs->chosen->name, cname, flag, cname);
+    return -1;
+  }
+  for (int k = 0; k < o->fe.n_defines; k++)
+    if (strcmp(o->defines[k].name, cname) == 0) {
+      ir_error_plain(d, "%s %s and -D %s=%s both set %s: give one", flag, v, cname, o->defines[k].value, cname);
+      return -1;
+    }
+  return tool_add_define(o, cname, v, d);
+}
+
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   size_t len = 0;
   *text_out = NULL;
@@ -19,7 +81,7 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   if (!text) return NULL;
   *text_out = text;
   ir_graph *g;
-  if (has_suffix(o->file, ".ir")) {
+  if (tool_is_ir_file(o->file)) {
     if (o->fe.n_defines || o->fe.config || o->fe.entry) {
       ir_error_plain(d, "-D, --config and --entry apply to .tg files; '%s' is already IR", o->file);
       return NULL;
@@ -37,6 +99,14 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   }
   if (o->mesh_set) g->mesh = o->mesh;
   return g;
+}
+
+/* The default pipeline minus the passes o disables. */
+static int tool_pipeline(const tool_compile_opts *o, pass_id *out) {
+  int n = 0;
+  for (int i = 0; i < pass_default_pipeline_len; i++)
+    if (!o->pass_disabled[pass_default_pipeline[i]]) out[n++] = pass_default_pipeline[i];
+  return n;
 }
 
 int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *dump_out) {
@@ -59,12 +129,6 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   return 0;
 }
 
-int tool_pipeline(const tool_compile_opts *o, pass_id *out) {
-  int n = 0;
-  for (int i = 0; i < pass_default_pipeline_len; i++)
-    if (!o->pass_disabled[pass_default_pipeline[i]]) out[n++] = pass_default_pipeline[i];
-  return n;
-}
 
 /* Takes the value of a flag given as "--flag VALUE" or "--flag=VALUE". */
 static const char *flag_value(const char *flag, int argc, char **argv, int *i, ir_diag *d) {
@@ -96,16 +160,10 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       ir_error_plain(d, "-D %s: expected NAME=VALUE", def);
       return -1;
     }
-    if (o->fe.n_defines == (int)(sizeof o->defines / sizeof o->defines[0])) {
-      ir_error_plain(d, "too many -D options (at most 64)");
-      return -1;
-    }
     /* argv strings live for the whole run: cut the name off in place */
     char *name = (char *)def;
     name[eq - def] = 0;
-    o->defines[o->fe.n_defines++] = (fe_define){name, eq + 1};
-    o->fe.defines = o->defines;
-    return 1;
+    return tool_add_define(o, name, eq + 1, d) == 0 ? 1 : -1;
   }
   const char *v;
   if (is_flag(a, "--config")) {

@@ -5,55 +5,27 @@
 
 #include "tool.h"
 
-typedef struct {
-  char *name, *src;
-  int64_t value;
-  bool known;
-} cfg_entry;
-
-typedef struct {
-  char *config; /* the chosen config's name; NULL: none (an .ir file, or no config) */
-  int n_configs; /* config sets in the file; -1: it did not parse (the frontend reports why) */
-  cfg_entry *e;
-  int n;
-} cfg_set;
-
 /* ===================================================================== */
 /* the report                                                             */
 /* ===================================================================== */
-enum { G_EMB, G_ATTN, G_MLP, G_NORM, G_OTHER, N_GROUPS };
-extern const char *const stats_group_names[N_GROUPS]; /* cmd_stats.c */
-
 typedef struct {
-  const char *name;
+  char *name;                   /* malloc'd: the passes may rebuild the graph (shard) */
   ir_type type;
   int64_t count;
-  int group;
+  pass_param_group group;
 } stats_param;
 
 typedef struct {
-  const ir_node *n;
-  double flops, bytes, time;
-  bool compute_bound;
-} stats_row;
-
-typedef struct {
-  double flops, bytes, time;
-  int nodes, compute_nodes;
-} stats_kind;
-
-typedef struct {
-  const char *file, *policy, *loss_name, *config;
-  bool loss_summed;             /* the loss output was not a scalar: its sum is differentiated */
-  int n_wrt;                    /* values differentiated by (0: forward only, -1: given as a training graph) */
-  bool wrt_inputs;              /* no params: differentiated by the float inputs */
+  const char *file, *policy, *config;
+  pass_train_graph_info graph;  /* the training graph: its loss, what it differentiates by (n_wrt 0: forward
+                                 * only, -1: given as a training graph), memory before checkpointing */
   stats_param *params;
   int n_params;
-  int64_t param_total, group_total[N_GROUPS];
+  int64_t param_total, group_total[PASS_GROUP_COUNT];
   double param_bytes;           /* in the model's own dtypes */
-  const cfg_entry *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
+  const fe_const *cl, *ch, *cv; /* closed-form constants (NULL: not identifiable) */
   double closed_form;
-  const cfg_entry *cb, *ct;     /* B and T */
+  const fe_const *cb, *ct;      /* B and T */
   double tokens;                /* per step; 0: unknown */
   const char *tokens_from;
   /* settings */
@@ -66,16 +38,10 @@ typedef struct {
   bool list_params;
   /* measurements */
   pass_graph_cost cost;         /* of the final graph (with the policy) */
-  pass_mem_report mem_none;     /* without checkpointing */
-  pass_mem_report mem_unfused;  /* without checkpointing and without fuse-attention */
-  bool have_unfused;            /* fuse-attention fused something, so mem_unfused was measured */
   pass_mem_report mem;          /* with the policy */
   double opt_flops;             /* the optimizer update graph */
   double m_params, m_grads, m_opt, m_act, m_total;
-  stats_row *rows;
-  int n_rows;
-  stats_kind kinds[IR_NUM_OPS];
-  double peak, phase_time[PASS_NUM_PHASES], step_time, mfu;
+  pass_roofline roof;           /* every op, by kind, phase and step time, MFU */
   double analysis_s;
 } stats;
 
@@ -83,16 +49,6 @@ static inline double six_n_tokens(const stats *s) { return 6.0 * (double)s->para
 static inline double fwd_flops(const stats *s) { return s->cost.flops[PASS_PHASE_FORWARD]; }
 static inline double grad_flops(const stats *s) { return fwd_flops(s) + s->cost.flops[PASS_PHASE_BACKWARD]; }
 
-const cfg_entry *stats_cfg_find(const cfg_set *c, const char *name);
-/* The chosen config's constants of a .tg source (o's --config and -D
- * applied); stats_cfg_free releases them. `tgc plan` reads them too. */
-void stats_cfg_load(const tool_compile_opts *o, const char *text, size_t len, cfg_set *c);
-void stats_cfg_free(cfg_set *c);
-/* --batch/--seq style: sets constant cname from flag's value v as a -D of o
- * (a positive integer the config defines, not also given with -D); 0, or -1
- * after reporting. */
-int stats_set_constant(tool_compile_opts *o, const cfg_set *c, const char *flag, const char *cname, const char *v,
-                       ir_diag *d);
 void stats_print_text(FILE *out, const stats *s);
 /* Number formats (stats_print.c; `tgc plan` prints with them too):
  * 1234567 -> "1,234,567" (integral values; others %.4g); 2.15e15, "FLOP"

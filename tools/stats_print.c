@@ -55,7 +55,7 @@ const char *stats_seconds(double t, char *buf, size_t n) {
   return buf;
 }
 
-static const char *bound_of(const stats_kind *k) {
+static const char *bound_of(const pass_roofline_kind *k) {
   if (k->compute_nodes == k->nodes) return "compute";
   return k->compute_nodes ? "mixed" : "memory";
 }
@@ -64,10 +64,10 @@ static const char *bound_of(const stats_kind *k) {
 static int kind_order(const stats *s, int *order) {
   int n = 0;
   for (int op = 0; op < IR_NUM_OPS; op++)
-    if (s->kinds[op].nodes) order[n++] = op;
+    if (s->roof.kinds[op].nodes) order[n++] = op;
   for (int i = 1; i < n; i++) /* insertion sort, stable by op enum */
     for (int j = i; j > 0; j--) {
-      const stats_kind *a = &s->kinds[order[j - 1]], *b = &s->kinds[order[j]];
+      const pass_roofline_kind *a = &s->roof.kinds[order[j - 1]], *b = &s->roof.kinds[order[j]];
       bool swap = b->time > a->time ||
                   (b->time == a->time && (b->flops > a->flops || (b->flops == a->flops && b->bytes > a->bytes)));
       if (!swap) break;
@@ -79,7 +79,7 @@ static int kind_order(const stats *s, int *order) {
 }
 
 static int row_cmp(const void *pa, const void *pb) {
-  const stats_row *a = pa, *b = pb;
+  const pass_roofline_row *a = pa, *b = pb;
   if (a->time != b->time) return a->time < b->time ? 1 : -1;
   if (a->flops != b->flops) return a->flops < b->flops ? 1 : -1;
   if (a->bytes != b->bytes) return a->bytes < b->bytes ? 1 : -1;
@@ -96,11 +96,11 @@ static void mem_row(FILE *out, const char *label, const pass_mem_report *m) {
           stats_grouped((double)m->activation_peak_bytes, b, sizeof b), stats_grouped((double)m->saved_bytes, c, sizeof c));
 }
 
-static stats_row *rows_ranked(const stats *s) {
-  stats_row *sorted = malloc((size_t)(s->n_rows > 0 ? s->n_rows : 1) * sizeof *sorted);
+static pass_roofline_row *rows_ranked(const stats *s) {
+  pass_roofline_row *sorted = malloc((size_t)(s->roof.n_rows > 0 ? s->roof.n_rows : 1) * sizeof *sorted);
   if (!sorted) abort();
-  memcpy(sorted, s->rows, (size_t)s->n_rows * sizeof *sorted);
-  qsort(sorted, (size_t)s->n_rows, sizeof *sorted, row_cmp);
+  memcpy(sorted, s->roof.rows, (size_t)s->roof.n_rows * sizeof *sorted);
+  qsort(sorted, (size_t)s->roof.n_rows, sizeof *sorted, row_cmp);
   return sorted;
 }
 
@@ -112,19 +112,19 @@ void stats_print_text(FILE *out, const stats *s) {
           pass_optimizer_name(s->opt), s->policy);
   if (s->tokens > 0)
     fprintf(out, ", %s tokens per step (%s)", stats_grouped(s->tokens, a, sizeof a),
-            strcmp(s->tokens_from, "B*T") == 0 ? (snprintf(e, sizeof e, "B = %lld, T = %lld", (long long)s->cb->value,
-                                                          (long long)s->ct->value), e)
+            strcmp(s->tokens_from, "B*T") == 0 ? (snprintf(e, sizeof e, "B = %lld, T = %lld", (long long)s->cb->i,
+                                                          (long long)s->ct->i), e)
                                                : s->tokens_from);
   fprintf(out, "\n");
 
   fprintf(out, "\nparameters: %s\n", stats_grouped((double)s->param_total, a, sizeof a));
-  for (int gi = 0; gi < N_GROUPS; gi++)
-    fprintf(out, "  %-12s %22s  %5.1f%%\n", stats_group_names[gi], stats_grouped((double)s->group_total[gi], a, sizeof a),
+  for (int gi = 0; gi < PASS_GROUP_COUNT; gi++)
+    fprintf(out, "  %-12s %22s  %5.1f%%\n", pass_param_group_name((pass_param_group)gi), stats_grouped((double)s->group_total[gi], a, sizeof a),
             s->param_total ? 100.0 * (double)s->group_total[gi] / (double)s->param_total : 0.0);
   if (s->cl)
     fprintf(out, "  closed form 12*l*h^2 + 2*v*h = %s  (l = %s = %lld, h = %s = %lld, v = %s = %lld; exact / closed form = %.4f)\n",
-            stats_grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->value, s->ch->name,
-            (long long)s->ch->value, s->cv->name, (long long)s->cv->value,
+            stats_grouped(s->closed_form, a, sizeof a), s->cl->name, (long long)s->cl->i, s->ch->name,
+            (long long)s->ch->i, s->cv->name, (long long)s->cv->i,
             s->closed_form > 0 ? (double)s->param_total / s->closed_form : 0.0);
   else
     fprintf(out, "  closed form 12*l*h^2 + 2*v*h: not shown (the config defines no layers nL, width D and vocabulary V)\n");
@@ -135,17 +135,17 @@ void stats_print_text(FILE *out, const stats *s) {
     for (int i = 0; i < s->n_params; i++) {
       char tb[128];
       fprintf(out, "  %-*s  %-20s %15s  %s\n", w, s->params[i].name, ir_type_str(&s->params[i].type, tb, sizeof tb),
-              stats_grouped((double)s->params[i].count, a, sizeof a), stats_group_names[s->params[i].group]);
+              stats_grouped((double)s->params[i].count, a, sizeof a), pass_param_group_name(s->params[i].group));
     }
   } else {
     fprintf(out, "  (%d tensors: --params lists them)\n", s->n_params);
   }
 
-  if (s->n_wrt < 0) fprintf(out, "\ntraining graph: as given (it already has a backward pass)\n");
-  else if (s->n_wrt)
-    fprintf(out, "\ntraining graph: gradients of %s%s%s with respect to %d %s\n", s->loss_summed ? "sum(" : "",
-            s->loss_name ? s->loss_name : "?", s->loss_summed ? ")" : "", s->n_wrt,
-            s->wrt_inputs ? "float inputs" : "parameters");
+  if (s->graph.n_wrt < 0) fprintf(out, "\ntraining graph: as given (it already has a backward pass)\n");
+  else if (s->graph.n_wrt)
+    fprintf(out, "\ntraining graph: gradients of %s%s%s with respect to %d %s\n", s->graph.loss_summed ? "sum(" : "",
+            s->graph.loss_name ? s->graph.loss_name : "?", s->graph.loss_summed ? ")" : "", s->graph.n_wrt,
+            s->graph.wrt_inputs ? "float inputs" : "parameters");
   else fprintf(out, "\nno gradients (nothing to differentiate by): forward only\n");
   fprintf(out, "\nFLOPs per step:\n");
   fprintf(out, "  forward     %26s  %s\n", stats_grouped(fwd_flops(s), a, sizeof a), stats_si(fwd_flops(s), "FLOP", b, sizeof b));
@@ -191,8 +191,8 @@ void stats_print_text(FILE *out, const stats *s) {
                 ? "fits"
                 : (snprintf(e, sizeof e, "does not fit: %.1f x its memory", s->m_total / s->target->memory), e));
   fprintf(out, "  memory plan (live peak; the arena a backend allocates; inputs and parameters not included):\n");
-  mem_row(out, "without checkpointing", &s->mem_none);
-  if (s->have_unfused) mem_row(out, "without fuse-attention", &s->mem_unfused);
+  mem_row(out, "without checkpointing", &s->graph.mem_none);
+  if (s->graph.have_unfused) mem_row(out, "without fuse-attention", &s->graph.mem_unfused);
   if (strcmp(s->policy, "none") != 0) {
     char label[64];
     snprintf(label, sizeof label, "with --checkpoint %s", s->policy);
@@ -205,15 +205,15 @@ void stats_print_text(FILE *out, const stats *s) {
             stats_si(t->flops_fp32, "FLOP/s", b, sizeof b), stats_si(t->bandwidth, "B/s", c, sizeof c),
             t->memory > 0 ? both_units(t->memory, e, sizeof e) : "memory not given");
     fprintf(out, "  peak for %s: %s; ridge point %.1f FLOP/byte (compute-bound above it)\n", s->dtype_name,
-            stats_si(s->peak, "FLOP/s", a, sizeof a), s->peak / t->bandwidth);
+            stats_si(s->roof.peak, "FLOP/s", a, sizeof a), s->roof.peak / t->bandwidth);
     fprintf(out, "predicted step time (roofline: sum over ops of max(FLOPs/peak, bytes/bandwidth)):\n");
     for (int p = 0; p < PASS_NUM_PHASES; p++)
-      fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), stats_seconds(s->phase_time[p], a, sizeof a),
+      fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), stats_seconds(s->roof.phase_time[p], a, sizeof a),
               p == PASS_PHASE_OPTIMIZER ? "  (one fused pass over parameters, gradients and state)" : "");
-    fprintf(out, "  %-10s %14s\n", "total", stats_seconds(s->step_time, a, sizeof a));
+    fprintf(out, "  %-10s %14s\n", "total", stats_seconds(s->roof.step_time, a, sizeof a));
     if (s->tokens > 0)
-      fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%.4g tokens/s)\n", 100 * s->mfu,
-              s->tokens / s->step_time);
+      fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%.4g tokens/s)\n", 100 * s->roof.mfu,
+              s->tokens / s->roof.step_time);
   } else {
     fprintf(out, "\n(--target NAME gives the roofline, predicted step time and MFU: ");
     for (int i = 0; i < pass_target_count(); i++) fprintf(out, "%s%s", i ? ", " : "", pass_target_at(i)->name);
@@ -224,27 +224,27 @@ void stats_print_text(FILE *out, const stats *s) {
   fprintf(out, "  %-20s %7s %26s %7s %22s %10s %8s %12s %7s\n", "op", "nodes", "FLOPs", "share", "bytes moved", "FLOP/byte",
           "bound", "time", "time%");
   double total = 0;
-  for (int op = 0; op < IR_NUM_OPS; op++) total += s->kinds[op].flops;
+  for (int op = 0; op < IR_NUM_OPS; op++) total += s->roof.kinds[op].flops;
   int order[IR_NUM_OPS], nk = kind_order(s, order);
   double step_ops = 0;
   for (int p = 0; p < PASS_NUM_PHASES; p++)
-    if (p != PASS_PHASE_OPTIMIZER) step_ops += s->phase_time[p];
+    if (p != PASS_PHASE_OPTIMIZER) step_ops += s->roof.phase_time[p];
   for (int i = 0; i < nk; i++) {
-    const stats_kind *k = &s->kinds[order[i]];
+    const pass_roofline_kind *k = &s->roof.kinds[order[i]];
     fprintf(out, "  %-20s %7d %26s %6.1f%% %22s %10.1f %8s %12s %6.1f%%\n", ir_op_name((ir_op)order[i]), k->nodes,
             stats_grouped(k->flops, a, sizeof a), total > 0 ? 100 * k->flops / total : 0.0, stats_grouped(k->bytes, b, sizeof b),
             k->bytes > 0 ? k->flops / k->bytes : 0.0, s->target ? bound_of(k) : "-",
             s->target ? stats_seconds(k->time, c, sizeof c) : "-", step_ops > 0 ? 100 * k->time / step_ops : 0.0);
   }
 
-  int top = s->top < s->n_rows ? s->top : s->n_rows;
+  int top = s->top < s->roof.n_rows ? s->top : s->roof.n_rows;
   if (top > 0) {
-    stats_row *sorted = rows_ranked(s);
+    pass_roofline_row *sorted = rows_ranked(s);
     fprintf(out, "\ntop %d ops by %s:\n", top, s->target ? "predicted time" : "FLOPs");
     fprintf(out, "  %-24s %-18s %-9s %-24s %22s %18s %10s %8s %12s  %s\n", "value", "op", "phase", "type", "FLOPs",
             "bytes", "FLOP/byte", "bound", "time", "from");
     for (int i = 0; i < top; i++) {
-      const stats_row *r = &sorted[i];
+      const pass_roofline_row *r = &sorted[i];
       char tb[128];
       const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
       char from[64] = "-";
@@ -279,11 +279,11 @@ static json_t *mem_json(const pass_mem_report *m) {
   return o;
 }
 
-static json_t *cfg_json(const cfg_entry *e) {
+static json_t *cfg_json(const fe_const *e) {
   if (!e) return json_null();
   json_t *o = json_object();
   json_object_set_new(o, "name", json_string(e->name));
-  json_object_set_new(o, "value", json_integer(e->value));
+  json_object_set_new(o, "value", json_integer(e->i));
   return o;
 }
 
@@ -299,15 +299,15 @@ void stats_print_json(FILE *out, const stats *s) {
   json_object_set_new(set, "mixed_precision", json_boolean(s->mixed));
   json_object_set_new(set, "optimizer", json_string(pass_optimizer_name(s->opt)));
   json_object_set_new(set, "checkpoint", json_string(s->policy));
-  json_object_set_new(set, "batch", s->cb && s->cb->known ? json_integer(s->cb->value) : json_null());
-  json_object_set_new(set, "seq", s->ct && s->ct->known ? json_integer(s->ct->value) : json_null());
+  json_object_set_new(set, "batch", s->cb && s->cb->kind == FE_CONST_INT ? json_integer(s->cb->i) : json_null());
+  json_object_set_new(set, "seq", s->ct && s->ct->kind == FE_CONST_INT ? json_integer(s->ct->i) : json_null());
   json_object_set_new(set, "tokens", s->tokens > 0 ? jnum(s->tokens) : json_null());
   json_object_set_new(root, "settings", set);
 
   json_t *params = json_object(), *tensors = json_array(), *groups = json_object();
   json_object_set_new(params, "total", jnum((double)s->param_total));
   json_object_set_new(params, "bytes", jnum(s->param_bytes));
-  for (int gi = 0; gi < N_GROUPS; gi++) json_object_set_new(groups, stats_group_names[gi], jnum((double)s->group_total[gi]));
+  for (int gi = 0; gi < PASS_GROUP_COUNT; gi++) json_object_set_new(groups, pass_param_group_name((pass_param_group)gi), jnum((double)s->group_total[gi]));
   json_object_set_new(params, "by_group", groups);
   json_object_set_new(params, "closed_form", s->cl ? jnum(s->closed_form) : json_null());
   json_t *cc = json_object();
@@ -322,7 +322,7 @@ void stats_print_json(FILE *out, const stats *s) {
     for (int k = 0; k < s->params[i].type.rank; k++) json_array_append_new(shape, json_integer(s->params[i].type.dims[k]));
     json_object_set_new(t, "shape", shape);
     json_object_set_new(t, "count", jnum((double)s->params[i].count));
-    json_object_set_new(t, "group", json_string(stats_group_names[s->params[i].group]));
+    json_object_set_new(t, "group", json_string(pass_param_group_name(s->params[i].group)));
     json_array_append_new(tensors, t);
   }
   json_object_set_new(params, "tensors", tensors);
@@ -348,14 +348,14 @@ void stats_print_json(FILE *out, const stats *s) {
   json_object_update(mem, cpu);
   json_decref(cpu);
   json_object_set_new(mem, "checkpoint", json_string(s->policy));
-  json_object_set_new(mem, "no_checkpoint", mem_json(&s->mem_none));
-  if (s->have_unfused) json_object_set_new(mem, "no_fuse_attention", mem_json(&s->mem_unfused));
+  json_object_set_new(mem, "no_checkpoint", mem_json(&s->graph.mem_none));
+  if (s->graph.have_unfused) json_object_set_new(mem, "no_fuse_attention", mem_json(&s->graph.mem_unfused));
   json_object_set_new(root, "memory", mem);
 
   json_t *grad = json_object();
-  json_object_set_new(grad, "loss", json_string(s->loss_name ? s->loss_name : ""));
-  json_object_set_new(grad, "loss_summed", json_boolean(s->loss_summed));
-  json_object_set_new(grad, "wrt", json_integer(s->n_wrt));
+  json_object_set_new(grad, "loss", json_string(s->graph.loss_name ? s->graph.loss_name : ""));
+  json_object_set_new(grad, "loss_summed", json_boolean(s->graph.loss_summed));
+  json_object_set_new(grad, "wrt", json_integer(s->graph.n_wrt));
   json_object_set_new(root, "training", grad);
 
   bool tg = s->target != NULL;
@@ -367,25 +367,25 @@ void stats_print_json(FILE *out, const stats *s) {
     json_object_set_new(to, "flops_fp32", jnum(t->flops_fp32));
     json_object_set_new(to, "bandwidth", jnum(t->bandwidth));
     json_object_set_new(to, "memory", jnum(t->memory));
-    json_object_set_new(to, "peak", jnum(s->peak));
-    json_object_set_new(to, "ridge", json_real(s->peak / t->bandwidth));
+    json_object_set_new(to, "peak", jnum(s->roof.peak));
+    json_object_set_new(to, "ridge", json_real(s->roof.peak / t->bandwidth));
     json_object_set_new(to, "source", json_string(t->source ? t->source : ""));
     json_object_set_new(to, "fits", t->memory > 0 ? json_boolean(s->m_total <= t->memory) : json_null());
     json_object_set_new(root, "target", to);
     json_t *pt = json_object();
-    for (int p = 0; p < PASS_NUM_PHASES; p++) json_object_set_new(pt, pass_phase_name((pass_phase)p), json_real(s->phase_time[p]));
+    for (int p = 0; p < PASS_NUM_PHASES; p++) json_object_set_new(pt, pass_phase_name((pass_phase)p), json_real(s->roof.phase_time[p]));
     json_object_set_new(root, "time_by_phase_s", pt);
   } else {
     json_object_set_new(root, "target", json_null());
     json_object_set_new(root, "time_by_phase_s", json_null());
   }
-  json_object_set_new(root, "step_time_s", real_or_null(tg, s->step_time));
-  json_object_set_new(root, "mfu", real_or_null(tg && s->tokens > 0, s->mfu));
+  json_object_set_new(root, "step_time_s", real_or_null(tg, s->roof.step_time));
+  json_object_set_new(root, "mfu", real_or_null(tg && s->tokens > 0, s->roof.mfu));
 
   json_t *ops = json_array();
   int order[IR_NUM_OPS], nk = kind_order(s, order);
   for (int i = 0; i < nk; i++) {
-    const stats_kind *k = &s->kinds[order[i]];
+    const pass_roofline_kind *k = &s->roof.kinds[order[i]];
     json_t *e = json_object();
     json_object_set_new(e, "op", json_string(ir_op_name((ir_op)order[i])));
     json_object_set_new(e, "nodes", json_integer(k->nodes));
@@ -399,11 +399,11 @@ void stats_print_json(FILE *out, const stats *s) {
   }
   json_object_set_new(root, "ops", ops);
   json_t *topj = json_array();
-  int top = s->top < s->n_rows ? s->top : s->n_rows;
+  int top = s->top < s->roof.n_rows ? s->top : s->roof.n_rows;
   if (top > 0) {
-    stats_row *sorted = rows_ranked(s);
+    pass_roofline_row *sorted = rows_ranked(s);
     for (int i = 0; i < top; i++) {
-      const stats_row *r = &sorted[i];
+      const pass_roofline_row *r = &sorted[i];
       const ir_value *v = r->n->n_out ? r->n->out[0] : NULL;
       char tb[128];
       json_t *e = json_object();

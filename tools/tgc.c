@@ -1,5 +1,7 @@
-/* tools/tgc.c — the tgc command: dispatch to subcommands, their help, and
- * the small ones (check, dump). `run` lives in cmd_run.c.
+/* tools/tgc.c — the tgc command: the table of subcommands (name, function,
+ * one line of help: dispatch, `tgc --help` and the unknown-command message
+ * all read it), the options every compiling command shares, and the small
+ * commands (check, dump); the others live in cmd_*.c.
  * Every user-facing failure prints "tgc: error: ..." or
  * "file:line:col: error: ..." and exits with status 1. */
 #include <errno.h>
@@ -9,31 +11,6 @@
 #include <unistd.h>
 
 #include "tool.h"
-
-static const char *const main_help =
-    "tgc " TGC_VERSION " - a compiler for machine-learning models\n"
-    "\n"
-    "usage: tgc COMMAND FILE [options]\n"
-    "\n"
-    "FILE is a model description (.tg) or textual IR (.ir, as printed by 'tgc dump').\n"
-    "\n"
-    "commands:\n"
-    "  check FILE     parse, elaborate and verify; print nothing and exit 0 if all is well\n"
-    "  dump FILE      print the IR (after elaboration, or after a pass) as text, DOT or JSON\n"
-    "  run FILE       compile and run (on the CPU, or --backend cuda / cuda-emu); print the outputs\n"
-    "  grad FILE      gradients (reverse mode) or tangents (forward mode) of a model\n"
-    "  gradcheck FILE compare both autodiff modes with finite differences in f64\n"
-    "  train FILE     train a model: optimizer, data, progress, safe checkpoints\n"
-    "  stats FILE     what a model costs: parameters, FLOPs, memory\n"
-    "  plan FILE      the parallel plan of a training step for a cluster, simulated and explained\n"
-    "  compile FILE   lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest\n"
-    "\n"
-    "options:\n"
-    "  -h, --help     this help ('tgc COMMAND --help' for a command's own)\n"
-    "  --version      print the version\n"
-    "\n"
-    "Exit status: 0 on success, 1 on any error (diagnostics go to stderr).\n"
-    "Documentation: docs/language.md (the .tg language), docs/ir.md (the IR).\n";
 
 const char *const tool_common_help =
     "model options:\n"
@@ -249,6 +226,50 @@ static int finish_stdout(int rc) {
   return 1;
 }
 
+/* The subcommands, in the order `tgc --help` lists them: the one place a
+ * command is named (dispatch, the help, the unknown-command message). */
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv); /* argv[0] is the command's name */
+  const char *help;                  /* one line for `tgc --help` */
+} tool_command;
+static const tool_command commands[] = {
+    {"check", cmd_check, "parse, elaborate and verify; print nothing and exit 0 if all is well"},
+    {"dump", cmd_dump, "print the IR (after elaboration, or after a pass) as text, DOT or JSON"},
+    {"run", tool_cmd_run, "compile and run (on the CPU, or --backend cuda / cuda-emu); print the outputs"},
+    {"grad", tool_cmd_grad, "gradients (reverse mode) or tangents (forward mode) of a model"},
+    {"gradcheck", tool_cmd_gradcheck, "compare both autodiff modes with finite differences in f64"},
+    {"train", tool_cmd_train, "train a model: optimizer, data, progress, safe checkpoints"},
+    {"stats", tool_cmd_stats, "what a model costs: parameters, FLOPs, memory"},
+    {"plan", tool_cmd_plan, "the parallel plan of a training step for a cluster, simulated and explained"},
+    {"compile", tool_cmd_compile, "lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest"},
+};
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
+static void print_main_help(FILE *out) {
+  fputs("tgc " TGC_VERSION " - a compiler for machine-learning models\n"
+        "\n"
+        "usage: tgc COMMAND FILE [options]\n"
+        "\n"
+        "FILE is a model description (.tg) or textual IR (.ir, as printed by 'tgc dump').\n"
+        "\n"
+        "commands:\n",
+        out);
+  for (int i = 0; i < N_COMMANDS; i++) {
+    char usage[32];
+    snprintf(usage, sizeof usage, "%s FILE", commands[i].name);
+    fprintf(out, "  %-14s %s\n", usage, commands[i].help);
+  }
+  fputs("\n"
+        "options:\n"
+        "  -h, --help     this help ('tgc COMMAND --help' for a command's own)\n"
+        "  --version      print the version\n"
+        "\n"
+        "Exit status: 0 on success, 1 on any error (diagnostics go to stderr).\n"
+        "Documentation: docs/language.md (the .tg language), docs/ir.md (the IR).\n",
+        out);
+}
+
 static int dispatch(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
@@ -259,7 +280,7 @@ static int dispatch(int argc, char **argv) {
       argv = h;
       argc = 3;
     } else {
-      fputs(main_help, argc < 2 ? stderr : stdout);
+      print_main_help(argc < 2 ? stderr : stdout);
       return argc < 2 ? 1 : 0;
     }
   }
@@ -268,16 +289,12 @@ static int dispatch(int argc, char **argv) {
     return 0;
   }
   const char *cmd = argv[1];
-  if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
-  if (strcmp(cmd, "dump") == 0) return cmd_dump(argc - 1, argv + 1);
-  if (strcmp(cmd, "run") == 0) return tool_cmd_run(argc - 1, argv + 1);
-  if (strcmp(cmd, "grad") == 0) return tool_cmd_grad(argc - 1, argv + 1);
-  if (strcmp(cmd, "gradcheck") == 0) return tool_cmd_gradcheck(argc - 1, argv + 1);
-  if (strcmp(cmd, "train") == 0) return tool_cmd_train(argc - 1, argv + 1);
-  if (strcmp(cmd, "stats") == 0) return tool_cmd_stats(argc - 1, argv + 1);
-  if (strcmp(cmd, "plan") == 0) return tool_cmd_plan(argc - 1, argv + 1);
-  if (strcmp(cmd, "compile") == 0) return tool_cmd_compile(argc - 1, argv + 1);
-  fprintf(stderr, "tgc: error: unknown command '%s' (commands: check, dump, run, grad, gradcheck, train, stats, plan, compile; see 'tgc --help')\n", cmd);
+  for (int i = 0; i < N_COMMANDS; i++)
+    if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  char names[256] = "";
+  for (int i = 0; i < N_COMMANDS; i++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", commands[i].name);
+  fprintf(stderr, "tgc: error: unknown command '%s' (commands: %s; see 'tgc --help')\n", cmd, names);
   return 1;
 }
 

@@ -28,6 +28,23 @@ typedef struct {
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
  * *text_out keeps the source alive for diagnostics (free after the graph). */
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out);
+/* Whether path names textual IR (.ir), not a .tg model. */
+bool tool_is_ir_file(const char *path);
+/* The configs of o->file evaluated with o's --config and -D (fe_configs);
+ * NULL for an .ir file and for a file that does not read or parse, which
+ * tool_load reports. fe_config_set_free. */
+fe_config_set *tool_configs(const tool_compile_opts *o);
+/* Appends -D name=value to o (both live as long as o): 0, or -1 after
+ * reporting that there are too many. */
+int tool_add_define(tool_compile_opts *o, const char *name, const char *value, ir_diag *d);
+/* A flag that sets config constant cname (--batch sets B, --seq T) from
+ * value v, as a -D of o: v a positive integer, cname a constant of the
+ * chosen config of cs (cs NULL: not known; tool_load will tell), not also
+ * given with -D. 0, or -1 after reporting. */
+int tool_set_constant(tool_compile_opts *o, const fe_config_set *cs, const char *flag, const char *cname,
+                      const char *v, ir_diag *d);
+/* Decimal integer text, all of it, in [lo, hi]. */
+bool tool_parse_int(const char *v, int64_t lo, int64_t hi, int64_t *out);
 /* Runs the default pipeline (minus disabled passes) with o's dump/verify/time settings. */
 /* --after memplan: nothing is dumped during the pipeline; after it the IR
  * and its memory plan are; --after all dumps the plan after the last pass. */
@@ -36,9 +53,6 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
  * (pass_plan_print), 1 dot (the graph), 2 json ({"plan": ...}, with
  * "graph" first when with_ir); with_ir: the IR first ("# IR after memplan"). */
 int tool_print_plan(FILE *out, const ir_graph *g, int format, bool with_ir, ir_diag *d);
-/* The default pipeline minus the passes o disables, into out (room for
- * pass_default_pipeline_len ids); returns its length. */
-int tool_pipeline(const tool_compile_opts *o, pass_id *out);
 
 /* Parses one common option at argv[*i] (advancing *i past its value).
  * Returns 1 if consumed, 0 if not a common option, -1 on error (reported). */

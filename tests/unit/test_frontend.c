@@ -2,7 +2,7 @@
  * compiled from strings with fe_compile (diagnostics captured in memory),
  * checking the graph (ops, types, names, outputs, layers, param names,
  * attributes) or the exact error messages. Also config/-D handling,
- * fe_list_configs, and compile speed on a 100-layer model.
+ * fe_configs, and compile speed on a 100-layer model.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -234,18 +234,137 @@ static void test_configs(void) {
   check_error("let A = 4611686018427387904 * 4\nfn main(x: f32[2]) { return x }\n",
               "integer overflow in '*': 4611686018427387904 and 4");
 
-  /* fe_list_configs */
-  char *buf = NULL;
+}
+
+/* fe_configs over src, diagnostics (syntax errors) into last_errors. */
+static fe_config_set *configs_of(const char *src, const fe_options *o) {
+  free(last_errors);
+  last_errors = NULL;
   size_t n = 0;
-  FILE *f = open_memstream(&buf, &n);
-  ir_diag *d = ir_diag_new(stderr);
-  int k = fe_list_configs("t.tg", doc_model, strlen(doc_model), d, f);
-  fclose(f);
+  FILE *f = open_memstream(&last_errors, &n);
+  ir_diag *d = ir_diag_new(f);
+  fe_config_set *s = fe_configs("t.tg", src, strlen(src), o, d);
   ir_diag_free(d);
-  CHECK_EQ_INT(k, 2);
-  CHECK_STR(buf, "tiny (default): B = 2, L = 16, D = 64, nH = 4, nL = 2\n"
-                 "small: B = 8, L = 128, D = 256, nH = 8, nL = 4\n");
-  free(buf);
+  fclose(f);
+  return s;
+}
+
+#define CHECK_CONST(cfg, nm, knd, val)                                      \
+  do {                                                                      \
+    const fe_const *c_ = fe_config_const(cfg, nm);                          \
+    CHECK(c_ != NULL);                                                      \
+    if (c_) {                                                               \
+      CHECK_EQ_INT(c_->kind, knd);                                          \
+      if ((knd) == FE_CONST_INT) CHECK_EQ_INT(c_->i, (int64_t)(val));       \
+      if ((knd) != FE_CONST_UNKNOWN) CHECK_NEAR(c_->f, (double)(val), 0);   \
+    }                                                                       \
+  } while (0)
+
+/* fe_configs: the configs of a file as data, evaluated as fe_compile binds them. */
+static void test_config_data(void) {
+  fe_config_set *s = configs_of(doc_model, NULL);
+  CHECK(s != NULL && s->n_configs == 2);
+  if (!s) return;
+  CHECK_STR(s->configs[0].name, "tiny");
+  CHECK_STR(s->configs[1].name, "small");
+  CHECK(s->configs[0].is_default && !s->configs[1].is_default);
+  CHECK(s->chosen == &s->configs[0]);
+  CHECK_EQ_INT(s->configs[1].n_consts, 5);
+  CHECK_EQ_INT(s->configs[1].loc.line, 2);
+  CHECK_EQ_INT(s->configs[1].loc.col, 8); /* its name */
+  const fe_const *l = fe_config_const(&s->configs[1], "L");
+  CHECK(l && l->kind == FE_CONST_INT && l->i == 128 && l->loc.line == 2 && l->loc.col == 23 && !l->overridden);
+  CHECK_STR(l ? l->loc.file : NULL, "t.tg");
+  CHECK_STR(l ? l->text : NULL, "128");
+  CHECK(fe_config_const(&s->configs[1], "H") == NULL); /* a let, not a config constant */
+  CHECK(fe_config_const(NULL, "B") == NULL);
+  CHECK_STR(last_errors, "");
+  fe_config_set_free(s);
+
+  /* values: the frontend's own evaluator (exact integer division stays an
+   * integer, else a real; '**', builtins, earlier entries) */
+  const char *src = "config a { B = 2, T = 8, D = 2 ** 3, H = D / 2, R = D / 3, E = 1e-5, M = maximum(B, T),\n"
+                    "           G = T * B, F = B > 1, Z = (B + T) * 2 - 1 }\n"
+                    "config gpt3_2_7b { X = 1, Y = X + 1, X = 5 }\n"
+                    "config late { W = B }\n"
+                    "fn main(x: f32[B]) { return x }\n";
+  s = configs_of(src, NULL);
+  CHECK(s && s->n_configs == 3 && s->chosen == &s->configs[0]);
+  if (!s) return;
+  const fe_config *a = &s->configs[0];
+  CHECK_CONST(a, "D", FE_CONST_INT, 8);
+  CHECK_CONST(a, "H", FE_CONST_INT, 4);
+  CHECK_CONST(a, "R", FE_CONST_REAL, 8.0 / 3.0);
+  CHECK_CONST(a, "E", FE_CONST_REAL, 1e-5);
+  CHECK_CONST(a, "M", FE_CONST_INT, 8);
+  CHECK_CONST(a, "G", FE_CONST_INT, 16);
+  CHECK_CONST(a, "F", FE_CONST_BOOL, 1);
+  CHECK_CONST(a, "Z", FE_CONST_INT, 19);
+  CHECK_STR(fe_config_const(a, "Z")->text, "(B + T) * 2 - 1");
+  CHECK_EQ_INT(fe_config_const(a, "G")->loc.line, 2);
+  /* a duplicate entry: the first holds the name (fe_compile reports the second) */
+  const fe_config *dup = &s->configs[1];
+  CHECK_EQ_INT(dup->n_consts, 3);
+  CHECK_CONST(dup, "X", FE_CONST_INT, 1);
+  CHECK_CONST(dup, "Y", FE_CONST_INT, 2);
+  CHECK_EQ_INT(dup->consts[2].kind, FE_CONST_UNKNOWN);
+  /* another config's constants are not visible */
+  CHECK_CONST(&s->configs[2], "W", FE_CONST_UNKNOWN, 0);
+  fe_config_set_free(s);
+
+  /* -D overrides the chosen config only; entries after it see the new value;
+   * --config matches with '-', '.' and '_' alike */
+  fe_define defs[] = {{"T", "16"}, {"E", "3"}, {"T", "4"}};
+  fe_options o = {.defines = defs, .n_defines = 3};
+  s = configs_of(src, &o);
+  CHECK(s && s->chosen == &s->configs[0]);
+  if (!s) return;
+  CHECK_CONST(s->chosen, "T", FE_CONST_INT, 4); /* the last -D of a name wins */
+  CHECK_CONST(s->chosen, "G", FE_CONST_INT, 8);
+  CHECK_CONST(s->chosen, "E", FE_CONST_INT, 3);
+  CHECK(fe_config_const(s->chosen, "T")->overridden && !fe_config_const(s->chosen, "G")->overridden);
+  fe_config_set_free(s);
+  fe_define x9[] = {{"X", "9"}};
+  o = (fe_options){.config = "gpt3-2.7b", .defines = x9, .n_defines = 1};
+  s = configs_of(src, &o);
+  CHECK(s && s->chosen == &s->configs[1]);
+  if (s) {
+    CHECK_CONST(s->chosen, "Y", FE_CONST_INT, 10);
+    CHECK_CONST(&s->configs[0], "T", FE_CONST_INT, 8); /* not the chosen one: no -D */
+  }
+  fe_config_set_free(s);
+  /* a -D value that is no number, an unknown config: nothing reported here
+   * (fe_compile reports them), the value unknown, no config chosen */
+  fe_define bad[] = {{"T", "abc"}};
+  o = (fe_options){.defines = bad, .n_defines = 1};
+  s = configs_of(src, &o);
+  CHECK(s != NULL);
+  if (s) {
+    CHECK_CONST(s->chosen, "T", FE_CONST_UNKNOWN, 0);
+    CHECK_CONST(s->chosen, "G", FE_CONST_UNKNOWN, 0);
+    CHECK_CONST(s->chosen, "B", FE_CONST_INT, 2);
+  }
+  fe_config_set_free(s);
+  o = (fe_options){.config = "nope"};
+  s = configs_of(src, &o);
+  CHECK(s && s->chosen == NULL && s->n_configs == 3);
+  CHECK_STR(last_errors, "");
+  fe_config_set_free(s);
+
+  /* no configs; code that does not compile still lists its configs; a
+   * syntax error gives NULL, reported through d (or not at all with NULL) */
+  s = configs_of("fn main(x: f32[2]) { return x }\n", NULL);
+  CHECK(s && s->n_configs == 0 && s->chosen == NULL);
+  fe_config_set_free(s);
+  s = configs_of("config c { N = 3 }\nfn main(x: f32[N]) { return undefined_name(x) }\n", NULL);
+  CHECK(s && s->n_configs == 1);
+  if (s) CHECK_CONST(s->chosen, "N", FE_CONST_INT, 3);
+  fe_config_set_free(s);
+  s = configs_of("config c { N = 3 \nfn main(", NULL);
+  CHECK(s == NULL && strstr(last_errors, "t.tg:2:1: error: "));
+  const char *broken = "config c { N = }";
+  s = fe_configs("t.tg", broken, strlen(broken), NULL, NULL);
+  CHECK(s == NULL);
 }
 
 static void test_entry(void) {
@@ -479,6 +598,7 @@ int main(void) {
   test_hw1_q4();
   test_repeat_params_layers();
   test_configs();
+  test_config_data();
   test_entry();
   test_einsum_and_layout();
   test_scalars_and_dtypes();

@@ -9,6 +9,8 @@
  *  - the roofline: time = max(FLOPs/peak, bytes/bandwidth); the three fp16
  *    matmuls (intensity 1365.3, 31.5, 15.9) are compute-, memory- and
  *    memory-bound on a100-80g in bf16/fp16 (ridge 312e12 / 2.039e12 = 153.0);
+ *  - parameter groups by use (embedding table, norm weight) and by name;
+ *    the roofline of a one-matmul step on a toy target, by hand;
  *  - training memory: 175e9 parameters in fp32 are 700 GB exactly; mixed
  *    precision adam is 2 + 2 + 12 bytes per parameter; sgd holds no state;
  *  - the target-file parser: a good file, and every kind of bad line
@@ -108,6 +110,86 @@ static void test_roofline(void) {
   /* MFU: 6 N tokens / (time * peak) */
   CHECK_NEAR(pass_mfu(1e9, 1000, 0.1, 1e15), 6e12 / 1e14, 1e-15);
   CHECK(pass_mfu(1e9, 0, 1, 1) == 0 && pass_mfu(1e9, 1, 0, 1) == 0);
+}
+
+/* Parameter groups by use and name (passes/step_report.c). */
+static void test_param_groups(void) {
+  const char *src = "tgc.ir 1\n"
+                    "graph @main\n"
+                    "  input %t : i32[2] loc 1:1\n"
+                    "  param %tok_embeddings : f32[8, 4] init ones loc 1:1\n"
+                    "  param %table : f32[8, 4] init ones loc 1:1\n"
+                    "  param %gamma : f32[4] init ones loc 1:1\n"
+                    "  param %layers.0.attention.wq : f32[4, 4] init ones loc 1:1\n"
+                    "  param %blk.wk : f32[4, 4] init ones loc 1:1\n"
+                    "  param %h.0.mlp.c_fc : f32[4, 4] init ones loc 1:1\n"
+                    "  param %w2 : f32[4, 4] init ones loc 1:1\n"
+                    "  param %ln_f_b : f32[4] init ones loc 1:1\n"
+                    "  param %final_NORM : f32[4] init ones loc 1:1\n"
+                    "  param %output : f32[4, 8] init ones loc 1:1\n"
+                    "  param %scale : f32[4] init ones loc 1:1\n"
+                    "  %x = embedding %table, %t : f32[2, 4] loc 1:1\n"
+                    "  %y = rmsnorm %x, %gamma {eps = 1e-06} : f32[2, 4] loc 1:1\n"
+                    "  output \"y\" = %y\n"
+                    "end\n";
+  ir_diag *d = ir_diag_new(stderr);
+  ir_graph *g = ir_parse("g.ir", src, strlen(src), d);
+  CHECK(g != NULL);
+  if (g) {
+    static const pass_param_group want[] = {PASS_GROUP_EMBEDDINGS, PASS_GROUP_EMBEDDINGS, PASS_GROUP_NORMS,
+                                            PASS_GROUP_ATTENTION,  PASS_GROUP_ATTENTION,  PASS_GROUP_MLP,
+                                            PASS_GROUP_MLP,        PASS_GROUP_NORMS,      PASS_GROUP_NORMS,
+                                            PASS_GROUP_EMBEDDINGS, PASS_GROUP_OTHER};
+    CHECK_EQ_INT(g->n_params, 11);
+    pass_param_group got[11];
+    pass_param_groups(g, got);
+    for (int i = 0; i < 11 && i < g->n_params; i++) {
+      if (got[i] != want[i]) fprintf(stderr, "%s: group %s, want %s\n", g->params[i]->name,
+                                     pass_param_group_name(got[i]), pass_param_group_name(want[i]));
+      CHECK_EQ_INT(got[i], want[i]);
+    }
+    CHECK_STR(pass_param_group_name(PASS_GROUP_OTHER), "other");
+  }
+  ir_graph_free(g);
+  ir_diag_free(d);
+}
+
+/* A step of one matmul x[4, 8] @ w[8, 16]: 1024 FLOPs, 896 bytes; on a
+ * target of 1000 FLOP/s and 100 B/s it takes 8.96 s (memory-bound); the
+ * update of 100 FLOPs over 2 * 512 + 512 + 2 * 1024 = 3584 bytes 35.84 s;
+ * the step 44.8 s; MFU 6 * 128 * 4 / (44.8 * 1000). Exact to rounding. */
+static void test_step_roofline(void) {
+  ir_graph *g = ir_graph_new("main", NULL);
+  ir_type xt = {.dtype = IR_DT_F32, .rank = 2, .dims = {4, 8}}, wt = {.dtype = IR_DT_F32, .rank = 2, .dims = {8, 16}};
+  ir_value *in[2] = {ir_graph_add_input(g, "x", xt, (ir_loc){0}), ir_graph_add_param(g, "w", wt, (ir_init){0}, (ir_loc){0})};
+  ir_graph_add_output(g, "y", ir_graph_build1(g, IR_OP_MATMUL, in, 2, NULL, 0, "y", (ir_loc){0}));
+  pass_target t = {.name = "toy", .flops_bf16 = 2000, .flops_fp32 = 1000, .bandwidth = 100};
+  pass_step_costing c = {&t, 4, 100, {.params = 512, .grads = 512, .optimizer = 1024}, 128, 4};
+  pass_roofline r;
+  pass_roofline_of(g, &c, &r);
+  CHECK_EQ_INT(r.n_rows, 1);
+  CHECK_NEAR(r.rows[0].flops, 1024, 0);
+  CHECK_NEAR(r.rows[0].bytes, 896, 0);
+  CHECK_NEAR(r.rows[0].time, 8.96, 1e-15);
+  CHECK(!r.rows[0].compute_bound);
+  CHECK_EQ_INT(r.kinds[IR_OP_MATMUL].nodes, 1);
+  CHECK_NEAR(r.peak, 1000, 0);
+  CHECK_NEAR(r.phase_time[PASS_PHASE_FORWARD], 8.96, 1e-15);
+  CHECK_NEAR(r.phase_time[PASS_PHASE_OPTIMIZER], 35.84, 1e-15);
+  CHECK_NEAR(r.step_time, 44.8, 1e-15);
+  CHECK_NEAR(r.mfu, 6.0 * 128 * 4 / (44.8 * 1000), 1e-15);
+  pass_roofline_free(&r);
+  c.elem_bytes = 2; /* the bf16 peak */
+  c.target = NULL;  /* no target: FLOPs and bytes, no times */
+  pass_roofline_of(g, &c, &r);
+  CHECK(r.peak == 0 && r.step_time == 0 && r.rows[0].time == 0 && r.rows[0].bytes == 896);
+  pass_roofline_free(&r);
+  c.target = &t;
+  pass_roofline_of(g, &c, &r);
+  CHECK_NEAR(r.rows[0].time, 8.96, 1e-15); /* 1024 / 2000 < 896 / 100 */
+  CHECK_NEAR(r.peak, 2000, 0);
+  pass_roofline_free(&r);
+  ir_graph_free(g);
 }
 
 static void test_memory(void) {
@@ -244,6 +326,8 @@ int main(void) {
   test_closed_form();
   test_targets();
   test_roofline();
+  test_param_groups();
+  test_step_roofline();
   test_memory();
   test_target_file();
   test_gpt();
