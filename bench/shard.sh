@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/shard.sh [TGC] — sharded training on CPU ranks (mpirun) next to one
 # process: the step time and the bytes each rank moves per step, for dp, tp,
-# tp+sp and dp x tp on 2 and 4 ranks. A GPT (examples/gpt.tg with D 256,
+# tp+sp, pp (1F1B, 4 micro-batches), dp x tp and dp x pp on 2 and 4 ranks. A GPT (examples/gpt.tg with D 256,
 # 4 layers, 8 heads, T 64, B 8: 3.4 M parameters), 8 steps, AdamW; the step
 # time is the median of steps 3-8 from --log. Prints figures; asserts
 # nothing. On a 2-core machine 4 ranks share 2 cores (--oversubscribe), and
@@ -22,10 +22,15 @@ printf '%-16s %5s %10s %14s  %s\n' mesh ranks "s/step" "bytes/step" "by kind (ra
 # shellcheck disable=SC2086
 "$TGC" $M --log "$OUT/one.jsonl" > /dev/null
 printf '%-16s %5d %10s %14s\n' "(one process)" 1 "$(median "$OUT/one.jsonl")" 0
-for spec in "2 dp=2" "2 tp=2" "2 tp=2,sp" "4 dp=4" "4 tp=4" "4 dp=2,tp=2" "4 dp=2,tp=2,sp"; do
-  np=${spec%% *}; mesh=${spec#* }
+PP="--micro-batches 4 --schedule 1f1b"
+# shellcheck disable=SC2086
+"$TGC" $M $PP --log "$OUT/one.jsonl" > /dev/null
+printf '%-16s %5d %10s %14s\n' "(one, 4 micro)" 1 "$(median "$OUT/one.jsonl")" 0
+for spec in "2 dp=2" "2 tp=2" "2 tp=2,sp" "2 pp=2 $PP" "4 dp=4" "4 tp=4" "4 pp=4 $PP" "4 dp=2,tp=2" "4 dp=2,tp=2,sp" "4 dp=2,pp=2 $PP"; do
+  np=${spec%% *}; rest=${spec#* }; mesh=${rest%% *}; extra=""
+  [ "$mesh" = "$rest" ] || extra=${rest#* }
   # shellcheck disable=SC2086
-  mpirun --oversubscribe -np "$np" "$TGC" $M --mesh "$mesh" --log "$OUT/m.jsonl" --json > "$OUT/m.json"
+  mpirun --oversubscribe -np "$np" "$TGC" $M $extra --mesh "$mesh" --log "$OUT/m.jsonl" --json > "$OUT/m.json"
   total=$(sed -n 's/.*"bytes_sent": \([0-9]*\).*/\1/p' "$OUT/m.json" | awk '{ s += $1 } END { print s + 0 }')
   kinds=$(awk '/"per_step"/ { on = 1 } on && /^      "[a-z_]*": {/ { k = $1 } on && /^        "[a-z]*": {/ { a = $1 }
     on && /"bytes_sent"/ { gsub(/[",:{]/, "", k); gsub(/[",:{]/, "", a); v = $2; gsub(/,/, "", v); printf "%s/%s %s  ", k, a, v }' "$OUT/m.json")

@@ -11,6 +11,7 @@
  * what it has, and the update sums the parts.
  *
  * The step. Each stage's graph holds its nodes in the original order; a
+ * constant (const, iota) is made by every stage that reads it; any other
  * value made on stage a and read on stage b is sent by a right after it is
  * made and received by b at the same place of the order (so the messages
  * between two stages are received in the order they are sent, and since
@@ -292,6 +293,16 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o) {
       map[n->out[0]->id] = sum;
       continue;
     }
+    bool source = n->op == IR_OP_CONST || n->op == IR_OP_IOTA; /* made from nothing: every reader makes it */
+    if (st != s && source) {
+      bool here = false;
+      for (int j = 0; j < n->n_out; j++) here |= (c->read[n->out[j]->id] >> s) & 1;
+      if (here) {
+        ir_node *m = copy_node(g, n, NULL);
+        for (int j = 0; j < n->n_out; j++) map[n->out[j]->id] = m->out[j];
+      }
+      continue;
+    }
     if (st != s) { /* made elsewhere: received here, at this place of the order, if read here */
       for (int j = 0; j < n->n_out; j++)
         if ((c->read[n->out[j]->id] >> s) & 1) map[n->out[j]->id] = recv_from(g, n->out[j], p, st, loc, n->layer);
@@ -309,7 +320,7 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o) {
     ir_node *m = copy_node(g, n, in);
     for (int j = 0; j < n->n_out; j++) {
       map[n->out[j]->id] = m->out[j];
-      smask to = c->read[n->out[j]->id] & ~(1ull << s);
+      smask to = source ? 0 : c->read[n->out[j]->id] & ~(1ull << s);
       for (int u = 0; u < p; u++)
         if ((to >> u) & 1) send_to(g, m->out[j], p, u, loc, n->layer);
     }

@@ -100,29 +100,11 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
   c->g = ir_graph_new("case", "case.tg");
   ir_value *a, *b, *x;
   switch (op) {
-  case IR_OP_NEG: case IR_OP_ABS: case IR_OP_EXP: case IR_OP_LOG: case IR_OP_SQRT: case IR_OP_RSQRT:
-  case IR_OP_SIN: case IR_OP_COS: case IR_OP_TANH: case IR_OP_SIGMOID: case IR_OP_RELU: case IR_OP_GELU:
-  case IR_OP_SILU: case IR_OP_SQUARE: case IR_OP_SIGN: case IR_OP_GELU_GRAD:
-    if (var > 0) break;
-    x = inp(c, TY(dt, 2, 3), (op == IR_OP_LOG || op == IR_OP_SQRT || op == IR_OP_RSQRT) ? K_POSITIVE
-                             : (op == IR_OP_ABS || op == IR_OP_RELU || op == IR_OP_SIGN) ? K_AWAY : K_NORMAL, 0);
-    node(c, op, &x, 1, NULL, 0);
-    return true;
   case IR_OP_CAST: {
     if (var > 0) break;
     x = inp(c, TY(dt, 2, 3), K_NORMAL, 0);
     ir_attr at = ir_attr_dtype("to", IR_DT_F64);
     node(c, op, &x, 1, &at, 1);
-    return true;
-  }
-  case IR_OP_ADD: case IR_OP_SUB: case IR_OP_MUL: case IR_OP_DIV: case IR_OP_POW: case IR_OP_MAXIMUM:
-  case IR_OP_MINIMUM: {
-    if (var > 1) break;
-    /* variant 0 broadcasts both ways, variant 1 has equal shapes */
-    a = inp(c, var ? TY(dt, 2, 3) : TY(dt, 2, 1, 3), op == IR_OP_POW ? K_POSITIVE : K_NORMAL, 0);
-    b = inp(c, var ? TY(dt, 2, 3) : TY(dt, 4, 3), op == IR_OP_DIV ? K_AWAY : K_NORMAL, 0);
-    ir_value *in[2] = {a, b};
-    node(c, op, in, 2, NULL, 0);
     return true;
   }
   case IR_OP_WHERE: {
@@ -317,7 +299,25 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
   case IR_OP_COUNT_NONFINITE:
   case IR_OP_ATTENTION_GRAD: case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: case IR_OP_ADD_LAYERNORM:
     break; /* not differentiable (fused ops are made after autodiff) */
-  case IR_NUM_OPS: break;
+  default:
+    if (ir_op_kind_of(op) == IR_OPK_BINARY && (ir_op_flags(op) & (IR_OPF_FLOAT | IR_OPF_NUMERIC))) {
+      /* an arithmetic binary op: variant 0 broadcasts both ways, variant 1
+       * has equal shapes (positive bases for pow, divisors away from 0) */
+      if (var > 1) break;
+      a = inp(c, var ? TY(dt, 2, 3) : TY(dt, 2, 1, 3), op == IR_OP_POW ? K_POSITIVE : K_NORMAL, 0);
+      b = inp(c, var ? TY(dt, 2, 3) : TY(dt, 4, 3), op == IR_OP_DIV ? K_AWAY : K_NORMAL, 0);
+      ir_value *in[2] = {a, b};
+      node(c, op, in, 2, NULL, 0);
+      return true;
+    }
+    /* an arithmetic unary op, by its kind and operand facts: no case of its
+     * own; inputs stay inside its domain (positive for log and the roots)
+     * and away from its kinks (0 for abs, relu and sign) */
+    if (ir_op_kind_of(op) != IR_OPK_UNARY || !(ir_op_flags(op) & (IR_OPF_FLOAT | IR_OPF_NUMERIC)) || var > 0) break;
+    x = inp(c, TY(dt, 2, 3), (op == IR_OP_LOG || op == IR_OP_SQRT || op == IR_OP_RSQRT) ? K_POSITIVE
+                             : (op == IR_OP_ABS || op == IR_OP_RELU || op == IR_OP_SIGN) ? K_AWAY : K_NORMAL, 0);
+    node(c, op, &x, 1, NULL, 0);
+    return true;
   }
   ir_graph_free(c->g);
   c->g = NULL;
