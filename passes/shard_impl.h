@@ -84,5 +84,9 @@ void sh_engine_free(sh_engine *e);
 /* Pipeline parallelism (shard_stage.c): t (already partitioned over dp and
  * tp) cut into stage `stage` of its mesh's pp. -1 after reporting. */
 int sh_cut_stages(pass_training *t, int stage, ir_diag *d);
+/* A plain graph g (no backward: `tgc dump --after shard`) cut in place to
+ * stage `stage`: the inputs and parameters it reads, its nodes with the
+ * sends and receives, the outputs made on it. -1 after reporting. */
+int sh_cut_graph_stage(ir_graph *g, int stage, ir_diag *d);
 
 #endif

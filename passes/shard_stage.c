@@ -220,58 +220,11 @@ static int assign(stages *c, ir_diag *d) {
 
 /* ---- the stage's step graph ---- */
 
-typedef struct {
-  ir_graph *g;
-  int *param_of;   /* stage param j -> global param index */
-  int n_params;
-  int acc0, loss_sum_input, correct_sum_input, loss_scale_input;
-  int *grad_output; /* stage param j -> output */
-  int loss_sum_output, correct_sum_output;
-} stage_step;
-
-static int cut_step(const pass_training *t, stages *c, stage_step *o) {
+/* Stage c->s's nodes of c->g into g (map: c->g's values to g's, its
+ * inputs and parameters already there), with the messages between stages. */
+static void cut_nodes(const stages *c, ir_graph *g, ir_value **map) {
   const ir_graph *S = c->g;
   int s = c->s, p = c->p;
-  ir_graph *g = ir_graph_new(S->name, S->source_file);
-  g->mesh = S->mesh;
-  g->mesh.stage = s;
-  ir_value **map = calloc((size_t)c->nv, sizeof *map);
-  bool *uses = calloc((size_t)S->n_params + 1, sizeof *uses);
-  if (!map || !uses) abort();
-  /* the stage's parameters: those its nodes read */
-  for (int i = 0; i < S->n_nodes; i++) {
-    const ir_node *n = S->nodes[i];
-    bool here = !n->dead && (c->stage[i] == s || (c->stage[i] == MIXED && ((c->mixed_of[i] >> s) & 1)));
-    for (int k = 0; here && k < n->n_in; k++)
-      for (int q = 0; q < S->n_params; q++)
-        if (n->in[k] == S->params[q]) uses[q] = true;
-  }
-  /* inputs: the data, the sums of this stage's parameters, the scalars */
-  o->param_of = calloc((size_t)S->n_params + 1, sizeof *o->param_of);
-  o->grad_output = calloc((size_t)S->n_params + 1, sizeof *o->grad_output);
-  if (!o->param_of || !o->grad_output) abort();
-  o->acc0 = o->loss_sum_input = o->correct_sum_input = o->loss_scale_input = -1;
-  for (int i = 0; i < S->n_inputs; i++) {
-    const ir_value *v = S->inputs[i];
-    int q = t->acc_input0 >= 0 && i >= t->acc_input0 && i < t->acc_input0 + t->n_params ? i - t->acc_input0 : -1;
-    if (q >= 0 && !uses[q]) continue;
-    if (q >= 0 && o->acc0 < 0) o->acc0 = g->n_inputs;
-    if (i == t->loss_sum_input) o->loss_sum_input = g->n_inputs;
-    if (i == t->correct_sum_input) o->correct_sum_input = g->n_inputs;
-    if (i == t->loss_scale_input) o->loss_scale_input = g->n_inputs;
-    ir_value *x = ir_graph_add_input(g, v->name, v->type, reloc(S, g, v->loc));
-    x->role = v->role, x->shard = v->shard;
-    map[v->id] = x;
-  }
-  for (int q = 0; q < S->n_params; q++) {
-    if (!uses[q]) continue;
-    const ir_value *v = S->params[q];
-    ir_value *x = ir_graph_add_param(g, v->name, v->type, v->init, reloc(S, g, v->loc));
-    x->role = v->role, x->shard = v->shard;
-    map[v->id] = x;
-    o->param_of[o->n_params++] = q;
-  }
-  /* the nodes, with the messages between stages */
   for (int i = 0; i < S->n_nodes; i++) {
     const ir_node *n = S->nodes[i];
     if (n->dead) continue;
@@ -325,6 +278,60 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o) {
         if ((to >> u) & 1) send_to(g, m->out[j], p, u, loc, n->layer);
     }
   }
+}
+
+typedef struct {
+  ir_graph *g;
+  int *param_of;   /* stage param j -> global param index */
+  int n_params;
+  int acc0, loss_sum_input, correct_sum_input, loss_scale_input;
+  int *grad_output; /* stage param j -> output */
+  int loss_sum_output, correct_sum_output;
+} stage_step;
+
+static int cut_step(const pass_training *t, stages *c, stage_step *o) {
+  const ir_graph *S = c->g;
+  int s = c->s;
+  ir_graph *g = ir_graph_new(S->name, S->source_file);
+  g->mesh = S->mesh;
+  g->mesh.stage = s;
+  ir_value **map = calloc((size_t)c->nv, sizeof *map);
+  bool *uses = calloc((size_t)S->n_params + 1, sizeof *uses);
+  if (!map || !uses) abort();
+  /* the stage's parameters: those its nodes read */
+  for (int i = 0; i < S->n_nodes; i++) {
+    const ir_node *n = S->nodes[i];
+    bool here = !n->dead && (c->stage[i] == s || (c->stage[i] == MIXED && ((c->mixed_of[i] >> s) & 1)));
+    for (int k = 0; here && k < n->n_in; k++)
+      for (int q = 0; q < S->n_params; q++)
+        if (n->in[k] == S->params[q]) uses[q] = true;
+  }
+  /* inputs: the data, the sums of this stage's parameters, the scalars */
+  o->param_of = calloc((size_t)S->n_params + 1, sizeof *o->param_of);
+  o->grad_output = calloc((size_t)S->n_params + 1, sizeof *o->grad_output);
+  if (!o->param_of || !o->grad_output) abort();
+  o->acc0 = o->loss_sum_input = o->correct_sum_input = o->loss_scale_input = -1;
+  for (int i = 0; i < S->n_inputs; i++) {
+    const ir_value *v = S->inputs[i];
+    int q = t->acc_input0 >= 0 && i >= t->acc_input0 && i < t->acc_input0 + t->n_params ? i - t->acc_input0 : -1;
+    if (q >= 0 && !uses[q]) continue;
+    if (q >= 0 && o->acc0 < 0) o->acc0 = g->n_inputs;
+    if (i == t->loss_sum_input) o->loss_sum_input = g->n_inputs;
+    if (i == t->correct_sum_input) o->correct_sum_input = g->n_inputs;
+    if (i == t->loss_scale_input) o->loss_scale_input = g->n_inputs;
+    ir_value *x = ir_graph_add_input(g, v->name, v->type, reloc(S, g, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+  }
+  for (int q = 0; q < S->n_params; q++) {
+    if (!uses[q]) continue;
+    const ir_value *v = S->params[q];
+    ir_value *x = ir_graph_add_param(g, v->name, v->type, v->init, reloc(S, g, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+    o->param_of[o->n_params++] = q;
+  }
+  cut_nodes(c, g, map);
   /* outputs: the gradients of this stage's parameters (parts of a partial
    * sum), then the sums (passed through where the loss is not made) */
   for (int j = 0; j < o->n_params; j++) {
@@ -585,6 +592,53 @@ static ir_graph *cut_update(const pass_training *t, const stages *c, const stage
   (void)pindex;
   free(pindex), free(map), free(w);
   return g;
+}
+
+/* A plain graph (no training program: what `tgc dump --after shard` shows)
+ * cut to stage `stage`: the inputs it reads, the parameters its nodes read,
+ * its nodes with the sends and receives, the outputs made on it. */
+int sh_cut_graph_stage(ir_graph *g, int stage, ir_diag *d) {
+  int p = g->mesh.size[IR_AXIS_PP];
+  if (p > 64) {
+    ir_error_plain(d, "pipeline parallelism: at most 64 stages (pp = %d)", p);
+    return -1;
+  }
+  stages c = {.g = g, .p = p, .s = stage, .nv = ir_graph_id_bound(g) + 1};
+  if (assign(&c, d) != 0) {
+    stages_free(&c);
+    return -1;
+  }
+  ir_graph *h = ir_graph_new(g->name, g->source_file);
+  h->mesh = g->mesh;
+  h->mesh.stage = stage;
+  ir_value **map = calloc((size_t)c.nv, sizeof *map);
+  if (!map) abort();
+  for (int i = 0; i < g->n_inputs; i++) {
+    const ir_value *v = g->inputs[i];
+    if (!((c.read[v->id] >> stage) & 1)) continue;
+    ir_value *x = ir_graph_add_input(h, v->name, v->type, reloc(g, h, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+  }
+  for (int i = 0; i < g->n_params; i++) {
+    const ir_value *v = g->params[i];
+    if (!((c.read[v->id] >> stage) & 1)) continue;
+    ir_value *x = ir_graph_add_param(h, v->name, v->type, v->init, reloc(g, h, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+  }
+  cut_nodes(&c, h, map);
+  for (int i = 0; i < g->n_outputs; i++) {
+    const ir_value *v = g->outputs[i].value;
+    if (map[v->id] && (!v->def || ((c.made[v->id] >> stage) & 1))) ir_graph_add_output(h, g->outputs[i].name, map[v->id]);
+  }
+  free(map);
+  stages_free(&c);
+  ir_graph tmp = *g; /* the stage's graph takes g's place */
+  *g = *h;
+  *h = tmp;
+  ir_graph_free(h);
+  return 0;
 }
 
 int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {

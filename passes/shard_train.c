@@ -62,7 +62,7 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
 }
 
 int pass_shard(ir_graph *g, const pass_options *o) {
-  if (!mesh_active(&g->mesh)) return 0;
+  if (!mesh_active(&g->mesh)) return pipelined(&g->mesh) ? sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag) : 0;
   sh_engine *e = sh_engine_new(g, o->diag, true);
   int rc = place_data(e, g, g->n_inputs, NULL, o->diag);
   int dp = g->mesh.size[IR_AXIS_DP];
@@ -81,6 +81,7 @@ int pass_shard(ir_graph *g, const pass_options *o) {
     ir_graph_free(s);
   }
   sh_engine_free(e);
+  if (rc == 0 && pipelined(&g->mesh)) rc = sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag);
   return rc;
 }
 

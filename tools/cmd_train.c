@@ -588,6 +588,10 @@ int tool_cmd_train(int argc, char **argv) {
     free(peek);
     if (mrc != 0) goto done;
   }
+  if (o.stage_set) {
+    ir_error_plain(d, "--stage %d: tgc train runs each rank's own pipeline stage (its place in the mesh)", o.stage);
+    goto done;
+  }
   if (o.mesh_set && ir_mesh_ranks(&o.mesh) > 1) { /* many ranks: the communicator first (every rank opens it) */
     rt_comm_options co = {.timeout_s = t.comm_timeout};
     if (!(comm = rt_comm_open(&co, err, sizeof err)) || rt_mesh_bind(comm, &o.mesh, NULL, err, sizeof err) != 0) {

@@ -74,6 +74,19 @@ int tool_set_constant(tool_compile_opts *o, const fe_config_set *cs, const char 
   return tool_add_define(o, cname, v, d);
 }
 
+/* --mesh and --stage onto g: the stage shown must be one of the mesh's */
+static int apply_mesh(const tool_compile_opts *o, ir_graph *g, ir_diag *d) {
+  if (o->stage_set && (!o->mesh_set || o->stage >= o->mesh.size[IR_AXIS_PP])) {
+    int pp = o->mesh_set ? o->mesh.size[IR_AXIS_PP] : 1;
+    ir_error_plain(d, "--stage %d: the mesh has %d pipeline stage%s (pp = %d)%s", o->stage, pp, pp == 1 ? "" : "s", pp,
+                   pp == 1 ? "; give --mesh with pp > 1" : "");
+    return -1;
+  }
+  if (o->mesh_set) g->mesh = o->mesh;
+  if (o->stage_set) g->mesh.stage = o->stage;
+  return 0;
+}
+
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   size_t len = 0;
   *text_out = NULL;
@@ -88,7 +101,10 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
     }
     ir_diag_add_source(d, o->file, text, len);
     g = ir_read(o->file, text, len, d); /* verified, errors at .ir positions */
-    if (g && o->mesh_set) g->mesh = o->mesh;
+    if (g && apply_mesh(o, g, d) != 0) {
+      ir_graph_free(g);
+      return NULL;
+    }
     return g;
   }
   g = fe_compile(o->file, text, len, &o->fe, d);
@@ -97,7 +113,10 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
     ir_graph_free(g);
     return NULL;
   }
-  if (o->mesh_set) g->mesh = o->mesh;
+  if (apply_mesh(o, g, d) != 0) {
+    ir_graph_free(g);
+    return NULL;
+  }
   return g;
 }
 
@@ -242,6 +261,18 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       return -1;
     }
     o->mesh_set = true;
+    return 1;
+  }
+  if (is_flag(a, "--stage")) {
+    if (!(v = flag_value("--stage", argc, argv, i, d))) return -1;
+    char *end = NULL;
+    long s = strtol(v, &end, 10);
+    if (!*v || *end || s < 0 || s > 63) {
+      ir_error_plain(d, "--stage %s: expected a pipeline stage 0 to 63", v);
+      return -1;
+    }
+    o->stage = (int)s;
+    o->stage_set = true;
     return 1;
   }
   if (is_flag(a, "--zero")) {

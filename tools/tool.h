@@ -22,6 +22,8 @@ typedef struct {
   bool pass_disabled[PASS_COUNT]; /* --disable-pass NAME (repeatable); --no-fuse: every fuse-* pass */
   ir_mesh mesh;            /* --mesh AXES (mesh_set: given) */
   bool mesh_set;
+  int stage;               /* --stage S: the pipeline stage shown (stage_set: given) */
+  bool stage_set;
   int zero;                /* --zero N */
 } tool_compile_opts;
 
