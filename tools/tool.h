@@ -22,6 +22,7 @@ typedef struct {
   bool pass_disabled[PASS_COUNT]; /* --disable-pass NAME (repeatable); --no-fuse: every fuse-* pass */
   ir_mesh mesh;            /* --mesh AXES (mesh_set: given) */
   bool mesh_set;
+  bool mesh_auto;          /* --mesh auto: tgc train asks the planner (tool_plan_auto_mesh) */
   int zero;                /* --zero N */
 } tool_compile_opts;
 
@@ -72,6 +73,11 @@ int tool_cmd_gradcheck(int argc, char **argv); /* cmd_grad.c */
 int tool_cmd_train(int argc, char **argv);     /* cmd_train.c */
 int tool_cmd_stats(int argc, char **argv);     /* cmd_stats.c */
 int tool_cmd_plan(int argc, char **argv);      /* cmd_plan.c */
+/* cmd_plan.c: `tgc train --mesh auto` on `ranks` ranks: the planner's
+ * fastest plan the trainer runs, into o->mesh, o->zero and *schedule
+ * (print: one line "mesh auto: ..." on stdout). 0, or -1 after reporting. */
+int tool_plan_auto_mesh(tool_compile_opts *o, int ranks, int micro_batches, ir_dtype dt, int optimizer, bool print,
+                        int *schedule, ir_diag *d);
 int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 
 /* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */
