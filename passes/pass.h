@@ -818,6 +818,8 @@ typedef struct {
   double *send, *send_back; /* per boundary: seconds to send a micro-batch's activations, and its gradient back */
   double *mem;              /* per stage: PASS_MEM_KINDS figures */
   double *end, *dp_exposed, *opt; /* per stage */
+  pass_plan_comm *comm;     /* per stage: its collectives of one step, PASS_PLAN_MAX_COMM entries from */
+  int *n_comm;              /* stage x PASS_PLAN_MAX_COMM on, n_comm[stage] of them (r->comm: the critical stage's) */
   pass_pipe_result sim;     /* with every operation recorded */
 } pass_plan_detail;
 void pass_plan_detail_free(pass_plan_detail *d);

@@ -513,6 +513,36 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
   return exposed;
 }
 
+/* The collectives of stage dev in one step (tensor axis by kind, the data
+ * axis and tied weights by step_sync, the pipeline's send/recv), appended to
+ * out: the figures a rank of that stage must move (test_plan_consistency). */
+static void stage_comms(plan_ctx *x, const pass_plan_strategy *s, const stages *st, const pass_plan_profile *P,
+                        const pass_pipe_result *sim, int m, int dev, double pp_exposed, pass_plan_comm *out,
+                        int *n_out) {
+  int p = s->pp, v = st->nv / s->pp, t = s->tp, nv = st->nv;
+  for (int q = 0; q < 3 && t > 1; q++) {
+    pass_plan_comm e = {q, PASS_AXIS_TENSOR, "activations", 0, 0, 0, 0};
+    for (int ch = 0; ch < v; ch++) {
+      int k = ch * p + dev;
+      e.payload += m * st->kind_b[k][q], e.calls += m * st->kind_n[k][q], e.seconds += m * st->kind_s[k][q];
+    }
+    e.exposed = e.seconds;
+    if (e.calls > 0) out[(*n_out)++] = e;
+  }
+  step_sync(x, s, st, P, sim, m, dev, out, n_out);
+  if (p > 1) {
+    pass_plan_comm e = {PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, "activations, gradients", 0, 0, 0, pp_exposed};
+    for (int ch = 0; ch < v; ch++) {
+      int k = ch * p + dev;
+      if (k > 0) e.payload += m * (st->send_bytes[k - 1] + st->back_bytes[k - 1]), e.calls += 2 * m,
+                 e.seconds += m * (st->send[k - 1] + st->send_back[k - 1]);
+      if (k + 1 < nv) e.payload += m * (st->send_bytes[k] + st->back_bytes[k]), e.calls += 2 * m,
+                      e.seconds += m * (st->send[k] + st->send_back[k]);
+    }
+    out[(*n_out)++] = e;
+  }
+}
+
 typedef enum { EV_SEARCH, EV_FULL } ev_mode;
 
 struct last_eval {
@@ -631,32 +661,16 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
     for (int k = 0; k < nv; k++) work += st.flops[k] * m;
     r->hw_flops = work * d * t / (r->step * c->gpus);
     /* the collectives of the critical stage, per step */
-    pass_plan_comm *cm = r->comm;
-    for (int q = 0; q < 3 && t > 1; q++) {
-      pass_plan_comm e = {q, PASS_AXIS_TENSOR, "activations", 0, 0, 0, 0};
-      for (int ch = 0; ch < v; ch++) {
-        int k = ch * p + cd;
-        e.payload += m * st.kind_b[k][q], e.calls += m * st.kind_n[k][q], e.seconds += m * st.kind_s[k][q];
-      }
-      e.exposed = e.seconds;
-      if (e.calls > 0) cm[r->n_comm++] = e;
-    }
-    step_sync(x, &s, &st, P, &sim, m, cd, cm, &r->n_comm);
-    if (p > 1) {
-      pass_plan_comm e = {PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, "activations, gradients", 0, 0, 0, r->rows[PASS_ROW_PP_SEND_RECV]};
-      for (int ch = 0; ch < v; ch++) {
-        int k = ch * p + cd;
-        if (k > 0) e.payload += m * (st.send_bytes[k - 1] + st.back_bytes[k - 1]), e.calls += 2 * m,
-                   e.seconds += m * (st.send[k - 1] + st.send_back[k - 1]);
-        if (k + 1 < nv) e.payload += m * (st.send_bytes[k] + st.back_bytes[k]), e.calls += 2 * m,
-                        e.seconds += m * (st.send[k] + st.send_back[k]);
-      }
-      cm[r->n_comm++] = e;
-    }
+    stage_comms(x, &s, &st, P, &sim, m, cd, r->rows[PASS_ROW_PP_SEND_RECV], r->comm, &r->n_comm);
   }
   if (detail) {
     memset(detail, 0, sizeof *detail);
     detail->n_stages = p, detail->n_virtual = nv;
+    detail->comm = zalloc((size_t)p * PASS_PLAN_MAX_COMM, sizeof *detail->comm);
+    detail->n_comm = zalloc((size_t)p, sizeof *detail->n_comm);
+    for (int dev = 0; dev < p; dev++)
+      stage_comms(x, &s, &st, P, &sim, m, dev, sim.end[dev] - sim0.end[dev], detail->comm + (size_t)dev * PASS_PLAN_MAX_COMM,
+                  &detail->n_comm[dev]);
 #define TAKE(f) detail->f = x->last->st.f, x->last->st.f = NULL
     TAKE(first), TAKE(last), TAKE(fwd), TAKE(bwd), TAKE(send), TAKE(send_back);
 #undef TAKE
@@ -684,7 +698,7 @@ done:
 void pass_plan_detail_free(pass_plan_detail *d) {
   if (!d) return;
   free(d->first), free(d->last), free(d->fwd), free(d->bwd), free(d->fwd_comm), free(d->bwd_comm), free(d->send), free(d->send_back);
-  free(d->mem), free(d->end), free(d->dp_exposed), free(d->opt);
+  free(d->mem), free(d->end), free(d->dp_exposed), free(d->opt), free(d->comm), free(d->n_comm);
   pass_pipe_result_free(&d->sim);
   memset(d, 0, sizeof *d);
 }

@@ -3,22 +3,27 @@
  * of the planner (plan_impl.h describes the states R, S, Q, P).
  *
  * plan_tp_propagate walks the graph once in order. For each node the rule of
- * its op (rules[], indexed by the op enum; test_plan_model loops over every
- * op of ops.def so a missing rule fails) reads the states of its operands,
+ * its op (rule_of: rule_pointwise for every unary and binary kind, else
+ * rules[], indexed by the op enum; test_plan_model loops over every op of
+ * ops.def so a missing rule fails) reads the states of its operands,
  * converts those it cannot take (an all-reduce of a partial value; an
  * all-gather of a split one), and sets the states of its results, whether
  * its work divides by t and which GEMM dimension does. A conversion is made
  * once per value and phase: the forward pass's readers share one all-gather,
  * the backward pass does its own (as Megatron-LM's sequence parallelism
- * gathers its inputs again for the weight gradients).
+ * gathers its inputs again for the weight gradients). A reduction is made
+ * once: the backward reads the reduced copy the forward keeps, and it is
+ * counted in the group that made the partial value (Megatron-LM all-reduces
+ * the vocabulary-parallel embedding inside the embedding).
  *
  * The rules, by op:
  *   elementwise, fused, where, cast, layernorm, rmsnorm, add_layernorm,
  *   softmax, log_softmax, causal_mask, cross_entropy(_grad)
  *           follow their split operand (S over Q: a Q operand beside an S one
  *           is gathered); an unset parameter (a bias, a norm's gain) takes the
- *           split when its aligned dim is the split one, else R; add, sub, neg
- *           and cast keep P when every non-constant operand is P; a
+ *           split when its aligned dim is the split one, else R; add, sub, neg,
+ *           cast and a fused sum of them (the q, k and v projections' input
+ *           gradients) keep P when every non-constant operand is P; a
  *           normalizing op whose axis is split is gathered, except
  *           cross-entropy over split logits (Megatron's vocabulary-parallel
  *           loss: three all-reduces of one fp32 per token, the max, the sum of
@@ -28,6 +33,8 @@
  *           R x K give P (row parallel); M x R, R x N, batch x batch keep the
  *           split; R x R is replicated; a P operand is reduced first; an
  *           epilogue (fused_matmul's extra operands) reduces a P product first
+ *           unless it only adds partial operands to it (a SwiGLU's two input
+ *           gradients)
  *   attention, attention_grad   split heads (a batch dim) stay split
  *   reshape  maps the split dim when it is the outermost of its group of dims
  *   transpose, broadcast, slice, unslice, concat, split   follow the dim
@@ -47,6 +54,8 @@ typedef struct {
   const uint8_t *batch;
   tp_result *r;
   tp_state *conv[PASS_NUM_PHASES]; /* per value: its converted state in this phase (UNSET: none) */
+  tp_state *reduced;               /* per partial value: the state it was reduced to (UNSET: not yet) */
+  int *def_node;                   /* per value: the index of the node that makes it, -1 for declarations */
   int phase;
   int node;
   int64_t padded[4]; /* sizes of vocabulary-split embedding tables */
@@ -58,14 +67,30 @@ typedef void (*tp_rule)(tp_ctx *c, const ir_node *n);
 static tp_state ST(int kind, int dim) { return (tp_state){(int8_t)kind, (int8_t)dim}; }
 static bool is_split(tp_state s) { return s.kind == TP_S || s.kind == TP_Q; }
 
-/* The state a reader sees. */
+/* The state a reader sees. A partial value reduced in an earlier phase is
+ * kept reduced (what plan_tp_stored says it is stored as): the backward
+ * reads the copy the forward reduced, as Megatron-LM saves the all-reduced
+ * embedding output, not the partial one. */
 static tp_state eff(tp_ctx *c, const ir_value *v) {
   tp_state s = c->conv[c->phase][v->id];
-  return s.kind != TP_UNSET ? s : c->r->st[v->id];
+  if (s.kind != TP_UNSET) return s;
+  s = c->r->st[v->id];
+  return s.kind == TP_P && c->reduced[v->id].kind != TP_UNSET ? c->reduced[v->id] : s;
+}
+
+/* v, partial, is made state s in this phase (a reduction). */
+static void set_reduced(tp_ctx *c, const ir_value *v, tp_state s) {
+  c->conv[c->phase][v->id] = s;
+  if (c->r->st[v->id].kind == TP_P && c->reduced[v->id].kind == TP_UNSET) c->reduced[v->id] = s;
 }
 
 static void set_state(tp_ctx *c, const ir_value *v, tp_state s) { c->r->st[v->id] = s; }
 
+/* A collective of v before the current node. A reduction of a partial
+ * value made earlier in the same phase is done where it was made (its
+ * group): Megatron-LM all-reduces the vocabulary-parallel embedding inside
+ * the embedding, and a pipeline stage sends the reduced value (the cuts
+ * count it so), whoever reads it first. */
 static void add_comm(tp_ctx *c, const ir_value *v, int kind, double scale) {
   tp_result *r = c->r;
   if (r->n_comm == r->cap_comm) {
@@ -73,7 +98,9 @@ static void add_comm(tp_ctx *c, const ir_value *v, int kind, double scale) {
     r->comm = realloc(r->comm, (size_t)r->cap_comm * sizeof *r->comm);
     if (!r->comm) abort();
   }
-  r->comm[r->n_comm++] = (tp_comm){c->node, v->id, kind, scale};
+  int node = c->node, made = c->def_node[v->id];
+  if (kind != PASS_COLL_ALL_GATHER && made >= 0 && (int)pass_node_phase(c->g->nodes[made]) == c->phase) node = made;
+  r->comm[r->n_comm++] = (tp_comm){node, v->id, kind, scale};
 }
 
 static void add_req(tp_ctx *c, const ir_value *v, int dim, int what) {
@@ -118,7 +145,7 @@ static void to_full(tp_ctx *c, const ir_value *v) {
     set_state(c, v, ST(TP_R, 0));
     return;
   } else return;
-  c->conv[c->phase][v->id] = ST(TP_R, 0);
+  set_reduced(c, v, ST(TP_R, 0));
   conv_views(c, v, ST(TP_R, 0));
 }
 
@@ -128,7 +155,7 @@ static void reduce_partial(tp_ctx *c, const ir_value *v) {
   if (eff(c, v).kind != TP_P) return;
   if (c->r->sp && c->batch[v->id]) {
     add_comm(c, v, PASS_COLL_REDUCE_SCATTER, 1);
-    c->conv[c->phase][v->id] = ST(TP_Q, token_dim(c, v));
+    set_reduced(c, v, ST(TP_Q, token_dim(c, v)));
   } else {
     to_full(c, v);
   }
@@ -165,8 +192,52 @@ static int norm_axis(const ir_node *n, int ro) {
   }
 }
 
+/* Degree of a fused expression's results in its operands, every operand
+ * but those marked constant counting 1: 1 when each result is a sum of them
+ * (signed, cast, scaled by constants), -1 otherwise. */
+static int sum_degree(const ir_expr *e, const bool *constant, int n_in) {
+  int deg[256];
+  if (!e || e->n_ins > 256) return -1;
+  for (int k = 0; k < e->n_ins; k++) {
+    const ir_expr_inst *in = &e->ins[k];
+    int a0 = in->arg[0] >= 0 ? deg[in->arg[0]] : 0, a1 = in->arg[1] >= 0 ? deg[in->arg[1]] : 0;
+    switch (in->kind) {
+    case IR_EXPR_OPERAND: deg[k] = in->index < n_in && !constant[in->index]; break;
+    case IR_EXPR_CONST: deg[k] = 0; break;
+    case IR_EXPR_RESULT: deg[k] = in->index < e->n_results ? deg[e->results[in->index]] : -1; break;
+    case IR_EXPR_OP:
+      switch (in->op) {
+      case IR_OP_NEG: deg[k] = a0; break;
+      case IR_OP_CAST: deg[k] = ir_dtype_is_float(in->dtype) ? a0 : -1; break;
+      case IR_OP_ADD: case IR_OP_SUB: deg[k] = a0 == a1 ? a0 : -1; break;
+      case IR_OP_MUL: deg[k] = a0 >= 0 && a1 >= 0 && a0 + a1 <= 1 ? a0 + a1 : -1; break;
+      case IR_OP_DIV: deg[k] = a1 == 0 ? a0 : -1; break;
+      default: deg[k] = a0 == 0 && a1 == 0 && (in->arg[2] < 0 || deg[in->arg[2]] == 0) ? 0 : -1; break;
+      }
+      break;
+    }
+  }
+  for (int r = 0; r < e->n_results; r++)
+    if (deg[e->results[r]] != 1) return -1;
+  return 1;
+}
+
+static bool is_constant(const ir_value *v) { return v->role == IR_ROLE_CONST || (v->def && v->def->op == IR_OP_CONST); }
+
+/* Whether n, all of whose non-constant operands are partial sums (and, for
+ * fused_matmul, its product), computes a sum of them: the result stays a
+ * partial sum (Megatron-LM adds the partial input gradients of the q, k and
+ * v projections, or of a SwiGLU's two, and all-reduces once). */
 static bool linear_in_partials(const ir_node *n) {
-  return n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_NEG || n->op == IR_OP_CAST;
+  if (n->op == IR_OP_ADD || n->op == IR_OP_SUB || n->op == IR_OP_NEG || n->op == IR_OP_CAST) return true;
+  if (n->op != IR_OP_FUSED && n->op != IR_OP_FUSED_MATMUL) return false;
+  const ir_attr *a = ir_node_attr(n, "expr");
+  /* fused: $k is operand k; fused_matmul: $0 is the product, $k operand k + 1 */
+  int skip = n->op == IR_OP_FUSED_MATMUL ? 1 : 0, n_args = n->n_in - skip;
+  bool constant[64] = {false};
+  if (!a || n_args > 64) return false;
+  for (int k = skip; k < n_args; k++) constant[k] = is_constant(n->in[k + skip]);
+  return sum_degree(a->expr, constant, n_args) == 1;
 }
 
 static void rule_pointwise(tp_ctx *c, const ir_node *n) {
@@ -178,7 +249,7 @@ static void rule_pointwise(tp_ctx *c, const ir_node *n) {
   int n_p = 0, n_act = 0;
   for (int i = 0; i < n->n_in; i++) {
     const ir_value *v = n->in[i];
-    if (v->role == IR_ROLE_CONST || (v->def && v->def->op == IR_OP_CONST)) continue;
+    if (is_constant(v)) continue;
     n_act++;
     n_p += eff(c, v).kind == TP_P;
   }
@@ -315,13 +386,20 @@ static void rule_matmul(tp_ctx *c, const ir_node *n) {
   } else {
     to_full(c, a), to_full(c, b);
   }
-  /* fused_matmul's epilogue operands */
+  /* fused_matmul's epilogue operands: a sum of the partial product and
+   * partial operands stays partial; anything else (a bias) is added after
+   * the reduction */
   bool has_epilogue = n->op == IR_OP_FUSED_MATMUL && n->n_in > 2;
+  if (has_epilogue && out.kind == TP_P) {
+    bool all_p = true;
+    for (int i = 2; i < n->n_in; i++) all_p &= is_constant(n->in[i]) || eff(c, n->in[i]).kind == TP_P;
+    if (all_p && linear_in_partials(n)) has_epilogue = false;
+  }
   if (has_epilogue && out.kind == TP_P) { /* the bias is added after the reduction */
     add_comm(c, n->out[0], c->r->sp && c->batch[n->out[0]->id] ? PASS_COLL_REDUCE_SCATTER : PASS_COLL_ALL_REDUCE, 1);
     out = c->r->sp && c->batch[n->out[0]->id] ? ST(TP_Q, token_dim(c, n->out[0])) : ST(TP_R, 0);
   }
-  for (int i = 2; i < n->n_in; i++) {
+  for (int i = 2; i < n->n_in && has_epilogue; i++) {
     const ir_value *v = n->in[i];
     if (unset(c, v)) {
       int k = out.kind == TP_S ? aligned(v, ro, out.dim) : -1;
@@ -532,19 +610,11 @@ static void rule_source(tp_ctx *c, const ir_node *n) { set_outputs(c, n, ST(TP_R
 
 static void rule_einsum(tp_ctx *c, const ir_node *n) { rule_replicated(c, n); }
 
+/* Unary and binary kinds (ir_op_kind_of: every elementwise op of ops.def)
+ * are rule_pointwise at the lookup (rule_of), as sh_rule_of does for the
+ * shard pass: adding an elementwise op needs no row here. */
 static const tp_rule rules[IR_NUM_OPS] = {
-    [IR_OP_CONST] = rule_source, [IR_OP_IOTA] = rule_source,
-    [IR_OP_NEG] = rule_pointwise, [IR_OP_ABS] = rule_pointwise, [IR_OP_EXP] = rule_pointwise,
-    [IR_OP_LOG] = rule_pointwise, [IR_OP_SQRT] = rule_pointwise, [IR_OP_RSQRT] = rule_pointwise,
-    [IR_OP_SIN] = rule_pointwise, [IR_OP_COS] = rule_pointwise, [IR_OP_TANH] = rule_pointwise,
-    [IR_OP_SIGMOID] = rule_pointwise, [IR_OP_RELU] = rule_pointwise, [IR_OP_GELU] = rule_pointwise,
-    [IR_OP_SILU] = rule_pointwise, [IR_OP_SQUARE] = rule_pointwise, [IR_OP_NOT] = rule_pointwise,
-    [IR_OP_CAST] = rule_pointwise, [IR_OP_ADD] = rule_pointwise, [IR_OP_SUB] = rule_pointwise,
-    [IR_OP_MUL] = rule_pointwise, [IR_OP_DIV] = rule_pointwise, [IR_OP_POW] = rule_pointwise,
-    [IR_OP_MAXIMUM] = rule_pointwise, [IR_OP_MINIMUM] = rule_pointwise, [IR_OP_EQ] = rule_pointwise,
-    [IR_OP_NE] = rule_pointwise, [IR_OP_LT] = rule_pointwise, [IR_OP_LE] = rule_pointwise,
-    [IR_OP_GT] = rule_pointwise, [IR_OP_GE] = rule_pointwise, [IR_OP_AND] = rule_pointwise,
-    [IR_OP_OR] = rule_pointwise, [IR_OP_WHERE] = rule_pointwise,
+    [IR_OP_CONST] = rule_source, [IR_OP_IOTA] = rule_source, [IR_OP_WHERE] = rule_pointwise,
     [IR_OP_MATMUL] = rule_matmul, [IR_OP_TRANSPOSE] = rule_layout, [IR_OP_RESHAPE] = rule_layout,
     [IR_OP_BROADCAST] = rule_layout, [IR_OP_SLICE] = rule_layout, [IR_OP_CONCAT] = rule_layout,
     [IR_OP_SPLIT] = rule_layout,
@@ -553,7 +623,7 @@ static const tp_rule rules[IR_NUM_OPS] = {
     [IR_OP_RMSNORM] = rule_pointwise,
     [IR_OP_EMBEDDING] = rule_embedding, [IR_OP_CROSS_ENTROPY] = rule_pointwise,
     [IR_OP_CAUSAL_MASK] = rule_pointwise, [IR_OP_EINSUM] = rule_einsum,
-    [IR_OP_GRAD] = rule_replicated, [IR_OP_SIGN] = rule_pointwise, [IR_OP_GELU_GRAD] = rule_pointwise,
+    [IR_OP_GRAD] = rule_replicated,
     [IR_OP_UNSLICE] = rule_layout, [IR_OP_EMBEDDING_GRAD] = rule_embedding_grad,
     [IR_OP_CROSS_ENTROPY_GRAD] = rule_pointwise,
     [IR_OP_ATTENTION] = rule_attention, [IR_OP_ATTENTION_GRAD] = rule_attention,
@@ -567,7 +637,13 @@ static const tp_rule rules[IR_NUM_OPS] = {
     [IR_OP_FUSED] = rule_pointwise, [IR_OP_FUSED_MATMUL] = rule_matmul, [IR_OP_ADD_LAYERNORM] = rule_pointwise,
 };
 
-bool plan_tp_has_rule(int op) { return op >= 0 && op < IR_NUM_OPS && rules[op] != NULL; }
+static tp_rule rule_of(ir_op op) {
+  if ((unsigned)op >= IR_NUM_OPS) return NULL;
+  if (ir_op_kind_of(op) == IR_OPK_UNARY || ir_op_kind_of(op) == IR_OPK_BINARY) return rule_pointwise;
+  return rules[op];
+}
+
+bool plan_tp_has_rule(int op) { return op >= 0 && op < IR_NUM_OPS && rule_of((ir_op)op) != NULL; }
 
 int plan_tp_propagate(const ir_graph *g, const uint8_t *batch, bool sp, tp_result *r) {
   memset(r, 0, sizeof *r);
@@ -576,9 +652,14 @@ int plan_tp_propagate(const ir_graph *g, const uint8_t *batch, bool sp, tp_resul
   r->st = calloc((size_t)nv + 1, sizeof *r->st);
   r->split = calloc((size_t)g->n_nodes + 1, 1);
   r->gemm = calloc((size_t)g->n_nodes + 1, 1);
-  tp_ctx c = {g, batch, r, {NULL}, 0, 0, {0}, 0};
+  tp_ctx c = {g, batch, r, {NULL}, NULL, NULL, 0, 0, {0}, 0};
   for (int p = 0; p < PASS_NUM_PHASES; p++) c.conv[p] = calloc((size_t)nv + 1, sizeof *c.conv[p]);
-  if (!r->st || !r->split || !r->gemm) abort();
+  c.reduced = calloc((size_t)nv + 1, sizeof *c.reduced);
+  c.def_node = malloc(((size_t)nv + 1) * sizeof *c.def_node);
+  if (!r->st || !r->split || !r->gemm || !c.reduced || !c.def_node) abort();
+  for (int v = 0; v <= nv; v++) c.def_node[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_out; k++) c.def_node[g->nodes[i]->out[k]->id] = i;
   for (int p = 0; p < PASS_NUM_PHASES; p++)
     if (!c.conv[p]) abort();
   for (int i = 0; i < g->n_inputs; i++) r->st[g->inputs[i]->id] = ST(TP_R, 0);
@@ -587,9 +668,11 @@ int plan_tp_propagate(const ir_graph *g, const uint8_t *batch, bool sp, tp_resul
     if (n->dead) continue;
     c.node = i;
     c.phase = pass_node_phase(n);
-    rules[n->op](&c, n);
+    rule_of(n->op)(&c, n);
   }
   for (int p = 0; p < PASS_NUM_PHASES; p++) free(c.conv[p]);
+  free(c.reduced);
+  free(c.def_node);
   return 0;
 }
 

@@ -28,7 +28,7 @@ static const char *const plan_help =
     "time in rows that add up to the total, with MFU and tokens/s. Every figure comes from\n"
     "the model's training graph (the one `tgc stats` costs) and docs/plan.md's model.\n"
     "\n"
-    "  --cluster NAME[:NODES]  a built-in node kind (dgx-a100, dgx-h100; passes/clusters.def)\n"
+    "  --cluster NAME[:NODES]  a built-in node kind (dgx-a100, dgx-h100, cpu-host; passes/clusters.def)\n"
     "                          and how many nodes\n"
     "  --cluster-file F        your own: lines 'key = value', keys name, gpus_per_node, nodes,\n"
     "                          target (a --target of tgc stats), intra_bandwidth, inter_bandwidth\n"
@@ -404,5 +404,84 @@ int tool_cmd_plan(int argc, char **argv) {
   fe_config_set_free(cfg);
   free(cluster_text);
   ir_diag_free(d);
+  return rc;
+}
+
+/* `tgc train --mesh auto`: the planner's plan for `ranks` ranks of one
+ * cpu-host (clusters.def), restricted to what the trainer runs: the batch B
+ * of the config split over dp (b = B / dp per replica, K micro-batches),
+ * dp, tp, sp, pp, ZeRO 0-3, gpipe or 1f1b, no checkpointing. The search is
+ * deterministic, so every rank chooses the same plan. Sets o->mesh (and
+ * o->zero, *schedule); 0, or -1 after reporting. */
+int tool_plan_auto_mesh(tool_compile_opts *o, int ranks, int micro_batches, ir_dtype dt, int optimizer, bool print,
+                        int *schedule, ir_diag *d) {
+  fe_config_set *cfg = tool_configs(o);
+  const fe_const *B = cfg && cfg->chosen ? fe_config_const(cfg->chosen, "B") : NULL;
+  if (!B || B->kind != FE_CONST_INT || B->i < 1) {
+    fe_config_set_free(cfg);
+    if (!cfg && !tool_is_ir_file(o->file)) return 0; /* it does not parse: tool_load says why */
+    ir_error_plain(d, "--mesh auto: %s: the planner needs a .tg model whose config defines the batch as a constant B",
+                   o->file);
+    return -1;
+  }
+  long batch = (long)B->i;
+  fe_config_set_free(cfg);
+  tool_compile_opts po = *o; /* the planner sets B itself: without the -D B of --batch */
+  po.fe.n_defines = 0;
+  for (int k = 0; k < o->fe.n_defines; k++)
+    if (strcmp(o->defines[k].name, "B") != 0) po.defines[po.fe.n_defines++] = o->defines[k];
+  po.fe.defines = po.defines;
+  po.mesh_auto = false;
+  plan_flags f = {.dtype = dt, .optimizer = optimizer, .checkpoint = "none"};
+  pass_cluster c;
+  char n[16];
+  snprintf(n, sizeof n, "%d", ranks);
+  if (pass_cluster_from_spec("cpu-host", &c, d) != 0 || pass_cluster_set_gpus(&c, n, d) != 0) return -1;
+  pass_plan_model *m = pass_plan_model_new(&c.device);
+  int seq = 0, rc = build_model(&po, &f, m, dt, &seq, d);
+  pass_plan_job job = {(int)(batch * micro_batches), seq};
+  /* per micro-batch b dividing B (the search keeps one plan per family,
+   * micro-batch sizes together): the plans with dp = B / b */
+  pass_plan_found found = {0};
+  pass_plan_result chosen;
+  const pass_plan_result *best = NULL;
+  for (long b = 1; rc == 0 && b <= batch; b++) {
+    if (batch % b != 0) continue;
+    pass_plan_query q = {-1, -1, -1, -1, -1, (int)b, -1, 1, PASS_PLAN_CK_NONE, 1000};
+    FILE *sink = tmpfile(); /* a b no plan takes is no error */
+    ir_diag *qd = sink ? ir_diag_new(sink) : d;
+    int sr = pass_plan_search(m, &c, &job, &q, &found, qd);
+    if (sink) ir_diag_free(qd), fclose(sink);
+    for (int i = 0; sr == 0 && i < found.n_plans; i++) {
+      const pass_plan_result *r = &found.plans[i];
+      if ((long)r->s.dp * b == batch && r->s.schedule != PASS_SCHED_INTERLEAVED && r->s.v == 1 && (!best || r->step < best->step))
+        chosen = *r, best = &chosen;
+    }
+    pass_plan_found_free(&found);
+    memset(&found, 0, sizeof found);
+  }
+  if (rc == 0 && !best) {
+    ir_error_plain(d, "--mesh auto: no plan for %d ranks fits (batch %ld, %d micro-batches); give --mesh", ranks, batch,
+                   micro_batches);
+    rc = -1;
+  }
+  if (rc == 0) {
+    const pass_plan_strategy *s = &best->s;
+    o->mesh = ir_mesh_single();
+    o->mesh.size[IR_AXIS_DP] = s->dp, o->mesh.size[IR_AXIS_TP] = s->tp, o->mesh.size[IR_AXIS_PP] = s->pp;
+    o->mesh.sp = s->sp;
+    o->mesh_set = true, o->mesh_auto = false;
+    o->zero = s->dp > 1 ? s->zero : 0;
+    *schedule = s->pp > 1 ? (int)s->schedule : PASS_SCHED_GPIPE;
+    if (print) {
+      char ms[128];
+      printf("mesh auto: dp=%d,tp=%d,pp=%d%s (planner: %s, %d ranks of %s; ZeRO %d, %s, micro-batch %d x %d; "
+             "step %.3g ms predicted)\n",
+             s->dp, s->tp, s->pp, s->sp ? ",sp" : "", ir_mesh_str(&o->mesh, ms, sizeof ms), ranks, c.name, o->zero,
+             pass_schedule_name((pass_schedule)*schedule), s->micro_batch, best->m, best->step * 1e3);
+    }
+  }
+  pass_plan_found_free(&found);
+  pass_plan_model_free(m);
   return rc;
 }

@@ -83,6 +83,10 @@ static const char *const train_help =
     "many ranks (docs/sharding.md, docs/comm.md):\n"
     "  mpirun -np N tgc train FILE --mesh dp=D,tp=T [--zero Z] ...   N = D x T ranks; every\n"
     "                       rank runs its shard of the model, rank 0 prints and logs\n"
+    "  mpirun -np N tgc train FILE --mesh auto ...   the planner (tgc plan on N ranks of the\n"
+    "                       cpu-host cluster) chooses dp, tp, sp, pp, --zero and the pipeline\n"
+    "                       schedule for the config's batch B and --micro-batches; rank 0 prints\n"
+    "                       'mesh auto: ...'; without a launcher --mesh auto is one rank\n"
     "  --schedule gpipe|1f1b  the pipeline's order of micro-batch forwards and backwards (pp > 1;\n"
     "                       default gpipe); --schedule also names the learning-rate schedule\n"
     "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
@@ -592,9 +596,22 @@ int tool_cmd_train(int argc, char **argv) {
     ir_error_plain(d, "--stage %d: tgc train runs each rank's own pipeline stage (its place in the mesh)", o.stage);
     goto done;
   }
+  if (o.mesh_auto) { /* --mesh auto: the planner's mesh for the ranks the launcher started (none: one) */
+    rt_comm_options co = {.timeout_s = t.comm_timeout};
+    if (rt_comm_under_launcher() && !(comm = rt_comm_open(&co, err, sizeof err))) {
+      ir_error_plain(d, "%s", err);
+      goto done;
+    }
+    int ranks = comm ? rt_comm_size(comm) : 1;
+    ir_dtype dt = t.dtype == 1 ? IR_DT_BF16 : t.dtype == 2 ? IR_DT_F16 : IR_DT_F32;
+    if (tool_plan_auto_mesh(&o, ranks, t.micro_batches, dt, t.optimizer, !comm || rt_comm_rank(comm) == 0,
+                            &t.pp_schedule, d) != 0)
+      goto done;
+    if (ranks == 1) rt_comm_close(comm), comm = NULL;
+  }
   if (o.mesh_set && ir_mesh_ranks(&o.mesh) > 1) { /* many ranks: the communicator first (every rank opens it) */
     rt_comm_options co = {.timeout_s = t.comm_timeout};
-    if (!(comm = rt_comm_open(&co, err, sizeof err)) || rt_mesh_bind(comm, &o.mesh, NULL, err, sizeof err) != 0) {
+    if ((!comm && !(comm = rt_comm_open(&co, err, sizeof err))) || rt_mesh_bind(comm, &o.mesh, NULL, err, sizeof err) != 0) {
       ir_error_plain(d, "%s", err);
       goto done;
     }

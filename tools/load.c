@@ -90,6 +90,10 @@ static int apply_mesh(const tool_compile_opts *o, ir_graph *g, ir_diag *d) {
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   size_t len = 0;
   *text_out = NULL;
+  if (o->mesh_auto) { /* only tgc train chooses a mesh (it resolves auto before loading) */
+    ir_error_plain(d, "--mesh auto: only tgc train asks the planner for a mesh; give --mesh dp=D,tp=T,pp=P");
+    return NULL;
+  }
   char *text = ir_read_file(o->file, TOOL_MAX_FILE_BYTES, &len, d);
   if (!text) return NULL;
   *text_out = text;
@@ -255,6 +259,11 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
   }
   if (is_flag(a, "--mesh")) {
     if (!(v = flag_value("--mesh", argc, argv, i, d))) return -1;
+    if (strcmp(v, "auto") == 0) { /* tgc train resolves it before loading; elsewhere tool_load refuses it */
+      o->mesh_auto = true, o->mesh_set = false;
+      return 1;
+    }
+    o->mesh_auto = false;
     char err[256];
     if (ir_mesh_parse(v, &o->mesh, err, sizeof err) != 0) {
       ir_error_plain(d, "--mesh %s: %s", v, err);

@@ -24,6 +24,7 @@ typedef struct {
   bool mesh_set;
   int stage;               /* --stage S: the pipeline stage shown (stage_set: given) */
   bool stage_set;
+  bool mesh_auto;          /* --mesh auto: tgc train asks the planner (tool_plan_auto_mesh) */
   int zero;                /* --zero N */
 } tool_compile_opts;
 
@@ -74,6 +75,11 @@ int tool_cmd_gradcheck(int argc, char **argv); /* cmd_grad.c */
 int tool_cmd_train(int argc, char **argv);     /* cmd_train.c */
 int tool_cmd_stats(int argc, char **argv);     /* cmd_stats.c */
 int tool_cmd_plan(int argc, char **argv);      /* cmd_plan.c */
+/* cmd_plan.c: `tgc train --mesh auto` on `ranks` ranks: the planner's
+ * fastest plan the trainer runs, into o->mesh, o->zero and *schedule
+ * (print: one line "mesh auto: ..." on stdout). 0, or -1 after reporting. */
+int tool_plan_auto_mesh(tool_compile_opts *o, int ranks, int micro_batches, ir_dtype dt, int optimizer, bool print,
+                        int *schedule, ir_diag *d);
 int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 
 /* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */

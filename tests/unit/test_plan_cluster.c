@@ -33,7 +33,7 @@
   } while (0)
 
 static void test_builtins(void) {
-  CHECK_EQ_INT(pass_cluster_count(), 2);
+  CHECK_EQ_INT(pass_cluster_count(), 3);
   const pass_cluster *a = pass_cluster_lookup("dgx-a100"), *h = pass_cluster_lookup("dgx-h100");
   CHECK(a && h);
   if (!a || !h) return;
@@ -47,10 +47,10 @@ static void test_builtins(void) {
   CHECK(h->intra_bw == 900e9 / 2);
   CHECK(h->inter_bw == 400e9 / 8);
   CHECK_STR(h->device.name, "h100-sxm");
-  CHECK(pass_cluster_at(0) == a && pass_cluster_at(2) == NULL && pass_cluster_lookup("dgx-b200") == NULL);
+  CHECK(pass_cluster_at(0) == a && pass_cluster_at(3) == NULL && pass_cluster_lookup("dgx-b200") == NULL);
   char names[128];
   pass_cluster_names(names, sizeof names);
-  CHECK_STR(names, "dgx-a100, dgx-h100");
+  CHECK_STR(names, "dgx-a100, dgx-h100, cpu-host");
 }
 
 static void test_specs(void) {
@@ -63,7 +63,7 @@ static void test_specs(void) {
   CHECK_EQ_INT(c.gpus, 1024);
   WITH_DIAG(msgs, rc = pass_cluster_from_spec("dgx-b200:4", &c, d));
   CHECK_EQ_INT(rc, -1);
-  CHECK_STR(msgs, "tgc: error: --cluster dgx-b200:4: unknown cluster 'dgx-b200' (known: dgx-a100, dgx-h100; or "
+  CHECK_STR(msgs, "tgc: error: --cluster dgx-b200:4: unknown cluster 'dgx-b200' (known: dgx-a100, dgx-h100, cpu-host; or "
                   "--cluster-file F)\n");
   const char *bad[] = {"dgx-a100:0", "dgx-a100:", "dgx-a100:x", "dgx-a100:-1", "dgx-a100:1000001", "dgx-a100:2.5"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

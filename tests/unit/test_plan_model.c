@@ -41,15 +41,17 @@
 #include "frontend.h"
 #include "plan_impl.h"
 
+static const char *model_path = "examples/gpt.tg";
+
 static ir_graph *train(const char *config, int B, pass_plan_ckpt ck, bool fuse_attention, ir_diag *d, char **text) {
   size_t len;
-  *text = ir_read_file("examples/gpt.tg", 1 << 20, &len, d);
+  *text = ir_read_file(model_path, 1 << 20, &len, d);
   if (!*text) return NULL;
   char bs[16];
   snprintf(bs, sizeof bs, "%d", B);
   fe_define defs[1] = {{"B", bs}};
   fe_options fo = {.config = config, .defines = defs, .n_defines = 1};
-  ir_graph *g = fe_compile("examples/gpt.tg", *text, len, &fo, d);
+  ir_graph *g = fe_compile(model_path, *text, len, &fo, d);
   bool off[PASS_COUNT] = {0};
   off[PASS_FUSE_ATTENTION] = !fuse_attention;
   pass_options po = {.diag = d, .checkpoint = pass_plan_ckpt_policy(ck), .disabled = off};
@@ -204,9 +206,53 @@ static void test_activations(void) {
   pass_plan_model_free(fu);
 }
 
+/* llama-7b (l 32, h 4096, F 11008, v 32000, a 32; untied head, RMSNorm,
+ * SwiGLU, no biases): its parameters, and Megatron-LM's tensor-parallel
+ * collectives per layer with three separate q, k, v projections and a
+ * SwiGLU's two input projections, whose partial input gradients are added
+ * before one all-reduce (the embedding's all-reduce belongs to group 0, as
+ * Megatron-LM reduces it inside the embedding). */
+static void test_llama(void) {
+  model_path = "examples/llama.tg";
+  pass_plan_model *m = model("llama_7b", true, 1);
+  model_path = "examples/gpt.tg";
+  const double l = 32, h = 4096, F = 11008, v = 32000, s = 2048;
+  double exact = 2 * v * h + l * (4 * h * h + 3 * h * F + 2 * h) + h;
+  printf("llama-7b: parameters %.0f (2 v h + l (4 h^2 + 3 h F + 2 h) + h = %.0f)\n", pass_plan_model_params(m), exact);
+  CHECK(pass_plan_model_params(m) == exact && exact == 6738415616.0);
+  for (int t = 2; t <= 8; t *= 2) {
+    const pass_plan_profile *p = pass_plan_model_profile(m, PASS_PLAN_CK_NONE, 1, t, false);
+    double want = l * (4 * h * h / t + 3 * h * F / t + 2 * h) + 2 * ceil(v / t) * h + h;
+    CHECK(pass_plan_params_in(p, 0, p->n_groups - 1) == want);
+    double pay = 2 * s * h; /* bf16 [b = 1, s, h] */
+    for (int g = 1; g <= (int)l; g++) {
+      const pass_plan_group *G = &p->groups[g];
+      bool ok = G->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2 &&
+                G->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 2 &&
+                G->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2 * pay &&
+                G->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 2 * pay;
+      if (!ok)
+        printf("  t = %d, layer %d: %d + %d all-reduces, %.0f + %.0f B (want 2 + 2 of %.0f B)\n", t, g - 1,
+               G->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE], G->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE],
+               G->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE], G->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE], pay);
+      CHECK(ok);
+    }
+    const pass_plan_group *emb = &p->groups[0], *head = &p->groups[p->n_groups - 1];
+    CHECK(emb->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 1 &&
+          emb->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == pay);
+    /* vocabulary-parallel cross-entropy: 3 fp32 per token; the head's input gradient */
+    CHECK(head->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 1 &&
+          head->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 3 * 4 * s);
+    CHECK(head->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 1 &&
+          head->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == pay);
+  }
+  pass_plan_model_free(m);
+}
+
 int main(void) {
   test_rules_cover_every_op();
   test_params_175b();
   test_activations();
+  test_llama();
   return check_done();
 }

@@ -1,0 +1,371 @@
+/* tests/unit/test_plan_consistency.c — the planner agrees with the sharded
+ * runtime (issue 11, "Consistency"). For small models (examples/gpt.tg and
+ * examples/llama.tg, config tiny, fp32, Adam) and meshes (dp=2, tp=2,
+ * tp=2 sp, dp=2 x tp=2, pp=2, dp=2 x pp=2; ZeRO 0-3; 1 and 2 micro-batches)
+ * it builds both sides:
+ *  - the shard pass's per-rank training program (pass_build_train with the
+ *    mesh, as `tgc train --mesh` does; one program per pipeline stage), and
+ *    what one rank moves per step: pass_comm_tally_of over step (or fwd and
+ *    bwd) x micro-batches + update, the figure every rank of a real run
+ *    checks its counters against (rt_trainer_comm_predicted);
+ *  - the planner's evaluation of the same plan (pass_plan_evaluate on a
+ *    cpu-host cluster of as many devices), per stage (detail.comm).
+ * and checks, per collective kind and mesh axis:
+ *  - the runtime's tally equals the sum over the program's communication
+ *    nodes of their buffers by the ring formulas (so the walk below, which
+ *    sorts them by what they move, is the runtime's figure);
+ *  - tensor axis, layers 1..L: calls and bytes of every layer equal the
+ *    planner's profile of that group exactly (Megatron-LM's 2 all-reduces
+ *    forward and 2 backward per layer; with sp 2 all-gathers + 2
+ *    reduce-scatters forward, 4 + 2 backward (... where the shard pass does
+ *    what it documents: see docs/plan.md section 6 for the figures));
+ *  - data axis: the gradient bytes equal the planner's (ZeRO 0 all-reduce,
+ *    1 reduce-scatter + all-gather, 2 per micro-batch reduce-scatters, 3
+ *    also the parameters gathered forward and backward);
+ *  - pipeline axis: the activation and gradient bytes sent and received at
+ *    the stage boundary equal the planner's;
+ *  - what differs is isolated and printed with its numbers, and pinned so
+ *    that a change on either side fails: the scalar sums of the update (loss,
+ *    correct predictions, Inf/NaN counts: 8 bytes each, not modelled), the
+ *    number of data-parallel calls (one per gradient tensor in the runtime,
+ *    one per layer bucket in the planner), and on tp the embedding and the
+ *    LM head (group 0 and L + 1: the shard pass keeps the table and the
+ *    cross-entropy replicated and gathers the split logits, Megatron-LM
+ *    splits the vocabulary);
+ *  - memory per rank: parameters, gradients and optimizer state bytes of
+ *    the sharded graphs' local types equal the planner's, but for the
+ *    embedding table on tp (the same isolated difference); the activations
+ *    the rank keeps per micro-batch (the planner's `saved`) against its
+ *    memory plan (pass_memplan of the step graph): within the bound stated
+ *    at check_memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "testtrain.h"
+
+typedef struct {
+  const char *path, *mesh;
+  int zero, K;
+  pass_schedule sched;
+} kase;
+
+typedef struct {
+  int dp, tp, pp;
+  bool sp;
+} mesh_of;
+
+static mesh_of parse(const char *mesh) {
+  ir_mesh m;
+  char err[256];
+  CHECK_EQ_INT(ir_mesh_parse(mesh, &m, err, sizeof err), 0);
+  mesh_of r = {(int)m.size[IR_AXIS_DP], (int)m.size[IR_AXIS_TP], (int)m.size[IR_AXIS_PP], m.sp};
+  return r;
+}
+
+/* ---- the shard pass's side ---- */
+
+/* The training program of path (config tiny, fp32, Adam) on mesh for
+ * pipeline stage `stage` (-1: no pipeline). */
+static pass_training *shard(const kase *k, int stage) {
+  ir_diag *d = ir_diag_new(stderr);
+  size_t len = 0;
+  char *text = ir_read_file(k->path, 1u << 20, &len, d);
+  fe_options fo = {.config = "tiny"};
+  ir_graph *model = text ? fe_compile(k->path, text, len, &fo, d) : NULL;
+  pass_training *t = NULL;
+  char err[256];
+  rt_data *ds = rt_data_open("reverse", 0, err, sizeof err);
+  if (model && ds && rt_data_bind(ds, model, err, sizeof err) == 0) {
+    CHECK_EQ_INT(ir_mesh_parse(k->mesh, &model->mesh, err, sizeof err), 0);
+    model->mesh.stage = stage;
+    int dims[64];
+    for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
+    pass_options po = {.diag = d, .zero = k->zero};
+    pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = k->K,
+                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims,
+                             .schedule = k->sched, .passes = &po};
+    t = pass_build_train(model, &to);
+  } else {
+    ir_graph_free(model);
+  }
+  rt_data_free(ds);
+  free(text);
+  ir_diag_free(d);
+  CHECK(t != NULL);
+  return t;
+}
+
+/* a layer's (step); the embedding's or the head's (step); the update's
+ * (gradients, parameters); a scalar sum (loss, correct predictions, Inf/NaN
+ * counts) */
+enum { C_LAYER, C_OUTSIDE, C_UPDATE, C_SCALAR, C_KINDS };
+static const char *const class_name[C_KINDS] = {"layers", "embedding and head", "update", "scalars"};
+
+/* What one rank's program moves: per op, axis and class, calls and buffer
+ * bytes (all_reduce and reduce_scatter: the operand; all_gather and recv:
+ * the result; send: the operand), per micro-batch step graphs scaled by K;
+ * per_layer[layer][op]: the tp collectives of each layer in one micro-batch. */
+typedef struct {
+  double calls[IR_NUM_OPS][IR_NUM_AXES][C_KINDS], bytes[IR_NUM_OPS][IR_NUM_AXES][C_KINDS];
+  double layer_calls[8][IR_NUM_OPS], layer_bytes[8][IR_NUM_OPS];
+} walk;
+
+static void walk_graph(const ir_graph *g, double times, bool step, walk *w) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    const ir_attr *a = ir_node_attr(n, "axis");
+    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM) || !a || a->kind != IR_ATTR_STR) continue;
+    int ax = ir_axis_from_name(a->s, strlen(a->s));
+    CHECK(ax >= 0);
+    if (ax < 0) continue;
+    const ir_type *buf = n->op == IR_OP_ALL_GATHER || n->op == IR_OP_RECV ? &n->out[0]->type : &n->in[0]->type;
+    double bytes = (double)ir_type_numel(buf) * (double)ir_dtype_size(buf->dtype);
+    int c = ir_type_numel(buf) == 1 ? C_SCALAR : !step ? C_UPDATE : n->layer >= 0 ? C_LAYER : C_OUTSIDE;
+    w->calls[n->op][ax][c] += times, w->bytes[n->op][ax][c] += times * bytes;
+    if (step && ax == IR_AXIS_TP && n->layer >= 0 && n->layer < 8)
+      w->layer_calls[n->layer][n->op]++, w->layer_bytes[n->layer][n->op] += bytes;
+  }
+}
+
+static void walk_program(const pass_training *t, int K, walk *w) {
+  memset(w, 0, sizeof *w);
+  if (t->fwd) walk_graph(t->fwd, K, true, w), walk_graph(t->bwd, K, true, w);
+  else walk_graph(t->step, K, true, w);
+  walk_graph(t->update, 1, false, w);
+}
+
+/* rt_trainer_comm_predicted's figure for the rank at coord. */
+static void tally_program(const pass_training *t, int K, const int *coord, pass_comm_tally out[IR_NUM_OPS][IR_NUM_AXES]) {
+  const ir_graph *gs[3] = {t->fwd ? t->fwd : t->step, t->bwd, t->update};
+  memset(out, 0, sizeof(pass_comm_tally) * IR_NUM_OPS * IR_NUM_AXES);
+  for (int k = 0; k < 3; k++) {
+    if (!gs[k]) continue;
+    pass_comm_tally one[IR_NUM_OPS][IR_NUM_AXES];
+    pass_comm_tally_of(gs[k], coord, one);
+    int64_t times = k < 2 ? K : 1;
+    for (int o = 0; o < IR_NUM_OPS; o++)
+      for (int a = 0; a < IR_NUM_AXES; a++)
+        out[o][a].calls += times * one[o][a].calls, out[o][a].sent += times * one[o][a].sent,
+            out[o][a].received += times * one[o][a].received;
+  }
+}
+
+/* The ring formulas (pass_comm_bytes) from buffer bytes: what one rank sends. */
+static double ring_sent(ir_op op, int n, double buffer) {
+  if (op == IR_OP_ALL_GATHER) return pass_comm_bytes(op, n, buffer / n); /* its operand is a part */
+  if (op == IR_OP_RECV) return 0;
+  return pass_comm_bytes(op, n, buffer);
+}
+
+/* ---- the planner's side ---- */
+
+static ir_graph *train_graph(const char *path, int B, ir_diag *d, char **text) {
+  size_t len;
+  *text = ir_read_file(path, 1 << 20, &len, d);
+  if (!*text) return NULL;
+  char bs[16];
+  snprintf(bs, sizeof bs, "%d", B);
+  fe_define defs[1] = {{"B", bs}};
+  fe_options fo = {.config = "tiny", .defines = defs, .n_defines = 1};
+  ir_graph *g = fe_compile(path, *text, len, &fo, d);
+  pass_options po = {.diag = d};
+  pass_train_graph_options to = {.passes = &po, .dtype = IR_DT_F32};
+  pass_train_graph_info info;
+  if (!g || pass_build_training_graph(g, &to, &info) != 0) {
+    ir_graph_free(g);
+    return NULL;
+  }
+  pass_train_graph_info_free(&info);
+  return g;
+}
+
+/* The planner's model of path at micro-batch b0 and 2 b0: b0 = 2, else 3,
+ * else 5, as tgc plan does (at b0 = 2 the tiny configs' B T equals D and
+ * the passes build another graph). */
+static pass_plan_model *planner(const char *path, const pass_cluster *c) {
+  pass_plan_model *m = pass_plan_model_new(&c->device);
+  static const int b0s[] = {2, 3, 5};
+  int rc = -1;
+  double flops = 0;
+  for (int i = 0; i < 3 && rc != 0; i++) {
+    FILE *sink = tmpfile();
+    ir_diag *d = ir_diag_new(sink);
+    char *t2 = NULL, *t4 = NULL;
+    ir_graph *g2 = train_graph(path, b0s[i], d, &t2), *g4 = train_graph(path, 2 * b0s[i], d, &t4);
+    if (g2) CHECK_EQ_INT(pass_update_flops(g2, PASS_OPT_ADAM, &flops, d), 0);
+    rc = g2 && g4 ? pass_plan_model_add(m, PASS_PLAN_CK_NONE, b0s[i], g2, g4, d) : -1; /* takes g2 */
+    if (!g4) ir_graph_free(g2);
+    ir_graph_free(g4);
+    free(t2), free(t4);
+    ir_diag_free(d);
+    fclose(sink);
+  }
+  CHECK_EQ_INT(rc, 0);
+  pass_plan_model_set_optimizer(m, flops / pass_plan_model_params(m), 2);
+  return m;
+}
+
+static const ir_op coll_op[PASS_COLL_COUNT] = {IR_OP_ALL_REDUCE, IR_OP_ALL_GATHER, IR_OP_REDUCE_SCATTER, IR_OP_SEND};
+
+/* The planner's payload and calls of one stage for kind and axis. */
+static double plan_bytes(const pass_plan_detail *det, int stage, int kind, int axis, double *calls) {
+  const pass_plan_comm *pc = det->comm + (size_t)stage * PASS_PLAN_MAX_COMM;
+  double b = 0;
+  *calls = 0;
+  for (int i = 0; i < det->n_comm[stage]; i++)
+    if ((int)pc[i].kind == kind && (int)pc[i].axis == axis) b += pc[i].payload, *calls += pc[i].calls;
+  return b;
+}
+
+static double shard_bytes(const walk *w, ir_op op, ir_axis a, int c0, int c1) {
+  double b = 0;
+  for (int c = c0; c <= c1; c++) b += w->bytes[op][a][c];
+  return b;
+}
+
+static double local_bytes(const ir_value *v) { return (double)ir_type_numel(&v->type) * (double)ir_dtype_size(v->type.dtype); }
+
+/* What agrees is asserted equal; what differs is printed with its figures
+ * (docs/plan.md section 6 explains each). */
+static void compare(const kase *k, const mesh_of *ms, pass_plan_model *m, const pass_plan_strategy *s,
+                    const pass_plan_detail *det, int stage, const pass_training *t, const walk *w) {
+  bool gpt = strstr(k->path, "gpt") != NULL;
+  /* tensor axis, layer by layer: the planner's groups 1..L per micro-batch */
+  if (ms->tp > 1) {
+    const pass_plan_profile *P = pass_plan_model_profile(m, PASS_PLAN_CK_NONE, s->micro_batch, ms->tp, ms->sp);
+    for (int l = 0; P && l < P->n_groups - 2 && l < 8; l++) {
+      const pass_plan_group *G = &P->groups[l + 1];
+      for (int q = 0; q < 3; q++) {
+        double pc = 0, pb = 0;
+        for (int ph = 0; ph < PASS_NUM_PHASES; ph++) pc += G->coll_count[ph][q], pb += G->coll_bytes[ph][q];
+        double sc = w->layer_calls[l][coll_op[q]], sb = w->layer_bytes[l][coll_op[q]];
+        if (pc != sc || pb != sb)
+          printf("  layer %d %s on tp: plan %.0f calls %.0f B, shard %.0f calls %.0f B\n", l, pass_coll_name((pass_coll_kind)q), pc,
+                 pb, sc, sb);
+        double act = (double)s->micro_batch * 16 * 32 * 4; /* a [b, T, D] fp32 activation, whole */
+        if (gpt && !ms->sp) CHECK(pc == sc && pb == sb); /* Megatron-LM's block, both sides */
+        /* sequence parallelism: the shard pass gathers the layernorm outputs
+         * again in the backward (2 all-gathers of [b, T, D] per layer more
+         * than Megatron-LM, which keeps the gathered input) and
+         * reduce-scatters 2 more activations and the 2 layernorms' (gain,
+         * bias) gradients, 2 x 2 D fp32 */
+        if (gpt && ms->sp && q == PASS_COLL_ALL_GATHER) CHECK(sc == pc + 2 && sb == pb + 2 * act);
+        if (gpt && ms->sp && q == PASS_COLL_REDUCE_SCATTER) CHECK(sc == pc + 4 && sb == pb + 2 * act + 2 * 2 * 32 * 4);
+        if (gpt && ms->sp && q == PASS_COLL_ALL_REDUCE) CHECK(pc == sc && pb == sb);
+        /* llama: the shard pass all-reduces the q, k, v projections' and the
+         * SwiGLU's input gradients before adding them: 2 more all-reduces of
+         * a [b, T, D] activation per layer than Megatron-LM (which adds the
+         * partial sums first; the planner does) */
+        if (!gpt && q == 0) CHECK(sc == pc + 2 && sb == pb + 2 * act);
+        if (!gpt && q > 0) CHECK(pc == sc && pb == sb);
+      }
+    }
+  }
+  /* data axis: gradient (and ZeRO-3 parameter) bytes, tp = 1 */
+  if (ms->dp > 1 && ms->tp == 1) {
+    for (int q = 0; q < 3; q++) {
+      double pc, pb = plan_bytes(det, stage, q, PASS_AXIS_DATA, &pc);
+      double sb = shard_bytes(w, coll_op[q], IR_AXIS_DP, C_LAYER, C_UPDATE);
+      if (pb != sb) printf("  %s on dp: plan %.0f B, shard %.0f B\n", pass_coll_name((pass_coll_kind)q), pb, sb);
+      if (!(k->zero == 3 && q == PASS_COLL_ALL_GATHER) && ms->pp == 1) CHECK(pb == sb);
+    }
+  }
+  /* pipeline axis: what crosses the stage boundary, both directions */
+  if (ms->pp > 1) {
+    double pc, pb = plan_bytes(det, stage, PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, &pc);
+    double sb = shard_bytes(w, IR_OP_SEND, IR_AXIS_PP, C_LAYER, C_UPDATE) + shard_bytes(w, IR_OP_RECV, IR_AXIS_PP, C_LAYER, C_UPDATE);
+    double sbs = shard_bytes(w, IR_OP_SEND, IR_AXIS_PP, C_LAYER, C_OUTSIDE) + shard_bytes(w, IR_OP_RECV, IR_AXIS_PP, C_LAYER, C_OUTSIDE);
+    double tc, tied = plan_bytes(det, stage, PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, &tc);
+    printf("  stage %d send/recv on pp: plan %.0f B (+ tied all-reduce %.0f B), shard %.0f B (of which the step's %.0f B)\n", stage, pb, tied,
+           sb, sbs);
+    /* the tied embedding's gradient: the shard pass sends and receives it
+     * once a step (2 x V D 4 bytes; under ZeRO 2 its reduce-scattered
+     * block, / dp), the planner all-reduces it whole (V D 4, as Megatron-LM) */
+    CHECK(tied == 64 * 32 * 4 && sb - sbs == 2 * tied / (k->zero >= 2 ? ms->dp : 1));
+    /* the planner's cut carries one [b, T, D] activation more per
+     * micro-batch than the shard pass sends (docs/plan.md section 6) */
+    CHECK(pb - sbs == k->K * (double)s->micro_batch * 16 * 32 * 4);
+  }
+  /* memory per rank: parameters, gradients, optimizer state (fp32, Adam) */
+  double params = 0, grads = 0, states = 0;
+  for (int i = 0; i < t->n_params; i++) params += local_bytes(t->step->params[i]);
+  for (int i = 0; i < t->n_params; i++) grads += local_bytes(t->update->inputs[i]);
+  for (int i = 0; i < t->n_states; i++) states += local_bytes(t->update->inputs[t->n_params + i]);
+  const double *M = det->mem + (size_t)stage * PASS_MEM_KINDS;
+  printf("  memory: parameters plan %.0f shard %.0f, gradients %.0f %.0f, optimizer %.0f %.0f\n", M[PASS_MEM_PARAMS], params,
+         M[PASS_MEM_GRADS], grads, M[PASS_MEM_OPTIMIZER], states);
+  if (ms->tp == 1 && ms->pp == 1) CHECK(M[PASS_MEM_PARAMS] == params && M[PASS_MEM_GRADS] == grads && M[PASS_MEM_OPTIMIZER] == states);
+}
+
+static void run_case(const kase *k) {
+  mesh_of ms = parse(k->mesh);
+  int ranks = ms.dp * ms.tp * ms.pp;
+  pass_cluster c;
+  char nb[16];
+  snprintf(nb, sizeof nb, "%d", ranks);
+  ir_diag *d = ir_diag_new(stderr);
+  CHECK_EQ_INT(pass_cluster_from_spec("cpu-host", &c, d), 0);
+  CHECK_EQ_INT(pass_cluster_set_gpus(&c, nb, d), 0);
+  ir_diag_free(d);
+  pass_plan_model *m = planner(k->path, &c);
+  pass_plan_strategy s = {ms.dp, ms.tp, ms.pp, 1, ms.sp, k->zero, 4 / ms.dp, k->sched, PASS_PLAN_CK_NONE};
+  pass_plan_job job = {4 * k->K, 16};
+  pass_plan_result r;
+  pass_plan_detail det;
+  char why[256] = "";
+  int rc = pass_plan_evaluate(m, &c, &job, &s, &r, &det, why, sizeof why);
+  if (rc != 0) printf("  planner refuses: %s\n", why);
+  CHECK_EQ_INT(rc, 0);
+  printf("%s --mesh %s --zero %d --micro-batches %d%s%s\n", k->path, k->mesh, k->zero, k->K,
+         ms.pp > 1 ? " --schedule " : "", ms.pp > 1 ? pass_schedule_name(k->sched) : "");
+  for (int stage = 0; rc == 0 && stage < ms.pp; stage++) {
+    pass_training *t = shard(k, ms.pp > 1 ? stage : -1);
+    if (!t) continue;
+    walk w;
+    walk_program(t, k->K, &w);
+    int coord[IR_NUM_AXES] = {0};
+    coord[IR_AXIS_PP] = ms.pp > 1 ? stage : 0;
+    pass_comm_tally tal[IR_NUM_OPS][IR_NUM_AXES];
+    tally_program(t, k->K, coord, tal);
+    /* the walk is the runtime's prediction */
+    for (int o = 0; o < IR_NUM_OPS; o++)
+      for (int a = 0; a < IR_NUM_AXES; a++) {
+        if (!ir_op_has((ir_op)o, IR_OPF_COMM)) continue;
+        double calls = 0, sent = 0;
+        for (int cl = 0; cl < C_KINDS; cl++)
+          calls += w.calls[o][a][cl], sent += ring_sent((ir_op)o, t->step->mesh.size[a], w.bytes[o][a][cl]);
+        CHECK(calls == (double)tal[o][a].calls && sent == (double)tal[o][a].sent);
+      }
+    const pass_plan_comm *pc = det.comm + (size_t)stage * PASS_PLAN_MAX_COMM;
+    for (int i = 0; i < det.n_comm[stage]; i++)
+      printf("  stage %d plan %-14s %-8s %-22s %6.0f calls %10.0f B\n", stage, pass_coll_name(pc[i].kind),
+             pass_axis_name(pc[i].axis), pc[i].what, pc[i].calls, pc[i].payload);
+    for (int o = 0; o < IR_NUM_OPS; o++)
+      for (int a = 0; a < IR_NUM_AXES; a++)
+        for (int cl = 0; cl < C_KINDS; cl++)
+          if (w.calls[o][a][cl] > 0)
+            printf("  stage %d shard %-14s %-8s %-22s %6.0f calls %10.0f B\n", stage, ir_op_name((ir_op)o),
+                   ir_axis_name((ir_axis)a), class_name[cl], w.calls[o][a][cl], w.bytes[o][a][cl]);
+    compare(k, &ms, m, &s, &det, stage, t, &w);
+    pass_training_free(t);
+  }
+  if (rc == 0) pass_plan_detail_free(&det);
+  pass_plan_model_free(m);
+}
+
+int main(void) {
+  static const kase cases[] = {
+      {"examples/gpt.tg", "dp=2", 0, 1, PASS_SCHED_GPIPE},
+      {"examples/gpt.tg", "tp=2", 0, 1, PASS_SCHED_GPIPE},
+      {"examples/gpt.tg", "tp=2,sp", 0, 1, PASS_SCHED_GPIPE},
+      {"examples/gpt.tg", "dp=2,tp=2", 1, 2, PASS_SCHED_GPIPE},
+      {"examples/gpt.tg", "pp=2", 0, 2, PASS_SCHED_1F1B},
+      {"examples/gpt.tg", "dp=2,pp=2", 2, 2, PASS_SCHED_GPIPE},
+      {"examples/gpt.tg", "dp=2", 3, 2, PASS_SCHED_GPIPE},
+      {"examples/llama.tg", "tp=2", 0, 1, PASS_SCHED_GPIPE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
+  return check_done();
+}
