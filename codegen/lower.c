@@ -62,6 +62,7 @@ static const cg_emit_fn emitters[IR_NUM_OPS] = {
     [IR_OP_MATMUL] = cg_emit_matmul,
     [IR_OP_TRANSPOSE] = cg_emit_transpose,
     [IR_OP_RESHAPE] = cg_emit_reshape,
+    [IR_OP_SHARD_HINT] = cg_emit_reshape, /* a view: no step, or a copy where it cannot be one */
     [IR_OP_BROADCAST] = cg_emit_broadcast,
     [IR_OP_SLICE] = cg_emit_slice,
     [IR_OP_CONCAT] = cg_emit_concat,

@@ -542,6 +542,47 @@ static sv h_arange(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   return build(S, call, A, IR_OP_IOTA, NULL, 0, &a, 1, &t);
 }
 
+/* shard(x, [dp, _, tp]): a sharding constraint (docs/sharding.md), as JAX's
+ * with_sharding_constraint: one entry per dim of x, the mesh axis (dp or
+ * tp) that splits it or _ (replicated); the list is names as written, not
+ * values. The IR's shard_hint {spec = "dp, -, tp"}. */
+static sv h_shard(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
+  (void)b;
+  ir_value *x = tensor_arg(S, A, 0);
+  if (!x) return sv_poison();
+  const ast *l = A->pos_at[1];
+  if (l->kind != AST_LISTLIT) {
+    fe_error(S, l, "argument 2 of %s must be a list of mesh axes, one per dim: dp, tp or _ (e.g. [dp, _, tp])", A->what);
+    return sv_poison();
+  }
+  if (l->n != x->type.rank) {
+    char buf[300];
+    fe_error(S, l, "%s: the list has %d entr%s but %s has rank %d", A->what, l->n, l->n == 1 ? "y" : "ies",
+             ir_type_str(&x->type, buf, sizeof buf), x->type.rank);
+    return sv_poison();
+  }
+  char spec[IR_MAX_RANK * 4 + 1] = "";
+  unsigned used = 0;
+  for (int i = 0; i < l->n; i++) {
+    const ast *e = l->kid[i];
+    int a = e->kind == AST_NAME ? ir_axis_from_name(e->name, strlen(e->name)) : -1;
+    bool rep = e->kind == AST_NAME && strcmp(e->name, "_") == 0;
+    if (!rep && (a < 0 || a == IR_AXIS_PP)) {
+      fe_error(S, e, "entry %d of the list of %s must be a mesh axis that splits a value (dp or tp) or _ (replicated)%s", i + 1,
+               A->what, a == IR_AXIS_PP ? ": pp splits the layers, not values" : "");
+      return sv_poison();
+    }
+    if (!rep && ((used >> a) & 1)) {
+      fe_error(S, e, "%s splits two dims in the list of %s (an axis splits at most one)", e->name, A->what);
+      return sv_poison();
+    }
+    if (!rep) used |= 1u << a;
+    snprintf(spec + strlen(spec), sizeof spec - strlen(spec), "%s%s", i ? ", " : "", rep ? "-" : ir_axis_name((ir_axis)a));
+  }
+  ir_attr at = ir_attr_str("spec", spec);
+  return build(S, call, A, IR_OP_SHARD_HINT, &x, 1, &at, 1, NULL);
+}
+
 /* ---------------------------------------------------------------------- */
 /* the table                                                               */
 /* ---------------------------------------------------------------------- */
@@ -582,6 +623,7 @@ static const bi_spec builtins[] = {
     {"full", h_fill, IR_OP_CONST, 2, 3, {NULL}},
     {"arange", h_arange, IR_OP_IOTA, 1, 1, {NULL}},
     {"grad", h_grad, IR_OP_GRAD, 2, 2, {NULL}},
+    {"shard", h_shard, IR_OP_SHARD_HINT, 2, 2, {NULL}},
 };
 #define N_BUILTINS ((int)(sizeof builtins / sizeof builtins[0]))
 
@@ -680,6 +722,12 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
         fe_error(S, k, "argument %d of %s (%s) cannot be %s", i + 1, what, b->kws[slot], fe_describe(S, A.kw[slot]));
         bad = true;
       }
+      continue;
+    }
+    if (k->kind != AST_KWARG && b->fn == h_shard && p == 1) { /* a list of axes as written: h_shard reads the AST */
+      A.pos_at[p] = k;
+      A.pos[p] = sv_poison();
+      p++;
       continue;
     }
     if (k->kind != AST_KWARG) {

@@ -819,6 +819,17 @@ static int infer_add_layernorm(ctx *c, const ir_type *in, ir_type *out, int *n_o
   return 0;
 }
 
+/* shard_hint(x) {spec}: x's type; the spec names one entry per dim */
+static int infer_shard_hint(ctx *c, const ir_type *in, ir_type *out) {
+  const ir_attr *a;
+  if (get_attr(c, "spec", IR_ATTR_STR, true, &a) < 0) return -1;
+  ir_shard s;
+  char err[200];
+  if (ir_shard_spec_parse(a->s, in[0].rank, &s, err, sizeof err) != 0) return fail(c, "%s: %s", c->name, err);
+  *out = in[0];
+  return 0;
+}
+
 /* ---- communication: {axis, n, ...} (ops.def) ---- */
 static int comm_attrs(ctx *c, int64_t *n) {
   const ir_attr *a;
@@ -943,6 +954,7 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return infer_attention(&c, in, n_in, out, n_out);
   case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: return infer_fused(&c, in, n_in, out, n_out);
   case IR_OP_ADD_LAYERNORM: return infer_add_layernorm(&c, in, out, n_out);
+  case IR_OP_SHARD_HINT: r = infer_shard_hint(&c, in, out); break;
   case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL:
   case IR_OP_COMM_BROADCAST: case IR_OP_SEND: case IR_OP_RECV: case IR_OP_MESH_SLICE:
     return infer_comm(&c, in, out, n_out);

@@ -241,6 +241,10 @@ ir_type ir_shard_global_type(const ir_type *local, const ir_shard *s, const ir_m
  * (outermost first); a dim in parts holds that block of every part. */
 int64_t ir_shard_global_index(const ir_shard *s, const ir_mesh *m, const int *coord, int d, int64_t local_size,
                               int64_t l);
+/* Parses a sharding constraint's spec (shard_hint's {spec}): `rank`
+ * comma-separated entries, each "-" (replicated) or the one axis (dp or tp)
+ * that splits that dim; an axis at most once. 0, or -1 and a message. */
+int ir_shard_spec_parse(const char *text, int rank, ir_shard *out, char *err, size_t errlen);
 /* "[dp, -, (dp, tp), tp:3] partial(tp)": what the printer writes after "shard". */
 char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n);
 

@@ -4,6 +4,7 @@
  *
  * The three axes are fixed (pp, dp, tp, outermost first), so a spec is a
  * bit mask per dim and the text names axes, never numbers. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,4 +176,48 @@ char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n) {
     if (len < n) snprintf(buf + len, n - len, ")");
   }
   return buf;
+}
+
+int ir_shard_spec_parse(const char *text, int rank, ir_shard *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  int n = 0;
+  unsigned used = 0;
+  const char *p = text;
+  for (;;) {
+    while (*p == ' ') p++;
+    const char *q = p;
+    while (*q && *q != ',' && *q != ' ') q++;
+    size_t len = (size_t)(q - p);
+    if (len == 0) {
+      snprintf(err, errlen, "entry %d of the spec is empty", n + 1);
+      return -1;
+    }
+    if (!(len == 1 && *p == '-')) {
+      int a = ir_axis_from_name(p, len);
+      if (a < 0 || a == IR_AXIS_PP) {
+        snprintf(err, errlen, "entry %d of the spec is '%.*s': a dim is split over dp or tp, or replicated (-)%s", n + 1,
+                 (int)(len > 40 ? 40 : len), p, a == IR_AXIS_PP ? "; pp splits the layers, not values" : "");
+        return -1;
+      }
+      if ((used >> a) & 1) {
+        snprintf(err, errlen, "%s splits two dims of the spec (an axis splits at most one)", ir_axis_name((ir_axis)a));
+        return -1;
+      }
+      used |= 1u << a;
+      if (n < IR_MAX_RANK) out->split[n] = (uint8_t)(1u << a);
+    }
+    n++;
+    while (*q == ' ') q++;
+    if (!*q) break;
+    if (*q != ',') {
+      snprintf(err, errlen, "expected ',' between the spec's entries");
+      return -1;
+    }
+    p = q + 1;
+  }
+  if (n != rank) {
+    snprintf(err, errlen, "the spec has %d entr%s but the value has rank %d", n, n == 1 ? "y" : "ies", rank);
+    return -1;
+  }
+  return 0;
 }

@@ -265,6 +265,7 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_SEND] = RULE(jvp_send),
     [IR_OP_RECV] = RULE(jvp_recv),
     [IR_OP_MESH_SLICE] = RULE(jvp_same),
+    [IR_OP_SHARD_HINT] = RULE(jvp_same), /* the tangent laid out as the value */
     [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };

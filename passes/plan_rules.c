@@ -634,6 +634,7 @@ static const tp_rule rules[IR_NUM_OPS] = {
     [IR_OP_REDUCE_SCATTER] = rule_replicated, [IR_OP_ALL_TO_ALL] = rule_replicated,
     [IR_OP_COMM_BROADCAST] = rule_replicated, [IR_OP_SEND] = rule_replicated, [IR_OP_RECV] = rule_replicated,
     [IR_OP_MESH_SLICE] = rule_replicated,
+    [IR_OP_SHARD_HINT] = rule_pointwise, /* the planner chooses layouts itself: a constraint passes through */
     [IR_OP_FUSED] = rule_pointwise, [IR_OP_FUSED_MATMUL] = rule_matmul, [IR_OP_ADD_LAYERNORM] = rule_pointwise,
 };
 

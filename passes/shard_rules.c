@@ -47,6 +47,8 @@
  *           size); split classes are gathered.
  *   attention, attention_grad  split batch or head dims (those before the
  *           last two) stay split when every operand has them; else gathered.
+ *   shard_hint  the user's constraint: split along the dim its spec names
+ *           for this axis, else replicated (the operand converted to it).
  *   const, iota: replicated. einsum: every operand gathered, replicated.
  *   grad, and the communication ops and mesh_slice the pass itself makes,
  *   are refused by the engine before any rule runs.
@@ -693,6 +695,23 @@ static void rule_cross_entropy(sh_dec *d) {
   rule_replicate(d);
 }
 
+/* shard_hint(x) {spec}: the user's constraint (.tg shard(x, [dp, _, tp])):
+ * on this axis x is split along the dim the spec names, else replicated;
+ * the engine converts the operand (a partial sum is reduced or
+ * reduce-scattered, a split gathered or sliced). The shard pass checked
+ * that the named dims divide (shard_train.c check_hints). */
+static void rule_shard_hint(sh_dec *d) {
+  const ir_attr *a = ir_node_attr(d->node, "spec");
+  ir_shard s;
+  char err[200];
+  sh_st st = sh_R();
+  if (a && a->kind == IR_ATTR_STR && ir_shard_spec_parse(a->s, rank_out(d), &s, err, sizeof err) == 0)
+    for (int k = 0; k < rank_out(d); k++)
+      if (((s.split[k] >> d->axis) & 1) && sh_can_split(d, 0, k)) st = sh_S(k);
+  d->in[0] = st;
+  d->out[0] = st;
+}
+
 /* attention(q, k, v) -> (o, lse), attention_grad(q, k, v, o, lse, do):
  * every operand and result shares the leading batch (and head) dims: those
  * before the last two of q (lse has one dim less: T). */
@@ -743,6 +762,7 @@ static const sh_rule rules[IR_NUM_OPS] = {
     [IR_OP_FUSED] = rule_pointwise,
     [IR_OP_FUSED_MATMUL] = rule_fused_matmul,
     [IR_OP_ADD_LAYERNORM] = rule_norm,
+    [IR_OP_SHARD_HINT] = rule_shard_hint,
 };
 
 sh_rule sh_rule_of(ir_op op) {

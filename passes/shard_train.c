@@ -61,8 +61,11 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
   return -1;
 }
 
+static int check_hints(const ir_graph *g, ir_diag *d);
+
 int pass_shard(ir_graph *g, const pass_options *o) {
   if (!mesh_active(&g->mesh)) return pipelined(&g->mesh) ? sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag) : 0;
+  if (check_hints(g, o->diag) != 0) return -1;
   sh_engine *e = sh_engine_new(g, o->diag, true);
   int rc = place_data(e, g, g->n_inputs, NULL, o->diag);
   int dp = g->mesh.size[IR_AXIS_DP];
@@ -213,9 +216,35 @@ static int check_heads(const ir_graph *g, int tp, ir_diag *d) {
   return 0;
 }
 
+/* The sharding constraints of the model (shard_hint: .tg shard(x, [...])):
+ * a dim split over an axis must divide by its size (an error at the
+ * constraint's line, naming the value, the dim and the axis). */
+static int check_hints(const ir_graph *g, ir_diag *d) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    const ir_attr *a = ir_node_attr(n, "spec");
+    if (n->dead || n->op != IR_OP_SHARD_HINT || !a || a->kind != IR_ATTR_STR) continue;
+    ir_shard s;
+    char err[200];
+    const ir_type *t = &n->in[0]->type;
+    if (ir_shard_spec_parse(a->s, t->rank, &s, err, sizeof err) != 0) continue; /* the verifier reports it */
+    for (int k = 0; k < t->rank; k++)
+      for (int ax = 0; ax < IR_NUM_AXES; ax++) {
+        int size = g->mesh.size[ax];
+        if (((s.split[k] >> ax) & 1) && size > 1 && t->dims[k] % size != 0) {
+          ir_error(d, n->loc, "shard(%%%s, ...) splits dim %d (size %lld) over %s = %d, which does not divide it",
+                   n->in[0]->name, k, (long long)t->dims[k], ir_axis_name((ir_axis)ax), size);
+          return -1;
+        }
+      }
+  }
+  return 0;
+}
+
 static int shard_dp_tp(pass_training *t, const pass_options *o) {
   const ir_mesh *m = &t->step->mesh;
   if (check_heads(t->step, m->size[IR_AXIS_TP], o->diag) != 0) return -1;
+  if (check_hints(t->step, o->diag) != 0) return -1;
   int np = t->n_params, dp = m->size[IR_AXIS_DP], zero = o->zero;
   param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
   sh_st *tp = calloc((size_t)np + 1, sizeof *tp), sums[2 * IR_NUM_AXES];

@@ -408,6 +408,11 @@ static void vjp_mesh_slice(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_
   gx[0] = ad_op(c, IR_OP_ALL_GATHER, gy, 1, a, 3, DN(0));
 }
 
+/* a sharding constraint: the gradient laid out as the value (JAX does the same) */
+static void vjp_shard_hint(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  gx[0] = ad_op(c, IR_OP_SHARD_HINT, gy, 1, n->attrs, n->n_attrs, DN(0));
+}
+
 static void vjp_all_to_all(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ir_attr a[4] = {ad_node_attr(n, "axis"), ad_node_attr(n, "n"), ir_attr_int("split_dim", ir_node_attr_int(n, "concat_dim", 0)),
                   ir_attr_int("concat_dim", ir_node_attr_int(n, "split_dim", 0))};
@@ -472,6 +477,7 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_SEND] = RULE(vjp_send),
     [IR_OP_RECV] = RULE(vjp_recv),
     [IR_OP_MESH_SLICE] = RULE(vjp_mesh_slice),
+    [IR_OP_SHARD_HINT] = RULE(vjp_shard_hint),
     [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };

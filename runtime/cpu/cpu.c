@@ -23,6 +23,7 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_MATMUL] = rt_kern_matmul,
     [IR_OP_TRANSPOSE] = rt_kern_transpose,
     [IR_OP_RESHAPE] = rt_kern_reshape,
+    [IR_OP_SHARD_HINT] = rt_kern_reshape, /* a view (the executor runs no kernel), or a copy */
     [IR_OP_BROADCAST] = rt_kern_broadcast,
     [IR_OP_SLICE] = rt_kern_slice,
     [IR_OP_CONCAT] = rt_kern_concat,

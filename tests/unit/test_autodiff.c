@@ -280,6 +280,14 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
     node(c, op, &x, 1, at, na);
     return true;
   }
+  case IR_OP_SHARD_HINT: { /* identity on one device; the gradient takes the same constraint */
+    if (var > 0) break;
+    x = inp(c, TY(dt, 2, 3), K_NORMAL, 0);
+    ir_attr at = ir_attr_str("spec", "-, tp");
+    ir_value *sq = node1(c, IR_OP_SQUARE, &x, 1, NULL, 0);
+    node(c, op, &sq, 1, &at, 1);
+    return true;
+  }
   case IR_OP_SEND: case IR_OP_RECV: {
     /* to oneself on a one-rank axis: y = recv() after send(x) */
     if (var > 0) break;

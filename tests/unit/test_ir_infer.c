@@ -269,6 +269,11 @@ static int valid_case(ir_op op, tcase *c) {
     c->attrs[c->n_attrs++] = ir_attr_int("root", 3);
     c->want[0] = x23;
     return 1;
+  case IR_OP_SHARD_HINT:
+    c->in[c->n_in++] = x23;
+    c->attrs[c->n_attrs++] = ir_attr_str("spec", "dp, tp");
+    c->want[0] = x23;
+    return 1;
   case IR_OP_SEND: case IR_OP_RECV:
     if (op == IR_OP_SEND) c->in[c->n_in++] = x23;
     else c->out[0] = c->want[0] = x23;
