@@ -16,9 +16,8 @@
  * through a scratch buffer: [outer][n][L][inner] <-> [n][outer][L][inner].
  * On a device whose memory is not the host's, buffers go through host
  * scratch (download, communicate, upload) unless the comm layer is NCCL,
- * which takes device pointers: then only the ops that move whole buffers
- * (all_reduce, send, recv, gathers and scatters along dim 0) run, the
- * others are refused (their block moves are host code). Scratch is
+ * which takes device pointers: then the scratch is device memory and the
+ * block moves are the device's copies (one per block row). Scratch is
  * allocated with the program: a run allocates nothing.
  */
 #include <stdlib.h>
@@ -41,7 +40,9 @@ struct rt_coll {
   rt_buffer **staging; /* by node index: a buffer per send node (one-rank groups) */
   message *fifo;       /* sent and not yet received, oldest first */
   int head, tail, cap;
-  char *scratch[3];    /* host: operand, result, blocks (multi-rank groups) */
+  char *scratch[3];    /* operand, result, blocks (multi-rank groups): host memory, or with NCCL on a
+                        * device the device's (dscratch) */
+  rt_buffer *dscratch[3];
   size_t scratch_bytes;
 };
 
@@ -94,7 +95,15 @@ rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, 
   c->cap = sends + 1;
   c->scratch_bytes = most;
   bool oom = !(c->fifo = calloc((size_t)c->cap, sizeof *c->fifo));
-  for (int k = 0; k < 3 && comm && !oom; k++) oom = !(c->scratch[k] = malloc(most ? most : 1));
+  bool on_device = c->nccl && !c->host_ptrs;
+  for (int k = 0; k < 3 && comm && !oom && !on_device; k++) oom = !(c->scratch[k] = malloc(most ? most : 1));
+  for (int k = 0; k < 3 && comm && on_device; k++) {
+    if (!(c->dscratch[k] = rt_buffer_alloc(d, most ? most : 1, err, errlen))) {
+      rt_coll_free(c);
+      return NULL;
+    }
+    c->scratch[k] = c->dscratch[k]->ptr;
+  }
   if (oom) {
     rt_coll_free(c);
     rt_errf(err, errlen, "out of memory");
@@ -108,7 +117,9 @@ void rt_coll_free(rt_coll *c) {
   for (int i = 0; c->staging && i < c->g->n_nodes; i++) rt_buffer_free(c->staging[i]);
   free(c->staging);
   free(c->fifo);
-  for (int k = 0; k < 3; k++) free(c->scratch[k]);
+  for (int k = 0; k < 3; k++)
+    if (c->dscratch[k]) rt_buffer_free(c->dscratch[k]);
+    else free(c->scratch[k]);
   free(c);
 }
 
@@ -174,15 +185,27 @@ static void split_at(const ir_type *t, int d, int64_t *outer, int64_t *len, size
   for (int k = d + 1; k < t->rank; k++) *inner *= (size_t)t->dims[k];
 }
 
+/* n bytes from src to dst, both where the comm layer's buffers are: host
+ * memory, or (NCCL) the device's (its copy). */
+static int move(rt_coll *c, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+  if (!n || dst == src) return 0;
+  if (!(c->nccl && !c->host_ptrs)) {
+    memcpy(dst, src, n);
+    return 0;
+  }
+  return c->dev->backend->copy(c->dev, dst, src, n, err, errlen);
+}
+
 /* dst [n][outer][L][inner] <- src [outer][n L][inner] (to_blocks), or back. */
-static void blocks(char *dst, const char *src, int64_t outer, int n, int64_t L, size_t inner, bool to_blocks) {
+static int blocks(rt_coll *c, char *dst, const char *src, int64_t outer, int n, int64_t L, size_t inner, bool to_blocks,
+                  char *err, size_t errlen) {
   size_t row = (size_t)L * inner;
   for (int j = 0; j < n; j++)
     for (int64_t o = 0; o < outer; o++) {
       size_t b = ((size_t)j * (size_t)outer + (size_t)o) * row, w = ((size_t)o * (size_t)n + (size_t)j) * row;
-      if (to_blocks) memcpy(dst + b, src + w, row);
-      else memcpy(dst + w, src + b, row);
+      if (move(c, to_blocks ? dst + b : dst + w, to_blocks ? src + w : src + b, row, err, errlen) != 0) return -1;
     }
+  return 0;
 }
 
 static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, char *err, size_t errlen) {
@@ -205,19 +228,18 @@ static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, cha
     split_at(ti, dim, &outer, &L, &inner);
     if (outer == 1) return rt_comm_all_gather(m, axis, dt, in, out, count, err, errlen);
     if (rt_comm_all_gather(m, axis, dt, in, blk, count, err, errlen) != 0) return -1;
-    blocks(out, blk, outer, size, L, inner, false);
-    return 0;
+    return blocks(c, out, blk, outer, size, L, inner, false, err, errlen);
   case IR_OP_REDUCE_SCATTER:
     split_at(ti, dim, &outer, &L, &inner);
     if (outer == 1) return rt_comm_reduce_scatter(m, axis, op, dt, in, out, count / size, err, errlen);
-    blocks(blk, in, outer, size, L / size, inner, true);
+    if (blocks(c, blk, in, outer, size, L / size, inner, true, err, errlen) != 0) return -1;
     return rt_comm_reduce_scatter(m, axis, op, dt, blk, out, count / size, err, errlen);
   case IR_OP_ALL_TO_ALL: {
     int sd = (int)ir_node_attr_int(n, "split_dim", 0), cd = (int)ir_node_attr_int(n, "concat_dim", 0);
     int64_t o1, l1, o2, l2;
     size_t i1, i2;
     split_at(ti, sd, &o1, &l1, &i1);
-    blocks(blk, in, o1, size, l1 / size, i1, true); /* block j: slice j of split_dim */
+    if (blocks(c, blk, in, o1, size, l1 / size, i1, true, err, errlen) != 0) return -1; /* block j: slice j of split_dim */
     if (rt_comm_all_to_all(m, axis, dt, blk, c->scratch[1] == out ? c->scratch[0] : c->scratch[1], count / size, err,
                            errlen) != 0)
       return -1;
@@ -225,11 +247,10 @@ static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, cha
     ir_type part = *ti;
     part.dims[sd] /= size;
     split_at(&part, cd, &o2, &l2, &i2);
-    blocks(out, c->scratch[1] == out ? c->scratch[0] : c->scratch[1], o2, size, l2, i2, false);
-    return 0;
+    return blocks(c, out, c->scratch[1] == out ? c->scratch[0] : c->scratch[1], o2, size, l2, i2, false, err, errlen);
   }
   case IR_OP_COMM_BROADCAST:
-    if (out != in) memcpy(out, in, (size_t)count * ir_dtype_size(dt));
+    if (move(c, out, in, (size_t)count * ir_dtype_size(dt), err, errlen) != 0) return -1;
     return rt_comm_broadcast(m, axis, (int)ir_node_attr_int(n, "root", 0), dt, out, count, err, errlen);
   case IR_OP_SEND: return rt_comm_send(m, axis, (int)ir_node_attr_int(n, "peer", 0), dt, in, count, err, errlen);
   case IR_OP_RECV: return rt_comm_recv(m, axis, (int)ir_node_attr_int(n, "peer", 0), dt, out, count, err, errlen);
@@ -238,8 +259,9 @@ static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, cha
     int coord = rt_comm_coord(m, axis);
     size_t part = (size_t)(L / size) * inner;
     for (int64_t o = 0; o < outer; o++)
-      memcpy((char *)out + (size_t)o * part, (const char *)in + ((size_t)o * (size_t)L * inner) + (size_t)coord * part,
-             part);
+      if (move(c, (char *)out + (size_t)o * part, (const char *)in + ((size_t)o * (size_t)L * inner) + (size_t)coord * part,
+               part, err, errlen) != 0)
+        return -1;
     return 0;
   }
   default: rt_errf(err, errlen, "internal error: %s is not a mesh step", ir_op_name(n->op)); return -1;
@@ -257,16 +279,7 @@ int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_ten
   }
   const void *src = n->n_in ? in[0]->data : NULL;
   void *dst = n->n_out ? out[0]->data : NULL;
-  if (c->nccl && !c->host_ptrs) {
-    bool whole = n->op == IR_OP_ALL_REDUCE || n->op == IR_OP_SEND || n->op == IR_OP_RECV ||
-                 ((n->op == IR_OP_ALL_GATHER || n->op == IR_OP_REDUCE_SCATTER) && ir_node_attr_int(n, "dim", 0) == 0);
-    if (!whole) {
-      rt_errf(err, errlen, "%s over %s with NCCL on device memory is not supported yet (all_reduce, send, recv, and "
-              "gathers and scatters along dim 0 are)", ir_op_name(n->op), str_attr(n, "axis"));
-      return -1;
-    }
-    return run_comm(c, n, src, dst, err, errlen);
-  }
+  if (c->nccl && !c->host_ptrs) return run_comm(c, n, src, dst, err, errlen); /* device pointers throughout */
   if (!c->host_ptrs) { /* through host memory */
     if (n->n_in && rt_download(c->scratch[0], in[0], err, errlen) != 0) return -1;
     src = c->scratch[0], dst = c->scratch[1];

@@ -25,6 +25,7 @@
 typedef struct rt_device rt_device;
 typedef struct rt_backend rt_backend;
 typedef struct rt_comm rt_comm; /* runtime/comm/comm.h: the ranks a multi-rank run talks to */
+struct cg_cuda_api;             /* codegen/cuda_api.h: the CUDA entry points (rt_backend.comm_table) */
 
 /* Device memory: ptr is a host pointer on host-memory backends (cpu), a
  * device address elsewhere (never dereferenced on the host there). */
@@ -139,6 +140,10 @@ struct rt_backend {
   int (*run_node)(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
                   char *err, size_t errlen);
   void (*release)(rt_device *d, void *state);
+  /* GPU backends: the CUDA table with NCCL loaded for this device (its
+   * context current), for the comm layer's nccl implementation; NULL (the
+   * hook, or -1 and a message) where there is none */
+  int (*comm_table)(rt_device *d, const struct cg_cuda_api **api, char *err, size_t errlen);
 };
 
 /* How to open a device: which one, and backend-specific checks. */
@@ -354,6 +359,9 @@ typedef struct {
                                 * already (its batch is made whole, then each rank takes its block) */
   rt_comm *comm;               /* a sharded program (its graphs' mesh has more than one rank): the
                                 * communicator of exactly that many ranks; the trainer sets its mesh */
+  bool nccl;                   /* sharded on a GPU backend: the graphs' collectives through NCCL on
+                                * device memory (a communicator the trainer opens over comm's ranks),
+                                * not through comm and host memory */
   uint64_t seed;
   rt_schedule schedule;
   rt_profile *profile;         /* NULL, or kernel times of the step graph runs */
@@ -396,6 +404,9 @@ rt_device *rt_trainer_device(const rt_trainer *t);
  * graphs (pass_comm_tally_of: the step graph K times, then the update):
  * what the comm layer's counters must show. */
 void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
+/* The communicator the graphs' collectives run on (and count on): the
+ * config's comm, or the trainer's NCCL one (rt_train_config.nccl). */
+rt_comm *rt_trainer_comm(const rt_trainer *t);
 /* The arena bytes of the step and update programs. */
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and

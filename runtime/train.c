@@ -64,6 +64,7 @@ void rt_trainer_free(rt_trainer *t) {
   rt_device_tensor_free(t->lr);
   rt_device_tensor_free(t->step_no);
   rt_device_tensor_free(t->loss_scale);
+  rt_comm_close(t->nccl); /* after the programs, before the device whose context it uses */
   rt_device_close(t->dev);
   free(t->params);
   free(t->states);
@@ -203,6 +204,17 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     if (rt_mesh_bind(c->comm, t->mesh, t->coord, err, errlen) != 0) goto fail;
   }
   if (!(t->dev = rt_device_open_with(c->backend ? c->backend : &rt_cpu_backend, &c->device, err, errlen))) goto fail;
+  if (t->sharded && c->nccl) { /* NCCL over the same ranks, bootstrapped over comm's launcher */
+    const struct cg_cuda_api *api = NULL;
+    if (!t->dev->backend->comm_table) {
+      rt_errf(err, errlen, "NCCL needs a GPU backend (cuda or cuda-emu); the %s backend's collectives go through MPI",
+              t->dev->backend->name);
+      goto fail;
+    }
+    if (t->dev->backend->comm_table(t->dev, &api, err, errlen) != 0) goto fail;
+    rt_comm_options no = {.impl = "nccl", .cuda = api, .timeout_s = rt_comm_timeout(c->comm)};
+    if (!(t->nccl = rt_comm_open(&no, err, errlen)) || rt_mesh_bind(t->nccl, t->mesh, NULL, err, errlen) != 0) goto fail;
+  }
   if (!t->sharded && rt_data_bind_inputs(c->data, sg, pt->n_data, err, errlen) != 0) goto fail;
   t->params = calloc((size_t)np + 1, sizeof *t->params);
   t->states = calloc((size_t)ns + 1, sizeof *t->states);
@@ -281,9 +293,10 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   for (int i = pt->n_data; i < sg->n_inputs; i++) sdon[i] = true;
   for (int i = 0; i < ns; i++) udon[np + i] = true;
   for (int i = 0; i < np; i++) pdon[i] = true;
-  rt_program_options so = {.donate_inputs = sdon, .profile = c->profile, .comm = t->sharded ? c->comm : NULL};
+  rt_comm *gc = rt_trainer_comm(t);
+  rt_program_options so = {.donate_inputs = sdon, .profile = c->profile, .comm = t->sharded ? gc : NULL};
   rt_program_options uo = {.donate_inputs = udon, .donate_params = pdon, .profile = c->update_profile,
-                           .comm = t->sharded ? c->comm : NULL};
+                           .comm = t->sharded ? gc : NULL};
   if (pt->fwd) { /* pipeline: the stage's halves (bwd's extra inputs, the saved values, not donated) */
     t->fwd_prog = rt_program_new(t->dev, pt->fwd, &so, err, errlen);
     bool *bdon = calloc((size_t)pt->bwd->n_inputs + 1, sizeof *bdon);
@@ -312,6 +325,7 @@ fail:
 }
 
 int64_t rt_trainer_steps_done(const rt_trainer *t) { return t->step; }
+rt_comm *rt_trainer_comm(const rt_trainer *t) { return t->nccl ? t->nccl : t->c.comm; }
 int rt_trainer_num_params(const rt_trainer *t) { return t->np; }
 const rt_tensor *rt_trainer_param(const rt_trainer *t, int i) { return t->params[i]; }
 rt_device *rt_trainer_device(const rt_trainer *t) { return t->dev; }

@@ -13,6 +13,7 @@ struct rt_trainer {
   rt_train_config c;
   const pass_training *pt;
   rt_device *dev;
+  rt_comm *nccl;                 /* rt_train_config.nccl: the graphs' collectives on device memory */
   rt_program *step_prog, *update_prog;
   /* pipeline parallelism (pt->fwd): the stage's two halves, run by the schedule */
   rt_program *fwd_prog, *bwd_prog;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "rt_cuda.h"
 #include "tool.h"
 
 static const char *const train_help =
@@ -91,6 +92,9 @@ static const char *const train_help =
     "                       default gpipe); --schedule also names the learning-rate schedule\n"
     "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
     "                       not come for S seconds (default 300)\n"
+    "  --comm auto|mpi|nccl  how a GPU backend's collectives move: nccl on device memory, or\n"
+    "                       mpi through host memory; auto (default): nccl on cuda and cuda-emu\n"
+    "                       (cuda: when libnccl.so.2 loads, else mpi with a note), mpi on cpu\n"
     "\n"
     "A progress bar is drawn on stderr when it is a terminal; otherwise (without --json) plain\n"
     "progress lines go to stdout. The summary gives the final loss and\n"
@@ -114,6 +118,7 @@ typedef struct {
   bool json, profile;
   tool_backend backend; /* --backend, --device */
   double comm_timeout;  /* --comm-timeout SECONDS (0: the comm layer's 300 s) */
+  const char *comm;     /* --comm auto|mpi|nccl (NULL: auto) */
   int pp_schedule;      /* --schedule gpipe|1f1b (pipeline parallelism): pass_schedule */
 } train_opts;
 
@@ -429,6 +434,10 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       t->comm_timeout = val ? strtod(val, &end) : 0;
       if (!val || end == val || *end || !(t->comm_timeout > 0) || t->comm_timeout > 1e6)
         rc = -1, ir_error_plain(d, "--comm-timeout %s: expected seconds, more than 0 and at most 1000000", val ? val : "");
+    } else if (TAKE("--comm")) {
+      if (!val || (strcmp(val, "auto") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0))
+        rc = -1, ir_error_plain(d, "--comm %s: expected auto, mpi or nccl", val ? val : "");
+      t->comm = val;
     } else if (TAKE("--print-every")) {
       rc = parse_i64("--print-every", val, 1, &t->print_every, d);
     } else if (strcmp(a, "--json") == 0) {
@@ -446,6 +455,32 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
     ir_error_plain(d, "--save-every needs --save PATH");
     return -1;
   }
+  if (t->comm && strcmp(t->comm, "nccl") == 0 && !(t->backend.backend && t->backend.backend->comm_table)) {
+    ir_error_plain(d, "--comm nccl: NCCL moves GPU memory; give --backend cuda or cuda-emu");
+    return -1;
+  }
+  return 0;
+}
+
+/* --comm: whether a sharded run's collectives go through NCCL. auto: on a
+ * GPU backend, when NCCL is there (cuda-emu emulates it; on a GPU,
+ * libnccl.so.2 loads), else MPI through host memory with a note. */
+static int use_nccl(const train_opts *t, bool rank0, ir_diag *d, bool *nccl) {
+  const rt_backend *b = t->backend.backend;
+  bool gpu = b && b->comm_table, want = t->comm && strcmp(t->comm, "nccl") == 0;
+  *nccl = false;
+  if (t->comm && strcmp(t->comm, "mpi") == 0) return 0;
+  if (!gpu) return 0; /* (--comm nccl without one was refused with the flags) */
+  if (b == &rt_cuda_backend && !want) { /* auto on a GPU: NCCL when it loads */
+    cg_cuda_api probe;
+    char why[1024];
+    memset(&probe, 0, sizeof probe);
+    if (rt_cuda_load(&probe, CG_CUDA_LIB_NCCL, why, sizeof why) != 0) {
+      if (rank0) fprintf(stderr, "tgc: note: %s: the collectives go through MPI and host memory\n", why);
+      return 0;
+    }
+  }
+  *nccl = true;
   return 0;
 }
 
@@ -467,6 +502,7 @@ static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) 
   json_t *o = json_object(), *per = json_object();
   json_object_set_new(o, "rank", json_integer(rt_comm_rank(c)));
   json_object_set_new(o, "ranks", json_integer(rt_comm_size(c)));
+  json_object_set_new(o, "impl", json_string(rt_comm_impl(c)));
   json_object_set_new(o, "steps", json_integer(steps));
   bool equal = steps > 0;
   for (int k = 0; k < RT_COLL_NUM; k++) {
@@ -494,7 +530,8 @@ static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) 
 
 static void print_comm(const rt_comm *c, int64_t steps) {
   if (steps <= 0) return;
-  printf("communication of rank %d per step (of %d ranks):\n", rt_comm_rank(c), rt_comm_size(c));
+  printf("communication of rank %d per step (of %d ranks%s):\n", rt_comm_rank(c), rt_comm_size(c),
+         strcmp(rt_comm_impl(c), "nccl") == 0 ? ", through NCCL" : "");
   for (int k = 0; k < RT_COLL_NUM; k++)
     for (int a = 0; a < rt_comm_axis_count(c); a++) {
       rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, a);
@@ -658,6 +695,7 @@ int tool_cmd_train(int argc, char **argv) {
   if (!prog) goto done;
   rt_train_config cfg = {.prog = prog, .backend = t.backend.backend, .device = t.backend.device, .data = ds,
                          .seed = t.seed, .comm = comm};
+  if (comm && use_nccl(&t, rt_comm_rank(comm) == 0, d, &cfg.nccl) != 0) goto done;
   if (t.profile && !(prof = calloc(2, sizeof *prof))) {
     ir_error_plain(d, "out of memory");
     goto done;
@@ -797,7 +835,7 @@ int tool_cmd_train(int argc, char **argv) {
     json_object_set_new(j, "predicted_peak_bytes", json_integer((json_int_t)predicted));
     json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)peak));
     json_object_set_new(j, "interrupted", json_boolean(interrupted));
-    if (comm) json_object_set_new(j, "comm", comm_json(comm, tr, done_steps));
+    if (comm) json_object_set_new(j, "comm", comm_json(rt_trainer_comm(tr), tr, done_steps));
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(j);
@@ -810,10 +848,10 @@ int tool_cmd_train(int argc, char **argv) {
     printf("peak activation memory: predicted %s, measured %s\n", fmt_bytes(predicted, pb, sizeof pb),
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
-    if (comm) print_comm(comm, done_steps);
+    if (comm) print_comm(rt_trainer_comm(tr), done_steps);
   }
   if (comm && done_steps > 0) { /* every rank: what it moved is what the graphs say it moves */
-    json_t *cj = comm_json(comm, tr, done_steps);
+    json_t *cj = comm_json(rt_trainer_comm(tr), tr, done_steps);
     bool same = json_is_true(json_object_get(cj, "predicted_equals_measured"));
     json_decref(cj);
     if (!same) {

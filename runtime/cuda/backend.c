@@ -470,6 +470,15 @@ static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_t
   return 0;
 }
 
+/* The table NCCL runs from: the device's own (cuda-emu's emulation has
+ * NCCL; on a GPU libnccl.so.2 is loaded into it the first time). */
+static int cuda_comm_table(rt_device *d, const struct cg_cuda_api **api, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  if (!(x->api.libs & CG_CUDA_LIB_NCCL) && rt_cuda_load(&x->api, CG_CUDA_LIB_NCCL, err, errlen) != 0) return -1;
+  *api = &x->api;
+  return 0;
+}
+
 #define CUDA_BACKEND(var, label, open_fn)                                                                    \
   const rt_backend var = {                                                                                   \
       .name = label,                                                                                         \
@@ -486,6 +495,7 @@ static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_t
       .prepare = cuda_prepare,                                                                               \
       .run_node = cuda_run_node,                                                                             \
       .release = cuda_release,                                                                               \
+      .comm_table = cuda_comm_table,                                                                         \
   };
 CUDA_BACKEND(rt_cuda_backend, "cuda", cuda_open)
 CUDA_BACKEND(rt_cuda_emu_backend, "cuda-emu", cuda_emu_open)
