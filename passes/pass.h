@@ -648,6 +648,8 @@ typedef struct {
   double saved;     /* activation bytes its backward reads (kept per micro-batch in flight), per device */
   double working;   /* bytes live while its backward runs: recomputed values + the largest op's */
   double params;    /* parameter elements per device of the parameters only its nodes read */
+  double gather[2]; /* parameter elements per device its forward [0] and its backward and recompute [1] nodes
+                     * read: what ZeRO 3 gathers for it per micro-batch (a weight two groups read, both) */
   double grad_sync; /* bytes of its parameters' gradients left partial over the tensor axis (all-reduced once a step) */
 } pass_plan_group;
 /* The groups (L + 2 of them) of policy ck at (b, t, sp), and the bytes per
@@ -662,11 +664,15 @@ typedef struct {
   int lo, hi;
   double bytes;
 } pass_plan_tied;
-/* shared: a parameter read in several groups (lo..hi: the first and last;
- * a stage holding any of them holds all of it). */
+/* shared: a parameter read in several groups (a stage holding any of them
+ * holds all of it): groups[0..n), or with more than 4 every group from
+ * groups[0] to groups[3]. shared_saved: the same for an activation the
+ * backward of several groups reads (a table made from constants, read by
+ * every layer: kept once per stage); elems are then bytes. */
 typedef struct {
   double elems;
   int groups[4], n;
+  bool span;
 } pass_plan_shared;
 typedef struct {
   const pass_plan_group *groups;
@@ -674,11 +680,18 @@ typedef struct {
   int n_groups;
   const pass_plan_tied *tied;
   int n_tied;
-  const pass_plan_shared *shared;
-  int n_shared;
+  const pass_plan_shared *shared, *shared_saved;
+  int n_shared, n_shared_saved;
 } pass_plan_profile;
 /* Parameter elements per device of a stage holding groups lo..hi. */
 double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
+/* Activation bytes per micro-batch the backward of groups lo..hi reads, each value once. */
+double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi);
+/* Of those, the elements of parameter i of the graph (pass_plan_model_graph(m,
+ * ck)->params[i]) on one device of a tensor-parallel group of t: 0 when no
+ * node of groups lo..hi reads it. (Over every i they add up to
+ * pass_plan_params_in.) */
+double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi);
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp);
 /* The first dimension the tensor degree t does not divide (attention heads
  * first): 0 and *size, *value (the value's name), *dim, *heads (1: the heads)
@@ -816,6 +829,8 @@ typedef struct {
   double *fwd, *bwd;        /* per virtual stage: seconds per micro-batch (compute and tensor-axis collectives) */
   double *fwd_comm, *bwd_comm; /* of which the collectives */
   double *send, *send_back; /* per boundary: seconds to send a micro-batch's activations, and its gradient back */
+  double *send_bytes, *back_bytes; /* per boundary: those bytes (per device, one micro-batch) */
+  double *act;              /* per virtual stage: activation bytes its backward reads, kept per micro-batch in flight */
   double *mem;              /* per stage: PASS_MEM_KINDS figures */
   double *end, *dp_exposed, *opt; /* per stage */
   pass_plan_comm *comm;     /* per stage: its collectives of one step, PASS_PLAN_MAX_COMM entries from */

@@ -25,8 +25,9 @@
  *     finishes each layer (what the runtime does): only what outlasts the
  *     backward is exposed; ZeRO 2 reduce-scatters every micro-batch's
  *     gradients (hidden but the last); ZeRO 3 also all-gathers each layer's
- *     parameters for its forward and backward, overlapped with that
- *     micro-batch's compute (an operation lasts the longer of the two);
+ *     parameters its forward reads, and again those its backward reads,
+ *     overlapped with that micro-batch's compute (an operation lasts the
+ *     longer of the two);
  *  6. the optimizer: one fused pass over the device's (ZeRO-sharded)
  *     parameters, gradients and state, memory-bound;
  *  7. memory per stage: parameters, gradients and optimizer state (sharded
@@ -205,6 +206,7 @@ typedef struct {
   double (*kind_s)[3];       /* per virtual stage: seconds per micro-batch per collective kind (all phases) */
   double (*kind_b)[3], (*kind_n)[3]; /* payload bytes and calls per micro-batch */
   double *z_f, *z_b;         /* ZeRO 2 and 3: data-parallel collectives per micro-batch, overlapped with the operation */
+  double (*gather)[2], (*gather_n)[2]; /* ZeRO 3: parameter elements gathered per micro-batch forward and backward, calls */
   double *fwd, *bwd;         /* operation durations */
   double *act;               /* kept bytes per micro-batch */
   double *work;              /* working bytes */
@@ -215,7 +217,7 @@ typedef struct {
 
 static void stages_free(stages *s) {
   free(s->first), free(s->last), free(s->f_comp), free(s->b_comp), free(s->rc_comp), free(s->f_comm);
-  free(s->b_comm), free(s->kind_s), free(s->kind_b), free(s->kind_n), free(s->z_f), free(s->z_b), free(s->fwd);
+  free(s->b_comm), free(s->gather), free(s->gather_n), free(s->kind_s), free(s->kind_b), free(s->kind_n), free(s->z_f), free(s->z_b), free(s->fwd);
   free(s->bwd), free(s->act), free(s->work), free(s->params), free(s->flops), free(s->send), free(s->send_back);
   free(s->send_bytes), free(s->back_bytes);
   memset(s, 0, sizeof *s);
@@ -338,7 +340,7 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
   st->nv = nv;
 #define A(f) st->f = zalloc((size_t)nv, sizeof *st->f)
   A(first), A(last), A(f_comp), A(b_comp), A(rc_comp), A(f_comm), A(b_comm), A(kind_s), A(kind_b), A(kind_n);
-  A(z_f), A(z_b), A(fwd), A(bwd), A(act), A(work), A(params), A(flops), A(send), A(send_back), A(send_bytes);
+  A(z_f), A(z_b), A(gather), A(gather_n), A(fwd), A(bwd), A(act), A(work), A(params), A(flops), A(send), A(send_back), A(send_bytes);
   A(back_bytes);
 #undef A
   double eb = (double)pass_plan_model_elem_bytes(x->m);
@@ -354,20 +356,24 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
       st->f_comm[k] += ph[g][PASS_PHASE_FORWARD];
       st->b_comm[k] += ph[g][PASS_PHASE_BACKWARD] + ph[g][PASS_PHASE_RECOMPUTE];
       for (int q = 0; q < 3; q++) st->kind_s[k][q] += ks[g][q], st->kind_b[k][q] += kb[g][q], st->kind_n[k][q] += kn[g][q];
-      st->act[k] += G->saved;
       if (G->working > st->work[k]) st->work[k] = G->working;
       st->flops[k] += G->flops[0] + G->flops[1] + G->flops[2];
+      for (int q = 0; q < 2; q++) st->gather[k][q] += G->gather[q], st->gather_n[k][q] += G->gather[q] > 0;
     }
     st->params[k] = pass_plan_params_in(P, st->first[k], st->last[k]);
+    st->act[k] = pass_plan_saved_in(P, st->first[k], st->last[k]);
     if (s->zero >= 2 && d > 1) {
       /* ZeRO 2: every micro-batch's gradients reduce-scattered in its
-       * backward; ZeRO 3 also gathers the parameters for the forward and
-       * again for the backward; per layer, overlapped with the operation */
+       * backward; ZeRO 3 also gathers, per layer, the parameters its
+       * forward reads, and again those its backward reads (a tied table
+       * read by the embedding and the head: in both); overlapped with the
+       * operation */
       const pass_plan_constants *kk = pass_plan_model_constants(x->m);
       double bytes = st->params[k] * eb, layers = st->last[k] - st->first[k] + 1;
-      double ag = s->zero == 3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, bytes, layers, z3nodes) : 0;
-      st->z_f[k] = ag;
-      st->z_b[k] = ag + coll_seconds(kk, x->c, PASS_COLL_REDUCE_SCATTER, d, bytes, layers, z3nodes);
+      bool z3 = s->zero == 3;
+      st->z_f[k] = z3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, st->gather[k][0] * eb, st->gather_n[k][0], z3nodes) : 0;
+      st->z_b[k] = (z3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, st->gather[k][1] * eb, st->gather_n[k][1], z3nodes) : 0) +
+                   coll_seconds(kk, x->c, PASS_COLL_REDUCE_SCATTER, d, bytes, layers, z3nodes);
     }
     double fc = st->f_comp[k] + st->f_comm[k], bc = st->b_comp[k] + st->rc_comp[k] + st->b_comm[k];
     st->fwd[k] = fc > st->z_f[k] ? fc : st->z_f[k];
@@ -468,9 +474,10 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     if (out) out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, "gradients", bytes_all, calls, secs, exposed};
   }
   if (d > 1 && s->zero >= 2) { /* per micro-batch, in the operations */
-    double ext_f = 0, ext_b = 0, zf = 0, zb = 0, layers = 0;
+    double ext_f = 0, ext_b = 0, zf = 0, zb = 0, layers = 0, gathered = 0, gathers = 0;
     for (int ch = 0; ch < v; ch++) {
       int k = ch * p + dev;
+      gathered += m * (st->gather[k][0] + st->gather[k][1]) * eb, gathers += m * (st->gather_n[k][0] + st->gather_n[k][1]);
       double ef = st->fwd[k] - st->f_comp[k] - st->f_comm[k], eb2 = st->bwd[k] - st->b_comp[k] - st->rc_comp[k] - st->b_comm[k];
       ext_f += m * (ef > 1e-12 * st->fwd[k] ? ef : 0); /* what is left of a difference of equal sums is rounding */
       ext_b += m * (eb2 > 1e-12 * st->bwd[k] ? eb2 : 0);
@@ -481,7 +488,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
       out[(*n_out)++] = (pass_plan_comm){PASS_COLL_REDUCE_SCATTER, PASS_AXIS_DATA, "gradients", m * bytes_all, m * layers, rs,
                                          s->zero == 2 ? ext_b : 0};
       if (s->zero == 3)
-        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", 2 * m * bytes_all, 2 * m * layers,
+        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", gathered, gathers,
                                            zf + zb - rs, ext_f + ext_b};
     }
   }
@@ -497,10 +504,12 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
       if (P->tied[i].hi >= st->first[k] && P->tied[i].hi <= st->last[k]) b = k % p;
     }
     if (a == b || (dev != a && dev != b)) continue;
-    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, 2, P->tied[i].bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
+    /* ZeRO 2 and 3: each replica holds its 1/dp block of the gradient, and sums that */
+    double bytes = P->tied[i].bytes / (s->zero >= 2 ? d : 1);
+    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, 2, bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
     exposed += sec;
     if (out && *n_out < PASS_PLAN_MAX_COMM - 2)
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, "tied weights' gradients", P->tied[i].bytes, 1, sec, sec};
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, "tied weights' gradients", bytes, 1, sec, sec};
   }
   double sync = 0; /* gradients left partial over the tensor axis (sequence-parallel norms' gains) */
   for (int ch = 0; ch < v; ch++)
@@ -672,7 +681,7 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
       stage_comms(x, &s, &st, P, &sim, m, dev, sim.end[dev] - sim0.end[dev], detail->comm + (size_t)dev * PASS_PLAN_MAX_COMM,
                   &detail->n_comm[dev]);
 #define TAKE(f) detail->f = x->last->st.f, x->last->st.f = NULL
-    TAKE(first), TAKE(last), TAKE(fwd), TAKE(bwd), TAKE(send), TAKE(send_back);
+    TAKE(first), TAKE(last), TAKE(fwd), TAKE(bwd), TAKE(send), TAKE(send_back), TAKE(send_bytes), TAKE(back_bytes), TAKE(act);
 #undef TAKE
     detail->fwd_comm = zalloc((size_t)nv, sizeof(double));
     detail->bwd_comm = zalloc((size_t)nv, sizeof(double));
@@ -698,6 +707,7 @@ done:
 void pass_plan_detail_free(pass_plan_detail *d) {
   if (!d) return;
   free(d->first), free(d->last), free(d->fwd), free(d->bwd), free(d->fwd_comm), free(d->bwd_comm), free(d->send), free(d->send_back);
+  free(d->send_bytes), free(d->back_bytes), free(d->act);
   free(d->mem), free(d->end), free(d->dp_exposed), free(d->opt), free(d->comm), free(d->n_comm);
   pass_pipe_result_free(&d->sim);
   memset(d, 0, sizeof *d);

@@ -56,6 +56,7 @@ static const pass_plan_constants default_k = {
 
 typedef struct {
   int op, group, phase;
+  int norm_group; /* add_layernorm: the group of its layernorm half (see assign_groups) */
   bool causal, batch; /* batch: any operand or result is per-sample */
   double flops2, flops4;
   double mnk2[4], mnk4[4]; /* M, N, K, batch count of a GEMM at micro-batch b0 and 2 b0 */
@@ -93,7 +94,8 @@ typedef struct {
   const ir_value **value; /* per value id */
   tp_result tp[2];     /* sequence parallelism off, on */
   vg_entry *saved, *recomp, *params, *tied; /* tied: group = lo * 65536 + hi */
-  int n_saved, n_recomp, n_params, n_tied;
+  vg_entry *gathers; /* parameters read per group and pass: group = 2 * group + (0 forward, 1 backward or recompute) */
+  int n_saved, n_recomp, n_params, n_tied, n_gathers;
   cut_entry *cuts;
   int n_cuts;
   memo_entry *memo;
@@ -147,12 +149,14 @@ static void ck_free(plan_ck *c) {
   free(c->recomp);
   free(c->params);
   free(c->tied);
+  free(c->gathers);
   free(c->cuts);
   for (int i = 0; i < c->n_memo; i++) {
     free((void *)c->memo[i].prof.groups);
     free((void *)c->memo[i].prof.act);
     free((void *)c->memo[i].prof.tied);
     free((void *)c->memo[i].prof.shared);
+    free((void *)c->memo[i].prof.shared_saved);
   }
   free(c->memo);
   memset(c, 0, sizeof *c);
@@ -197,6 +201,7 @@ void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants
       free((void *)c->memo[i].prof.act);
       free((void *)c->memo[i].prof.tied);
       free((void *)c->memo[i].prof.shared);
+    free((void *)c->memo[i].prof.shared_saved);
     }
     c->n_memo = 0;
   }
@@ -282,14 +287,37 @@ static void assign_groups(plan_ck *c, int layers) {
     }
     c->nodes[i].group = grp;
     c->nodes[i].phase = p;
+    c->nodes[i].norm_group = grp;
   }
+  /* fuse-elementwise makes a residual add and the next layer's layernorm
+   * one add_layernorm (x, r, gamma, beta) -> (s, y) placed in the add's
+   * layer; the shard pass cuts pipeline stages before that fusion, so at a
+   * stage boundary the add stays on the earlier stage, the layernorm (and
+   * its gamma, beta) goes to the later one, and only s crosses. The
+   * layernorm half belongs to the first group reading y when every reader
+   * is in a later group. */
+  int *first_reader = malloc((size_t)c->n_values * sizeof *first_reader);
+  if (!first_reader) abort();
+  for (int v = 0; v < c->n_values; v++) first_reader[v] = INT32_MAX;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i]->n_in; k++) {
+      int v = g->nodes[i]->in[k]->id;
+      if (c->nodes[i].group < first_reader[v]) first_reader[v] = c->nodes[i].group;
+    }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->op != IR_OP_ADD_LAYERNORM || n->n_out != 2) continue;
+    int r = first_reader[n->out[1]->id];
+    if (r != INT32_MAX && r > c->nodes[i].group) c->nodes[i].norm_group = r;
+  }
+  free(first_reader);
 }
 
 /* Saved activations, recomputed values, parameters read, and the values
  * crossing cuts, as (value, group) entries. */
 static void collect_entries(plan_ck *c, int layers) {
   const ir_graph *g = c->g;
-  int nv = c->n_values, cap_s = 0, cap_r = 0, cap_p = 0, cap_c = 0, cap_t = 0;
+  int nv = c->n_values, cap_s = 0, cap_r = 0, cap_p = 0, cap_c = 0, cap_t = 0, cap_g = 0;
   int *def_group = malloc((size_t)nv * sizeof *def_group);
   int *def_phase = malloc((size_t)nv * sizeof *def_phase);
   int *seen = malloc((size_t)nv * sizeof *seen); /* last group an entry was added for, per value */
@@ -302,7 +330,7 @@ static void collect_entries(plan_ck *c, int layers) {
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i]->n_out; k++) {
       int v = g->nodes[i]->out[k]->id;
-      def_group[v] = c->nodes[i].group;
+      def_group[v] = k == 1 ? c->nodes[i].norm_group : c->nodes[i].group; /* y of a boundary add_layernorm */
       def_phase[v] = c->nodes[i].phase;
       if (c->nodes[i].phase == PASS_PHASE_RECOMPUTE) add_vg(&c->recomp, &c->n_recomp, &cap_r, v, c->nodes[i].group);
     }
@@ -310,12 +338,19 @@ static void collect_entries(plan_ck *c, int layers) {
    * group's readers are contiguous, and a second pass would not add more */
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    int grp = c->nodes[i].group, ph = c->nodes[i].phase;
+    int grp = c->nodes[i].group, ph = c->nodes[i].phase, ng = c->nodes[i].norm_group;
+    if (ng != grp) { /* a boundary add_layernorm: its layernorm half reads s in group ng */
+      int s = n->out[0]->id;
+      if (ng > hi_fwd[s]) hi_fwd[s] = ng;
+    }
     for (int k = 0; k < n->n_in; k++) {
       const ir_value *x = n->in[k];
       int v = x->id;
       if (x->role == IR_ROLE_PARAM) {
-        if (seen_p[v] != grp) add_vg(&c->params, &c->n_params, &cap_p, v, grp), seen_p[v] = grp;
+        int pg = k >= 2 ? ng : grp; /* gamma and beta go with the layernorm half */
+        if (seen_p[v] != pg) add_vg(&c->params, &c->n_params, &cap_p, v, pg), seen_p[v] = pg;
+        if (ph != PASS_PHASE_OPTIMIZER)
+          add_vg(&c->gathers, &c->n_gathers, &cap_g, v, 2 * pg + (ph == PASS_PHASE_FORWARD ? 0 : 1));
         continue;
       }
       if (def_group[v] < 0) continue; /* inputs: every stage loads its own */
@@ -327,8 +362,19 @@ static void collect_entries(plan_ck *c, int layers) {
       if (def_phase[v] != PASS_PHASE_FORWARD && grp > def_group[v] && grp > hi_any[v]) hi_any[v] = grp;
     }
   }
+  uint8_t *param_made = calloc((size_t)nv + 1, 1); /* made from a parameter */
+  if (!param_made) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    bool p = false;
+    for (int k = 0; k < n->n_in; k++) p |= n->in[k]->role == IR_ROLE_PARAM || param_made[n->in[k]->id];
+    for (int k = 0; k < n->n_out; k++) param_made[n->out[k]->id] = p;
+  }
   for (int v = 0; v < nv; v++) {
-    if (!c->batch[v]) { /* a tied weight's gradient: summed across stages once a step (pass_plan_profile.tied) */
+    /* a forward value made from constants alone (a rotary table) crosses a
+     * cut like an activation: the shard pass sends it every micro-batch */
+    bool table = !c->batch[v] && def_phase[v] == PASS_PHASE_FORWARD && !param_made[v];
+    if (!c->batch[v] && !table) { /* a tied weight's gradient: summed across stages once a step (pass_plan_profile.tied) */
       if (def_group[v] >= 0 && lo_bwd[v] < def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, lo_bwd[v] * 65536 + def_group[v]);
       if (def_group[v] >= 0 && hi_any[v] > def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, def_group[v] * 65536 + hi_any[v]);
       continue;
@@ -347,7 +393,9 @@ static void collect_entries(plan_ck *c, int layers) {
 
     }
   }
+  free(param_made);
   vg_unique(c->params, &c->n_params);
+  vg_unique(c->gathers, &c->n_gathers);
   vg_unique(c->saved, &c->n_saved);
   free(def_group);
   free(def_phase);
@@ -520,6 +568,21 @@ static double param_elems(const ir_value *p, tp_state s, int t) {
   return n / dim * ceil(dim / t);
 }
 
+/* A value (parameter or activation) the n entries e (its groups, ascending) read. */
+static void shared_entry(pass_plan_shared *s, double x, const vg_entry *e, int n) {
+  s->elems = x;
+  s->span = n > 4;
+  for (int k = 0; k < n && s->n < 4; k++) s->groups[s->n++] = e[k].group;
+  if (n > 4) s->groups[3] = e[n - 1].group;
+}
+
+static bool shared_in(const pass_plan_shared *s, int lo, int hi) {
+  if (s->span) return s->groups[0] <= hi && s->groups[3] >= lo;
+  for (int k = 0; k < s->n; k++)
+    if (s->groups[k] >= lo && s->groups[k] <= hi) return true;
+  return false;
+}
+
 static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp, pass_plan_profile *out) {
   const tp_result *tp = &c->tp[sp ? 1 : 0];
   const ir_graph *g = c->g;
@@ -556,9 +619,16 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     gr[pn->group].coll_bytes[pn->phase][e->kind] += bytes;
     gr[pn->group].coll_count[pn->phase][e->kind]++;
   }
-  for (int i = 0; i < c->n_saved; i++) {
-    int v = c->saved[i].value;
-    gr[c->saved[i].group].saved += dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
+  pass_plan_shared *shared_saved = calloc((size_t)c->n_saved + 1, sizeof *shared_saved);
+  int n_shared_saved = 0;
+  if (!shared_saved) abort();
+  for (int i = 0; i < c->n_saved;) { /* (value, group) sorted: a value read by several groups is kept once per stage */
+    int v = c->saved[i].value, j = i;
+    while (j < c->n_saved && c->saved[j].value == v) j++;
+    double x = dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
+    if (j - i == 1) gr[c->saved[i].group].saved += x;
+    else shared_entry(&shared_saved[n_shared_saved++], x, c->saved + i, j - i);
+    i = j;
   }
   for (int i = 0; i < c->n_recomp; i++) {
     int v = c->recomp[i].value;
@@ -574,15 +644,13 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     while (j < c->n_params && c->params[j].value == v) j++;
     const ir_value *p = c->value[v];
     double elems = param_elems(p, t > 1 ? tp->st[v] : (tp_state){TP_R, 0}, t);
-    if (j - i == 1) {
-      gr[c->params[i].group].params += elems;
-    } else {
-      pass_plan_shared *e = &shared[n_shared++];
-      e->elems = elems;
-      for (int k = i; k < j && e->n < 4; k++) e->groups[e->n++] = c->params[k].group;
-      if (j - i > 4) e->groups[3] = c->params[j - 1].group;
-    }
+    if (j - i == 1) gr[c->params[i].group].params += elems;
+    else shared_entry(&shared[n_shared++], elems, c->params + i, j - i);
     i = j;
+  }
+  for (int i = 0; i < c->n_gathers; i++) {
+    int v = c->gathers[i].value;
+    gr[c->gathers[i].group / 2].gather[c->gathers[i].group % 2] += param_elems(c->value[v], t > 1 ? tp->st[v] : (tp_state){TP_R, 0}, t);
   }
   for (int i = 0; t > 1 && i < g->n_outputs; i++) {
     const ir_value *o = g->outputs[i].value;
@@ -604,7 +672,7 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     tied[i] = (pass_plan_tied){c->tied[i].group / 65536, c->tied[i].group % 65536,
                                dev_bytes(c, v, b, t, plan_tp_stored(tp, v, false))};
   }
-  *out = (pass_plan_profile){gr, act, grad, ng, tied, c->n_tied, shared, n_shared};
+  *out = (pass_plan_profile){gr, act, grad, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved};
 }
 
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp) {
@@ -628,12 +696,27 @@ double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi) {
   double n = 0;
   for (int g = lo; g <= hi && g < p->n_groups; g++) n += p->groups[g].params;
   for (int i = 0; i < p->n_shared; i++)
-    for (int k = 0; k < p->shared[i].n; k++)
-      if (p->shared[i].groups[k] >= lo && p->shared[i].groups[k] <= hi) {
-        n += p->shared[i].elems;
-        break;
-      }
+    if (shared_in(&p->shared[i], lo, hi)) n += p->shared[i].elems;
   return n;
+}
+
+double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi) {
+  double n = 0;
+  for (int g = lo; g <= hi && g < p->n_groups; g++) n += p->groups[g].saved;
+  for (int i = 0; i < p->n_shared_saved; i++)
+    if (shared_in(&p->shared_saved[i], lo, hi)) n += p->shared_saved[i].elems;
+  return n;
+}
+
+double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi) {
+  if (!pass_plan_model_has(m, ck) || i < 0 || i >= m->ck[ck].g->n_params || t < 1) return 0;
+  const plan_ck *c = &m->ck[ck];
+  int v = c->g->params[i]->id;
+  const tp_result *tp = &c->tp[t > 1 && sp ? 1 : 0];
+  for (int k = 0; k < c->n_params; k++) /* (value, group) entries */
+    if (c->params[k].value == v && c->params[k].group >= lo && c->params[k].group <= hi)
+      return param_elems(c->value[v], t > 1 ? tp->st[v] : (tp_state){TP_R, 0}, t);
+  return 0;
 }
 
 int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, const ir_value **value, int *dim,

@@ -19,25 +19,22 @@
  *    forward and 2 backward per layer; with sp 2 all-gathers + 2
  *    reduce-scatters forward, 4 + 2 backward (... where the shard pass does
  *    what it documents: see docs/plan.md section 6 for the figures));
- *  - data axis: the gradient bytes equal the planner's (ZeRO 0 all-reduce,
- *    1 reduce-scatter + all-gather, 2 per micro-batch reduce-scatters, 3
- *    also the parameters gathered forward and backward);
- *  - pipeline axis: the activation and gradient bytes sent and received at
- *    the stage boundary equal the planner's;
+ *  - data axis: the bytes of every kind equal the planner's (ZeRO 0
+ *    all-reduce, 1 reduce-scatter + all-gather, 2 per micro-batch
+ *    reduce-scatters, 3 also the parameters each layer's forward reads and
+ *    those its backward reads, gathered per micro-batch);
+ *  - pipeline axis, per stage and direction: the activations sent and
+ *    received by the fwd graph and the gradients by the bwd graph equal the
+ *    planner's per-boundary bytes (detail.send_bytes, back_bytes) x K; the
+ *    tied embedding's gradient, summed once a step, equal both ways;
  *  - what differs is isolated and printed with its numbers, and pinned so
  *    that a change on either side fails: the scalar sums of the update (loss,
  *    correct predictions, Inf/NaN counts: 8 bytes each, not modelled), the
- *    number of data-parallel calls (one per gradient tensor in the runtime,
- *    one per layer bucket in the planner), and on tp the embedding and the
- *    LM head (group 0 and L + 1: the shard pass keeps the table and the
- *    cross-entropy replicated and gathers the split logits, Megatron-LM
- *    splits the vocabulary);
- *  - memory per rank: parameters, gradients and optimizer state bytes of
- *    the sharded graphs' local types equal the planner's, but for the
- *    embedding table on tp (the same isolated difference); the activations
- *    the rank keeps per micro-batch (the planner's `saved`) against its
- *    memory plan (pass_memplan of the step graph): within the bound stated
- *    at check_memory.
+ *    number of data-parallel calls, and on tp the embedding and the LM head
+ *    (the shard pass keeps the table and the cross-entropy replicated);
+ *  - memory per rank, parameter by parameter (check_memory), and the
+ *    activations kept per micro-batch against the rank's memory plan
+ *    (check_activations): equal up to the terms stated there.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -110,9 +107,10 @@ static const char *const class_name[C_KINDS] = {"layers", "embedding and head", 
 typedef struct {
   double calls[IR_NUM_OPS][IR_NUM_AXES][C_KINDS], bytes[IR_NUM_OPS][IR_NUM_AXES][C_KINDS];
   double layer_calls[8][IR_NUM_OPS], layer_bytes[8][IR_NUM_OPS];
+  double pp_send[2], pp_recv[2]; /* pipeline: bytes sent and received by fwd [0] and bwd [1] per step */
 } walk;
 
-static void walk_graph(const ir_graph *g, double times, bool step, walk *w) {
+static void walk_graph(const ir_graph *g, double times, bool step, int part, walk *w) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     const ir_attr *a = ir_node_attr(n, "axis");
@@ -124,6 +122,8 @@ static void walk_graph(const ir_graph *g, double times, bool step, walk *w) {
     double bytes = (double)ir_type_numel(buf) * (double)ir_dtype_size(buf->dtype);
     int c = ir_type_numel(buf) == 1 ? C_SCALAR : !step ? C_UPDATE : n->layer >= 0 ? C_LAYER : C_OUTSIDE;
     w->calls[n->op][ax][c] += times, w->bytes[n->op][ax][c] += times * bytes;
+    if (step && ax == IR_AXIS_PP && n->op == IR_OP_SEND) w->pp_send[part] += times * bytes;
+    if (step && ax == IR_AXIS_PP && n->op == IR_OP_RECV) w->pp_recv[part] += times * bytes;
     if (step && ax == IR_AXIS_TP && n->layer >= 0 && n->layer < 8)
       w->layer_calls[n->layer][n->op]++, w->layer_bytes[n->layer][n->op] += bytes;
   }
@@ -131,9 +131,9 @@ static void walk_graph(const ir_graph *g, double times, bool step, walk *w) {
 
 static void walk_program(const pass_training *t, int K, walk *w) {
   memset(w, 0, sizeof *w);
-  if (t->fwd) walk_graph(t->fwd, K, true, w), walk_graph(t->bwd, K, true, w);
-  else walk_graph(t->step, K, true, w);
-  walk_graph(t->update, 1, false, w);
+  if (t->fwd) walk_graph(t->fwd, K, true, 0, w), walk_graph(t->bwd, K, true, 1, w);
+  else walk_graph(t->step, K, true, 0, w);
+  walk_graph(t->update, 1, false, 0, w);
 }
 
 /* rt_trainer_comm_predicted's figure for the rank at coord. */
@@ -227,6 +227,107 @@ static double shard_bytes(const walk *w, ir_op op, ir_axis a, int c0, int c1) {
 
 static double local_bytes(const ir_value *v) { return (double)ir_type_numel(&v->type) * (double)ir_dtype_size(v->type.dtype); }
 
+/* The activations one micro-batch leaves for the backward on the rank: the
+ * planner's kept bytes of the stage (detail.act) against the memory plan of
+ * the rank's step graph (pass_memplan_analyze: the act bytes live when its
+ * first backward node runs, in the arena the trainer allocates). The bound
+ * is exact: they are equal but for these terms, each a figure by hand:
+ *  - 12 B on the stage that computes the loss: the trainer's loss (f32) and
+ *    correct-prediction count (f64), live across the backward; the
+ *    planner's graph has no such sums;
+ *  - GPT on tp without sp: the logits, which the shard pass keeps whole for
+ *    the cross-entropy's backward (b T V 4 bytes) where Megatron-LM keeps
+ *    its vocabulary part (/ t); with sp the shard pass splits the loss by
+ *    tokens, which is the same size;
+ *  - ZeRO 3 (GPT): the shard pass keeps the local block of the transposed
+ *    tied table (V D 4 / dp, over tp whole) from the head's forward gather
+ *    to its backward.
+ * With pp, what the rank's fwd graph hands to its bwd graph per micro-batch
+ * is printed too (the trainer keeps it per micro-batch in flight). */
+static void check_activations(const kase *k, const mesh_of *ms, const pass_plan_strategy *s, const pass_plan_detail *det,
+                              int stage, const pass_training *t) {
+  bool gpt = strstr(k->path, "gpt") != NULL, last = stage == ms->pp - 1;
+  double handed = 0;
+  if (t->fwd)
+    for (int i = 0; i < t->n_saved; i++) handed += local_bytes(t->fwd->outputs[t->fwd_saved0 + i].value);
+  pass_mem_report r;
+  CHECK_EQ_INT(pass_memplan_analyze(t->step, &r), 0);
+  double b = s->micro_batch, V = 64, D = 32, T = 16;
+  double extra = (last ? 12 : 0) + (gpt && ms->tp > 1 && !ms->sp && last ? b * T * V * 4 * (1 - 1.0 / ms->tp) : 0) +
+                 (gpt && k->zero == 3 && ms->dp > 1 ? V * D * 4 / ms->dp : 0);
+  printf("  activations per micro-batch: plan %.0f B, memory plan %zu B (plan + %.0f B by the terms above); fwd hands bwd "
+         "%.0f B; arena %zu B\n", det->act[stage], r.saved_bytes, extra, handed, r.arena_bytes);
+  CHECK((double)r.saved_bytes == det->act[stage] + extra);
+  CHECK(r.arena_bytes >= r.saved_bytes);
+}
+
+/* Memory per rank, parameter by parameter: the planner's elements on the
+ * stage's devices (pass_plan_param_in) against the local types of the shard
+ * pass's step (parameters), update inputs (the gradients handed over, then
+ * the optimizer state: Adam's 2 values per parameter). fp32 throughout.
+ * Equal, but for what the shard pass does differently (each printed with
+ * its name, and pinned so that a change on either side fails):
+ *  - the embedding table on tp: the planner splits it over the vocabulary
+ *    (Megatron-LM), the shard pass keeps it whole (until its
+ *    vocabulary-parallel embedding lands: then both split, and equal);
+ *  - llama's LM head on tp: the shard pass splits the parameter over the
+ *    vocabulary but hands its gradient over whole ([D, V]);
+ *  - under ZeRO >= 1 on dp x tp: a 1-D parameter tp splits (the column
+ *    biases) has no dim left for ZeRO, and the shard pass keeps its state
+ *    (ZeRO 2: and gradient) replicated over dp.
+ * Then the activations: the planner's kept bytes per micro-batch of the
+ * stage (detail.act) against what the rank's program keeps for the
+ * backward (see check_activations). */
+static void check_memory(const kase *k, const mesh_of *ms, pass_plan_model *m, const pass_plan_strategy *s,
+                         const pass_plan_detail *det, int stage, const pass_training *t) {
+  const ir_graph *pg = pass_plan_model_graph(m, PASS_PLAN_CK_NONE);
+  int lo = det->first[stage], hi = det->last[stage], dp = ms->dp, z = k->zero;
+  double params = 0, grads = 0, states = 0, plan_p = 0;
+  int held = 0;
+  for (int i = 0; i < pg->n_params; i++) {
+    double elems = pass_plan_param_in(m, PASS_PLAN_CK_NONE, i, ms->tp, ms->sp, lo, hi);
+    if (elems == 0) continue;
+    held++;
+    plan_p += elems;
+    const char *name = pg->params[i]->name;
+    int j = 0;
+    while (j < t->n_params && strcmp(t->step->params[j]->name, name) != 0) j++;
+    CHECK(j < t->n_params);
+    if (j == t->n_params) {
+      printf("  %s: held by the planner's stage %d, not by the shard pass's\n", name, stage);
+      continue;
+    }
+    double whole = (double)ir_type_numel(&pg->params[i]->type) * 4;
+    double pp = elems * 4 / (z >= 3 ? dp : 1), pgr = elems * 4 / (z >= 2 ? dp : 1), pst = 2 * elems * 4 / (z >= 1 ? dp : 1);
+    double sp_ = local_bytes(t->step->params[j]), sgr = local_bytes(t->update->inputs[j]);
+    double sst = local_bytes(t->update->inputs[t->n_params + 2 * j]) + local_bytes(t->update->inputs[t->n_params + 2 * j + 1]);
+    params += sp_, grads += sgr, states += sst;
+    if (pp == sp_ && pgr == sgr && pst == sst) continue;
+    printf("  %s: planner %.0f / %.0f / %.0f B, shard pass %.0f / %.0f / %.0f B (parameter / gradient / optimizer state)\n", name,
+           pp, pgr, pst, sp_, sgr, sst);
+    bool vocab = ms->tp > 1 && pg->params[i]->type.dims[0] == 64; /* [V, D]: the embedding table */
+    bool head = ms->tp > 1 && strcmp(name, "output") == 0;
+    bool bias = ms->tp > 1 && dp > 1 && z >= 1 && pg->params[i]->type.rank == 1;
+    if (vocab && sp_ == whole / (z >= 3 ? dp : 1)) { /* kept whole over tp */
+      CHECK(pp * ms->tp == sp_ && pgr * ms->tp == sgr && pst * ms->tp == sst);
+    } else if (head) { /* parameter split, gradient whole */
+      CHECK(pp == sp_ && pst == sst && sgr == whole);
+    } else if (bias) { /* state (and ZeRO 2's gradient) replicated over dp */
+      CHECK((z >= 3 ? pp * dp : pp) == sp_ && pst * dp == sst && (z >= 2 ? pgr * dp : pgr) == sgr);
+    } else {
+      CHECK(pp == sp_ && pgr == sgr && pst == sst);
+    }
+  }
+  CHECK_EQ_INT(held, t->n_params); /* the same parameters on the stage */
+  const double *M = det->mem + (size_t)stage * PASS_MEM_KINDS;
+  /* the per-parameter figures are the planner's memory rows */
+  CHECK(M[PASS_MEM_PARAMS] == plan_p * 4 / (z >= 3 ? dp : 1) && M[PASS_MEM_GRADS] == plan_p * 4 / (z >= 2 ? dp : 1) &&
+        M[PASS_MEM_OPTIMIZER] == 2 * plan_p * 4 / (z >= 1 ? dp : 1));
+  printf("  memory: parameters plan %.0f shard %.0f, gradients %.0f %.0f, optimizer %.0f %.0f\n", M[PASS_MEM_PARAMS], params,
+         M[PASS_MEM_GRADS], grads, M[PASS_MEM_OPTIMIZER], states);
+  check_activations(k, ms, s, det, stage, t);
+}
+
 /* What agrees is asserted equal; what differs is printed with its figures
  * (docs/plan.md section 6 explains each). */
 static void compare(const kase *k, const mesh_of *ms, pass_plan_model *m, const pass_plan_strategy *s,
@@ -268,35 +369,37 @@ static void compare(const kase *k, const mesh_of *ms, pass_plan_model *m, const 
     for (int q = 0; q < 3; q++) {
       double pc, pb = plan_bytes(det, stage, q, PASS_AXIS_DATA, &pc);
       double sb = shard_bytes(w, coll_op[q], IR_AXIS_DP, C_LAYER, C_UPDATE);
-      if (pb != sb) printf("  %s on dp: plan %.0f B, shard %.0f B\n", pass_coll_name((pass_coll_kind)q), pb, sb);
-      if (!(k->zero == 3 && q == PASS_COLL_ALL_GATHER) && ms->pp == 1) CHECK(pb == sb);
+      printf("  %s on dp: plan %.0f B, shard %.0f B\n", pass_coll_name((pass_coll_kind)q), pb, sb);
+      CHECK(pb == sb);
     }
   }
-  /* pipeline axis: what crosses the stage boundary, both directions */
+  /* pipeline axis: what crosses each boundary, by direction (one micro-batch
+   * per boundary in the planner: detail.send_bytes / back_bytes) */
   if (ms->pp > 1) {
-    double pc, pb = plan_bytes(det, stage, PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, &pc);
-    double sb = shard_bytes(w, IR_OP_SEND, IR_AXIS_PP, C_LAYER, C_UPDATE) + shard_bytes(w, IR_OP_RECV, IR_AXIS_PP, C_LAYER, C_UPDATE);
-    double sbs = shard_bytes(w, IR_OP_SEND, IR_AXIS_PP, C_LAYER, C_OUTSIDE) + shard_bytes(w, IR_OP_RECV, IR_AXIS_PP, C_LAYER, C_OUTSIDE);
+    int p = ms->pp;
+    double K = k->K;
+    double fwd_send = stage + 1 < p ? K * det->send_bytes[stage] : 0, fwd_recv = stage > 0 ? K * det->send_bytes[stage - 1] : 0;
+    double bwd_send = stage > 0 ? K * det->back_bytes[stage - 1] : 0, bwd_recv = stage + 1 < p ? K * det->back_bytes[stage] : 0;
+    printf("  stage %d on pp: activations sent plan %.0f shard %.0f, received %.0f %.0f; gradients sent %.0f %.0f, "
+           "received %.0f %.0f\n", stage, fwd_send, w->pp_send[0], fwd_recv, w->pp_recv[0], bwd_send, w->pp_send[1], bwd_recv,
+           w->pp_recv[1]);
+    CHECK(fwd_send == w->pp_send[0] && fwd_recv == w->pp_recv[0] && bwd_send == w->pp_send[1] && bwd_recv == w->pp_recv[1]);
+    /* a cut carries the residual stream: one [b, T, D] fp32 value each way
+     * (llama: and its rotary cos and sin tables, [T, Hd / 2] each, made from
+     * constants on the first stage: 1,024 B forward) */
+    double resid = (double)s->micro_batch * 16 * 32 * 4;
+    CHECK(det->send_bytes[0] == resid + (gpt ? 0 : 2 * 16 * 8 * 4) && det->back_bytes[0] == resid);
+    /* the tied embedding's gradient: the planner all-reduces it between the
+     * two stages (Megatron-LM's embedding group), the shard pass exchanges it
+     * by a send and a receive; on 2 ranks a ring all-reduce of S bytes sends
+     * and receives S bytes per rank: the same traffic. Under ZeRO 2 and 3
+     * both sum each replica's 1/dp block. */
     double tc, tied = plan_bytes(det, stage, PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, &tc);
-    printf("  stage %d send/recv on pp: plan %.0f B (+ tied all-reduce %.0f B), shard %.0f B (of which the step's %.0f B)\n", stage, pb, tied,
-           sb, sbs);
-    /* the tied embedding's gradient: the shard pass sends and receives it
-     * once a step (2 x V D 4 bytes; under ZeRO 2 its reduce-scattered
-     * block, / dp), the planner all-reduces it whole (V D 4, as Megatron-LM) */
-    CHECK(tied == 64 * 32 * 4 && sb - sbs == 2 * tied / (k->zero >= 2 ? ms->dp : 1));
-    /* the planner's cut carries one [b, T, D] activation more per
-     * micro-batch than the shard pass sends (docs/plan.md section 6) */
-    CHECK(pb - sbs == k->K * (double)s->micro_batch * 16 * 32 * 4);
+    double ts = shard_bytes(w, IR_OP_SEND, IR_AXIS_PP, C_UPDATE, C_UPDATE), tr = shard_bytes(w, IR_OP_RECV, IR_AXIS_PP, C_UPDATE, C_UPDATE);
+    printf("  stage %d tied gradient on pp: plan all-reduce %.0f B, shard sends %.0f B and receives %.0f B\n", stage, tied, ts, tr);
+    CHECK(tied == ts && tied == tr && tied == (gpt ? 64.0 * 32 * 4 / (k->zero >= 2 ? ms->dp : 1) : 0) && tc == (gpt ? 1 : 0));
   }
-  /* memory per rank: parameters, gradients, optimizer state (fp32, Adam) */
-  double params = 0, grads = 0, states = 0;
-  for (int i = 0; i < t->n_params; i++) params += local_bytes(t->step->params[i]);
-  for (int i = 0; i < t->n_params; i++) grads += local_bytes(t->update->inputs[i]);
-  for (int i = 0; i < t->n_states; i++) states += local_bytes(t->update->inputs[t->n_params + i]);
-  const double *M = det->mem + (size_t)stage * PASS_MEM_KINDS;
-  printf("  memory: parameters plan %.0f shard %.0f, gradients %.0f %.0f, optimizer %.0f %.0f\n", M[PASS_MEM_PARAMS], params,
-         M[PASS_MEM_GRADS], grads, M[PASS_MEM_OPTIMIZER], states);
-  if (ms->tp == 1 && ms->pp == 1) CHECK(M[PASS_MEM_PARAMS] == params && M[PASS_MEM_GRADS] == grads && M[PASS_MEM_OPTIMIZER] == states);
+  check_memory(k, ms, m, s, det, stage, t);
 }
 
 static void run_case(const kase *k) {
@@ -365,6 +468,8 @@ int main(void) {
       {"examples/gpt.tg", "dp=2,pp=2", 2, 2, PASS_SCHED_GPIPE},
       {"examples/gpt.tg", "dp=2", 3, 2, PASS_SCHED_GPIPE},
       {"examples/llama.tg", "tp=2", 0, 1, PASS_SCHED_GPIPE},
+      {"examples/llama.tg", "pp=2", 0, 2, PASS_SCHED_1F1B},
+      {"examples/gpt.tg", "dp=2,tp=2", 3, 1, PASS_SCHED_GPIPE},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i]);
   return check_done();

@@ -111,12 +111,13 @@ static void test_params_175b(void) {
     double got = pass_plan_params_in(p, 0, p->n_groups - 1);
     printf("  t = %d: %.0f per device (want %.0f)\n", t, got, want);
     CHECK(got == want);
-    /* an interior layer alone: 12 h^2 / t + 7 h / t + 6 h, plus h:
+    /* an interior layer alone: 12 h^2 / t + 7 h / t + 6 h exactly.
      * fuse-elementwise computes the next layer's first layernorm in this
-     * layer's last node (add_layernorm), so this layer reads that gain and
-     * bias (2 h), while its own first layernorm's bias (h) is read only by
-     * the layer before (the gain also by this layer's backward) */
-    CHECK(pass_plan_params_in(p, 5, 5) == 12 * h * h / t + 7 * h / t + 6 * h + h);
+     * layer's last node (add_layernorm); the planner gives that layernorm's
+     * gain and bias to the next layer, where the shard pass's pipeline cut
+     * (made before the fusion) puts them */
+    CHECK(pass_plan_params_in(p, 5, 5) == 12 * h * h / t + 7 * h / t + 6 * h);
+    CHECK(pass_plan_params_in(p, 3, 7) == 5 * (12 * h * h / t + 7 * h / t + 6 * h));
   }
   /* Adam: 2 fp32 values per parameter, and the fp32 master copy in mixed precision */
   pass_train_memory tm = pass_training_memory(exact, 2, 2, 0, true);
@@ -176,14 +177,22 @@ static void test_activations(void) {
     CHECK(s4->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_REDUCE_SCATTER] == 2);
     CHECK(s4->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_GATHER] == 4 * pay);
     CHECK(n1->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 0); /* t = 1: none */
-    /* the pipeline's sends at an interior cut: the residual and, fused into
-     * the same node by fuse-elementwise, the next layer's first layernorm
-     * output (2 s b h each) forward; the residual's gradient backward */
+    /* the pipeline's sends at an interior cut: the residual (2 s b h bf16)
+     * forward, its gradient backward: the next layer's first layernorm,
+     * which fuse-elementwise computes in this layer's last node, runs on the
+     * next stage (as the shard pass cuts it) */
     const pass_plan_profile *pf = pass_plan_model_profile(fu, PASS_PLAN_CK_NONE, b, 1, false);
-    CHECK(pf->act[g] == 4 * sbh);
+    CHECK(pf->act[g] == 2 * sbh);
     CHECK(pf->grad[g] == 2 * sbh);
     const pass_plan_profile *pf4 = pass_plan_model_profile(fu, PASS_PLAN_CK_NONE, b, 4, true);
-    CHECK(pf4->act[g] == 4 * sbh / 4 && pf4->grad[g] == 2 * sbh / 4);
+    CHECK(pf4->act[g] == 2 * sbh / 4 && pf4->grad[g] == 2 * sbh / 4);
+    /* a stage of 5 interior layers keeps 5 layers' activations: no value is
+     * read by two layers' backward (tables made from constants would be
+     * kept once; gpt.tg has none) */
+    const pass_plan_profile *pn = pass_plan_model_profile(un, PASS_PLAN_CK_NONE, b, 1, false);
+    CHECK(pn->n_shared_saved == 0 && pass_plan_saved_in(pn, 3, 7) == 5 * (32 * sbh + 2 * as2b));
+    const pass_plan_profile *ps4 = pass_plan_model_profile(un, PASS_PLAN_CK_SELECTIVE, b, 4, true);
+    CHECK(pass_plan_saved_in(ps4, 3, 7) == 5 * 32 * sbh / 4);
   }
   /* per-sample figures are linear in b */
   const pass_plan_group *b1 = &pass_plan_model_profile(un, PASS_PLAN_CK_NONE, 1, 1, false)->groups[g];
