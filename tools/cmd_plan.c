@@ -413,8 +413,8 @@ int tool_cmd_plan(int argc, char **argv) {
  * dp, tp, sp, pp, ZeRO 0-3, gpipe or 1f1b, no checkpointing. The search is
  * deterministic, so every rank chooses the same plan. Sets o->mesh (and
  * o->zero, *schedule); 0, or -1 after reporting. */
-int tool_plan_auto_mesh(tool_compile_opts *o, int ranks, int micro_batches, ir_dtype dt, int optimizer, bool print,
-                        int *schedule, ir_diag *d) {
+int tool_plan_auto_mesh(tool_compile_opts *o, const char *cluster, const char *cluster_file, int ranks,
+                        int micro_batches, ir_dtype dt, int optimizer, bool print, int *schedule, ir_diag *d) {
   fe_config_set *cfg = tool_configs(o);
   const fe_const *B = cfg && cfg->chosen ? fe_config_const(cfg->chosen, "B") : NULL;
   if (!B || B->kind != FE_CONST_INT || B->i < 1) {
@@ -434,9 +434,18 @@ int tool_plan_auto_mesh(tool_compile_opts *o, int ranks, int micro_batches, ir_d
   po.mesh_auto = false;
   plan_flags f = {.dtype = dt, .optimizer = optimizer, .checkpoint = "none"};
   pass_cluster c;
-  char n[16];
+  char n[16], *ctext = NULL;
   snprintf(n, sizeof n, "%d", ranks);
-  if (pass_cluster_from_spec("cpu-host", &c, d) != 0 || pass_cluster_set_gpus(&c, n, d) != 0) return -1;
+  plan_flags cf = {.cluster = cluster ? cluster : cluster_file ? NULL : "cpu-host", .cluster_file = cluster_file, .gpus = n};
+  if (cluster && strchr(cluster, ':')) {
+    ir_error_plain(d, "--cluster %s: with --mesh auto the cluster's size is the job's ranks (%d); give the node kind "
+                   "alone (e.g. --cluster %.*s)", cluster, ranks, (int)(strchr(cluster, ':') - cluster), cluster);
+    return -1;
+  }
+  if (pick_cluster(&cf, &c, &ctext, d) != 0) {
+    free(ctext);
+    return -1;
+  }
   pass_plan_model *m = pass_plan_model_new(&c.device);
   int seq = 0, rc = build_model(&po, &f, m, dt, &seq, d);
   pass_plan_job job = {(int)(batch * micro_batches), seq};
@@ -483,5 +492,6 @@ int tool_plan_auto_mesh(tool_compile_opts *o, int ranks, int micro_batches, ir_d
   }
   pass_plan_found_free(&found);
   pass_plan_model_free(m);
+  free(ctext);
   return rc;
 }

@@ -88,6 +88,9 @@ static const char *const train_help =
     "                       cpu-host cluster) chooses dp, tp, sp, pp, --zero and the pipeline\n"
     "                       schedule for the config's batch B and --micro-batches; rank 0 prints\n"
     "                       'mesh auto: ...'; without a launcher --mesh auto is one rank\n"
+    "  --cluster NAME | --cluster-file F   with --mesh auto: what each rank is and the links\n"
+    "                       between them (a node kind of tgc plan, default cpu-host; the job's\n"
+    "                       ranks are the cluster's size)\n"
     "  --schedule gpipe|1f1b  the pipeline's order of micro-batch forwards and backwards (pp > 1;\n"
     "                       default gpipe); --schedule also names the learning-rate schedule\n"
     "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
@@ -119,6 +122,7 @@ typedef struct {
   tool_backend backend; /* --backend, --device */
   double comm_timeout;  /* --comm-timeout SECONDS (0: the comm layer's 300 s) */
   const char *comm;     /* --comm auto|mpi|nccl (NULL: auto) */
+  const char *cluster, *cluster_file; /* --mesh auto: what each rank is (--cluster NAME | --cluster-file F) */
   int pp_schedule;      /* --schedule gpipe|1f1b (pipeline parallelism): pass_schedule */
 } train_opts;
 
@@ -434,6 +438,12 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       t->comm_timeout = val ? strtod(val, &end) : 0;
       if (!val || end == val || *end || !(t->comm_timeout > 0) || t->comm_timeout > 1e6)
         rc = -1, ir_error_plain(d, "--comm-timeout %s: expected seconds, more than 0 and at most 1000000", val ? val : "");
+    } else if (TAKE("--cluster")) {
+      if (!val || !*val) rc = -1, ir_error_plain(d, "--cluster needs a NAME (dgx-a100, dgx-h100, cpu-host, ...)");
+      t->cluster = val;
+    } else if (TAKE("--cluster-file")) {
+      if (!val || !*val) rc = -1, ir_error_plain(d, "--cluster-file needs a FILE");
+      t->cluster_file = val;
     } else if (TAKE("--comm")) {
       if (!val || (strcmp(val, "auto") != 0 && strcmp(val, "mpi") != 0 && strcmp(val, "nccl") != 0))
         rc = -1, ir_error_plain(d, "--comm %s: expected auto, mpi or nccl", val ? val : "");
@@ -453,6 +463,11 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
   if (tool_need_file("train", o, d) != 0) return -1;
   if (t->save_every && !t->save) {
     ir_error_plain(d, "--save-every needs --save PATH");
+    return -1;
+  }
+  if ((t->cluster || t->cluster_file) && !o->mesh_auto) {
+    ir_error_plain(d, "%s: only --mesh auto plans for a cluster (tgc plan evaluates others)",
+                   t->cluster ? "--cluster" : "--cluster-file");
     return -1;
   }
   if (t->comm && strcmp(t->comm, "nccl") == 0 && !(t->backend.backend && t->backend.backend->comm_table)) {
@@ -641,7 +656,7 @@ int tool_cmd_train(int argc, char **argv) {
     }
     int ranks = comm ? rt_comm_size(comm) : 1;
     ir_dtype dt = t.dtype == 1 ? IR_DT_BF16 : t.dtype == 2 ? IR_DT_F16 : IR_DT_F32;
-    if (tool_plan_auto_mesh(&o, ranks, t.micro_batches, dt, t.optimizer, !comm || rt_comm_rank(comm) == 0,
+    if (tool_plan_auto_mesh(&o, t.cluster, t.cluster_file, ranks, t.micro_batches, dt, t.optimizer, !comm || rt_comm_rank(comm) == 0,
                             &t.pp_schedule, d) != 0)
       goto done;
     if (ranks == 1) rt_comm_close(comm), comm = NULL;

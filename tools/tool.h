@@ -78,7 +78,11 @@ int tool_cmd_plan(int argc, char **argv);      /* cmd_plan.c */
 /* cmd_plan.c: `tgc train --mesh auto` on `ranks` ranks: the planner's
  * fastest plan the trainer runs, into o->mesh, o->zero and *schedule
  * (print: one line "mesh auto: ..." on stdout). 0, or -1 after reporting. */
-int tool_plan_auto_mesh(tool_compile_opts *o, int ranks, int micro_batches, ir_dtype dt, int optimizer, bool print,
+/* cluster: a built-in node kind (NULL: cpu-host) or cluster_file: the
+ * device each rank is and the links between them (--cluster,
+ * --cluster-file of tgc train --mesh auto); the job's ranks are its size. */
+int tool_plan_auto_mesh(tool_compile_opts *o, const char *cluster, const char *cluster_file, int ranks,
+                        int micro_batches, ir_dtype dt, int optimizer, bool print,
                         int *schedule, ir_diag *d);
 int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 

@@ -1,14 +1,16 @@
 #!/bin/sh
-# tests/scripts/mesh_auto.sh MPIRUN TGC NP — `tgc train --mesh auto` under
+# tests/scripts/mesh_auto.sh MPIRUN TGC NP [CLUSTER_FLAGS NAME] — `tgc train --mesh auto` under
 # mpirun with NP ranks: exit status 0, rank 0 prints exactly one
 # "mesh auto: dp=D,tp=T,pp=P..." line whose degrees multiply to NP, the
 # run trains all its 20 steps with a finite loss, and
 # the same command without a launcher runs on one rank (dp=1,tp=1,pp=1).
-mpirun="$1"; tgc="$2"; np="$3"
+# With CLUSTER_FLAGS (e.g. "--cluster dgx-a100") the planner plans on that
+# cluster, and the line names it ("NP ranks of NAME").
+mpirun="$1"; tgc="$2"; np="$3"; cflags="${4:-}"; cname="${5:-cpu-host}"
 cd "$(dirname "$0")/../.." || exit 2
 out=$(mktemp); err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
-args="train examples/gpt.tg --config tiny --data reverse --steps 20 --print-every 10 --micro-batches 2 --mesh auto"
+args="train examples/gpt.tg --config tiny --data reverse --steps 20 --print-every 10 --micro-batches 2 --mesh auto $cflags"
 # shellcheck disable=SC2086
 "$mpirun" -np "$np" --oversubscribe "$tgc" $args >"$out" 2>"$err"
 rc=$?
@@ -17,6 +19,7 @@ n=$(grep -c '^mesh auto: ' "$out")
 if [ "$n" -ne 1 ]; then echo "FAIL: $n 'mesh auto:' lines (want 1, rank 0's)"; cat "$out"; exit 1; fi
 line=$(grep '^mesh auto: ' "$out")
 echo "$line"
+case "$line" in *" $np ranks of $cname;"*) ;; *) echo "FAIL: the plan is not for $np ranks of $cname"; exit 1 ;; esac
 d=$(echo "$line" | sed -n 's/^mesh auto: dp=\([0-9]*\),tp=\([0-9]*\),pp=\([0-9]*\).*/\1 \2 \3/p')
 set -- $d
 if [ $# -ne 3 ] || [ $(($1 * $2 * $3)) -ne "$np" ]; then echo "FAIL: degrees '$d' do not multiply to $np"; exit 1; fi
