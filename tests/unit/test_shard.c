@@ -12,6 +12,9 @@
  *    all-reduces each gradient once in the update and nothing in the step;
  *    ZeRO 1 reduce-scatters them and all-gathers the new parameters; tp
  *    adds no all-reduce to the update.
+ *  - the vocabulary-parallel embedding and cross-entropy (tp): the bytes
+ *    one rank of gpt tiny tp=2 sends and receives per step equal their
+ *    closed form (below), with no all-gather of the logits.
  * Numerical equality with one device is tested across real ranks (mpirun,
  * tests/scripts/shard_equal.sh). */
 #include <string.h>
@@ -214,6 +217,49 @@ static void test_gpt_tp(void) {
   }
 }
 
+/* gpt tiny (B 4, T 16, D 32, V 64, nL 2) on tp=2, one step: every tp
+ * collective is an all-reduce (no all-gather of the B*T*V logits, no
+ * reduce-scatter):
+ *   B*T*D floats, 2 + 4 nL of them: the embedding's partial sum, the two
+ *     row-parallel outputs of each layer; in the backward the LM head's input
+ *     gradient (partial over the vocabulary) and the two column-parallel
+ *     input gradients of each layer (kept partial along the residual
+ *     stream, reduced where read: once per layer and once for the embedding);
+ *   B*T floats, 3: the loss's row max, sum of exponentials, target logit
+ *     (cross_entropy_grad reuses the first two: none in the backward);
+ *   B*T, 2: the accuracy's argmax over the vocabulary (the max f32, the
+ *     first index i32);
+ * a ring all-reduce of c elements over 2 ranks sends and receives c of them
+ * (two chunks of c/2): so (2 + 4 nL) B T D + 5 B T elements of 4 bytes. */
+static void test_gpt_vocab(void) {
+  pass_training *t = build("examples/gpt.tg", "tiny", "tp=2", 0, 1, "reverse");
+  if (!t) return;
+  check_bindings(t);
+  const int64_t B = 4, T = 16, D = 32, nL = 2;
+  const int64_t calls = (2 + 4 * nL) + 3 + 2, bytes = ((2 + 4 * nL) * B * T * D + 5 * B * T) * 4;
+  for (int r = 0; r < 2; r++) {
+    int coord[IR_NUM_AXES] = {0};
+    coord[IR_AXIS_TP] = r;
+    pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES];
+    pass_comm_tally_of(t->step, coord, tally);
+    const pass_comm_tally *ar = &tally[IR_OP_ALL_REDUCE][IR_AXIS_TP];
+    if (ar->calls != calls || ar->sent != bytes || ar->received != bytes)
+      fprintf(stderr, "rank %d: all_reduce over tp: %lld calls, %lld sent, %lld received; closed form %lld calls, %lld bytes\n",
+              r, (long long)ar->calls, (long long)ar->sent, (long long)ar->received, (long long)calls, (long long)bytes);
+    CHECK_EQ_INT(ar->calls, calls);
+    CHECK_EQ_INT(ar->sent, bytes);
+    CHECK_EQ_INT(ar->received, bytes);
+    for (int op = 0; op < IR_NUM_OPS; op++)
+      if (op != IR_OP_ALL_REDUCE) CHECK_EQ_INT(tally[op][IR_AXIS_TP].calls, 0);
+  }
+  /* the table and its gradient: the rank's 32 rows */
+  const ir_value *wte = t->step->params[0], *dwte = t->step->outputs[t->grad_output[0]].value;
+  CHECK(strcmp(wte->name, "wte") == 0);
+  CHECK(wte->type.dims[0] == 32 && wte->shard.split[0] == 1 << IR_AXIS_TP);
+  CHECK(dwte->type.dims[0] == 32 && dwte->shard.split[0] == 1 << IR_AXIS_TP);
+  pass_training_free(t);
+}
+
 static void test_llama(void) {
   pass_training *t = build("examples/llama.tg", "tiny", "dp=2,tp=2", 1, 1, "reverse");
   if (!t) return;
@@ -226,6 +272,7 @@ int main(void) {
   test_gpt_dp();
   test_gpt_zero();
   test_gpt_tp();
+  test_gpt_vocab();
   test_llama();
   return check_done();
 }
