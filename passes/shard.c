@@ -58,8 +58,16 @@ struct sh_engine {
 
 static const char *axis_str(int a) { return ir_axis_name((ir_axis)a); }
 
+/* l with its file in the new graph's arena: a location's file points into
+ * its graph's arena, and src may hold locations of another graph (the
+ * update's nodes: the step graph's file, which the sharded step replaces
+ * and frees). */
 static ir_loc reloc(const sh_engine *e, ir_loc l) {
-  if (l.file && l.file == e->src->source_file) l.file = e->dst->source_file;
+  if (!l.file || l.file == e->dst->source_file) return l;
+  if (l.file == e->src->source_file || (e->dst->source_file && strcmp(l.file, e->dst->source_file) == 0))
+    l.file = e->dst->source_file;
+  else
+    l.file = ir_arena_strdup(e->dst->arena, l.file);
   return l;
 }
 
