@@ -15,7 +15,7 @@
  *     their local shapes; every other attribute is size-free) and its
  *     inferred result types checked against the global types divided by the
  *     result layouts (a mismatch is an internal error, never a wrong graph);
- *  4. the rule's rescalings and maxima follow it.
+ *  4. the rule's rescalings, maxima and immediate reductions follow it.
  * A rule may instead ask for the node to be replaced by a sub-graph of
  * existing ops on the local operands (sh_dec.expand: the vocabulary-parallel
  * ops of shard_vocab.c); the engine gives the expansion its builders
@@ -168,41 +168,6 @@ static ir_value *swap_dims(sh_engine *e, ir_value *x, int i, int j, ir_loc loc, 
   return r;
 }
 
-static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer);
-
-/* A reshape of a partial sum reduced where its operand already was, in the
- * same phase: the reshape of the reduced operand, not a second all-reduce of
- * the same sums (a partial gradient read whole by a matmul and, reshaped, by
- * its weight's gradient). NULL when v is not such a view. */
-static ir_value *reduced_view(sh_engine *e, const ir_value *v, const sh_st *cur, const sh_st *want, int phase, ir_loc loc,
-                              int layer) {
-  if (!v->def || v->def->op != IR_OP_RESHAPE) return NULL;
-  const ir_value *u = v->def->in[0];
-  bool reduce = false;
-  for (int a = 0; a < IR_NUM_AXES; a++) {
-    if (cur[a].kind == SH_P && want[a].kind == SH_R) reduce = true;
-    else if (!sh_eq(cur[a], want[a])) return NULL; /* only P -> R, the other axes kept */
-    if (!sh_eq(e->st[u->id][a], cur[a])) return NULL; /* the reshape kept its operand's layout */
-  }
-  if (!reduce) return NULL;
-  ir_value *ur = NULL;
-  for (conv *c = e->convs[u->id]; c && !ur; c = c->next) {
-    bool eq = c->phase == phase;
-    for (int a = 0; a < IR_NUM_AXES && eq; a++) eq = sh_eq(c->st[a], want[a]);
-    if (eq) ur = c->v;
-  }
-  if (!ur) return NULL;
-  const ir_type *t = &e->map[v->id]->type;
-  char name[300];
-  snprintf(name, sizeof name, "%.280s.ar", v->name);
-  ir_attr a = ir_attr_ints("shape", t->dims, t->rank);
-  ir_value *r = ir_graph_build1(e->dst, IR_OP_RESHAPE, &ur, 1, &a, 1, name, loc);
-  r->def->layer = layer;
-  r->role = ur->role;
-  set_layout(r, want);
-  return r;
-}
-
 /* v (src) converted to layout want (per axis; UNSET entries: as placed). */
 static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer) {
   sh_st want[IR_NUM_AXES], cur[IR_NUM_AXES];
@@ -216,9 +181,7 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     for (int a = 0; a < IR_NUM_AXES && eq; a++) eq = sh_eq(c->st[a], want[a]);
     if (eq) return c->v;
   }
-  ir_value *x = reduced_view(e, v, cur, want, phase, loc, layer);
-  if (x) goto made;
-  x = e->map[v->id];
+  ir_value *x = e->map[v->id];
   /* 1. gathers, inner axes first: a split that goes, or whose dim's outer splits change */
   for (int a = IR_NUM_AXES - 1; a >= 0; a--) {
     if (cur[a].kind != SH_S) continue;
@@ -262,7 +225,6 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     cur[a] = want[a];
     set_layout(x, cur);
   }
-made:;
   conv *c = calloc(1, sizeof *c);
   if (!c) abort();
   memcpy(c->st, want, sizeof c->st);
@@ -320,7 +282,7 @@ ir_value *sh_x_op(const sh_x *x, ir_op op, ir_value *const *in, int n, const ir_
                   ir_shard shard) {
   char err[512], hint[300];
   if (!name || name[0] == '.') { /* named after the result it is part of */
-    snprintf(hint, sizeof hint, "%.200s.%.80s", x->names[0], name ? name + 1 : ir_op_name(op));
+    snprintf(hint, sizeof hint, "%.200s.%.80s", x->node->out[0]->name, name ? name + 1 : ir_op_name(op));
     name = hint;
   }
   ir_node *m = ir_graph_build(x->e->dst, op, in, n, at, na, NULL, name, x->loc, err, sizeof err);
@@ -338,7 +300,7 @@ ir_value *sh_x_op(const sh_x *x, ir_op op, ir_value *const *in, int n, const ir_
 /* A nullary op (const, iota) of type t named RESULT.suffix. */
 static ir_value *x_source(const sh_x *x, ir_op op, const ir_attr *at, const ir_type *t, const char *suffix) {
   char err[256], hint[300];
-  snprintf(hint, sizeof hint, "%.200s.%s", x->names[0], suffix);
+  snprintf(hint, sizeof hint, "%.200s.%s", x->node->out[0]->name, suffix);
   ir_node *k = ir_graph_build(x->e->dst, op, NULL, 0, at, 1, t, hint, x->loc, err, sizeof err);
   if (!k) abort();
   k->layer = x_layer(x);
@@ -472,7 +434,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     abort();
   }
   sh_st want[SH_MAX_ARGS][IR_NUM_AXES], res[SH_MAX_ARGS][IR_NUM_AXES];
-  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false};
+  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false}, red[IR_NUM_AXES] = {false};
   int scale_op[IR_NUM_AXES];
   sh_expand expand = NULL;
   int expand_axis = -1;
@@ -509,6 +471,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     scale[a] = d.scale_results;
     scale_op[a] = d.scale_operand;
     maxr[a] = d.max_results;
+    red[a] = d.reduce_results && d.out[0].kind == SH_P;
     if (d.expand) {
       if (expand) {
         fprintf(stderr, "tgc: internal error: shard: %s at %d:%d expands on two axes\n", ir_op_name(n->op), n->loc.line,
@@ -539,7 +502,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
   /* a result rescaled or maxed afterwards: the node's is the local one, the
    * final value keeps the name */
   bool post = false;
-  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a];
+  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a] || red[a];
   const char *names[SH_MAX_ARGS];
   char local_names[SH_MAX_ARGS][300];
   for (int j = 0; j < n->n_out; j++) {
@@ -575,7 +538,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     int div = 1, maxes = 0;
     for (int a = 0; a < IR_NUM_AXES; a++) {
       if (scale[a] && ir_dtype_is_float(r->type.dtype)) div *= e->mesh->size[a];
-      maxes += maxr[a] && j == 0;
+      maxes += (maxr[a] || red[a]) && j == 0;
     }
     char final[320];
     snprintf(final, sizeof final, "=%.300s", n->out[j]->name);
@@ -583,6 +546,17 @@ static int shard_node(sh_engine *e, const ir_node *n) {
       if (maxr[a] && j == 0) {
         r = comm1(e, IR_OP_ALL_REDUCE, r, a, -1, "max", --maxes == 0 && div == 1 ? final : "max", loc, n->layer);
         set_layout(r, res[j]);
+      }
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (red[a] && j == 0) { /* reduced at once: all-reduced, with sp reduce-scattered along the sequence */
+        int64_t size = e->mesh->size[a];
+        bool seq = e->mesh->sp && a == IR_AXIS_TP && r->type.rank >= 3 && r->type.dims[1] >= size &&
+                   r->type.dims[1] % size == 0;
+        res[j][a] = seq ? sh_S(1) : sh_R();
+        r = comm1(e, seq ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE, r, a, seq ? 1 : -1, NULL,
+                  --maxes == 0 && div == 1 ? final : seq ? "rs" : "ar", loc, n->layer);
+        set_layout(r, res[j]);
+        memcpy(e->st[n->out[j]->id], res[j], sizeof res[j]);
       }
     if (div > 1) r = scale_by(e, r, 1.0 / div, loc, n->layer, n->out[j]->name);
     e->map[n->out[j]->id] = r;

@@ -54,6 +54,11 @@ typedef struct {
   bool scale_results;          /* every float result (a mean over a split dim) */
   int scale_operand;           /* >= 0: that operand, before the op (cross_entropy_grad's g) */
   bool max_results;            /* result 0 is a local max: all_reduce(max) over the axis */
+  bool reduce_results;         /* result 0, a partial sum, is reduced at once (Megatron-LM's all-reduce
+                                * after the vocabulary-parallel embedding and of the LM head's input
+                                * gradient), not where its readers need it: a partial sum kept along the
+                                * residual stream would be reduced once per reader and phase. With sp a
+                                * reduce-scatter along the sequence (dim 1) when it divides. */
   /* The hook for an op whose split needs more than the op on local operands
    * (Megatron-LM's vocabulary-parallel embedding and cross-entropy: a rank
    * needs its block's offset, masks, all-reduces of row statistics). When a
@@ -115,7 +120,7 @@ struct sh_x {
   ir_loc loc;
 };
 /* op on in (types inferred; a type error is an internal error), named name
- * (".SUFFIX" or NULL: after the first result, RESULT.SUFFIX or RESULT.OP),
+ * (".SUFFIX" or NULL: after the node's first result, RESULT.SUFFIX or RESULT.OP),
  * in layout shard. */
 ir_value *sh_x_op(const sh_x *x, ir_op op, ir_value *const *in, int n, const ir_attr *at, int na, const char *name,
                   ir_shard shard);

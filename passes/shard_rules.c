@@ -402,10 +402,18 @@ static void matmul_core(sh_dec *d, sh_st *res) {
   *res = sh_R();
 }
 
+/* Whether operand i is the gradient of logits (cross_entropy_grad's result). */
+static bool logits_grad(const sh_dec *d, int i) {
+  const ir_value *v = d->node->in[i];
+  return v->def && v->def->op == IR_OP_CROSS_ENTROPY_GRAD;
+}
+
 static void rule_matmul(sh_dec *d) {
   sh_st res;
   matmul_core(d, &res);
   d->out[0] = res;
+  /* the LM head's input gradient, partial over the vocabulary: reduced at once */
+  if (d->megatron && res.kind == SH_P && (logits_grad(d, 0) || logits_grad(d, 1))) d->reduce_results = true;
 }
 
 /* fused_matmul(a, b, extra...): the product, then the epilogue pointwise */
@@ -694,6 +702,7 @@ static void rule_embedding(sh_dec *d) {
     d->in[1] = sh_R();
     d->out[0] = sh_P();
     d->expand = sh_vocab_embedding;
+    d->reduce_results = true;
     return;
   }
   if (ids.kind == SH_S) {

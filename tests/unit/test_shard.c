@@ -222,9 +222,8 @@ static void test_gpt_tp(void) {
  * reduce-scatter):
  *   B*T*D floats, 2 + 4 nL of them: the embedding's partial sum, the two
  *     row-parallel outputs of each layer; in the backward the LM head's input
- *     gradient (partial over the vocabulary) and the two column-parallel
- *     input gradients of each layer (kept partial along the residual
- *     stream, reduced where read: once per layer and once for the embedding);
+ *     gradient (partial over the vocabulary, reduced at once) and the two
+ *     column-parallel input gradients of each layer;
  *   B*T floats, 3: the loss's row max, sum of exponentials, target logit
  *     (cross_entropy_grad reuses the first two: none in the backward);
  *   B*T, 2: the accuracy's argmax over the vocabulary (the max f32, the
