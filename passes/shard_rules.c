@@ -39,10 +39,11 @@
  *           the split follows its dim; reshape maps it when the split dim is
  *           the outermost of its group of merged or split dims and divides;
  *           slicing, concatenating or splitting along a split dim gathers.
- *   embedding  on tp, a parameter table read at data ids (the tokens) and
- *           whose rows divide is split along its rows (Megatron-LM's
- *           vocabulary-parallel embedding: expanded by shard_vocab.c into a
- *           masked lookup, a partial sum); else split ids give split rows,
+ *   embedding  on tp, a table split along its rows (a parameter table
+ *           read at data ids, the tokens, whose rows divide: placed so by
+ *           shard_train.c) stays so (Megatron-LM's vocabulary-parallel
+ *           embedding: expanded by shard_vocab.c into a masked lookup, a
+ *           partial sum reduced at once); else split ids give split rows,
  *           a table split along its columns gives split columns, any other
  *           table split is gathered.
  *   embedding_grad  on tp, at data ids with rows that divide: the rank's
@@ -673,16 +674,12 @@ static void rule_along_axis(sh_dec *d) {
 
 /* ---- model ops ---- */
 
-/* Megatron-LM's vocabulary-parallel table (on tp): a parameter table [V, D]
- * read at ids the graph takes as data (the tokens: not positions it
- * computes) is split along its rows when V divides (else it stays as
- * before: replicated); a table already split along its rows stays so. */
+/* Megatron-LM's vocabulary-parallel table (on tp): a table split along its
+ * rows stays so (the pass places a parameter table read at the data ids
+ * that way before the rules run: shard_train.c; a vocabulary that does not
+ * divide stays replicated, as before). */
 static bool vocab_table(const sh_dec *d) {
-  const ir_value *t = d->node->in[0], *ids = d->node->in[1];
-  if (!d->megatron || t->type.rank != 2) return false;
-  if (d->in[0].kind == SH_S) return d->in[0].dim == 0 && sh_parts(d->in[0]) == 1;
-  return d->in[0].kind == SH_UNSET && !t->def && t->role == IR_ROLE_PARAM && !ids->def && ids->role == IR_ROLE_INPUT &&
-         sh_can_split(d, 0, 0);
+  return d->megatron && rank_in(d, 0) == 2 && d->in[0].kind == SH_S && d->in[0].dim == 0 && sh_parts(d->in[0]) == 1;
 }
 
 /* embedding_grad's side of it: the gradient of a table read at data ids,

@@ -45,6 +45,24 @@ static bool read_as_ids(const ir_graph *g, const ir_value *v) {
   return false;
 }
 
+/* Megatron-LM's vocabulary-parallel table on tp: a parameter [V, D] (or a
+ * float cast of one: mixed precision) read by embedding at ids the graph
+ * takes as data, V dividing by tp, is split along its rows before any rule
+ * reads it (its casts, the tied LM head's transpose and its gradient then
+ * follow: the table, its optimizer state and its gradient are V/tp rows). */
+static void place_vocab(sh_engine *e, const ir_graph *g) {
+  int tp = g->mesh.size[IR_AXIS_TP];
+  for (int i = 0; i < g->n_nodes && tp > 1; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_EMBEDDING || n->in[1]->def || n->in[1]->role != IR_ROLE_INPUT) continue;
+    const ir_value *t = n->in[0];
+    while (t->def && t->def->op == IR_OP_CAST && ir_dtype_is_float(t->type.dtype)) t = t->def->in[0];
+    if (t->def || t->role != IR_ROLE_PARAM || t->type.rank != 2 || t->type.dims[0] < tp || t->type.dims[0] % tp != 0)
+      continue;
+    if (sh_engine_layout(e, t, IR_AXIS_TP).kind == SH_UNSET) sh_engine_place(e, t, IR_AXIS_TP, sh_S(0));
+  }
+}
+
 /* The data inputs split along their batch dims (NULL: dim 0; -1: not
  * data): a clear error when one does not divide. */
 static int place_data(sh_engine *e, const ir_graph *g, int n_data, const int *batch_dim, ir_diag *d) {
@@ -87,6 +105,7 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
 static int probe_tp(const ir_graph *g, sh_st *tp, ir_diag *d) {
   sh_engine *e = sh_engine_new(g, d, true);
   int rc = place_data(e, g, g->n_inputs, NULL, d);
+  place_vocab(e, g);
   for (int i = 0; rc == 0 && i < g->n_params; i++) sh_engine_place(e, g->params[i], IR_AXIS_DP, sh_R());
   if (rc == 0) rc = sh_engine_run(e);
   for (int i = 0; rc == 0 && i < g->n_params; i++) tp[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
@@ -113,6 +132,7 @@ int pass_shard(ir_graph *g, const pass_options *o) {
     if (tp[i].kind != SH_UNSET) sh_engine_place(e, g->params[i], IR_AXIS_TP, tp[i]);
   }
   free(tp);
+  place_vocab(e, g);
   if (rc == 0) rc = sh_engine_run(e);
   if (rc == 0) {
     for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, NULL);
@@ -144,6 +164,7 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
   sh_engine *e = sh_engine_new(g, d, true);
   ir_graph *out = NULL;
   if (place_data(e, g, t->n_data, t->batch_dim, d) != 0) goto done;
+  if (!lay) place_vocab(e, g); /* (the real run places tp as the probe found) */
   for (int i = 0; i < t->n_params; i++) {
     const ir_value *p = g->params[i];
     sh_engine_place(e, p, IR_AXIS_DP, lay ? lay[i].param[IR_AXIS_DP] : sh_R());
