@@ -15,7 +15,11 @@
  *     their local shapes; every other attribute is size-free) and its
  *     inferred result types checked against the global types divided by the
  *     result layouts (a mismatch is an internal error, never a wrong graph);
- *  4. the rule's rescalings and maxima follow it.
+ *  4. the rule's rescalings, maxima and immediate reductions follow it.
+ * A rule may instead ask for the node to be replaced by a sub-graph of
+ * existing ops on the local operands (sh_dec.expand: the vocabulary-parallel
+ * ops of shard_vocab.c); the engine gives the expansion its builders
+ * (sh_x_*) and treats the sub-graph's results as the node's.
  * Inputs and parameters start as their caller places them (or unplaced: the
  * first rule to read one places it). Outputs are converted to the layouts
  * the caller asks for, or left as they are.
@@ -32,6 +36,12 @@ typedef struct conv {
   struct conv *next;
 } conv;
 
+typedef struct kept {
+  int key, slot;
+  ir_value *v;
+  struct kept *next;
+} kept;
+
 struct sh_engine {
   const ir_graph *src;
   ir_graph *dst;
@@ -43,12 +53,21 @@ struct sh_engine {
   conv **convs;           /* src value id -> conversions made */
   ir_diag *d;
   int errors;
+  kept *kept;             /* values expansions keep for later ones (sh_x_keep) */
 };
 
 static const char *axis_str(int a) { return ir_axis_name((ir_axis)a); }
 
+/* l with its file in the new graph's arena: a location's file points into
+ * its graph's arena, and src may hold locations of another graph (the
+ * update's nodes: the step graph's file, which the sharded step replaces
+ * and frees). */
 static ir_loc reloc(const sh_engine *e, ir_loc l) {
-  if (l.file && l.file == e->src->source_file) l.file = e->dst->source_file;
+  if (!l.file || l.file == e->dst->source_file) return l;
+  if (l.file == e->src->source_file || (e->dst->source_file && strcmp(l.file, e->dst->source_file) == 0))
+    l.file = e->dst->source_file;
+  else
+    l.file = ir_arena_strdup(e->dst->arena, l.file);
   return l;
 }
 
@@ -253,6 +272,79 @@ static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int l
   return r;
 }
 
+/* ---- the builders of expansions (shard_impl.h) ---- */
+
+static int x_layer(const sh_x *x) { return x->node->layer; }
+
+static ir_role x_role(const sh_x *x) { return x->node->n_out ? x->node->out[0]->role : IR_ROLE_ACT; }
+
+ir_value *sh_x_op(const sh_x *x, ir_op op, ir_value *const *in, int n, const ir_attr *at, int na, const char *name,
+                  ir_shard shard) {
+  char err[512], hint[300];
+  if (!name || name[0] == '.') { /* named after the result it is part of */
+    snprintf(hint, sizeof hint, "%.200s.%.80s", x->node->out[0]->name, name ? name + 1 : ir_op_name(op));
+    name = hint;
+  }
+  ir_node *m = ir_graph_build(x->e->dst, op, in, n, at, na, NULL, name, x->loc, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "tgc: internal error: shard: %s in the expansion of %s at %d:%d: %s\n", ir_op_name(op),
+            ir_op_name(x->node->op), x->node->loc.line, x->node->loc.col, err);
+    abort();
+  }
+  m->layer = x_layer(x);
+  m->out[0]->role = x_role(x);
+  m->out[0]->shard = shard;
+  return m->out[0];
+}
+
+/* A nullary op (const, iota) of type t named RESULT.suffix. */
+static ir_value *x_source(const sh_x *x, ir_op op, const ir_attr *at, const ir_type *t, const char *suffix) {
+  char err[256], hint[300];
+  snprintf(hint, sizeof hint, "%.200s.%s", x->node->out[0]->name, suffix);
+  ir_node *k = ir_graph_build(x->e->dst, op, NULL, 0, at, 1, t, hint, x->loc, err, sizeof err);
+  if (!k) abort();
+  k->layer = x_layer(x);
+  k->out[0]->role = x_role(x);
+  return k->out[0];
+}
+
+ir_value *sh_x_const(const sh_x *x, ir_dtype dt, double value) {
+  ir_attr c = ir_attr_float("value", value);
+  ir_type t = {.dtype = dt, .rank = 0};
+  return x_source(x, IR_OP_CONST, &c, &t, "c");
+}
+
+ir_value *sh_x_all_reduce(const sh_x *x, ir_value *v, const char *reduce, ir_shard shard) {
+  ir_value *r = comm1(x->e, IR_OP_ALL_REDUCE, v, x->axis, -1, reduce, "ar", x->loc, x_layer(x));
+  r->role = x_role(x);
+  r->shard = shard;
+  return r;
+}
+
+ir_value *sh_x_block_ids(const sh_x *x, int64_t whole, ir_dtype dt) {
+  ir_attr ax = ir_attr_int("axis", 0);
+  ir_type t = {.dtype = dt, .rank = 1, .dims = {whole}};
+  ir_value *ids = x_source(x, IR_OP_IOTA, &ax, &t, "ids");
+  ir_value *b = comm1(x->e, IR_OP_MESH_SLICE, ids, x->axis, 0, NULL, "sl", x->loc, x_layer(x));
+  b->role = x_role(x);
+  b->shard = (ir_shard){{0}, 0, {0}};
+  b->shard.split[0] = (uint8_t)(1u << x->axis);
+  return b;
+}
+
+void sh_x_keep(const sh_x *x, const ir_value *key, int slot, ir_value *v) {
+  kept *k = calloc(1, sizeof *k);
+  if (!k) abort();
+  *k = (kept){key->id, slot, v, x->e->kept};
+  x->e->kept = k;
+}
+
+ir_value *sh_x_kept(const sh_x *x, const ir_value *key, int slot) {
+  for (const kept *k = x->e->kept; k; k = k->next)
+    if (k->key == key->id && k->slot == slot) return k->v;
+  return NULL;
+}
+
 /* The size attributes of the local results: reshape and broadcast's shape,
  * split's sizes (shape holds room for either). */
 static int localize_attrs(const ir_node *n, const ir_type *local_out, ir_attr *attrs, int64_t *shape) {
@@ -297,6 +389,34 @@ static int find_parts(const sh_engine *e, const ir_value *v, int dim, int depth)
   return 1;
 }
 
+/* The node n rebuilt on the local operands in (its results: out). */
+static void build_local(sh_engine *e, const ir_node *n, ir_value **in, int na, const ir_attr *attrs,
+                        const ir_type *local_out, const char *const *names, ir_loc loc, ir_value **out) {
+  char err[512];
+  ir_type got[SH_MAX_ARGS];
+  int n_got = 0;
+  ir_type in_t[SH_MAX_ARGS];
+  for (int i = 0; i < n->n_in; i++) in_t[i] = in[i]->type;
+  if (ir_op_kind_of(n->op) == IR_OPK_NULLARY) got[0] = local_out[0];
+  if (ir_infer(n->op, in_t, n->n_in, attrs, na, got, &n_got, err, sizeof err) != 0 || n_got != n->n_out) {
+    fprintf(stderr, "tgc: internal error: shard: %s at %d:%d on local operands: %s\n", ir_op_name(n->op), n->loc.line,
+            n->loc.col, err);
+    abort();
+  }
+  for (int j = 0; j < n->n_out; j++)
+    if (!ir_type_equal(&got[j], &local_out[j])) {
+      char a[128], b[128];
+      fprintf(stderr, "tgc: internal error: shard: %%%s (%s at %d:%d) is %s on one rank, its layout wants %s\n",
+              n->out[j]->name, ir_op_name(n->op), n->loc.line, n->loc.col, ir_type_str(&got[j], a, sizeof a),
+              ir_type_str(&local_out[j], b, sizeof b));
+      abort();
+    }
+  static ir_value *const none[1];
+  ir_node *m = ir_graph_add_node(e->dst, n->op, n->n_in ? in : none, n->n_in, got, n->n_out, attrs, na, names, loc);
+  m->layer = n->layer;
+  for (int j = 0; j < n->n_out; j++) out[j] = m->out[j];
+}
+
 static int shard_node(sh_engine *e, const ir_node *n) {
   if (n->op == IR_OP_GRAD || ir_op_has(n->op, IR_OPF_COMM) || n->op == IR_OP_MESH_SLICE) {
     ir_error(e->d, n->loc, "the shard pass cannot shard '%s'%s", ir_op_name(n->op),
@@ -314,8 +434,10 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     abort();
   }
   sh_st want[SH_MAX_ARGS][IR_NUM_AXES], res[SH_MAX_ARGS][IR_NUM_AXES];
-  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false};
+  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false}, red[IR_NUM_AXES] = {false};
   int scale_op[IR_NUM_AXES];
+  sh_expand expand = NULL;
+  int expand_axis = -1;
   for (int a = 0; a < IR_NUM_AXES; a++) {
     scale_op[a] = -1;
     for (int i = 0; i < n->n_in; i++) want[i][a] = sh_R();
@@ -349,6 +471,15 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     scale[a] = d.scale_results;
     scale_op[a] = d.scale_operand;
     maxr[a] = d.max_results;
+    red[a] = d.reduce_results && d.out[0].kind == SH_P;
+    if (d.expand) {
+      if (expand) {
+        fprintf(stderr, "tgc: internal error: shard: %s at %d:%d expands on two axes\n", ir_op_name(n->op), n->loc.line,
+                n->loc.col);
+        abort();
+      }
+      expand = d.expand, expand_axis = a;
+    }
   }
   /* operands */
   int phase = pass_node_phase(n);
@@ -371,7 +502,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
   /* a result rescaled or maxed afterwards: the node's is the local one, the
    * final value keeps the name */
   bool post = false;
-  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a];
+  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a] || red[a];
   const char *names[SH_MAX_ARGS];
   char local_names[SH_MAX_ARGS][300];
   for (int j = 0; j < n->n_out; j++) {
@@ -381,38 +512,33 @@ static int shard_node(sh_engine *e, const ir_node *n) {
       names[j] = local_names[j];
     }
   }
-  char err[512];
-  ir_node *m = NULL;
-  ir_type got[SH_MAX_ARGS];
-  int n_got = 0;
-  ir_type in_t[SH_MAX_ARGS];
-  for (int i = 0; i < n->n_in; i++) in_t[i] = in[i]->type;
-  if (ir_op_kind_of(n->op) == IR_OPK_NULLARY) got[0] = local_out[0];
-  if (ir_infer(n->op, in_t, n->n_in, attrs, na, got, &n_got, err, sizeof err) != 0 || n_got != n->n_out) {
-    fprintf(stderr, "tgc: internal error: shard: %s at %d:%d on local operands: %s\n", ir_op_name(n->op), n->loc.line,
-            n->loc.col, err);
-    abort();
+  ir_value *built[SH_MAX_ARGS];
+  if (expand) {
+    ir_shard layout[SH_MAX_ARGS];
+    for (int j = 0; j < n->n_out; j++) layout[j] = to_shard(res[j], n->out[j]->type.rank);
+    sh_x x = {.e = e, .node = n, .axis = expand_axis, .size = e->mesh->size[expand_axis], .in = in, .out = local_out,
+              .layout = layout, .names = names, .loc = loc};
+    expand(&x, built);
+    for (int j = 0; j < n->n_out; j++)
+      if (!built[j] || !ir_type_equal(&built[j]->type, &local_out[j])) {
+        char a[128], b[128];
+        fprintf(stderr, "tgc: internal error: shard: the expansion of %s at %d:%d gives %s for %%%s, its layout wants %s\n",
+                ir_op_name(n->op), n->loc.line, n->loc.col, built[j] ? ir_type_str(&built[j]->type, a, sizeof a) : "nothing",
+                n->out[j]->name, ir_type_str(&local_out[j], b, sizeof b));
+        abort();
+      }
+  } else {
+    build_local(e, n, in, na, attrs, local_out, names, loc, built);
   }
-  for (int j = 0; j < n->n_out; j++)
-    if (!ir_type_equal(&got[j], &local_out[j])) {
-      char a[128], b[128];
-      fprintf(stderr, "tgc: internal error: shard: %%%s (%s at %d:%d) is %s on one rank, its layout wants %s\n",
-              n->out[j]->name, ir_op_name(n->op), n->loc.line, n->loc.col, ir_type_str(&got[j], a, sizeof a),
-              ir_type_str(&local_out[j], b, sizeof b));
-      abort();
-    }
-  static ir_value *const none[1];
-  m = ir_graph_add_node(e->dst, n->op, n->n_in ? in : none, n->n_in, got, n->n_out, attrs, na, names, loc);
-  m->layer = n->layer;
   for (int j = 0; j < n->n_out; j++) {
-    ir_value *r = m->out[j];
+    ir_value *r = built[j];
     r->role = n->out[j]->role;
     memcpy(e->st[n->out[j]->id], res[j], sizeof res[j]);
     set_layout(r, res[j]);
     int div = 1, maxes = 0;
     for (int a = 0; a < IR_NUM_AXES; a++) {
       if (scale[a] && ir_dtype_is_float(r->type.dtype)) div *= e->mesh->size[a];
-      maxes += maxr[a] && j == 0;
+      maxes += (maxr[a] || red[a]) && j == 0;
     }
     char final[320];
     snprintf(final, sizeof final, "=%.300s", n->out[j]->name);
@@ -420,6 +546,17 @@ static int shard_node(sh_engine *e, const ir_node *n) {
       if (maxr[a] && j == 0) {
         r = comm1(e, IR_OP_ALL_REDUCE, r, a, -1, "max", --maxes == 0 && div == 1 ? final : "max", loc, n->layer);
         set_layout(r, res[j]);
+      }
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (red[a] && j == 0) { /* reduced at once: all-reduced, with sp reduce-scattered along the sequence */
+        int64_t size = e->mesh->size[a];
+        bool seq = e->mesh->sp && a == IR_AXIS_TP && r->type.rank >= 3 && r->type.dims[1] >= size &&
+                   r->type.dims[1] % size == 0;
+        res[j][a] = seq ? sh_S(1) : sh_R();
+        r = comm1(e, seq ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE, r, a, seq ? 1 : -1, NULL,
+                  --maxes == 0 && div == 1 ? final : seq ? "rs" : "ar", loc, n->layer);
+        set_layout(r, res[j]);
+        memcpy(e->st[n->out[j]->id], res[j], sizeof res[j]);
       }
     if (div > 1) r = scale_by(e, r, 1.0 / div, loc, n->layer, n->out[j]->name);
     e->map[n->out[j]->id] = r;
@@ -514,6 +651,11 @@ void sh_engine_free(sh_engine *e) {
       c = next;
     }
   free(e->convs);
+  for (kept *k = e->kept; k;) {
+    kept *next = k->next;
+    free(k);
+    k = next;
+  }
   free(e->map);
   free(e->st);
   ir_graph_free(e->dst);

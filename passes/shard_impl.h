@@ -1,5 +1,6 @@
 /* passes/shard_impl.h — private to the shard pass (shard.c, the engine;
- * shard_rules.c, the per-op rules).
+ * shard_rules.c, the per-op rules; shard_vocab.c, the sub-graphs of the
+ * vocabulary-parallel ops).
  *
  * The pass decides a layout for every value one mesh axis at a time. On one
  * axis a value is replicated (R), split along one dim (S d) or a partial sum
@@ -9,7 +10,8 @@
  * must be in (the engine converts: R -> S d is mesh_slice, P -> R
  * all_reduce, P -> S d reduce_scatter, S d -> R all_gather, S d -> S e
  * all_to_all) and which state each result is in; it may also ask for a
- * rescaling (a mean over a split dim) or a max over the axis.
+ * rescaling (a mean over a split dim) or a max over the axis, or replace
+ * the node by a sub-graph of existing ops (sh_dec.expand, below).
  */
 #ifndef TGC_SHARD_IMPL_H
 #define TGC_SHARD_IMPL_H
@@ -24,6 +26,13 @@ typedef struct {
 } sh_st;
 
 #define SH_MAX_ARGS 16
+
+typedef struct sh_engine sh_engine;
+typedef struct sh_x sh_x;
+/* An expansion: builds, from x->in, the sub-graph that replaces x->node on
+ * one rank and returns its results in res (x->node->n_out of them, of the
+ * types x->out). */
+typedef void (*sh_expand)(const sh_x *x, ir_value **res);
 
 /* One node on one axis: the rule's input and answer. */
 typedef struct {
@@ -45,6 +54,19 @@ typedef struct {
   bool scale_results;          /* every float result (a mean over a split dim) */
   int scale_operand;           /* >= 0: that operand, before the op (cross_entropy_grad's g) */
   bool max_results;            /* result 0 is a local max: all_reduce(max) over the axis */
+  bool reduce_results;         /* result 0, a partial sum, is reduced at once (Megatron-LM's all-reduce
+                                * after the vocabulary-parallel embedding and of the LM head's input
+                                * gradient), not where its readers need it: a partial sum kept along the
+                                * residual stream would be reduced once per reader and phase. With sp a
+                                * reduce-scatter along the sequence (dim 1) when it divides. */
+  /* The hook for an op whose split needs more than the op on local operands
+   * (Megatron-LM's vocabulary-parallel embedding and cross-entropy: a rank
+   * needs its block's offset, masks, all-reduces of row statistics). When a
+   * rule sets it, the engine converts the operands as the rule says, then
+   * calls expand instead of rebuilding the node; the rescalings and maxima
+   * of the other axes follow the sub-graph's results as they follow a node.
+   * At most one axis of a node expands it (an internal error otherwise). */
+  sh_expand expand;
 } sh_dec;
 
 typedef void (*sh_rule)(sh_dec *d);
@@ -69,7 +91,6 @@ static inline bool sh_eq(sh_st a, sh_st b) {
  * axis; sh_engine_run shards every node (-1 after reporting through d);
  * sh_engine_output adds output i converted to want (NULL, or UNSET entries:
  * as it is); sh_engine_finish hands over the new graph. */
-typedef struct sh_engine sh_engine;
 sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron);
 void sh_engine_place(sh_engine *e, const ir_value *v, int axis, sh_st s);
 sh_st sh_engine_layout(const sh_engine *e, const ir_value *v, int axis);
@@ -80,6 +101,50 @@ int sh_engine_run(sh_engine *e);
 void sh_engine_output(sh_engine *e, int i, const sh_st *want);
 ir_graph *sh_engine_finish(sh_engine *e);
 void sh_engine_free(sh_engine *e);
+
+/* ---- expansions (the hook sh_dec.expand; built in shard.c) ----
+ * What an expansion sees: the node it replaces, the axis that asked for
+ * it, the operands as one rank holds them (converted to the rule's layouts
+ * on every axis) and the result types one rank must get. It builds with the
+ * sh_x_* helpers, which add nodes to the new graph at the node's place
+ * (location, layer; the role of its first result: phase of the conversions
+ * and of the pipeline cut). */
+struct sh_x {
+  sh_engine *e;
+  const ir_node *node;
+  int axis, size;         /* the axis that expands (IR_AXIS_*), its size */
+  ir_value *const *in;    /* the local operands */
+  const ir_type *out;     /* the local result types */
+  const ir_shard *layout; /* the results' layouts */
+  const char *const *names; /* the results' names */
+  ir_loc loc;
+};
+/* op on in (types inferred; a type error is an internal error), named name
+ * (".SUFFIX" or NULL: after the node's first result, RESULT.SUFFIX or RESULT.OP),
+ * in layout shard. */
+ir_value *sh_x_op(const sh_x *x, ir_op op, ir_value *const *in, int n, const ir_attr *at, int na, const char *name,
+                  ir_shard shard);
+/* A scalar constant of dtype dt. */
+ir_value *sh_x_const(const sh_x *x, ir_dtype dt, double value);
+/* all_reduce (reduce "sum" or "max") of v over x->axis; the result in layout shard. */
+ir_value *sh_x_all_reduce(const sh_x *x, ir_value *v, const char *reduce, ir_shard shard);
+/* This rank's block of the ids 0 .. whole - 1 (dtype dt) along x->axis:
+ * mesh_slice of an iota, [whole / size]; its first element is the offset of
+ * the rank's block. */
+ir_value *sh_x_block_ids(const sh_x *x, int64_t whole, ir_dtype dt);
+/* A value an expansion keeps for a later one (the cross-entropy's row max
+ * and sum of exponentials for its gradient): slot k of src value key. */
+void sh_x_keep(const sh_x *x, const ir_value *key, int slot, ir_value *v);
+ir_value *sh_x_kept(const sh_x *x, const ir_value *key, int slot);
+
+/* The expansions (shard_vocab.c): on an axis that splits the table's rows
+ * (embedding, embedding_grad) or the classes (cross_entropy,
+ * cross_entropy_grad, argmax along the split dim). */
+void sh_vocab_embedding(const sh_x *x, ir_value **res);
+void sh_vocab_embedding_grad(const sh_x *x, ir_value **res);
+void sh_vocab_cross_entropy(const sh_x *x, ir_value **res);
+void sh_vocab_cross_entropy_grad(const sh_x *x, ir_value **res);
+void sh_vocab_argmax(const sh_x *x, ir_value **res);
 
 /* Pipeline parallelism (shard_stage.c): t (already partitioned over dp and
  * tp) cut into stage `stage` of its mesh's pp. -1 after reporting. */

@@ -5,7 +5,8 @@
  *
  * The rules, by op:
  *   elementwise (unary, binary, where, cast, fused), softmax, log_softmax,
- *   layernorm, rmsnorm, add_layernorm, causal_mask, cross_entropy_grad
+ *   layernorm, rmsnorm, add_layernorm, causal_mask, cross_entropy_grad (by
+ *   positions)
  *           the result is split where an operand is split (the first one,
  *           aligned numpy-style); every operand then takes that split (a
  *           replicated one is sliced, free) or stays whole when it is
@@ -33,18 +34,28 @@
  *           over a split dim: a partial sum (a mean also scaled by 1 /
  *           size), or a local max then a max over the axis; else the split
  *           follows its dim; partials pass through sum and mean.
- *   argmax  over a split dim: gathered; count_nonfinite of a split value:
- *           a partial count.
+ *   count_nonfinite of a split value: a partial count.
  *   transpose, reshape, broadcast, slice, unslice, concat, split
  *           the split follows its dim; reshape maps it when the split dim is
  *           the outermost of its group of merged or split dims and divides;
  *           slicing, concatenating or splitting along a split dim gathers.
- *   embedding  split ids give split rows; a table split along its columns
- *           gives split columns; any other table split is gathered.
- *   embedding_grad  split ids and g give a partial sum; g split along its
- *           last dim gives split columns.
- *   cross_entropy  split positions give a partial mean (scaled by 1 /
- *           size); split classes are gathered.
+ *   embedding  on tp, a table split along its rows (a parameter table
+ *           read at data ids, the tokens, whose rows divide: placed so by
+ *           shard_train.c) stays so (Megatron-LM's vocabulary-parallel
+ *           embedding: expanded by shard_vocab.c into a masked lookup, a
+ *           partial sum reduced at once); else split ids give split rows,
+ *           a table split along its columns gives split columns, any other
+ *           table split is gathered.
+ *   embedding_grad  on tp, at data ids with rows that divide: the rank's
+ *           rows (expanded: g's rows masked to the block); else split ids
+ *           and g give a partial sum; g split along its last dim gives split
+ *           columns.
+ *   cross_entropy, cross_entropy_grad  logits split along the classes stay
+ *           so (vocabulary parallel, expanded: the loss replicated, the
+ *           gradient split as the logits); split positions give a partial
+ *           mean (scaled by 1 / size).
+ *   argmax  along a split dim: expanded (each rank's first maximum, then
+ *           the first of those); else as below.
  *   attention, attention_grad  split batch or head dims (those before the
  *           last two) stay split when every operand has them; else gathered.
  *   shard_hint  the user's constraint: split along the dim its spec names
@@ -231,11 +242,25 @@ static void rule_causal_mask(sh_dec *d) {
   pointwise(d, r >= 2 ? 3u << (r - 2) : 1u);
 }
 
+/* cross_entropy(_grad) with logits split along their classes (the last
+ * dim, the LM head's column-parallel product): vocabulary parallel. */
+static bool split_classes(const sh_dec *d) {
+  int rl = rank_in(d, 0);
+  sh_st l = d->in[0];
+  return rl >= 1 && l.kind == SH_S && l.dim == rl - 1 && sh_parts(l) == 1 && rank_in(d, 1) == rl - 1;
+}
+
 /* cross_entropy_grad(logits[..., V], targets[...], g[]): per position (the
  * targets share the leading dims), never along the classes */
 static void rule_cross_entropy_grad(sh_dec *d) {
   sh_st l = d->in[0], t = d->in[1];
   int rl = rank_in(d, 0);
+  if (split_classes(d)) { /* vocabulary parallel: the gradient of the rank's classes */
+    d->in[1] = d->in[2] = sh_R();
+    d->out[0] = l;
+    d->expand = sh_vocab_cross_entropy_grad;
+    return;
+  }
   int pos = l.kind == SH_S && l.dim < rl - 1 ? l.dim : t.kind == SH_S ? t.dim : -1;
   d->in[2] = sh_R();
   if (pos >= 0 && fits(d, 0, pos, 1) && fits(d, 1, pos, 1)) {
@@ -380,10 +405,18 @@ static void matmul_core(sh_dec *d, sh_st *res) {
   *res = sh_R();
 }
 
+/* Whether operand i is the gradient of logits (cross_entropy_grad's result). */
+static bool logits_grad(const sh_dec *d, int i) {
+  const ir_value *v = d->node->in[i];
+  return v->def && v->def->op == IR_OP_CROSS_ENTROPY_GRAD;
+}
+
 static void rule_matmul(sh_dec *d) {
   sh_st res;
   matmul_core(d, &res);
   d->out[0] = res;
+  /* the LM head's input gradient, partial over the vocabulary: reduced at once */
+  if (d->megatron && res.kind == SH_P && (logits_grad(d, 0) || logits_grad(d, 1))) d->reduce_results = true;
 }
 
 /* fused_matmul(a, b, extra...): the product, then the epilogue pointwise */
@@ -467,6 +500,11 @@ static void rule_reduce(sh_dec *d) {
 static void rule_argmax(sh_dec *d) {
   sh_st s = d->in[0];
   int axis = (int)ir_node_attr_int(d->node, "axis", rank_in(d, 0) - 1);
+  if (s.kind == SH_S && s.dim == axis && sh_parts(s) == 1) { /* each rank's first maximum, then the first of those */
+    d->out[0] = sh_R();
+    d->expand = sh_vocab_argmax;
+    return;
+  }
   if (s.kind != SH_S || s.dim == axis) {
     rule_replicate(d);
     return;
@@ -638,9 +676,34 @@ static void rule_along_axis(sh_dec *d) {
 
 /* ---- model ops ---- */
 
+/* Megatron-LM's vocabulary-parallel table (on tp): a table split along its
+ * rows stays so (the pass places a parameter table read at the data ids
+ * that way before the rules run: shard_train.c; a vocabulary that does not
+ * divide stays replicated, as before). */
+static bool vocab_table(const sh_dec *d) {
+  return d->megatron && rank_in(d, 0) == 2 && d->in[0].kind == SH_S && d->in[0].dim == 0 && sh_parts(d->in[0]) == 1;
+}
+
+/* embedding_grad's side of it: the gradient of a table read at data ids,
+ * its rows V dividing: the rank's block of the rows. */
+static bool vocab_grad(const sh_dec *d) {
+  const ir_value *ids = d->node->in[0];
+  int64_t v = ir_node_attr_int(d->node, "vocab", 0);
+  return d->megatron && !ids->def && ids->role == IR_ROLE_INPUT && v >= d->size && v % d->size == 0 &&
+         rank_in(d, 1) == ids->type.rank + 1;
+}
+
 static void rule_embedding(sh_dec *d) {
   sh_st t = d->in[0], ids = d->in[1];
   int ro = rank_out(d);
+  if (vocab_table(d)) { /* each id's row from the rank that holds it: a partial sum */
+    d->in[0] = sh_S(0);
+    d->in[1] = sh_R();
+    d->out[0] = sh_P();
+    d->expand = sh_vocab_embedding;
+    d->reduce_results = true;
+    return;
+  }
   if (ids.kind == SH_S) {
     d->in[0] = sh_R();
     d->out[0] = sh_S(ids.dim);
@@ -658,6 +721,12 @@ static void rule_embedding(sh_dec *d) {
 static void rule_embedding_grad(sh_dec *d) {
   sh_st ids = d->in[0], g = d->in[1];
   int rg = rank_in(d, 1);
+  if (vocab_grad(d)) { /* g's rows whose ids fall in the rank's block: no communication */
+    d->in[0] = d->in[1] = sh_R();
+    d->out[0] = sh_S(0);
+    d->expand = sh_vocab_embedding_grad;
+    return;
+  }
   if (ids.kind == SH_S && sh_can_split(d, 1, ids.dim)) {
     d->in[1] = sh_S(ids.dim);
     d->out[0] = sh_P();
@@ -684,6 +753,12 @@ static void rule_embedding_grad(sh_dec *d) {
 static void rule_cross_entropy(sh_dec *d) {
   sh_st l = d->in[0], t = d->in[1];
   int rl = rank_in(d, 0);
+  if (split_classes(d)) { /* vocabulary parallel: three all-reduces of one float per position */
+    d->in[1] = sh_R();
+    d->out[0] = sh_R();
+    d->expand = sh_vocab_cross_entropy;
+    return;
+  }
   int pos = l.kind == SH_S && l.dim < rl - 1 ? l.dim : t.kind == SH_S ? t.dim : -1;
   if (pos >= 0 && (sh_can_split(d, 0, pos) || (l.kind == SH_S && l.dim == pos)) &&
       (sh_can_split(d, 1, pos) || (t.kind == SH_S && t.dim == pos))) {

@@ -13,8 +13,11 @@
  *   2: also the gradients the step hands over (and their micro-batch sums);
  *   3: also the parameters, all-gathered where each phase reads them.
  * Tensor parallelism (tp): weights are placed by Megatron-LM's rule in the
- * rules of matmul (shard_rules.c); a first run of the engine finds them, so
- * the ZeRO dims can avoid the dims tp splits.
+ * rules of matmul and embedding (shard_rules.c); a first run of the engine
+ * finds them, so the ZeRO dims can avoid the dims tp splits (for one graph
+ * too, under ZeRO-3). With sequence parallelism the data inputs are split
+ * along the sequence on tp, except ids and targets (read whole by the
+ * vocabulary-parallel embedding and loss, as Megatron-LM's tokens).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,40 @@ static const sh_st UNSET = {SH_UNSET, 0, 1};
 static bool mesh_active(const ir_mesh *m) { return m->size[IR_AXIS_DP] > 1 || m->size[IR_AXIS_TP] > 1; }
 static bool pipelined(const ir_mesh *m) { return m->size[IR_AXIS_PP] > 1; }
 
+/* Whether v is read as ids or targets (embedding, embedding_grad,
+ * cross_entropy(_grad)): with sequence parallelism such an input stays whole
+ * on tp, as Megatron-LM's tokens (the vocabulary-parallel embedding reads
+ * every position and reduce-scatters its partial sum along the sequence). */
+static bool read_as_ids(const ir_graph *g, const ir_value *v) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    int k = n->op == IR_OP_EMBEDDING || n->op == IR_OP_CROSS_ENTROPY || n->op == IR_OP_CROSS_ENTROPY_GRAD ? 1
+            : n->op == IR_OP_EMBEDDING_GRAD                                                           ? 0
+                                                                                                      : -1;
+    if (k >= 0 && n->in[k] == v) return true;
+  }
+  return false;
+}
+
+/* Megatron-LM's vocabulary-parallel table on tp: a parameter [V, D] (or a
+ * float cast of one: mixed precision) read by embedding at ids the graph
+ * takes as data, V dividing by tp, is split along its rows before any rule
+ * reads it (its casts, the tied LM head's transpose and its gradient then
+ * follow: the table, its optimizer state and its gradient are V/tp rows). */
+static void place_vocab(sh_engine *e, const ir_graph *g) {
+  int tp = g->mesh.size[IR_AXIS_TP];
+  for (int i = 0; i < g->n_nodes && tp > 1; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_EMBEDDING || n->in[1]->def || n->in[1]->role != IR_ROLE_INPUT) continue;
+    const ir_value *t = n->in[0];
+    while (t->def && t->def->op == IR_OP_CAST && ir_dtype_is_float(t->type.dtype)) t = t->def->in[0];
+    if (t->def || t->role != IR_ROLE_PARAM || t->type.rank != 2 || t->type.dims[0] < tp || t->type.dims[0] % tp != 0)
+      continue;
+    if (sh_engine_layout(e, t, IR_AXIS_TP).kind == SH_UNSET) sh_engine_place(e, t, IR_AXIS_TP, sh_S(0));
+  }
+}
+
 /* The data inputs split along their batch dims (NULL: dim 0; -1: not
  * data): a clear error when one does not divide. */
 static int place_data(sh_engine *e, const ir_graph *g, int n_data, const int *batch_dim, ir_diag *d) {
@@ -36,7 +73,8 @@ static int place_data(sh_engine *e, const ir_graph *g, int n_data, const int *ba
     /* tp: every rank of a tensor-parallel group sees the whole batch; with
      * sequence parallelism each holds a block of the sequence (the dim after
      * the batch) */
-    bool seq = g->mesh.sp && b >= 0 && b + 1 < v->type.rank && v->type.dims[b + 1] % g->mesh.size[IR_AXIS_TP] == 0;
+    bool seq = g->mesh.sp && b >= 0 && b + 1 < v->type.rank && v->type.dims[b + 1] % g->mesh.size[IR_AXIS_TP] == 0 &&
+               !read_as_ids(g, v);
     sh_engine_place(e, v, IR_AXIS_TP, seq ? sh_S(b + 1) : sh_R());
     if (b < 0 || dp < 2) continue;
     if (b >= v->type.rank) {
@@ -61,18 +99,43 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
   return -1;
 }
 
+/* tp's placements of g's parameters (a probe run of the engine with them
+ * replicated on dp), so that ZeRO-3's dims avoid them. 0, or -1 after
+ * reporting. */
+static int probe_tp(const ir_graph *g, sh_st *tp, ir_diag *d) {
+  sh_engine *e = sh_engine_new(g, d, true);
+  int rc = place_data(e, g, g->n_inputs, NULL, d);
+  place_vocab(e, g);
+  for (int i = 0; rc == 0 && i < g->n_params; i++) sh_engine_place(e, g->params[i], IR_AXIS_DP, sh_R());
+  if (rc == 0) rc = sh_engine_run(e);
+  for (int i = 0; rc == 0 && i < g->n_params; i++) tp[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
+  sh_engine_free(e);
+  return rc;
+}
+
 static int check_hints(const ir_graph *g, ir_diag *d);
 
 int pass_shard(ir_graph *g, const pass_options *o) {
   if (!mesh_active(&g->mesh)) return pipelined(&g->mesh) ? sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag) : 0;
   if (check_hints(g, o->diag) != 0) return -1;
+  int dp = g->mesh.size[IR_AXIS_DP];
+  bool z3 = o->zero >= 3 && dp > 1;
+  sh_st *tp = calloc((size_t)g->n_params + 1, sizeof *tp);
+  if (!tp) abort();
+  for (int i = 0; i < g->n_params; i++) tp[i] = UNSET;
+  if (z3 && g->mesh.size[IR_AXIS_TP] > 1 && probe_tp(g, tp, o->diag) != 0) {
+    free(tp);
+    return -1;
+  }
   sh_engine *e = sh_engine_new(g, o->diag, true);
   int rc = place_data(e, g, g->n_inputs, NULL, o->diag);
-  int dp = g->mesh.size[IR_AXIS_DP];
   for (int i = 0; rc == 0 && i < g->n_params; i++) {
-    int z = o->zero >= 3 ? zero_dim(&g->params[i]->type, UNSET, dp) : -1;
+    int z = z3 ? zero_dim(&g->params[i]->type, tp[i], dp) : -1;
     sh_engine_place(e, g->params[i], IR_AXIS_DP, z >= 0 ? sh_S(z) : sh_R());
+    if (tp[i].kind != SH_UNSET) sh_engine_place(e, g->params[i], IR_AXIS_TP, tp[i]);
   }
+  free(tp);
+  place_vocab(e, g);
   if (rc == 0) rc = sh_engine_run(e);
   if (rc == 0) {
     for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, NULL);
@@ -105,6 +168,7 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
   sh_engine *e = sh_engine_new(g, d, true);
   ir_graph *out = NULL;
   if (place_data(e, g, t->n_data, t->batch_dim, d) != 0) goto done;
+  if (!lay) place_vocab(e, g); /* (the real run places tp as the probe found) */
   for (int i = 0; i < t->n_params; i++) {
     const ir_value *p = g->params[i];
     sh_engine_place(e, p, IR_AXIS_DP, lay ? lay[i].param[IR_AXIS_DP] : sh_R());

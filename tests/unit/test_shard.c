@@ -12,6 +12,9 @@
  *    all-reduces each gradient once in the update and nothing in the step;
  *    ZeRO 1 reduce-scatters them and all-gathers the new parameters; tp
  *    adds no all-reduce to the update.
+ *  - the vocabulary-parallel embedding and cross-entropy (tp): the bytes
+ *    one rank of gpt tiny tp=2 sends and receives per step equal their
+ *    closed form (below), with no all-gather of the logits.
  * Numerical equality with one device is tested across real ranks (mpirun,
  * tests/scripts/shard_equal.sh). */
 #include <string.h>
@@ -81,7 +84,8 @@ static void roundtrip(const ir_graph *g) {
 }
 
 /* The training program of path/config on mesh text with ZeRO zero, micro-batches K. */
-static pass_training *build(const char *path, const char *config, const char *mesh, int zero, int K, const char *data) {
+static pass_training *build_dt(const char *path, const char *config, const char *mesh, int zero, int K, const char *data,
+                               ir_dtype compute) {
   ir_diag *d = ir_diag_new(stderr);
   size_t len = 0;
   char *text = ir_read_file(path, 1u << 20, &len, d);
@@ -97,7 +101,8 @@ static pass_training *build(const char *path, const char *config, const char *me
     for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
     pass_options po = {.diag = d, .verify_each = true, .zero = zero};
     pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAMW), .micro_batches = K,
-                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims, .passes = &po};
+                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims, .passes = &po,
+                             .mixed_precision = compute != IR_DT_F32, .compute_dtype = compute};
     t = pass_build_train(model, &to);
   } else {
     ir_graph_free(model);
@@ -115,6 +120,10 @@ static pass_training *build(const char *path, const char *config, const char *me
     roundtrip(t->update);
   }
   return t;
+}
+
+static pass_training *build(const char *path, const char *config, const char *mesh, int zero, int K, const char *data) {
+  return build_dt(path, config, mesh, zero, K, data, IR_DT_F32);
 }
 
 /* The step's gradient outputs, the update's gradient and state inputs and
@@ -214,6 +223,68 @@ static void test_gpt_tp(void) {
   }
 }
 
+/* gpt tiny (B 4, T 16, D 32, V 64, nL 2) on tp=2, one step (f32, and bf16
+ * mixed precision for the layouts): every tp collective is an all-reduce
+ * (no all-gather of the B*T*V logits, no reduce-scatter); in f32:
+ *   B*T*D floats, 2 + 4 nL of them: the embedding's partial sum, the two
+ *     row-parallel outputs of each layer; in the backward the LM head's input
+ *     gradient (partial over the vocabulary, reduced at once) and the two
+ *     column-parallel input gradients of each layer;
+ *   B*T floats, 3: the loss's row max, sum of exponentials, target logit
+ *     (cross_entropy_grad reuses the first two: none in the backward);
+ *   B*T, 2: the accuracy's argmax over the vocabulary (the max f32, the
+ *     first index i32);
+ * a ring all-reduce of c elements over 2 ranks sends and receives c of them
+ * (two chunks of c/2): so (2 + 4 nL) B T D + 5 B T elements of 4 bytes
+ * in f32. */
+static void test_gpt_vocab(void) {
+  for (int bf16 = 0; bf16 < 2; bf16++) {
+    pass_training *t = build_dt("examples/gpt.tg", "tiny", "tp=2", 0, 1, "reverse", bf16 ? IR_DT_BF16 : IR_DT_F32);
+    if (!t) continue;
+    check_bindings(t);
+    const int64_t B = 4, T = 16, D = 32, nL = 2;
+    const int64_t calls = (2 + 4 * nL) + 3 + 2, bytes = ((2 + 4 * nL) * B * T * D + 5 * B * T) * 4;
+    for (int r = 0; r < 2; r++) {
+      int coord[IR_NUM_AXES] = {0};
+      coord[IR_AXIS_TP] = r;
+      pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES];
+      pass_comm_tally_of(t->step, coord, tally);
+      for (int op = 0; op < IR_NUM_OPS; op++)
+        if (op != IR_OP_ALL_REDUCE) CHECK_EQ_INT(tally[op][IR_AXIS_TP].calls, 0);
+      if (bf16) continue; /* (mixed precision reads the block weights through casts: not the closed form's layout) */
+      const pass_comm_tally *ar = &tally[IR_OP_ALL_REDUCE][IR_AXIS_TP];
+      if (ar->calls != calls || ar->sent != bytes || ar->received != bytes)
+        fprintf(stderr, "rank %d: all_reduce over tp: %lld calls, %lld sent, %lld received; closed form %lld calls, "
+                "%lld bytes\n", r, (long long)ar->calls, (long long)ar->sent, (long long)ar->received,
+                (long long)calls, (long long)bytes);
+      CHECK_EQ_INT(ar->calls, calls);
+      CHECK_EQ_INT(ar->sent, bytes);
+      CHECK_EQ_INT(ar->received, bytes);
+    }
+    /* the loss's three statistics, f32 [B, T, 1] (in f32 under bf16 too) */
+    int stats = 0;
+    for (int i = 0; i < t->step->n_nodes; i++) {
+      const ir_node *n = t->step->nodes[i];
+      const ir_type *x = n->n_in ? &n->in[0]->type : NULL;
+      stats += !n->dead && n->op == IR_OP_ALL_REDUCE && x->dtype == IR_DT_F32 && x->rank == 3 && x->dims[0] == B &&
+               x->dims[1] == T && x->dims[2] == 1;
+    }
+    CHECK_EQ_INT(stats, 3);
+    /* the table, its gradient and its optimizer state: the rank's 32 rows
+     * (under mixed precision too: the table is read through its cast), so
+     * the update gathers nothing over tp */
+    const ir_value *wte = t->step->params[0], *dwte = t->step->outputs[t->grad_output[0]].value;
+    const ir_value *m = t->update->inputs[t->n_params];
+    CHECK(strcmp(wte->name, "wte") == 0);
+    CHECK(wte->type.dims[0] == 32 && wte->shard.split[0] == 1 << IR_AXIS_TP);
+    CHECK(dwte->type.dims[0] == 32 && dwte->shard.split[0] == 1 << IR_AXIS_TP);
+    CHECK(m->type.dims[0] == 32 && m->shard.split[0] == 1 << IR_AXIS_TP);
+    counts u = count(t->update);
+    CHECK_EQ_INT(u.n[IR_OP_ALL_GATHER][IR_AXIS_TP], 0);
+    pass_training_free(t);
+  }
+}
+
 static void test_llama(void) {
   pass_training *t = build("examples/llama.tg", "tiny", "dp=2,tp=2", 1, 1, "reverse");
   if (!t) return;
@@ -226,6 +297,7 @@ int main(void) {
   test_gpt_dp();
   test_gpt_zero();
   test_gpt_tp();
+  test_gpt_vocab();
   test_llama();
   return check_done();
 }
