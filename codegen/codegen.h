@@ -111,6 +111,16 @@ typedef struct {
 typedef struct {
   int first_action, n_actions;
   bool deferred;
+  /* Bytes of device memory the program moves for this step's node: every
+   * operand and result of the node that some action (this step's or, for a
+   * deferred step, the later launch's) reads or writes, once, at its full
+   * size; a result no node reads is not stored and not counted; an emitter
+   * whose kernel reads less than a whole operand says how much
+   * (embedding: the gathered rows). Not counted: the workspace (partial
+   * sums, a few KiB), and the executor's zero-fill of IR_OPF_ZEROED
+   * results before the step. View steps move 0. pass_node_cost's bytes
+   * are the same figure computed from the graph (test_cost_lowering). */
+  double bytes;
 } cg_step;
 
 typedef struct cg_program {

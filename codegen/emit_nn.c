@@ -52,6 +52,7 @@ int cg_emit_embedding(cg_ctx *c, const ir_node *n) {
          cg_ctype(tt->dtype), W, W, (long long)D, (long long)D, W);
   cg_kernel_end(c, k);
   cg_launch(c, k, cg_blocks(N / W, THREADS), 1, THREADS, 0);
+  cg_reads_part(c, 0, (double)N * (double)ir_dtype_size(tt->dtype)); /* the gathered rows, not the table */
   return 0;
 }
 

@@ -48,9 +48,15 @@
  *                                       mnemonic of ops.def (cast excepted) named in expr
  *   fused_matmul {expr}                 matmul's 2*M*N*K + fused's count for its epilogue
  *   add_layernorm                       1 + 8 per element (the add, then layernorm)
- * Bytes: every operand read once plus every result written once, in its
- * dtype's size — except embedding, which reads only the gathered rows (the
- * result's size) and the ids, not the whole table.
+ * Bytes: what the lowered program (codegen's cg_lower) moves for the node:
+ * every operand read once plus every result written once, in its dtype's
+ * size — except
+ *   - a view (IR_OPF_VIEW: reshape): 0 bytes and 0 time: the memory plan
+ *     gives the result its operand's bytes and the program has no action;
+ *   - embedding, which reads only the gathered rows (the result's size) and
+ *     the ids, not the whole table.
+ * test_cost_lowering holds this to cg_step.bytes, node by node, on the
+ * training step of examples/gpt.tg, so the two cannot drift apart.
  *
  * Phases come from the roles of a node's results: act -> forward, grad ->
  * backward, recompute -> recompute (checkpoint pass), opt_state/param ->
@@ -216,6 +222,7 @@ pass_cost pass_node_cost(const ir_node *n) {
     break;
   default: break; /* the ops.def column; test_cost checks every op with -1 has a formula */
   }
+  if (ir_op_has(n->op, IR_OPF_VIEW)) c.bytes = 0; /* the operand's bytes: nothing moves (memplan.c) */
   if (ir_op_has(n->op, IR_OPF_COMM)) c.comm = pass_comm_bytes(n->op, ir_node_attr_int(n, "n", 1), n->n_in ? bytes_of(n->in[0]) : 0);
   return c;
 }
