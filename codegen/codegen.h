@@ -62,8 +62,10 @@ typedef enum {
   CG_EPI_RELU_BIAS,  /* relu(A B + bias) */
   CG_EPI_GELU_BIAS,  /* gelu(A B + bias) (tanh form) */
   CG_EPI_DGELU,      /* (A B) * gelu'(aux), aux [m, n] with ldc */
+  CG_EPI_BGRAD_B,    /* D = A B, and bias[n] = sum over k of B[k, n] written (a bias gradient: cuBLASLt's
+                      * BGRADA, B being its A); `bias` is then a result */
 } cg_epilogue;
-const char *cg_epilogue_name(cg_epilogue e); /* "none" "bias" "relu+bias" "gelu+bias" "dgelu" */
+const char *cg_epilogue_name(cg_epilogue e); /* "none" "bias" "relu+bias" "gelu+bias" "dgelu" "bgrad" */
 
 /* One matrix product in row-major terms (the backend turns it into
  * cuBLASLt's column-major one): C[m, n] = op(A)[m, k] op(B)[k, n] for

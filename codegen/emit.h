@@ -38,6 +38,10 @@ typedef struct cg_ctx {
   int n_names, cap_names;
   int cap_kernels, cap_args, cap_actions; /* of the program's arrays */
   int *uses;             /* by value id: reads by live nodes and graph outputs (ir_use_counts) */
+  int *partner_step;     /* by node index: the (deferred) earlier step whose result this node's kernels compute
+                          * too: a reduce_sum {in_product} in a matmul's epilogue (pass_bias_grad_product), a
+                          * cross_entropy {with_grad} in its gradient's kernel (pass_cross_entropy_grad_of);
+                          * else -1; NULL: none */
   int n_uses;
   char *err;
   size_t errlen;

@@ -111,6 +111,7 @@ const char *cg_epilogue_name(cg_epilogue e) {
   case CG_EPI_RELU_BIAS: return "relu+bias";
   case CG_EPI_GELU_BIAS: return "gelu+bias";
   case CG_EPI_DGELU: return "dgelu";
+  case CG_EPI_BGRAD_B: return "bgrad";
   }
   return "?";
 }
@@ -472,6 +473,7 @@ static int step_bytes(cg_ctx *c) {
         if (x->gemm.epilogue == CG_EPI_BIAS || x->gemm.epilogue == CG_EPI_RELU_BIAS || x->gemm.epilogue == CG_EPI_GELU_BIAS)
           MARK(s, x->gemm.bias);
         if (x->gemm.epilogue == CG_EPI_DGELU) MARK(s, x->gemm.aux);
+        if (x->gemm.epilogue == CG_EPI_BGRAD_B) MARK(s, x->gemm.bias);
         break;
       case CG_ACT_COPY:
         MARK(s, x->src);
@@ -525,6 +527,14 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
   cg_src(&c, "// matrix products run in cuBLASLt and are not in this file.\n");
   cg_src(&c, "#include \"tgc_cuda.h\"\n#include \"tgc_ops.h\"\n#include \"tgc_kernels.h\"\n#include \"tgc_attention.h\"\n\n");
   c.uses = ir_use_counts(g, &c.n_uses); /* NULL (out of memory): every result is stored */
+  c.partner_step = malloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *c.partner_step);
+  for (int i = 0; c.partner_step && i < g->n_nodes; i++) c.partner_step[i] = -1;
+  for (int s = 0; c.partner_step && s < plan->n_steps; s++) { /* results a later node's kernels compute */
+    int r = plan->steps[s].node, m = -1;
+    if (ir_node_attr_int(g->nodes[r], "in_product", 0)) m = pass_bias_grad_product(g, r);
+    if (ir_node_attr_int(g->nodes[r], "with_grad", 0)) m = pass_cross_entropy_grad_of(g, r);
+    if (m >= 0) c.partner_step[m] = s;
+  }
   for (int s = 0; s < plan->n_steps && !c.failed; s++) {
     const ir_node *n = g->nodes[plan->steps[s].node];
     c.node = n;
@@ -554,6 +564,7 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
   free(c.names);
   free(c.uses);
   free(c.parts);
+  free(c.partner_step);
   if (!c.failed && c.src.oom) snprintf(err, errlen, "out of memory lowering the graph");
   if (c.failed || c.src.oom) {
     cg_buf_free(&c.src);
