@@ -133,7 +133,7 @@ static void swap_type(ir_value *v) {
 /* Appends attribute a to n's list (a new list in the graph arena). */
 static void add_attr(ir_graph *g, ir_node *n, ir_attr a) {
   ir_attr *attrs = ir_arena_alloc(g->arena, (size_t)(n->n_attrs + 1) * sizeof *attrs);
-  memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
+  if (n->n_attrs > 0) memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
   attrs[n->n_attrs] = a;
   n->attrs = attrs;
   n->n_attrs++;
