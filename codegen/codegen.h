@@ -62,8 +62,10 @@ typedef enum {
   CG_EPI_RELU_BIAS,  /* relu(A B + bias) */
   CG_EPI_GELU_BIAS,  /* gelu(A B + bias) (tanh form) */
   CG_EPI_DGELU,      /* (A B) * gelu'(aux), aux [m, n] with ldc */
+  CG_EPI_BGRAD_B,    /* D = A B, and bias[n] = sum over k of B[k, n] written (a bias gradient: cuBLASLt's
+                      * BGRADA, B being its A); `bias` is then a result */
 } cg_epilogue;
-const char *cg_epilogue_name(cg_epilogue e); /* "none" "bias" "relu+bias" "gelu+bias" "dgelu" */
+const char *cg_epilogue_name(cg_epilogue e); /* "none" "bias" "relu+bias" "gelu+bias" "dgelu" "bgrad" */
 
 /* One matrix product in row-major terms (the backend turns it into
  * cuBLASLt's column-major one): C[m, n] = op(A)[m, k] op(B)[k, n] for
@@ -111,6 +113,16 @@ typedef struct {
 typedef struct {
   int first_action, n_actions;
   bool deferred;
+  /* Bytes of device memory the program moves for this step's node: every
+   * operand and result of the node that some action (this step's or, for a
+   * deferred step, the later launch's) reads or writes, once, at its full
+   * size; a result no node reads is not stored and not counted; an emitter
+   * whose kernel reads less than a whole operand says how much
+   * (embedding: the gathered rows). Not counted: the workspace (partial
+   * sums, a few KiB), and the executor's zero-fill of IR_OPF_ZEROED
+   * results before the step. View steps move 0. pass_node_cost's bytes
+   * are the same figure computed from the graph (test_cost_lowering). */
+  double bytes;
 } cg_step;
 
 typedef struct cg_program {

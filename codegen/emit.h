@@ -38,10 +38,16 @@ typedef struct cg_ctx {
   int n_names, cap_names;
   int cap_kernels, cap_args, cap_actions; /* of the program's arrays */
   int *uses;             /* by value id: reads by live nodes and graph outputs (ir_use_counts) */
+  int *partner_step;     /* by node index: the (deferred) earlier step whose result this node's kernels compute
+                          * too: a reduce_sum {in_product} in a matmul's epilogue (pass_bias_grad_product), a
+                          * cross_entropy {with_grad} in its gradient's kernel (pass_cross_entropy_grad_of);
+                          * else -1; NULL: none */
   int n_uses;
   char *err;
   size_t errlen;
   bool failed;
+  struct cg_part { int step, index; double bytes; } *parts; /* cg_reads_part's, in step order */
+  int n_parts, cap_parts;
 } cg_ctx;
 
 typedef int (*cg_emit_fn)(cg_ctx *c, const ir_node *n);
@@ -70,6 +76,9 @@ void cg_launch(cg_ctx *c, int kernel, int64_t grid_x, int64_t grid_y, unsigned b
 void cg_gemm_action(cg_ctx *c, const cg_gemm *gm);
 void cg_copy(cg_ctx *c, cg_ref dst, cg_ref src, size_t bytes);
 void cg_memset(cg_ctx *c, cg_ref dst, size_t bytes);
+/* The current step's kernel reads only `bytes` of operand `index` (not all
+ * of it): what cg_step.bytes counts for that operand. */
+void cg_reads_part(cg_ctx *c, int index, double bytes);
 /* The workspace must hold at least bytes (kernels of the step read it at offset 0). */
 void cg_need_workspace(cg_ctx *c, size_t bytes);
 /* Appends to the source. */

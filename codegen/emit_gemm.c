@@ -17,6 +17,13 @@
  * for a cuBLASLt that finds no algorithm with that epilogue. Any other
  * epilogue is a plain product followed by that kernel, which reads the
  * product in place. (Products are of floats only: matmul's typing rule.)
+ *
+ * A weight-gradient matmul dW = A^T X that fuse-transpose paired with the
+ * bias gradient db = reduce_sum(X over its rows) (a deferred earlier step,
+ * cg_ctx.partner_step) writes db in its epilogue (CG_EPI_BGRAD_B: the column
+ * sums of B, cuBLASLt's BGRADA in its column-major terms), its fallback a
+ * kernel of column sums in double (the cpu's reduce_sum order), so X is
+ * read once for both.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +119,26 @@ static cg_epilogue match_epilogue(const ir_node *n, const ir_expr *e) {
   return CG_EPI_NONE;
 }
 
+/* The bias gradient's fallback: bias[j] = sum over the k rows of B (operand
+ * 1, [k, n]) of column j, in double, rounded once; bias is result 0 of the
+ * deferred step `back` steps earlier. */
+static int bgrad_kernel(cg_ctx *c, const ir_node *n, int back, int64_t k, int64_t nn, int *kernel, int64_t *grid) {
+  const char *t = cg_ctype(n->in[1]->type.dtype);
+  int kk = cg_kernel_begin(c, "bgrad");
+  c->p->kernels[kk].block = THREADS;
+  cg_src(c, "extern \"C\" __global__ void __launch_bounds__(%d) %s(const %s *b, %s *bias) {\n", THREADS,
+         c->p->kernels[kk].name, t, t);
+  cg_add_arg(c, kk, (cg_ref){.kind = CG_REF_IN, .index = 1});
+  cg_add_arg(c, kk, (cg_ref){.kind = CG_REF_OUT, .index = 0, .back = back});
+  cg_src(c, "  TGC_GRID_STRIDE_LOOP(j, %lldLL) {\n    double s = 0;\n", (long long)nn);
+  cg_src(c, "    for (long long r = 0; r < %lldLL; r++) s += tgc_d(b[r * %lldLL + j]);\n", (long long)k, (long long)nn);
+  cg_src(c, "    bias[j] = tgc_round<%s>(s);\n  }\n", t);
+  cg_kernel_end(c, kk);
+  *kernel = kk;
+  *grid = cg_blocks(nn, THREADS);
+  return 0;
+}
+
 /* The epilogue kernel: $0 = the product in out0 (read in place), $k = operand k + 1. */
 static int epilogue_kernel(cg_ctx *c, const ir_node *n, const ir_expr *e, int *kernel, int64_t *grid) {
   enum { MAX = 64 };
@@ -155,6 +182,14 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
   int fk = -1;
   int64_t fgrid = 0;
   if (e && epilogue_kernel(c, n, e, &fk, &fgrid) != 0) return -1;
+  int node = c->plan->steps[c->step].node, bstep = c->partner_step && !e ? c->partner_step[node] : -1;
+  cg_ref bgrad = {.kind = CG_REF_OUT, .index = 0, .back = c->step - bstep};
+  if (bstep >= 0 && !blas) /* no rows: the bias gradient is zeros */
+    cg_memset(c, bgrad, (size_t)s.n * ir_dtype_size(dt));
+  if (bstep >= 0 && blas) {
+    epi = CG_EPI_BGRAD_B;
+    if (bgrad_kernel(c, n, c->step - bstep, s.k, s.n, &fk, &fgrid) != 0) return -1;
+  }
   if (blas) {
     cg_gemm g = {.dtype = dt, .trans_a = ta, .trans_b = tb, .m = s.m, .n = s.n, .k = s.k,
                  .lda = ta ? s.m : s.k, .ldb = tb ? s.k : s.n, .ldc = s.n, .batch = 1,
@@ -162,6 +197,7 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
                  .fallback_kernel = epi != CG_EPI_NONE ? fk : -1, .fallback_grid = (unsigned)fgrid};
     if (epi == CG_EPI_BIAS || epi == CG_EPI_GELU_BIAS || epi == CG_EPI_RELU_BIAS) g.bias = (cg_ref){.kind = CG_REF_IN, .index = 2};
     if (epi == CG_EPI_DGELU) g.aux = (cg_ref){.kind = CG_REF_IN, .index = 2};
+    if (epi == CG_EPI_BGRAD_B) g.bias = bgrad;
     size_t es = ir_dtype_size(dt);
     int inner = s.nb - 1; /* the strided-batch dim; the outer ones get an action per index */
     if (s.nb == 1 && s.sb[0] == 0 && s.sa[0] == 1 && !ta) { /* x @ W: one product over every row */

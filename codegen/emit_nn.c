@@ -52,6 +52,7 @@ int cg_emit_embedding(cg_ctx *c, const ir_node *n) {
          cg_ctype(tt->dtype), W, W, (long long)D, (long long)D, W);
   cg_kernel_end(c, k);
   cg_launch(c, k, cg_blocks(N / W, THREADS), 1, THREADS, 0);
+  cg_reads_part(c, 0, (double)N * (double)ir_dtype_size(tt->dtype)); /* the gathered rows, not the table */
   return 0;
 }
 
@@ -84,7 +85,31 @@ static void row_head(cg_ctx *c, int64_t rows, bool warp) {
   else cg_src(c, "  const long long row = blockIdx.x;\n");
 }
 
+/* The loss: the mean of the P per-position losses in the workspace (double),
+ * added by one block in a fixed order, into `loss` (a result of dtype dt:
+ * this step's, or a deferred cross_entropy's). */
+static void ce_loss_kernel(cg_ctx *c, int64_t P, ir_dtype dt, cg_ref loss) {
+  int k = cg_kernel_begin(c, "loss");
+  c->p->kernels[k].block = THREADS;
+  cg_src(c, "extern \"C\" __global__ void __launch_bounds__(%d) %s(unsigned char *ws, %s *loss) {\n", THREADS,
+         c->p->kernels[k].name, cg_ctype(dt));
+  cg_add_arg(c, k, (cg_ref){.kind = CG_REF_WORKSPACE});
+  cg_add_arg(c, k, loss);
+  cg_src(c, "  TGC_SHARED(double, scratch, 32);\n");
+  cg_src(c, "  const double total = tgc::reduce_row<double, 0, 1, false>((const double *)ws, %lldLL, scratch);\n",
+         (long long)P);
+  cg_src(c, "  if (tgc_thread_rank() == 0) loss[0] = tgc_round<%s>(total / %lld.0);\n", cg_ctype(dt), (long long)P);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, 1, 1, THREADS, 0);
+}
+
 int cg_emit_cross_entropy(cg_ctx *c, const ir_node *n) {
+  if (ir_node_attr_int(n, "with_grad", 0)) { /* its gradient's kernel computes the loss too */
+    if (pass_cross_entropy_grad_of(c->g, c->plan->steps[c->step].node) < 0)
+      return cg_fail(c, "marked with_grad, but no cross_entropy_grad of its logits and targets follows");
+    c->p->steps[c->step].deferred = true; /* that step writes the loss at the address kept here */
+    return 0;
+  }
   int64_t P, V;
   bool warp = ce_rows(n, &P, &V);
   const ir_type *lt = &n->in[0]->type;
@@ -100,34 +125,37 @@ int cg_emit_cross_entropy(cg_ctx *c, const ir_node *n) {
   cg_src(c, "  if (%s == 0) ((double *)ws)[row] = loss;\n", warp ? "tgc_lane_id()" : "tgc_thread_rank()");
   cg_kernel_end(c, k);
   cg_launch(c, k, warp ? (P + THREADS / 32 - 1) / (THREADS / 32) : P, 1, THREADS, 0);
-  k = cg_kernel_begin(c, NULL);
-  cg_kernel_signature(c, k, THREADS, true);
-  cg_src(c, "  TGC_SHARED(double, scratch, 32);\n");
-  cg_src(c, "  const double total = tgc::reduce_row<double, 0, 1, false>((const double *)ws, %lldLL, scratch);\n",
-         (long long)P);
-  cg_src(c, "  if (tgc_thread_rank() == 0) out0[0] = tgc_round<%s>(total / %lld.0);\n", cg_ctype(n->out[0]->type.dtype),
-         (long long)P);
-  cg_kernel_end(c, k);
-  cg_launch(c, k, 1, 1, THREADS, 0);
+  ce_loss_kernel(c, P, n->out[0]->type.dtype, (cg_ref){.kind = CG_REF_OUT, .index = 0});
   return 0;
 }
 
+/* With a deferred cross_entropy of the same logits (cg_ctx.partner_step),
+ * the rows also leave their losses in the workspace and the loss kernel
+ * writes that step's result: the logits are read once for both. */
 int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
   int64_t P, V;
   bool warp = ce_rows(n, &P, &V);
   const ir_type *lt = &n->in[0]->type;
   ir_dtype widest = ir_dtype_size(lt->dtype) >= ir_dtype_size(n->out[0]->type.dtype) ? lt->dtype : n->out[0]->type.dtype;
   int W = vec_width(V, ir_dtype_size(widest));
+  int ce = c->partner_step ? c->partner_step[c->plan->steps[c->step].node] : -1;
   if (P == 0) return 0;
+  if (ce >= 0) cg_need_workspace(c, (size_t)P * 8);
   int k = cg_kernel_begin(c, NULL);
-  cg_kernel_signature(c, k, THREADS, false);
+  cg_kernel_signature(c, k, THREADS, ce >= 0);
   cg_src(c, "  TGC_SHARED(float, scratch, 32);\n");
   row_head(c, P, warp);
   cg_src(c, "  const float scale = tgc_f(in2[0]) / %lld.0f;\n", (long long)P);
-  cg_src(c, "  tgc::ce_grad_row<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, scale, out0 + row * %lldLL, \"%%%s\", scratch);\n",
-         W, warp ? "true" : "false", (long long)V, (long long)V, (long long)V, n->in[1]->name);
+  cg_src(c, "  %stgc::ce_grad_row<%d, %s>(in0 + row * %lldLL, in1, row, %lldLL, scale, out0 + row * %lldLL, \"%%%s\", scratch);\n",
+         ce >= 0 ? "const double loss = " : "", W, warp ? "true" : "false", (long long)V, (long long)V, (long long)V,
+         n->in[1]->name);
+  if (ce >= 0) cg_src(c, "  if (%s == 0) ((double *)ws)[row] = loss;\n", warp ? "tgc_lane_id()" : "tgc_thread_rank()");
   cg_kernel_end(c, k);
   cg_launch(c, k, warp ? (P + THREADS / 32 - 1) / (THREADS / 32) : P, 1, THREADS, 0);
+  if (ce >= 0) {
+    const ir_node *cn = c->g->nodes[c->plan->steps[ce].node];
+    ce_loss_kernel(c, P, cn->out[0]->type.dtype, (cg_ref){.kind = CG_REF_OUT, .index = 0, .back = c->step - ce});
+  }
   return 0;
 }
 
@@ -135,6 +163,7 @@ int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
 
 typedef struct {
   int64_t bh, t, s, e, f;
+  int64_t heads; /* the `heads` attribute: q[..., T, H, E] (1: q[..., T, E], one head per batch element) */
   double scale;
   bool causal;
 } att_dims;
@@ -142,10 +171,14 @@ typedef struct {
 static int att_dims_of(cg_ctx *c, const ir_node *n, att_dims *a) {
   const ir_type *q = &n->in[0]->type, *k = &n->in[1]->type, *v = &n->in[2]->type;
   int r = q->rank;
-  if (r < 2) return cg_fail(c, "q needs rank >= 2");
-  a->t = q->dims[r - 2], a->e = q->dims[r - 1], a->s = k->dims[r - 2], a->f = v->dims[r - 1];
+  a->heads = ir_node_attr_int(n, "heads", 0);
+  int x = a->heads > 0 ? 1 : 0; /* the heads axis between T and E */
+  if (r < 2 + x) return cg_fail(c, "q needs rank >= %d", 2 + x);
+  if (!x) a->heads = 1;
+  a->t = q->dims[r - 2 - x], a->e = q->dims[r - 1], a->s = k->dims[r - 2 - x], a->f = v->dims[r - 1];
   a->bh = 1;
-  for (int d = 0; d < r - 2; d++) a->bh *= q->dims[d];
+  for (int d = 0; d < r - 2 - x; d++) a->bh *= q->dims[d];
+  if (x) a->bh *= a->heads; /* B... x H heads */
   a->scale = ir_node_attr_float(n, "scale", 1.0);
   a->causal = ir_node_attr_int(n, "causal", 0) != 0;
   return 0;
@@ -176,8 +209,9 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   cg_kernel_signature(c, k, ATT_THREADS, false);
   if (mma) {
     cg_src(c, "  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", T, (long long)(64 * a.e), T, (long long)(64 * a.f));
-    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
-           (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.t, (long long)a.s, scale);
+    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
+           (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, (long long)a.t,
+           (long long)a.s, scale);
     cg_kernel_end(c, k);
     cg_launch(c, k, (a.t + 63) / 64, a.bh, ATT_THREADS, 0);
     return 0;
@@ -188,8 +222,9 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", A,
          (long long)(b * a.e), A, (long long)(b * a.e), A, (long long)(b * a.f));
   cg_src(c, "  TGC_SHARED(%s, Ss, %d);\n  TGC_SHARED(%s, rows, %d);\n", A, b * b, A, 3 * b);
-  cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows);\n",
-         A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.t, (long long)a.s, A, scale);
+  cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows);\n",
+         A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, (long long)a.t,
+         (long long)a.s, A, scale);
   (void)L;
   cg_kernel_end(c, k);
   cg_launch(c, k, (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
@@ -212,8 +247,8 @@ int cg_emit_attention_grad(cg_ctx *c, const ir_node *n) {
   /* D = rowsum(do * o) */
   int k = cg_kernel_begin(c, "rowdot");
   cg_kernel_signature(c, k, THREADS, true);
-  cg_src(c, "  tgc::attention_bwd_rowdot<%s, %lld>(in3, in5, (%s *)ws, %lldLL);\n", A, (long long)a.f, A,
-         (long long)(a.bh * a.t));
+  cg_src(c, "  tgc::attention_bwd_rowdot<%s, %lld, %lld>(in3, in5, (%s *)ws, %lldLL, %lldLL);\n", A, (long long)a.f,
+         (long long)a.heads, A, (long long)(a.bh * a.t), (long long)a.t);
   cg_kernel_end(c, k);
   cg_launch(c, k, cg_blocks(a.bh * a.t, THREADS), 1, THREADS, 0);
   const char *which[2] = {"dkdv", "dq"};
@@ -225,15 +260,15 @@ int cg_emit_attention_grad(cg_ctx *c, const ir_node *n) {
     cg_src(c, "  TGC_SHARED(%s, dOs, %lld);\n  TGC_SHARED(%s, Ps, %d);\n  TGC_SHARED(%s, dSs, %d);\n  TGC_SHARED(%s, rows, %d);\n",
            A, (long long)(b * a.f), A, b * b, A, b * b, A, 2 * b);
     if (w == 0)
-      cg_src(c, "  tgc::attention_bwd_dkdv<%s, %d, %d, %lld, %lld, %s>(in0, in1, in2, in4, in5, (const %s *)ws, out1, out2, "
-                "%lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows);\n",
-             A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", A, (long long)a.t, (long long)a.s, A,
-             scale);
+      cg_src(c, "  tgc::attention_bwd_dkdv<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const %s *)ws, out1, "
+                "out2, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows);\n",
+             A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, A, (long long)a.t,
+             (long long)a.s, A, scale);
     else
-      cg_src(c, "  tgc::attention_bwd_dq<%s, %d, %d, %lld, %lld, %s>(in0, in1, in2, in4, in5, (const %s *)ws, out0, "
+      cg_src(c, "  tgc::attention_bwd_dq<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const %s *)ws, out0, "
                 "%lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows);\n",
-             A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", A, (long long)a.t, (long long)a.s, A,
-             scale);
+             A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, A, (long long)a.t,
+             (long long)a.s, A, scale);
     cg_kernel_end(c, k);
     cg_launch(c, k, w == 0 ? (a.s + b - 1) / b : (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
   }

@@ -201,6 +201,12 @@ static int emit_rows(cg_ctx *c, const ir_node *n, int op, int64_t O, int64_t R) 
 }
 
 int cg_emit_reduce(cg_ctx *c, const ir_node *n) {
+  if (ir_node_attr_int(n, "in_product", 0)) { /* a bias gradient: the weight-gradient product's epilogue computes it */
+    if (pass_bias_grad_product(c->g, c->plan->steps[c->step].node) < 0)
+      return cg_fail(c, "marked in_product, but no weight-gradient product reads its operand after it");
+    c->p->steps[c->step].deferred = true; /* the product's step writes the result at the address kept here */
+    return 0;
+  }
   const ir_type *it = &n->in[0]->type, *ot = &n->out[0]->type;
   int op = n->op == IR_OP_REDUCE_SUM ? 0 : n->op == IR_OP_REDUCE_MEAN ? 1 : 2;
   bool reduced[IR_MAX_RANK] = {0};

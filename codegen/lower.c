@@ -112,6 +112,7 @@ const char *cg_epilogue_name(cg_epilogue e) {
   case CG_EPI_RELU_BIAS: return "relu+bias";
   case CG_EPI_GELU_BIAS: return "gelu+bias";
   case CG_EPI_DGELU: return "dgelu";
+  case CG_EPI_BGRAD_B: return "bgrad";
   }
   return "?";
 }
@@ -412,11 +413,95 @@ void cg_need_workspace(cg_ctx *c, size_t bytes) {
   if (bytes > c->p->workspace_bytes) c->p->workspace_bytes = bytes;
 }
 
+void cg_reads_part(cg_ctx *c, int index, double bytes) {
+  struct cg_part *np = grow(c->parts, &c->cap_parts, c->n_parts + 1, sizeof *np);
+  if (!np) {
+    c->src.oom = true;
+    return;
+  }
+  c->parts = np;
+  c->parts[c->n_parts++] = (struct cg_part){c->step, index, bytes};
+}
+
 bool cg_value_live(const cg_ctx *c, const ir_value *v) {
   return !c->uses || v->id < 0 || v->id >= c->n_uses || c->uses[v->id] > 0;
 }
 
 /* ---- the driver ---- */
+
+static double value_bytes(const ir_value *v) {
+  return (double)cg_numel(&v->type) * (double)ir_dtype_size(v->type.dtype);
+}
+
+/* cg_step.bytes of every step: each (step, operand / result) some action
+ * touches is marked once (a ref `back` steps earlier marks that step's),
+ * then the marked tensors' sizes are added, cg_reads_part's figures
+ * replacing whole operands. */
+static int step_bytes(cg_ctx *c) {
+  const ir_graph *g = c->g;
+  cg_program *p = c->p;
+  int *first = calloc((size_t)p->n_steps + 1, sizeof *first);
+  if (!first) return -1;
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *n = g->nodes[c->plan->steps[s].node];
+    first[s + 1] = first[s] + n->n_in + n->n_out;
+  }
+  unsigned char *mark = calloc((size_t)first[p->n_steps] + 1, 1);
+  if (!mark) {
+    free(first);
+    return -1;
+  }
+#define MARK(st, r)                                                                                                   \
+  do {                                                                                                                \
+    int o_ = (st) - (r).back;                                                                                         \
+    if ((r).kind != CG_REF_WORKSPACE && o_ >= 0 && o_ < p->n_steps) {                                                 \
+      const ir_node *on_ = g->nodes[c->plan->steps[o_].node];                                                         \
+      int i_ = (r).kind == CG_REF_IN ? (r).index : on_->n_in + (r).index;                                             \
+      if (i_ >= 0 && i_ < on_->n_in + on_->n_out) mark[first[o_] + i_] = 1;                                           \
+    }                                                                                                                 \
+  } while (0)
+  for (int s = 0; s < p->n_steps; s++)
+    for (int a = p->steps[s].first_action; a < p->steps[s].first_action + p->steps[s].n_actions; a++) {
+      const cg_action *x = &p->actions[a];
+      switch (x->kind) {
+      case CG_ACT_KERNEL:
+        for (int i = 0; i < p->kernels[x->kernel].n_args; i++) MARK(s, p->args[p->kernels[x->kernel].first_arg + i]);
+        break;
+      case CG_ACT_GEMM:
+        MARK(s, x->gemm.a);
+        MARK(s, x->gemm.b);
+        MARK(s, x->gemm.c);
+        if (x->gemm.epilogue == CG_EPI_BIAS || x->gemm.epilogue == CG_EPI_RELU_BIAS || x->gemm.epilogue == CG_EPI_GELU_BIAS)
+          MARK(s, x->gemm.bias);
+        if (x->gemm.epilogue == CG_EPI_DGELU) MARK(s, x->gemm.aux);
+        if (x->gemm.epilogue == CG_EPI_BGRAD_B) MARK(s, x->gemm.bias);
+        break;
+      case CG_ACT_COPY:
+        MARK(s, x->src);
+        MARK(s, x->dst);
+        break;
+      case CG_ACT_MEMSET: MARK(s, x->dst); break;
+      }
+    }
+#undef MARK
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *n = g->nodes[c->plan->steps[s].node];
+    double b = 0;
+    for (int i = 0; i < n->n_in; i++) {
+      if (!mark[first[s] + i]) continue;
+      double part = value_bytes(n->in[i]);
+      for (int k = 0; k < c->n_parts; k++)
+        if (c->parts[k].step == s && c->parts[k].index == i) part = c->parts[k].bytes;
+      b += part;
+    }
+    for (int i = 0; i < n->n_out; i++)
+      if (mark[first[s] + n->n_in + i] && cg_value_live(c, n->out[i])) b += value_bytes(n->out[i]);
+    p->steps[s].bytes = b;
+  }
+  free(mark);
+  free(first);
+  return 0;
+}
 
 void cg_program_free(cg_program *p) {
   if (!p) return;
@@ -443,6 +528,14 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
   cg_src(&c, "// matrix products run in cuBLASLt and are not in this file.\n");
   cg_src(&c, "#include \"tgc_cuda.h\"\n#include \"tgc_ops.h\"\n#include \"tgc_kernels.h\"\n#include \"tgc_attention.h\"\n\n");
   c.uses = ir_use_counts(g, &c.n_uses); /* NULL (out of memory): every result is stored */
+  c.partner_step = malloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *c.partner_step);
+  for (int i = 0; c.partner_step && i < g->n_nodes; i++) c.partner_step[i] = -1;
+  for (int s = 0; c.partner_step && s < plan->n_steps; s++) { /* results a later node's kernels compute */
+    int r = plan->steps[s].node, m = -1;
+    if (ir_node_attr_int(g->nodes[r], "in_product", 0)) m = pass_bias_grad_product(g, r);
+    if (ir_node_attr_int(g->nodes[r], "with_grad", 0)) m = pass_cross_entropy_grad_of(g, r);
+    if (m >= 0) c.partner_step[m] = s;
+  }
   for (int s = 0; s < plan->n_steps && !c.failed; s++) {
     const ir_node *n = g->nodes[plan->steps[s].node];
     c.node = n;
@@ -467,9 +560,12 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
       break;
     }
   }
+  if (!c.failed && !c.src.oom && step_bytes(&c) != 0) c.src.oom = true;
   for (int i = 0; i < c.n_names; i++) free(c.names[i]);
   free(c.names);
   free(c.uses);
+  free(c.parts);
+  free(c.partner_step);
   if (!c.failed && c.src.oom) snprintf(err, errlen, "out of memory lowering the graph");
   if (c.failed || c.src.oom) {
     cg_buf_free(&c.src);

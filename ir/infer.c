@@ -655,7 +655,11 @@ static int infer_cross_entropy_grad(ctx *c, const ir_type *in, ir_type *out) {
  *   the backward reads) is f64 for f64 operands and f32 otherwise (f32, bf16,
  *   f16: the kernels work in f32 there). scale is finite; causal is 0 or 1.
  * attention_grad (q, k, v, o, lse, do) {scale, causal} -> (dq, dk, dv): o, lse
- *   and do must have exactly the types attention gives (do: o's type). */
+ *   and do must have exactly the types attention gives (do: o's type).
+ * Optional {heads: int H >= 1} (made by passes/fuse_transpose.c, which folds
+ *   the head split / merge transposes): the heads axis sits between T and E,
+ *   q[...,T,H,E], k[...,S,H,E], v[...,S,H,F] -> o[...,T,H,F], lse[...,H,T];
+ *   the same attention per head as without it on q[...,H,T,E]. */
 static int infer_attention_core(ctx *c, const ir_type *in, ir_type *o, ir_type *lse) {
   const ir_type *q = &in[0], *k = &in[1], *v = &in[2];
   const ir_attr *a;
@@ -663,20 +667,25 @@ static int infer_attention_core(ctx *c, const ir_type *in, ir_type *o, ir_type *
   if (!isfinite(a->f)) return fail(c, "attribute 'scale' of %s must be finite, got %g", c->name, a->f);
   if (get_attr(c, "causal", IR_ATTR_INT, true, &a) < 0) return -1;
   if (a->i != 0 && a->i != 1) return fail(c, "attribute 'causal' of %s must be 0 or 1, got %lld", c->name, (long long)a->i);
+  if (get_attr(c, "heads", IR_ATTR_INT, false, &a) < 0) return -1;
+  if (a && a->i < 1) return fail(c, "attribute 'heads' of %s must be >= 1, got %lld", c->name, (long long)a->i);
+  int x = a ? 1 : 0; /* the heads axis between T and E */
   if (need_float(c, q, true) < 0 || same_dtype(c, q, k) < 0 || same_dtype(c, q, v) < 0) return -1;
-  if (q->rank < 2 || k->rank != q->rank || v->rank != q->rank)
-    return fail(c, "%s needs q, k, v of one rank >= 2, got %s, %s, %s", c->name, ts(q).s, ts(k).s, ts(v).s);
+  if (q->rank < 2 + x || k->rank != q->rank || v->rank != q->rank)
+    return fail(c, "%s needs q, k, v of one rank >= %d, got %s, %s, %s", c->name, 2 + x, ts(q).s, ts(k).s, ts(v).s);
   int r = q->rank;
-  bool ok = q->dims[r - 1] == k->dims[r - 1] && k->dims[r - 2] == v->dims[r - 2];
-  for (int i = 0; ok && i < r - 2; i++) ok = q->dims[i] == k->dims[i] && q->dims[i] == v->dims[i];
+  bool ok = q->dims[r - 1] == k->dims[r - 1] && k->dims[r - 2 - x] == v->dims[r - 2 - x];
+  for (int i = 0; ok && i < r - 2 - x; i++) ok = q->dims[i] == k->dims[i] && q->dims[i] == v->dims[i];
+  if (x) ok = ok && q->dims[r - 2] == a->i && k->dims[r - 2] == a->i && v->dims[r - 2] == a->i;
   if (!ok)
-    return fail(c, "shape mismatch in %s: q %s, k %s, v %s (want q[...,T,E], k[...,S,E], v[...,S,F])", c->name,
-                ts(q).s, ts(k).s, ts(v).s);
+    return fail(c, "shape mismatch in %s: q %s, k %s, v %s (want %s)", c->name, ts(q).s, ts(k).s, ts(v).s,
+                x ? "q[...,T,H,E], k[...,S,H,E], v[...,S,H,F], H = heads" : "q[...,T,E], k[...,S,E], v[...,S,F]");
   *o = *q;
   o->dims[r - 1] = v->dims[r - 1];
   *lse = *q;
   lse->rank = r - 1;
   lse->dtype = q->dtype == IR_DT_F64 ? IR_DT_F64 : IR_DT_F32;
+  if (x) lse->dims[r - 3] = q->dims[r - 2], lse->dims[r - 2] = q->dims[r - 3]; /* [..., H, T] */
   return check_result(c, o);
 }
 

@@ -48,9 +48,20 @@
  *                                       mnemonic of ops.def (cast excepted) named in expr
  *   fused_matmul {expr}                 matmul's 2*M*N*K + fused's count for its epilogue
  *   add_layernorm                       1 + 8 per element (the add, then layernorm)
- * Bytes: every operand read once plus every result written once, in its
- * dtype's size — except embedding, which reads only the gathered rows (the
- * result's size) and the ids, not the whole table.
+ * Bytes: what the lowered program (codegen's cg_lower) moves for the node:
+ * every operand read once plus every result written once, in its dtype's
+ * size — except
+ *   - a view (IR_OPF_VIEW: reshape): 0 bytes and 0 time: the memory plan
+ *     gives the result its operand's bytes and the program has no action;
+ *   - embedding, which reads only the gathered rows (the result's size) and
+ *     the ids, not the whole table;
+ *   - a reduce_sum marked {in_product} (a bias gradient fuse-transpose folds
+ *     into its weight-gradient product, pass_bias_grad_product): its result
+ *     written by the product's epilogue, which reads the operand anyway;
+ *   - a cross_entropy marked {with_grad} (pass_cross_entropy_grad_of): its
+ *     loss written by its gradient's kernel, which reads the logits anyway.
+ * test_cost_lowering holds this to cg_step.bytes, node by node, on the
+ * training step of examples/gpt.tg, so the two cannot drift apart.
  *
  * Phases come from the roles of a node's results: act -> forward, grad ->
  * backward, recompute -> recompute (checkpoint pass), opt_state/param ->
@@ -98,18 +109,21 @@ static double fused_ops(const ir_node *n) {
   return count;
 }
 
-/* Attention dims: batch elements, T, S, E (q k^T width) and F (v width);
- * false when the operands do not have the shapes of ops.def. */
+/* Attention dims: batch elements (times the heads with the `heads`
+ * layout), T, S, E (q k^T width) and F (v width); false when the operands
+ * do not have the shapes of ops.def. */
 static bool attention_dims(const ir_node *n, double *batch, double *t, double *s, double *e, double *f) {
   if (n->n_in < 3) return false;
   const ir_type *q = &n->in[0]->type, *k = &n->in[1]->type, *v = &n->in[2]->type;
-  if (q->rank < 2 || k->rank < 2 || v->rank < 2) return false;
-  *t = (double)q->dims[q->rank - 2];
+  int x = ir_node_attr_int(n, "heads", 0) > 0 ? 1 : 0; /* q[..., T, H, E]: H counts as a batch dim */
+  if (q->rank < 2 + x || k->rank < 2 + x || v->rank < 2 + x) return false;
+  *t = (double)q->dims[q->rank - 2 - x];
   *e = (double)q->dims[q->rank - 1];
-  *s = (double)k->dims[k->rank - 2];
+  *s = (double)k->dims[k->rank - 2 - x];
   *f = (double)v->dims[v->rank - 1];
   *batch = 1;
-  for (int i = 0; i < q->rank - 2; i++) *batch *= (double)q->dims[i];
+  for (int i = 0; i < q->rank - 2 - x; i++) *batch *= (double)q->dims[i];
+  if (x) *batch *= (double)q->dims[q->rank - 2];
   return true;
 }
 
@@ -216,6 +230,10 @@ pass_cost pass_node_cost(const ir_node *n) {
     break;
   default: break; /* the ops.def column; test_cost checks every op with -1 has a formula */
   }
+  if (ir_op_has(n->op, IR_OPF_VIEW)) c.bytes = 0; /* the operand's bytes: nothing moves (memplan.c) */
+  if ((n->op == IR_OP_REDUCE_SUM && ir_node_attr_int(n, "in_product", 0)) ||
+      (n->op == IR_OP_CROSS_ENTROPY && ir_node_attr_int(n, "with_grad", 0)))
+    c.bytes = n->n_out == 1 ? bytes_of(n->out[0]) : 0; /* computed by a later node's kernels (fuse_transpose.c) */
   if (ir_op_has(n->op, IR_OPF_COMM)) c.comm = pass_comm_bytes(n->op, ir_node_attr_int(n, "n", 1), n->n_in ? bytes_of(n->in[0]) : 0);
   return c;
 }

@@ -21,6 +21,28 @@
  * bytes the graph with the transpose gives (kern_matmul.c says how). A
  * transpose left with no reader (and not a graph output) is removed; one
  * that is still read elsewhere stays (it is computed once either way).
+ *
+ * Attention reads and writes its heads in place: the head split [B,T,H,E]
+ * -> [B,H,T,E] and merge transposes around a fused attention (perm swapping
+ * axes r-3 and r-2 of q, k, v; of o for its readers; of do and dq, dk, dv in
+ * the backward) fold into the op's `heads` attribute (ir/infer.c: q[...,T,H,E]
+ * and o[...,T,H,F]; lse stays [...,H,T]), so no transpose is written: the
+ * kernels (codegen's tgc_attention.h) address head h of row t at t*H*E + h*E,
+ * and the CPU kernel permutes copies (bit for bit the same results). It
+ * folds only an attention whose q, k and v all come from such transposes,
+ * whose o is read only by such transposes and by attention_grads of the
+ * same q, k, v, o and lse (their do a transposed value, their dq, dk and dv
+ * read only by such transposes), and no value of which is a graph output;
+ * anything else keeps the layout it has.
+ *
+ * Bias gradients: a reduce_sum of the output gradient X over its rows (db)
+ * next to the weight gradient A^T X (dW) of the same X is marked
+ * {in_product = 1} (pass_bias_grad_product says when): the lowering sums
+ * X's columns in the product's epilogue (cuBLASLt BGRAD), so X is read once
+ * for both. Likewise a cross_entropy whose cross_entropy_grad of the same
+ * logits and targets follows (pass_cross_entropy_grad_of) is marked
+ * {with_grad = 1}: the gradient's kernel computes the loss in its pass over
+ * the logits, read once instead of twice. The CPU ignores both marks.
  * With --time-passes it prints how many operands it folded.
  */
 #include <stdio.h>
@@ -44,7 +66,217 @@ static void flip(ir_graph *g, ir_node *n, const char *key) {
   n->n_attrs = k;
 }
 
+/* A transpose of [..., X, Y, C] swapping X and Y (rank >= 3). */
+static bool swaps_heads(const ir_node *t) {
+  if (!t || t->dead || t->op != IR_OP_TRANSPOSE) return false;
+  const ir_attr *a = ir_node_attr(t, "perm");
+  if (!a || a->kind != IR_ATTR_INTS || a->n < 3) return false;
+  int r = a->n;
+  for (int i = 0; i < r - 3; i++)
+    if (a->ints[i] != i) return false;
+  return a->ints[r - 3] == r - 2 && a->ints[r - 2] == r - 3 && a->ints[r - 1] == r - 1;
+}
+
+static bool is_output(const ir_graph *g, const ir_value *v) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].value == v) return true;
+  return false;
+}
+
+enum { MAX_READERS = 16 };
+
+/* The live nodes reading v (each once), at most max; -1 when more. */
+static int readers_of(const ir_graph *g, const ir_value *v, ir_node **out, int max) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *m = g->nodes[i];
+    if (m->dead) continue;
+    for (int k = 0; k < m->n_in; k++)
+      if (m->in[k] == v) {
+        if (n == max) return -1;
+        out[n++] = m;
+        break;
+      }
+  }
+  return n;
+}
+
+/* Every reader of v is a heads-swapping transpose (v is no graph output). */
+static bool only_swaps(const ir_graph *g, const ir_value *v) {
+  ir_node *r[MAX_READERS];
+  int n = readers_of(g, v, r, MAX_READERS);
+  if (n < 0 || is_output(g, v)) return false;
+  for (int i = 0; i < n; i++)
+    if (!swaps_heads(r[i])) return false;
+  return true;
+}
+
+/* v takes the place of every heads-swapping transpose reading it: the
+ * transposes' uses read v (of their type: the caller swapped v's). */
+static void bypass_swaps(ir_graph *g, ir_value *v) {
+  ir_node *r[MAX_READERS];
+  int n = readers_of(g, v, r, MAX_READERS);
+  for (int i = 0; i < n; i++) {
+    if (!swaps_heads(r[i])) continue; /* attention_grad reading o */
+    ir_replace_all_uses(g, r[i]->out[0], v);
+    r[i]->dead = true;
+  }
+}
+
+/* v's heads and tokens dims swapped: its type and its layout over the mesh
+ * (a sharded graph's heads split over tp stay split: [B, T, H/tp, E]). */
+static void swap_type(ir_value *v) {
+  ir_type *t = &v->type;
+  int a = t->rank - 3, b = t->rank - 2;
+  int64_t x = t->dims[a];
+  t->dims[a] = t->dims[b];
+  t->dims[b] = x;
+  uint8_t s = v->shard.split[a], p = v->shard.pieces[a];
+  v->shard.split[a] = v->shard.split[b], v->shard.pieces[a] = v->shard.pieces[b];
+  v->shard.split[b] = s, v->shard.pieces[b] = p;
+}
+
+/* Appends attribute a to n's list (a new list in the graph arena). */
+static void add_attr(ir_graph *g, ir_node *n, ir_attr a) {
+  ir_attr *attrs = ir_arena_alloc(g->arena, (size_t)(n->n_attrs + 1) * sizeof *attrs);
+  if (n->n_attrs > 0) memcpy(attrs, n->attrs, (size_t)n->n_attrs * sizeof *attrs);
+  attrs[n->n_attrs] = a;
+  n->attrs = attrs;
+  n->n_attrs++;
+}
+
+/* Folds the head transposes around attention node a (see the top); the
+ * number of transposes no longer written, 0 when the pattern is not there. */
+static int fold_attention(ir_graph *g, ir_node *a) {
+  if (ir_node_attr(a, "heads") || a->n_in != 3 || a->n_out != 2 || a->in[0]->type.rank < 3) return 0;
+  for (int i = 0; i < 3; i++)
+    if (!swaps_heads(a->in[i]->def)) return 0;
+  ir_value *o = a->out[0], *lse = a->out[1];
+  ir_node *r[MAX_READERS], *grads[MAX_READERS];
+  int nr = readers_of(g, o, r, MAX_READERS), ng = 0;
+  if (nr < 0 || is_output(g, o) || is_output(g, lse)) return 0;
+  for (int i = 0; i < nr; i++) {
+    if (swaps_heads(r[i])) continue;
+    ir_node *b = r[i];
+    bool ok = b->op == IR_OP_ATTENTION_GRAD && b->n_in == 6 && b->n_out == 3 && !ir_node_attr(b, "heads") &&
+              b->in[3] == o && b->in[4] == lse && swaps_heads(b->in[5]->def);
+    for (int k = 0; ok && k < 3; k++) ok = b->in[k] == a->in[k] && only_swaps(g, b->out[k]);
+    if (!ok) return 0;
+    grads[ng++] = b;
+  }
+  int64_t h = a->in[0]->type.dims[a->in[0]->type.rank - 3];
+  int folded = 0;
+  ir_value *qkv[3];
+  for (int i = 0; i < 3; i++) qkv[i] = a->in[i]->def->in[0];
+  for (int k = 0; k < ng; k++) {
+    ir_node *b = grads[k];
+    for (int i = 0; i < 3; i++) b->in[i] = qkv[i];
+    b->in[5] = b->in[5]->def->in[0];
+    add_attr(g, b, ir_attr_int("heads", h));
+    for (int i = 0; i < 3; i++) {
+      swap_type(b->out[i]);
+      bypass_swaps(g, b->out[i]);
+    }
+    folded += 4;
+  }
+  for (int i = 0; i < 3; i++) a->in[i] = qkv[i];
+  add_attr(g, a, ir_attr_int("heads", h));
+  swap_type(o);
+  bypass_swaps(g, o);
+  return folded + 4;
+}
+
+/* The transposes nothing reads any more (the operands' head splits). */
+static void drop_unread_transposes(ir_graph *g) {
+  int bound = 0;
+  int *uses = ir_use_counts(g, &bound);
+  for (int i = g->n_nodes - 1; uses && i >= 0; i--) {
+    ir_node *t = g->nodes[i];
+    if (t->dead || t->op != IR_OP_TRANSPOSE || uses[t->out[0]->id] != 0 || is_output(g, t->out[0])) continue;
+    t->dead = true;
+    uses[t->in[0]->id]--;
+  }
+  free(uses);
+}
+
+/* The first live node after r that `is_partner` accepts, provided no node
+ * reads r's result before it and some node reads it after (or it is a
+ * graph output): where a later kernel can compute r's result instead. */
+static int partner_after(const ir_graph *g, int r, bool (*is_partner)(const ir_node *r, const ir_node *m)) {
+  const ir_node *n = g->nodes[r];
+  const ir_value *res = n->out[0];
+  bool read_later = is_output(g, res);
+  int found = -1;
+  for (int i = r + 1; i < g->n_nodes && !(found >= 0 && read_later); i++) {
+    const ir_node *m = g->nodes[i];
+    if (m->dead) continue;
+    bool reads = false;
+    for (int k = 0; k < m->n_in; k++) reads |= m->in[k] == res;
+    if (reads && found < 0) return -1; /* read before its partner */
+    read_later |= reads;
+    if (found < 0 && is_partner(n, m)) found = i;
+  }
+  return found >= 0 && read_later ? found : -1;
+}
+
+/* m = matmul(A, reshape(X) or X) {transpose_a}, 2-D: the weight gradient of r's X. */
+static bool weight_grad_of(const ir_node *r, const ir_node *m) {
+  const ir_value *x = r->in[0], *b = m->n_in == 2 ? m->in[1] : NULL;
+  const ir_type *xt = &x->type;
+  int64_t n = xt->dims[xt->rank - 1], rows = n > 0 ? ir_type_numel(xt) / n : 0;
+  return m->op == IR_OP_MATMUL && b && (b == x || (b->def && !b->def->dead && b->def->op == IR_OP_RESHAPE && b->def->in[0] == x)) &&
+         b->type.rank == 2 && b->type.dims[0] == rows && b->type.dims[1] == n && b->type.dtype == xt->dtype &&
+         m->in[0]->type.rank == 2 && ir_node_attr_int(m, "transpose_a", 0) != 0 && ir_node_attr_int(m, "transpose_b", 0) == 0;
+}
+
+int pass_bias_grad_product(const ir_graph *g, int r) {
+  if (r < 0 || r >= g->n_nodes) return -1;
+  const ir_node *n = g->nodes[r];
+  if (n->dead || n->op != IR_OP_REDUCE_SUM || n->n_in != 1 || n->n_out != 1) return -1;
+  const ir_type *xt = &n->in[0]->type;
+  const ir_attr *axes = ir_node_attr(n, "axes");
+  if (xt->rank < 2 || !ir_dtype_is_float(xt->dtype) || ir_node_attr_int(n, "keepdims", 0) != 0 || !axes ||
+      axes->kind != IR_ATTR_INTS || axes->n != xt->rank - 1)
+    return -1;
+  for (int i = 0; i < axes->n; i++)
+    if (axes->ints[i] != i) return -1;
+  return partner_after(g, r, weight_grad_of);
+}
+
+/* m = cross_entropy_grad of r's logits and targets. */
+static bool ce_grad_of(const ir_node *r, const ir_node *m) {
+  return m->op == IR_OP_CROSS_ENTROPY_GRAD && m->n_in == 3 && m->in[0] == r->in[0] && m->in[1] == r->in[1];
+}
+
+int pass_cross_entropy_grad_of(const ir_graph *g, int r) {
+  if (r < 0 || r >= g->n_nodes) return -1;
+  const ir_node *n = g->nodes[r];
+  if (n->dead || n->op != IR_OP_CROSS_ENTROPY || n->n_in != 2 || n->n_out != 1) return -1;
+  return partner_after(g, r, ce_grad_of);
+}
+
+/* Marks what pass_bias_grad_product and pass_cross_entropy_grad_of pair:
+ * counts[0] bias gradients, counts[1] losses. */
+static void mark_partners(ir_graph *g, int counts[2]) {
+  static const char *const key[2] = {"in_product", "with_grad"};
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    int k = n->op == IR_OP_REDUCE_SUM ? 0 : n->op == IR_OP_CROSS_ENTROPY ? 1 : -1;
+    if (k < 0 || ir_node_attr(n, key[k]) || (k ? pass_cross_entropy_grad_of(g, i) : pass_bias_grad_product(g, i)) < 0)
+      continue;
+    add_attr(g, n, ir_attr_int(key[k], 1));
+    counts[k]++;
+  }
+}
+
 int pass_fuse_transpose(ir_graph *g, const pass_options *o) {
+  int heads_folded = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->op == IR_OP_ATTENTION) heads_folded += fold_attention(g, g->nodes[i]);
+  if (heads_folded) {
+    drop_unread_transposes(g);
+    ir_graph_compact(g);
+  }
   int bound = 0;
   int *uses = ir_use_counts(g, &bound);
   if (!uses) {
@@ -73,8 +305,12 @@ int pass_fuse_transpose(ir_graph *g, const pass_options *o) {
   }
   free(uses);
   if (removed) ir_graph_compact(g);
+  int marked[2] = {0, 0};
+  mark_partners(g, marked);
   if (o && o->time_passes)
-    fprintf(o->time_out ? o->time_out : stderr, "fuse-transpose: folded %d transposed operands, removed %d transposes\n",
-            folded, removed);
+    fprintf(o->time_out ? o->time_out : stderr,
+            "fuse-transpose: folded %d transposed operands, removed %d transposes; %d head transposes into attention; "
+            "%d bias gradients into products; %d losses into their gradient's kernel\n",
+            folded, removed, heads_folded, marked[0], marked[1]);
   return 0;
 }

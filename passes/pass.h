@@ -110,6 +110,22 @@ typedef struct {
 int pass_build_gradcheck(const ir_graph *model, pass_gradcheck *c, ir_diag *d);
 void pass_gradcheck_free(pass_gradcheck *c);
 
+/* ---- fuse-transpose's bias gradients (fuse_transpose.c) ----
+ * The product a bias gradient folds into: node r of g is a reduce_sum of X
+ * over every axis but the last (keepdims 0), and the first live node after
+ * it that reads X (or a reshape of X to [rows, N]) as operand 1 of a 2-D
+ * matmul with transpose_a (dW = A^T X: the weight gradient) comes before
+ * any reader of r's result, which some node reads later or is a graph
+ * output. Returns that matmul's index in g->nodes, else -1. fuse-transpose
+ * marks such a reduce_sum {in_product = 1}; the lowering computes it in the
+ * product's epilogue (cuBLASLt's bias gradient of B) and the cost model
+ * counts only its result written. */
+int pass_bias_grad_product(const ir_graph *g, int r);
+/* The same for node r a cross_entropy: the cross_entropy_grad of its logits
+ * and targets after it (before any reader of the loss), else -1; marked
+ * {with_grad = 1}: its kernel computes the loss too, the logits read once. */
+int pass_cross_entropy_grad_of(const ir_graph *g, int r);
+
 /* ---- analyses (memplan.c, cost.c) ----
  * The arena a backend allocates to run g: pass_memplan(g, NULL)->arena_bytes. */
 size_t pass_predict_peak_bytes(const ir_graph *g);

@@ -421,7 +421,9 @@ static void rule_matmul(tp_ctx *c, const ir_node *n) {
 static void rule_attention(tp_ctx *c, const ir_node *n) {
   tp_state q = eff(c, n->in[0]);
   int rq = n->in[0]->type.rank;
-  bool ok = q.kind == TP_S && q.dim < rq - 2;
+  /* batch or head dims; with `heads` (fuse-transpose: q[..., T, H, E]) the head dim is rq - 2, T rq - 3 */
+  bool heads = ir_node_attr_int(n, "heads", 0) > 0;
+  bool ok = q.kind == TP_S && (heads ? q.dim < rq - 3 || q.dim == rq - 2 : q.dim < rq - 2);
   for (int i = 0; ok && i < n->n_in; i++) {
     tp_state s = eff(c, n->in[i]);
     ok = s.kind == TP_S && s.dim == q.dim;

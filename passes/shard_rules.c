@@ -791,7 +791,10 @@ static void rule_shard_hint(sh_dec *d) {
  * every operand and result shares the leading batch (and head) dims: those
  * before the last two of q (lse has one dim less: T). */
 static void rule_attention(sh_dec *d) {
-  int nb = rank_in(d, 0) - 2;
+  /* with {heads} (fuse-transpose, after the shard pass in the pipeline:
+   * only a graph read back from .ir gets here so) q is [..., T, H, E] and
+   * lse [..., H, T]: only the leading batch dims are shared */
+  int nb = rank_in(d, 0) - (ir_node_attr(d->node, "heads") ? 3 : 2);
   int dim = -1;
   for (int i = 0; i < d->n_in && dim < 0; i++)
     if (d->in[i].kind == SH_S && d->in[i].dim < nb) dim = d->in[i].dim;

@@ -87,6 +87,14 @@ static ir_value *all_reduce_pp(ir_graph *g, ir_value *x, int p, ir_loc loc) {
   return v;
 }
 
+/* l with its file in g's arena: a location's file points into its graph's
+ * arena, and the graphs cut here are freed once the stages are made. */
+static ir_loc own_loc(const ir_graph *g, ir_loc l) {
+  if (!l.file || l.file == g->source_file) return l;
+  l.file = g->source_file && strcmp(l.file, g->source_file) == 0 ? g->source_file : ir_arena_strdup(g->arena, l.file);
+  return l;
+}
+
 /* A copy of node n in g on operands in[] (attributes and result types as they are). */
 static ir_node *copy_node(ir_graph *g, const ir_node *n, ir_value *const *in) {
   ir_type t[64];
@@ -95,7 +103,7 @@ static ir_node *copy_node(ir_graph *g, const ir_node *n, ir_value *const *in) {
   for (int j = 0; j < n->n_out; j++) t[j] = n->out[j]->type, names[j] = n->out[j]->name;
   static ir_value *const none[1];
   ir_node *m = ir_graph_add_node(g, n->op, n->n_in ? in : none, n->n_in, t, n->n_out, n->attrs, n->n_attrs, names,
-                                 n->loc);
+                                 own_loc(g, n->loc));
   m->layer = n->layer;
   for (int j = 0; j < n->n_out; j++) m->out[j]->role = n->out[j]->role, m->out[j]->shard = n->out[j]->shard;
   return m;
@@ -103,7 +111,7 @@ static ir_node *copy_node(ir_graph *g, const ir_node *n, ir_value *const *in) {
 
 static ir_loc reloc(const ir_graph *from, const ir_graph *to, ir_loc l) {
   if (l.file && l.file == from->source_file) l.file = to->source_file;
-  return l;
+  return own_loc(to, l);
 }
 
 /* ---- which stage runs each node of the step ---- */

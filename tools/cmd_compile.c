@@ -12,8 +12,8 @@
  * DIR/manifest.json, lists for every graph its kernels (name, IR value, op,
  * .tg file and line, grid, block, shared memory, registers, spills, stack)
  * and its cuBLASLt products (shape, transposes, batch, epilogue), the
- * launches, and the bytes its steps read and write (the cost model's count
- * per node, views excluded: they move nothing).
+ * launches, and the bytes its steps read and write (cg_step.bytes, the cost
+ * model's count per node; views move nothing).
  */
 #include <errno.h>
 #include <jansson.h>
@@ -211,14 +211,16 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
       json_decref(shape);
       json_array_append_new(gs, mj);
     }
-  /* bytes: what the steps that run something read and write (the cost
-   * model's count of each, pass_node_cost), and what the cost model counts
-   * for the views the plan makes free (reshape: no kernel, no bytes) */
+  /* bytes: what the program's steps read and write (cg_step.bytes, equal
+   * to the cost model's pass_node_cost node by node: test_cost_lowering),
+   * and what a copy would move for the views the plan makes free
+   * (reshape: no kernel, no bytes: its operand read and its result written) */
   double moved = 0, views = 0;
   for (int st = 0; st < plan->n_steps; st++) {
-    double b = pass_node_cost(g->nodes[plan->steps[st].node]).bytes;
-    if (plan->steps[st].view) views += b;
-    else moved += b;
+    const ir_node *vn = g->nodes[plan->steps[st].node];
+    moved += p->steps[st].bytes;
+    if (plan->steps[st].view)
+      views += 2 * (double)ir_type_numel(&vn->out[0]->type) * (double)ir_dtype_size(vn->out[0]->type.dtype);
   }
   json_object_set_new(gj, "kernels", ks);
   json_object_set_new(gj, "gemms", gs);

@@ -30,6 +30,11 @@
 // per query tile, looping over key tiles) recompute the probabilities from
 // lse; D_i comes from attention_bwd_rowdot, in the workspace. bf16 / f16
 // operands are widened to float in shared memory.
+// Layouts: H = 1, q[BH,T,E] and the rest as above; H > 1 (the op's `heads`
+// attribute), q[B,T,H,E], k[B,S,H,E], v[B,S,H,F], o and do [B,T,H,F], dq,
+// dk, dv as q, k, v, lse[B,H,T]: head bh = b*H + h is rows t*H*E + h*E of
+// batch element b, so the head split / merge transposes around attention
+// are never written (att_head: where a head starts; rows H*C apart).
 // Rows that see no key at all (causal with T > S) give NaN outputs and lse
 // -inf, as softmax of an all -inf row does in the unfused graph and the CPU.
 // Needs tgc_cuda.h, tgc_ops.h.
@@ -40,13 +45,24 @@ namespace tgc {
 
 enum { ATT_THREADS = 128 };
 
-// Loads rows [r0, r0 + R) of a row-major [n, C] matrix into tile[R][C]
-// (type A), zeros for rows >= n.
-template <int R, int C, class A, class T, class S>
+// Element 0 of head bh of an [n, C] per-head matrix stored as above
+// (its rows are H * C elements apart).
+template <int H>
+__device__ __forceinline__ long long att_head_at(long long bh, long long n, int C) {
+  return (bh / H) * n * H * C + (bh % H) * C;
+}
+template <int H, class T>
+__device__ __forceinline__ T *att_head(T *x, long long bh, long long n, int C) {
+  return x + att_head_at<H>(bh, n, C);
+}
+
+// Loads rows [r0, r0 + R) of a [n, C] matrix with rows LD elements apart
+// into tile[R][C] (type A), zeros for rows >= n.
+template <int R, int C, int LD, class A, class T, class S>
 __device__ __forceinline__ void att_load_tile(S &tile, const T *x, long long r0, long long n) {
   for (int idx = (int)threadIdx.x; idx < R * C; idx += ATT_THREADS) {
     long long r = r0 + idx / C;
-    tile[idx] = r < n ? (A)tgc_acc(x[r * C + idx % C]) : (A)0;
+    tile[idx] = r < n ? (A)tgc_acc(x[r * LD + idx % C]) : (A)0;
   }
 }
 
@@ -81,25 +97,25 @@ __device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *d
 // Forward, any float dtype. Qs[BR*E], Ks[BC*E], Vs[BC*F], Ss[BR*BC] and
 // rows[3*BR] (m, l, correction) are the kernel's TGC_SHARED arrays of A.
 // ---------------------------------------------------------------------------
-template <class A, int BR, int BC, int E, int F, bool CAUSAL, class T, class L, class SQ, class SK, class SV, class SS,
-          class SR>
+template <class A, int BR, int BC, int E, int F, bool CAUSAL, int H, class T, class L, class SQ, class SK, class SV,
+          class SS, class SR>
 __device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v, T *o, L *lse, long long Tq, long long S,
                                               A scale, SQ &Qs, SK &Ks, SV &Vs, SS &Ss, SR &rows) {
   const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = S - Tq;
-  const T *qb = q + bh * Tq * E, *kb = k + bh * S * E, *vb = v + bh * S * F;
+  const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
   const int tid = (int)threadIdx.x;
   enum { NO = (BR * F + ATT_THREADS - 1) / ATT_THREADS };
   A acc[NO];
 #pragma unroll
   for (int u = 0; u < NO; u++) acc[u] = (A)0;
-  att_load_tile<BR, E, A>(Qs, qb, i0, Tq);
+  att_load_tile<BR, E, H * E, A>(Qs, qb, i0, Tq);
   for (int r = tid; r < BR; r += ATT_THREADS) rows[r] = -(A)tgc_inf_d(), rows[BR + r] = (A)0;
   long long ilast = i0 + BR < Tq ? i0 + BR : Tq;  // rows [i0, ilast) exist
   long long jend = CAUSAL ? (ilast + off < S ? ilast + off : S) : S;  // keys any of them sees
   for (long long j0 = 0; j0 < jend; j0 += BC) {
     __syncthreads();
-    att_load_tile<BC, E, A>(Ks, kb, j0, S);
-    att_load_tile<BC, F, A>(Vs, vb, j0, S);
+    att_load_tile<BC, E, H * E, A>(Ks, kb, j0, S);
+    att_load_tile<BC, F, H * F, A>(Vs, vb, j0, S);
     __syncthreads();
     for (int idx = tid; idx < BR * BC; idx += ATT_THREADS) {
       int r = idx / BC, c = idx % BC;
@@ -146,7 +162,7 @@ __device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v
     att_mac<BR, F, BC, false>(acc, Ss, Vs);
   }
   __syncthreads();
-  T *ob = o + bh * Tq * F;
+  T *ob = att_head<H>(o, bh, Tq, F);
 #pragma unroll
   for (int u = 0; u < NO; u++) {
     int idx = tid + u * ATT_THREADS;
@@ -154,7 +170,7 @@ __device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v
     int r = idx / F, f = idx % F;
     if (i0 + r >= Tq) continue;
     A l = rows[BR + r];
-    ob[(i0 + r) * F + f] = tgc_round<T>(l > (A)0 ? acc[u] / l : (A)tgc_nan_d());
+    ob[(i0 + r) * (H * F) + f] = tgc_round<T>(l > (A)0 ? acc[u] / l : (A)tgc_nan_d());
   }
   for (int r = tid; r < BR; r += ATT_THREADS) {
     if (i0 + r >= Tq) continue;
@@ -176,13 +192,13 @@ __device__ __forceinline__ void att_mma(__half, float d[4], const unsigned a[4],
   tgc_mma_f16_16x8x16(d, a, b, d);
 }
 
-template <int E, int F, bool CAUSAL, class T, class SK, class SV>
+template <int E, int F, bool CAUSAL, int H, class T, class SK, class SV>
 __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const T *v, T *o, float *lse, long long Tq,
                                                   long long S, float scale, SK &Ks, SV &Vs) {
   enum { BR = 64, BC = 64 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y, ib = (long long)blockIdx.x * BR, i0 = ib + warp * 16, off = S - Tq;
-  const T *qb = q + bh * Tq * E, *kb = k + bh * S * E, *vb = v + bh * S * F;
+  const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
   const float NEG_INF = -tgc_inf_f();
   // this warp's 16 rows of q as A fragments: a[0] rows g, cols 2t..2t+1;
   // a[1] rows g+8; a[2], a[3] the same rows, cols + 8
@@ -193,7 +209,7 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
     for (int x = 0; x < 4; x++) {
       long long r = i0 + g + (x & 1) * 8;
       int c = kk * 16 + 2 * t + (x >> 1) * 8;
-      qa[kk][x] = r < Tq ? att_pack(qb[r * E + c], qb[r * E + c + 1]) : 0u;
+      qa[kk][x] = r < Tq ? att_pack(qb[r * (H * E) + c], qb[r * (H * E) + c + 1]) : 0u;
     }
   }
   float oacc[F / 8][4];
@@ -206,11 +222,11 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
     __syncthreads();
     for (int idx = (int)threadIdx.x; idx < BC * E; idx += ATT_THREADS) {
       long long j = j0 + idx / E;
-      Ks[idx] = j < S ? kb[j * E + idx % E] : T(0.0f);
+      Ks[idx] = j < S ? kb[j * (H * E) + idx % E] : T(0.0f);
     }
     for (int idx = (int)threadIdx.x; idx < BC * F; idx += ATT_THREADS) {
       long long j = j0 + idx / F;
-      Vs[idx] = j < S ? vb[j * F + idx % F] : T(0.0f);
+      Vs[idx] = j < S ? vb[j * (H * F) + idx % F] : T(0.0f);
     }
     __syncthreads();
     // s = q k^T: B = k^T (E x BC), b[0] = k[key n*8+g][2t..2t+1], b[1] the cols + 8
@@ -286,14 +302,14 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
       }
     }
   }
-  T *ob = o + bh * Tq * F;
+  T *ob = att_head<H>(o, bh, Tq, F);
 #pragma unroll
   for (int n = 0; n < F / 8; n++)
 #pragma unroll
     for (int x = 0; x < 4; x++) {
       int h = x >> 1;
       long long i = i0 + g + h * 8;
-      if (i < Tq) ob[i * F + n * 8 + 2 * t + (x & 1)] = T(l[h] > 0.0f ? oacc[n][x] / l[h] : tgc_nan_f());
+      if (i < Tq) ob[i * (H * F) + n * 8 + 2 * t + (x & 1)] = T(l[h] > 0.0f ? oacc[n][x] / l[h] : tgc_nan_f());
     }
   if (t == 0)
 #pragma unroll
@@ -306,13 +322,14 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
 
 // ---------------------------------------------------------------------------
 // Backward. attention_bwd_rowdot: D_i = do_i . o_i into dsum (A), a thread
-// per row.
+// per row (row i = bh * Tq + t of dsum, the layout of lse).
 // ---------------------------------------------------------------------------
-template <class A, int F, class T>
-__device__ __forceinline__ void attention_bwd_rowdot(const T *o, const T *dout, A *dsum, long long rows) {
+template <class A, int F, int H, class T>
+__device__ __forceinline__ void attention_bwd_rowdot(const T *o, const T *dout, A *dsum, long long rows, long long Tq) {
   TGC_GRID_STRIDE_LOOP(i, rows) {
+    const long long at = att_head_at<H>(i / Tq, Tq, F) + (i % Tq) * (H * F);
     A s = 0;
-    for (int f = 0; f < F; f++) s += tgc_acc(dout[i * F + f]) * tgc_acc(o[i * F + f]);
+    for (int f = 0; f < F; f++) s += tgc_acc(dout[at + f]) * tgc_acc(o[at + f]);
     dsum[i] = s;
   }
 }
@@ -340,8 +357,8 @@ __device__ __forceinline__ void att_bwd_tile(long long i0, long long j0, long lo
 
 // dk, dv of BC keys: Ks[BC*E], Vs[BC*F], Qs[BR*E], dOs[BR*F], Ps, dSs
 // [BR*BC], rows[2*BR] (lse, D).
-template <class A, int BR, int BC, int E, int F, bool CAUSAL, class T, class L, class SQ, class SK, class SV, class SD,
-          class SS, class SR>
+template <class A, int BR, int BC, int E, int F, bool CAUSAL, int H, class T, class L, class SQ, class SK, class SV,
+          class SD, class SS, class SR>
 __device__ __forceinline__ void attention_bwd_dkdv(const T *q, const T *k, const T *v, const L *lse, const T *dout,
                                                    const A *dsum, T *dk, T *dv, long long Tq, long long S, A scale,
                                                    SQ &Qs, SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows) {
@@ -353,13 +370,13 @@ __device__ __forceinline__ void attention_bwd_dkdv(const T *q, const T *k, const
   for (int u = 0; u < NK; u++) dka[u] = (A)0;
 #pragma unroll
   for (int u = 0; u < NV; u++) dva[u] = (A)0;
-  att_load_tile<BC, E, A>(Ks, k + bh * S * E, j0, S);
-  att_load_tile<BC, F, A>(Vs, v + bh * S * F, j0, S);
+  att_load_tile<BC, E, H * E, A>(Ks, att_head<H>(k, bh, S, E), j0, S);
+  att_load_tile<BC, F, H * F, A>(Vs, att_head<H>(v, bh, S, F), j0, S);
   long long istart = CAUSAL && j0 - off > 0 ? (j0 - off) / BR * BR : 0;  // the first row that sees key j0
   for (long long i0 = istart; i0 < Tq; i0 += BR) {
     __syncthreads();
-    att_load_tile<BR, E, A>(Qs, q + bh * Tq * E, i0, Tq);
-    att_load_tile<BR, F, A>(dOs, dout + bh * Tq * F, i0, Tq);
+    att_load_tile<BR, E, H * E, A>(Qs, att_head<H>(q, bh, Tq, E), i0, Tq);
+    att_load_tile<BR, F, H * F, A>(dOs, att_head<H>(dout, bh, Tq, F), i0, Tq);
     att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
     __syncthreads();
     att_bwd_tile<A, BR, BC, E, F, CAUSAL>(i0, j0, Tq, S, scale, Qs, Ks, Vs, dOs, Ps, dSs, rows);
@@ -367,22 +384,22 @@ __device__ __forceinline__ void attention_bwd_dkdv(const T *q, const T *k, const
     att_mac<BC, F, BR, true>(dva, Ps, dOs);   // dv_j += sum_i p_ij do_i
     att_mac<BC, E, BR, true>(dka, dSs, Qs);   // dk_j += sum_i ds_ij q_i (ds already scaled)
   }
-  T *dkb = dk + bh * S * E, *dvb = dv + bh * S * F;
+  T *dkb = att_head<H>(dk, bh, S, E), *dvb = att_head<H>(dv, bh, S, F);
 #pragma unroll
   for (int u = 0; u < NK; u++) {
     int idx = tid + u * ATT_THREADS;
-    if (idx < BC * E && j0 + idx / E < S) dkb[(j0 + idx / E) * E + idx % E] = tgc_round<T>(dka[u]);
+    if (idx < BC * E && j0 + idx / E < S) dkb[(j0 + idx / E) * (H * E) + idx % E] = tgc_round<T>(dka[u]);
   }
 #pragma unroll
   for (int u = 0; u < NV; u++) {
     int idx = tid + u * ATT_THREADS;
-    if (idx < BC * F && j0 + idx / F < S) dvb[(j0 + idx / F) * F + idx % F] = tgc_round<T>(dva[u]);
+    if (idx < BC * F && j0 + idx / F < S) dvb[(j0 + idx / F) * (H * F) + idx % F] = tgc_round<T>(dva[u]);
   }
 }
 
 // dq of BR query rows (same shared arrays as attention_bwd_dkdv).
-template <class A, int BR, int BC, int E, int F, bool CAUSAL, class T, class L, class SQ, class SK, class SV, class SD,
-          class SS, class SR>
+template <class A, int BR, int BC, int E, int F, bool CAUSAL, int H, class T, class L, class SQ, class SK, class SV,
+          class SD, class SS, class SR>
 __device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T *v, const L *lse, const T *dout,
                                                  const A *dsum, T *dq, long long Tq, long long S, A scale, SQ &Qs,
                                                  SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows) {
@@ -392,25 +409,25 @@ __device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T
   A dqa[NQ];
 #pragma unroll
   for (int u = 0; u < NQ; u++) dqa[u] = (A)0;
-  att_load_tile<BR, E, A>(Qs, q + bh * Tq * E, i0, Tq);
-  att_load_tile<BR, F, A>(dOs, dout + bh * Tq * F, i0, Tq);
+  att_load_tile<BR, E, H * E, A>(Qs, att_head<H>(q, bh, Tq, E), i0, Tq);
+  att_load_tile<BR, F, H * F, A>(dOs, att_head<H>(dout, bh, Tq, F), i0, Tq);
   att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
   long long ilast = i0 + BR < Tq ? i0 + BR : Tq;
   long long jend = CAUSAL ? (ilast + off < S ? ilast + off : S) : S;
   for (long long j0 = 0; j0 < jend; j0 += BC) {
     __syncthreads();
-    att_load_tile<BC, E, A>(Ks, k + bh * S * E, j0, S);
-    att_load_tile<BC, F, A>(Vs, v + bh * S * F, j0, S);
+    att_load_tile<BC, E, H * E, A>(Ks, att_head<H>(k, bh, S, E), j0, S);
+    att_load_tile<BC, F, H * F, A>(Vs, att_head<H>(v, bh, S, F), j0, S);
     __syncthreads();
     att_bwd_tile<A, BR, BC, E, F, CAUSAL>(i0, j0, Tq, S, scale, Qs, Ks, Vs, dOs, Ps, dSs, rows);
     __syncthreads();
     att_mac<BR, E, BC, false>(dqa, dSs, Ks);  // dq_i += sum_j ds_ij k_j
   }
-  T *dqb = dq + bh * Tq * E;
+  T *dqb = att_head<H>(dq, bh, Tq, E);
 #pragma unroll
   for (int u = 0; u < NQ; u++) {
     int idx = tid + u * ATT_THREADS;
-    if (idx < BR * E && i0 + idx / E < Tq) dqb[(i0 + idx / E) * E + idx % E] = tgc_round<T>(dqa[u]);
+    if (idx < BR * E && i0 + idx / E < Tq) dqb[(i0 + idx / E) * (H * E) + idx % E] = tgc_round<T>(dqa[u]);
   }
 }
 

@@ -277,13 +277,16 @@ __device__ __forceinline__ double ce_row_loss(const T *x, const I *targets, long
   return (double)mx + (double)tgc_log(sum) - (double)tgc_acc(x[t]);
 }
 
+// The gradient row; returns the row's loss (what ce_row_loss gives: the
+// same statistics), so one pass over the logits serves the loss too.
 template <int W, bool WARP, class T, class I, class O, class S>
-__device__ __forceinline__ void ce_grad_row(const T *x, const I *targets, long long p, long long V, float scale, O *y,
-                                            const char *name, S &scratch) {
+__device__ __forceinline__ double ce_grad_row(const T *x, const I *targets, long long p, long long V, float scale, O *y,
+                                              const char *name, S &scratch) {
   typedef group<WARP> G;
   long long t = tgc_index(targets[p]);
   if (t < 0 || t >= V) tgc_fail_index("cross_entropy_grad target", t, V, name, p);
   float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
+  const double loss = (double)mx + (double)tgc_log(sum) - (double)tgc_acc(x[t]);
   for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
     T v[W];
     O o[W];
@@ -292,6 +295,7 @@ __device__ __forceinline__ void ce_grad_row(const T *x, const I *targets, long l
     for (int k = 0; k < W; k++) o[k] = tgc_round<O>((tgc_exp(tgc_acc(v[k]) - mx) / sum - (j + k == t ? 1.0f : 0.0f)) * scale);
     tgc_vstore<W>(y + j, o);
   }
+  return loss;
 }
 
 // ---------------------------------------------------------------------------

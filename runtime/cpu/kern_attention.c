@@ -33,6 +33,13 @@
  * graph. Inner loops carry no reductions (each accumulator is summed in the
  * loop order), so `omp simd` vectorizes them without reordering sums.
  *
+ * The `heads` layout (q[..,T,H,E] ..., made by fuse-transpose so that the
+ * cuda kernels read and write the heads in place): the operands in that
+ * layout are copied to [..,H,T,E] order, the kernels above run, and the
+ * results are copied back (att_heads_run): the same arithmetic in the same
+ * order, so the results are bit for bit those of the graph with the
+ * transposes.
+ *
  * The two element types share one template: this file includes itself once
  * with ATT_REAL = float and once with ATT_REAL = double (the part between
  * `#ifdef ATT_REAL` and `#else` below).
@@ -357,7 +364,81 @@ static void att_narrow(rt_tensor *t, const float *p) {
   for (int64_t i = 0; i < n; i++) rt_store(t->type.dtype, t->data, i, p[i]);
 }
 
+/* dst[p][b][a][c] = src[p][a][b][c] (elements of es bytes). */
+static void att_swap(unsigned char *dst, const unsigned char *src, int64_t p, int64_t na, int64_t nb, int64_t c,
+                     size_t es) {
+  size_t row = (size_t)c * es;
+  for (int64_t i = 0; i < p; i++)
+    for (int64_t a = 0; a < na; a++)
+      for (int64_t b = 0; b < nb; b++)
+        memcpy(dst + (size_t)(((i * nb + b) * na + a)) * row, src + (size_t)(((i * na + a) * nb + b)) * row, row);
+}
+
+/* A [..., X, Y, C] tensor's type with X and Y swapped. */
+static ir_type att_swapped(const ir_type *t) {
+  ir_type u = *t;
+  if (u.rank >= 3) u.dims[u.rank - 3] = t->dims[t->rank - 2], u.dims[u.rank - 2] = t->dims[t->rank - 3];
+  return u;
+}
+
+static void att_swap_tensor(rt_tensor *dst, const rt_tensor *src) {
+  const ir_type *t = &src->type;
+  int64_t p = 1;
+  for (int i = 0; i < t->rank - 3; i++) p *= t->dims[i];
+  att_swap(dst->data, src->data, p, t->dims[t->rank - 3], t->dims[t->rank - 2], t->dims[t->rank - 1],
+           ir_dtype_size(t->dtype));
+}
+
+/* Runs fn on k with the operands and results in the heads layout (mask:
+ * bit i of in_mask / out_mask) as [..,H,T,C] copies on the scratch stack
+ * (no heap allocation in the steady state); -1 out of memory or fn's
+ * failure. */
+static int att_heads_run(const rt_kctx *k, unsigned in_mask, unsigned out_mask, int (*fn)(const rt_kctx *)) {
+  const ir_node *n = k->node;
+  rt_tensor tin[6], tout[3];
+  const rt_tensor *in[6];
+  rt_tensor *out[3];
+  size_t mark = rt_scratch_mark();
+  bool ok = n->n_in <= 6 && n->n_out <= 3;
+  for (int i = 0; ok && i < n->n_in + n->n_out; i++) {
+    bool is_in = i < n->n_in;
+    int j = is_in ? i : i - n->n_in;
+    const rt_tensor *t = is_in ? k->in[j] : k->out[j];
+    if (is_in) in[j] = t;
+    else out[j] = k->out[j];
+    if (!((is_in ? in_mask : out_mask) >> j & 1)) continue;
+    rt_tensor *c = is_in ? &tin[j] : &tout[j];
+    *c = (rt_tensor){.type = att_swapped(&t->type), .nbytes = t->nbytes};
+    if (!(c->data = rt_scratch_push(t->nbytes ? t->nbytes : 1))) {
+      ok = false;
+      break;
+    }
+    if (is_in) att_swap_tensor(c, t), in[j] = c;
+    else memset(c->data, 0, t->nbytes), out[j] = c; /* zero-filled, as the executor gives results */
+  }
+  rt_kctx inner = {n, in, out, k->err, k->errlen};
+  int rc = ok ? fn(&inner) : -1;
+  if (!ok) rt_kerr(k, "%s %%%s: out of memory", ir_op_name(n->op), rt_value_name(n->out[0]));
+  for (int i = 0; rc == 0 && i < n->n_out; i++)
+    if (out_mask >> i & 1) att_swap_tensor(k->out[i], out[i]);
+  rt_scratch_pop(mark);
+  return rc;
+}
+
+static int att_forward_kernel(const rt_kctx *k);
+static int att_backward_kernel(const rt_kctx *k);
+
 int rt_kern_attention(const rt_kctx *k) {
+  if (ir_node_attr_int(k->node, "heads", 0) > 0) return att_heads_run(k, 0x7, 0x1, att_forward_kernel);
+  return att_forward_kernel(k);
+}
+
+int rt_kern_attention_grad(const rt_kctx *k) {
+  if (ir_node_attr_int(k->node, "heads", 0) > 0) return att_heads_run(k, 0x2f, 0x7, att_backward_kernel);
+  return att_backward_kernel(k);
+}
+
+static int att_forward_kernel(const rt_kctx *k) {
   if (!att_shapes_ok(k, 3)) {
     rt_kerr(k, "attention %%%s: operands do not have the shapes q[...,T,E], k[...,S,E], v[...,S,F]",
             rt_value_name(k->node->out[0]));
@@ -383,7 +464,7 @@ int rt_kern_attention(const rt_kctx *k) {
   return rc;
 }
 
-int rt_kern_attention_grad(const rt_kctx *k) {
+static int att_backward_kernel(const rt_kctx *k) {
   if (!att_shapes_ok(k, 6)) {
     rt_kerr(k, "attention_grad %%%s: operands do not have the types attention gives",
             rt_value_name(k->node->out[0]));

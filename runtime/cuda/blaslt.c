@@ -7,7 +7,9 @@
  * is our a, and its C = D is our c with n rows and m columns; every leading
  * dimension is the row-major one. A bias along our n is cuBLASLt's bias
  * along the rows of D; the DGELU aux matrix has D's layout. The batch
- * strides follow the same swap.
+ * strides follow the same swap. So a bias gradient over our b's columns
+ * (CG_EPI_BGRAD_B: its sum over k) is cuBLASLt's BGRADA, written to the
+ * bias pointer, of length n.
  *
  * Types: f32 computes in fp32 (CUBLAS_COMPUTE_32F: no TF32, so results
  * stay within the CPU's fp32 tolerance), bf16 / f16 in fp32 with 16-bit
@@ -37,6 +39,7 @@ static unsigned epilogue_code(cg_epilogue e) {
   case CG_EPI_RELU_BIAS: return CG_CUBLASLT_EPILOGUE_RELU_BIAS;
   case CG_EPI_GELU_BIAS: return CG_CUBLASLT_EPILOGUE_GELU_BIAS;
   case CG_EPI_DGELU: return CG_CUBLASLT_EPILOGUE_DGELU;
+  case CG_EPI_BGRAD_B: return CG_CUBLASLT_EPILOGUE_BGRADA; /* our B is cuBLASLt's A (column-major) */
   default: return CG_CUBLASLT_EPILOGUE_DEFAULT;
   }
 }
@@ -86,7 +89,7 @@ static int descriptor(cuda_ctx *x, const cg_gemm *g, cg_epilogue e, cuda_gemm_pl
 static int set_pointers(cuda_ctx *x, cuda_gemm_plan *p, cg_epilogue e, cg_cu_deviceptr bias, cg_cu_deviceptr aux,
                         const char *context, char *err, size_t errlen) {
   void *bp = (void *)(uintptr_t)bias, *ap = (void *)(uintptr_t)aux;
-  if ((e == CG_EPI_BIAS || e == CG_EPI_GELU_BIAS || e == CG_EPI_RELU_BIAS) &&
+  if ((e == CG_EPI_BIAS || e == CG_EPI_GELU_BIAS || e == CG_EPI_RELU_BIAS || e == CG_EPI_BGRAD_B) &&
       LT(x, context, err, errlen, cublasLtMatmulDescSetAttribute, p->desc, CG_CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp,
          sizeof bp))
     return -1;

@@ -25,13 +25,17 @@
  *                argmax (with ties and NaNs), count_nonfinite (with Inf and
  *                NaN planted);
  *   model ops    embedding and its gradient (repeated ids, 300 columns),
- *                cross_entropy and its gradient (37 and 3000 classes);
+ *                cross_entropy and its gradient (37 and 3000 classes), and
+ *                the two in one pass over the logits ({with_grad}; f32, bf16);
  *   attention    forward and backward, causal and not, T = 37 and 100 (not
  *                multiples of the tiles), S != T, head dims 16, 24/40, f64,
- *                bf16 on tensor cores (E = 32) and not (E = 24);
+ *                bf16 on tensor cores (E = 32) and not (E = 24); and the
+ *                same in the `heads` layout (q[B,T,H,E], heads read and
+ *                written in place: fuse-transpose's fold), each dtype path;
  *   products     batched and broadcast, transposed operands, f64, bf16,
  *                f16, fused_matmul with each cuBLASLt epilogue and with
- *                another epilogue, and again with TGC_CUDA_NO_EPILOGUES=1
+ *                another epilogue, a bias gradient in the weight-gradient
+ *                product's epilogue (f32, bf16), and again with TGC_CUDA_NO_EPILOGUES=1
  *                (the plain product + epilogue kernel path);
  *   layout       transpose, slice with a step, unslice, concat and split
  *                (axes 0, 1, last; odd sizes), broadcast, const, iota,
@@ -330,6 +334,18 @@ static void test_model_ops(void) {
     ir_type cg[3] = {ce[0], ce[1], T(IR_DT_F32, 0)};
     snprintf(nm, sizeof nm, "cross_entropy_grad %lld classes", (long long)V);
     one_op(nm, IR_OP_CROSS_ENTROPY_GRAD, cg, 3, NULL, 0, V, NULL);
+    /* the loss computed by its gradient's kernel (fuse-transpose's {with_grad}): one pass over the logits */
+    static const ir_dtype dts[2] = {IR_DT_F32, IR_DT_BF16};
+    ir_graph *gr = new_graph();
+    begin_case();
+    ir_value *ins[3] = {input(gr, T(dts[c], 3, D(2), D(9), V)), input(gr, ce[1]), input(gr, T(dts[c], 0))};
+    ir_attr wg = ir_attr_int("with_grad", 1);
+    ir_node *loss = node(gr, IR_OP_CROSS_ENTROPY, ins, 2, &wg, 1, NULL);
+    if (loss && node(gr, IR_OP_CROSS_ENTROPY_GRAD, ins, 3, NULL, 0, NULL)) {
+      CHECK(pass_cross_entropy_grad_of(gr, loss->id) == gr->n_nodes - 1);
+      snprintf(nm, sizeof nm, "cross_entropy with its gradient %s %lld classes", ir_dtype_name(dts[c]), (long long)V);
+      run_case(nm, gr, V, NULL);
+    }
   }
 }
 
@@ -352,7 +368,33 @@ static void attention_case(const char *name, ir_dtype dt, int64_t bh, int64_t t,
   if (node(g, IR_OP_ATTENTION_GRAD, qkv, 6, a, 2, NULL)) run_case(name, g, 0, NULL);
 }
 
+/* The same in the `heads` layout fuse-transpose makes: q[B,T,H,E],
+ * k[B,S,H,E], v[B,S,H,F], o and do [B,T,H,F], lse [B,H,T] (heads addressed
+ * in place, rows H*E apart). */
+static void attention_heads_case(const char *name, ir_dtype dt, int64_t b, int64_t h, int64_t t, int64_t s, int64_t e,
+                                 int64_t f, bool causal) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value *qkv[6];
+  qkv[0] = input(g, T(dt, 4, b, t, h, e));
+  qkv[1] = input(g, T(dt, 4, b, s, h, e));
+  qkv[2] = input(g, T(dt, 4, b, s, h, f));
+  ir_attr a[3] = {ir_attr_float("scale", 1.0 / sqrt((double)e)), ir_attr_int("causal", causal), ir_attr_int("heads", h)};
+  ir_node *fw = node(g, IR_OP_ATTENTION, qkv, 3, a, 3, NULL);
+  if (!fw) return;
+  qkv[3] = fw->out[0];
+  qkv[4] = fw->out[1];
+  qkv[5] = input(g, T(dt, 4, b, t, h, f));
+  if (node(g, IR_OP_ATTENTION_GRAD, qkv, 6, a, 3, NULL)) run_case(name, g, 0, NULL);
+}
+
 static void test_attention(void) {
+  attention_heads_case("attention heads f32 B 2 H 3 T 37 causal", IR_DT_F32, 2, 3, 37, 37, 16, 16, true);
+  attention_heads_case("attention heads f32 H 2 T 37 S 45 not causal", IR_DT_F32, 1, 2, 37, 45, 24, 40, false);
+  attention_heads_case("attention heads bf16 mma B 2 H 3 T 100 causal", IR_DT_BF16, 2, 3, 100, 100, 32, 32, true);
+  attention_heads_case("attention heads f16 mma H 4 T 65 S 70", IR_DT_F16, 1, 4, 65, 70, 16, 24, false);
+  attention_heads_case("attention heads bf16 E 24 (no mma) H 2", IR_DT_BF16, 1, 2, 30, 30, 24, 24, true);
+  attention_heads_case("attention heads f64 H 2", IR_DT_F64, 1, 2, 20, 20, 8, 8, true);
   attention_case("attention f32 T 37 causal", IR_DT_F32, 3, 37, 37, 16, 16, true);
   attention_case("attention f32 T 37 not causal", IR_DT_F32, 3, 37, 37, 16, 16, false);
   attention_case("attention f32 T 37 S 45 causal", IR_DT_F32, 2, 37, 45, 24, 40, true);
@@ -379,6 +421,26 @@ static void fused_case(const char *name, const char *expr, ir_type a, ir_type b,
   one_op(name, IR_OP_FUSED_MATMUL, ts, 3, &e, 1, 0, NULL);
 }
 
+/* A bias gradient folded into its weight-gradient product (fuse-transpose's
+ * {in_product}): db = reduce_sum(X over its rows), dW = A^T reshape(X); the
+ * lowering defers db to dW's step, whose epilogue (or fallback kernel)
+ * writes it. */
+static void bgrad_case(const char *name, ir_dtype dt, int64_t b, int64_t t, int64_t n, int64_t k) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value *x = input(g, T(dt, 3, b, t, n)), *a = input(g, T(dt, 2, b * t, k));
+  int64_t axes[2] = {0, 1}, shape[2] = {b * t, n};
+  ir_attr ra[3] = {ir_attr_ints("axes", axes, 2), ir_attr_int("keepdims", 0), ir_attr_int("in_product", 1)};
+  ir_attr sh = ir_attr_ints("shape", shape, 2), ta = ir_attr_int("transpose_a", 1);
+  ir_node *db = node(g, IR_OP_REDUCE_SUM, &x, 1, ra, 3, NULL);
+  ir_node *x2 = db ? node(g, IR_OP_RESHAPE, &x, 1, &sh, 1, NULL) : NULL;
+  ir_value *ops[2] = {a, x2 ? x2->out[0] : NULL};
+  if (x2 && node(g, IR_OP_MATMUL, ops, 2, &ta, 1, NULL)) {
+    CHECK(pass_bias_grad_product(g, db->id) == g->n_nodes - 1);
+    run_case(name, g, 0, NULL);
+  }
+}
+
 static void test_products(void) {
   matmul_case("matmul [37, 29] @ [29, 41]", T(IR_DT_F32, 2, D(37), D(29)), T(IR_DT_F32, 2, D(29), D(41)), false, false);
   matmul_case("matmul x @ W batched", T(IR_DT_F32, 3, D(3), D(5), D(7)), T(IR_DT_F32, 2, D(7), D(9)), false, false);
@@ -403,6 +465,8 @@ static void test_products(void) {
     fused_case("fused_matmul relu bias", "(relu (add $1 $0))", a, w, bias);
     fused_case("fused_matmul dgelu", "(mul $0 (gelu_grad $1))", a, w, full);
     fused_case("fused_matmul another epilogue", "(mul (tanh $0) $1)", a, w, bias);
+    bgrad_case("bias gradient in the weight-gradient product f32", IR_DT_F32, 2, 9, 24, 16);
+    bgrad_case("bias gradient in the weight-gradient product bf16, 300 columns", IR_DT_BF16, 3, 37, 300, 24);
     flush();
     if (pass) unsetenv("TGC_CUDA_NO_EPILOGUES");
   }

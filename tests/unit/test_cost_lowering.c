@@ -1,0 +1,85 @@
+/* tests/unit/test_cost_lowering.c — the cost model counts what the lowered
+ * program moves: for every step of a training graph, pass_node_cost's
+ * bytes (passes/cost.c, what `tgc stats` sums into its roofline) equal
+ * cg_step.bytes of cg_lower's program (codegen/lower.c: the operands and
+ * results the step's actions touch), so the prediction and the program
+ * cannot drift apart again.
+ *
+ * The graphs: the training graph `tgc stats` costs (pass_build_training_graph,
+ * the default pipeline, every float retyped to --dtype), planned and lowered
+ * as the cuda backends do (nothing is allocated: lowering writes source), for
+ *  - examples/gpt.tg, config gpt2-124m with nL = 2 and B = 2, T = 256, in bf16
+ *    (the layers of `tgc stats ... --config gpt2-124m --dtype bf16` at a
+ *    smaller size; every kind of node of the 12-layer graph is in it);
+ *  - examples/gpt.tg --config tiny in f32, and examples/reverse.tg in f32.
+ * Tolerance: exact per node (both are sums of whole tensor sizes in bytes,
+ * integers far below 2^53); the first 10 mismatches are printed with the
+ * node, its op and both figures. Also checked: a view step (reshape) is 0 on
+ * both sides and has no action, and the totals agree.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "codegen.h"
+#include "frontend.h"
+#include "pass.h"
+
+static void compare(const char *file, const char *config, const fe_define *defs, int n_defs, int dtype) {
+  ir_diag *d = ir_diag_new(stderr);
+  size_t len;
+  char *text = ir_read_file(file, 1 << 22, &len, d);
+  fe_options fo = {.config = config, .defines = defs, .n_defines = n_defs};
+  ir_graph *g = text ? fe_compile(file, text, len, &fo, d) : NULL;
+  CHECK(g != NULL);
+  if (!g) {
+    free(text);
+    ir_diag_free(d);
+    return;
+  }
+  pass_options po = {.diag = d};
+  pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype};
+  pass_train_graph_info info;
+  CHECK_EQ_INT(pass_build_training_graph(g, &to, &info), 0);
+  pass_train_graph_info_free(&info);
+  pass_plan *plan = pass_memplan(g, NULL);
+  char err[1024];
+  cg_program *p = plan ? cg_lower(g, plan, NULL, err, sizeof err) : NULL;
+  if (!p) fprintf(stderr, "%s: %s\n", file, plan ? err : "no plan");
+  CHECK(p != NULL);
+  int mismatches = 0, views = 0;
+  double cost_total = 0, low_total = 0;
+  for (int s = 0; p && s < plan->n_steps; s++) {
+    const ir_node *n = g->nodes[plan->steps[s].node];
+    double want = pass_node_cost(n).bytes, got = p->steps[s].bytes;
+    cost_total += want;
+    low_total += got;
+    if (plan->steps[s].view) {
+      views++;
+      CHECK_EQ_INT(p->steps[s].n_actions, 0);
+    }
+    if (want != got && mismatches++ < 10)
+      fprintf(stderr, "%s: %%%s (%s, step %d%s): cost model %.0f bytes, lowered program %.0f\n", file,
+              n->n_out ? n->out[0]->name : "?", ir_op_name(n->op), s, plan->steps[s].view ? ", a view" : "", want, got);
+  }
+  CHECK_EQ_INT(mismatches, 0);
+  CHECK(views > 0);
+  CHECK(cost_total == low_total);
+  printf("%-22s %-10s %-5s %4d steps (%3d views), %3d kernels, %3d products: %.0f bytes, cost model %.0f\n", file,
+         config ? config : "-", dtype >= 0 ? ir_dtype_name((ir_dtype)dtype) : "f32", plan ? plan->n_steps : 0, views,
+         p ? p->n_kernels : 0, p ? p->n_gemms : 0, low_total, cost_total);
+  cg_program_free(p);
+  pass_plan_free(plan);
+  ir_graph_free(g);
+  free(text);
+  ir_diag_free(d);
+}
+
+int main(void) {
+  fe_define small[4] = {{"nL", "2"}, {"B", "2"}, {"T", "256"}};
+  compare("examples/gpt.tg", "gpt2-124m", small, 3, IR_DT_BF16);
+  compare("examples/gpt.tg", "tiny", NULL, 0, -1);
+  compare("examples/reverse.tg", NULL, NULL, 0, -1);
+  return check_done();
+}
