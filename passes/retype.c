@@ -1,10 +1,12 @@
 /* passes/retype.c — a graph as if written in another floating-point dtype:
  * every float value (and every cast to a float dtype) becomes dt.
  *
- * pass_retype_floats does it in place and checks nothing: for the analyses
- * only (`tgc stats --dtype`, `tgc plan --dtype`), whose result is costed and
- * measured, never run — a model written in f32 is then costed as the same
- * model held in bf16. pass_retyped_copy builds a new graph node by node,
+ * pass_retype_floats does it in place: for the analyses only (`tgc stats
+ * --dtype`, `tgc plan --dtype`), whose result is costed and measured, never
+ * run — a model written in f32 is then costed as the same model held in
+ * bf16. A result whose dtype the op fixes (attention's log-sum-exp is f32
+ * whatever q is) keeps what typing gives it, so passes that rebuild nodes
+ * (the shard pass) find the types they infer. pass_retyped_copy builds a new graph node by node,
  * inferring every result type again, so what it returns type-checks and can
  * run (`tgc gradcheck` runs a model in f64). */
 #include <stdlib.h>
@@ -20,6 +22,16 @@ void pass_retype_floats(ir_graph *g, ir_dtype dt) {
       if (n->attrs[k].kind == IR_ATTR_DTYPE && n->attrs[k].i >= 0 && n->attrs[k].i < IR_NUM_DTYPES &&
           ir_dtype_is_float((ir_dtype)n->attrs[k].i))
         n->attrs[k].i = dt;
+  }
+  for (int i = 0; i < g->n_nodes; i++) { /* results as typing gives them (graph order: operands first) */
+    ir_node *n = g->nodes[i];
+    if (n->dead || ir_op_kind_of(n->op) == IR_OPK_NULLARY || n->n_out > 16 || n->n_in > 64) continue;
+    ir_type tin[64], tout[16];
+    for (int k = 0; k < n->n_in; k++) tin[k] = n->in[k]->type;
+    int got = 0;
+    char err[256];
+    if (ir_infer(n->op, tin, n->n_in, n->attrs, n->n_attrs, tout, &got, err, sizeof err) != 0 || got != n->n_out) continue;
+    for (int j = 0; j < got; j++) n->out[j]->type.dtype = tout[j].dtype;
   }
 }
 
