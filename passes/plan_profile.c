@@ -136,6 +136,19 @@ pass_plan_model *pass_plan_model_new(const pass_target *device) {
   return m;
 }
 
+/* The memoized profiles of c freed (their arrays; the memo table stays). */
+static void memo_clear(plan_ck *c) {
+  for (int i = 0; i < c->n_memo; i++) {
+    const pass_plan_profile *p = &c->memo[i].prof;
+    free((void *)p->groups);
+    free((void *)p->act);
+    free((void *)p->tied);
+    free((void *)p->shared);
+    free((void *)p->shared_saved);
+  }
+  c->n_memo = 0;
+}
+
 static void ck_free(plan_ck *c) {
   ir_graph_free(c->g);
   free(c->nodes);
@@ -151,13 +164,7 @@ static void ck_free(plan_ck *c) {
   free(c->tied);
   free(c->gathers);
   free(c->cuts);
-  for (int i = 0; i < c->n_memo; i++) {
-    free((void *)c->memo[i].prof.groups);
-    free((void *)c->memo[i].prof.act);
-    free((void *)c->memo[i].prof.tied);
-    free((void *)c->memo[i].prof.shared);
-    free((void *)c->memo[i].prof.shared_saved);
-  }
+  memo_clear(c);
   free(c->memo);
   memset(c, 0, sizeof *c);
 }
@@ -195,15 +202,7 @@ const pass_plan_constants *pass_plan_model_constants(const pass_plan_model *m) {
 void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants *k) {
   m->k = *k;
   for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) { /* the profiles hold times: computed again */
-    plan_ck *c = &m->ck[ck];
-    for (int i = 0; i < c->n_memo; i++) {
-      free((void *)c->memo[i].prof.groups);
-      free((void *)c->memo[i].prof.act);
-      free((void *)c->memo[i].prof.tied);
-      free((void *)c->memo[i].prof.shared);
-    free((void *)c->memo[i].prof.shared_saved);
-    }
-    c->n_memo = 0;
+    memo_clear(&m->ck[ck]);
   }
 }
 double plan_model_opt_flops(const pass_plan_model *m) { return m->opt_flops_per_param; }

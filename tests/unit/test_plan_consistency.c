@@ -66,30 +66,9 @@ static mesh_of parse(const char *mesh) {
 /* The training program of path (config tiny, fp32, Adam) on mesh for
  * pipeline stage `stage` (-1: no pipeline). */
 static pass_training *shard(const kase *k, int stage) {
-  ir_diag *d = ir_diag_new(stderr);
-  size_t len = 0;
-  char *text = ir_read_file(k->path, 1u << 20, &len, d);
-  fe_options fo = {.config = "tiny"};
-  ir_graph *model = text ? fe_compile(k->path, text, len, &fo, d) : NULL;
-  pass_training *t = NULL;
-  char err[256];
-  rt_data *ds = rt_data_open("reverse", 0, err, sizeof err);
-  if (model && ds && rt_data_bind(ds, model, err, sizeof err) == 0) {
-    CHECK_EQ_INT(ir_mesh_parse(k->mesh, &model->mesh, err, sizeof err), 0);
-    model->mesh.stage = stage;
-    int dims[64];
-    for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
-    pass_options po = {.diag = d, .zero = k->zero};
-    pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = k->K,
-                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims,
-                             .schedule = k->sched, .passes = &po};
-    t = pass_build_train(model, &to);
-  } else {
-    ir_graph_free(model);
-  }
-  rt_data_free(ds);
-  free(text);
-  ir_diag_free(d);
+  sharded_setup c = {.path = k->path, .config = "tiny", .mesh = k->mesh, .stage = stage, .zero = k->zero,
+                     .micro = k->K, .schedule = k->sched, .opt = PASS_OPT_ADAM};
+  pass_training *t = sharded_program(&c);
   CHECK(t != NULL);
   return t;
 }

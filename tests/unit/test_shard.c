@@ -83,33 +83,13 @@ static void roundtrip(const ir_graph *g) {
   ir_diag_free(d);
 }
 
-/* The training program of path/config on mesh text with ZeRO zero, micro-batches K. */
+/* The training program of path/config on mesh text with ZeRO zero, micro-batches K,
+ * verified and read back. */
 static pass_training *build_dt(const char *path, const char *config, const char *mesh, int zero, int K, const char *data,
                                ir_dtype compute) {
-  ir_diag *d = ir_diag_new(stderr);
-  size_t len = 0;
-  char *text = ir_read_file(path, 1u << 20, &len, d);
-  fe_options fo = {.config = config};
-  ir_graph *model = text ? fe_compile(path, text, len, &fo, d) : NULL;
-  CHECK(model != NULL);
-  pass_training *t = NULL;
-  char err[256];
-  rt_data *ds = rt_data_open(data, 0, err, sizeof err);
-  if (model && ds && rt_data_bind(ds, model, err, sizeof err) == 0) {
-    CHECK_EQ_INT(ir_mesh_parse(mesh, &model->mesh, err, sizeof err), 0);
-    int dims[64];
-    for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
-    pass_options po = {.diag = d, .verify_each = true, .zero = zero};
-    pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAMW), .micro_batches = K,
-                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims, .passes = &po,
-                             .mixed_precision = compute != IR_DT_F32, .compute_dtype = compute};
-    t = pass_build_train(model, &to);
-  } else {
-    ir_graph_free(model);
-  }
-  rt_data_free(ds);
-  free(text);
-  ir_diag_free(d);
+  sharded_setup c = {.path = path, .config = config, .mesh = mesh, .data = data, .stage = -1, .zero = zero,
+                     .micro = K, .opt = PASS_OPT_ADAMW, .verify_each = true, .compute = compute};
+  pass_training *t = sharded_program(&c);
   CHECK(t != NULL);
   if (t) {
     ir_diag *v = ir_diag_new(stderr);

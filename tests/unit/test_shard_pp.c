@@ -26,30 +26,9 @@ enum { V = 64, T = 16, D = 32, B = 4 };
 
 /* The training program of gpt tiny on mesh, built for pipeline stage s. */
 static pass_training *build(const char *mesh, int stage, int K) {
-  ir_diag *d = ir_diag_new(stderr);
-  size_t len = 0;
-  char *text = ir_read_file("examples/gpt.tg", 1u << 20, &len, d);
-  fe_options fo = {.config = "tiny"};
-  ir_graph *model = text ? fe_compile("examples/gpt.tg", text, len, &fo, d) : NULL;
-  pass_training *t = NULL;
-  char err[256];
-  rt_data *ds = rt_data_open("reverse", 0, err, sizeof err);
-  if (model && ds && rt_data_bind(ds, model, err, sizeof err) == 0 &&
-      ir_mesh_parse(mesh, &model->mesh, err, sizeof err) == 0) {
-    model->mesh.stage = stage;
-    int dims[64];
-    for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
-    pass_options po = {.diag = d, .verify_each = true};
-    pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAMW), .micro_batches = K,
-                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims, .passes = &po,
-                             .schedule = PASS_SCHED_1F1B};
-    t = pass_build_train(model, &to);
-    model = NULL;
-  }
-  ir_graph_free(model);
-  rt_data_free(ds);
-  free(text);
-  ir_diag_free(d);
+  sharded_setup c = {.path = "examples/gpt.tg", .config = "tiny", .mesh = mesh, .stage = stage, .micro = K,
+                     .schedule = PASS_SCHED_1F1B, .opt = PASS_OPT_ADAMW, .verify_each = true};
+  pass_training *t = sharded_program(&c);
   CHECK(t != NULL);
   return t;
 }

@@ -74,4 +74,48 @@ static inline int session_open(session *s, const setup *c) {
   return 0;
 }
 
+/* The training program of a model on a mesh, built as `tgc train --mesh`
+ * builds it: compiled with its config, bound to a data source (whose batch
+ * dims the shard pass splits over dp), the mesh set (stage: the pipeline
+ * stage to cut, -1 none). NULL after reporting to stderr. */
+typedef struct {
+  const char *path, *config, *mesh, *data; /* data NULL: "reverse" */
+  int stage, zero, micro, schedule;          /* micro 0: 1 */
+  pass_optimizer_kind opt;
+  bool verify_each;
+  ir_dtype compute;                          /* 0 or f32: the model's dtype; bf16/f16: mixed precision */
+} sharded_setup;
+
+static inline pass_training *sharded_program(const sharded_setup *c) {
+  ir_diag *d = ir_diag_new(stderr);
+  size_t len = 0;
+  char *text = ir_read_file(c->path, 1u << 20, &len, d);
+  fe_options fo = {.config = c->config};
+  ir_graph *model = text ? fe_compile(c->path, text, len, &fo, d) : NULL;
+  pass_training *t = NULL;
+  char err[256];
+  rt_data *ds = rt_data_open(c->data ? c->data : "reverse", 0, err, sizeof err);
+  if (model && ds && rt_data_bind(ds, model, err, sizeof err) == 0 &&
+      ir_mesh_parse(c->mesh, &model->mesh, err, sizeof err) == 0) {
+    model->mesh.stage = c->stage;
+    int dims[64];
+    for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
+    bool mixed = c->compute && c->compute != IR_DT_F32;
+    pass_options po = {.diag = d, .verify_each = c->verify_each, .zero = c->zero};
+    pass_train_options to = {.opt = pass_optimizer_defaults(c->opt), .micro_batches = c->micro ? c->micro : 1,
+                             .targets_input = rt_data_targets_input(ds), .batch_dims = dims, .passes = &po,
+                             .schedule = c->schedule, .mixed_precision = mixed,
+                             .compute_dtype = mixed ? c->compute : IR_DT_F32};
+    t = pass_build_train(model, &to);
+    model = NULL; /* the step graph now (freed on failure) */
+  } else if (!ds || model) {
+    fprintf(stderr, "%s\n", err);
+  }
+  ir_graph_free(model);
+  rt_data_free(ds);
+  free(text);
+  ir_diag_free(d);
+  return t;
+}
+
 #endif
