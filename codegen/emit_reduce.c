@@ -1,6 +1,6 @@
 /* codegen/emit_reduce.c — reductions and row operations: reduce_sum,
  * reduce_mean, reduce_max, softmax / log_softmax, layernorm, rmsnorm,
- * add_layernorm, argmax, count_nonfinite.
+ * add_layernorm, layernorm_grad, rmsnorm_grad, argmax, count_nonfinite.
  *
  * Reductions. The input's dims (size-1 dims dropped) are kept (K) or
  * reduced (R); adjacent dims of one kind merge. Two kernels:
@@ -282,6 +282,16 @@ int cg_emit_softmax(cg_ctx *c, const ir_node *n) {
   return 0;
 }
 
+/* A norm's kernel (with the workspace or not) up to its block scratch; its
+ * eps attribute as a double literal in lit. */
+static int norm_kernel_begin(cg_ctx *c, const ir_node *n, bool workspace, char *lit, size_t len) {
+  cg_literal(lit, len, ir_node_attr_float(n, "eps", 1e-5), IR_DT_F64);
+  int k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, THREADS, workspace);
+  cg_src(c, "  TGC_SHARED(%s, scratch, 32);\n", ACC);
+  return k;
+}
+
 /* layernorm (x, gamma, beta), rmsnorm (x, gamma), add_layernorm (x, r, gamma, beta). */
 static int emit_norm(cg_ctx *c, const ir_node *n, int kind /* 0 layernorm, 1 rmsnorm, 2 add_layernorm */) {
   const ir_type *xt = &n->in[0]->type;
@@ -294,12 +304,8 @@ static int emit_norm(cg_ctx *c, const ir_node *n, int kind /* 0 layernorm, 1 rms
   for (int i = 0; i < n->n_out; i++) dts[nd++] = n->out[i]->type.dtype;
   int W = row_width(D, dts, nd);
   bool warp = D <= WARP_ROW_MAX;
-  double eps = ir_node_attr_float(n, "eps", 1e-5);
   char lit[64];
-  cg_literal(lit, sizeof lit, eps, IR_DT_F64);
-  int k = cg_kernel_begin(c, NULL);
-  cg_kernel_signature(c, k, THREADS, false);
-  cg_src(c, "  TGC_SHARED(%s, scratch, 32);\n", A);
+  int k = norm_kernel_begin(c, n, false, lit, sizeof lit);
   row_prologue(c, rows, warp);
   cg_src(c, "  const long long at = row * %lldLL;\n", (long long)D);
   const char *wt = warp ? "true" : "false";
@@ -320,6 +326,69 @@ static int emit_norm(cg_ctx *c, const ir_node *n, int kind /* 0 layernorm, 1 rms
 int cg_emit_layernorm(cg_ctx *c, const ir_node *n) { return emit_norm(c, n, 0); }
 int cg_emit_rmsnorm(cg_ctx *c, const ir_node *n) { return emit_norm(c, n, 1); }
 int cg_emit_add_layernorm(cg_ctx *c, const ir_node *n) { return emit_norm(c, n, 2); }
+
+/* layernorm_grad / rmsnorm_grad (x, gamma, dy) -> (dx, dgamma[, dbeta]).
+ * Two kernels. The first gives each of G blocks a run of rows, a warp per
+ * row (a block per row past what a warp's registers hold): dx, and the
+ * block's column sums of dy * xhat and dy in its row of partials in the
+ * workspace (each thread's in registers, fp32 for 16-bit x, added across
+ * the warps in double through shared memory in warp order). The second adds the G rows of partials in
+ * order per column (a thread per column): dgamma, dbeta. No atomics: the
+ * result does not depend on timing. */
+static int emit_norm_grad(cg_ctx *c, const ir_node *n) {
+  const ir_type *xt = &n->in[0]->type;
+  int64_t D = xt->rank ? xt->dims[xt->rank - 1] : 1, rows = D ? cg_numel(xt) / D : 0;
+  bool ln = n->op == IR_OP_LAYERNORM_GRAD;
+  if (D == 0) return 0;
+  if (rows == 0) { /* sums over no rows */
+    for (int i = 1; i < n->n_out; i++)
+      cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = i}, (size_t)D * ir_dtype_size(n->out[i]->type.dtype));
+    return 0;
+  }
+  enum { MAX_SLOTS = 24 }; /* column sums a thread keeps in registers, per gradient */
+  const char *A = ACC;
+  ir_dtype dts[3] = {n->in[0]->type.dtype, n->in[1]->type.dtype, n->out[1]->type.dtype};
+  int W = row_width(D, dts, 3);
+  int64_t nt_warp = (D + 32 * W - 1) / (32 * W), nt_block = (D + (int64_t)THREADS * W - 1) / ((int64_t)THREADS * W);
+  bool warp = nt_warp * W <= MAX_SLOTS;
+  int64_t NT = warp ? nt_warp : nt_block * W <= MAX_SLOTS ? nt_block : 0;
+  int64_t per_block = warp ? THREADS / 32 : 1, G = (rows + per_block - 1) / per_block;
+  if (G > 256) G = 256;
+  int64_t chunk = (rows + G - 1) / G;
+  G = (rows + chunk - 1) / chunk;
+  cg_need_workspace(c, (size_t)(G * 2 * D) * 8);
+  char lit[64];
+  int k = norm_kernel_begin(c, n, true, lit, sizeof lit);
+  if (warp) cg_src(c, "  TGC_SHARED(%s, cols, %lld);\n", A, (long long)(2 * D));
+  ir_dtype xdt = n->in[0]->type.dtype;
+  const char *C = xdt == IR_DT_BF16 || xdt == IR_DT_F16 ? "float" : A; /* the column sums in registers */
+  cg_src(c, "  %s sg[%lld], sb[%lld];\n", C, (long long)(NT ? NT * W : 1), (long long)(NT ? NT * W : 1));
+  cg_src(c, "  const long long start = (long long)blockIdx.x * %lldLL, end = start + %lldLL < %lldLL ? start + %lldLL : %lldLL;\n",
+         (long long)chunk, (long long)chunk, (long long)rows, (long long)chunk, (long long)rows);
+  cg_src(c, "  %s *colws = (%s *)ws + (long long)blockIdx.x * %lldLL;\n", A, A, (long long)(2 * D));
+  cg_src(c, "  tgc::norm_grad_rows<%s, %d, %s, %lld, %s>(in0, in1, in2, out0, %lldLL, (%s)%s, start + %s, end, %lldLL, sg, sb, colws, scratch);\n",
+         A, W, warp ? "true" : "false", (long long)NT, ln ? "true" : "false", (long long)D, A, lit,
+         warp ? "tgc_warp_id()" : "0", (long long)per_block);
+  if (NT) cg_src(c, "  tgc::norm_grad_block_sums<%s, %d, %s, %lld>(sg, sb, %lldLL, %s, colws);\n", A, W,
+                 warp ? "true" : "false", (long long)NT, (long long)D, warp ? "cols" : "scratch");
+  cg_kernel_end(c, k);
+  cg_launch(c, k, G, 1, THREADS, 0);
+  k = cg_kernel_begin(c, "sums");
+  cg_kernel_signature(c, k, THREADS, true);
+  const char *P = cg_ctype(n->out[1]->type.dtype);
+  cg_src(c, "  TGC_GRID_STRIDE_LOOP(j, %lldLL) {\n    %s a = 0, b = 0;\n", (long long)D, A);
+  cg_src(c, "    for (int g = 0; g < %lld; g++) a += ((const %s *)ws)[g * %lldLL + j], b += ((const %s *)ws)[g * %lldLL + %lldLL + j];\n",
+         (long long)G, A, (long long)(2 * D), A, (long long)(2 * D), (long long)D);
+  cg_src(c, "    out1[j] = tgc_round<%s>(a);\n", P);
+  if (ln) cg_src(c, "    out2[j] = tgc_round<%s>(b);\n", P);
+  else cg_src(c, "    (void)b;\n");
+  cg_src(c, "  }\n");
+  cg_kernel_end(c, k);
+  cg_launch(c, k, cg_blocks(D, THREADS), 1, THREADS, 0);
+  return 0;
+}
+
+int cg_emit_layernorm_grad(cg_ctx *c, const ir_node *n) { return emit_norm_grad(c, n); }
 
 int cg_emit_argmax(cg_ctx *c, const ir_node *n) {
   const ir_type *it = &n->in[0]->type;

@@ -41,6 +41,7 @@ int cg_emit_softmax(cg_ctx *c, const ir_node *n);
 int cg_emit_layernorm(cg_ctx *c, const ir_node *n);
 int cg_emit_rmsnorm(cg_ctx *c, const ir_node *n);
 int cg_emit_add_layernorm(cg_ctx *c, const ir_node *n);
+int cg_emit_layernorm_grad(cg_ctx *c, const ir_node *n);
 int cg_emit_argmax(cg_ctx *c, const ir_node *n);
 int cg_emit_count_nonfinite(cg_ctx *c, const ir_node *n);
 int cg_emit_embedding(cg_ctx *c, const ir_node *n);
@@ -88,6 +89,8 @@ static const cg_emit_fn emitters[IR_NUM_OPS] = {
     [IR_OP_FUSED] = cg_emit_fused,
     [IR_OP_FUSED_MATMUL] = cg_emit_matmul,
     [IR_OP_ADD_LAYERNORM] = cg_emit_add_layernorm,
+    [IR_OP_LAYERNORM_GRAD] = cg_emit_layernorm_grad,
+    [IR_OP_RMSNORM_GRAD] = cg_emit_layernorm_grad,
 };
 
 static cg_emit_fn emitter(ir_op op) {

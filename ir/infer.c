@@ -493,6 +493,16 @@ static int infer_norm(ctx *c, const ir_type *in, int n, ir_type *out) {
   return 0;
 }
 
+/* layernorm_grad / rmsnorm_grad (x, gamma, dy) {eps} -> (dx, dgamma[, dbeta]):
+ * x and gamma as the forward's, dy of x's type. */
+static int infer_norm_grad(ctx *c, const ir_type *in, ir_type *out, int *n_out) {
+  if (infer_norm(c, in, 2, &out[0]) < 0) return -1;
+  if (!ir_type_equal(&in[2], &in[0])) return fail(c, "%s: dy must be %s (x's type), got %s", c->name, ts(&in[0]).s, ts(&in[2]).s);
+  *n_out = c->op == IR_OP_LAYERNORM_GRAD ? 3 : 2;
+  for (int i = 1; i < *n_out; i++) out[i] = in[1];
+  return 0;
+}
+
 static int infer_embedding(ctx *c, const ir_type *table, const ir_type *ids, ir_type *out) {
   if (table->rank != 2) return fail(c, "embedding table must have rank 2, got %s", ts(table).s);
   if (!is_int_dtype(ids->dtype)) return fail(c, "embedding ids must be i32 or i64, got %s", ir_dtype_name(ids->dtype));
@@ -959,6 +969,7 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_UNSLICE: r = infer_unslice(&c, &in[0], &out[0]); break;
   case IR_OP_EMBEDDING_GRAD: r = infer_embedding_grad(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CROSS_ENTROPY_GRAD: r = infer_cross_entropy_grad(&c, in, &out[0]); break;
+  case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD: return infer_norm_grad(&c, in, out, n_out);
   /* fused ops: rules land with the fusion passes */
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return infer_attention(&c, in, n_in, out, n_out);
   case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: return infer_fused(&c, in, n_in, out, n_out);

@@ -23,6 +23,8 @@ typedef struct {
 } ad_ctx;
 
 /* ---- builders (autodiff_build.c) ---- */
+/* Why layernorm_grad and rmsnorm_grad (made by vjp_norm) have no VJP or JVP rule. */
+#define AD_NORM_GRAD "a normalization's fused backward, which is not differentiated again"
 ir_value *ad_op(ad_ctx *c, ir_op op, ir_value *const *in, int n_in, const ir_attr *attrs, int n_attrs,
                 const char *name);
 /* A node with several results named names[i]; fills outs[]. */

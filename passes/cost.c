@@ -31,6 +31,10 @@
  *   rmsnorm                             4 per element (square, sum, scale, *gamma)
  *   cross_entropy                       5 per logit (a log-sum-exp per row and a pick)
  *   cross_entropy_grad                  7 per logit (softmax 5, - one-hot, * g/positions)
+ *   layernorm_grad                      16 per element of x (the statistics 5, dx 8, the
+ *                                       dgamma and dbeta sums 3: what vjp_norm's expansion
+ *                                       into primitives counted)
+ *   rmsnorm_grad                        11 per element of x (statistics 3, dx 6, dgamma 2)
  *   embedding_grad                      1 per element of g (a scatter-add)
  *   grad                                0 (a request, expanded by the autodiff pass)
  * Fused ops count what the unfused ops they replace count, so a graph costs

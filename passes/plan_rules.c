@@ -35,6 +35,9 @@
  *           epilogue (fused_matmul's extra operands) reduces a P product first
  *           unless it only adds partial operands to it (a SwiGLU's two input
  *           gradients)
+ *   layernorm_grad, rmsnorm_grad  as the norms (dy reduced first, rows
+ *           follow x and dy); dgamma and dbeta of split rows are P (the sums
+ *           over the rows they stand for)
  *   attention, attention_grad   split heads (a batch dim) stay split
  *   reshape  maps the split dim when it is the outermost of its group of dims
  *   transpose, broadcast, slice, unslice, concat, split   follow the dim
@@ -186,7 +189,7 @@ static int out_dim(const ir_value *v, int ro, int k) { return k + (ro - v->type.
 static int norm_axis(const ir_node *n, int ro) {
   switch (n->op) {
   case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: return (int)ir_node_attr_int(n, "axis", ro - 1);
-  case IR_OP_LAYERNORM: case IR_OP_RMSNORM: case IR_OP_ADD_LAYERNORM:
+  case IR_OP_LAYERNORM: case IR_OP_RMSNORM: case IR_OP_ADD_LAYERNORM: case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD:
   case IR_OP_CROSS_ENTROPY: case IR_OP_CROSS_ENTROPY_GRAD: return ro - 1;
   default: return -1;
   }
@@ -608,6 +611,14 @@ static void rule_embedding_grad(tp_ctx *c, const ir_node *n) {
   }
 }
 
+/* layernorm_grad / rmsnorm_grad: dx as a norm's result; dgamma and dbeta
+ * sum over the rows, partial where the rows are split. */
+static void rule_norm_grad(tp_ctx *c, const ir_node *n) {
+  rule_pointwise(c, n);
+  tp_state s = c->r->st[n->out[0]->id];
+  for (int i = 1; i < n->n_out; i++) set_state(c, n->out[i], is_split(s) ? ST(TP_P, 0) : ST(TP_R, 0));
+}
+
 static void rule_source(tp_ctx *c, const ir_node *n) { set_outputs(c, n, ST(TP_R, 0)); }
 
 static void rule_einsum(tp_ctx *c, const ir_node *n) { rule_replicated(c, n); }
@@ -638,6 +649,7 @@ static const tp_rule rules[IR_NUM_OPS] = {
     [IR_OP_MESH_SLICE] = rule_replicated,
     [IR_OP_SHARD_HINT] = rule_pointwise, /* the planner chooses layouts itself: a constraint passes through */
     [IR_OP_FUSED] = rule_pointwise, [IR_OP_FUSED_MATMUL] = rule_matmul, [IR_OP_ADD_LAYERNORM] = rule_pointwise,
+    [IR_OP_LAYERNORM_GRAD] = rule_norm_grad, [IR_OP_RMSNORM_GRAD] = rule_norm_grad,
 };
 
 static tp_rule rule_of(ir_op op) {

@@ -56,6 +56,11 @@
  *           mean (scaled by 1 / size).
  *   argmax  along a split dim: expanded (each rank's first maximum, then
  *           the first of those); else as below.
+ *   layernorm_grad, rmsnorm_grad  rows (x and dy split alike along a dim
+ *           before the last) stay split: dx is split so, dgamma and dbeta are
+ *           partial sums (as the reduce_sum over the rows they replace); a
+ *           partial dy with a replicated x gives partial results (linear in
+ *           dy); else replicated.
  *   attention, attention_grad  split batch or head dims (those before the
  *           last two) stay split when every operand has them; else gathered.
  *   shard_hint  the user's constraint: split along the dim its spec names
@@ -236,6 +241,27 @@ static void rule_softmax(sh_dec *d) { pointwise(d, 1u << ir_node_attr_int(d->nod
 
 /* layernorm, rmsnorm, add_layernorm: not along the last dim */
 static void rule_norm(sh_dec *d) { pointwise(d, 1u << (rank_out(d) - 1)); }
+
+/* layernorm_grad / rmsnorm_grad (x, gamma, dy): rows split, or linear in a partial dy */
+static void rule_norm_grad(sh_dec *d) {
+  int r = rank_in(d, 0);
+  for (int i = 0; i < 3; i += 2) {
+    sh_st s = d->in[i];
+    if (s.kind == SH_S && s.dim < r - 1 && fits(d, 0, s.dim, sh_parts(s)) && fits(d, 2, s.dim, sh_parts(s))) {
+      d->in[0] = d->in[2] = s;
+      d->in[1] = sh_R();
+      d->out[0] = s;
+      for (int j = 1; j < d->n_out; j++) d->out[j] = sh_P();
+      return;
+    }
+  }
+  if (d->in[2].kind == SH_P && d->in[0].kind != SH_P) {
+    d->in[0] = d->in[1] = sh_R();
+    all_out(d, sh_P());
+    return;
+  }
+  rule_replicate(d);
+}
 
 static void rule_causal_mask(sh_dec *d) {
   int r = rank_out(d);
@@ -840,6 +866,8 @@ static const sh_rule rules[IR_NUM_OPS] = {
     [IR_OP_FUSED] = rule_pointwise,
     [IR_OP_FUSED_MATMUL] = rule_fused_matmul,
     [IR_OP_ADD_LAYERNORM] = rule_norm,
+    [IR_OP_LAYERNORM_GRAD] = rule_norm_grad,
+    [IR_OP_RMSNORM_GRAD] = rule_norm_grad,
     [IR_OP_SHARD_HINT] = rule_shard_hint,
 };
 

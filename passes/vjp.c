@@ -214,27 +214,18 @@ static void vjp_softmax(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_val
   }
 }
 
-/* Sum over every axis but the last: [..., D] -> [D]. */
-static ir_value *sum_leading(ad_ctx *c, ir_value *v, const char *name) {
-  int64_t axes[IR_MAX_RANK];
-  int r = v->type.rank;
-  for (int i = 0; i < r - 1; i++) axes[i] = i;
-  return r > 1 ? ad_reduce(c, IR_OP_REDUCE_SUM, v, axes, r - 1, false, name) : v;
-}
-
-/* layernorm: y = xhat * gamma + beta; rmsnorm: y = xhat * gamma */
+/* layernorm: y = xhat * gamma + beta; rmsnorm: y = xhat * gamma. One
+ * layernorm_grad / rmsnorm_grad (x, gamma, dy) -> (dx, dgamma[, dbeta])
+ * that recomputes the row statistics from x (runtime/cpu/kern_reduce.c
+ * has the formula): the expansion into primitives was ~14 ops that each
+ * read or wrote a [..., D] tensor. It computes every gradient, needed or not. */
 static void vjp_norm(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
-  ir_value *xhat, *rstd, *g = gy[0], *gamma = n->in[1];
-  ad_norm_stats(c, &xhat, &rstd);
-  if (NEED(1)) gx[1] = sum_leading(c, ad_bin(c, IR_OP_MUL, g, xhat, n->in[0]->type.rank > 1 ? NULL : DN(1)), DN(1));
-  if (n->op == IR_OP_LAYERNORM && NEED(2)) gx[2] = sum_leading(c, g, DN(2));
-  if (NEED(0)) {
-    ir_value *gh = ad_bin(c, IR_OP_MUL, g, gamma, NULL);
-    ir_value *m2 = ad_last_mean(c, ad_bin(c, IR_OP_MUL, gh, xhat, NULL));
-    ir_value *t = ad_bin(c, IR_OP_SUB, gh, ad_bin(c, IR_OP_MUL, xhat, m2, NULL), NULL);
-    if (n->op == IR_OP_LAYERNORM) t = ad_bin(c, IR_OP_SUB, t, ad_last_mean(c, gh), NULL);
-    gx[0] = ad_bin(c, IR_OP_MUL, rstd, t, DN(0));
-  }
+  bool ln = n->op == IR_OP_LAYERNORM;
+  ir_value *in[3] = {n->in[0], n->in[1], gy[0]}, *outs[3];
+  const char *names[3] = {DN(0), DN(1), ln ? DN(2) : NULL};
+  ir_attr eps = ir_attr_float("eps", ir_node_attr_float(n, "eps", ln ? 1e-5 : 1e-6));
+  ad_op_multi(c, ln ? IR_OP_LAYERNORM_GRAD : IR_OP_RMSNORM_GRAD, in, 3, &eps, 1, names, outs);
+  for (int i = 0; i < (ln ? 3 : 2); i++) gx[i] = outs[i];
 }
 
 static void vjp_embedding(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
@@ -478,6 +469,8 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_RECV] = RULE(vjp_recv),
     [IR_OP_MESH_SLICE] = RULE(vjp_mesh_slice),
     [IR_OP_SHARD_HINT] = RULE(vjp_shard_hint),
+    [IR_OP_LAYERNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
+    [IR_OP_RMSNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
     [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };

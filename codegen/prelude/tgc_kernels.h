@@ -1,7 +1,7 @@
 // codegen/prelude/tgc_kernels.h — the bodies generated kernels call for
 // the ops that are more than an expression: row operations (softmax,
-// layernorm, rmsnorm, add + layernorm, argmax, cross-entropy and its
-// gradient), reductions and the embedding gradient. Each is a template over its
+// layernorm, rmsnorm, add + layernorm and the norms' backward, argmax,
+// cross-entropy and its gradient), reductions and the embedding gradient. Each is a template over its
 // element types and how many threads share a row; the generated kernel
 // (codegen/emit_*.c) fixes the sizes as constants, declares the shared
 // memory (TGC_SHARED, in the kernel body, so the emulator can size and
@@ -207,6 +207,121 @@ __device__ __forceinline__ void rmsnorm_row(const T *x, const Gm *gamma, O *y, l
     for (int k = 0; k < W; k++) o[k] = tgc_round<O>(tgc_acc(v[k]) * inv * tgc_acc(g[k]));
     tgc_vstore<W>(y + j, o);
   }
+}
+
+// ---------------------------------------------------------------------------
+// layernorm / rmsnorm backward: rows r0, r0 + step, ... < r1 of x, dy [.., D]
+// -> dx, and this group's column sums of dy * xhat (sg) and dy (sb) for
+// dgamma and dbeta, the statistics recomputed from x (the CPU's
+// rt_kern_norm_grad):
+//   dx = (dy gamma - xhat mean(dy gamma xhat) - mean(dy gamma)) rstd
+// (no mean(dy gamma) for rmsnorm, whose mean is 0). Each thread owns the
+// same columns in every row: (rank + t * size) * W + k for t < NT, so its
+// column sums stay in registers, slot t * W + k, in C (float for 16-bit
+// x: fp32 accumulation over a warp's rows, half the registers; else A).
+// NT = 0: too many columns for registers (block groups only): the sums go
+// straight to colws[0..D) and colws[D..2D), the block's own row of
+// partials, zeroed here.
+// ---------------------------------------------------------------------------
+// The W elements at j of a row of x, of dy and of gamma.
+template <int W, class T, class Gm>
+__device__ __forceinline__ void load_xdg(const T *xr, const T *dr, const Gm *gamma, long long j, T *v, T *d, Gm *g) {
+  tgc_vload<W>(xr + j, v);
+  tgc_vload<W>(dr + j, d);
+  tgc_vload<W>(gamma + j, g);
+}
+
+template <class A, int W, bool WARP, int NT, bool LN, class T, class Gm, class C, class S>
+__device__ __forceinline__ void norm_grad_rows(const T *x, const Gm *gamma, const T *dy, T *dx, long long D, A eps,
+                                               long long r0, long long r1, long long step, C *sg, C *sb, A *colws,
+                                               S &scratch) {
+  typedef group<WARP> G;
+  if (NT == 0)
+    for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W)
+#pragma unroll
+      for (int k = 0; k < W; k++) colws[j + k] = colws[D + j + k] = (A)0;
+#pragma unroll
+  for (int s = 0; s < NT * W; s++) sg[s] = sb[s] = (C)0;
+  for (long long row = r0; row < r1; row += step) {
+    const T *xr = x + row * D, *dr = dy + row * D;
+    T *yr = dx + row * D;
+    const A mean = LN ? reduce_row<A, 1, W, WARP>(xr, D, scratch) : (A)0;
+    A var = 0, m1 = 0, m2 = 0;
+    for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W) {
+      T v[W];
+      tgc_vload<W>(xr + j, v);
+#pragma unroll
+      for (int k = 0; k < W; k++) var += (tgc_acc(v[k]) - mean) * (tgc_acc(v[k]) - mean);
+    }
+    const A rstd = (A)1 / tgc_sqrt(G::sum(var, scratch) / (A)D + eps);
+    for (long long j = (long long)G::rank() * W; j < D; j += (long long)G::size() * W) {
+      T v[W], d[W];
+      Gm g[W];
+      load_xdg<W>(xr, dr, gamma, j, v, d, g);
+#pragma unroll
+      for (int k = 0; k < W; k++) {
+        const A gh = (A)tgc_acc(d[k]) * (A)tgc_acc(g[k]);
+        m1 += gh;
+        m2 += gh * (tgc_acc(v[k]) - mean) * rstd;
+      }
+    }
+    m1 = LN ? G::sum(m1, scratch) / (A)D : (A)0;
+    m2 = G::sum(m2, scratch) / (A)D;
+#pragma unroll
+    for (int t = 0; t < (NT > 0 ? NT : 1); t++)
+      for (long long j = ((long long)G::rank() + (long long)t * G::size()) * W; j < D;
+           j += NT > 0 ? D : (long long)G::size() * W) {
+        T v[W], d[W], o[W];
+        Gm g[W];
+        load_xdg<W>(xr, dr, gamma, j, v, d, g);
+#pragma unroll
+        for (int k = 0; k < W; k++) {
+          const A dk = tgc_acc(d[k]), xhat = (tgc_acc(v[k]) - mean) * rstd;
+          o[k] = tgc_round<T>((dk * tgc_acc(g[k]) - xhat * m2 - m1) * rstd);
+          if (NT > 0) {
+            sg[t * W + k] += (C)(dk * xhat);
+            sb[t * W + k] += (C)dk;
+          } else {
+            colws[j + k] += dk * xhat;
+            colws[D + j + k] += dk;
+          }
+        }
+        tgc_vstore<W>(yr + j, o);
+      }
+  }
+}
+
+// The block's column sums into colws[0..2D) (dgamma's, then dbeta's) from
+// each thread's registers (norm_grad_rows with NT > 0). Warp groups: the
+// warps add theirs into cols (shared, 2D) one warp at a time, in order.
+template <class A, int W, bool WARP, int NT, class C, class Sh>
+__device__ __forceinline__ void norm_grad_block_sums(const C *sg, const C *sb, long long D, Sh &cols, A *colws) {
+  typedef group<WARP> G;
+  if (!WARP) {
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+      for (int k = 0; k < W; k++) {
+        const long long j = ((long long)G::rank() + (long long)t * G::size()) * W + k;
+        if (j < D) colws[j] = (A)sg[t * W + k], colws[D + j] = (A)sb[t * W + k];
+      }
+    return;
+  }
+  for (int w = 0; w < (int)tgc_num_warps(); w++) {
+    if ((int)tgc_warp_id() == w)
+#pragma unroll
+      for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int k = 0; k < W; k++) {
+          const long long j = ((long long)G::rank() + (long long)t * G::size()) * W + k;
+          if (j < D) {
+            cols[j] = w ? (A)cols[j] + (A)sg[t * W + k] : (A)sg[t * W + k];
+            cols[D + j] = w ? (A)cols[D + j] + (A)sb[t * W + k] : (A)sb[t * W + k];
+          }
+        }
+    __syncthreads();
+  }
+  for (long long j = tgc_thread_rank(); j < 2 * D; j += tgc_block_threads()) colws[j] = (A)cols[j];
 }
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 /* runtime/cpu/kern_reduce.c — reductions and normalizations: reduce_sum,
- * reduce_mean, reduce_max, softmax, log_softmax, layernorm, rmsnorm.
+ * reduce_mean, reduce_max, softmax, log_softmax, layernorm, rmsnorm, and
+ * the norms' backward (layernorm_grad, rmsnorm_grad).
  *
  * Determinism: every result element (or row) is computed by one thread,
  * accumulating sequentially in double in row-major order of the reduced
@@ -237,6 +238,76 @@ int rt_kern_rmsnorm(const rt_kctx *k) {
     for (int64_t j = 0; j < D; j++)
       rt_store(odt, out->data, base + j, rt_load(xdt, x->data, base + j) * inv * rt_load(gdt, gamma->data, j));
   }
+  return 0;
+}
+
+/* layernorm_grad / rmsnorm_grad (x[..., D], gamma[D], dy[..., D]) -> (dx,
+ * dgamma[, dbeta]), the statistics recomputed from x, all in double:
+ *   mean = sum(x) / D (layernorm; 0 for rmsnorm), var = sum((x - mean)^2) / D,
+ *   rstd = 1 / sqrt(var + eps), xhat = (x - mean) rstd, gh = dy gamma,
+ *   dx = (gh - xhat mean(gh xhat) - mean(gh)) rstd   (no mean(gh) for rmsnorm),
+ *   dgamma = sum over rows of dy xhat, dbeta = sum over rows of dy.
+ * The forward's y = xhat gamma (+ beta) differentiated as passes/vjp.c
+ * expanded it before. Rows in parallel for dx, then blocks of columns in
+ * parallel for dgamma / dbeta, each column summed in row order. */
+int rt_kern_norm_grad(const rt_kctx *k) {
+  const rt_tensor *x = k->in[0], *gamma = k->in[1], *dy = k->in[2];
+  bool ln = k->node->op == IR_OP_LAYERNORM_GRAD;
+  double eps = ir_node_attr_float(k->node, "eps", 1e-5);
+  int64_t D = x->type.rank ? x->type.dims[x->type.rank - 1] : 1;
+  int64_t rows = D ? rt_numel(&x->type) / D : 0;
+  ir_dtype xdt = x->type.dtype, gdt = gamma->type.dtype, odt = k->out[0]->type.dtype, pdt = k->out[1]->type.dtype;
+  size_t mark = rt_scratch_mark();
+  double *st = rt_scratch_push((size_t)(rows > 0 ? rows : 1) * 2 * sizeof *st); /* mean, rstd per row */
+  if (!st) {
+    rt_kerr(k, "%s %%%s: out of scratch memory", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
+    return -1;
+  }
+#pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t base = r * D;
+    double mean = 0, var = 0, m1 = 0, m2 = 0;
+    if (ln) {
+      for (int64_t j = 0; j < D; j++) mean += rt_load(xdt, x->data, base + j);
+      mean /= (double)D;
+    }
+    for (int64_t j = 0; j < D; j++) {
+      double c = rt_load(xdt, x->data, base + j) - mean;
+      var += c * c;
+    }
+    double rstd = 1.0 / sqrt(var / (double)D + eps);
+    for (int64_t j = 0; j < D; j++) {
+      double gh = rt_load(xdt, dy->data, base + j) * rt_load(gdt, gamma->data, j);
+      m1 += gh;
+      m2 += gh * (rt_load(xdt, x->data, base + j) - mean) * rstd;
+    }
+    m1 = ln ? m1 / (double)D : 0;
+    m2 /= (double)D;
+    for (int64_t j = 0; j < D; j++) {
+      double gh = rt_load(xdt, dy->data, base + j) * rt_load(gdt, gamma->data, j);
+      double xhat = (rt_load(xdt, x->data, base + j) - mean) * rstd;
+      rt_store(odt, k->out[0]->data, base + j, (gh - xhat * m2 - m1) * rstd);
+    }
+    st[2 * r] = mean;
+    st[2 * r + 1] = rstd;
+  }
+  enum { COLS = 64 };
+#pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && D > COLS)
+  for (int64_t j0 = 0; j0 < D; j0 += COLS) {
+    double sg[COLS] = {0}, sb[COLS] = {0};
+    int64_t n = D - j0 < COLS ? D - j0 : COLS;
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t j = 0; j < n; j++) {
+        double g = rt_load(xdt, dy->data, r * D + j0 + j);
+        sg[j] += g * (rt_load(xdt, x->data, r * D + j0 + j) - st[2 * r]) * st[2 * r + 1];
+        sb[j] += g;
+      }
+    for (int64_t j = 0; j < n; j++) {
+      rt_store(pdt, k->out[1]->data, j0 + j, sg[j]);
+      if (ln) rt_store(pdt, k->out[2]->data, j0 + j, sb[j]);
+    }
+  }
+  rt_scratch_pop(mark);
   return 0;
 }
 

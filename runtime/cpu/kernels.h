@@ -61,6 +61,7 @@ int rt_kern_reduce(const rt_kctx *k);
 int rt_kern_softmax(const rt_kctx *k);
 int rt_kern_layernorm(const rt_kctx *k);
 int rt_kern_rmsnorm(const rt_kctx *k);
+int rt_kern_norm_grad(const rt_kctx *k); /* layernorm_grad, rmsnorm_grad */
 int rt_kern_argmax(const rt_kctx *k);
 int rt_kern_count_nonfinite(const rt_kctx *k);
 /* kern_nn.c */

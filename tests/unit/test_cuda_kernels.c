@@ -22,6 +22,8 @@
  *                f64, bf16 and (sum, max) i32 inputs;
  *   row ops      softmax and log_softmax (last axis: warp, block; axis 0),
  *                layernorm, rmsnorm, add_layernorm (37, 64 and 3000 wide),
+ *                layernorm_grad and rmsnorm_grad (a warp per row, a block
+ *                per row, column sums in registers or in the workspace),
  *                argmax (with ties and NaNs), count_nonfinite (with Inf and
  *                NaN planted);
  *   model ops    embedding and its gradient (repeated ids, 300 columns),
@@ -297,6 +299,20 @@ static void test_row_ops(void) {
   ir_type lb[3] = {T(IR_DT_BF16, 2, D(6), D(48)), T(IR_DT_BF16, 1, D(48)), T(IR_DT_BF16, 1, D(48))};
   ir_attr eps = ir_attr_float("eps", 1e-5);
   one_op("layernorm bf16", IR_OP_LAYERNORM, lb, 3, &eps, 1, 0, NULL);
+  /* the norms' backward (x, gamma, dy): a warp per row with the column sums
+   * in registers (37, 64, 768 wide; 1001 rows: 126 blocks, the last short),
+   * a block per row (3000), the sums in the workspace (7000), f64, bf16 */
+  static const struct { ir_dtype dt; int64_t rows, d; } ng[] = {
+      {IR_DT_F32, 10, 37}, {IR_DT_F32, 10, 64}, {IR_DT_F32, 1001, 96}, {IR_DT_F32, 3, 3000}, {IR_DT_F32, 3, 7000},
+      {IR_DT_F64, 5, 37}, {IR_DT_BF16, 37, 768}, {IR_DT_BF16, 6, 48}};
+  for (int i = 0; i < (int)(sizeof ng / sizeof ng[0]); i++)
+    for (int rms = 0; rms < 2; rms++) {
+      ir_type x = T(ng[i].dt, 2, D(ng[i].rows), D(ng[i].d)), ngt[3] = {x, T(ng[i].dt, 1, D(ng[i].d)), x};
+      char nm[64];
+      snprintf(nm, sizeof nm, "%s %s [%lld, %lld]", rms ? "rmsnorm_grad" : "layernorm_grad", ir_dtype_name(ng[i].dt),
+               (long long)ng[i].rows, (long long)ng[i].d);
+      one_op(nm, rms ? IR_OP_RMSNORM_GRAD : IR_OP_LAYERNORM_GRAD, ngt, 3, &eps, 1, 0, NULL);
+    }
   ir_type am = T(IR_DT_F32, 2, D(4), D(37)), am2 = T(IR_DT_F32, 2, D(3), D(9000)), am3 = T(IR_DT_F32, 3, D(4), D(37), D(3));
   ir_attr ax1 = ir_attr_int("axis", 1);
   one_op("argmax ties and NaN", IR_OP_ARGMAX, &am, 1, &ax1, 1, 0, plant_argmax);

@@ -203,6 +203,9 @@ static void test_op_tables(void) {
   CHECK_EQ_INT(ir_op_num_inputs(IR_OP_CONCAT), -1);
   CHECK_EQ_INT(ir_op_num_outputs(IR_OP_SPLIT), -1);
   CHECK_EQ_INT(ir_op_num_inputs(IR_OP_LAYERNORM), 3);
+  CHECK_STR(ir_op_name(IR_OP_LAYERNORM_GRAD), "layernorm_grad");
+  CHECK(ir_op_num_inputs(IR_OP_LAYERNORM_GRAD) == 3 && ir_op_num_outputs(IR_OP_LAYERNORM_GRAD) == 3);
+  CHECK(ir_op_num_inputs(IR_OP_RMSNORM_GRAD) == 3 && ir_op_num_outputs(IR_OP_RMSNORM_GRAD) == 2);
   CHECK(ir_op_is_comparison(IR_OP_EQ) && ir_op_is_comparison(IR_OP_GE));
   CHECK(!ir_op_is_comparison(IR_OP_AND) && !ir_op_is_comparison(IR_OP_OR));
   CHECK(ir_op_is_elementwise(IR_OP_CAST) && !ir_op_is_elementwise(IR_OP_MATMUL));

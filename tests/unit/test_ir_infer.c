@@ -241,6 +241,15 @@ static int valid_case(ir_op op, tcase *c) {
     c->want[1] = x23;
     c->n_want = 2;
     return 1;
+  case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD: /* (x, gamma, dy) -> (dx, dgamma[, dbeta]) */
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = F32(1, D(3));
+    c->in[c->n_in++] = x23;
+    c->attrs[c->n_attrs++] = ir_attr_float("eps", 1e-5);
+    c->want[0] = x23;
+    c->want[1] = c->want[2] = F32(1, D(3));
+    c->n_want = op == IR_OP_LAYERNORM_GRAD ? 3 : 2;
+    return 1;
   case IR_OP_ALL_REDUCE:
     c->in[c->n_in++] = x23;
     c->attrs[c->n_attrs++] = ir_attr_str("axis", "dp");
@@ -642,6 +651,15 @@ static void test_reductions_and_norms(void) {
   ln[1] = F32(2, D(1), D(4));
   EXPECT_ERR("shape mismatch in rmsnorm: gamma f32[1, 4] must be [4], the last dimension of f32[2, 3, 4]",
              IR_OP_RMSNORM, ln, 2, &eps, 1);
+  /* the backward ops: x and gamma as the forward's, dy of x's type */
+  ir_type lg[3] = {x, F32(1, D(4)), F32(2, D(3), D(4))};
+  EXPECT_ERR("layernorm_grad: dy must be f32[2, 3, 4] (x's type), got f32[3, 4]", IR_OP_LAYERNORM_GRAD, lg, 3, &eps, 1);
+  lg[2] = x;
+  lg[1] = F32(1, D(3));
+  EXPECT_ERR("shape mismatch in rmsnorm_grad: gamma f32[3] must be [4], the last dimension of f32[2, 3, 4]",
+             IR_OP_RMSNORM_GRAD, lg, 3, &eps, 1);
+  lg[1] = F32(1, D(4));
+  EXPECT_ERR("missing attribute 'eps' in layernorm_grad", IR_OP_LAYERNORM_GRAD, lg, 3, NULL, 0);
 }
 
 static void test_model_ops(void) {

@@ -16,6 +16,8 @@
  * matmul with transpose_a / transpose_b (every dtype path, batched with
  * broadcast, the shared-W f32 path) against matmul of explicit transposes:
  * the same bytes in every dtype.
+ * layernorm_grad and rmsnorm_grad against the primitive ops of the
+ * expansion they replaced (1e-12 f64, 1e-5 f32).
  * Also: the missing-kernel loop over ops.def (grad is the one op with no
  * kernel: the autodiff pass expands it).
  */
@@ -762,6 +764,82 @@ static void test_norms(void) {
 
 /* ---- model ops -------------------------------------------------------------------- */
 
+/* ---- the norms' backward against the expansion it replaced ---- */
+
+static ir_value *ex(ir_graph *g, ir_op op, ir_value *a, ir_value *b) {
+  ir_value *in[2] = {a, b};
+  return ir_graph_build1(g, op, in, b ? 2 : 1, NULL, 0, NULL, NOLOC);
+}
+
+/* Mean over the last axis, kept: [..., D] -> [..., 1]. */
+static ir_value *ex_last_mean(ir_graph *g, ir_value *v) {
+  ir_attr a[2] = {ir_attr_ints("axes", (int64_t[]){v->type.rank - 1}, 1), ir_attr_int("keepdims", 1)};
+  return ir_graph_build1(g, IR_OP_REDUCE_MEAN, &v, 1, a, 2, NULL, NOLOC);
+}
+
+static ir_value *ex_rows_sum(ir_graph *g, ir_value *v) {
+  ir_attr a[2] = {ir_attr_ints("axes", (int64_t[]){0}, 1), ir_attr_int("keepdims", 0)};
+  return ir_graph_build1(g, IR_OP_REDUCE_SUM, &v, 1, a, 2, NULL, NOLOC);
+}
+
+/* layernorm_grad / rmsnorm_grad (x[R, D], gamma, dy) against the primitive
+ * ops passes/vjp.c expanded the norms' backward into before (in the
+ * operands' dtype, every intermediate rounded): R = 7 and D = 37 (no block
+ * or vector size divides them), and R = 300, D = 96. Tolerances relative to
+ * max(1, |want|): f64 1e-12, f32 1e-5 (the expansion rounds each of its
+ * ~14 intermediates to f32; the fused op rounds once). */
+static void test_norm_grads(void) {
+  static const int64_t shapes[2][2] = {{7, 37}, {300, 96}};
+  for (int rms = 0; rms < 2; rms++)
+    for (int f = 0; f < 2; f++)
+      for (int sh = 0; sh < 2; sh++) {
+        ir_op op = rms ? IR_OP_RMSNORM_GRAD : IR_OP_LAYERNORM_GRAD;
+        ir_dtype dt = f ? IR_DT_F32 : IR_DT_F64;
+        int64_t R = shapes[sh][0], Dm = shapes[sh][1];
+        tcase c;
+        tc_begin(&c, ir_op_name(op));
+        ir_type xt = T(dt, 2, D(R), D(Dm)), gt = T(dt, 1, D(Dm));
+        tc_input(&c, xt, 2, 2, 0.5);
+        tc_input(&c, gt, 2, 1, 1);
+        tc_input(&c, xt, 2, 1, 0);
+        ir_attr eps = ir_attr_float("eps", 1e-5);
+        if (tc_run(&c, op, &eps, 1, NULL) == 0) {
+          ir_graph *g = ir_graph_new("expansion", "kern.tg");
+          ir_value *x = ir_graph_add_input(g, "x", xt, NOLOC), *gamma = ir_graph_add_input(g, "gamma", gt, NOLOC);
+          ir_value *dy = ir_graph_add_input(g, "dy", xt, NOLOC);
+          ir_type st = T(dt, 0);
+          char err[256];
+          ir_attr v = ir_attr_float("value", 1e-5);
+          ir_value *k = ir_graph_build(g, IR_OP_CONST, NULL, 0, &v, 1, &st, "eps", NOLOC, err, sizeof err)->out[0];
+          ir_value *xc = rms ? x : ex(g, IR_OP_SUB, x, ex_last_mean(g, x));
+          ir_value *var = ex_last_mean(g, ex(g, IR_OP_SQUARE, xc, NULL));
+          ir_value *rstd = ex(g, IR_OP_RSQRT, ex(g, IR_OP_ADD, var, k), NULL), *xhat = ex(g, IR_OP_MUL, xc, rstd);
+          ir_value *gh = ex(g, IR_OP_MUL, dy, gamma);
+          ir_value *t = ex(g, IR_OP_SUB, gh, ex(g, IR_OP_MUL, xhat, ex_last_mean(g, ex(g, IR_OP_MUL, gh, xhat))));
+          if (!rms) t = ex(g, IR_OP_SUB, t, ex_last_mean(g, gh));
+          ir_graph_add_output(g, "dx", ex(g, IR_OP_MUL, rstd, t));
+          ir_graph_add_output(g, "dgamma", ex_rows_sum(g, ex(g, IR_OP_MUL, dy, xhat)));
+          if (!rms) ir_graph_add_output(g, "dbeta", ex_rows_sum(g, dy));
+          rt_tensor *want[3] = {NULL, NULL, NULL};
+          rt_stats rs = {0};
+          int rc = rt_run(&rt_cpu_backend, g, c.tin, NULL, want, &rs, err, sizeof err);
+          CHECK_EQ_INT(rc, 0);
+          for (int o = 0; rc == 0 && o < (rms ? 2 : 3); o++) {
+            double *w = alloc_want(want[o]);
+            for (int64_t i = 0; i < ir_type_numel(&want[o]->type); i++) w[i] = rt_tensor_get(want[o], i);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s [%lld, %lld] result %d", ir_op_name(op), ir_dtype_name(dt), (long long)R,
+                     (long long)Dm, o);
+            compare(what, c.out[o], w, f ? 1e-5 : 1e-12);
+            free(w);
+          }
+          for (int o = 0; o < 3; o++) rt_tensor_free(want[o]);
+          ir_graph_free(g);
+        }
+        tc_end(&c);
+      }
+}
+
 static void test_embedding(void) {
   tcase c;
   tc_begin(&c, "embedding");
@@ -1326,6 +1404,7 @@ int main(void) {
   test_softmax();
   test_argmax_nonfinite();
   test_norms();
+  test_norm_grads();
   test_embedding();
   test_cross_entropy();
   test_causal_mask();
