@@ -301,10 +301,11 @@ static void test_row_ops(void) {
   one_op("layernorm bf16", IR_OP_LAYERNORM, lb, 3, &eps, 1, 0, NULL);
   /* the norms' backward (x, gamma, dy): a warp per row with the column sums
    * in registers (37, 64, 768 wide; 1001 rows: 126 blocks, the last short),
-   * a block per row (3000), the sums in the workspace (7000), f64, bf16 */
+   * a block per row (3000), the sums in the workspace (7000), f64, bf16,
+   * no rows (zero sums) */
   static const struct { ir_dtype dt; int64_t rows, d; } ng[] = {
       {IR_DT_F32, 10, 37}, {IR_DT_F32, 10, 64}, {IR_DT_F32, 1001, 96}, {IR_DT_F32, 3, 3000}, {IR_DT_F32, 3, 7000},
-      {IR_DT_F64, 5, 37}, {IR_DT_BF16, 37, 768}, {IR_DT_BF16, 6, 48}};
+      {IR_DT_F64, 5, 37}, {IR_DT_BF16, 37, 768}, {IR_DT_BF16, 6, 48}, {IR_DT_F32, 0, 37}};
   for (int i = 0; i < (int)(sizeof ng / sizeof ng[0]); i++)
     for (int rms = 0; rms < 2; rms++) {
       ir_type x = T(ng[i].dt, 2, D(ng[i].rows), D(ng[i].d)), ngt[3] = {x, T(ng[i].dt, 1, D(ng[i].d)), x};
