@@ -63,10 +63,12 @@ const pass_cluster *pass_cluster_lookup(const char *name) {
 }
 
 void pass_cluster_names(char *buf, size_t cap) {
+  size_t len = 0;
   buf[0] = 0;
-  for (int i = 0; i < N_CLUSTERS; i++) {
-    if (i) strncat(buf, ", ", cap - strlen(buf) - 1);
-    strncat(buf, builtin_clusters[i].name, cap - strlen(buf) - 1);
+  for (int i = 0; i < N_CLUSTERS && len < cap; i++) {
+    int w = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", builtin_clusters[i].name);
+    if (w < 0) break;
+    len += (size_t)w;
   }
 }
 
