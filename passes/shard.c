@@ -51,6 +51,7 @@ struct sh_engine {
   ir_value **map;         /* src value id -> dst value in its placed layout */
   sh_st (*st)[IR_NUM_AXES]; /* src value id -> placed layout per axis */
   conv **convs;           /* src value id -> conversions made */
+  int *readers;           /* src value id -> how many live nodes read it */
   ir_diag *d;
   int errors;
   kept *kept;             /* values expansions keep for later ones (sh_x_keep) */
@@ -169,6 +170,33 @@ static ir_value *swap_dims(sh_engine *e, ir_value *x, int i, int j, ir_loc loc, 
 }
 
 /* v (src) converted to layout want (per axis; UNSET entries: as placed). */
+static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer);
+
+/* A reshape's result gathered on some axes, the rest kept: the reshape of
+ * its operand gathered on them (NULL when that is not the case). A view, so
+ * a value the phase gathers whole and as a reshape (an output gradient read
+ * by the input gradient's matmul and, flattened, by the weight gradient's)
+ * is gathered once, as Megatron-LM's sequence parallelism does. */
+static ir_value *gather_view(sh_engine *e, const ir_value *v, const sh_st *cur, const sh_st *want, int phase, ir_loc loc,
+                             int layer) {
+  const ir_value *u = v->def && v->def->op == IR_OP_RESHAPE ? v->def->in[0] : NULL;
+  if (!u) return NULL;
+  sh_st uw[IR_NUM_AXES];
+  bool gathers = false;
+  for (int a = 0; a < IR_NUM_AXES; a++) {
+    uw[a] = (sh_st){SH_UNSET, 0, 1};
+    if (sh_eq(cur[a], want[a])) continue;
+    if (cur[a].kind != SH_S || want[a].kind != SH_R || e->st[u->id][a].kind != SH_S) return NULL;
+    uw[a] = sh_R(), gathers = true;
+  }
+  if (!gathers) return NULL;
+  ir_value *x = convert(e, u, uw, phase, loc, layer);
+  ir_type t = local_type(e, &v->type, want);
+  x = reshape_to(e, x, t.dims, t.rank, loc, layer);
+  set_layout(x, want);
+  return x;
+}
+
 static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer) {
   sh_st want[IR_NUM_AXES], cur[IR_NUM_AXES];
   memcpy(cur, e->st[v->id], sizeof cur);
@@ -181,7 +209,9 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     for (int a = 0; a < IR_NUM_AXES && eq; a++) eq = sh_eq(c->st[a], want[a]);
     if (eq) return c->v;
   }
-  ir_value *x = e->map[v->id];
+  ir_value *x = gather_view(e, v, cur, want, phase, loc, layer);
+  if (x) memcpy(cur, want, sizeof cur);
+  else x = e->map[v->id];
   /* 1. gathers, inner axes first: a split that goes, or whose dim's outer splits change */
   for (int a = IR_NUM_AXES - 1; a >= 0; a--) {
     if (cur[a].kind != SH_S) continue;
@@ -448,7 +478,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     }
     sh_dec d = {.node = n, .axis = a, .size = e->mesh->size[a], .n_in = n->n_in, .n_out = n->n_out,
                 .megatron = e->megatron && a == IR_AXIS_TP, .scale_operand = -1, .parts_hint = 1,
-                .sp = e->mesh->sp && a == IR_AXIS_TP};
+                .sp = e->mesh->sp && a == IR_AXIS_TP, .readers = n->n_out ? e->readers[n->out[0]->id] : 0};
     if (d.megatron && (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_MATMUL) && n->out[0]->type.rank >= 1)
       d.parts_hint = find_parts(e, n->out[0], n->out[0]->type.rank - 1, 0);
     for (int i = 0; i < n->n_in; i++) {
@@ -579,7 +609,10 @@ sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
   e->map = calloc((size_t)e->nv, sizeof *e->map);
   e->st = calloc((size_t)e->nv, sizeof *e->st);
   e->convs = calloc((size_t)e->nv, sizeof *e->convs);
-  if (!e->map || !e->st || !e->convs) abort();
+  e->readers = calloc((size_t)e->nv, sizeof *e->readers);
+  if (!e->map || !e->st || !e->convs || !e->readers) abort();
+  for (int i = 0; i < src->n_nodes; i++)
+    for (int k = 0; !src->nodes[i]->dead && k < src->nodes[i]->n_in; k++) e->readers[src->nodes[i]->in[k]->id]++;
   e->dst = ir_graph_new(src->name, src->source_file);
   e->dst->mesh = src->mesh;
   for (int i = 0; i < src->n_inputs; i++) {
@@ -651,6 +684,7 @@ void sh_engine_free(sh_engine *e) {
       c = next;
     }
   free(e->convs);
+  free(e->readers);
   for (kept *k = e->kept; k;) {
     kept *next = k->next;
     free(k);

@@ -47,6 +47,7 @@ typedef struct {
   bool megatron;               /* tp axis: place unset weights by Megatron's column / row rule */
   bool sp;                     /* tp axis with sequence parallelism: a partial sum an op cannot take is
                                 * reduce-scattered along the sequence (dim 1 of [B, T, ...]) */
+  int readers;                 /* how many nodes read result 0 */
   int parts_hint;              /* matmul on tp: > 1 when result 0's last dim is later split in that many
                                 * equal parts (a fused q, k, v projection): a column-parallel weight is
                                 * then placed in parts */

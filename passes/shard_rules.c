@@ -415,8 +415,15 @@ static void rule_matmul(sh_dec *d) {
   sh_st res;
   matmul_core(d, &res);
   d->out[0] = res;
-  /* the LM head's input gradient, partial over the vocabulary: reduced at once */
-  if (d->megatron && res.kind == SH_P && (logits_grad(d, 0) || logits_grad(d, 1))) d->reduce_results = true;
+  /* the LM head's input gradient, partial over the vocabulary, and a row
+   * product several nodes read (a column-parallel layer's input gradient
+   * read by a layernorm's backward): reduced at once, as Megatron-LM does;
+   * kept partial, each reader that cannot take it would reduce it again,
+   * and so would the readers of the partial products made from it. One
+   * reader (an add of llama's q, k, v input gradients) sums partials first. */
+  bool weight = d->in_param[0] || d->in_param[1];
+  if (d->megatron && res.kind == SH_P && (logits_grad(d, 0) || logits_grad(d, 1) || (weight && d->readers > 1)))
+    d->reduce_results = true;
 }
 
 /* fused_matmul(a, b, extra...): the product, then the epilogue pointwise */
