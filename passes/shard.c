@@ -52,6 +52,7 @@ struct sh_engine {
   sh_st (*st)[IR_NUM_AXES]; /* src value id -> placed layout per axis */
   conv **convs;           /* src value id -> conversions made */
   int *readers;           /* src value id -> how many live nodes read it */
+  bool slice_counts[IR_NUM_AXES];
   ir_diag *d;
   int errors;
   kept *kept;             /* values expansions keep for later ones (sh_x_keep) */
@@ -302,6 +303,37 @@ static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int l
   return r;
 }
 
+/* x on the first rank of axis, 0 on the others: a partial sum of x (named
+ * name, else after x). */
+static ir_value *first_only(sh_engine *e, ir_value *x, int axis, const char *name, ir_loc loc, int layer) {
+  char err[256], hint[300];
+  ir_attr ax = ir_attr_int("axis", 0), zero = ir_attr_float("value", 0), shape = ir_attr_ints("shape", NULL, 0);
+  ir_type t = {.dtype = IR_DT_I64, .rank = 1, .dims = {e->mesh->size[axis]}}, z = {.dtype = x->type.dtype, .rank = 0};
+  snprintf(hint, sizeof hint, "%.280s.ids", x->name);
+  ir_node *ids = ir_graph_build(e->dst, IR_OP_IOTA, NULL, 0, &ax, 1, &t, hint, loc, err, sizeof err);
+  snprintf(hint, sizeof hint, "%.280s.c", x->name);
+  ir_node *c = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &z, hint, loc, err, sizeof err);
+  if (!ids || !c) abort();
+  ids->layer = c->layer = layer;
+  ir_value *coord = comm1(e, IR_OP_MESH_SLICE, ids->out[0], axis, 0, NULL, "sl", loc, layer); /* [1]: the coordinate */
+  coord = ir_graph_build1(e->dst, IR_OP_RESHAPE, &coord, 1, &shape, 1, NULL, loc);
+  ir_value *zi = c->out[0];
+  if (x->type.dtype != IR_DT_I64) { /* the coordinate's zero */
+    ir_node *k = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &(ir_type){.dtype = IR_DT_I64}, NULL, loc, err,
+                                sizeof err);
+    if (!k) abort();
+    zi = k->out[0];
+  }
+  ir_value *eq_in[2] = {coord, zi};
+  ir_value *is_first = ir_graph_build1(e->dst, IR_OP_EQ, eq_in, 2, NULL, 0, NULL, loc);
+  ir_value *in[3] = {is_first, x, c->out[0]};
+  snprintf(hint, sizeof hint, "%.280s.first", x->name);
+  ir_value *r = ir_graph_build1(e->dst, IR_OP_WHERE, in, 3, NULL, 0, name ? name : hint, loc);
+  coord->def->layer = is_first->def->layer = r->def->layer = layer;
+  r->role = x->role;
+  return r;
+}
+
 /* ---- the builders of expansions (shard_impl.h) ---- */
 
 static int x_layer(const sh_x *x) { return x->node->layer; }
@@ -464,7 +496,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     abort();
   }
   sh_st want[SH_MAX_ARGS][IR_NUM_AXES], res[SH_MAX_ARGS][IR_NUM_AXES];
-  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false}, red[IR_NUM_AXES] = {false};
+  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false}, red[IR_NUM_AXES] = {false}, first[IR_NUM_AXES] = {false};
   int scale_op[IR_NUM_AXES];
   sh_expand expand = NULL;
   int expand_axis = -1;
@@ -478,13 +510,16 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     }
     sh_dec d = {.node = n, .axis = a, .size = e->mesh->size[a], .n_in = n->n_in, .n_out = n->n_out,
                 .megatron = e->megatron && a == IR_AXIS_TP, .scale_operand = -1, .parts_hint = 1,
-                .sp = e->mesh->sp && a == IR_AXIS_TP, .readers = n->n_out ? e->readers[n->out[0]->id] : 0};
+                .sp = e->mesh->sp && a == IR_AXIS_TP, .readers = n->n_out ? e->readers[n->out[0]->id] : 0,
+                .slice_counts = e->slice_counts[a]};
     if (d.megatron && (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_MATMUL) && n->out[0]->type.rank >= 1)
       d.parts_hint = find_parts(e, n->out[0], n->out[0]->type.rank - 1, 0);
     for (int i = 0; i < n->n_in; i++) {
       const ir_value *v = n->in[i];
       d.in[i] = e->st[v->id][a];
       d.in_param[i] = is_weight(v);
+      for (int o = 0; o < IR_NUM_AXES; o++)
+        if (o != a && e->st[v->id][o].kind == SH_S) d.in_other[i] |= 1u << e->st[v->id][o].dim;
       for (int k = 0; k < v->type.rank; k++) {
         int64_t s = v->type.dims[k];
         for (int o = 0; o < a; o++) /* the outer axes' splits already chosen */
@@ -493,6 +528,14 @@ static int shard_node(sh_engine *e, const ir_node *n) {
       }
     }
     rule(&d);
+    /* a partial activation several nodes read (a column-parallel layer's
+     * input gradient, or llama's sum of them, read by a norm's backward):
+     * reduced where it is made, as Megatron-LM does; kept partial, each
+     * reader that cannot take it would reduce it, and again the partial
+     * products made from it (3 reduce-scatters per norm under sp), and the
+     * norm's gain gradient would be a partial sum reduced in the update */
+    if (d.megatron && n->n_out == 1 && d.out[0].kind == SH_P && d.readers > 1 && n->out[0]->type.rank >= 3)
+      d.reduce_results = true;
     for (int i = 0; i < n->n_in; i++) {
       want[i][a] = d.in[i].kind == SH_UNSET ? sh_R() : d.in[i];
       if (e->st[n->in[i]->id][a].kind == SH_UNSET) place(e, n->in[i], a, want[i][a]);
@@ -502,6 +545,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     scale_op[a] = d.scale_operand;
     maxr[a] = d.max_results;
     red[a] = d.reduce_results && d.out[0].kind == SH_P;
+    first[a] = d.first_only;
     if (d.expand) {
       if (expand) {
         fprintf(stderr, "tgc: internal error: shard: %s at %d:%d expands on two axes\n", ir_op_name(n->op), n->loc.line,
@@ -532,7 +576,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
   /* a result rescaled or maxed afterwards: the node's is the local one, the
    * final value keeps the name */
   bool post = false;
-  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a] || red[a];
+  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a] || red[a] || first[a];
   const char *names[SH_MAX_ARGS];
   char local_names[SH_MAX_ARGS][300];
   for (int j = 0; j < n->n_out; j++) {
@@ -568,10 +612,16 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     int div = 1, maxes = 0;
     for (int a = 0; a < IR_NUM_AXES; a++) {
       if (scale[a] && ir_dtype_is_float(r->type.dtype)) div *= e->mesh->size[a];
-      maxes += (maxr[a] || red[a]) && j == 0;
+      maxes += (maxr[a] || red[a] || first[a]) && j == 0;
     }
+
     char final[320];
     snprintf(final, sizeof final, "=%.300s", n->out[j]->name);
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (first[a] && j == 0) {
+        r = first_only(e, r, a, --maxes == 0 && div == 1 ? n->out[j]->name : NULL, loc, n->layer);
+        set_layout(r, res[j]);
+      }
     for (int a = 0; a < IR_NUM_AXES; a++)
       if (maxr[a] && j == 0) {
         r = comm1(e, IR_OP_ALL_REDUCE, r, a, -1, "max", --maxes == 0 && div == 1 ? final : "max", loc, n->layer);
@@ -645,6 +695,8 @@ void sh_engine_convert_input(sh_engine *e, const ir_value *v, const sh_st *want)
   e->map[v->id] = x;
   memcpy(e->st[v->id], w, sizeof w);
 }
+
+void sh_engine_slice_counts(sh_engine *e, int axis) { e->slice_counts[axis] = true; }
 
 int sh_engine_run(sh_engine *e) {
   for (int i = 0; i < e->src->n_nodes; i++) {

@@ -34,7 +34,8 @@
  *           over a split dim: a partial sum (a mean also scaled by 1 /
  *           size), or a local max then a max over the axis; else the split
  *           follows its dim; partials pass through sum and mean.
- *   count_nonfinite of a split value: a partial count.
+ *   count_nonfinite of a split value: a partial count; where the engine
+ *           asks (sh_engine_slice_counts), of a replicated one too.
  *   transpose, reshape, broadcast, slice, unslice, concat, split
  *           the split follows its dim; reshape maps it when the split dim is
  *           the outermost of its group of merged or split dims and divides;
@@ -415,15 +416,8 @@ static void rule_matmul(sh_dec *d) {
   sh_st res;
   matmul_core(d, &res);
   d->out[0] = res;
-  /* the LM head's input gradient, partial over the vocabulary, and a row
-   * product several nodes read (a column-parallel layer's input gradient
-   * read by a layernorm's backward): reduced at once, as Megatron-LM does;
-   * kept partial, each reader that cannot take it would reduce it again,
-   * and so would the readers of the partial products made from it. One
-   * reader (an add of llama's q, k, v input gradients) sums partials first. */
-  bool weight = d->in_param[0] || d->in_param[1];
-  if (d->megatron && res.kind == SH_P && (logits_grad(d, 0) || logits_grad(d, 1) || (weight && d->readers > 1)))
-    d->reduce_results = true;
+  /* the LM head's input gradient, partial over the vocabulary: reduced at once */
+  if (d->megatron && res.kind == SH_P && (logits_grad(d, 0) || logits_grad(d, 1))) d->reduce_results = true;
 }
 
 /* fused_matmul(a, b, extra...): the product, then the epilogue pointwise */
@@ -522,6 +516,16 @@ static void rule_argmax(sh_dec *d) {
 static void rule_count(sh_dec *d) {
   if (d->in[0].kind == SH_S) {
     d->out[0] = sh_P();
+    return;
+  }
+  if (d->slice_counts && d->in[0].kind != SH_P) {
+    /* partial: the count of the rank's block (a slice no other axis splits:
+     * free), else the whole count on the first rank */
+    int k = 0;
+    while (k < rank_in(d, 0) && ((d->in_other[0] >> k & 1) || !sh_can_split(d, 0, k))) k++;
+    d->in[0] = k < rank_in(d, 0) ? sh_S(k) : sh_R();
+    d->out[0] = sh_P();
+    d->first_only = k == rank_in(d, 0);
     return;
   }
   rule_replicate(d);
