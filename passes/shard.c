@@ -198,6 +198,24 @@ static ir_value *gather_view(sh_engine *e, const ir_value *v, const sh_st *cur, 
   return x;
 }
 
+/* u when v is transpose(transpose(u)) with perms that undo each other and
+ * the same layout (the backward's transpose of a forward transpose of a
+ * weight, a tied LM head's): converting u instead, the backward does not
+ * keep the forward's transposed block alive (under ZeRO 3 it is the
+ * gather's source), else NULL. */
+static const ir_value *undone_transpose(const sh_engine *e, const ir_value *v) {
+  const ir_node *a = v->def, *b = a && a->op == IR_OP_TRANSPOSE ? a->in[0]->def : NULL;
+  if (!b || b->op != IR_OP_TRANSPOSE) return NULL;
+  const ir_attr *pa = ir_node_attr(a, "perm"), *pb = ir_node_attr(b, "perm");
+  if (!pa || !pb || pa->n != pb->n) return NULL;
+  for (int i = 0; i < pa->n; i++)
+    if (pa->ints[i] < 0 || pa->ints[i] >= pb->n || pb->ints[pa->ints[i]] != i) return NULL;
+  const ir_value *u = b->in[0];
+  for (int x = 0; x < IR_NUM_AXES; x++)
+    if (!sh_eq(e->st[u->id][x], e->st[v->id][x])) return NULL;
+  return u;
+}
+
 static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer) {
   sh_st want[IR_NUM_AXES], cur[IR_NUM_AXES];
   memcpy(cur, e->st[v->id], sizeof cur);
@@ -210,6 +228,8 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     for (int a = 0; a < IR_NUM_AXES && eq; a++) eq = sh_eq(c->st[a], want[a]);
     if (eq) return c->v;
   }
+  const ir_value *u = undone_transpose(e, v);
+  if (u) return convert(e, u, want, phase, loc, layer);
   ir_value *x = gather_view(e, v, cur, want, phase, loc, layer);
   if (x) memcpy(cur, want, sizeof cur);
   else x = e->map[v->id];

@@ -219,22 +219,18 @@ static double local_bytes(const ir_value *v) { return (double)ir_type_numel(&v->
  *    each: 2 b T 4 bytes), which the shard pass keeps for the backward (as
  *    Megatron-LM keeps its softmax statistics) and the planner's graph,
  *    with its one-piece cross_entropy, does not have;
- *  - ZeRO 3 (GPT): the shard pass keeps the local block of the transposed
- *    tied table (V D 4 / (dp tp)) from the head's forward gather to its
- *    backward.
  * With pp, what the rank's fwd graph hands to its bwd graph per micro-batch
  * is printed too (the trainer keeps it per micro-batch in flight). */
 static void check_activations(const kase *k, const mesh_of *ms, const pass_plan_strategy *s, const pass_plan_detail *det,
                               int stage, const pass_training *t) {
-  bool gpt = strstr(k->path, "gpt") != NULL, last = stage == ms->pp - 1;
+  bool last = stage == ms->pp - 1;
   double handed = 0;
   if (t->fwd)
     for (int i = 0; i < t->n_saved; i++) handed += local_bytes(t->fwd->outputs[t->fwd_saved0 + i].value);
   pass_mem_report r;
   CHECK_EQ_INT(pass_memplan_analyze(t->step, &r), 0);
-  double b = s->micro_batch, V = 64, D = 32, T = 16;
-  double extra = (last ? 12 : 0) + (ms->tp > 1 && last ? 2 * b * T * 4 : 0) +
-                 (gpt && k->zero == 3 && ms->dp > 1 ? V * D * 4 / ms->dp / ms->tp : 0);
+  double b = s->micro_batch, T = 16;
+  double extra = (last ? 12 : 0) + (ms->tp > 1 && last ? 2 * b * T * 4 : 0);
   printf("  activations per micro-batch: plan %.0f B, memory plan %zu B (plan + %.0f B by the terms above); fwd hands bwd "
          "%.0f B; arena %zu B\n", det->act[stage], r.saved_bytes, extra, handed, r.arena_bytes);
   CHECK((double)r.saved_bytes == det->act[stage] + extra);
