@@ -667,6 +667,11 @@ typedef struct {
   double gather[2]; /* parameter elements per device its forward [0] and its backward and recompute [1] nodes
                      * read: what ZeRO 3 gathers for it per micro-batch (a weight two groups read, both) */
   double grad_sync; /* bytes of its parameters' gradients left partial over the tensor axis (all-reduced once a step) */
+  int grad_sync_n;  /* how many tensors (one all-reduce each) */
+  double tensors;   /* parameter tensors only its nodes read (the runtime reduces over dp one call per tensor) */
+  double whole, whole_tensors; /* of its parameters, those ZeRO cannot split: a 1-D tensor tp splits has no dim left
+                                * for dp (the shard pass keeps it whole over dp); elements per device, tensors */
+  double gather_n[2]; /* tensors ZeRO 3 gathers for its forward and its backward (one call each) */
 } pass_plan_group;
 /* The groups (L + 2 of them) of policy ck at (b, t, sp), and the bytes per
  * device that cross the cut after group g forward (act[g]) and backward
@@ -689,10 +694,12 @@ typedef struct {
   double elems;
   int groups[4], n;
   bool span;
+  bool whole; /* a parameter ZeRO cannot split (pass_plan_group.whole) */
 } pass_plan_shared;
 typedef struct {
   const pass_plan_group *groups;
   const double *act, *grad;
+  const double *act_n, *grad_n; /* values crossing the cut after group g forward and backward (one send each) */
   int n_groups;
   const pass_plan_tied *tied;
   int n_tied;
@@ -701,13 +708,20 @@ typedef struct {
 } pass_plan_profile;
 /* Parameter elements per device of a stage holding groups lo..hi. */
 double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
+/* The same as elements, tensors, and of them those ZeRO cannot split
+ * (pass_plan_group.whole). */
+typedef struct {
+  double elems, tensors, whole, whole_tensors;
+} pass_plan_params;
+pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi);
 /* Activation bytes per micro-batch the backward of groups lo..hi reads, each value once. */
 double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi);
 /* Of those, the elements of parameter i of the graph (pass_plan_model_graph(m,
  * ck)->params[i]) on one device of a tensor-parallel group of t: 0 when no
  * node of groups lo..hi reads it. (Over every i they add up to
- * pass_plan_params_in.) */
-double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi);
+ * pass_plan_params_in.) whole (may be NULL): ZeRO cannot split it. */
+double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi,
+                          bool *whole);
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp);
 /* The first dimension the tensor degree t does not divide (attention heads
  * first): 0 and *size, *value (the value's name), *dim, *heads (1: the heads)

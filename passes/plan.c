@@ -211,15 +211,17 @@ typedef struct {
   double *act;               /* kept bytes per micro-batch */
   double *work;              /* working bytes */
   double *params;            /* parameter elements */
+  pass_plan_params *pr;      /* the same with tensors and what ZeRO cannot split */
   double *flops;             /* FLOPs per micro-batch (all phases) */
   double *send, *send_back, *send_bytes, *back_bytes;
+  double *send_n, *back_n;   /* values crossing each boundary (one send each) */
 } stages;
 
 static void stages_free(stages *s) {
   free(s->first), free(s->last), free(s->f_comp), free(s->b_comp), free(s->rc_comp), free(s->f_comm);
   free(s->b_comm), free(s->gather), free(s->gather_n), free(s->kind_s), free(s->kind_b), free(s->kind_n), free(s->z_f), free(s->z_b), free(s->fwd);
   free(s->bwd), free(s->act), free(s->work), free(s->params), free(s->flops), free(s->send), free(s->send_back);
-  free(s->send_bytes), free(s->back_bytes);
+  free(s->send_bytes), free(s->back_bytes), free(s->pr), free(s->send_n), free(s->back_n);
   memset(s, 0, sizeof *s);
 }
 
@@ -341,7 +343,7 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
 #define A(f) st->f = zalloc((size_t)nv, sizeof *st->f)
   A(first), A(last), A(f_comp), A(b_comp), A(rc_comp), A(f_comm), A(b_comm), A(kind_s), A(kind_b), A(kind_n);
   A(z_f), A(z_b), A(gather), A(gather_n), A(fwd), A(bwd), A(act), A(work), A(params), A(flops), A(send), A(send_back), A(send_bytes);
-  A(back_bytes);
+  A(back_bytes), A(pr), A(send_n), A(back_n);
 #undef A
   double eb = (double)pass_plan_model_elem_bytes(x->m);
   int z3nodes = dp_nodes(x->c, t, d);
@@ -358,9 +360,10 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
       for (int q = 0; q < 3; q++) st->kind_s[k][q] += ks[g][q], st->kind_b[k][q] += kb[g][q], st->kind_n[k][q] += kn[g][q];
       if (G->working > st->work[k]) st->work[k] = G->working;
       st->flops[k] += G->flops[0] + G->flops[1] + G->flops[2];
-      for (int q = 0; q < 2; q++) st->gather[k][q] += G->gather[q], st->gather_n[k][q] += G->gather[q] > 0;
+      for (int q = 0; q < 2; q++) st->gather[k][q] += G->gather[q], st->gather_n[k][q] += G->gather_n[q];
     }
-    st->params[k] = pass_plan_params_in(P, st->first[k], st->last[k]);
+    st->pr[k] = pass_plan_params_of(P, st->first[k], st->last[k]);
+    st->params[k] = st->pr[k].elems;
     st->act[k] = pass_plan_saved_in(P, st->first[k], st->last[k]);
     if (s->zero >= 2 && d > 1) {
       /* ZeRO 2: every micro-batch's gradients reduce-scattered in its
@@ -369,11 +372,13 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
        * read by the embedding and the head: in both); overlapped with the
        * operation */
       const pass_plan_constants *kk = pass_plan_model_constants(x->m);
-      double bytes = st->params[k] * eb, layers = st->last[k] - st->first[k] + 1;
+      const pass_plan_params *pr = &st->pr[k];
       bool z3 = s->zero == 3;
       st->z_f[k] = z3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, st->gather[k][0] * eb, st->gather_n[k][0], z3nodes) : 0;
       st->z_b[k] = (z3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, st->gather[k][1] * eb, st->gather_n[k][1], z3nodes) : 0) +
-                   coll_seconds(kk, x->c, PASS_COLL_REDUCE_SCATTER, d, bytes, layers, z3nodes);
+                   coll_seconds(kk, x->c, PASS_COLL_REDUCE_SCATTER, d, (pr->elems - pr->whole) * eb,
+                                pr->tensors - pr->whole_tensors, z3nodes) +
+                   coll_seconds(kk, x->c, PASS_COLL_ALL_REDUCE, d, pr->whole * eb, pr->whole_tensors, z3nodes);
     }
     double fc = st->f_comp[k] + st->f_comm[k], bc = st->b_comp[k] + st->rc_comp[k] + st->b_comm[k];
     st->fwd[k] = fc > st->z_f[k] ? fc : st->z_f[k];
@@ -385,8 +390,10 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
     int nodes = pp_crosses(x->c, t, d, a, b) ? 2 : 1;
     st->send_bytes[k] = P->act[g];
     st->back_bytes[k] = P->grad[g];
-    st->send[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->act[g], 1, nodes);
-    st->send_back[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->grad[g], 1, nodes);
+    st->send_n[k] = P->act_n[g];
+    st->back_n[k] = P->grad_n[g];
+    st->send[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->act[g], P->act_n[g], nodes);
+    st->send_back[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->grad[g], P->grad_n[g], nodes);
   }
 }
 
@@ -409,10 +416,10 @@ static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const st
   double best = -1;
   for (int dev = 0; dev < p; dev++) {
     double *M = mem + (size_t)dev * PASS_MEM_KINDS;
-    double params = 0, work = 0, biggest = 0, buf = 0, act = 0;
+    double params = 0, whole = 0, work = 0, biggest = 0, buf = 0, act = 0;
     for (int c = 0; c < v; c++) {
       int k = c * p + dev;
-      params += st->params[k];
+      params += st->params[k], whole += st->pr[k].whole;
       if (st->work[k] > work) work = st->work[k];
       if (st->params[k] > biggest) biggest = st->params[k];
       if (k > 0 && st->send_bytes[k - 1] + st->back_bytes[k - 1] > buf) buf = st->send_bytes[k - 1] + st->back_bytes[k - 1];
@@ -422,9 +429,10 @@ static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const st
     if (peak_act) act = peak_act[dev];
     else if (s->schedule == PASS_SCHED_GPIPE) act *= m;
     else act *= (p - dev < m ? p - dev : m); /* 1f1b: min(p - s, m) in flight */
-    M[PASS_MEM_PARAMS] = params * per.params / (s->zero >= 3 ? d : 1);
-    M[PASS_MEM_GRADS] = params * per.grads / (s->zero >= 2 ? d : 1);
-    M[PASS_MEM_OPTIMIZER] = params * per.optimizer / (s->zero >= 1 ? d : 1);
+    /* ZeRO splits all but the parameters it cannot (pass_plan_group.whole) */
+    M[PASS_MEM_PARAMS] = ((params - whole) / (s->zero >= 3 ? d : 1) + whole) * per.params;
+    M[PASS_MEM_GRADS] = ((params - whole) / (s->zero >= 2 ? d : 1) + whole) * per.grads;
+    M[PASS_MEM_OPTIMIZER] = ((params - whole) / (s->zero >= 1 ? d : 1) + whole) * per.optimizer;
     M[PASS_MEM_ACTIVATIONS] = act;
     M[PASS_MEM_WORKING] = work;
     M[PASS_MEM_COMM] = buf + (s->zero >= 3 && d > 1 ? 2 * biggest * per.params : 0);
@@ -449,53 +457,77 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
   const pass_cluster *c = x->c;
   int p = s->pp, v = st->nv / s->pp, d = s->dp, t = s->tp, nodes = dp_nodes(c, t, d);
   double eb = (double)pass_plan_model_elem_bytes(x->m), busy_until = 0, end = sim->end[dev], exposed = 0;
-  double bytes_all = 0, secs = 0, calls = 0;
-  for (int ch = 0; ch < v; ch++) bytes_all += st->params[ch * p + dev] * eb;
+  /* the stage's parameters: ZeRO reduce-scatters and gathers those it
+   * splits, tensor by tensor, and all-reduces the others (the runtime's
+   * calls: one per tensor) */
+  pass_plan_params all = {0, 0, 0, 0};
+  for (int ch = 0; ch < v; ch++) {
+    const pass_plan_params *q = &st->pr[ch * p + dev];
+    all.elems += q->elems, all.tensors += q->tensors, all.whole += q->whole, all.whole_tensors += q->whole_tensors;
+  }
+  double bytes_all = all.elems * eb, split_bytes = (all.elems - all.whole) * eb, split_n = all.tensors - all.whole_tensors;
   if (d > 1 && s->zero <= 1) {
     int kind = s->zero == 0 ? PASS_COLL_ALL_REDUCE : PASS_COLL_REDUCE_SCATTER;
+    double secs = 0, whole_secs = 0;
     for (int ch = v - 1; ch >= 0; ch--) { /* chunks in the order their last backward ends: the last chunk first */
       int k = ch * p + dev;
-      double t0 = sim->last_b_start[k], t1 = sim->last_b_end[k], total = 0, done = 0, left = st->params[k] * eb;
+      pass_plan_params left = st->pr[k];
+      double t0 = sim->last_b_start[k], t1 = sim->last_b_end[k], total = 0, done = 0;
       for (int g = st->first[k]; g <= st->last[k]; g++) total += P->groups[g].seconds[1] + P->groups[g].seconds[2];
       for (int g = st->last[k]; g >= st->first[k]; g--) { /* backward runs the layers last to first */
-        done += P->groups[g].seconds[1] + P->groups[g].seconds[2];
+        const pass_plan_group *G = &P->groups[g];
+        done += G->seconds[1] + G->seconds[2];
         double ready = total > 0 ? t0 + (t1 - t0) * done / total : t1;
         /* a layer's own parameters; the first bucket also takes the shared ones */
-        double bytes = g == st->first[k] ? left : P->groups[g].params * eb;
-        left -= bytes;
-        if (bytes <= 0) continue;
-        double sec = coll_seconds(kk, c, kind, d, bytes, 1, nodes);
+        pass_plan_params b = g == st->first[k] ? left : (pass_plan_params){G->params, G->tensors, G->whole, G->whole_tensors};
+        left.elems -= b.elems, left.tensors -= b.tensors, left.whole -= b.whole, left.whole_tensors -= b.whole_tensors;
+        if (b.elems <= 0) continue;
+        double whole = s->zero == 1 ? b.whole : 0, whole_n = s->zero == 1 ? b.whole_tensors : 0;
+        double sec = coll_seconds(kk, c, kind, d, (b.elems - whole) * eb, b.tensors - whole_n, nodes);
+        double wsec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, d, whole * eb, whole_n, nodes);
         double start = ready > busy_until ? ready : busy_until;
-        busy_until = start + sec;
-        secs += sec, calls++;
+        busy_until = start + sec + wsec;
+        secs += sec, whole_secs += wsec;
       }
     }
     exposed = busy_until > end ? busy_until - end : 0;
-    if (out) out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, "gradients", bytes_all, calls, secs, exposed};
+    if (out && s->zero == 0)
+      out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, "gradients", bytes_all, all.tensors, secs, exposed};
+    if (out && s->zero == 1) {
+      double share = secs + whole_secs > 0 ? secs / (secs + whole_secs) : 1;
+      out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, "gradients", split_bytes, split_n, secs, exposed * share};
+      if (all.whole_tensors > 0)
+        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_DATA, "gradients (no ZeRO dim)", all.whole * eb,
+                                           all.whole_tensors, whole_secs, exposed * (1 - share)};
+    }
   }
   if (d > 1 && s->zero >= 2) { /* per micro-batch, in the operations */
-    double ext_f = 0, ext_b = 0, zf = 0, zb = 0, layers = 0, gathered = 0, gathers = 0;
+    double ext_f = 0, ext_b = 0, zf = 0, zb = 0, gathered = 0, gathers = 0;
     for (int ch = 0; ch < v; ch++) {
       int k = ch * p + dev;
       gathered += m * (st->gather[k][0] + st->gather[k][1]) * eb, gathers += m * (st->gather_n[k][0] + st->gather_n[k][1]);
       double ef = st->fwd[k] - st->f_comp[k] - st->f_comm[k], eb2 = st->bwd[k] - st->b_comp[k] - st->rc_comp[k] - st->b_comm[k];
       ext_f += m * (ef > 1e-12 * st->fwd[k] ? ef : 0); /* what is left of a difference of equal sums is rounding */
       ext_b += m * (eb2 > 1e-12 * st->bwd[k] ? eb2 : 0);
-      zf += m * st->z_f[k], zb += m * st->z_b[k], layers += st->last[k] - st->first[k] + 1;
+      zf += m * st->z_f[k], zb += m * st->z_b[k];
     }
-    double rs = coll_seconds(kk, c, PASS_COLL_REDUCE_SCATTER, d, bytes_all, layers, nodes) * m;
+    double rs = coll_seconds(kk, c, PASS_COLL_REDUCE_SCATTER, d, split_bytes, split_n, nodes) * m;
+    double ar = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, d, all.whole * eb, all.whole_tensors, nodes) * m;
     if (out) {
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_REDUCE_SCATTER, PASS_AXIS_DATA, "gradients", m * bytes_all, m * layers, rs,
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_REDUCE_SCATTER, PASS_AXIS_DATA, "gradients", m * split_bytes, m * split_n, rs,
                                          s->zero == 2 ? ext_b : 0};
+      if (all.whole_tensors > 0)
+        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_DATA, "gradients (no ZeRO dim)", m * all.whole * eb,
+                                           m * all.whole_tensors, ar, 0};
       if (s->zero == 3)
         out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", gathered, gathers,
-                                           zf + zb - rs, ext_f + ext_b};
+                                           zf + zb - rs - ar, ext_f + ext_b};
     }
   }
   if (d > 1 && (s->zero == 1 || s->zero == 2)) { /* the updated parameters gathered after the optimizer */
-    double sec = coll_seconds(kk, c, PASS_COLL_ALL_GATHER, d, bytes_all, v, nodes);
+    double sec = coll_seconds(kk, c, PASS_COLL_ALL_GATHER, d, split_bytes, split_n, nodes);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", bytes_all, v, sec, sec};
+    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", split_bytes, split_n, sec, sec};
   }
   for (int i = 0; i < P->n_tied; i++) { /* tied weights on two stages: their gradients summed once a step */
     int a = -1, b = -1;
@@ -504,20 +536,35 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
       if (P->tied[i].hi >= st->first[k] && P->tied[i].hi <= st->last[k]) b = k % p;
     }
     if (a == b || (dev != a && dev != b)) continue;
-    /* ZeRO 2 and 3: each replica holds its 1/dp block of the gradient, and sums that */
+    /* the two stages exchange their parts (a send and a receive each, at
+     * once); ZeRO 2 and 3: each replica's 1/dp block */
     double bytes = P->tied[i].bytes / (s->zero >= 2 ? d : 1);
-    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, 2, bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
+    double sec = coll_seconds(kk, c, PASS_COLL_SEND_RECV, 2, bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
     exposed += sec;
-    if (out && *n_out < PASS_PLAN_MAX_COMM - 2)
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_PIPELINE, "tied weights' gradients", bytes, 1, sec, sec};
+    if (out && *n_out < PASS_PLAN_MAX_COMM - 4)
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, "tied weights' gradients", 2 * bytes, 2, sec, sec};
   }
-  double sync = 0; /* gradients left partial over the tensor axis (sequence-parallel norms' gains) */
+  double sync = 0, sync_n = 0; /* gradients left partial over the tensor axis (sequence-parallel norms' gains) */
   for (int ch = 0; ch < v; ch++)
-    for (int g = st->first[ch * p + dev]; g <= st->last[ch * p + dev]; g++) sync += P->groups[g].grad_sync;
+    for (int g = st->first[ch * p + dev]; g <= st->last[ch * p + dev]; g++)
+      sync += P->groups[g].grad_sync, sync_n += P->groups[g].grad_sync_n;
   if (sync > 0 && t > 1) {
-    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, t, sync, 1, 1);
+    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, t, sync, sync_n, 1);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_TENSOR, "gradients", sync, 1, sec, sec};
+    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_TENSOR, "gradients", sync, sync_n, sec, sec};
+  }
+  /* the trainer's sums, one value of 8 bytes each: the loss and the
+   * correct predictions over dp and pp, the Inf/NaN count of the new
+   * parameters over tp, pp, and dp under ZeRO (docs/sharding.md) */
+  int sums = plan_model_accuracy(x->m) ? 2 : 1;
+  int n_sums[PASS_AXIS_COUNT] = {d > 1 ? sums + (s->zero >= 1) : 0, t > 1 ? 1 : 0, p > 1 ? sums + 1 : 0};
+  int ranks[PASS_AXIS_COUNT] = {d, t, p}, spans[PASS_AXIS_COUNT] = {nodes, 1, p > 1 && pp_crosses(c, t, d, 0, p - 1) ? 2 : 1};
+  for (int a = 0; a < PASS_AXIS_COUNT; a++) {
+    if (!n_sums[a]) continue;
+    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, ranks[a], 8.0 * n_sums[a], n_sums[a], spans[a]);
+    exposed += sec;
+    if (out && *n_out < PASS_PLAN_MAX_COMM)
+      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, (pass_mesh_axis)a, "sums (loss, ...)", 8.0 * n_sums[a], n_sums[a], sec, sec};
   }
   return exposed;
 }
@@ -543,9 +590,9 @@ static void stage_comms(plan_ctx *x, const pass_plan_strategy *s, const stages *
     pass_plan_comm e = {PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, "activations, gradients", 0, 0, 0, pp_exposed};
     for (int ch = 0; ch < v; ch++) {
       int k = ch * p + dev;
-      if (k > 0) e.payload += m * (st->send_bytes[k - 1] + st->back_bytes[k - 1]), e.calls += 2 * m,
+      if (k > 0) e.payload += m * (st->send_bytes[k - 1] + st->back_bytes[k - 1]), e.calls += m * (st->send_n[k - 1] + st->back_n[k - 1]),
                  e.seconds += m * (st->send[k - 1] + st->send_back[k - 1]);
-      if (k + 1 < nv) e.payload += m * (st->send_bytes[k] + st->back_bytes[k]), e.calls += 2 * m,
+      if (k + 1 < nv) e.payload += m * (st->send_bytes[k] + st->back_bytes[k]), e.calls += m * (st->send_n[k] + st->back_n[k]),
                       e.seconds += m * (st->send[k] + st->send_back[k]);
     }
     out[(*n_out)++] = e;

@@ -74,5 +74,7 @@ tp_state plan_tp_stored(const tp_result *r, int value, bool batch);
 const pass_target *plan_model_device(const pass_plan_model *m);
 double plan_model_opt_flops(const pass_plan_model *m);
 int plan_model_opt_states(const pass_plan_model *m);
+/* Whether the trainer counts correct predictions (the graph has a cross-entropy). */
+bool plan_model_accuracy(const pass_plan_model *m);
 
 #endif

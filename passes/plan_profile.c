@@ -208,6 +208,13 @@ void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants
 double plan_model_opt_flops(const pass_plan_model *m) { return m->opt_flops_per_param; }
 int plan_model_opt_states(const pass_plan_model *m) { return m->opt_states; }
 
+bool plan_model_accuracy(const pass_plan_model *m) {
+  for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++)
+    for (int i = 0; m->ck[ck].present && i < m->ck[ck].n_nodes; i++)
+      if (!m->ck[ck].g->nodes[i]->dead && m->ck[ck].g->nodes[i]->op == IR_OP_CROSS_ENTROPY) return true;
+  return false;
+}
+
 /* ---- building ---- */
 static double numel(const ir_type *t) {
   double n = 1;
@@ -567,6 +574,11 @@ static double param_elems(const ir_value *p, tp_state s, int t) {
   return n / dim * ceil(dim / t);
 }
 
+/* A parameter ZeRO cannot split: one whose only dim tp splits (the shard
+ * pass's ZeRO dim is a dim tp does not split; a dim that does not divide
+ * by dp is not modelled). */
+static bool zero_whole(const ir_value *p, tp_state s, int t) { return t > 1 && s.kind == TP_S && p->type.rank == 1; }
+
 /* A value (parameter or activation) the n entries e (its groups, ascending) read. */
 static void shared_entry(pass_plan_shared *s, double x, const vg_entry *e, int n) {
   s->elems = x;
@@ -587,7 +599,7 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
   const ir_graph *g = c->g;
   int ng = m->layers + 2;
   pass_plan_group *gr = calloc((size_t)ng, sizeof *gr);
-  double *cut = calloc((size_t)2 * ng, sizeof *cut);
+  double *cut = calloc((size_t)4 * ng, sizeof *cut);
   if (!gr || !cut) abort();
   /* per node: FLOPs, bytes, time */
   double *max_work = calloc((size_t)ng, sizeof *max_work);
@@ -629,6 +641,23 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     else shared_entry(&shared_saved[n_shared_saved++], x, c->saved + i, j - i);
     i = j;
   }
+  /* what else the trainer keeps across the backward (the memory plan of the
+   * step graph has it): the loss (its sum over micro-batches is the
+   * trainer's), the count of correct predictions (f64) beside a
+   * cross-entropy, and with vocabulary-split logits on tp the loss's
+   * per-token max and sum of exponentials (fp32), which its backward reads */
+  bool loss_seen = false;
+  for (int i = 0; i < c->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_CROSS_ENTROPY) continue;
+    double tokens = numel(&n->in[1]->type) * (double)b / c->b0;
+    gr[c->nodes[i].group].saved += 8 + (t > 1 && tp->st[n->in[0]->id].kind == TP_S ? 2 * 4 * tokens : 0);
+  }
+  for (int i = 0; i < g->n_outputs && !loss_seen; i++) {
+    const ir_value *o = g->outputs[i].value;
+    if (o->type.rank != 0 || o->role == IR_ROLE_GRAD || c->def_node[o->id] < 0) continue;
+    gr[c->nodes[c->def_node[o->id]].group].saved += c->vbytes[o->id], loss_seen = true;
+  }
   for (int i = 0; i < c->n_recomp; i++) {
     int v = c->recomp[i].value;
     gr[c->recomp[i].group].working += dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
@@ -642,26 +671,39 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     int v = c->params[i].value, j = i;
     while (j < c->n_params && c->params[j].value == v) j++;
     const ir_value *p = c->value[v];
-    double elems = param_elems(p, t > 1 ? tp->st[v] : (tp_state){TP_R, 0}, t);
-    if (j - i == 1) gr[c->params[i].group].params += elems;
-    else shared_entry(&shared[n_shared++], elems, c->params + i, j - i);
+    tp_state st = t > 1 ? tp->st[v] : (tp_state){TP_R, 0};
+    double elems = param_elems(p, st, t);
+    bool whole = zero_whole(p, st, t);
+    if (j - i == 1) {
+      pass_plan_group *G = &gr[c->params[i].group];
+      G->params += elems, G->tensors++;
+      if (whole) G->whole += elems, G->whole_tensors++;
+    } else {
+      shared[n_shared].whole = whole;
+      shared_entry(&shared[n_shared++], elems, c->params + i, j - i);
+    }
     i = j;
   }
-  for (int i = 0; i < c->n_gathers; i++) {
+  for (int i = 0; i < c->n_gathers; i++) { /* ZeRO 3 gathers what it splits */
     int v = c->gathers[i].value;
-    gr[c->gathers[i].group / 2].gather[c->gathers[i].group % 2] += param_elems(c->value[v], t > 1 ? tp->st[v] : (tp_state){TP_R, 0}, t);
+    tp_state st = t > 1 ? tp->st[v] : (tp_state){TP_R, 0};
+    if (zero_whole(c->value[v], st, t)) continue;
+    pass_plan_group *G = &gr[c->gathers[i].group / 2];
+    G->gather[c->gathers[i].group % 2] += param_elems(c->value[v], st, t);
+    G->gather_n[c->gathers[i].group % 2]++;
   }
   for (int i = 0; t > 1 && i < g->n_outputs; i++) {
     const ir_value *o = g->outputs[i].value;
     if (o->role != IR_ROLE_GRAD || tp->st[o->id].kind != TP_P || c->def_node[o->id] < 0) continue;
     gr[c->nodes[c->def_node[o->id]].group].grad_sync += c->vbytes[o->id];
+    gr[c->nodes[c->def_node[o->id]].group].grad_sync_n++;
   }
   /* cuts */
-  double *act = cut, *grad = cut + ng;
+  double *act = cut, *grad = cut + ng, *act_n = cut + 2 * ng, *grad_n = cut + 3 * ng;
   for (int i = 0; i < c->n_cuts; i++) {
     const cut_entry *e = &c->cuts[i];
     double x = dev_bytes(c, e->value, b, t, plan_tp_stored(tp, e->value, c->batch[e->value]));
-    for (int k = e->lo; k < e->hi; k++) (e->fwd ? act : grad)[k] += x;
+    for (int k = e->lo; k < e->hi; k++) (e->fwd ? act : grad)[k] += x, (e->fwd ? act_n : grad_n)[k]++;
   }
   free(max_work);
   pass_plan_tied *tied = calloc((size_t)c->n_tied + 1, sizeof *tied);
@@ -671,7 +713,7 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     tied[i] = (pass_plan_tied){c->tied[i].group / 65536, c->tied[i].group % 65536,
                                dev_bytes(c, v, b, t, plan_tp_stored(tp, v, false))};
   }
-  *out = (pass_plan_profile){gr, act, grad, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved};
+  *out = (pass_plan_profile){gr, act, grad, act_n, grad_n, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved};
 }
 
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp) {
@@ -699,6 +741,21 @@ double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi) {
   return n;
 }
 
+pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi) {
+  pass_plan_params r = {0, 0, 0, 0};
+  for (int g = lo; g <= hi && g < p->n_groups; g++) {
+    const pass_plan_group *G = &p->groups[g];
+    r.elems += G->params, r.tensors += G->tensors, r.whole += G->whole, r.whole_tensors += G->whole_tensors;
+  }
+  for (int i = 0; i < p->n_shared; i++) {
+    const pass_plan_shared *s = &p->shared[i];
+    if (!shared_in(s, lo, hi)) continue;
+    r.elems += s->elems, r.tensors++;
+    if (s->whole) r.whole += s->elems, r.whole_tensors++;
+  }
+  return r;
+}
+
 double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi) {
   double n = 0;
   for (int g = lo; g <= hi && g < p->n_groups; g++) n += p->groups[g].saved;
@@ -707,14 +764,19 @@ double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi) {
   return n;
 }
 
-double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi) {
+double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi,
+                          bool *whole) {
+  if (whole) *whole = false;
   if (!pass_plan_model_has(m, ck) || i < 0 || i >= m->ck[ck].g->n_params || t < 1) return 0;
   const plan_ck *c = &m->ck[ck];
   int v = c->g->params[i]->id;
   const tp_result *tp = &c->tp[t > 1 && sp ? 1 : 0];
+  tp_state st = t > 1 ? tp->st[v] : (tp_state){TP_R, 0};
   for (int k = 0; k < c->n_params; k++) /* (value, group) entries */
-    if (c->params[k].value == v && c->params[k].group >= lo && c->params[k].group <= hi)
-      return param_elems(c->value[v], t > 1 ? tp->st[v] : (tp_state){TP_R, 0}, t);
+    if (c->params[k].value == v && c->params[k].group >= lo && c->params[k].group <= hi) {
+      if (whole) *whole = zero_whole(c->value[v], st, t);
+      return param_elems(c->value[v], st, t);
+    }
   return 0;
 }
 

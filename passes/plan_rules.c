@@ -27,7 +27,8 @@
  *           normalizing op whose axis is split is gathered, except
  *           cross-entropy over split logits (Megatron's vocabulary-parallel
  *           loss: three all-reduces of one fp32 per token, the max, the sum of
- *           exponentials and the target's logit)
+ *           exponentials and the target's logit; and two for the trainer's
+ *           accuracy over the same logits, the max and its first index)
  *   matmul, fused_matmul
  *           by the roles of the split dims (M, N, K, batch): K x K, K x R and
  *           R x K give P (row parallel); M x R, R x N, batch x batch keep the
@@ -290,8 +291,14 @@ static void rule_pointwise(tp_ctx *c, const ir_node *n) {
     if (!is_split(target) || s.kind != target.kind || out_dim(v, ro, s.dim) != target.dim) to_full(c, v);
   }
   if (n->op == IR_OP_CROSS_ENTROPY && target.kind == TP_S) {
-    /* max, sum of exponentials and the target's logit per token, fp32 */
-    add_comm(c, n->in[1], PASS_COLL_ALL_REDUCE, 3.0 * 4.0 / (double)ir_dtype_size(n->in[1]->type.dtype));
+    /* max, sum of exponentials and the target's logit per token, fp32; and
+     * the trainer's token accuracy (argmax of the same logits, not in this
+     * graph): the max, in the logits' dtype, and the first index (i32)
+     * holding it (docs/sharding.md) */
+    double tok = (double)ir_dtype_size(n->in[1]->type.dtype);
+    for (int k = 0; k < 3; k++) add_comm(c, n->in[1], PASS_COLL_ALL_REDUCE, 4.0 / tok);
+    add_comm(c, n->in[1], PASS_COLL_ALL_REDUCE, (double)ir_dtype_size(n->in[0]->type.dtype) / tok);
+    add_comm(c, n->in[1], PASS_COLL_ALL_REDUCE, 4.0 / tok);
     set_outputs(c, n, ST(TP_R, 0));
   } else {
     set_outputs(c, n, target);

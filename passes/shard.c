@@ -51,6 +51,8 @@ struct sh_engine {
   ir_value **map;         /* src value id -> dst value in its placed layout */
   sh_st (*st)[IR_NUM_AXES]; /* src value id -> placed layout per axis */
   conv **convs;           /* src value id -> conversions made */
+  int *readers;           /* src value id -> how many live nodes read it */
+  bool slice_counts[IR_NUM_AXES];
   ir_diag *d;
   int errors;
   kept *kept;             /* values expansions keep for later ones (sh_x_keep) */
@@ -169,6 +171,51 @@ static ir_value *swap_dims(sh_engine *e, ir_value *x, int i, int j, ir_loc loc, 
 }
 
 /* v (src) converted to layout want (per axis; UNSET entries: as placed). */
+static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer);
+
+/* A reshape's result gathered on some axes, the rest kept: the reshape of
+ * its operand gathered on them (NULL when that is not the case). A view, so
+ * a value the phase gathers whole and as a reshape (an output gradient read
+ * by the input gradient's matmul and, flattened, by the weight gradient's)
+ * is gathered once, as Megatron-LM's sequence parallelism does. */
+static ir_value *gather_view(sh_engine *e, const ir_value *v, const sh_st *cur, const sh_st *want, int phase, ir_loc loc,
+                             int layer) {
+  const ir_value *u = v->def && v->def->op == IR_OP_RESHAPE ? v->def->in[0] : NULL;
+  if (!u) return NULL;
+  sh_st uw[IR_NUM_AXES];
+  bool gathers = false;
+  for (int a = 0; a < IR_NUM_AXES; a++) {
+    uw[a] = (sh_st){SH_UNSET, 0, 1};
+    if (sh_eq(cur[a], want[a])) continue;
+    if (cur[a].kind != SH_S || want[a].kind != SH_R || e->st[u->id][a].kind != SH_S) return NULL;
+    uw[a] = sh_R(), gathers = true;
+  }
+  if (!gathers) return NULL;
+  ir_value *x = convert(e, u, uw, phase, loc, layer);
+  ir_type t = local_type(e, &v->type, want);
+  x = reshape_to(e, x, t.dims, t.rank, loc, layer);
+  set_layout(x, want);
+  return x;
+}
+
+/* u when v is transpose(transpose(u)) with perms that undo each other and
+ * the same layout (the backward's transpose of a forward transpose of a
+ * weight, a tied LM head's): converting u instead, the backward does not
+ * keep the forward's transposed block alive (under ZeRO 3 it is the
+ * gather's source), else NULL. */
+static const ir_value *undone_transpose(const sh_engine *e, const ir_value *v) {
+  const ir_node *a = v->def, *b = a && a->op == IR_OP_TRANSPOSE ? a->in[0]->def : NULL;
+  if (!b || b->op != IR_OP_TRANSPOSE) return NULL;
+  const ir_attr *pa = ir_node_attr(a, "perm"), *pb = ir_node_attr(b, "perm");
+  if (!pa || !pb || pa->n != pb->n) return NULL;
+  for (int i = 0; i < pa->n; i++)
+    if (pa->ints[i] < 0 || pa->ints[i] >= pb->n || pb->ints[pa->ints[i]] != i) return NULL;
+  const ir_value *u = b->in[0];
+  for (int x = 0; x < IR_NUM_AXES; x++)
+    if (!sh_eq(e->st[u->id][x], e->st[v->id][x])) return NULL;
+  return u;
+}
+
 static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer) {
   sh_st want[IR_NUM_AXES], cur[IR_NUM_AXES];
   memcpy(cur, e->st[v->id], sizeof cur);
@@ -181,7 +228,11 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     for (int a = 0; a < IR_NUM_AXES && eq; a++) eq = sh_eq(c->st[a], want[a]);
     if (eq) return c->v;
   }
-  ir_value *x = e->map[v->id];
+  const ir_value *u = undone_transpose(e, v);
+  if (u) return convert(e, u, want, phase, loc, layer);
+  ir_value *x = gather_view(e, v, cur, want, phase, loc, layer);
+  if (x) memcpy(cur, want, sizeof cur);
+  else x = e->map[v->id];
   /* 1. gathers, inner axes first: a split that goes, or whose dim's outer splits change */
   for (int a = IR_NUM_AXES - 1; a >= 0; a--) {
     if (cur[a].kind != SH_S) continue;
@@ -269,6 +320,37 @@ static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int l
   r->def->layer = layer;
   r->role = x->role;
   r->shard = x->shard;
+  return r;
+}
+
+/* x on the first rank of axis, 0 on the others: a partial sum of x (named
+ * name, else after x). */
+static ir_value *first_only(sh_engine *e, ir_value *x, int axis, const char *name, ir_loc loc, int layer) {
+  char err[256], hint[300];
+  ir_attr ax = ir_attr_int("axis", 0), zero = ir_attr_float("value", 0), shape = ir_attr_ints("shape", NULL, 0);
+  ir_type t = {.dtype = IR_DT_I64, .rank = 1, .dims = {e->mesh->size[axis]}}, z = {.dtype = x->type.dtype, .rank = 0};
+  snprintf(hint, sizeof hint, "%.280s.ids", x->name);
+  ir_node *ids = ir_graph_build(e->dst, IR_OP_IOTA, NULL, 0, &ax, 1, &t, hint, loc, err, sizeof err);
+  snprintf(hint, sizeof hint, "%.280s.c", x->name);
+  ir_node *c = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &z, hint, loc, err, sizeof err);
+  if (!ids || !c) abort();
+  ids->layer = c->layer = layer;
+  ir_value *coord = comm1(e, IR_OP_MESH_SLICE, ids->out[0], axis, 0, NULL, "sl", loc, layer); /* [1]: the coordinate */
+  coord = ir_graph_build1(e->dst, IR_OP_RESHAPE, &coord, 1, &shape, 1, NULL, loc);
+  ir_value *zi = c->out[0];
+  if (x->type.dtype != IR_DT_I64) { /* the coordinate's zero */
+    ir_node *k = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &(ir_type){.dtype = IR_DT_I64}, NULL, loc, err,
+                                sizeof err);
+    if (!k) abort();
+    zi = k->out[0];
+  }
+  ir_value *eq_in[2] = {coord, zi};
+  ir_value *is_first = ir_graph_build1(e->dst, IR_OP_EQ, eq_in, 2, NULL, 0, NULL, loc);
+  ir_value *in[3] = {is_first, x, c->out[0]};
+  snprintf(hint, sizeof hint, "%.280s.first", x->name);
+  ir_value *r = ir_graph_build1(e->dst, IR_OP_WHERE, in, 3, NULL, 0, name ? name : hint, loc);
+  coord->def->layer = is_first->def->layer = r->def->layer = layer;
+  r->role = x->role;
   return r;
 }
 
@@ -434,7 +516,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     abort();
   }
   sh_st want[SH_MAX_ARGS][IR_NUM_AXES], res[SH_MAX_ARGS][IR_NUM_AXES];
-  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false}, red[IR_NUM_AXES] = {false};
+  bool scale[IR_NUM_AXES] = {false}, maxr[IR_NUM_AXES] = {false}, red[IR_NUM_AXES] = {false}, first[IR_NUM_AXES] = {false};
   int scale_op[IR_NUM_AXES];
   sh_expand expand = NULL;
   int expand_axis = -1;
@@ -448,13 +530,16 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     }
     sh_dec d = {.node = n, .axis = a, .size = e->mesh->size[a], .n_in = n->n_in, .n_out = n->n_out,
                 .megatron = e->megatron && a == IR_AXIS_TP, .scale_operand = -1, .parts_hint = 1,
-                .sp = e->mesh->sp && a == IR_AXIS_TP};
+                .sp = e->mesh->sp && a == IR_AXIS_TP, .readers = n->n_out ? e->readers[n->out[0]->id] : 0,
+                .slice_counts = e->slice_counts[a]};
     if (d.megatron && (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_MATMUL) && n->out[0]->type.rank >= 1)
       d.parts_hint = find_parts(e, n->out[0], n->out[0]->type.rank - 1, 0);
     for (int i = 0; i < n->n_in; i++) {
       const ir_value *v = n->in[i];
       d.in[i] = e->st[v->id][a];
       d.in_param[i] = is_weight(v);
+      for (int o = 0; o < IR_NUM_AXES; o++)
+        if (o != a && e->st[v->id][o].kind == SH_S) d.in_other[i] |= 1u << e->st[v->id][o].dim;
       for (int k = 0; k < v->type.rank; k++) {
         int64_t s = v->type.dims[k];
         for (int o = 0; o < a; o++) /* the outer axes' splits already chosen */
@@ -463,6 +548,14 @@ static int shard_node(sh_engine *e, const ir_node *n) {
       }
     }
     rule(&d);
+    /* a partial activation several nodes read (a column-parallel layer's
+     * input gradient, or llama's sum of them, read by a norm's backward):
+     * reduced where it is made, as Megatron-LM does; kept partial, each
+     * reader that cannot take it would reduce it, and again the partial
+     * products made from it (3 reduce-scatters per norm under sp), and the
+     * norm's gain gradient would be a partial sum reduced in the update */
+    if (d.megatron && n->n_out == 1 && d.out[0].kind == SH_P && d.readers > 1 && n->out[0]->type.rank >= 3)
+      d.reduce_results = true;
     for (int i = 0; i < n->n_in; i++) {
       want[i][a] = d.in[i].kind == SH_UNSET ? sh_R() : d.in[i];
       if (e->st[n->in[i]->id][a].kind == SH_UNSET) place(e, n->in[i], a, want[i][a]);
@@ -472,6 +565,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     scale_op[a] = d.scale_operand;
     maxr[a] = d.max_results;
     red[a] = d.reduce_results && d.out[0].kind == SH_P;
+    first[a] = d.first_only;
     if (d.expand) {
       if (expand) {
         fprintf(stderr, "tgc: internal error: shard: %s at %d:%d expands on two axes\n", ir_op_name(n->op), n->loc.line,
@@ -502,7 +596,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
   /* a result rescaled or maxed afterwards: the node's is the local one, the
    * final value keeps the name */
   bool post = false;
-  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a] || red[a];
+  for (int a = 0; a < IR_NUM_AXES; a++) post |= scale[a] || maxr[a] || red[a] || first[a];
   const char *names[SH_MAX_ARGS];
   char local_names[SH_MAX_ARGS][300];
   for (int j = 0; j < n->n_out; j++) {
@@ -538,10 +632,16 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     int div = 1, maxes = 0;
     for (int a = 0; a < IR_NUM_AXES; a++) {
       if (scale[a] && ir_dtype_is_float(r->type.dtype)) div *= e->mesh->size[a];
-      maxes += (maxr[a] || red[a]) && j == 0;
+      maxes += (maxr[a] || red[a] || first[a]) && j == 0;
     }
+
     char final[320];
     snprintf(final, sizeof final, "=%.300s", n->out[j]->name);
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (first[a] && j == 0) {
+        r = first_only(e, r, a, --maxes == 0 && div == 1 ? n->out[j]->name : NULL, loc, n->layer);
+        set_layout(r, res[j]);
+      }
     for (int a = 0; a < IR_NUM_AXES; a++)
       if (maxr[a] && j == 0) {
         r = comm1(e, IR_OP_ALL_REDUCE, r, a, -1, "max", --maxes == 0 && div == 1 ? final : "max", loc, n->layer);
@@ -579,7 +679,10 @@ sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
   e->map = calloc((size_t)e->nv, sizeof *e->map);
   e->st = calloc((size_t)e->nv, sizeof *e->st);
   e->convs = calloc((size_t)e->nv, sizeof *e->convs);
-  if (!e->map || !e->st || !e->convs) abort();
+  e->readers = calloc((size_t)e->nv, sizeof *e->readers);
+  if (!e->map || !e->st || !e->convs || !e->readers) abort();
+  for (int i = 0; i < src->n_nodes; i++)
+    for (int k = 0; !src->nodes[i]->dead && k < src->nodes[i]->n_in; k++) e->readers[src->nodes[i]->in[k]->id]++;
   e->dst = ir_graph_new(src->name, src->source_file);
   e->dst->mesh = src->mesh;
   for (int i = 0; i < src->n_inputs; i++) {
@@ -612,6 +715,8 @@ void sh_engine_convert_input(sh_engine *e, const ir_value *v, const sh_st *want)
   e->map[v->id] = x;
   memcpy(e->st[v->id], w, sizeof w);
 }
+
+void sh_engine_slice_counts(sh_engine *e, int axis) { e->slice_counts[axis] = true; }
 
 int sh_engine_run(sh_engine *e) {
   for (int i = 0; i < e->src->n_nodes; i++) {
@@ -651,6 +756,7 @@ void sh_engine_free(sh_engine *e) {
       c = next;
     }
   free(e->convs);
+  free(e->readers);
   for (kept *k = e->kept; k;) {
     kept *next = k->next;
     free(k);

@@ -47,6 +47,9 @@ typedef struct {
   bool megatron;               /* tp axis: place unset weights by Megatron's column / row rule */
   bool sp;                     /* tp axis with sequence parallelism: a partial sum an op cannot take is
                                 * reduce-scattered along the sequence (dim 1 of [B, T, ...]) */
+  int readers;                 /* how many nodes read result 0 */
+  bool slice_counts;           /* count_nonfinite of a replicated operand is partial (sh_engine_slice_counts) */
+  uint32_t in_other[SH_MAX_ARGS]; /* operand i: the dims other axes split now (bit k: dim k) */
   int parts_hint;              /* matmul on tp: > 1 when result 0's last dim is later split in that many
                                 * equal parts (a fused q, k, v projection): a column-parallel weight is
                                 * then placed in parts */
@@ -54,6 +57,7 @@ typedef struct {
   bool scale_results;          /* every float result (a mean over a split dim) */
   int scale_operand;           /* >= 0: that operand, before the op (cross_entropy_grad's g) */
   bool max_results;            /* result 0 is a local max: all_reduce(max) over the axis */
+  bool first_only;             /* result 0 is kept on the axis' first rank, 0 on the others (a partial sum) */
   bool reduce_results;         /* result 0, a partial sum, is reduced at once (Megatron-LM's all-reduce
                                 * after the vocabulary-parallel embedding and of the LM head's input
                                 * gradient), not where its readers need it: a partial sum kept along the
@@ -97,6 +101,11 @@ sh_st sh_engine_layout(const sh_engine *e, const ir_value *v, int axis);
 /* Input v (placed) converted to want at the start of the graph: every
  * reader sees the converted value. */
 void sh_engine_convert_input(sh_engine *e, const ir_value *v, const sh_st *want);
+/* On axis, count_nonfinite of a replicated operand is a partial count (each
+ * rank counts its block, or the first rank counts it all): a sum of counts
+ * over split and replicated tensors is then reduced once, not once for each
+ * split tensor meeting the replicated total. */
+void sh_engine_slice_counts(sh_engine *e, int axis);
 int sh_engine_run(sh_engine *e);
 void sh_engine_output(sh_engine *e, int i, const sh_st *want);
 ir_graph *sh_engine_finish(sh_engine *e);

@@ -34,7 +34,8 @@
  *           over a split dim: a partial sum (a mean also scaled by 1 /
  *           size), or a local max then a max over the axis; else the split
  *           follows its dim; partials pass through sum and mean.
- *   count_nonfinite of a split value: a partial count.
+ *   count_nonfinite of a split value: a partial count; where the engine
+ *           asks (sh_engine_slice_counts), of a replicated one too.
  *   transpose, reshape, broadcast, slice, unslice, concat, split
  *           the split follows its dim; reshape maps it when the split dim is
  *           the outermost of its group of merged or split dims and divides;
@@ -58,9 +59,12 @@
  *           the first of those); else as below.
  *   layernorm_grad, rmsnorm_grad  rows (x and dy split alike along a dim
  *           before the last) stay split: dx is split so, dgamma and dbeta are
- *           partial sums (as the reduce_sum over the rows they replace); a
- *           partial dy with a replicated x gives partial results (linear in
- *           dy); else replicated.
+ *           partial sums (as the reduce_sum over the rows they replace); else
+ *           replicated: a partial dy (the column-parallel input gradient)
+ *           is reduced first, as Megatron-LM does, so that every rank has
+ *           the whole norm gradient and the update reduces none (carrying
+ *           the partial sum through, linear in dy, would reduce dx all the
+ *           same and add the gain's and bias's gradients in the update).
  *   attention, attention_grad  split batch or head dims (those before the
  *           last two) stay split when every operand has them; else gathered.
  *   shard_hint  the user's constraint: split along the dim its spec names
@@ -242,7 +246,7 @@ static void rule_softmax(sh_dec *d) { pointwise(d, 1u << ir_node_attr_int(d->nod
 /* layernorm, rmsnorm, add_layernorm: not along the last dim */
 static void rule_norm(sh_dec *d) { pointwise(d, 1u << (rank_out(d) - 1)); }
 
-/* layernorm_grad / rmsnorm_grad (x, gamma, dy): rows split, or linear in a partial dy */
+/* layernorm_grad / rmsnorm_grad (x, gamma, dy): rows split, else replicated */
 static void rule_norm_grad(sh_dec *d) {
   int r = rank_in(d, 0);
   for (int i = 0; i < 3; i += 2) {
@@ -254,11 +258,6 @@ static void rule_norm_grad(sh_dec *d) {
       for (int j = 1; j < d->n_out; j++) d->out[j] = sh_P();
       return;
     }
-  }
-  if (d->in[2].kind == SH_P && d->in[0].kind != SH_P) {
-    d->in[0] = d->in[1] = sh_R();
-    all_out(d, sh_P());
-    return;
   }
   rule_replicate(d);
 }
@@ -541,6 +540,16 @@ static void rule_argmax(sh_dec *d) {
 static void rule_count(sh_dec *d) {
   if (d->in[0].kind == SH_S) {
     d->out[0] = sh_P();
+    return;
+  }
+  if (d->slice_counts && d->in[0].kind != SH_P) {
+    /* partial: the count of the rank's block (a slice no other axis splits:
+     * free), else the whole count on the first rank */
+    int k = 0;
+    while (k < rank_in(d, 0) && ((d->in_other[0] >> k & 1) || !sh_can_split(d, 0, k))) k++;
+    d->in[0] = k < rank_in(d, 0) ? sh_S(k) : sh_R();
+    d->out[0] = sh_P();
+    d->first_only = k == rank_in(d, 0);
     return;
   }
   rule_replicate(d);

@@ -218,11 +218,16 @@ done:
   return out;
 }
 
-static ir_graph *shard_update(const pass_training *t, const param_layout *lay, const sh_st *sums, ir_diag *d) {
+static ir_graph *shard_update(const pass_training *t, int zero, const param_layout *lay, const sh_st *sums, ir_diag *d) {
   const ir_graph *u = t->update;
   int np = t->n_params, per = np ? t->n_states / np : 0;
   sh_engine *e = sh_engine_new(u, d, false);
   ir_graph *out = NULL;
+  /* the Inf/NaN count: one all-reduce where split and replicated parameters
+   * mix (tp; dp under ZeRO); none on dp without ZeRO (every rank holds the
+   * same parameters) */
+  sh_engine_slice_counts(e, IR_AXIS_TP);
+  if (zero >= 1) sh_engine_slice_counts(e, IR_AXIS_DP);
   for (int a = 0; a < IR_NUM_AXES; a++) {
     for (int i = 0; i < np; i++) {
       sh_engine_place(e, u->inputs[i], a, lay[i].grad[a]);
@@ -335,7 +340,7 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
   }
   if (!(step = shard_step(t, zero, lay, tp, sums, o->diag))) goto done;
   /* the tp placements of the real run are the probe's (the same rules, the same order) */
-  if (!(update = shard_update(t, lay, sums, o->diag))) goto done;
+  if (!(update = shard_update(t, zero, lay, sums, o->diag))) goto done;
   ir_graph_free(t->step);
   ir_graph_free(t->update);
   t->step = step;

@@ -253,9 +253,11 @@ static void test_llama(void) {
     const pass_plan_group *emb = &p->groups[0], *head = &p->groups[p->n_groups - 1];
     CHECK(emb->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 1 &&
           emb->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == pay);
-    /* vocabulary-parallel cross-entropy: 3 fp32 per token; the head's input gradient */
-    CHECK(head->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 1 &&
-          head->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 3 * 4 * s);
+    /* vocabulary-parallel cross-entropy: 3 fp32 per token, and the
+     * trainer's accuracy: the max (bf16) and its index (i32) per token; the
+     * head's input gradient */
+    CHECK(head->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 5 &&
+          head->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == (3 * 4 + 2 + 4) * s);
     CHECK(head->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 1 &&
           head->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == pay);
   }

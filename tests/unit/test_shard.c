@@ -176,11 +176,34 @@ static void test_gpt_tp(void) {
     bool sp = strstr(meshes[m], "sp") != NULL;
     /* 2 layers: forward 2 reductions per layer, backward 2 more (the input gradients of the column-parallel matmuls) */
     if (!sp) CHECK(s.n[IR_OP_ALL_REDUCE][IR_AXIS_TP] >= 8);
-    if (sp) CHECK(s.n[IR_OP_REDUCE_SCATTER][IR_AXIS_TP] >= 8 && s.n[IR_OP_ALL_GATHER][IR_AXIS_TP] >= 8);
-    /* each rank updates its own shard: the update all-reduces over tp only
-     * the gradients of the replicated norms (partial sums: their backward
-     * takes partial input gradients, as the adds of the residual stream
-     * reduce them later) and the Inf / NaN counts, no weight matrix */
+    /* sp (Megatron-LM, Korthikanti et al. 2022): per layer 2 all-gathers + 2
+     * reduce-scatters forward, 4 + 2 backward (the output gradient gathered
+     * once for both matmuls, the layernorm's input gradient reduce-scattered
+     * once); the embedding reduce-scatters its output and gathers its
+     * gradient, the head gathers its input in both phases and
+     * reduce-scatters its input gradient: 6 x 2 + 3 and 4 x 2 + 2 */
+    if (sp) CHECK(s.n[IR_OP_REDUCE_SCATTER][IR_AXIS_TP] == 4 * 2 + 2 && s.n[IR_OP_ALL_GATHER][IR_AXIS_TP] == 6 * 2 + 3);
+    /* each rank updates its own shard: the update all-reduces over tp the
+     * Inf / NaN count once (each rank counts its block of every parameter),
+     * and with sp the gradients of what runs on a block of the tokens (the
+     * norms' gains and biases, 2 x 2 per layer + the final norm's 2, the 2
+     * row-parallel biases per layer, the position table: Megatron-LM's
+     * all-reduce of the sequence-parallel norms' gradients); without sp
+     * none: every rank computes the whole norm gradient from the reduced
+     * input gradient. No weight matrix */
+    counts u = count(t->update);
+    CHECK_EQ_INT(u.n[IR_OP_ALL_REDUCE][IR_AXIS_TP], sp ? 1 + 2 * (2 * 2 + 2) + 2 + 1 : 1);
+    /* the Inf / NaN count (i64) once per axis: on dp too under ZeRO (m == 3),
+     * where the column biases tp splits stay whole over dp */
+    int counts_reduced[IR_NUM_AXES] = {0};
+    for (int i = 0; i < t->update->n_nodes; i++) {
+      const ir_node *n = t->update->nodes[i];
+      const ir_attr *ax = ir_node_attr(n, "axis");
+      if (n->op == IR_OP_ALL_REDUCE && ax && n->in[0]->type.dtype == IR_DT_I64)
+        counts_reduced[ir_axis_from_name(ax->s, strlen(ax->s))]++;
+    }
+    CHECK_EQ_INT(counts_reduced[IR_AXIS_TP], 1);
+    CHECK_EQ_INT(counts_reduced[IR_AXIS_DP], m == 3 ? 1 : 0);
     for (int i = 0; i < t->update->n_nodes; i++) {
       const ir_node *n = t->update->nodes[i];
       const ir_attr *ax = ir_node_attr(n, "axis");
