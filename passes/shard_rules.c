@@ -840,6 +840,7 @@ static const sh_rule rules[IR_NUM_OPS] = {
     [IR_OP_FUSED] = rule_pointwise,
     [IR_OP_FUSED_MATMUL] = rule_fused_matmul,
     [IR_OP_ADD_LAYERNORM] = rule_norm,
+    [IR_OP_LINEAR_CROSS_ENTROPY] = rule_replicate, /* made after the shard pass, on graphs without a mesh */
     [IR_OP_SHARD_HINT] = rule_shard_hint,
 };
 
