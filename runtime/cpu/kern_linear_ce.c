@@ -3,7 +3,7 @@
  *
  * Per chunk of C rows, in the op's chunk buffer (result 4, [C, V]):
  *   logits_c = h_c w^T (w[V, D], transpose_b = 1) or h_c w (w[D, V])
- *   predicted_c = argmax of each row (the comparisons of rt_kern_argmax)
+ *   predicted_c = argmax of each row (rt_argmax_line, argmax's own)
  *   loss rows, and softmax - onehot scaled by g / rows, in place (rt_ce_rows;
  *   with g f32 over bf16 / f16 h, mixed precision, rounded to f32 first, as
  *   the unfused graph's cross_entropy_grad in f32 and its cast do)
@@ -46,21 +46,7 @@ static void lce_store(const lce_kind *t, ir_dtype dt, void *x, const void *p, in
 
 static void lce_argmax(ir_dtype dt, const void *x, int64_t rows, int64_t V, int32_t *out) {
 #pragma omp parallel for schedule(static) if (rows * V > RT_PAR_MIN && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t best = 0, base = r * V;
-    if (dt == IR_DT_F32) {
-      const float *v = (const float *)x + base;
-      for (int64_t j = 1; j < V; j++)
-        if (v[j] > v[best]) best = j;
-    } else {
-      double bv = rt_load(dt, x, base);
-      for (int64_t j = 1; j < V; j++) {
-        double y = rt_load(dt, x, base + j);
-        if (y > bv) bv = y, best = j;
-      }
-    }
-    out[r] = (int32_t)best;
-  }
+  for (int64_t r = 0; r < rows; r++) out[r] = (int32_t)rt_argmax_line(dt, x, r * V, V, 1);
 }
 
 int rt_kern_linear_cross_entropy(const rt_kctx *k) {

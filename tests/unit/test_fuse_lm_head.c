@@ -7,11 +7,12 @@
  * fused graph within 1e-5 of the unfused one's (relative to the tensor's
  * largest magnitude) in f32 and 1e-12 in f64, with the pass's chunk (every
  * row at once) and with chunks of 16 and 24 rows (4 and 3 chunks, the last
- * one short; the op's chunk attribute and buffer type edited). The fused
- * graph has one linear_cross_entropy and no value of the logits' type; it also runs on cuda-emu (generated kernels, the emulated cuBLAS
- * with dw accumulated over chunks) within 1e-5 of the cpu in f32, and its
- * lowered step moves what the cost model counts, exactly. On failure each
- * output's error is printed.
+ * one short; the op's chunk attribute and buffer type edited; testgpu.h's
+ * compare_tensors prints the first mismatches and the worst). The fused
+ * graph has one linear_cross_entropy and no value of the logits' type; it
+ * also runs on cuda-emu (generated kernels, the emulated cuBLAS with dw
+ * accumulated over chunks) within 1e-5 of the cpu in f32, and its lowered
+ * step moves what the cost model counts, exactly.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "ir.h"
 #include "pass.h"
 #include "runtime.h"
+#include "testgpu.h"
 #include "testtrain.h"
 
 static ir_diag *diag;
@@ -120,20 +122,12 @@ static void free_outs(rt_tensor **o, int n) {
   free(o);
 }
 
-/* Every output of a within tol of b's (max |a - b| / max |b|). */
+/* Every output of a within tol of b's (relative to the tensor's scale: testgpu.h). */
 static void compare(const char *what, const ir_graph *g, rt_tensor **a, rt_tensor **b, double tol) {
-  if (!a || !b) return;
-  for (int i = 0; i < g->n_outputs; i++) {
-    int64_t n = ir_type_numel(&b[i]->type);
-    double diff = 0, mag = 0;
-    for (int64_t j = 0; j < n; j++) {
-      double x = rt_tensor_get(a[i], j), y = rt_tensor_get(b[i], j);
-      if (!(fabs(x - y) <= diff)) diff = fabs(x - y);
-      if (fabs(y) > mag) mag = fabs(y);
-    }
-    double e = mag > 0 ? diff / mag : diff;
-    if (!(e <= tol)) fprintf(stderr, "  %s: output %s differs: rel %.3g (max diff %.3g)\n", what, g->outputs[i].name, e, diff);
-    CHECK(e <= tol);
+  for (int i = 0; a && b && i < g->n_outputs; i++) {
+    char name[160];
+    snprintf(name, sizeof name, "%s: output %s", what, g->outputs[i].name);
+    CHECK_EQ_INT(compare_tensors(name, a[i], b[i], tol, NULL), 0);
   }
 }
 
