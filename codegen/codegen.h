@@ -82,6 +82,7 @@ typedef struct {
   cg_ref a, b, c;
   cg_epilogue epilogue;
   cg_ref bias, aux;
+  bool accumulate;            /* C += the product (beta = 1) instead of C = (linear_cross_entropy's dw over chunks) */
   int fallback_kernel;        /* with an epilogue: the kernel that applies it after a plain product, for a
                                * cuBLASLt that has no algorithm with the epilogue (-1: none needed) */
   unsigned fallback_grid;     /* its blocks (of its kernel's block size) */
@@ -121,7 +122,9 @@ typedef struct {
    * (embedding: the gathered rows). Not counted: the workspace (partial
    * sums, a few KiB), and the executor's zero-fill of IR_OPF_ZEROED
    * results before the step. View steps move 0. pass_node_cost's bytes
-   * are the same figure computed from the graph (test_cost_lowering). */
+   * are the same figure computed from the graph (test_cost_lowering). An
+   * emitter whose actions read an operand more than once (linear_cross_entropy's
+   * products per chunk) gives the sum over its actions (cg_step_moves). */
   double bytes;
 } cg_step;
 

@@ -48,6 +48,7 @@ typedef struct cg_ctx {
   bool failed;
   struct cg_part { int step, index; double bytes; } *parts; /* cg_reads_part's, in step order */
   int n_parts, cap_parts;
+  double *moves;         /* by step: cg_step_moves's figure, or -1 */
 } cg_ctx;
 
 typedef int (*cg_emit_fn)(cg_ctx *c, const ir_node *n);
@@ -79,6 +80,10 @@ void cg_memset(cg_ctx *c, cg_ref dst, size_t bytes);
 /* The current step's kernel reads only `bytes` of operand `index` (not all
  * of it): what cg_step.bytes counts for that operand. */
 void cg_reads_part(cg_ctx *c, int index, double bytes);
+/* The current step's actions move `bytes` in all (each action's operands
+ * and results counted, the workspace not): cg_step.bytes for an emitter
+ * whose actions touch a tensor more than once. */
+void cg_step_moves(cg_ctx *c, double bytes);
 /* The workspace must hold at least bytes (kernels of the step read it at offset 0). */
 void cg_need_workspace(cg_ctx *c, size_t bytes);
 /* Appends to the source. */

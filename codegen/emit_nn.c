@@ -159,6 +159,82 @@ int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
   return 0;
 }
 
+/* linear_cross_entropy (passes/fuse_lm_head.c): per chunk of C rows, in
+ * the op's chunk buffer (result 4): the logits product (cuBLASLt); a
+ * kernel of the rows' argmax (predicted) and losses (the workspace, in
+ * double), which only reads the buffer; the gradient rows in place
+ * (softmax - onehot, the loss the second kernel recomputes is dropped:
+ * its read of the target's logit may race the row's writes); the dh rows'
+ * product; dw's product, accumulating from the second chunk (beta = 1).
+ * Then the loss kernel adds the row losses in order. A kernel per chunk
+ * (the chunk's first row is a constant of its source). The step moves what
+ * every action reads and writes (cg_step_moves; passes/cost.c counts the
+ * same). */
+int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
+  const ir_type *ht = &n->in[0]->type, *bt = &n->out[4]->type;
+  bool tb = ir_node_attr_int(n, "transpose_b", 0) != 0;
+  ir_dtype dt = ht->dtype;
+  if (dt != IR_DT_F32 && dt != IR_DT_F64 && dt != IR_DT_BF16 && dt != IR_DT_F16) return cg_fail(c, "not a float dtype");
+  int64_t D = ht->dims[ht->rank - 1], V = bt->dims[1], C = bt->dims[0], N = cg_numel(&n->in[2]->type);
+  double es = (double)ir_dtype_size(dt), ts = (double)ir_dtype_size(n->in[2]->type.dtype), wb = (double)(V * D) * es;
+  bool warp = V <= WARP_ROW_MAX;
+  int W = vec_width(V, ir_dtype_size(dt));
+  const char *t = cg_ctype(dt);
+  cg_need_workspace(c, (size_t)N * 8);
+  double moved = 0;
+  for (int64_t r0 = 0; r0 < N; r0 += C) {
+    int64_t rows = N - r0 < C ? N - r0 : C;
+    size_t h_at = (size_t)(r0 * D) * (size_t)es;
+    cg_gemm g = {.dtype = dt, .trans_b = tb, .m = rows, .n = V, .k = D, .lda = D, .ldb = tb ? D : V, .ldc = V,
+                 .batch = 1, .a = {CG_REF_IN, 0, h_at, 0}, .b = {CG_REF_IN, 1, 0, 0}, .c = {CG_REF_OUT, 4, 0, 0},
+                 .fallback_kernel = -1};
+    cg_gemm_action(c, &g);
+    double buf = (double)(rows * V) * es;
+    moved += (double)(rows * D) * es + wb + buf;
+    for (int pass = 0; pass < 2; pass++) { /* the rows' argmax and losses; their gradient in place */
+      int k = cg_kernel_begin(c, pass ? "grad" : "rows");
+      cg_kernel_signature(c, k, THREADS, pass == 0);
+      cg_src(c, "  TGC_SHARED(float, scratch, 32);\n");
+      row_head(c, rows, warp);
+      cg_src(c, "  %s *x = out4 + row * %lldLL;\n", t, (long long)V);
+      if (pass == 0) {
+        cg_src(c, "  TGC_SHARED(double, dscratch, 32);\n");
+        cg_src(c, "  const int best = tgc::argmax_row<%s>(x, %lldLL, dscratch);\n", warp ? "true" : "false", (long long)V);
+        cg_src(c, "  const double loss = tgc::ce_row_loss<%d, %s>(x, in2 + %lldLL, row, %lldLL, \"%%%s\", scratch);\n", W,
+               warp ? "true" : "false", (long long)r0, (long long)V, n->in[2]->name);
+        cg_src(c, "  if (%s == 0) { out3[%lldLL + row] = best; ((double *)ws)[%lldLL + row] = loss; }\n",
+               warp ? "tgc_lane_id()" : "tgc_thread_rank()", (long long)r0, (long long)r0);
+        moved += buf + (double)rows * (ts + 4);
+      } else {
+        cg_src(c, "  const float scale = tgc_f(in3[0]) / %lld.0f;\n", (long long)N);
+        cg_src(c, "  (void)tgc::ce_grad_row<%d, %s>(x, in2 + %lldLL, row, %lldLL, scale, x, \"%%%s\", scratch);\n", W,
+               warp ? "true" : "false", (long long)r0, (long long)V, n->in[2]->name);
+        moved += 2 * buf + (double)rows * ts + (double)ir_dtype_size(n->in[3]->type.dtype);
+      }
+      cg_kernel_end(c, k);
+      cg_launch(c, k, warp ? (rows + THREADS / 32 - 1) / (THREADS / 32) : rows, 1, THREADS, 0);
+    }
+    g = (cg_gemm){.dtype = dt, .trans_b = !tb, .m = rows, .n = D, .k = V, .lda = V, .ldb = tb ? D : V, .ldc = D,
+                  .batch = 1, .a = {CG_REF_OUT, 4, 0, 0}, .b = {CG_REF_IN, 1, 0, 0}, .c = {CG_REF_OUT, 1, h_at, 0},
+                  .fallback_kernel = -1};
+    cg_gemm_action(c, &g);
+    moved += buf + wb + (double)(rows * D) * es;
+    if (tb) /* dw[V, D] (+)= buffer^T h_c */
+      g = (cg_gemm){.dtype = dt, .trans_a = true, .m = V, .n = D, .k = rows, .lda = V, .ldb = D, .ldc = D, .batch = 1,
+                    .a = {CG_REF_OUT, 4, 0, 0}, .b = {CG_REF_IN, 0, h_at, 0}, .c = {CG_REF_OUT, 2, 0, 0}};
+    else /* dw[D, V] (+)= h_c^T buffer */
+      g = (cg_gemm){.dtype = dt, .trans_a = true, .m = D, .n = V, .k = rows, .lda = D, .ldb = V, .ldc = V, .batch = 1,
+                    .a = {CG_REF_IN, 0, h_at, 0}, .b = {CG_REF_OUT, 4, 0, 0}, .c = {CG_REF_OUT, 2, 0, 0}};
+    g.accumulate = r0 > 0;
+    g.fallback_kernel = -1;
+    cg_gemm_action(c, &g);
+    moved += buf + (double)(rows * D) * es + (r0 > 0 ? 2 : 1) * wb;
+  }
+  ce_loss_kernel(c, N, n->out[0]->type.dtype, (cg_ref){.kind = CG_REF_OUT, .index = 0});
+  cg_step_moves(c, moved + (double)ir_dtype_size(n->out[0]->type.dtype));
+  return 0;
+}
+
 /* ---- attention ---- */
 
 typedef struct {

@@ -48,6 +48,7 @@ int cg_emit_embedding(cg_ctx *c, const ir_node *n);
 int cg_emit_embedding_grad(cg_ctx *c, const ir_node *n);
 int cg_emit_cross_entropy(cg_ctx *c, const ir_node *n);
 int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n);
+int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n);
 int cg_emit_attention(cg_ctx *c, const ir_node *n);
 int cg_emit_attention_grad(cg_ctx *c, const ir_node *n);
 int cg_emit_einsum(cg_ctx *c, const ir_node *n);
@@ -91,6 +92,7 @@ static const cg_emit_fn emitters[IR_NUM_OPS] = {
     [IR_OP_ADD_LAYERNORM] = cg_emit_add_layernorm,
     [IR_OP_LAYERNORM_GRAD] = cg_emit_layernorm_grad,
     [IR_OP_RMSNORM_GRAD] = cg_emit_layernorm_grad,
+    [IR_OP_LINEAR_CROSS_ENTROPY] = cg_emit_linear_cross_entropy,
 };
 
 static cg_emit_fn emitter(ir_op op) {
@@ -416,6 +418,11 @@ void cg_need_workspace(cg_ctx *c, size_t bytes) {
   if (bytes > c->p->workspace_bytes) c->p->workspace_bytes = bytes;
 }
 
+void cg_step_moves(cg_ctx *c, double bytes) {
+  if (c->moves) c->moves[c->step] = bytes;
+  else c->src.oom = true;
+}
+
 void cg_reads_part(cg_ctx *c, int index, double bytes) {
   struct cg_part *np = grow(c->parts, &c->cap_parts, c->n_parts + 1, sizeof *np);
   if (!np) {
@@ -499,7 +506,7 @@ static int step_bytes(cg_ctx *c) {
     }
     for (int i = 0; i < n->n_out; i++)
       if (mark[first[s] + n->n_in + i] && cg_value_live(c, n->out[i])) b += value_bytes(n->out[i]);
-    p->steps[s].bytes = b;
+    p->steps[s].bytes = c->moves && c->moves[s] >= 0 ? c->moves[s] : b;
   }
   free(mark);
   free(first);
@@ -531,6 +538,8 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
   cg_src(&c, "// matrix products run in cuBLASLt and are not in this file.\n");
   cg_src(&c, "#include \"tgc_cuda.h\"\n#include \"tgc_ops.h\"\n#include \"tgc_kernels.h\"\n#include \"tgc_attention.h\"\n\n");
   c.uses = ir_use_counts(g, &c.n_uses); /* NULL (out of memory): every result is stored */
+  c.moves = malloc((size_t)(plan->n_steps > 0 ? plan->n_steps : 1) * sizeof *c.moves);
+  for (int s = 0; c.moves && s < plan->n_steps; s++) c.moves[s] = -1;
   c.partner_step = malloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *c.partner_step);
   for (int i = 0; c.partner_step && i < g->n_nodes; i++) c.partner_step[i] = -1;
   for (int s = 0; c.partner_step && s < plan->n_steps; s++) { /* results a later node's kernels compute */
@@ -569,6 +578,7 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
   free(c.uses);
   free(c.parts);
   free(c.partner_step);
+  free(c.moves);
   if (!c.failed && c.src.oom) snprintf(err, errlen, "out of memory lowering the graph");
   if (c.failed || c.src.oom) {
     cg_buf_free(&c.src);

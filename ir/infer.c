@@ -828,6 +828,46 @@ static int infer_fused(ctx *c, const ir_type *in, int n_in, ir_type *out, int *n
   return 0;
 }
 
+/* ---- the LM head fused with its loss ----
+ * linear_cross_entropy (h[...,D], w, targets int[...], g[]) {chunk: int >= 1,
+ *   transpose_b: int, optional, 0 or 1} -> (loss[], dh, dw, predicted i32[...],
+ *   buffer[C, V]): w is [V, D] with transpose_b = 1 (logits = h w^T), else
+ *   [D, V]; h and w share one float dtype; g has it too, or is f32 with bf16
+ *   / f16 h (mixed precision: the loss over the logits widened to f32, its
+ *   gradient rounded to f32 before h's dtype); targets are h's dims without
+ *   the last; loss has g's dtype, dh h's type, dw w's; C = min(chunk, rows)
+ *   rows of logits of h's dtype (the op's chunk buffer: its place in the plan). */
+static int infer_linear_cross_entropy(ctx *c, const ir_type *in, ir_type *out, int *n_out) {
+  const ir_type *h = &in[0], *w = &in[1], *tgt = &in[2], *g = &in[3];
+  int64_t chunk, tb;
+  if (get_int(c, "chunk", true, 0, &chunk) < 0 || get_int(c, "transpose_b", false, 0, &tb) < 0) return -1;
+  if (chunk < 1) return fail(c, "%s needs chunk >= 1, got %lld", c->name, (long long)chunk);
+  if (tb != 0 && tb != 1) return fail(c, "%s: transpose_b must be 0 or 1, got %lld", c->name, (long long)tb);
+  if (need_float(c, h, true) < 0) return -1;
+  bool mixed = g->dtype == IR_DT_F32 && (h->dtype == IR_DT_BF16 || h->dtype == IR_DT_F16);
+  if (h->rank < 1 || w->rank != 2 || w->dtype != h->dtype || g->rank != 0 || (g->dtype != h->dtype && !mixed))
+    return fail(c, "%s needs h[..., D], a matrix w and a scalar g of one float dtype (g f32 with bf16 / f16 h), got %s, %s, %s",
+                c->name, ts(h).s, ts(w).s, ts(g).s);
+  int64_t D = h->dims[h->rank - 1], V = w->dims[tb ? 0 : 1];
+  if (w->dims[tb ? 1 : 0] != D)
+    return fail(c, "shape mismatch in %s: h %s and w %s (transpose_b = %lld)", c->name, ts(h).s, ts(w).s, (long long)tb);
+  if (!is_int_dtype(tgt->dtype)) return fail(c, "%s targets must be i32 or i64, got %s", c->name, ir_dtype_name(tgt->dtype));
+  bool ok = tgt->rank == h->rank - 1;
+  for (int i = 0; ok && i < tgt->rank; i++) ok = tgt->dims[i] == h->dims[i];
+  if (!ok) return fail(c, "shape mismatch in %s: targets %s must have the shape of h %s without the last dimension", c->name,
+                       ts(tgt).s, ts(h).s);
+  int64_t rows = ir_type_numel(tgt);
+  if (rows == 0 || V == 0) return fail(c, "%s over %s: no positions or no classes", c->name, ts(h).s);
+  out[0] = (ir_type){.dtype = g->dtype, .rank = 0};
+  out[1] = *h;
+  out[2] = *w;
+  out[3] = *tgt;
+  out[3].dtype = IR_DT_I32;
+  out[4] = (ir_type){.dtype = h->dtype, .rank = 2, .dims = {chunk < rows ? chunk : rows, V}};
+  *n_out = 5;
+  return 0;
+}
+
 static int infer_add_layernorm(ctx *c, const ir_type *in, ir_type *out, int *n_out) {
   if (!ir_type_equal(&in[0], &in[1]))
     return fail(c, "add_layernorm needs x and r of the same type, got %s and %s", ts(&in[0]).s, ts(&in[1]).s);
@@ -974,6 +1014,7 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: return infer_attention(&c, in, n_in, out, n_out);
   case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: return infer_fused(&c, in, n_in, out, n_out);
   case IR_OP_ADD_LAYERNORM: return infer_add_layernorm(&c, in, out, n_out);
+  case IR_OP_LINEAR_CROSS_ENTROPY: return infer_linear_cross_entropy(&c, in, out, n_out);
   case IR_OP_SHARD_HINT: r = infer_shard_hint(&c, in, out); break;
   case IR_OP_ALL_REDUCE: case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL:
   case IR_OP_COMM_BROADCAST: case IR_OP_SEND: case IR_OP_RECV: case IR_OP_MESH_SLICE:

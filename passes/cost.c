@@ -86,6 +86,30 @@ static double bytes_of(const ir_value *v) {
   return numel_d(&v->type) * (double)ir_dtype_size(v->type.dtype);
 }
 
+/* linear_cross_entropy (fuse_lm_head.c) as its lowering runs it
+ * (codegen/emit_nn.c), chunk by chunk of C rows (n chunks), with the
+ * chunk buffer in device memory (no cache assumed):
+ *   logits product   reads h_c and w, writes the buffer;
+ *   loss rows        read the buffer and targets_c, write predicted_c (the
+ *                    row losses go to the workspace);
+ *   gradient rows    read g, targets_c and the buffer, write the buffer;
+ *   dh product       reads the buffer and w, writes dh_c;
+ *   dw product       reads the buffer and h_c, writes dw (and reads it from
+ *                    the second chunk on: dw += ...);
+ * then the loss. FLOPs: the three products (2 N V D each), 5 per logit for
+ * the loss, 7 for its gradient, 1 for the argmax. */
+static void linear_ce_cost(const ir_node *n, pass_cost *c) {
+  if (n->n_in != 4 || n->n_out != 5) return;
+  int64_t N = ir_type_numel(&n->in[2]->type), C = n->out[4]->type.dims[0];
+  double rows = (double)N, D = (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
+  double V = (double)n->out[4]->type.dims[1], chunks = (double)((N + C - 1) / C);
+  double es = ir_dtype_size(n->in[0]->type.dtype), w = bytes_of(n->in[1]);
+  c->flops = 6 * rows * V * D + 13 * rows * V;
+  c->bytes = 2 * bytes_of(n->in[0]) + 2 * chunks * w + 6 * rows * V * es + 2 * bytes_of(n->in[2]) +
+             chunks * bytes_of(n->in[3]) + bytes_of(n->out[3]) + bytes_of(n->out[1]) + (2 * chunks - 1) * w +
+             bytes_of(n->out[0]);
+}
+
 /* Size of the full index space of an einsum ("ij,jk->ik": I*J*K), or 0 if the
  * equation does not match the operands (an unverified node). */
 static double einsum_terms(const ir_node *n) {
@@ -228,6 +252,7 @@ pass_cost pass_node_cost(const ir_node *n) {
     c.flops = g > 1 ? in_n * (double)(g - 1) / (double)g : 0;
     break;
   }
+  case IR_OP_LINEAR_CROSS_ENTROPY: linear_ce_cost(n, &c); break;
   case IR_OP_FUSED: c.flops = fused_ops(n) * out_n; break;
   case IR_OP_FUSED_MATMUL:
     c.flops = matmul_flops(n, out_n) + fused_ops(n) * out_n;
@@ -255,6 +280,15 @@ pass_phase pass_node_phase(const ir_node *n) {
   return PASS_PHASE_FORWARD;
 }
 
+double pass_node_phase_share(const ir_node *n, pass_phase p) {
+  if (n && n->op == IR_OP_LINEAR_CROSS_ENTROPY && n->n_in == 4 && n->in[0]->type.rank > 0 &&
+      pass_node_phase(n) == PASS_PHASE_BACKWARD) {
+    double D = (double)n->in[0]->type.dims[n->in[0]->type.rank - 1], fwd = (2 * D + 6) / (6 * D + 13);
+    return p == PASS_PHASE_FORWARD ? fwd : p == PASS_PHASE_BACKWARD ? 1 - fwd : 0;
+  }
+  return pass_node_phase(n) == p ? 1 : 0;
+}
+
 const char *pass_phase_name(pass_phase p) {
   static const char *const names[PASS_NUM_PHASES] = {"forward", "backward", "recompute", "optimizer"};
   return (unsigned)p < PASS_NUM_PHASES ? names[p] : "?";
@@ -266,9 +300,11 @@ void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
     const ir_node *n = g->nodes[i];
     if (n->dead) continue;
     pass_cost k = pass_node_cost(n);
-    pass_phase p = pass_node_phase(n);
-    c->flops[p] += k.flops;
-    c->bytes[p] += k.bytes;
+    for (int p = 0; p < PASS_NUM_PHASES; p++) {
+      double s = pass_node_phase_share(n, (pass_phase)p);
+      c->flops[p] += s * k.flops;
+      c->bytes[p] += s * k.bytes;
+    }
     c->op_flops[n->op] += k.flops;
     c->op_bytes[n->op] += k.bytes;
     c->op_count[n->op]++;

@@ -258,6 +258,7 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
     [IR_OP_LAYERNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
     [IR_OP_RMSNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
+    [IR_OP_LINEAR_CROSS_ENTROPY] = NONDIFF(FUSED_OP),
     [IR_OP_ATTENTION] = RULE(jvp_attention),
     [IR_OP_ALL_REDUCE] = RULE(jvp_same),
     [IR_OP_ALL_GATHER] = RULE(jvp_same),

@@ -30,7 +30,7 @@ static const pass_entry pass_table[PASS_COUNT] = {
  * after fuse-elementwise, so fused_matmul operands fold too and the
  * elementwise fusion never meets transpose_a / transpose_b. */
 const pass_id pass_default_pipeline[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF,         PASS_CANONICALIZE, PASS_CHECKPOINT,
-                                       PASS_SHARD,          PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE};
+                                       PASS_SHARD,          PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE, PASS_FUSE_LM_HEAD};
 const int pass_default_pipeline_len = (int)(sizeof pass_default_pipeline / sizeof pass_default_pipeline[0]);
 
 const char *pass_name(pass_id p) { return (unsigned)p < PASS_COUNT ? pass_table[p].name : "?"; }

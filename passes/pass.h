@@ -305,6 +305,11 @@ int pass_shard_training(pass_training *t, const pass_options *o);
  * param: optimizer, else forward). */
 typedef enum { PASS_PHASE_FORWARD, PASS_PHASE_BACKWARD, PASS_PHASE_RECOMPUTE, PASS_PHASE_OPTIMIZER, PASS_NUM_PHASES } pass_phase;
 pass_phase pass_node_phase(const ir_node *n);
+/* The share of n's FLOPs, bytes and time that phase p holds: 1 for its
+ * phase, 0 for the others, but a linear_cross_entropy is forward and
+ * backward both (its logits product, loss and argmax are the forward's:
+ * (2 D + 6) / (6 D + 13) of its FLOPs, and that share of the rest). */
+double pass_node_phase_share(const ir_node *n, pass_phase p);
 const char *pass_phase_name(pass_phase p);     /* "forward" "backward" "recompute" "optimizer" */
 typedef struct {
   double flops[PASS_NUM_PHASES], bytes[PASS_NUM_PHASES];
@@ -381,11 +386,12 @@ int pass_memplan_analyze(const ir_graph *g, pass_mem_report *r); /* 0, or -1 out
  * as `tgc stats` and `tgc plan` cost it:
  *  - the gradients: as `tgc train` takes them, the loss is the output named
  *    "loss", else the first (a float scalar), differentiated by a GRAD node
- *    with respect to every parameter, and the outputs become loss, logits
- *    (when the model has it) and d_<param> in g->params order. any_model
+ *    with respect to every parameter, and the outputs become loss and
+ *    d_<param> in g->params order (a training step returns no logits:
+ *    fuse-lm-head may then fuse the head with its loss). any_model
  *    (stats: any model is costed) relaxes that: a loss that is not a scalar
  *    is summed (stats_loss), a model without parameters is differentiated by
- *    its float inputs, the gradients d_<name> follow the model's outputs, and
+ *    its float inputs, the gradients d_<name> follow the model's outputs (less "logits"), and
  *    a model that asks for gradients itself (a grad node) or is a training
  *    graph already (an .ir file with grad values) gets no more;
  *  - the default pipeline (less o->passes->disabled) in two parts: the

@@ -657,6 +657,8 @@ static const tp_rule rules[IR_NUM_OPS] = {
     [IR_OP_SHARD_HINT] = rule_pointwise, /* the planner chooses layouts itself: a constraint passes through */
     [IR_OP_FUSED] = rule_pointwise, [IR_OP_FUSED_MATMUL] = rule_matmul, [IR_OP_ADD_LAYERNORM] = rule_pointwise,
     [IR_OP_LAYERNORM_GRAD] = rule_norm_grad, [IR_OP_RMSNORM_GRAD] = rule_norm_grad,
+    /* made on one device only (fuse-lm-head declines on a mesh; tgc plan profiles without it): replicated */
+    [IR_OP_LINEAR_CROSS_ENTROPY] = rule_replicated,
 };
 
 static tp_rule rule_of(ir_op op) {

@@ -877,6 +877,7 @@ static const sh_rule rules[IR_NUM_OPS] = {
     [IR_OP_ADD_LAYERNORM] = rule_norm,
     [IR_OP_LAYERNORM_GRAD] = rule_norm_grad,
     [IR_OP_RMSNORM_GRAD] = rule_norm_grad,
+    [IR_OP_LINEAR_CROSS_ENTROPY] = rule_replicate, /* made after the shard pass, on graphs without a mesh */
     [IR_OP_SHARD_HINT] = rule_shard_hint,
 };
 

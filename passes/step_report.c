@@ -110,7 +110,7 @@ void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofli
     if (t) {
       row->time = pass_roofline_seconds(nc.flops, nc.bytes, r->peak, bw);
       row->compute_bound = pass_roofline_compute_bound(nc.flops, nc.bytes, r->peak, bw);
-      r->phase_time[pass_node_phase(n)] += row->time;
+      for (int p = 0; p < PASS_NUM_PHASES; p++) r->phase_time[p] += pass_node_phase_share(n, (pass_phase)p) * row->time;
     }
     pass_roofline_kind *k = &r->kinds[n->op];
     k->flops += nc.flops, k->bytes += nc.bytes, k->time += row->time;

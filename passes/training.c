@@ -125,22 +125,31 @@ static ir_node *add_grad(ir_graph *g, ir_value *loss, ir_diag *d) { return add_g
 
 /* The training graph as `tgc train` trains it: a float scalar loss (the
  * output named "loss", else the first), a GRAD node with respect to every
- * parameter; outputs loss, logits (if any), d_<param>... */
+ * parameter; outputs loss, d_<param>... (no logits: see drop_logits) */
 static int add_training_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *d) {
   ir_value *loss = pick_loss(g, d);
   if (!loss) return -1;
-  int gi = find_output(g, "logits"), li = find_output(g, "loss");
-  ir_value *logits = gi >= 0 ? g->outputs[gi].value : NULL;
+  int li = find_output(g, "loss");
   const char *loss_name = li >= 0 ? "loss" : g->outputs[0].name;
   ir_node *gn = add_grad(g, loss, d);
   if (!gn) return -1;
   g->n_outputs = 0;
   ir_graph_add_output(g, loss_name ? loss_name : "loss", loss);
-  if (logits) ir_graph_add_output(g, "logits", logits);
   for (int i = 0; i < gn->n_out; i++) ir_graph_add_output(g, gn->out[i]->name, gn->out[i]);
   info->loss_name = strdup(loss_name ? loss_name : "loss");
   info->n_wrt = gn->n_out;
   return 0;
+}
+
+/* A training step returns no logits (the trainer reads the loss, the
+ * gradients and the accuracy it computes in the graph), so nothing keeps
+ * the [..., V] logits whole and fuse-lm-head may fuse the head with its
+ * loss. The output named "logits" goes unless it is the loss k. */
+static void drop_logits(ir_graph *g, int k) {
+  int gi = find_output(g, "logits");
+  if (gi < 0 || gi == k || g->outputs[gi].value == g->outputs[k].value) return;
+  memmove(g->outputs + gi, g->outputs + gi + 1, sizeof *g->outputs * (size_t)(g->n_outputs - gi - 1));
+  g->n_outputs--;
 }
 
 /* The training graph of any model, for analysis (`tgc stats`): see pass.h. */
@@ -166,6 +175,7 @@ static int add_any_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *d) {
   if (k < 0) k = 0;
   ir_value *loss = g->outputs[k].value;
   info->loss_name = strdup(g->outputs[k].name);
+  drop_logits(g, k);
   if (!ir_dtype_is_float(loss->type.dtype)) {
     char tb[128];
     ir_error_plain(d, "output '%s' is %s: tgc stats differentiates a floating-point output", info->loss_name,
@@ -357,7 +367,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   if (ir_verify(g, d) != 0) goto fail;
   /* the default pipeline, with the shard pass over both graphs at its place */
   static const pass_id front[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT};
-  static const pass_id back[] = {PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE};
+  static const pass_id back[] = {PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE, PASS_FUSE_LM_HEAD};
   if (pass_run_pipeline(g, front, 4, o->passes) != 0) goto fail;
   if (!(t->update = pass_build_update_for_training(g, &o->opt, t->micro_batches, true, t->accuracy,
                                                    (double)t->positions, o->loss_scaling, d)))
@@ -379,7 +389,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
     }
   }
   g = t->step;
-  if (pass_run_pipeline(g, back, 2, o->passes) != 0) goto fail;
+  if (pass_run_pipeline(g, back, 3, o->passes) != 0) goto fail;
   /* the update, fused like every graph the default pipeline makes */
   pass_options uo = {.diag = d, .verify_each = o->passes->verify_each, .disabled = o->passes->disabled};
   if (pass_run_pipeline(t->update, back, 1, &uo) != 0) goto fail;

@@ -459,6 +459,7 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_FUSED] = NONDIFF(FUSED_OP),
     [IR_OP_FUSED_MATMUL] = NONDIFF(FUSED_OP),
     [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
+    [IR_OP_LINEAR_CROSS_ENTROPY] = NONDIFF(FUSED_OP),
     [IR_OP_ATTENTION] = RULE(vjp_attention),
     [IR_OP_ALL_REDUCE] = RULE(vjp_identity),
     [IR_OP_ALL_GATHER] = RULE(vjp_gather_scatter),

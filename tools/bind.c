@@ -50,8 +50,9 @@ static int64_t random_int_bound(const ir_graph *g, const ir_value *v) {
     const ir_node *n = g->nodes[i];
     int64_t b = 0;
     if (n->op == IR_OP_EMBEDDING && n->in[1] == v) b = n->in[0]->type.dims[0];
-    if (n->op == IR_OP_CROSS_ENTROPY && n->in[1] == v)
+    if ((n->op == IR_OP_CROSS_ENTROPY || n->op == IR_OP_CROSS_ENTROPY_GRAD) && n->in[1] == v)
       b = n->in[0]->type.dims[n->in[0]->type.rank - 1];
+    if (n->op == IR_OP_LINEAR_CROSS_ENTROPY && n->in[2] == v) b = n->out[4]->type.dims[1]; /* its chunk buffer's V */
     if (b > 0 && (bound == 0 || b < bound)) bound = b;
   }
   return bound ? bound : 10;

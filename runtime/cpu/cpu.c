@@ -52,6 +52,7 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_FUSED] = rt_kern_fused,
     [IR_OP_FUSED_MATMUL] = rt_kern_fused_matmul,
     [IR_OP_ADD_LAYERNORM] = rt_kern_add_layernorm,
+    [IR_OP_LINEAR_CROSS_ENTROPY] = rt_kern_linear_cross_entropy,
 };
 
 static kernel_fn cpu_kernel(ir_op op) {

@@ -4,7 +4,7 @@
  * Ids and targets are checked before any work: the first one out of range
  * fails the kernel with a message naming the ids/targets value, the element
  * and the bad id. cross_entropy and cross_entropy_grad share one row routine
- * (ce_rows): each position's max-shifted exponentials, computed once per
+ * (rt_ce_rows): each position's max-shifted exponentials, computed once per
  * row. cross_entropy computes each position's logsumexp(logits) -
  * logits[target] in parallel into a scratch array and sums it sequentially,
  * so the mean does not depend on the thread count.
@@ -73,12 +73,10 @@ int rt_kern_embedding(const rt_kctx *k) {
   return 0;
 }
 
-/* The rows of cross_entropy (loss != NULL: loss[p] = logsumexp(row p) -
- * row p's target logit) and of its gradient (grad != NULL: (softmax(row p)
- * - onehot(target p)) * scale), rows in parallel with one scratch row of
- * exponentials per thread, kept from the sum to the division. Targets must
- * be in range. -1 when the scratch cannot be allocated. */
-static int ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, rt_tensor *grad, double scale) {
+/* kernels.h: the rows of cross_entropy and of its gradient, rows in
+ * parallel with one scratch row of exponentials per thread, kept from the
+ * sum to the division. */
+int rt_ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, rt_tensor *grad, double scale) {
   int64_t V = logits->type.rank ? logits->type.dims[logits->type.rank - 1] : 1;
   int64_t P = rt_numel(&targets->type);
   ir_dtype ldt = logits->type.dtype, tdt = targets->type.dtype, odt = grad ? grad->type.dtype : IR_DT_F32;
@@ -134,7 +132,7 @@ int rt_kern_cross_entropy(const rt_kctx *k) {
   int64_t P = rt_numel(&targets->type);
   size_t mark = rt_scratch_mark();
   double *loss = rt_scratch_push((size_t)(P ? P : 1) * sizeof *loss);
-  if (!loss || ce_rows(logits, targets, loss, NULL, 0) != 0) {
+  if (!loss || rt_ce_rows(logits, targets, loss, NULL, 0) != 0) {
     rt_scratch_pop(mark);
     rt_kerr(k, "out of memory in cross_entropy %%%s", rt_value_name(k->node->out[0]));
     return -1;
@@ -152,7 +150,7 @@ int rt_kern_cross_entropy_grad(const rt_kctx *k) {
   if (ce_check_targets(k, ce_vocab(logits)) != 0) return -1;
   int64_t P = rt_numel(&targets->type);
   double scale = rt_load(gs->type.dtype, gs->data, 0) / (double)(P ? P : 1);
-  if (ce_rows(logits, targets, NULL, k->out[0], scale) != 0) {
+  if (rt_ce_rows(logits, targets, NULL, k->out[0], scale) != 0) {
     rt_kerr(k, "out of memory in cross_entropy_grad %%%s", rt_value_name(k->node->out[0]));
     return -1;
   }

@@ -315,6 +315,23 @@ int rt_kern_norm_grad(const rt_kctx *k) {
  * than the best so far wins (so the first maximum; a NaN never wins after
  * index 0 and, at index 0, keeps it) — what tgc train's token accuracy
  * counted on the host before. */
+/* kernels.h: the first maximum of x[base + v * inner], v < n */
+int64_t rt_argmax_line(ir_dtype dt, const void *data, int64_t base, int64_t n, int64_t inner) {
+  int64_t best = 0;
+  if (dt == IR_DT_F32) { /* the same comparisons, on the floats as stored */
+    const float *x = (const float *)data + base;
+    for (int64_t v = 1; v < n; v++)
+      if (x[v * inner] > x[best * inner]) best = v;
+  } else {
+    double bv = rt_load(dt, data, base);
+    for (int64_t v = 1; v < n; v++) {
+      double x = rt_load(dt, data, base + v * inner);
+      if (x > bv) bv = x, best = v;
+    }
+  }
+  return best;
+}
+
 int rt_kern_argmax(const rt_kctx *k) {
   const rt_tensor *a = k->in[0];
   rt_tensor *out = k->out[0];
@@ -326,25 +343,10 @@ int rt_kern_argmax(const rt_kctx *k) {
   int64_t n = a->type.dims[axis], inner = 1, outer = 1;
   for (int d = (int)axis + 1; d < a->type.rank; d++) inner *= a->type.dims[d];
   for (int d = 0; d < axis; d++) outer *= a->type.dims[d];
-  ir_dtype dt = a->type.dtype;
-  bool f32 = dt == IR_DT_F32;
   int64_t rows = outer * inner;
 #pragma omp parallel for schedule(static) if (rows * n > RT_PAR_MIN && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t o = r / inner, i = r % inner, base = o * n * inner + i, best = 0;
-    if (f32) { /* the same comparisons, on the floats as stored */
-      const float *x = (const float *)a->data + base;
-      for (int64_t v = 1; v < n; v++)
-        if (x[v * inner] > x[best * inner]) best = v;
-    } else {
-      double bv = rt_load(dt, a->data, base);
-      for (int64_t v = 1; v < n; v++) {
-        double x = rt_load(dt, a->data, base + v * inner);
-        if (x > bv) bv = x, best = v;
-      }
-    }
-    ((int32_t *)out->data)[r] = (int32_t)best;
-  }
+  for (int64_t r = 0; r < rows; r++)
+    ((int32_t *)out->data)[r] = (int32_t)rt_argmax_line(a->type.dtype, a->data, r / inner * n * inner + r % inner, n, inner);
   return 0;
 }
 

@@ -63,12 +63,20 @@ int rt_kern_layernorm(const rt_kctx *k);
 int rt_kern_rmsnorm(const rt_kctx *k);
 int rt_kern_norm_grad(const rt_kctx *k); /* layernorm_grad, rmsnorm_grad */
 int rt_kern_argmax(const rt_kctx *k);
+/* The index of the first maximum of data[base + v * inner], v < n (n >= 1;
+ * a NaN after index 0 never wins): argmax's line. */
+int64_t rt_argmax_line(ir_dtype dt, const void *data, int64_t base, int64_t n, int64_t inner);
 int rt_kern_count_nonfinite(const rt_kctx *k);
 /* kern_nn.c */
 int rt_kern_const(const rt_kctx *k);
 int rt_kern_iota(const rt_kctx *k);
 int rt_kern_embedding(const rt_kctx *k);
 int rt_kern_cross_entropy(const rt_kctx *k);
+/* The rows of cross_entropy (loss != NULL: loss[p] = logsumexp(row p) -
+ * row p's target logit) and of its gradient (grad != NULL: (softmax(row p)
+ * - onehot(target p)) * scale; grad may be logits itself: each row is read
+ * before it is written). Targets must be in range. -1 when out of memory. */
+int rt_ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, rt_tensor *grad, double scale);
 int rt_kern_causal_mask(const rt_kctx *k);
 /* kern_einsum.c */
 int rt_kern_einsum(const rt_kctx *k);
@@ -79,6 +87,8 @@ int rt_kern_cross_entropy_grad(const rt_kctx *k);
 /* kern_attention.c */
 int rt_kern_attention(const rt_kctx *k);
 int rt_kern_attention_grad(const rt_kctx *k);
+/* kern_linear_ce.c */
+int rt_kern_linear_cross_entropy(const rt_kctx *k);
 /* kern_fused.c */
 int rt_kern_fused(const rt_kctx *k);
 int rt_kern_fused_matmul(const rt_kctx *k);

@@ -171,7 +171,7 @@ int cuda_gemm_run(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, cg_cu_device
   float one_f = 1.0f, zero_f = 0.0f;
   double one_d = 1.0, zero_d = 0.0;
   const void *alpha = p->f64 ? (const void *)&one_d : (const void *)&one_f;
-  const void *beta = p->f64 ? (const void *)&zero_d : (const void *)&zero_f;
+  const void *beta = p->f64 ? (const void *)(g->accumulate ? &one_d : &zero_d) : (const void *)(g->accumulate ? &one_f : &zero_f);
   void *pa = (void *)(uintptr_t)b, *pb = (void *)(uintptr_t)a, *pc = (void *)(uintptr_t)c;
   x->stats.gemms++;
   return LT(x, context, err, errlen, cublasLtMatmul, x->lt, p->desc, alpha, pa, p->a, pb, p->b, beta, pc, p->c, pc, p->c,

@@ -29,6 +29,9 @@
  *   model ops    embedding and its gradient (repeated ids, 300 columns),
  *                cross_entropy and its gradient (37 and 3000 classes), and
  *                the two in one pass over the logits ({with_grad}; f32, bf16);
+ *                linear_cross_entropy (the LM head with its loss, 18 rows in
+ *                chunks of 8, the last one short: 3000 classes f32, w [V, D];
+ *                37 classes bf16, w [D, V]; mixed precision, g f32);
  *   attention    forward and backward, causal and not, T = 37 and 100 (not
  *                multiples of the tiles), S != T, head dims 16, 24/40, f64,
  *                bf16 on tensor cores (E = 32) and not (E = 24); and the
@@ -363,6 +366,22 @@ static void test_model_ops(void) {
       snprintf(nm, sizeof nm, "cross_entropy with its gradient %s %lld classes", ir_dtype_name(dts[c]), (long long)V);
       run_case(nm, gr, V, NULL);
     }
+  }
+  static const struct {
+    int64_t V;
+    ir_dtype dt, gdt;
+    int tb;
+  } lce[3] = {{3000, IR_DT_F32, IR_DT_F32, 1}, {37, IR_DT_BF16, IR_DT_BF16, 0}, {37, IR_DT_BF16, IR_DT_F32, 1}};
+  for (int c = 0; c < 3; c++) {
+    int64_t V = lce[c].V;
+    ir_dtype dt = lce[c].dt;
+    ir_type ts[4] = {T(dt, 3, D(2), D(9), D(40)), lce[c].tb ? T(dt, 2, V, D(40)) : T(dt, 2, D(40), V),
+                     T(IR_DT_I32, 2, D(2), D(9)), T(lce[c].gdt, 0)};
+    ir_attr at[2] = {ir_attr_int("chunk", 8), ir_attr_int("transpose_b", lce[c].tb)};
+    char nm[96];
+    snprintf(nm, sizeof nm, "linear_cross_entropy %s (g %s) %lld classes", ir_dtype_name(dt), ir_dtype_name(lce[c].gdt),
+             (long long)V);
+    one_op(nm, IR_OP_LINEAR_CROSS_ENTROPY, ts, 4, at, 2, V, NULL);
   }
 }
 

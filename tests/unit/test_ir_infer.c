@@ -18,8 +18,8 @@ typedef struct {
   int n_in;
   ir_attr attrs[6];
   int n_attrs;
-  ir_type out[4]; /* nullary: out[0] is the given type */
-  ir_type want[4];
+  ir_type out[5]; /* nullary: out[0] is the given type */
+  ir_type want[5];
   int n_want;
 } tcase;
 
@@ -249,6 +249,20 @@ static int valid_case(ir_op op, tcase *c) {
     c->want[0] = x23;
     c->want[1] = c->want[2] = F32(1, D(3));
     c->n_want = op == IR_OP_LAYERNORM_GRAD ? 3 : 2;
+    return 1;
+  case IR_OP_LINEAR_CROSS_ENTROPY: /* h[2, 3] w[5, 3] read transposed, chunk 4 > 2 rows */
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = F32(2, D(5), D(3));
+    c->in[c->n_in++] = T(IR_DT_I32, 1, D(2));
+    c->in[c->n_in++] = F32(0);
+    c->attrs[c->n_attrs++] = ir_attr_int("chunk", 4);
+    c->attrs[c->n_attrs++] = ir_attr_int("transpose_b", 1);
+    c->want[0] = F32(0);
+    c->want[1] = x23;
+    c->want[2] = F32(2, D(5), D(3));
+    c->want[3] = T(IR_DT_I32, 1, D(2));
+    c->want[4] = F32(2, D(2), D(5));
+    c->n_want = 5;
     return 1;
   case IR_OP_ALL_REDUCE:
     c->in[c->n_in++] = x23;

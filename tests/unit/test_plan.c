@@ -38,7 +38,8 @@ static ir_graph *train(int B, pass_plan_ckpt ck, ir_diag *d, char **text) {
   fe_define defs[1] = {{"B", bs}};
   fe_options fo = {.config = "gpt3_small", .defines = defs, .n_defines = 1};
   ir_graph *g = fe_compile("examples/gpt.tg", *text, len, &fo, d);
-  pass_options po = {.diag = d, .checkpoint = pass_plan_ckpt_policy(ck)};
+  bool off[PASS_COUNT] = {[PASS_FUSE_LM_HEAD] = true}; /* as tgc plan profiles (cmd_plan.c) */
+  pass_options po = {.diag = d, .checkpoint = pass_plan_ckpt_policy(ck), .disabled = off};
   if (!g || pass_build_training(g, &po) != 0) {
     ir_graph_free(g);
     return NULL;

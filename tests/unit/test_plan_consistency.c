@@ -145,7 +145,8 @@ static ir_graph *train_graph(const char *path, int B, ir_diag *d, char **text) {
   fe_define defs[1] = {{"B", bs}};
   fe_options fo = {.config = "tiny", .defines = defs, .n_defines = 1};
   ir_graph *g = fe_compile(path, *text, len, &fo, d);
-  pass_options po = {.diag = d};
+  bool off[PASS_COUNT] = {[PASS_FUSE_LM_HEAD] = true}; /* as tgc plan profiles (cmd_plan.c) */
+  pass_options po = {.diag = d, .disabled = off};
   pass_train_graph_options to = {.passes = &po, .dtype = IR_DT_F32};
   pass_train_graph_info info;
   if (!g || pass_build_training_graph(g, &to, &info) != 0) {

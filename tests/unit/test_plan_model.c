@@ -58,6 +58,7 @@ static ir_graph *train(const char *config, int B, pass_plan_ckpt ck, bool fuse_a
   ir_graph *g = fe_compile(model_path, *text, len, &fo, d);
   bool off[PASS_COUNT] = {0};
   off[PASS_FUSE_ATTENTION] = !fuse_attention;
+  off[PASS_FUSE_LM_HEAD] = true; /* as tgc plan profiles (cmd_plan.c) */
   pass_options po = {.diag = d, .checkpoint = pass_plan_ckpt_policy(ck), .disabled = off};
   if (!g || pass_build_training(g, &po) != 0) {
     ir_graph_free(g);

@@ -33,6 +33,7 @@ typedef struct {
   const rt_backend *backend;              /* NULL: the cpu */
   int dtype;                              /* 0: the model's; IR_DT_BF16 / IR_DT_F16: mixed precision (f16 scales the loss) */
   double loss_scale_init;                 /* 0: the default */
+  const bool *disabled;                   /* passes left out (PASS_COUNT entries), or NULL */
 } setup;
 
 static inline void session_close(session *s) {
@@ -59,7 +60,7 @@ static inline int session_open(session *s, const setup *c) {
     ir_graph_free(model);
     return -1;
   }
-  pass_options po = {.diag = s->d, .verify_each = c->verify_each};
+  pass_options po = {.diag = s->d, .verify_each = c->verify_each, .disabled = c->disabled};
   pass_train_options to = {.opt = c->opt, .micro_batches = c->micro, .targets_input = rt_data_targets_input(s->ds),
                            .passes = &po, .mixed_precision = c->dtype != 0, .compute_dtype = (ir_dtype)c->dtype,
                            .loss_scaling = c->dtype == IR_DT_F16};
