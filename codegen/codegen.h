@@ -119,9 +119,10 @@ typedef struct {
    * deferred step, the later launch's) reads or writes, once, at its full
    * size; a result no node reads is not stored and not counted; an emitter
    * whose kernel reads less than a whole operand says how much
-   * (embedding: the gathered rows). Not counted: the workspace (partial
-   * sums, a few KiB), and the executor's zero-fill of IR_OPF_ZEROED
-   * results before the step. View steps move 0. pass_node_cost's bytes
+   * (embedding: the gathered rows); and each result of an IR_OPF_ZEROED
+   * node once more, live or not: the executor zero-fills it before the
+   * step. Not counted: the workspace (partial sums, a few KiB). View steps
+   * move 0. pass_node_cost's bytes
    * are the same figure computed from the graph (test_cost_lowering). An
    * emitter whose actions read an operand more than once (linear_cross_entropy's
    * products per chunk) gives the sum over its actions (cg_step_moves). */

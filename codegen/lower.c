@@ -506,7 +506,9 @@ static int step_bytes(cg_ctx *c) {
     }
     for (int i = 0; i < n->n_out; i++)
       if (mark[first[s] + n->n_in + i] && cg_value_live(c, n->out[i])) b += value_bytes(n->out[i]);
-    p->steps[s].bytes = c->moves && c->moves[s] >= 0 ? c->moves[s] : b;
+    b = c->moves && c->moves[s] >= 0 ? c->moves[s] : b;
+    for (int i = 0; c->plan->steps[s].zero && i < n->n_out; i++) b += value_bytes(n->out[i]); /* the executor's zero-fill */
+    p->steps[s].bytes = b;
   }
   free(mark);
   free(first);

@@ -63,7 +63,11 @@
  *     into its weight-gradient product, pass_bias_grad_product): its result
  *     written by the product's epilogue, which reads the operand anyway;
  *   - a cross_entropy marked {with_grad} (pass_cross_entropy_grad_of): its
- *     loss written by its gradient's kernel, which reads the logits anyway.
+ *     loss written by its gradient's kernel, which reads the logits anyway;
+ * and an op flagged IR_OPF_ZEROED (kernels that accumulate: embedding_grad,
+ * attention, ...) adds every result's bytes once more: the executor
+ * zero-fills its results before the kernel (runtime/exec.c), a write of
+ * each, whether a later node reads the result or not.
  * test_cost_lowering holds this to cg_step.bytes, node by node, on the
  * training step of examples/gpt.tg, so the two cannot drift apart.
  *
@@ -263,6 +267,8 @@ pass_cost pass_node_cost(const ir_node *n) {
   if ((n->op == IR_OP_REDUCE_SUM && ir_node_attr_int(n, "in_product", 0)) ||
       (n->op == IR_OP_CROSS_ENTROPY && ir_node_attr_int(n, "with_grad", 0)))
     c.bytes = n->n_out == 1 ? bytes_of(n->out[0]) : 0; /* computed by a later node's kernels (fuse_transpose.c) */
+  if (ir_op_has(n->op, IR_OPF_ZEROED)) /* the executor's zero-fill before the kernel: each result written once more */
+    for (int i = 0; i < n->n_out; i++) c.bytes += bytes_of(n->out[i]);
   if (ir_op_has(n->op, IR_OPF_COMM)) c.comm = pass_comm_bytes(n->op, ir_node_attr_int(n, "n", 1), n->n_in ? bytes_of(n->in[0]) : 0);
   return c;
 }

@@ -4,7 +4,8 @@
  *    31.5 and 15.9 FLOP/byte (each operand read once, the result written once;
  *    checked to 0.05);
  *  - every op of ops.def gets a finite, non-negative cost; bytes are operands
- *    + results (embedding: ids + gathered rows + result; a view such as
+ *    + results, + each result again for a zero-filled op (IR_OPF_ZEROED)
+ *    (embedding: ids + gathered rows + result; a view such as
  *    reshape: 0, the lowered program moves nothing) and elementwise ops
  *    cost one FLOP per result element (cast: 0);
  *  - the formulas of matmul (batched), einsum, softmax, layernorm, reductions;
@@ -78,6 +79,8 @@ static void test_all_ops(void) {
     for (int i = 0; i < n_in; i++) want_bytes += bytes_of(in[i]);
     for (int i = 0; i < n_out; i++) want_bytes += bytes_of(n->out[i]);
     if (op == IR_OP_EMBEDDING) want_bytes = bytes_of(ids) + 2 * bytes_of(n->out[0]);
+    if (ir_op_has((ir_op)op, IR_OPF_ZEROED)) /* the executor's zero-fill writes each result once more */
+      for (int i = 0; i < n_out; i++) want_bytes += bytes_of(n->out[i]);
     if (op == IR_OP_GRAD || ir_op_has((ir_op)op, IR_OPF_VIEW)) want_bytes = 0; /* a view moves nothing */
     if (op == IR_OP_LINEAR_CROSS_ENTROPY) /* its chunks re-read w and dw: held to its lowering by test_cost_lowering */
       want_bytes = c.bytes;
