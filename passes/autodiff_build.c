@@ -292,13 +292,10 @@ ir_value *ad_binary_apply(ad_ctx *c, int i, ir_value *v, const char *name) {
   abort();
 }
 
-void ad_norm_stats(ad_ctx *c, ir_value **xhat, ir_value **rstd) {
-  const ir_node *n = c->fwd;
-  ir_value *x = n->in[0];
+void ad_norm_stats(ad_ctx *c, bool ln, ir_value *x, double eps, ir_value **xhat, ir_value **rstd) {
   ir_dtype dt = x->type.dtype;
-  double eps = ir_node_attr_float(n, "eps", 1e-5);
   ir_value *xc = x, *var;
-  if (n->op == IR_OP_LAYERNORM) {
+  if (ln) {
     xc = ad_bin(c, IR_OP_SUB, x, ad_last_mean(c, x), NULL);
     var = ad_last_mean(c, ad_un(c, IR_OP_SQUARE, xc, NULL));
   } else {

@@ -75,8 +75,8 @@ ir_value *ad_unary_apply(ad_ctx *c, ir_value *v, const char *name);
 ir_value *ad_binary_apply(ad_ctx *c, int i, ir_value *v, const char *name);
 /* gelu''(x) of the tanh form, in primitives. */
 ir_value *ad_gelu_second(ad_ctx *c, ir_value *x);
-/* layernorm / rmsnorm statistics of fwd: xhat (normalized x) and rstd. */
-void ad_norm_stats(ad_ctx *c, ir_value **xhat, ir_value **rstd);
+/* layernorm (ln) / rmsnorm statistics of x: xhat (normalized x) and rstd. */
+void ad_norm_stats(ad_ctx *c, bool ln, ir_value *x, double eps, ir_value **xhat, ir_value **rstd);
 /* softmax Jacobian-vector product s * (v - sum(v * s, axis, keepdims)). */
 ir_value *ad_softmax_jvp(ad_ctx *c, ir_value *s, ir_value *v, int axis, const char *name);
 /* einsum equation of fwd split into terms: terms[i] for operand i, out. */
