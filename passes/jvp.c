@@ -123,6 +123,9 @@ static void jvp_norm(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value 
   ty[0] = ad_fit(c, r, &n->out[0]->type, TN(0));
 }
 
+/* Below the rule table: it sweeps with the rules of the primitives. */
+static void jvp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty);
+
 static void jvp_cross_entropy(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value *l = n->in[0];
   ir_value *in[3] = {l, n->in[1], ad_scalar(c, l->type.dtype, 1)};
@@ -256,8 +259,8 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_FUSED] = NONDIFF(FUSED_OP),
     [IR_OP_FUSED_MATMUL] = NONDIFF(FUSED_OP),
     [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
-    [IR_OP_LAYERNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
-    [IR_OP_RMSNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
+    [IR_OP_LAYERNORM_GRAD] = RULE(jvp_norm_grad),
+    [IR_OP_RMSNORM_GRAD] = RULE(jvp_norm_grad),
     [IR_OP_ATTENTION] = RULE(jvp_attention),
     [IR_OP_ALL_REDUCE] = RULE(jvp_same),
     [IR_OP_ALL_GATHER] = RULE(jvp_same),
@@ -326,6 +329,26 @@ static const char *jvp_node(ir_graph *g, const ir_node *nd, ir_value **tan) {
   free(ty);
   free(tn);
   return NULL;
+}
+
+/* layernorm_grad / rmsnorm_grad (a norm's backward, differentiated again):
+ * the op written in primitives (ad_norm_grad_prims), then a forward sweep
+ * over those nodes alone, from the tangents of its operands to those of its
+ * results. The primitives' own results are left dead (canonicalize removes
+ * them). */
+static void jvp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_graph *g = c->g;
+  ir_value *e[3];
+  int first = g->n_nodes;
+  ad_norm_grad_prims(c, n, e);
+  int last = g->n_nodes, bound = ir_graph_id_bound(g); /* the new values' ids index tan too */
+  ir_value **tan = calloc((size_t)bound, sizeof *tan);
+  if (!tan) abort();
+  for (int i = 0; i < n->n_in; i++) tan[n->in[i]->id] = tx[i];
+  for (int k = first; k < last; k++)
+    if (jvp_node(g, g->nodes[k], tan)) abort(); /* every primitive it writes has a rule */
+  for (int j = 0; j < n->n_out; j++) ty[j] = tan[e[j]->id];
+  free(tan);
 }
 
 int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n, ir_value *const *of, int n_of,

@@ -217,8 +217,9 @@ static void vjp_softmax(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_val
 /* layernorm: y = xhat * gamma + beta; rmsnorm: y = xhat * gamma. One
  * layernorm_grad / rmsnorm_grad (x, gamma, dy) -> (dx, dgamma[, dbeta])
  * that recomputes the row statistics from x (runtime/cpu/kern_reduce.c
- * has the formula): the expansion into primitives was ~14 ops that each
- * read or wrote a [..., D] tensor. It computes every gradient, needed or not. */
+ * has the formula): the expansion into primitives (ad_norm_grad_prims,
+ * which its own VJP and JVP differentiate) is ~14 ops that each read or
+ * wrote a [..., D] tensor. It computes every gradient, needed or not. */
 static void vjp_norm(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   bool ln = n->op == IR_OP_LAYERNORM;
   ir_value *in[3] = {n->in[0], n->in[1], gy[0]}, *outs[3];
@@ -227,6 +228,9 @@ static void vjp_norm(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value 
   ad_op_multi(c, ln ? IR_OP_LAYERNORM_GRAD : IR_OP_RMSNORM_GRAD, in, 3, &eps, 1, names, outs);
   for (int i = 0; i < (ln ? 3 : 2); i++) gx[i] = outs[i];
 }
+
+/* Below the rule table: it sweeps with the rules of the primitives. */
+static void vjp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx);
 
 static void vjp_embedding(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ir_value *in[2] = {n->in[1], gy[0]};
@@ -469,8 +473,8 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_RECV] = RULE(vjp_recv),
     [IR_OP_MESH_SLICE] = RULE(vjp_mesh_slice),
     [IR_OP_SHARD_HINT] = RULE(vjp_shard_hint),
-    [IR_OP_LAYERNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
-    [IR_OP_RMSNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
+    [IR_OP_LAYERNORM_GRAD] = RULE(vjp_norm_grad),
+    [IR_OP_RMSNORM_GRAD] = RULE(vjp_norm_grad),
     [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
@@ -547,6 +551,35 @@ static const char *vjp_node(ir_graph *g, const ir_node *nd, const bool *active, 
   free(gx);
   free(gy);
   return NULL;
+}
+
+/* layernorm_grad / rmsnorm_grad (a norm's backward, differentiated again
+ * for a second derivative): the op written in primitives
+ * (ad_norm_grad_prims), then a reverse sweep over those nodes alone, from
+ * the cotangents of the op's results to its operands. The primitives' own
+ * results are left dead (canonicalize removes them). */
+static void vjp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_graph *g = c->g;
+  ir_value *e[3];
+  int first = g->n_nodes;
+  ad_norm_grad_prims(c, n, e);
+  int last = g->n_nodes, bound = ir_graph_id_bound(g); /* the new values' ids index the arrays too */
+  bool *active = calloc((size_t)bound, sizeof *active);
+  ir_value **ct = calloc((size_t)bound, sizeof *ct);
+  if (!active || !ct) abort();
+  for (int i = 0; i < n->n_in; i++) active[n->in[i]->id] |= NEED(i);
+  mark_active(g, first, last, active);
+  for (int j = 0; j < n->n_out; j++) /* e[j] may be an operand itself (dbeta = dy at rank 1) */
+    if (gy[j] && active[e[j]->id]) ct[e[j]->id] = ad_add(c, ct[e[j]->id], gy[j], NULL);
+  for (int k = last - 1; k >= first; k--)
+    if (vjp_node(g, g->nodes[k], active, ct)) abort(); /* every primitive it writes has a rule */
+  for (int i = 0; i < n->n_in; i++) {
+    bool again = false; /* an operand given twice (x as dy) gets its whole gradient once */
+    for (int j = 0; j < i; j++) again |= n->in[j] == n->in[i];
+    if (NEED(i) && !again) gx[i] = ct[n->in[i]->id];
+  }
+  free(active);
+  free(ct);
 }
 
 int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value **grads, ir_diag *d) {
