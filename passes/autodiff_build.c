@@ -6,7 +6,9 @@
  * tangent. Binary ops likewise give v * dy/da and v * dy/db in the broadcast
  * shape; reverse mode then sums over broadcast axes (ad_unbroadcast), forward
  * mode broadcasts (ad_fit). Norm statistics are recomputed in primitives
- * (mean, rsqrt) from the forward operands, like the forward kernel does.
+ * (mean, rsqrt) from the forward operands, like the forward kernel does;
+ * the norms' fused backward is written in primitives too
+ * (ad_norm_grad_prims) when it is differentiated itself.
  */
 #include <math.h>
 #include <stdio.h>
@@ -292,13 +294,10 @@ ir_value *ad_binary_apply(ad_ctx *c, int i, ir_value *v, const char *name) {
   abort();
 }
 
-void ad_norm_stats(ad_ctx *c, ir_value **xhat, ir_value **rstd) {
-  const ir_node *n = c->fwd;
-  ir_value *x = n->in[0];
+void ad_norm_stats(ad_ctx *c, bool ln, ir_value *x, double eps, ir_value **xhat, ir_value **rstd) {
   ir_dtype dt = x->type.dtype;
-  double eps = ir_node_attr_float(n, "eps", 1e-5);
   ir_value *xc = x, *var;
-  if (n->op == IR_OP_LAYERNORM) {
+  if (ln) {
     xc = ad_bin(c, IR_OP_SUB, x, ad_last_mean(c, x), NULL);
     var = ad_last_mean(c, ad_un(c, IR_OP_SQUARE, xc, NULL));
   } else {
@@ -306,6 +305,28 @@ void ad_norm_stats(ad_ctx *c, ir_value **xhat, ir_value **rstd) {
   }
   *rstd = ad_un(c, IR_OP_RSQRT, ad_bin(c, IR_OP_ADD, var, K(eps), NULL), NULL);
   *xhat = ad_bin(c, IR_OP_MUL, xc, *rstd, NULL);
+}
+
+/* Sum over every axis but the last: [..., D] -> [D]. */
+static ir_value *sum_leading(ad_ctx *c, ir_value *v, const char *name) {
+  int64_t axes[IR_MAX_RANK];
+  int r = v->type.rank;
+  for (int i = 0; i < r - 1; i++) axes[i] = i;
+  return r > 1 ? ad_reduce(c, IR_OP_REDUCE_SUM, v, axes, r - 1, false, name) : v;
+}
+
+void ad_norm_grad_prims(ad_ctx *c, const ir_node *n, ir_value **out) {
+  bool ln = n->op == IR_OP_LAYERNORM_GRAD;
+  ir_value *x = n->in[0], *gamma = n->in[1], *dy = n->in[2], *xhat, *rstd;
+  const char *names[3] = {n->out[0]->name, n->out[1]->name, ln ? n->out[2]->name : NULL};
+  ad_norm_stats(c, ln, x, ir_node_attr_float(n, "eps", 1e-5), &xhat, &rstd);
+  out[1] = sum_leading(c, ad_bin(c, IR_OP_MUL, dy, xhat, x->type.rank > 1 ? NULL : names[1]), names[1]);
+  if (ln) out[2] = sum_leading(c, dy, names[2]);
+  ir_value *gh = ad_bin(c, IR_OP_MUL, dy, gamma, NULL);
+  ir_value *m2 = ad_last_mean(c, ad_bin(c, IR_OP_MUL, gh, xhat, NULL));
+  ir_value *t = ad_bin(c, IR_OP_SUB, gh, ad_bin(c, IR_OP_MUL, xhat, m2, NULL), NULL);
+  if (ln) t = ad_bin(c, IR_OP_SUB, t, ad_last_mean(c, gh), NULL);
+  out[0] = ad_bin(c, IR_OP_MUL, rstd, t, names[0]);
 }
 
 ir_value *ad_softmax_jvp(ad_ctx *c, ir_value *s, ir_value *v, int axis, const char *name) {

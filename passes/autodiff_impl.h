@@ -23,8 +23,6 @@ typedef struct {
 } ad_ctx;
 
 /* ---- builders (autodiff_build.c) ---- */
-/* Why layernorm_grad and rmsnorm_grad (made by vjp_norm) have no VJP or JVP rule. */
-#define AD_NORM_GRAD "a normalization's fused backward, which is not differentiated again"
 ir_value *ad_op(ad_ctx *c, ir_op op, ir_value *const *in, int n_in, const ir_attr *attrs, int n_attrs,
                 const char *name);
 /* A node with several results named names[i]; fills outs[]. */
@@ -75,8 +73,13 @@ ir_value *ad_unary_apply(ad_ctx *c, ir_value *v, const char *name);
 ir_value *ad_binary_apply(ad_ctx *c, int i, ir_value *v, const char *name);
 /* gelu''(x) of the tanh form, in primitives. */
 ir_value *ad_gelu_second(ad_ctx *c, ir_value *x);
-/* layernorm / rmsnorm statistics of fwd: xhat (normalized x) and rstd. */
-void ad_norm_stats(ad_ctx *c, ir_value **xhat, ir_value **rstd);
+/* layernorm (ln) / rmsnorm statistics of x: xhat (normalized x) and rstd. */
+void ad_norm_stats(ad_ctx *c, bool ln, ir_value *x, double eps, ir_value **xhat, ir_value **rstd);
+/* n, a layernorm_grad / rmsnorm_grad, written in primitives (the formula
+ * of docs/ir.md, as the autodiff wrote the norms' backward before the fused
+ * ops): out[j] is n's result j (dx, dgamma, dbeta), named after it. The two
+ * ops' VJP and JVP rules differentiate this. For a rank-1 x, dbeta is dy. */
+void ad_norm_grad_prims(ad_ctx *c, const ir_node *n, ir_value **out);
 /* softmax Jacobian-vector product s * (v - sum(v * s, axis, keepdims)). */
 ir_value *ad_softmax_jvp(ad_ctx *c, ir_value *s, ir_value *v, int axis, const char *name);
 /* einsum equation of fwd split into terms: terms[i] for operand i, out. */

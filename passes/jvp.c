@@ -110,7 +110,7 @@ static void jvp_softmax(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_val
 
 static void jvp_norm(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value *xhat, *rstd, *r = NULL;
-  ad_norm_stats(c, &xhat, &rstd);
+  ad_norm_stats(c, n->op == IR_OP_LAYERNORM, n->in[0], ir_node_attr_float(n, "eps", 1e-5), &xhat, &rstd);
   if (tx[0]) { /* txhat = rstd (t - mean(t) - xhat mean(t xhat)) */
     ir_value *t = tx[0];
     ir_value *m2 = ad_last_mean(c, ad_bin(c, IR_OP_MUL, t, xhat, NULL));
@@ -122,6 +122,9 @@ static void jvp_norm(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value 
   if (n->op == IR_OP_LAYERNORM && tx[2]) r = ad_add(c, r, tx[2], NULL);
   ty[0] = ad_fit(c, r, &n->out[0]->type, TN(0));
 }
+
+/* Below the rule table: it sweeps with the rules of the primitives. */
+static void jvp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty);
 
 static void jvp_cross_entropy(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value *l = n->in[0];
@@ -256,8 +259,8 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_FUSED] = NONDIFF(FUSED_OP),
     [IR_OP_FUSED_MATMUL] = NONDIFF(FUSED_OP),
     [IR_OP_ADD_LAYERNORM] = NONDIFF(FUSED_OP),
-    [IR_OP_LAYERNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
-    [IR_OP_RMSNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
+    [IR_OP_LAYERNORM_GRAD] = RULE(jvp_norm_grad),
+    [IR_OP_RMSNORM_GRAD] = RULE(jvp_norm_grad),
     [IR_OP_LINEAR_CROSS_ENTROPY] = NONDIFF(FUSED_OP),
     [IR_OP_ATTENTION] = RULE(jvp_attention),
     [IR_OP_ALL_REDUCE] = RULE(jvp_same),
@@ -292,6 +295,63 @@ bool pass_jvp_has_rule(ir_op op, const char **why) {
   return r.fn != NULL;
 }
 
+/* One step of the forward sweep: when operands of nd carry tangents (tan,
+ * by value id), its rule builds the tangents of its float results. Returns
+ * why nd is not differentiable, or NULL. */
+static const char *jvp_node(ir_graph *g, const ir_node *nd, ir_value **tan) {
+  /* a send of a value with a tangent sends the tangent too (the peer
+   * receives it: a received float value always gets a tangent) */
+  bool any = nd->op == IR_OP_RECV, float_out = nd->op == IR_OP_SEND;
+  for (int j = 0; j < nd->n_out; j++) float_out |= ir_dtype_is_float(nd->out[j]->type.dtype);
+  for (int i = 0; i < nd->n_in; i++) any |= tan[nd->in[i]->id] != NULL;
+  if (!any || !float_out) return NULL;
+  const jvp_rule r = jvp_rule_of(nd->op);
+  const char *why = r.fn ? ad_node_nondiff(nd) : r.nondiff;
+  if (why || !r.fn) return why ? why : "not differentiable";
+  ir_value **tx = calloc((size_t)(nd->n_in ? nd->n_in : 1), sizeof *tx);
+  ir_value **ty = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *ty);
+  const char **tn = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *tn);
+  if (!tx || !ty || !tn) abort();
+  for (int i = 0; i < nd->n_in; i++) tx[i] = tan[nd->in[i]->id];
+  for (int j = 0; j < nd->n_out; j++) tn[j] = ad_prefixed(g, "t_", nd->out[j]);
+  ad_ctx c = {.g = g, .fwd = nd, .dn = tn};
+  r.fn(&c, nd, tx, ty);
+  for (int j = 0; j < nd->n_out; j++) {
+    if (!ty[j] || !ir_dtype_is_float(nd->out[j]->type.dtype)) continue;
+    if (!ir_type_equal(&ty[j]->type, &nd->out[j]->type)) {
+      char a[128], b[128];
+      fprintf(stderr, "tgc: internal error: jvp of %s gave %s for result %s\n", ir_op_name(nd->op),
+              ir_type_str(&ty[j]->type, a, sizeof a), ir_type_str(&nd->out[j]->type, b, sizeof b));
+      abort();
+    }
+    tan[nd->out[j]->id] = ty[j];
+  }
+  free(tx);
+  free(ty);
+  free(tn);
+  return NULL;
+}
+
+/* layernorm_grad / rmsnorm_grad (a norm's backward, differentiated again):
+ * the op written in primitives (ad_norm_grad_prims), then a forward sweep
+ * over those nodes alone, from the tangents of its operands to those of its
+ * results. The primitives' own results are left dead (canonicalize removes
+ * them). */
+static void jvp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_graph *g = c->g;
+  ir_value *e[3];
+  int first = g->n_nodes;
+  ad_norm_grad_prims(c, n, e);
+  int last = g->n_nodes, bound = ir_graph_id_bound(g); /* the new values' ids index tan too */
+  ir_value **tan = calloc((size_t)bound, sizeof *tan);
+  if (!tan) abort();
+  for (int i = 0; i < n->n_in; i++) tan[n->in[i]->id] = tx[i];
+  for (int k = first; k < last; k++)
+    if (jvp_node(g, g->nodes[k], tan)) abort(); /* every primitive it writes has a rule */
+  for (int j = 0; j < n->n_out; j++) ty[j] = tan[e[j]->id];
+  free(tan);
+}
+
 int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n, ir_value *const *of, int n_of,
              ir_value **out, ir_diag *d) {
   for (int i = 0; i < n; i++)
@@ -301,9 +361,7 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
                ir_type_str(&wrt[i]->type, a, sizeof a), ir_type_str(&tangents[i]->type, b, sizeof b));
       return -1;
     }
-  int nv = g->n_values, nn = g->n_nodes, rc = 0;
-  for (int i = 0; i < g->n_values; i++)
-    if (g->values[i]->id >= nv) nv = g->values[i]->id + 1;
+  int nv = ir_graph_id_bound(g), nn = g->n_nodes, rc = 0;
   ir_value **tan = calloc((size_t)nv, sizeof *tan);
   bool *needed = calloc((size_t)nv, sizeof *needed);
   if (!tan || !needed) abort();
@@ -320,47 +378,17 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
     ad_ctx c = {.g = g, .fwd = wrt[i]->def, .loc = wrt[i]->loc};
     tan[wrt[i]->id] = ad_add(&c, tan[wrt[i]->id], tangents[i], NULL);
   }
-  for (int k = 0; k < nn && rc == 0; k++) {
+  for (int k = 0; k < nn; k++) {
     ir_node *nd = g->nodes[k];
-    if (nd->dead) continue;
-    /* a send of a value with a tangent sends the tangent too (the peer
-     * receives it: a received float value always gets a tangent) */
-    bool want = nd->op == IR_OP_SEND, any = nd->op == IR_OP_RECV, float_out = nd->op == IR_OP_SEND;
-    for (int j = 0; j < nd->n_out; j++) {
-      want |= needed[nd->out[j]->id];
-      float_out |= ir_dtype_is_float(nd->out[j]->type.dtype);
-    }
-    for (int i = 0; i < nd->n_in; i++) any |= tan[nd->in[i]->id] != NULL;
-    if (!want || !any || !float_out) continue;
-    const jvp_rule rule = jvp_rule_of(nd->op), *r = &rule;
-    const char *why = r->fn ? ad_node_nondiff(nd) : r->nondiff;
-    if (why || !r->fn) {
+    bool want = nd->op == IR_OP_SEND;
+    for (int j = 0; j < nd->n_out; j++) want |= needed[nd->out[j]->id];
+    const char *why = nd->dead || !want ? NULL : jvp_node(g, nd, tan);
+    if (why) {
       ir_error(d, nd->loc, "cannot differentiate %s%s: '%s' is %s", nd->n_out ? "%" : "",
-               nd->n_out ? nd->out[0]->name : ir_op_name(nd->op), ir_op_name(nd->op), why ? why : "not differentiable");
+               nd->n_out ? nd->out[0]->name : ir_op_name(nd->op), ir_op_name(nd->op), why);
       rc = -1;
       break;
     }
-    ir_value **tx = calloc((size_t)(nd->n_in ? nd->n_in : 1), sizeof *tx);
-    ir_value **ty = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *ty);
-    const char **tn = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *tn);
-    if (!tx || !ty || !tn) abort();
-    for (int i = 0; i < nd->n_in; i++) tx[i] = tan[nd->in[i]->id];
-    for (int j = 0; j < nd->n_out; j++) tn[j] = ad_prefixed(g, "t_", nd->out[j]);
-    ad_ctx c = {.g = g, .fwd = nd, .dn = tn};
-    r->fn(&c, nd, tx, ty);
-    for (int j = 0; j < nd->n_out; j++) {
-      if (!ty[j] || !ir_dtype_is_float(nd->out[j]->type.dtype)) continue;
-      if (!ir_type_equal(&ty[j]->type, &nd->out[j]->type)) {
-        char a[128], b[128];
-        fprintf(stderr, "tgc: internal error: jvp of %s gave %s for result %s\n", ir_op_name(nd->op),
-                ir_type_str(&ty[j]->type, a, sizeof a), ir_type_str(&nd->out[j]->type, b, sizeof b));
-        abort();
-      }
-      tan[nd->out[j]->id] = ty[j];
-    }
-    free(tx);
-    free(ty);
-    free(tn);
   }
   for (int j = 0; rc == 0 && j < n_of; j++) {
     out[j] = tan[of[j]->id];

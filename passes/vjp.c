@@ -217,8 +217,9 @@ static void vjp_softmax(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_val
 /* layernorm: y = xhat * gamma + beta; rmsnorm: y = xhat * gamma. One
  * layernorm_grad / rmsnorm_grad (x, gamma, dy) -> (dx, dgamma[, dbeta])
  * that recomputes the row statistics from x (runtime/cpu/kern_reduce.c
- * has the formula): the expansion into primitives was ~14 ops that each
- * read or wrote a [..., D] tensor. It computes every gradient, needed or not. */
+ * has the formula): the expansion into primitives (ad_norm_grad_prims,
+ * which its own VJP and JVP differentiate) is ~14 ops that each read or
+ * wrote a [..., D] tensor. It computes every gradient, needed or not. */
 static void vjp_norm(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   bool ln = n->op == IR_OP_LAYERNORM;
   ir_value *in[3] = {n->in[0], n->in[1], gy[0]}, *outs[3];
@@ -227,6 +228,9 @@ static void vjp_norm(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value 
   ad_op_multi(c, ln ? IR_OP_LAYERNORM_GRAD : IR_OP_RMSNORM_GRAD, in, 3, &eps, 1, names, outs);
   for (int i = 0; i < (ln ? 3 : 2); i++) gx[i] = outs[i];
 }
+
+/* Below the rule table: it sweeps with the rules of the primitives. */
+static void vjp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx);
 
 static void vjp_embedding(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ir_value *in[2] = {n->in[1], gy[0]};
@@ -470,8 +474,8 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_RECV] = RULE(vjp_recv),
     [IR_OP_MESH_SLICE] = RULE(vjp_mesh_slice),
     [IR_OP_SHARD_HINT] = RULE(vjp_shard_hint),
-    [IR_OP_LAYERNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
-    [IR_OP_RMSNORM_GRAD] = NONDIFF(AD_NORM_GRAD),
+    [IR_OP_LAYERNORM_GRAD] = RULE(vjp_norm_grad),
+    [IR_OP_RMSNORM_GRAD] = RULE(vjp_norm_grad),
     [IR_OP_ATTENTION_GRAD] = NONDIFF("the fused attention backward, which is not differentiated again (for second "
                                      "derivatives differentiate the unfused graph: --disable-pass fuse-attention)"),
 };
@@ -495,12 +499,88 @@ bool pass_vjp_has_rule(ir_op op, const char **why) {
   return r.fn != NULL;
 }
 
-/* Largest value id in use + 1 (ids are indices into per-value arrays). */
-static int id_bound(const ir_graph *g) {
-  int m = g->n_values;
-  for (int i = 0; i < g->n_values; i++)
-    if (g->values[i]->id >= m) m = g->values[i]->id + 1;
-  return m;
+/* Marks active the float results of the nodes [from, to) that read an
+ * active value (or receive one: it depends on the sender's parameters). */
+static void mark_active(const ir_graph *g, int from, int to, bool *active) {
+  for (int k = from; k < to; k++) {
+    const ir_node *nd = g->nodes[k];
+    if (nd->dead) continue;
+    bool any = nd->op == IR_OP_RECV;
+    for (int i = 0; i < nd->n_in; i++) any |= active[nd->in[i]->id];
+    for (int j = 0; any && j < nd->n_out; j++)
+      if (ir_dtype_is_float(nd->out[j]->type.dtype)) active[nd->out[j]->id] = true;
+  }
+}
+
+/* One step of the reverse sweep: when results of nd carry cotangents (ct,
+ * by value id), its rule builds the gradients of its active operands and
+ * adds each to the operand's cotangent. Returns why nd is not
+ * differentiable, or NULL. */
+static const char *vjp_node(ir_graph *g, const ir_node *nd, const bool *active, ir_value **ct) {
+  bool has = nd->op == IR_OP_SEND && active[nd->in[0]->id]; /* its gradient comes back from the peer */
+  for (int j = 0; j < nd->n_out; j++) has |= ct[nd->out[j]->id] != NULL;
+  if (!has) return NULL;
+  const vjp_rule r = vjp_rule_of(nd->op);
+  const char *why = r.fn ? ad_node_nondiff(nd) : r.nondiff;
+  if (why || !r.fn) return why ? why : "not differentiable";
+  int m = nd->n_in > 0 ? nd->n_in : 1;
+  bool *need = calloc((size_t)m, sizeof *need);
+  const char **dn = calloc((size_t)m, sizeof *dn);
+  ir_value **gx = calloc((size_t)m, sizeof *gx);
+  ir_value **gy = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *gy);
+  if (!need || !dn || !gx || !gy) abort();
+  for (int i = 0; i < nd->n_in; i++) {
+    need[i] = active[nd->in[i]->id];
+    dn[i] = ad_prefixed(g, "d_", nd->in[i]);
+  }
+  for (int j = 0; j < nd->n_out; j++) gy[j] = ct[nd->out[j]->id];
+  ad_ctx c = {.g = g, .fwd = nd, .need = need, .dn = dn};
+  r.fn(&c, nd, gy, gx);
+  for (int i = 0; i < nd->n_in; i++) {
+    ir_value *in = nd->in[i];
+    if (!gx[i] || !need[i]) continue;
+    if (!ir_type_equal(&gx[i]->type, &in->type)) {
+      char a[128], b[128];
+      fprintf(stderr, "tgc: internal error: vjp of %s gave %s for operand %s\n", ir_op_name(nd->op),
+              ir_type_str(&gx[i]->type, a, sizeof a), ir_type_str(&in->type, b, sizeof b));
+      abort();
+    }
+    ct[in->id] = ct[in->id] ? ad_bin(&c, IR_OP_ADD, ct[in->id], gx[i], dn[i]) : gx[i];
+  }
+  free(need);
+  free(dn);
+  free(gx);
+  free(gy);
+  return NULL;
+}
+
+/* layernorm_grad / rmsnorm_grad (a norm's backward, differentiated again
+ * for a second derivative): the op written in primitives
+ * (ad_norm_grad_prims), then a reverse sweep over those nodes alone, from
+ * the cotangents of the op's results to its operands. The primitives' own
+ * results are left dead (canonicalize removes them). */
+static void vjp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_graph *g = c->g;
+  ir_value *e[3];
+  int first = g->n_nodes;
+  ad_norm_grad_prims(c, n, e);
+  int last = g->n_nodes, bound = ir_graph_id_bound(g); /* the new values' ids index the arrays too */
+  bool *active = calloc((size_t)bound, sizeof *active);
+  ir_value **ct = calloc((size_t)bound, sizeof *ct);
+  if (!active || !ct) abort();
+  for (int i = 0; i < n->n_in; i++) active[n->in[i]->id] |= NEED(i);
+  mark_active(g, first, last, active);
+  for (int j = 0; j < n->n_out; j++) /* e[j] may be an operand itself (dbeta = dy at rank 1) */
+    if (gy[j] && active[e[j]->id]) ct[e[j]->id] = ad_add(c, ct[e[j]->id], gy[j], NULL);
+  for (int k = last - 1; k >= first; k--)
+    if (vjp_node(g, g->nodes[k], active, ct)) abort(); /* every primitive it writes has a rule */
+  for (int i = 0; i < n->n_in; i++) {
+    bool again = false; /* an operand given twice (x as dy) gets its whole gradient once */
+    for (int j = 0; j < i; j++) again |= n->in[j] == n->in[i];
+    if (NEED(i) && !again) gx[i] = ct[n->in[i]->id];
+  }
+  free(active);
+  free(ct);
 }
 
 int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value **grads, ir_diag *d) {
@@ -516,68 +596,28 @@ int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value 
                wrt[i]->name);
       return -1;
     }
-  int nv = id_bound(g), nn = g->n_nodes, rc = 0;
+  int nv = ir_graph_id_bound(g), nn = g->n_nodes, rc = 0;
   bool *active = calloc((size_t)nv, sizeof *active);
   ir_value **ct = calloc((size_t)nv, sizeof *ct);
   if (!active || !ct) abort();
   for (int i = 0; i < n; i++) active[wrt[i]->id] = true;
+  mark_active(g, 0, nn, active);
   int loss_at = -1;
-  for (int k = 0; k < nn; k++) {
-    ir_node *nd = g->nodes[k];
-    if (nd->dead) continue;
-    bool any = nd->op == IR_OP_RECV; /* a received value depends on the sender's parameters */
-    for (int i = 0; i < nd->n_in; i++) any |= active[nd->in[i]->id];
-    for (int j = 0; j < nd->n_out; j++) {
-      if (any && ir_dtype_is_float(nd->out[j]->type.dtype)) active[nd->out[j]->id] = true;
-      if (nd->out[j] == loss) loss_at = k;
-    }
-  }
+  for (int k = 0; k < nn; k++)
+    if (!g->nodes[k]->dead && g->nodes[k] == loss->def) loss_at = k;
   if (active[loss->id]) {
     ad_ctx c = {.g = g, .fwd = loss->def, .loc = loss->loc};
     ct[loss->id] = ad_fill(&c, &loss->type, 1.0, ad_prefixed(g, "d_", loss));
   }
-  for (int k = loss_at; k >= 0 && rc == 0; k--) {
+  for (int k = loss_at; k >= 0; k--) {
     ir_node *nd = g->nodes[k];
-    if (nd->dead) continue;
-    bool has = nd->op == IR_OP_SEND && active[nd->in[0]->id]; /* its gradient comes back from the peer */
-    for (int j = 0; j < nd->n_out; j++) has |= ct[nd->out[j]->id] != NULL;
-    if (!has) continue;
-    const vjp_rule rule = vjp_rule_of(nd->op), *r = &rule;
-    const char *why = r->fn ? ad_node_nondiff(nd) : r->nondiff;
-    if (why || !r->fn) {
+    const char *why = nd->dead ? NULL : vjp_node(g, nd, active, ct);
+    if (why) {
       ir_error(d, nd->loc, "cannot differentiate %s%s: '%s' is %s", nd->n_out ? "%" : "",
-               nd->n_out ? nd->out[0]->name : ir_op_name(nd->op), ir_op_name(nd->op), why ? why : "not differentiable");
+               nd->n_out ? nd->out[0]->name : ir_op_name(nd->op), ir_op_name(nd->op), why);
       rc = -1;
       break;
     }
-    int m = nd->n_in > 0 ? nd->n_in : 1;
-    bool *need = calloc((size_t)m, sizeof *need);
-    const char **dn = calloc((size_t)m, sizeof *dn);
-    ir_value **gx = calloc((size_t)m, sizeof *gx);
-    ir_value **gy = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *gy);
-    if (!need || !dn || !gx || !gy) abort();
-    for (int i = 0; i < nd->n_in; i++) {
-      need[i] = active[nd->in[i]->id];
-      dn[i] = ad_prefixed(g, "d_", nd->in[i]);
-    }
-    for (int j = 0; j < nd->n_out; j++) gy[j] = ct[nd->out[j]->id];
-    ad_ctx c = {.g = g, .fwd = nd, .need = need, .dn = dn};
-    r->fn(&c, nd, gy, gx);
-    for (int i = 0; i < nd->n_in; i++) {
-      ir_value *in = nd->in[i];
-      if (!gx[i] || !need[i]) continue;
-      if (!ir_type_equal(&gx[i]->type, &in->type)) {
-        char a[128], b[128];
-        fprintf(stderr, "tgc: internal error: vjp of %s gave %s for operand %s\n", ir_op_name(nd->op),
-                ir_type_str(&gx[i]->type, a, sizeof a), ir_type_str(&in->type, b, sizeof b));
-        abort();
-      }
-      ct[in->id] = ct[in->id] ? ad_bin(&c, IR_OP_ADD, ct[in->id], gx[i], dn[i]) : gx[i];
-    }
-    free(need);
-    free(dn);
-    free(gx);
-    free(gy);
   }
   for (int i = 0; rc == 0 && i < n; i++) {
     grads[i] = ct[wrt[i]->id];

@@ -16,6 +16,11 @@
  *  - the autodiff pass: grad nodes expanded in place, names d_<value>, role
  *    grad, forward locations and layers, zeros for unrelated values, a
  *    second-order grad, and the clear error for an unexpanded grad;
+ *  - a second derivative through the norms' fused backward (layernorm_grad,
+ *    rmsnorm_grad, also cases of the loop above): reverse over reverse and
+ *    forward over reverse against central differences (rel <= 1e-6), and
+ *    against the graph with the fused ops written in primitives before the
+ *    second grad (rel <= 1e-12);
  *  - the classic exercise y1 = (x1+x2)^2, y2 = (x1-x2)^2 at (2, 4).
  */
 #include <stdlib.h>
@@ -200,6 +205,18 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
                        inp(c, TY(dt, 5), K_NORMAL, 0)};
     ir_attr at = ir_attr_float("eps", 1e-5);
     node(c, op, in, op == IR_OP_LAYERNORM ? 3 : 2, &at, 1);
+    return true;
+  }
+  case IR_OP_LAYERNORM_GRAD: case IR_OP_RMSNORM_GRAD: {
+    /* differentiated through its primitives (a second derivative through a
+     * norm): rows of a rank-3 x; a rank-1 x (dbeta is dy itself); x given
+     * as dy too (one operand, its gradient counted once) */
+    if (var > 2) break;
+    x = inp(c, var == 1 ? TY(dt, 5) : TY(dt, 2, 3, 5), K_NORMAL, 0);
+    ir_value *gm = inp(c, TY(dt, 5), K_NORMAL, 0);
+    ir_value *in[3] = {x, gm, var == 2 ? x : inp(c, x->type, K_NORMAL, 0)};
+    ir_attr at = ir_attr_float("eps", 1e-5);
+    node(c, op, in, 3, &at, 1);
     return true;
   }
   case IR_OP_EMBEDDING: {
@@ -415,21 +432,24 @@ static rt_tensor *input_of(dcase *dc, const ir_value *v) {
   return NULL;
 }
 
-/* Runs and returns the outputs (caller frees). */
-static rt_tensor **run(dcase *dc) {
-  int n = dc->c.g->n_outputs;
-  rt_tensor **out = calloc((size_t)n, sizeof *out);
+/* Runs g on the cpu and returns the outputs (free_run frees them). */
+static rt_tensor **run_graph(ir_graph *g, rt_tensor **in) {
+  rt_tensor **out = calloc((size_t)g->n_outputs, sizeof *out);
   char err[512];
-  int rc = rt_run(&rt_cpu_backend, dc->c.g, dc->in, NULL, out, NULL, err, sizeof err);
+  int rc = rt_run(&rt_cpu_backend, g, in, NULL, out, NULL, err, sizeof err);
   if (rc != 0) fprintf(stderr, "run: %s\n", err);
   CHECK_EQ_INT(rc, 0);
   return out;
 }
 
-static void free_outs(dcase *dc, rt_tensor **out) {
-  for (int i = 0; i < dc->c.g->n_outputs; i++) rt_tensor_free(out[i]);
+static void free_run(ir_graph *g, rt_tensor **out) {
+  for (int i = 0; i < g->n_outputs; i++) rt_tensor_free(out[i]);
   free(out);
 }
+
+static rt_tensor **run(dcase *dc) { return run_graph(dc->c.g, dc->in); }
+
+static void free_outs(dcase *dc, rt_tensor **out) { free_run(dc->c.g, out); }
 
 static double fd_tol_worst = 0, dot_tol_worst = 0;
 static int cases_f64 = 0, cases_f32 = 0;
@@ -661,10 +681,173 @@ static void test_pass(void) {
   ir_diag_free(d);
 }
 
+/* ---- a second derivative through the norms' fused backward ----
+ * y = layernorm(x, g, b), z = rmsnorm(y, h), l = sum(z z w);
+ * dx, dg, dh = grad(l, [x, g, h]); s = sum(dx v) + sum(dg u) + sum(dh u);
+ * dsx, dsg = grad(s, [x, g]); then forward mode over it: jvp = the
+ * derivative of s along the tangents tx, tg of x, g. The first grad makes
+ * layernorm_grad and rmsnorm_grad; with `expand` they are written in
+ * primitives (ad_norm_grad_prims, the autodiff's backward before the fused
+ * ops) before the second grad and the jvp, which then never meet them.
+ * Outputs: dx, dg, dh, s, dsx, dsg, jvp. */
+static ir_graph *norm_second_order(bool expand, int *fused) {
+  ir_diag *d = ir_diag_new(stderr);
+  pass_options o = {.diag = d};
+  ir_graph *g = ir_graph_new("so", "so.tg");
+  ir_type xt = TY(IR_DT_F64, 2, 3, 5), vt = TY(IR_DT_F64, 5);
+  const char *names[9] = {"x", "g", "b", "h", "w", "v", "u", "tx", "tg"};
+  ir_value *in[9];
+  for (int i = 0; i < 7; i++) in[i] = ir_graph_add_input(g, names[i], i == 0 || i == 4 || i == 5 ? xt : vt, L(1));
+  ir_attr eps[2] = {ir_attr_float("eps", 1e-5), ir_attr_float("eps", 1e-6)};
+  ir_value *y = ir_graph_build1(g, IR_OP_LAYERNORM, in, 3, eps, 1, "y", L(2));
+  ir_value *yh[2] = {y, in[3]};
+  ir_value *z = ir_graph_build1(g, IR_OP_RMSNORM, yh, 2, eps + 1, 1, "z", L(3));
+  ir_value *zz[2] = {z, z};
+  ir_value *zzw[2] = {ir_graph_build1(g, IR_OP_MUL, zz, 2, NULL, 0, NULL, L(4)), in[4]};
+  ir_value *l = pass_sum_all(g, ir_graph_build1(g, IR_OP_MUL, zzw, 2, NULL, 0, NULL, L(4)), "l");
+  ir_value *gin[4] = {l, in[0], in[1], in[3]};
+  char err[256];
+  ir_node *gn = ir_graph_build(g, IR_OP_GRAD, gin, 4, NULL, 0, NULL, "d", L(5), err, sizeof err);
+  CHECK(gn != NULL);
+  const char *first[3] = {"dx", "dg", "dh"};
+  for (int j = 0; j < 3; j++) ir_graph_add_output(g, first[j], gn->out[j]);
+  CHECK_EQ_INT(pass_autodiff(g, &o), 0);
+  *fused = 0;
+  for (int k = 0; k < g->n_nodes; k++) {
+    ir_node *nd = g->nodes[k];
+    if (nd->dead || (nd->op != IR_OP_LAYERNORM_GRAD && nd->op != IR_OP_RMSNORM_GRAD)) continue;
+    ++*fused;
+    if (!expand) continue;
+    int before = g->n_nodes;
+    ir_value *e[3];
+    ad_ctx c = {.g = g, .fwd = nd};
+    ad_norm_grad_prims(&c, nd, e);
+    int added = g->n_nodes - before;
+    ir_graph_move_tail(g, added, k);
+    ir_replace_uses_many(g, nd->out, e, nd->n_out);
+    nd->dead = true;
+    k += added;
+  }
+  ir_value *s = NULL;
+  for (int j = 0; j < 3; j++) {
+    ir_value *m[2] = {g->outputs[j].value, in[j == 0 ? 5 : 6]};
+    ir_value *t = pass_sum_all(g, ir_graph_build1(g, IR_OP_MUL, m, 2, NULL, 0, NULL, L(6)), NULL);
+    ir_value *a[2] = {s, t};
+    s = s ? ir_graph_build1(g, IR_OP_ADD, a, 2, NULL, 0, "s", L(6)) : t;
+  }
+  ir_graph_add_output(g, "s", s);
+  ir_value *sin[3] = {s, in[0], in[1]};
+  gn = ir_graph_build(g, IR_OP_GRAD, sin, 3, NULL, 0, NULL, "ds", L(7), err, sizeof err);
+  CHECK(gn != NULL);
+  ir_graph_add_output(g, "dsx", gn->out[0]);
+  ir_graph_add_output(g, "dsg", gn->out[1]);
+  CHECK_EQ_INT(pass_autodiff(g, &o), 0);
+  in[7] = ir_graph_add_input(g, names[7], xt, L(8));
+  in[8] = ir_graph_add_input(g, names[8], vt, L(8));
+  ir_value *jv;
+  CHECK_EQ_INT(pass_jvp(g, in, in + 7, 2, &g->outputs[3].value, 1, &jv, d), 0);
+  ir_graph_add_output(g, "jvp", jv);
+  CHECK_EQ_INT(ir_verify(g, d), 0);
+  ir_diag_free(d);
+  return g;
+}
+
+/* max |a - b| over max |b| (0 when both are 0) */
+static double rel_diff(const rt_tensor *a, const rt_tensor *b) {
+  double err = 0, big = 0;
+  for (int64_t e = 0; e < ir_type_numel(&b->type); e++) {
+    double x = rt_tensor_get(a, e), y = rt_tensor_get(b, e);
+    if (!(fabs(x - y) <= err)) err = fabs(x - y); /* NaN sticks */
+    big = fmax(big, fabs(y));
+  }
+  return err == 0 ? 0 : err / fmax(big, 1e-300);
+}
+
+/* s (output 3) of g at at + h dir for x and g (in[0], in[1]) */
+static double s_moved(ir_graph *g, rt_tensor **in, rt_tensor *const *at, rt_tensor *const *dir, double h) {
+  for (int i = 0; i < 2; i++)
+    for (int64_t q = 0; q < ir_type_numel(&in[i]->type); q++)
+      rt_tensor_set(in[i], q, rt_tensor_get(at[i], q) + h * rt_tensor_get(dir[i], q));
+  rt_tensor **p = run_graph(g, in);
+  double s = rt_tensor_get(p[3], 0);
+  free_run(g, p);
+  return s;
+}
+
+/* Tolerances: dsx, dsg (reverse over reverse) and jvp (forward over
+ * reverse) within 1e-6 of central differences of s (h = 1e-6 max(1, |x|),
+ * norm-wise as test_all_ops); every output within 1e-12 of the graph whose
+ * fused backward was written in primitives first (the same primitives and
+ * rules: only the order of a few sums differs). */
+static void test_norm_second_order(void) {
+  int fused[2];
+  ir_graph *g = norm_second_order(false, &fused[0]), *ref = norm_second_order(true, &fused[1]);
+  CHECK_EQ_INT(fused[0], 2); /* layernorm_grad and rmsnorm_grad, differentiated by their rules */
+  CHECK_EQ_INT(fused[1], 2);
+  int n_in = g->n_inputs;
+  rt_tensor **in = calloc((size_t)n_in, sizeof *in);
+  for (int i = 0; i < n_in; i++) {
+    in[i] = rt_tensor_new(&g->inputs[i]->type);
+    rt_fill_random(in[i], 7, g->inputs[i]->name, 0);
+  }
+  rt_tensor **o = run_graph(g, in), **r = run_graph(ref, in);
+  double worst_ref = 0;
+  for (int j = 0; j < g->n_outputs; j++) {
+    double rel = rel_diff(o[j], r[j]);
+    if (!(rel <= 1e-12)) fprintf(stderr, "norm second order: output %s differs from the expansion's by rel %g\n",
+                                 g->outputs[j].name, rel);
+    CHECK(rel <= 1e-12);
+    worst_ref = fmax(worst_ref, rel);
+  }
+  /* central differences of s (output 3): along each element of x and g,
+   * then along the tangents (tx, tg); dir holds the direction */
+  rt_tensor *at[2], *dir[2];
+  for (int i = 0; i < 2; i++) {
+    at[i] = rt_tensor_new(&in[i]->type);
+    dir[i] = rt_tensor_new(&in[i]->type);
+    for (int64_t q = 0; q < ir_type_numel(&in[i]->type); q++) rt_tensor_set(at[i], q, rt_tensor_get(in[i], q));
+  }
+  double err = 0, big = 0;
+  for (int k = 0; k < 2; k++)
+    for (int64_t e = 0; e < ir_type_numel(&in[k]->type); e++) {
+      double h = 1e-6 * fmax(1.0, fabs(rt_tensor_get(at[k], e)));
+      rt_tensor_set(dir[k], e, 1.0);
+      double fd = (s_moved(g, in, at, dir, h) - s_moved(g, in, at, dir, -h)) / (2 * h);
+      rt_tensor_set(dir[k], e, 0.0);
+      double rev = rt_tensor_get(o[4 + k], e);
+      if (!(fabs(rev - fd) <= err)) err = fabs(rev - fd);
+      big = fmax(big, fabs(fd));
+    }
+  double rel_rev = err / fmax(big, 1e-300);
+  for (int i = 0; i < 2; i++)
+    for (int64_t q = 0; q < ir_type_numel(&in[i]->type); q++) rt_tensor_set(dir[i], q, rt_tensor_get(in[7 + i], q));
+  double fd = (s_moved(g, in, at, dir, 1e-6) - s_moved(g, in, at, dir, -1e-6)) / 2e-6, fwd = rt_tensor_get(o[6], 0);
+  double rel_fwd = fabs(fwd - fd) / fmax(fabs(fd), 1e-300);
+  if (!(rel_rev <= 1e-6 && rel_fwd <= 1e-6))
+    fprintf(stderr, "norm second order: reverse rel %g, forward %.12g vs finite difference %.12g (rel %g), tol 1e-6\n",
+            rel_rev, fwd, fd, rel_fwd);
+  CHECK(rel_rev <= 1e-6);
+  CHECK(rel_fwd <= 1e-6);
+  printf("norm second order: vs finite differences rel %.3g (reverse over reverse), %.3g (forward over reverse); "
+         "vs the expansion's graph rel %.3g\n",
+         rel_rev, rel_fwd, worst_ref);
+  for (int i = 0; i < 2; i++) {
+    rt_tensor_free(at[i]);
+    rt_tensor_free(dir[i]);
+  }
+  free_run(g, o);
+  free_run(ref, r);
+  for (int i = 0; i < n_in; i++) rt_tensor_free(in[i]);
+  free(in);
+  ir_graph_free(g);
+  ir_graph_free(ref);
+}
+
 int main(void) {
   test_rule_tables();
   test_classic();
   test_pass();
+  test_norm_second_order();
   test_all_ops();
   return check_done();
 }
