@@ -163,8 +163,9 @@ int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
  * the op's chunk buffer (result 4): the logits product (cuBLASLt); a
  * kernel of the rows' argmax (predicted) and losses (the workspace, in
  * double), which only reads the buffer; the gradient rows in place
- * (softmax - onehot, the loss the second kernel recomputes is dropped:
- * its read of the target's logit may race the row's writes); the dh rows'
+ * (softmax - onehot; the loss the second kernel recomputes is dropped;
+ * ce_grad_row reads every value of the row before the group's first write,
+ * so in place is race-free); the dh rows'
  * product; dw's product, accumulating from the second chunk (beta = 1).
  * Then the loss kernel adds the row losses in order. A kernel per chunk
  * (the chunk's first row is a constant of its source). The step moves what

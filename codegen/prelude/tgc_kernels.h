@@ -39,6 +39,7 @@ template <> struct group<true> {
   __device__ static __forceinline__ int size() { return 32; }
   template <class A, class S> __device__ static __forceinline__ A sum(A v, S &) { return warp_sum(v); }
   template <class A, class S> __device__ static __forceinline__ A max(A v, S &) { return warp_max(v); }
+  __device__ static __forceinline__ void sync() { __syncwarp(); }
 };
 template <> struct group<false> {
   __device__ static __forceinline__ int rank() { return (int)tgc_thread_rank(); }
@@ -55,6 +56,7 @@ template <> struct group<false> {
     __syncthreads();
     return v;
   }
+  __device__ static __forceinline__ void sync() { __syncthreads(); }
 };
 
 // ---------------------------------------------------------------------------
@@ -393,15 +395,20 @@ __device__ __forceinline__ double ce_row_loss(const T *x, const I *targets, long
 }
 
 // The gradient row; returns the row's loss (what ce_row_loss gives: the
-// same statistics), so one pass over the logits serves the loss too.
+// same statistics), so one pass over the logits serves the loss too. y may
+// be x (linear_cross_entropy's buffer): a thread writes only the columns it
+// reads, and the target's logit, which every thread reads, is read before
+// the barrier that precedes the first write.
 template <int W, bool WARP, class T, class I, class O, class S>
 __device__ __forceinline__ double ce_grad_row(const T *x, const I *targets, long long p, long long V, float scale, O *y,
                                               const char *name, S &scratch) {
   typedef group<WARP> G;
   long long t = tgc_index(targets[p]);
   if (t < 0 || t >= V) tgc_fail_index("cross_entropy_grad target", t, V, name, p);
+  const double xt = (double)tgc_acc(x[t]);
   float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
-  const double loss = (double)mx + (double)tgc_log(sum) - (double)tgc_acc(x[t]);
+  G::sync();
+  const double loss = (double)mx + (double)tgc_log(sum) - xt;
   for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
     T v[W];
     O o[W];
