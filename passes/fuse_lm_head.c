@@ -25,6 +25,13 @@
  *    through a reshape to rows ([rows, D], [rows, V]) read by it alone. dw
  *    of w's layout is the op's result; of the other, a transpose of it (or
  *    the reader of the product that is such a transpose takes it).
+ *    The product may be a fused_matmul "(add $0 $1)" (or "(add $1 $0)") of
+ *    those operands and an addend: fuse-elementwise's fold of a tied
+ *    embedding's gradient into it when the product comes out in the table's
+ *    layout (rows <= D: gpt3_xl and larger). That addend is computed from
+ *    dh (the embedding's gradient is the end of the backward), so it cannot
+ *    be an operand of the op: the add stays, a fused node in the product's
+ *    place reading the op's dw.
  * Neither logits nor dlogits may be a graph output (the training step does
  * not return the logits; `tgc run` has no backward and never fuses). Under
  * mixed precision (passes/mixed_precision.c) the losses read the bf16 / f16
@@ -50,6 +57,7 @@ enum { MAX_ARGMAX = 8 };
 
 typedef struct {
   ir_node *mm, *ce, *cg, *dh, *dw, *rs_h, *rs_dl, *dw_t;
+  ir_value *addend; /* dw's product is a fused_matmul "(add $0 $1)" of this (the tied table's other gradient) */
   ir_node *widen, *narrow; /* mixed precision: logits to f32 for the loss, its gradient back */
   ir_node *argmax[MAX_ARGMAX];
   int n_argmax;
@@ -110,13 +118,23 @@ static ir_node *cast_reader(const ir_graph *g, const ir_value *v, ir_dtype dt) {
   return readers(g, v, r, 1) == 1 && is_cast_to(r[0], dt) ? r[0] : NULL;
 }
 
+/* n is fused_matmul(a, b, x) {transpose_a = ta, transpose_b = tb} adding x to the product. */
+static bool add_epilogue_matmul(const ir_node *n, int ta, int tb) {
+  if (!n || n->dead || n->op != IR_OP_FUSED_MATMUL || n->n_in != 3 || ir_node_attr_int(n, "transpose_a", 0) != ta ||
+      ir_node_attr_int(n, "transpose_b", 0) != tb)
+    return false;
+  const ir_attr *e = ir_node_attr(n, "expr");
+  return e && e->kind == IR_ATTR_STR && e->s && (strcmp(e->s, "(add $0 $1)") == 0 || strcmp(e->s, "(add $1 $0)") == 0);
+}
+
 static bool match_dw(lm_head *p, ir_node *m, const ir_value *h, const ir_value *dl) {
-  if (p->dw || !plain_matmul(m, 1, 0)) return false;
+  if (p->dw || !(plain_matmul(m, 1, 0) || add_epilogue_matmul(m, 1, 0))) return false;
   ir_node *rh = NULL, *rd = NULL;
   if (reads_rows_of(m, 0, h, &rh) && reads_rows_of(m, 1, dl, &rd)) p->dw_is_wt = p->tb; /* h^T dl: [D, V] */
   else if (reads_rows_of(m, 0, dl, &rd) && reads_rows_of(m, 1, h, &rh)) p->dw_is_wt = !p->tb; /* dl^T h: [V, D] */
   else return false;
   p->dw = m, p->rs_h = rh, p->rs_dl = rd;
+  p->addend = m->op == IR_OP_FUSED_MATMUL ? m->in[2] : NULL;
   return true;
 }
 
@@ -175,7 +193,7 @@ static bool match(const ir_graph *g, ir_node *mm, lm_head *p) {
     ir_node *rr[2];
     if (readers(g, p->rs_h->out[0], rr, 1) != 1) return false;
   }
-  if (p->dw_is_wt) { /* a transpose of the product that its one reader writes takes the op's dw */
+  if (p->dw_is_wt && !p->addend) { /* a transpose of the product that its one reader writes takes the op's dw */
     ir_node *rr[2];
     if (readers(g, p->dw->out[0], rr, 1) == 1 && rr[0]->op == IR_OP_TRANSPOSE && ir_transpose_swaps_last2(rr[0]))
       p->dw_t = rr[0];
@@ -255,6 +273,15 @@ static void fuse(ir_graph *g, lm_head *p) {
     ir_attr perm = ir_attr_ints("perm", (const int64_t[]){1, 0}, 2);
     dw = ir_graph_build1(g, IR_OP_TRANSPOSE, &dw, 1, &perm, 1, p->dw->out[0]->name, p->dw->loc);
   }
+  ir_node *sum = NULL; /* the epilogue's add, in the product's place (its addend comes later in the backward) */
+  if (p->addend) {
+    f->out[2]->role = p->dw->out[0]->role;
+    ir_value *ab[2] = {dw, p->addend};
+    ir_attr ex = ir_attr_str("expr", ir_node_attr(p->dw, "expr")->s);
+    dw = ir_graph_build1(g, IR_OP_FUSED, ab, 2, &ex, 1, p->dw->out[0]->name, p->dw->loc);
+    dw->role = p->dw->out[0]->role;
+    sum = dw->def;
+  }
   olds[k] = p->dw_t ? p->dw_t->out[0] : p->dw->out[0], news[k++] = dw;
   for (int i = 0; i < p->n_argmax; i++) olds[k] = p->argmax[i]->out[0], news[k++] = f->out[3];
   /* the new values keep the names and roles of those they replace */
@@ -265,7 +292,9 @@ static void fuse(ir_graph *g, lm_head *p) {
   for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
     if (gone[i]) gone[i]->dead = true;
   for (int i = 0; i < p->n_argmax; i++) p->argmax[i]->dead = true;
-  ir_graph_move_tail(g, dw == f->out[2] ? 1 : 2, cg->id);
+  int tail = g->n_nodes - f->id;
+  if (sum) ir_graph_take_place(g, sum, p->dw); /* the product, dead, goes to the tail */
+  ir_graph_move_tail(g, tail, cg->id);
 }
 
 int pass_fuse_lm_head(ir_graph *g, const pass_options *o) {

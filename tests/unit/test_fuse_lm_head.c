@@ -12,7 +12,11 @@
  * graph has one linear_cross_entropy and no value of the logits' type; it
  * also runs on cuda-emu (generated kernels, the emulated cuBLAS with dw
  * accumulated over chunks) within 1e-5 of the cpu in f32, and its lowered
- * step moves what the cost model counts, exactly.
+ * step moves what the cost model counts, exactly. All of it with B = 4
+ * (64 rows > D = 32: the tied table's gradient product comes out [D, V],
+ * transposed, then added to the embedding's) and B = 2 (32 rows: it comes
+ * out [V, D] as a fused_matmul adding the embedding's gradient, which the
+ * pass keeps as an add after the op's dw).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,10 +33,11 @@
 
 static ir_diag *diag;
 
-static ir_graph *training_graph(bool fuse, bool f64) {
+static ir_graph *training_graph(bool fuse, bool f64, const char *batch) {
   size_t len = 0;
   char *text = ir_read_file("examples/gpt.tg", 1 << 20, &len, diag);
-  fe_options fo = {.config = "tiny"};
+  fe_define b = {"B", batch};
+  fe_options fo = {.config = "tiny", .defines = &b, .n_defines = 1};
   ir_graph *g = text ? fe_compile("examples/gpt.tg", text, len, &fo, diag) : NULL;
   free(text);
   if (g && f64) { /* every "f32" of the text made "f64" */
@@ -131,8 +136,10 @@ static void compare(const char *what, const ir_graph *g, rt_tensor **a, rt_tenso
   }
 }
 
-static void test_against_unfused(bool f64) {
-  ir_graph *gu = training_graph(false, f64), *gf = training_graph(true, f64);
+static void test_against_unfused(bool f64, int batch) {
+  char bs[16];
+  snprintf(bs, sizeof bs, "%d", batch);
+  ir_graph *gu = training_graph(false, f64, bs), *gf = training_graph(true, f64, bs);
   CHECK(gu && gf);
   if (!gu || !gf) {
     ir_graph_free(gu), ir_graph_free(gf);
@@ -146,11 +153,21 @@ static void test_against_unfused(bool f64) {
   find_op(gf, IR_OP_CROSS_ENTROPY_GRAD, &n);
   CHECK_EQ_INT(n, 0);
   CHECK_EQ_INT(gf->n_outputs, gu->n_outputs);
-  int64_t rows = 4 * 16;
-  for (int i = 0; i < gf->n_values; i++) { /* no value of the logits' type [4, 16, 64] */
+  int64_t rows = batch * 16;
+  for (int i = 0; i < gf->n_values; i++) { /* no value of the logits' type [B, 16, 64] */
     const ir_type *t = &gf->values[i]->type;
-    CHECK(!(t->rank == 3 && t->dims[0] == 4 && t->dims[1] == 16 && t->dims[2] == 64));
+    CHECK(!(t->rank == 3 && t->dims[0] == batch && t->dims[1] == 16 && t->dims[2] == 64));
   }
+  /* the op's dw is added to the embedding's gradient (B = 2, rows <= D: the add was the epilogue of
+   * the tied table's gradient product, a fused_matmul) */
+  int adds = 0;
+  for (int i = 0; f && i < gf->n_nodes; i++)
+    adds += gf->nodes[i]->op == IR_OP_FUSED && gf->nodes[i]->n_in == 2 && gf->nodes[i]->in[0] == f->out[2];
+  CHECK_EQ_INT(adds, 1);
+  find_op(gu, IR_OP_FUSED_MATMUL, &n);
+  int epilogues = n;
+  find_op(gf, IR_OP_FUSED_MATMUL, &n);
+  CHECK_EQ_INT(epilogues - n, (batch == 2));
   /* the op's FLOPs by phase: the forward keeps the logits product and the loss, plus the argmax it
    * computes (N V, read by nobody here); the backward keeps the rest */
   pass_graph_cost cf, cu;
@@ -165,12 +182,12 @@ static void test_against_unfused(bool f64) {
     if (c) set_chunk(gf, f, chunks[c]);
     rt_tensor **of = run(gf, &rt_cpu_backend);
     char what[64];
-    snprintf(what, sizeof what, "%s chunk %lld", f64 ? "f64" : "f32", (long long)chunks[c]);
+    snprintf(what, sizeof what, "%s B %d chunk %lld", f64 ? "f64" : "f32", batch, (long long)chunks[c]);
     compare(what, gf, of, ou, tol);
     check_bytes(gf, f);
     if (!f64 && c) { /* the generated kernels and products, several chunks */
       rt_tensor **oe = run(gf, &rt_cuda_emu_backend);
-      snprintf(what, sizeof what, "cuda-emu chunk %lld", (long long)chunks[c]);
+      snprintf(what, sizeof what, "cuda-emu B %d chunk %lld", batch, (long long)chunks[c]);
       compare(what, gf, oe, of, 1e-5);
       free_outs(oe, gf->n_outputs);
     }
@@ -226,8 +243,10 @@ static void test_training(int dtype) {
 
 int main(void) {
   diag = ir_diag_new(stderr);
-  test_against_unfused(false);
-  test_against_unfused(true);
+  test_against_unfused(false, 4);
+  test_against_unfused(true, 4);
+  test_against_unfused(false, 2);
+  test_against_unfused(true, 2);
   test_training(0);
   test_training(IR_DT_BF16);
   test_training(IR_DT_F16);
