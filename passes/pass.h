@@ -297,6 +297,14 @@ int pass_shard(ir_graph *g, const pass_options *o);
  * and mesh_slice, which the pass refuses: test_shard loops over ops.def). */
 bool pass_shard_has_rule(ir_op op);
 int pass_shard_training(pass_training *t, const pass_options *o);
+/* A pipeline's hand-over (shard_stage.c; the planner's pass_plan_handed_in
+ * applies the same rule): of the values forward nodes (forward: per node
+ * index) make that the backward reads (saved: per value id), those the
+ * backward makes again rather than being handed per micro-batch in flight
+ * (again, per value id: set where saved): made from parameters and
+ * constants alone (the same in every micro-batch), or a layout (no FLOPs:
+ * a transpose) of a value it reads anyway. */
+void pass_pipe_remade(const ir_graph *g, const bool *forward, const bool *saved, bool *again);
 
 /* ---- checkpoint.c / memplan.c / cost.c ----
  * Cost model (cost.c): pass_node_cost above is defined for every op (the
@@ -668,6 +676,7 @@ typedef struct {
   int coll_count[PASS_NUM_PHASES][PASS_COLL_COUNT];
   double coll_seconds[PASS_NUM_PHASES]; /* their time on the tensor axis (needs the cluster: plan.c fills it) */
   double saved;     /* activation bytes its backward reads (kept per micro-batch in flight), per device */
+  double again;     /* of those, what a pipelined stage does not keep per micro-batch (pass_plan_handed_in) */
   double working;   /* bytes live while its backward runs: recomputed values + the largest op's */
   double params;    /* parameter elements per device of the parameters only its nodes read */
   double gather[2]; /* parameter elements per device its forward [0] and its backward and recompute [1] nodes
@@ -701,6 +710,7 @@ typedef struct {
   int groups[4], n;
   bool span;
   bool whole; /* a parameter ZeRO cannot split (pass_plan_group.whole) */
+  bool again; /* an activation a pipelined stage does not keep (pass_plan_group.again) */
 } pass_plan_shared;
 typedef struct {
   const pass_plan_group *groups;
@@ -722,6 +732,11 @@ typedef struct {
 pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi);
 /* Activation bytes per micro-batch the backward of groups lo..hi reads, each value once. */
 double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi);
+/* Of those, what a pipelined stage keeps per micro-batch in flight (what its
+ * fwd hands its bwd): less what bwd makes again (values made from
+ * parameters and constants alone, layouts of values it reads anyway) and
+ * the loss and correct count (the trainer sums them once a step). */
+double pass_plan_handed_in(const pass_plan_profile *p, int lo, int hi);
 /* Of those, the elements of parameter i of the graph (pass_plan_model_graph(m,
  * ck)->params[i]) on one device of a tensor-parallel group of t: 0 when no
  * node of groups lo..hi reads it. (Over every i they add up to

@@ -364,7 +364,7 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
     }
     st->pr[k] = pass_plan_params_of(P, st->first[k], st->last[k]);
     st->params[k] = st->pr[k].elems;
-    st->act[k] = pass_plan_saved_in(P, st->first[k], st->last[k]);
+    st->act[k] = (s->pp > 1 ? pass_plan_handed_in : pass_plan_saved_in)(P, st->first[k], st->last[k]);
     if (s->zero >= 2 && d > 1) {
       /* ZeRO 2: every micro-batch's gradients reduce-scattered in its
        * backward; ZeRO 3 also gathers, per layer, the parameters its

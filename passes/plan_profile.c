@@ -368,19 +368,10 @@ static void collect_entries(plan_ck *c, int layers) {
       if (def_phase[v] != PASS_PHASE_FORWARD && grp > def_group[v] && grp > hi_any[v]) hi_any[v] = grp;
     }
   }
-  uint8_t *param_made = calloc((size_t)nv + 1, 1); /* made from a parameter */
-  if (!param_made) abort();
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    bool p = false;
-    for (int k = 0; k < n->n_in; k++) p |= n->in[k]->role == IR_ROLE_PARAM || param_made[n->in[k]->id];
-    for (int k = 0; k < n->n_out; k++) param_made[n->out[k]->id] = p;
-  }
   for (int v = 0; v < nv; v++) {
-    /* a forward value made from constants alone (a rotary table) crosses a
-     * cut like an activation: the shard pass sends it every micro-batch */
-    bool table = !c->batch[v] && def_phase[v] == PASS_PHASE_FORWARD && !param_made[v];
-    if (!c->batch[v] && !table) { /* a tied weight's gradient: summed across stages once a step (pass_plan_profile.tied) */
+    /* a value made from constants alone (a rotary table) crosses no cut:
+     * every stage reading it makes it (shard_stage.c) */
+    if (!c->batch[v]) { /* a tied weight's gradient: summed across stages once a step (pass_plan_profile.tied) */
       if (def_group[v] >= 0 && lo_bwd[v] < def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, lo_bwd[v] * 65536 + def_group[v]);
       if (def_group[v] >= 0 && hi_any[v] > def_group[v]) add_vg(&c->tied, &c->n_tied, &cap_t, v, def_group[v] * 65536 + hi_any[v]);
       continue;
@@ -399,7 +390,6 @@ static void collect_entries(plan_ck *c, int layers) {
 
     }
   }
-  free(param_made);
   vg_unique(c->params, &c->n_params);
   vg_unique(c->gathers, &c->n_gathers);
   vg_unique(c->saved, &c->n_saved);
@@ -594,6 +584,21 @@ static bool shared_in(const pass_plan_shared *s, int lo, int hi) {
   return false;
 }
 
+/* The kept values a pipelined stage's bwd makes again rather than being
+ * handed per micro-batch (pass_pipe_remade, the shard pass's rule). */
+static bool *remade(const plan_ck *c) {
+  const ir_graph *g = c->g;
+  int nv = ir_graph_id_bound(g) + 1;
+  bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward), *saved = calloc((size_t)nv, sizeof *saved);
+  bool *again = calloc((size_t)nv, sizeof *again);
+  if (!forward || !saved || !again) abort();
+  for (int i = 0; i < c->n_saved; i++) saved[c->saved[i].value] = true;
+  for (int i = 0; i < g->n_nodes; i++) forward[i] = c->nodes[i].phase == PASS_PHASE_FORWARD;
+  pass_pipe_remade(g, forward, saved, again);
+  free(forward), free(saved);
+  return again;
+}
+
 static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp, pass_plan_profile *out) {
   const tp_result *tp = &c->tp[sp ? 1 : 0];
   const ir_graph *g = c->g;
@@ -632,15 +637,17 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
   }
   pass_plan_shared *shared_saved = calloc((size_t)c->n_saved + 1, sizeof *shared_saved);
   int n_shared_saved = 0;
+  bool *again = remade(c);
   if (!shared_saved) abort();
   for (int i = 0; i < c->n_saved;) { /* (value, group) sorted: a value read by several groups is kept once per stage */
     int v = c->saved[i].value, j = i;
     while (j < c->n_saved && c->saved[j].value == v) j++;
     double x = dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
-    if (j - i == 1) gr[c->saved[i].group].saved += x;
-    else shared_entry(&shared_saved[n_shared_saved++], x, c->saved + i, j - i);
+    if (j - i == 1) gr[c->saved[i].group].saved += x, gr[c->saved[i].group].again += again[v] ? x : 0;
+    else shared_saved[n_shared_saved].again = again[v], shared_entry(&shared_saved[n_shared_saved++], x, c->saved + i, j - i);
     i = j;
   }
+  free(again);
   /* what else the trainer keeps across the backward (the memory plan of the
    * step graph has it): the loss (its sum over micro-batches is the
    * trainer's), the count of correct predictions (f64) beside a
@@ -652,11 +659,13 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     if (n->dead || n->op != IR_OP_CROSS_ENTROPY) continue;
     double tokens = numel(&n->in[1]->type) * (double)b / c->b0;
     gr[c->nodes[i].group].saved += 8 + (t > 1 && tp->st[n->in[0]->id].kind == TP_S ? 2 * 4 * tokens : 0);
+    gr[c->nodes[i].group].again += 8;
   }
   for (int i = 0; i < g->n_outputs && !loss_seen; i++) {
     const ir_value *o = g->outputs[i].value;
     if (o->type.rank != 0 || o->role == IR_ROLE_GRAD || c->def_node[o->id] < 0) continue;
     gr[c->nodes[c->def_node[o->id]].group].saved += c->vbytes[o->id], loss_seen = true;
+    gr[c->nodes[c->def_node[o->id]].group].again += c->vbytes[o->id];
   }
   for (int i = 0; i < c->n_recomp; i++) {
     int v = c->recomp[i].value;
@@ -756,13 +765,17 @@ pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi)
   return r;
 }
 
-double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi) {
+static double saved_in(const pass_plan_profile *p, int lo, int hi, bool piped) {
   double n = 0;
-  for (int g = lo; g <= hi && g < p->n_groups; g++) n += p->groups[g].saved;
+  for (int g = lo; g <= hi && g < p->n_groups; g++) n += p->groups[g].saved - (piped ? p->groups[g].again : 0);
   for (int i = 0; i < p->n_shared_saved; i++)
-    if (shared_in(&p->shared_saved[i], lo, hi)) n += p->shared_saved[i].elems;
+    if (shared_in(&p->shared_saved[i], lo, hi) && !(piped && p->shared_saved[i].again)) n += p->shared_saved[i].elems;
   return n;
 }
+
+double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi) { return saved_in(p, lo, hi, false); }
+
+double pass_plan_handed_in(const pass_plan_profile *p, int lo, int hi) { return saved_in(p, lo, hi, true); }
 
 double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi,
                           bool *whole) {

@@ -11,7 +11,8 @@
  * what it has, and the update sums the parts.
  *
  * The step. Each stage's graph holds its nodes in the original order; a
- * constant (const, iota) is made by every stage that reads it; any other
+ * value made from constants alone (const, iota, a rotary table made of
+ * them) is made by every stage that reads it; any other
  * value made on stage a and read on stage b is sent by a right after it is
  * made and received by b at the same place of the order (so the messages
  * between two stages are received in the order they are sent, and since
@@ -123,6 +124,7 @@ typedef struct {
   smask *made;     /* per value: the stages that make it (one, or several for a partial sum); 0: an input or parameter */
   smask *read;     /* per value: the stages that read it */
   smask *mixed_of; /* per node: the stages of a partial sum */
+  smask *table;    /* per value made from constants alone (a rotary table): the stages that make it (every reader) */
 } stages;
 
 static void stages_free(stages *c) {
@@ -130,6 +132,7 @@ static void stages_free(stages *c) {
   free(c->made);
   free(c->read);
   free(c->mixed_of);
+  free(c->table);
 }
 
 /* n reads the result of a partial sum (a node placed on several stages) */
@@ -155,6 +158,38 @@ static bool linear_in_part(const ir_node *n) {
   case IR_OP_CAST: return ir_dtype_is_float(n->out[0]->type.dtype);
   default: return false;
   }
+}
+
+/* A value made from constants alone (iota, const, and what is computed from
+ * them alone: the positions, a rotary table) is the same in every
+ * micro-batch: every stage that reads it makes it, with what it is made
+ * of, rather than receiving it per micro-batch (and its bwd making it again
+ * rather than keeping it, see remade). */
+static void tables(stages *c) {
+  const ir_graph *g = c->g;
+  bool *made_of_consts = calloc((size_t)c->nv, sizeof *made_of_consts);
+  c->table = calloc((size_t)c->nv, sizeof *c->table);
+  if (!made_of_consts || !c->table) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    bool t = !n->dead && n->n_out > 0 && !(ir_op_flags(n->op) & (IR_OPF_COMM | IR_OPF_EFFECT));
+    for (int k = 0; k < n->n_in && t; k++) t = made_of_consts[n->in[k]->id];
+    for (int j = 0; j < n->n_out; j++) made_of_consts[n->out[j]->id] = t;
+  }
+  for (int i = g->n_nodes - 1; i >= 0; i--) { /* its readers' stages, through the tables made of it */
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    smask at = c->stage[i] == MIXED ? c->mixed_of[i] : 1ull << c->stage[i];
+    if (n->n_out > 0 && made_of_consts[n->out[0]->id]) {
+      at = 0;
+      for (int j = 0; j < n->n_out; j++) at |= c->table[n->out[j]->id];
+      if (!at) at = 1ull << c->stage[i]; /* read by no node (an output): where placed */
+      for (int j = 0; j < n->n_out; j++) c->table[n->out[j]->id] = at;
+    }
+    for (int k = 0; k < n->n_in; k++)
+      if (made_of_consts[n->in[k]->id]) c->table[n->in[k]->id] |= at;
+  }
+  free(made_of_consts);
 }
 
 static int assign(stages *c, ir_diag *d) {
@@ -223,6 +258,7 @@ static int assign(stages *c, ir_diag *d) {
       else c->read[n->in[k]->id] |= c->made[n->in[k]->id] & c->mixed_of[i];
   }
   for (int i = 0; i < g->n_outputs; i++) c->read[g->outputs[i].value->id] |= 0; /* outputs: where made */
+  tables(c);
   return 0;
 }
 
@@ -238,6 +274,16 @@ static void cut_nodes(const stages *c, ir_graph *g, ir_value **map) {
     if (n->dead) continue;
     int st = c->stage[i];
     ir_loc loc = reloc(S, g, n->loc);
+    smask table = n->n_out ? c->table[n->out[0]->id] : 0;
+    if (table) { /* made from constants alone: by every stage that reads it, never sent */
+      if (!((table >> s) & 1)) continue;
+      ir_value *in[64];
+      if (n->n_in > 64) abort();
+      for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]->id];
+      ir_node *m = copy_node(g, n, in);
+      for (int j = 0; j < n->n_out; j++) map[n->out[j]->id] = m->out[j];
+      continue;
+    }
     if (st == MIXED) {
       if (!((c->mixed_of[i] >> s) & 1)) continue;
       if (n->op != IR_OP_ADD) { /* linear in its one operand: this stage's part through it */
@@ -252,16 +298,6 @@ static void cut_nodes(const stages *c, ir_graph *g, ir_value **map) {
         if (x) sum = sum ? add2(g, sum, x, loc, n->layer, n->out[0]->role) : x;
       }
       map[n->out[0]->id] = sum;
-      continue;
-    }
-    bool source = n->op == IR_OP_CONST || n->op == IR_OP_IOTA; /* made from nothing: every reader makes it */
-    if (st != s && source) {
-      bool here = false;
-      for (int j = 0; j < n->n_out; j++) here |= (c->read[n->out[j]->id] >> s) & 1;
-      if (here) {
-        ir_node *m = copy_node(g, n, NULL);
-        for (int j = 0; j < n->n_out; j++) map[n->out[j]->id] = m->out[j];
-      }
       continue;
     }
     if (st != s) { /* made elsewhere: received here, at this place of the order, if read here */
@@ -281,7 +317,7 @@ static void cut_nodes(const stages *c, ir_graph *g, ir_value **map) {
     ir_node *m = copy_node(g, n, in);
     for (int j = 0; j < n->n_out; j++) {
       map[n->out[j]->id] = m->out[j];
-      smask to = source ? 0 : c->read[n->out[j]->id] & ~(1ull << s);
+      smask to = c->read[n->out[j]->id] & ~(1ull << s);
       for (int u = 0; u < p; u++)
         if ((to >> u) & 1) send_to(g, m->out[j], p, u, loc, n->layer);
     }
@@ -383,8 +419,45 @@ static bool backward_node(const ir_node *n) {
   return pass_node_phase(n) != PASS_PHASE_FORWARD;
 }
 
-/* fwd: the forward nodes; outputs the sums, then what bwd reads of them.
- * bwd: the rest; inputs the stage's, then those; outputs the gradients. */
+void pass_pipe_remade(const ir_graph *g, const bool *forward, const bool *saved, bool *again) {
+  bool *fixed = calloc((size_t)ir_graph_id_bound(g) + 1, sizeof *fixed); /* made from parameters and constants alone */
+  if (!fixed) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    bool effect = ir_op_flags(n->op) & (IR_OPF_COMM | IR_OPF_EFFECT);
+    if (n->dead || !forward[i] || effect) continue;
+    bool f = true;
+    for (int k = 0; k < n->n_in && f; k++) f = n->in[k]->role == IR_ROLE_PARAM || fixed[n->in[k]->id];
+    const ir_value *u = n->n_in == 1 ? n->in[0] : NULL;
+    bool layout = u && (saved[u->id] || fixed[u->id]) && pass_node_cost(n).flops == 0;
+    for (int j = 0; j < n->n_out; j++) fixed[n->out[j]->id] = f, again[n->out[j]->id] = saved[n->out[j]->id] && (f || layout);
+  }
+  free(fixed);
+}
+
+/* What bwd computes of fwd's values (need, per value; set where remade:
+ * pass_pipe_remade), with the operands of those it is not handed. */
+static void remade(const ir_graph *g, const bool *in_fwd, const bool *saved, bool *need) {
+  bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward);
+  if (!forward) abort();
+  for (int i = 0; i < g->n_nodes; i++) forward[i] = !backward_node(g->nodes[i]);
+  pass_pipe_remade(g, forward, saved, need);
+  free(forward);
+  for (int i = g->n_nodes - 1; i >= 0; i--) { /* what those read that is not handed */
+    const ir_node *n = g->nodes[i];
+    bool needed = false;
+    for (int j = 0; j < n->n_out; j++) needed |= need[n->out[j]->id];
+    if (n->dead || backward_node(n) || !needed) continue;
+    for (int k = 0; k < n->n_in; k++) {
+      int x = n->in[k]->id;
+      if (in_fwd[x] && !(saved[x] && !need[x])) need[x] = true;
+    }
+  }
+}
+
+/* fwd: the forward nodes; outputs the sums, then what bwd reads of them
+ * less what it makes again (remade). bwd: those remade nodes, then the
+ * rest; inputs the stage's, then the handed values; outputs the gradients. */
 static int split(pass_training *t, const stage_step *st) {
   const ir_graph *g = st->g;
   int nv = ir_graph_id_bound(g) + 1;
@@ -392,7 +465,8 @@ static int split(pass_training *t, const stage_step *st) {
   f->mesh = b->mesh = g->mesh;
   ir_value **mf = calloc((size_t)nv, sizeof *mf), **mb = calloc((size_t)nv, sizeof *mb);
   bool *in_fwd = calloc((size_t)nv, sizeof *in_fwd), *saved = calloc((size_t)nv, sizeof *saved);
-  if (!mf || !mb || !in_fwd || !saved) abort();
+  bool *need = calloc((size_t)nv, sizeof *need);
+  if (!mf || !mb || !in_fwd || !saved || !need) abort();
   for (int i = 0; i < g->n_inputs; i++) {
     const ir_value *v = g->inputs[i];
     ir_value *x = ir_graph_add_input(f, v->name, v->type, reloc(g, f, v->loc)), *y = ir_graph_add_input(b, v->name, v->type, reloc(g, b, v->loc));
@@ -421,6 +495,7 @@ static int split(pass_training *t, const stage_step *st) {
     for (int k = 0; k < n->n_in; k++) saved[n->in[k]->id] |= in_fwd[n->in[k]->id];
   }
   for (int j = 0; j < st->n_params; j++) saved[g->outputs[st->grad_output[j]].value->id] |= in_fwd[g->outputs[st->grad_output[j]].value->id];
+  remade(g, in_fwd, saved, need);
   /* fwd's outputs: the sums, then the saved values in value order */
   t->fwd_loss_sum_output = t->fwd_correct_sum_output = -1;
   for (int k = 0; k < 2; k++) {
@@ -434,7 +509,7 @@ static int split(pass_training *t, const stage_step *st) {
   t->bwd_saved0 = b->n_inputs;
   t->n_saved = 0;
   for (int v = 0; v < nv; v++) {
-    if (!saved[v]) continue;
+    if (!saved[v] || need[v]) continue;
     ir_value *x = mf[v];
     char name[400];
     snprintf(name, sizeof name, "saved.%.380s", x->name);
@@ -446,7 +521,9 @@ static int split(pass_training *t, const stage_step *st) {
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    if (n->dead || !backward_node(n)) continue;
+    bool again = false;
+    for (int j = 0; j < n->n_out; j++) again |= need[n->out[j]->id];
+    if (n->dead || !(again || backward_node(n))) continue;
     ir_value *in[64];
     for (int k = 0; k < n->n_in; k++) {
       in[k] = mb[n->in[k]->id];
@@ -468,7 +545,7 @@ static int split(pass_training *t, const stage_step *st) {
   }
   t->fwd = f;
   t->bwd = b;
-  free(mf), free(mb), free(in_fwd), free(saved);
+  free(mf), free(mb), free(in_fwd), free(saved), free(need);
   return 0;
 }
 
