@@ -47,8 +47,8 @@
 
 /* ---- the efficiencies of the roofline (docs/plan.md: sources and calibration) ---- */
 static const pass_plan_constants default_k = {
-    .gemm_eff = 0.64,     /* calibrated by bench/plan_calibrate.sh on two rows of Narayanan et al. 2021 (docs/plan.md) */
-    .gemm_half = 32,      /* calibrated with it */
+    .gemm_eff = 0.58,     /* calibrated by bench/plan_calibrate.sh on two rows of Narayanan et al. 2021 (docs/plan.md) */
+    .gemm_half = 16,      /* calibrated with it */
     .attn_eff = 0.50,     /* FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward, less backward */
     .mem_eff = 0.85,      /* assumed: a streaming kernel's share of the HBM peak */
     .nccl_base_lat = 8.4e-6, /* NCCL tuning.cc baseLat, ring, Simple protocol */
