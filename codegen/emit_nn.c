@@ -276,11 +276,14 @@ static int att_tile(const att_dims *a, size_t asize, bool backward) {
 
 /* The tensor-core kernels: bf16 / f16 with head dims the MMA shapes take
  * (E a multiple of 16, F of 8; the backward's dp = do v^T runs over F, so
- * F of 16 there) whose 64-row tiles fit the static shared memory. */
+ * F of 16 there) whose 64-row tiles fit the static shared memory; the
+ * backward's dk/dv kernel holds a warp's 16 keys of k, v, dk and dv in
+ * registers, which spill past E + F = 256. */
 static bool att_mma(ir_dtype dt, const att_dims *a, bool backward) {
   size_t pad = backward ? ATT_PAD : 0;
   return (dt == IR_DT_BF16 || dt == IR_DT_F16) && a->e % 16 == 0 && a->f % (backward ? 16 : 8) == 0 && a->e <= 256 &&
-         a->f <= 256 && (size_t)64 * (size_t)(a->e + a->f + 2 * pad) * 2 + (backward ? 64 * 2 * 4 : 0) <= SMEM_STATIC;
+         a->f <= 256 && (!backward || a->e + a->f <= 256) &&
+         (size_t)64 * (size_t)(a->e + a->f + 2 * pad) * 2 + (backward ? 64 * 2 * 4 : 0) <= SMEM_STATIC;
 }
 
 int cg_emit_attention(cg_ctx *c, const ir_node *n) {
@@ -323,11 +326,17 @@ static void att_grad_mma(cg_ctx *c, const att_dims *a, bool dkdv, const char *T,
   long long le = (long long)(64 * (a->e + ATT_PAD)), lf = (long long)(64 * (a->f + ATT_PAD));
   const char *causal = a->causal ? "true" : "false";
   if (dkdv) {
-    cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, dOs, %lld);\n  TGC_SHARED(float, rows, 128);\n", T, le,
-           T, lf);
-    cg_src(c, "  tgc::attention_bwd_dkdv_mma<64, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const float *)ws, out1, "
+    /* a thread keeps 3 (E + F) / 4 registers of K, V fragments and dK, dV
+     * accumulators and BR of s^T, dp^T: query tiles of 64 rows while that
+     * stays within 160 (gpt2's E = F = 64: 247 registers on sm_80), fewer
+     * past it (E = F = 128 at 64 rows spills 2 KB, at 16 none) */
+    int br = 64;
+    while (br > 16 && 3 * (a->e + a->f) / 4 + br > 160) br /= 2;
+    cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, dOs, %lld);\n  TGC_SHARED(float, rows, %d);\n", T,
+           le / 64 * br, T, lf / 64 * br, 2 * br);
+    cg_src(c, "  tgc::attention_bwd_dkdv_mma<%d, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const float *)ws, out1, "
               "out2, %lldLL, %lldLL, %s, Qs, dOs, rows);\n",
-           (long long)a->e, (long long)a->f, causal, (long long)a->heads, (long long)a->t, (long long)a->s, scale);
+           br, (long long)a->e, (long long)a->f, causal, (long long)a->heads, (long long)a->t, (long long)a->s, scale);
   } else {
     cg_src(c, "  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", T, le, T, lf);
     cg_src(c, "  tgc::attention_bwd_dq_mma<%lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const float *)ws, out0, "

@@ -34,7 +34,7 @@
  *                37 classes bf16, w [D, V]; mixed precision, g f32);
  *   attention    forward and backward, causal and not, T = 37 and 100 (not
  *                multiples of the tiles), S != T, head dims 16, 24/40, f64,
- *                bf16 and f16 on tensor cores (E = 16, 32, 64; the backward
+ *                bf16 and f16 on tensor cores (E = 16 to 128; the backward
  *                where F is a multiple of 16 too) and not (E = 24), rows
  *                that see no key (largest errors of the tensor-core
  *                backward: bf16 0.0067, f16 0.00077, from P and dS rounded
@@ -456,6 +456,9 @@ static void test_attention(void) {
   attention_case("attention bf16 mma T 45 S 37 causal (rows that see no key)", IR_DT_BF16, 2, 45, 37, 16, 16, true);
   attention_heads_case("attention heads f16 mma H 2 T 37 causal", IR_DT_F16, 2, 2, 37, 37, 32, 32, true);
   attention_heads_case("attention heads bf16 mma H 2 T 100 S 37 not causal", IR_DT_BF16, 1, 2, 100, 37, 64, 64, false);
+  /* wide heads: the dk/dv kernel's query tiles of 32 and 16 rows */
+  attention_case("attention f16 mma E 80 T 37 causal", IR_DT_F16, 1, 37, 37, 80, 80, true);
+  attention_case("attention bf16 mma E 128 T 37 S 45 causal", IR_DT_BF16, 1, 37, 45, 128, 128, true);
 }
 
 /* Which attention kernels the lowering picks: the tensor cores for bf16 /
@@ -492,6 +495,7 @@ static void test_attention_choice(void) {
   attention_choice(IR_DT_F16, 16, 32, true, true);
   attention_choice(IR_DT_BF16, 16, 24, true, false);
   attention_choice(IR_DT_BF16, 24, 32, false, false);
+  attention_choice(IR_DT_BF16, 144, 128, true, false); /* E + F > 256: the dk/dv kernel would spill */
   attention_choice(IR_DT_F32, 64, 64, false, false);
 }
 
