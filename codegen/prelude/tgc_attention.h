@@ -29,7 +29,9 @@
 // per key tile, looping over the query tiles) and attention_bwd_dq (a block
 // per query tile, looping over key tiles) recompute the probabilities from
 // lse; D_i comes from attention_bwd_rowdot, in the workspace. bf16 / f16
-// operands are widened to float in shared memory.
+// with E and F multiples of 16 run them on tensor cores
+// (attention_bwd_dkdv_mma, attention_bwd_dq_mma), otherwise operands are
+// widened to float in shared memory.
 // Layouts: H = 1, q[BH,T,E] and the rest as above; H > 1 (the op's `heads`
 // attribute), q[B,T,H,E], k[B,S,H,E], v[B,S,H,F], o and do [B,T,H,F], dq,
 // dk, dv as q, k, v, lse[B,H,T]: head bh = b*H + h is rows t*H*E + h*E of
@@ -192,6 +194,92 @@ __device__ __forceinline__ void att_mma(__half, float d[4], const unsigned a[4],
   tgc_mma_f16_16x8x16(d, a, b, d);
 }
 
+// Fragments (mma.sync m16n8k16; g = lane / 4, t = lane % 4): an A
+// fragment holds rows g, g + 8 and columns 2t, 2t + 1 (+ 8) of a 16 x 16
+// tile, a B fragment rows (the k index) 2t, 2t + 1 (+ 8) of column g of a
+// 16 x 8 tile, an accumulator rows g, g + 8 and columns 2t, 2t + 1.
+
+// A fragments of rows r0..r0+15 of a [n, C] matrix in global memory, rows
+// LD elements apart (zeros past n).
+template <int C, int LD, class T>
+__device__ __forceinline__ void att_frag_a(unsigned (*a)[4], const T *x, long long r0, long long n, int g, int t) {
+#pragma unroll
+  for (int kk = 0; kk < C / 16; kk++)
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      long long r = r0 + g + (u & 1) * 8;
+      int c = kk * 16 + 2 * t + (u >> 1) * 8;
+      a[kk][u] = r < n ? att_pack(x[r * LD + c], x[r * LD + c + 1]) : 0u;
+    }
+}
+
+// s[16 x N] = a[16 x K] X^T, X [N][LDS] in shared memory (its first K columns).
+template <int N, int K, int LDS, class T, class SX>
+__device__ __forceinline__ void att_mma_abt(float (*s)[4], const unsigned (*a)[4], SX &X, int g, int t) {
+#pragma unroll
+  for (int n = 0; n < N / 8; n++) {
+    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < K / 16; kk++) {
+      int base = (n * 8 + g) * LDS + kk * 16 + 2 * t;
+      unsigned b[2] = {att_pack(X[base], X[base + 1]), att_pack(X[base + 8], X[base + 9])};
+      att_mma(T(0.0f), s[n], a[kk], b);
+    }
+  }
+}
+
+// acc[16 x N] += x[16 x K] X, X [K][LDS] in shared memory; x is the
+// accumulators of an earlier product, rounded to T as A fragments without
+// leaving registers (FlashAttention-2's register reuse).
+template <int N, int K, int LDS, class T, class SX>
+__device__ __forceinline__ void att_mma_ab(float (*acc)[4], const float (*x)[4], SX &X, int g, int t) {
+#pragma unroll
+  for (int kc = 0; kc < K / 16; kc++) {
+    unsigned a[4] = {att_pack(T(x[2 * kc][0]), T(x[2 * kc][1])), att_pack(T(x[2 * kc][2]), T(x[2 * kc][3])),
+                     att_pack(T(x[2 * kc + 1][0]), T(x[2 * kc + 1][1])),
+                     att_pack(T(x[2 * kc + 1][2]), T(x[2 * kc + 1][3]))};
+#pragma unroll
+    for (int n = 0; n < N / 8; n++) {
+      int key = kc * 16 + 2 * t, col = n * 8 + g;
+      unsigned b[2] = {att_pack(X[key * LDS + col], X[(key + 1) * LDS + col]),
+                       att_pack(X[(key + 8) * LDS + col], X[(key + 9) * LDS + col])};
+      att_mma(T(0.0f), acc[n], a, b);
+    }
+  }
+}
+
+// Rows [r0, r0 + R) of a [n, C] matrix (rows LD elements apart) into
+// tile[R][LDS] of T, zeros past n.
+template <int R, int C, int LDS, int LD, class T, class S>
+__device__ __forceinline__ void att_load_rows_t(S &tile, const T *x, long long r0, long long n) {
+  for (int idx = (int)threadIdx.x; idx < R * C; idx += ATT_THREADS) {
+    long long r = r0 + idx / C;
+    tile[idx / C * LDS + idx % C] = r < n ? x[r * LD + idx % C] : T(0.0f);
+  }
+}
+
+// Key tile j0 (64 keys) of k and v into Ks[64][LE], Vs[64][LF], between barriers.
+template <int E, int F, int LE, int LF, int H, class T, class SK, class SV>
+__device__ __forceinline__ void att_load_kv(SK &Ks, SV &Vs, const T *kb, const T *vb, long long j0, long long S) {
+  __syncthreads();
+  att_load_rows_t<64, E, LE, H * E>(Ks, kb, j0, S);
+  att_load_rows_t<64, F, LF, H * F>(Vs, vb, j0, S);
+  __syncthreads();
+}
+
+template <int N>
+__device__ __forceinline__ void att_zero(float (*acc)[4]) {
+#pragma unroll
+  for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
+// One past the last key the query rows [ib, ib + BR) see.
+template <int BR, bool CAUSAL>
+__device__ __forceinline__ long long att_key_end(long long ib, long long Tq, long long S) {
+  long long ilast = ib + BR < Tq ? ib + BR : Tq;
+  return CAUSAL ? (ilast + S - Tq < S ? ilast + S - Tq : S) : S;
+}
+
 template <int E, int F, bool CAUSAL, int H, class T, class SK, class SV>
 __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const T *v, T *o, float *lse, long long Tq,
                                                   long long S, float scale, SK &Ks, SV &Vs) {
@@ -200,47 +288,16 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
   const long long bh = blockIdx.y, ib = (long long)blockIdx.x * BR, i0 = ib + warp * 16, off = S - Tq;
   const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
   const float NEG_INF = -tgc_inf_f();
-  // this warp's 16 rows of q as A fragments: a[0] rows g, cols 2t..2t+1;
-  // a[1] rows g+8; a[2], a[3] the same rows, cols + 8
-  unsigned qa[E / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < E / 16; kk++) {
-#pragma unroll
-    for (int x = 0; x < 4; x++) {
-      long long r = i0 + g + (x & 1) * 8;
-      int c = kk * 16 + 2 * t + (x >> 1) * 8;
-      qa[kk][x] = r < Tq ? att_pack(qb[r * (H * E) + c], qb[r * (H * E) + c + 1]) : 0u;
-    }
-  }
+  unsigned qa[E / 16][4];  // this warp's 16 rows of q
+  att_frag_a<E, H * E>(qa, qb, i0, Tq, g, t);
   float oacc[F / 8][4];
-#pragma unroll
-  for (int n = 0; n < F / 8; n++) oacc[n][0] = oacc[n][1] = oacc[n][2] = oacc[n][3] = 0.0f;
+  att_zero<F / 8>(oacc);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
-  long long ilast = ib + BR < Tq ? ib + BR : Tq;
-  long long jend = CAUSAL ? (ilast + off < S ? ilast + off : S) : S;
+  const long long jend = att_key_end<BR, CAUSAL>(ib, Tq, S);
   for (long long j0 = 0; j0 < jend; j0 += BC) {
-    __syncthreads();
-    for (int idx = (int)threadIdx.x; idx < BC * E; idx += ATT_THREADS) {
-      long long j = j0 + idx / E;
-      Ks[idx] = j < S ? kb[j * (H * E) + idx % E] : T(0.0f);
-    }
-    for (int idx = (int)threadIdx.x; idx < BC * F; idx += ATT_THREADS) {
-      long long j = j0 + idx / F;
-      Vs[idx] = j < S ? vb[j * (H * F) + idx % F] : T(0.0f);
-    }
-    __syncthreads();
-    // s = q k^T: B = k^T (E x BC), b[0] = k[key n*8+g][2t..2t+1], b[1] the cols + 8
-    float s[BC / 8][4];
-#pragma unroll
-    for (int n = 0; n < BC / 8; n++) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < E / 16; kk++) {
-        int base = (n * 8 + g) * E + kk * 16 + 2 * t;
-        unsigned b[2] = {att_pack(Ks[base], Ks[base + 1]), att_pack(Ks[base + 8], Ks[base + 9])};
-        att_mma(T(0.0f), s[n], qa[kk], b);
-      }
-    }
+    att_load_kv<E, F, E, F, H>(Ks, Vs, kb, vb, j0, S);
+    float s[BC / 8][4];  // q k^T
+    att_mma_abt<BC, E, E, T>(s, qa, Ks, g, t);
     // scale, mask, the rows' maxima (rows g and g+8 of the warp's 16)
     float mx[2] = {NEG_INF, NEG_INF};
     bool nan[2] = {false, false};
@@ -287,20 +344,7 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
     }
 #pragma unroll
     for (int n = 0; n < F / 8; n++) oacc[n][0] *= corr[0], oacc[n][1] *= corr[0], oacc[n][2] *= corr[1], oacc[n][3] *= corr[1];
-    // o += p v: p's A fragments are the score accumulators of key chunk kc
-#pragma unroll
-    for (int kc = 0; kc < BC / 16; kc++) {
-      unsigned a[4] = {att_pack(T(s[2 * kc][0]), T(s[2 * kc][1])), att_pack(T(s[2 * kc][2]), T(s[2 * kc][3])),
-                       att_pack(T(s[2 * kc + 1][0]), T(s[2 * kc + 1][1])),
-                       att_pack(T(s[2 * kc + 1][2]), T(s[2 * kc + 1][3]))};
-#pragma unroll
-      for (int n = 0; n < F / 8; n++) {
-        int key = kc * 16 + 2 * t, col = n * 8 + g;
-        unsigned b[2] = {att_pack(Vs[key * F + col], Vs[(key + 1) * F + col]),
-                         att_pack(Vs[(key + 8) * F + col], Vs[(key + 9) * F + col])};
-        att_mma(T(0.0f), oacc[n], a, b);
-      }
-    }
+    att_mma_ab<F, BC, F, T>(oacc, s, Vs, g, t);  // o += p v
   }
   T *ob = att_head<H>(o, bh, Tq, F);
 #pragma unroll
@@ -429,6 +473,127 @@ __device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T
     int idx = tid + u * ATT_THREADS;
     if (idx < BR * E && i0 + idx / E < Tq) dqb[(i0 + idx / E) * (H * E) + idx % E] = tgc_round<T>(dqa[u]);
   }
+}
+
+// ---------------------------------------------------------------------------
+// Backward on tensor cores (bf16 / f16; E and F multiples of 16), the same
+// two kernels as above with every product an mma.sync m16n8k16 in fp32:
+// each warp owns 16 rows of the block's tile (keys in dkdv, queries in dq)
+// as A fragments in registers, the other side's tile of 64 rows comes
+// through shared memory (rows ATT_PAD elements longer than the head, so
+// the 8 row groups of a fragment read fall in distinct banks). P and dS go
+// from the accumulators to A fragments rounded to T (round to nearest
+// even), as the forward's P does; scale is applied to dk and dq in fp32.
+// ---------------------------------------------------------------------------
+enum { ATT_PAD = 8 };
+
+// p = e^(s scale - lse) where visible, and dS / scale = p (dp - D) (0 where
+// not visible: D is NaN in a row that sees no key).
+__device__ __forceinline__ void att_mma_ds(float &s, float &dp, bool visible, float scale, float lse, float d) {
+  float p = visible ? tgc_exp(s * scale - lse) : 0.0f;
+  s = p;
+  dp = visible ? p * (dp - d) : 0.0f;
+}
+
+// Rows r0 + g, r0 + g + 8 (below n) of a warp's 16 x C accumulators times
+// mul into x (rows LD elements apart), rounded to T.
+template <int C, int LD, class T>
+__device__ __forceinline__ void att_store(T *x, const float (*acc)[4], float mul, long long r0, long long n, int g,
+                                          int t) {
+#pragma unroll
+  for (int u = 0; u < 4; u++) {
+    long long r = r0 + g + (u >> 1) * 8;
+    if (r >= n) continue;
+#pragma unroll
+    for (int c = 0; c < C / 8; c++) x[r * LD + c * 8 + 2 * t + (u & 1)] = T(mul * acc[c][u]);
+  }
+}
+
+template <bool CAUSAL>
+__device__ __forceinline__ bool att_visible(long long i, long long j, long long Tq, long long S) {
+  return i < Tq && j < S && !(CAUSAL && j > i + S - Tq);
+}
+
+// dk, dv of 64 keys: the block's warps own 16 keys each and walk the query
+// tiles (BR rows): s^T = k q^T, dp^T = v do^T, dv += p^T do, dk += ds^T q.
+// Qs[BR*(E+ATT_PAD)], dOs[BR*(F+ATT_PAD)] of T, rows[2*BR] of float (lse, D).
+template <int BR, int E, int F, bool CAUSAL, int H, class T, class SQ, class SD, class SR>
+__device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, const T *v, const float *lse,
+                                                       const T *dout, const float *dsum, T *dk, T *dv, long long Tq,
+                                                       long long S, float scale, SQ &Qs, SD &dOs, SR &rows) {
+  enum { BC = 64, LE = E + ATT_PAD, LF = F + ATT_PAD };
+  const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
+  const long long bh = blockIdx.y, jb = (long long)blockIdx.x * BC, j0 = jb + warp * 16, off = S - Tq;
+  unsigned ka[E / 16][4], va[F / 16][4];
+  att_frag_a<E, H * E>(ka, att_head<H>(k, bh, S, E), j0, S, g, t);
+  att_frag_a<F, H * F>(va, att_head<H>(v, bh, S, F), j0, S, g, t);
+  float dka[E / 8][4], dva[F / 8][4];
+  att_zero<E / 8>(dka);
+  att_zero<F / 8>(dva);
+  long long istart = CAUSAL && jb - off > 0 ? (jb - off) / BR * BR : 0;  // the first row that sees key jb
+  for (long long i0 = istart; i0 < Tq; i0 += BR) {
+    __syncthreads();
+    att_load_rows_t<BR, E, LE, H * E>(Qs, att_head<H>(q, bh, Tq, E), i0, Tq);
+    att_load_rows_t<BR, F, LF, H * F>(dOs, att_head<H>(dout, bh, Tq, F), i0, Tq);
+    att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
+    __syncthreads();
+    float st[BR / 8][4], dpt[BR / 8][4];  // keys x queries
+    att_mma_abt<BR, E, LE, T>(st, ka, Qs, g, t);
+    att_mma_abt<BR, F, LF, T>(dpt, va, dOs, g, t);
+#pragma unroll
+    for (int n = 0; n < BR / 8; n++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        int c = n * 8 + 2 * t + (x & 1);
+        bool visible = att_visible<CAUSAL>(i0 + c, j0 + g + (x >> 1) * 8, Tq, S);
+        att_mma_ds(st[n][x], dpt[n][x], visible, scale, rows[c], rows[BR + c]);
+      }
+    att_mma_ab<F, BR, LF, T>(dva, st, dOs, g, t);   // dv_j += sum_i p_ij do_i
+    att_mma_ab<E, BR, LE, T>(dka, dpt, Qs, g, t);   // dk_j += sum_i ds_ij q_i
+  }
+  att_store<E, H * E>(att_head<H>(dk, bh, S, E), dka, scale, j0, S, g, t);
+  att_store<F, H * F>(att_head<H>(dv, bh, S, F), dva, 1.0f, j0, S, g, t);
+}
+
+// dq of 64 query rows: the warps own 16 rows each and walk the key tiles:
+// s = q k^T, dp = do v^T, dq += ds k. Ks[64*(E+ATT_PAD)], Vs[64*(F+ATT_PAD)] of T.
+template <int E, int F, bool CAUSAL, int H, class T, class SK, class SV>
+__device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, const T *v, const float *lse,
+                                                     const T *dout, const float *dsum, T *dq, long long Tq, long long S,
+                                                     float scale, SK &Ks, SV &Vs) {
+  enum { BR = 64, BC = 64, LE = E + ATT_PAD, LF = F + ATT_PAD };
+  const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
+  const long long bh = blockIdx.y, ib = (long long)blockIdx.x * BR, i0 = ib + warp * 16;
+  const T *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
+  unsigned qa[E / 16][4], da[F / 16][4];
+  att_frag_a<E, H * E>(qa, att_head<H>(q, bh, Tq, E), i0, Tq, g, t);
+  att_frag_a<F, H * F>(da, att_head<H>(dout, bh, Tq, F), i0, Tq, g, t);
+  float rl[2], rd[2];  // lse and D of rows g and g + 8
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    long long i = i0 + g + h * 8;
+    rl[h] = i < Tq ? lse[bh * Tq + i] : 0.0f;
+    rd[h] = i < Tq ? dsum[bh * Tq + i] : 0.0f;
+  }
+  float dqa[E / 8][4];
+  att_zero<E / 8>(dqa);
+  const long long jend = att_key_end<BR, CAUSAL>(ib, Tq, S);
+  for (long long j0 = 0; j0 < jend; j0 += BC) {
+    att_load_kv<E, F, LE, LF, H>(Ks, Vs, kb, vb, j0, S);
+    float s[BC / 8][4], dp[BC / 8][4];
+    att_mma_abt<BC, E, LE, T>(s, qa, Ks, g, t);
+    att_mma_abt<BC, F, LF, T>(dp, da, Vs, g, t);
+#pragma unroll
+    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        int h = x >> 1;
+        bool visible = att_visible<CAUSAL>(i0 + g + h * 8, j0 + n * 8 + 2 * t + (x & 1), Tq, S);
+        att_mma_ds(s[n][x], dp[n][x], visible, scale, rl[h], rd[h]);
+      }
+    att_mma_ab<E, BC, LE, T>(dqa, dp, Ks, g, t);  // dq_i += sum_j ds_ij k_j
+  }
+  att_store<E, H * E>(att_head<H>(dq, bh, Tq, E), dqa, scale, i0, Tq, g, t);
 }
 
 }  // namespace tgc

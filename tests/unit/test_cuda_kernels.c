@@ -34,7 +34,12 @@
  *                37 classes bf16, w [D, V]; mixed precision, g f32);
  *   attention    forward and backward, causal and not, T = 37 and 100 (not
  *                multiples of the tiles), S != T, head dims 16, 24/40, f64,
- *                bf16 on tensor cores (E = 32) and not (E = 24); and the
+ *                bf16 and f16 on tensor cores (E = 16 to 128; the backward
+ *                where F is a multiple of 16 too) and not (E = 24), rows
+ *                that see no key (largest errors of the tensor-core
+ *                backward: bf16 0.0067, f16 0.00077, from P and dS rounded
+ *                to 16 bits as FlashAttention-2 does), which kernel the
+ *                lowering picks for which dtype and head dims; and the
  *                same in the `heads` layout (q[B,T,H,E], heads read and
  *                written in place: fuse-transpose's fold), each dtype path;
  *   products     batched and broadcast, transposed operands, f64, bf16,
@@ -51,6 +56,7 @@
  * Then the same kernels with racecheck on: no shared-memory hazard in any
  * of them (the emulator would fail the launch). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "codegen.h"
@@ -441,6 +447,56 @@ static void test_attention(void) {
   attention_case("attention bf16 mma T 37 S 70 not causal", IR_DT_BF16, 2, 37, 70, 16, 24, false);
   attention_case("attention f16 mma T 65", IR_DT_F16, 1, 65, 65, 16, 16, true);
   attention_case("attention bf16 E 24 (no mma)", IR_DT_BF16, 2, 30, 30, 24, 24, true);
+  /* the backward on tensor cores (F a multiple of 16; F = 24 above is the
+   * backward's scalar fallback under the forward's mma) */
+  attention_case("attention bf16 mma T 37 causal", IR_DT_BF16, 2, 37, 37, 32, 16, true);
+  attention_case("attention bf16 mma T 100 S 70 not causal", IR_DT_BF16, 2, 100, 70, 16, 32, false);
+  attention_case("attention f16 mma T 37 not causal", IR_DT_F16, 2, 37, 37, 16, 16, false);
+  attention_case("attention f16 mma T 100 S 130 causal", IR_DT_F16, 1, 100, 130, 32, 32, true);
+  attention_case("attention bf16 mma T 45 S 37 causal (rows that see no key)", IR_DT_BF16, 2, 45, 37, 16, 16, true);
+  attention_heads_case("attention heads f16 mma H 2 T 37 causal", IR_DT_F16, 2, 2, 37, 37, 32, 32, true);
+  attention_heads_case("attention heads bf16 mma H 2 T 100 S 37 not causal", IR_DT_BF16, 1, 2, 100, 37, 64, 64, false);
+  /* wide heads: the dk/dv kernel's query tiles of 32 and 16 rows */
+  attention_case("attention f16 mma E 80 T 37 causal", IR_DT_F16, 1, 37, 37, 80, 80, true);
+  attention_case("attention bf16 mma E 128 T 37 S 45 causal", IR_DT_BF16, 1, 37, 45, 128, 128, true);
+}
+
+/* Which attention kernels the lowering picks: the tensor cores for bf16 /
+ * f16 where the MMA shapes fit (the backward needs F a multiple of 16, the
+ * forward 8), the scalar kernels otherwise. */
+static void attention_choice(ir_dtype dt, int64_t e, int64_t f, bool fwd_mma, bool bwd_mma) {
+  ir_graph *g = ir_graph_new("att", "att.tg");
+  ir_value *in[6] = {ir_graph_add_input(g, "q", T(dt, 3, 2, 37, e), here()),
+                     ir_graph_add_input(g, "k", T(dt, 3, 2, 37, e), here()),
+                     ir_graph_add_input(g, "v", T(dt, 3, 2, 37, f), here())};
+  ir_attr a[2] = {ir_attr_float("scale", 0.25), ir_attr_int("causal", 1)};
+  ir_node *fw = ir_graph_build(g, IR_OP_ATTENTION, in, 3, a, 2, NULL, "o", here(), NULL, 0);
+  in[3] = fw->out[0], in[4] = fw->out[1];
+  in[5] = ir_graph_add_input(g, "do", T(dt, 3, 2, 37, f), here());
+  ir_node *bw = ir_graph_build(g, IR_OP_ATTENTION_GRAD, in, 6, a, 2, NULL, "d", here(), NULL, 0);
+  for (int r = 0; r < bw->n_out; r++) ir_graph_add_output(g, bw->out[r]->name, bw->out[r]);
+  pass_plan *plan = pass_memplan(g, NULL);
+  char err[512];
+  cg_program *p = cg_lower(g, plan, NULL, err, sizeof err);
+  CHECK(p != NULL);
+  if (p) {
+    CHECK_EQ_INT(strstr(p->source, "tgc::attention_fwd_mma<") != NULL, fwd_mma);
+    CHECK_EQ_INT(strstr(p->source, "tgc::attention_bwd_dkdv_mma<") != NULL, bwd_mma);
+    CHECK_EQ_INT(strstr(p->source, "tgc::attention_bwd_dq_mma<") != NULL, bwd_mma);
+    CHECK_EQ_INT(strstr(p->source, "tgc::attention_bwd_dkdv<") != NULL, !bwd_mma);
+  }
+  cg_program_free(p);
+  pass_plan_free(plan);
+  ir_graph_free(g);
+}
+
+static void test_attention_choice(void) {
+  attention_choice(IR_DT_BF16, 64, 64, true, true);
+  attention_choice(IR_DT_F16, 16, 32, true, true);
+  attention_choice(IR_DT_BF16, 16, 24, true, false);
+  attention_choice(IR_DT_BF16, 24, 32, false, false);
+  attention_choice(IR_DT_BF16, 144, 128, true, false); /* E + F > 256: the dk/dv kernel would spill */
+  attention_choice(IR_DT_F32, 64, 64, false, false);
 }
 
 /* ---- products ---- */
@@ -630,6 +686,7 @@ int main(void) {
       flush();
       test_groups();
       flush();
+      test_attention_choice();
     }
     test_reductions();
     test_row_ops();
