@@ -69,7 +69,9 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
   const char *hp = lce_widen(&t, dt, h->data, N * D), *wp = lce_widen(&t, dt, w->data, V * D);
   char *lp = t.native ? buf->data : rt_scratch_push((size_t)(C * V) * t.es); /* logits, then their gradient */
   char *dhp = t.native ? dh->data : rt_scratch_push((size_t)(C * D) * t.es);
-  char *part = rt_scratch_push((size_t)(V * D) * t.es); /* this chunk's dw */
+  /* this chunk's dw: the first chunk's product goes straight into dw when dw holds the product's floats */
+  bool dw_native = t.native && dw->type.dtype == dt;
+  char *part = dw_native && N <= C ? dw->data : rt_scratch_push((size_t)(V * D) * t.es);
   int rc = row_loss && hp && wp && lp && dhp && part ? 0 : -1;
   double scale = rt_load(gs->type.dtype, gs->data, 0) / (double)N;
   for (int64_t r0 = 0; r0 < N && rc == 0; r0 += C) {
@@ -95,8 +97,12 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
     char *dhc = t.native ? dhp + (size_t)(r0 * D) * t.es : dhp;
     rc |= lce_gemm(&t, false, !tb, c, D, V, lp, V, wp, tb ? D : V, dhc, D);
     lce_store(&t, dt, (char *)dh->data + (size_t)(r0 * D) * ir_dtype_size(dt), dhc, c * D);
-    if (tb) rc |= lce_gemm(&t, true, false, V, D, c, lp, V, hc, D, part, D);
-    else rc |= lce_gemm(&t, true, false, D, V, c, hc, D, lp, V, part, V);
+    char *into = dw_native && r0 == 0 ? dw->data : part;
+    if (tb) rc |= lce_gemm(&t, true, false, V, D, c, lp, V, hc, D, into, D);
+    else rc |= lce_gemm(&t, true, false, D, V, c, hc, D, lp, V, into, V);
+    if (into == dw->data || rc != 0) continue;
+    /* dw (+)= part, rounded to dw's dtype: a sum of two floats in double rounds to the float sum */
+#pragma omp parallel for schedule(static) if (V * D > RT_PAR_MIN)
     for (int64_t i = 0; i < V * D; i++) {
       double p = t.f64 ? ((double *)part)[i] : ((float *)part)[i];
       rt_store(dw->type.dtype, dw->data, i, r0 == 0 ? p : rt_load(dw->type.dtype, dw->data, i) + p);
