@@ -339,6 +339,21 @@ int ir_count_uses(const ir_graph *g, const ir_value *v) {
   return uses;
 }
 
+int ir_graph_readers(const ir_graph *g, const ir_value *v, ir_node **out, int max) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *m = g->nodes[i];
+    if (m->dead) continue;
+    for (int k = 0; k < m->n_in; k++)
+      if (m->in[k] == v) {
+        if (n == max) return -1;
+        out[n++] = m;
+        break;
+      }
+  }
+  return n;
+}
+
 int ir_graph_id_bound(const ir_graph *g) {
   int bound = 0;
   for (int i = 0; i < g->n_values; i++)

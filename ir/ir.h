@@ -392,6 +392,9 @@ int *ir_use_counts(const ir_graph *g, int *bound);
 /* The largest id a value of g carries (a declared value or a node result,
  * dead nodes included) + 1: the size of a table indexed by value id. */
 int ir_graph_id_bound(const ir_graph *g);
+/* The live nodes reading v, each once, in program order, at most max into
+ * out; -1 when there are more. */
+int ir_graph_readers(const ir_graph *g, const ir_value *v, ir_node **out, int max);
 /* Drops nodes marked dead and values no longer defined or declared;
  * renumbers ids densely. */
 void ir_graph_compact(ir_graph *g);

@@ -99,18 +99,7 @@ static bool reads_rows_of(const ir_node *n, int k, const ir_value *v, ir_node **
 static int readers(const ir_graph *g, const ir_value *v, ir_node **out, int max) {
   for (int i = 0; i < g->n_outputs; i++)
     if (g->outputs[i].value == v) return -1;
-  int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    ir_node *m = g->nodes[i];
-    if (m->dead) continue;
-    for (int k = 0; k < m->n_in; k++)
-      if (m->in[k] == v) {
-        if (n == max) return -1;
-        out[n++] = m;
-        break;
-      }
-  }
-  return n;
+  return ir_graph_readers(g, v, out, max);
 }
 
 static ir_node *cast_reader(const ir_graph *g, const ir_value *v, ir_dtype dt) {

@@ -85,26 +85,10 @@ static bool is_output(const ir_graph *g, const ir_value *v) {
 
 enum { MAX_READERS = 16 };
 
-/* The live nodes reading v (each once), at most max; -1 when more. */
-static int readers_of(const ir_graph *g, const ir_value *v, ir_node **out, int max) {
-  int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    ir_node *m = g->nodes[i];
-    if (m->dead) continue;
-    for (int k = 0; k < m->n_in; k++)
-      if (m->in[k] == v) {
-        if (n == max) return -1;
-        out[n++] = m;
-        break;
-      }
-  }
-  return n;
-}
-
 /* Every reader of v is a heads-swapping transpose (v is no graph output). */
 static bool only_swaps(const ir_graph *g, const ir_value *v) {
   ir_node *r[MAX_READERS];
-  int n = readers_of(g, v, r, MAX_READERS);
+  int n = ir_graph_readers(g, v, r, MAX_READERS);
   if (n < 0 || is_output(g, v)) return false;
   for (int i = 0; i < n; i++)
     if (!swaps_heads(r[i])) return false;
@@ -115,7 +99,7 @@ static bool only_swaps(const ir_graph *g, const ir_value *v) {
  * transposes' uses read v (of their type: the caller swapped v's). */
 static void bypass_swaps(ir_graph *g, ir_value *v) {
   ir_node *r[MAX_READERS];
-  int n = readers_of(g, v, r, MAX_READERS);
+  int n = ir_graph_readers(g, v, r, MAX_READERS);
   for (int i = 0; i < n; i++) {
     if (!swaps_heads(r[i])) continue; /* attention_grad reading o */
     ir_replace_all_uses(g, r[i]->out[0], v);
@@ -153,7 +137,7 @@ static int fold_attention(ir_graph *g, ir_node *a) {
     if (!swaps_heads(a->in[i]->def)) return 0;
   ir_value *o = a->out[0], *lse = a->out[1];
   ir_node *r[MAX_READERS], *grads[MAX_READERS];
-  int nr = readers_of(g, o, r, MAX_READERS), ng = 0;
+  int nr = ir_graph_readers(g, o, r, MAX_READERS), ng = 0;
   if (nr < 0 || is_output(g, o) || is_output(g, lse)) return 0;
   for (int i = 0; i < nr; i++) {
     if (swaps_heads(r[i])) continue;
