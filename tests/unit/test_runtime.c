@@ -282,6 +282,29 @@ static void test_errors(void) {
   rt_tensor_free(in[1]);
   ir_graph_free(g);
 
+  /* linear_cross_entropy (fuse-lm-head's op) checks its targets as cross_entropy does */
+  g = ir_graph_new("lce", NULL);
+  ir_type th = T(IR_DT_F64, 2, D(3), D(4)), tw = T(IR_DT_F64, 2, D(5), D(4)), tgt = T(IR_DT_I64, 1, D(3)), ts = T(IR_DT_F64, 0);
+  ir_value *lce_in[] = {ir_graph_add_input(g, "h", th, (ir_loc){0}), ir_graph_add_input(g, "w", tw, (ir_loc){0}),
+                        ir_graph_add_input(g, "targets", tgt, (ir_loc){0}), ir_graph_add_input(g, "g", ts, (ir_loc){0})};
+  ir_attr lce_at[2] = {ir_attr_int("chunk", 2), ir_attr_int("transpose_b", 1)};
+  loss = node1(g, IR_OP_LINEAR_CROSS_ENTROPY, lce_in, 4, lce_at, 2, NULL, "loss", (ir_loc){0});
+  ir_graph_add_output(g, "loss", loss);
+  rt_tensor *lin[4] = {rt_tensor_new(&th), rt_tensor_new(&tw), rt_tensor_new(&tgt), rt_tensor_new(&ts)};
+  rt_tensor_set(lin[3], 0, 1);
+  rt_tensor_set(lin[2], 2, 5);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, lin, NULL, out, &st, err, sizeof err), -1);
+  CHECK_STR(err, "linear_cross_entropy target 5 out of range [0, 5) in %targets (element 2)");
+  rt_tensor_set(lin[2], 2, -1);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, lin, NULL, out, &st, err, sizeof err), -1);
+  CHECK_STR(err, "linear_cross_entropy target -1 out of range [0, 5) in %targets (element 2)");
+  rt_tensor_set(lin[2], 2, 4);
+  CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, lin, NULL, out, &st, err, sizeof err), 0);
+  CHECK_NEAR(rt_tensor_get(out[0], 0), log(5.0), 1e-12); /* all-zero h: all-zero logits */
+  rt_tensor_free(out[0]);
+  for (int i = 0; i < 4; i++) rt_tensor_free(lin[i]);
+  ir_graph_free(g);
+
   /* out of memory: a 4 TiB constant is refused up front */
   g = ir_graph_new("big", "model.tg");
   ir_type tbig = T(IR_DT_F32, 1, D(1) << 40);
