@@ -20,6 +20,8 @@ typedef struct {
   const bool *disabled;   /* NULL, or PASS_COUNT flags: passes every pipeline run with these options skips
                            * (--disable-pass, --no-fuse; also reaches pass_build_training) */
   int zero;               /* the shard pass: ZeRO stage 0-3 (--zero) */
+  bool tp_search;         /* the shard pass: the parameters' tp layouts by search (--tp-layout search), else
+                           * Megatron-LM's rule (docs/sharding.md) */
 } pass_options;
 
 typedef enum {

@@ -170,6 +170,8 @@ static ir_value *swap_dims(sh_engine *e, ir_value *x, int i, int j, ir_loc loc, 
   return r;
 }
 
+static ir_value *first_only(sh_engine *e, ir_value *x, int axis, const char *name, ir_loc loc, int layer);
+
 /* v (src) converted to layout want (per axis; UNSET entries: as placed). */
 static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer);
 
@@ -257,6 +259,10 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     if (sh_eq(cur[a], want[a])) continue;
     if (want[a].kind == SH_R && cur[a].kind == SH_P) {
       x = comm1(e, IR_OP_ALL_REDUCE, x, a, -1, NULL, "ar", loc, layer);
+    } else if (want[a].kind == SH_P && cur[a].kind == SH_R) {
+      /* a replicated value as a partial sum: its whole on the axis' first
+       * rank, 0 on the others (exact: the sum over the axis is the value) */
+      x = first_only(e, x, a, NULL, loc, layer);
     } else if (want[a].kind == SH_S && (cur[a].kind == SH_R || cur[a].kind == SH_P)) {
       ir_op op = cur[a].kind == SH_R ? IR_OP_MESH_SLICE : IR_OP_REDUCE_SCATTER;
       const char *sfx = cur[a].kind == SH_R ? "sl" : "rs";
@@ -447,10 +453,10 @@ static int localize_attrs(const ir_node *n, const ir_type *local_out, ir_attr *a
 
 /* How many equal parts the last dim of v is split into later: through
  * elementwise consumers (a bias, an activation) to a split along it. */
-static int find_parts(const sh_engine *e, const ir_value *v, int dim, int depth) {
+static int find_parts(const ir_graph *g, const ir_value *v, int dim, int depth) {
   if (depth > 4) return 1;
-  for (int i = 0; i < e->src->n_nodes; i++) {
-    const ir_node *u = e->src->nodes[i];
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *u = g->nodes[i];
     if (u->dead) continue;
     for (int k = 0; k < u->n_in; k++) {
       if (u->in[k] != v) continue;
@@ -462,7 +468,7 @@ static int find_parts(const sh_engine *e, const ir_value *v, int dim, int depth)
       if ((ir_op_is_elementwise(u->op) || u->op == IR_OP_FUSED) && u->n_out >= 1) {
         int od = dim + (u->out[0]->type.rank - v->type.rank);
         if (u->out[0]->type.dims[od] == v->type.dims[dim]) {
-          int p = find_parts(e, u->out[0], od, depth + 1);
+          int p = find_parts(g, u->out[0], od, depth + 1);
           if (p > 1) return p;
         }
       }
@@ -533,7 +539,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
                 .sp = e->mesh->sp && a == IR_AXIS_TP, .readers = n->n_out ? e->readers[n->out[0]->id] : 0,
                 .slice_counts = e->slice_counts[a]};
     if (d.megatron && (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_MATMUL) && n->out[0]->type.rank >= 1)
-      d.parts_hint = find_parts(e, n->out[0], n->out[0]->type.rank - 1, 0);
+      d.parts_hint = find_parts(e->src, n->out[0], n->out[0]->type.rank - 1, 0);
     for (int i = 0; i < n->n_in; i++) {
       const ir_value *v = n->in[i];
       d.in[i] = e->st[v->id][a];
@@ -554,7 +560,8 @@ static int shard_node(sh_engine *e, const ir_node *n) {
      * reader that cannot take it would reduce it, and again the partial
      * products made from it (3 reduce-scatters per norm under sp), and the
      * norm's gain gradient would be a partial sum reduced in the update */
-    if (d.megatron && n->n_out == 1 && d.out[0].kind == SH_P && d.readers > 1 && n->out[0]->type.rank >= 3)
+    if (d.megatron && n->n_out == 1 && d.out[0].kind == SH_P && d.readers > 1 &&
+        (n->out[0]->type.rank >= 3 || (n->out[0]->type.rank == 2 && n->out[0]->role == IR_ROLE_ACT)))
       d.reduce_results = true;
     for (int i = 0; i < n->n_in; i++) {
       want[i][a] = d.in[i].kind == SH_UNSET ? sh_R() : d.in[i];
@@ -665,6 +672,8 @@ static int shard_node(sh_engine *e, const ir_node *n) {
 }
 
 bool pass_shard_has_rule(ir_op op) { return sh_rule_of(op) != NULL; }
+
+int sh_result_parts(const ir_graph *g, const ir_value *v, int dim) { return find_parts(g, v, dim, 0); }
 
 /* ---- the engine's API (shard_impl.h) ---- */
 

@@ -9,7 +9,7 @@
  * states of a node's operands on one axis and says which state each operand
  * must be in (the engine converts: R -> S d is mesh_slice, P -> R
  * all_reduce, P -> S d reduce_scatter, S d -> R all_gather, S d -> S e
- * all_to_all) and which state each result is in; it may also ask for a
+ * all_to_all, R -> P the value on the axis' first rank and 0 elsewhere) and which state each result is in; it may also ask for a
  * rescaling (a mean over a split dim) or a max over the axis, or replace
  * the node by a sub-graph of existing ops (sh_dec.expand, below).
  */
@@ -154,6 +154,33 @@ void sh_vocab_embedding_grad(const sh_x *x, ir_value **res);
 void sh_vocab_cross_entropy(const sh_x *x, ir_value **res);
 void sh_vocab_cross_entropy_grad(const sh_x *x, ir_value **res);
 void sh_vocab_argmax(const sh_x *x, ir_value **res);
+
+/* ---- search (shard_search.c) ----
+ * The tp layout of every parameter, chosen by evaluating candidate layouts
+ * (the file's head says how). An evaluation shards the caller's program
+ * with the parameters' tp layouts tp (g->params order) and measures it:
+ * 0 with *cost set, or -1 when that layout cannot be sharded (nothing
+ * reported). */
+typedef struct {
+  double heavy;   /* FLOPs per device of GEMM-like ops */
+  double weights; /* bytes per device of the parameters GEMM-like ops read (set by the search) */
+  double seconds; /* the rank's program, modelled (collectives + roofline of the rest) */
+  double comm;    /* bytes one rank sends */
+} sh_cost;
+typedef int (*sh_search_eval)(void *ctx, const sh_st *tp, sh_cost *cost);
+typedef struct sh_search_report sh_search_report;
+/* The cost of one rank's program g (sharded). */
+sh_cost sh_graph_cost(const ir_graph *g);
+/* tp[i] for every parameter of g; *report (may be NULL) for printing. -1
+ * when even every parameter replicated fails (eval reported nothing: the
+ * caller runs it to report). */
+int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, sh_st *tp, sh_search_report **report,
+                 ir_diag *d);
+void sh_search_print(FILE *out, const sh_search_report *r);
+void sh_search_report_free(sh_search_report *r);
+/* How many equal parts the graph later splits dim `dim` of v into (a
+ * product's columns read through a bias and activations by a split), else 1. */
+int sh_result_parts(const ir_graph *g, const ir_value *v, int dim);
 
 /* Pipeline parallelism (shard_stage.c): t (already partitioned over dp and
  * tp) cut into stage `stage` of its mesh's pp. -1 after reporting. */

@@ -16,7 +16,12 @@
  *           split there is gathered. Partial sums pass through an op that
  *           is linear in them (add and sub of partials, a partial times or
  *           divided by a replicated value, neg, a float cast, a fused
- *           expression that is linear in them); otherwise they are reduced.
+ *           expression that is linear in them); otherwise they are reduced
+ *           — except a sum read by one node whose other terms are
+ *           replicated activations: those become partial sums too (the
+ *           engine keeps each whole on the axis' first rank), so the terms
+ *           are added locally and the total reduced once (a gradient
+ *           accumulated over the residual and the q, k, v projections).
  *           cross_entropy_grad divides by the positions it sees: split
  *           positions make its g 1 / size as large.
  *   matmul, fused_matmul
@@ -217,6 +222,21 @@ static void pointwise(sh_dec *d, unsigned forbid) {
       for (int i = 0; i < d->n_in; i++) d->in[i] = partial[i] ? sh_P() : sh_R();
       all_out(d, sh_P());
       return;
+    }
+    /* a sum of partial and replicated terms read by one node (the backward's
+     * accumulation of a value's gradient: the residual's, then the q, k and
+     * v projections' partial input gradients): the replicated activations
+     * become partial sums too (kept whole on the axis' first rank, no
+     * communication), so the partial terms are added locally and the total
+     * is reduced once where it is needed, not each term on its own */
+    if (d->readers == 1) {
+      for (int i = 0; i < d->n_in; i++)
+        partial[i] = d->in[i].kind == SH_P || (d->in[i].kind == SH_R && !d->in_param[i] && rank_in(d, i) > 0);
+      if (linear_in(d, partial)) {
+        for (int i = 0; i < d->n_in; i++) d->in[i] = partial[i] ? sh_P() : sh_R();
+        all_out(d, sh_P());
+        return;
+      }
     }
     /* sequence parallelism: reduce-scatter the partials along the sequence */
     if (d->sp && ro >= 3 && !((forbid >> 1) & 1)) {

@@ -12,10 +12,12 @@
  *      updates its shard and all-gathers the new parameters;
  *   2: also the gradients the step hands over (and their micro-batch sums);
  *   3: also the parameters, all-gathered where each phase reads them.
- * Tensor parallelism (tp): weights are placed by Megatron-LM's rule in the
- * rules of matmul and embedding (shard_rules.c); a first run of the engine
- * finds them, so the ZeRO dims can avoid the dims tp splits (for one graph
- * too, under ZeRO-3). With sequence parallelism the data inputs are split
+ * Tensor parallelism (tp): the parameters' layouts are chosen by search
+ * (pass_options.tp_search: shard_search.c, each candidate costed on the
+ * program the engine builds for it), or by Megatron-LM's rule in the rules
+ * of matmul and embedding (shard_rules.c), which a first run of the engine
+ * finds; either way before the real run, so the ZeRO dims can avoid the
+ * dims tp splits (for one graph too, under ZeRO-3). With sequence parallelism the data inputs are split
  * along the sequence on tp, except ids and targets (read whole by the
  * vocabulary-parallel embedding and loss, as Megatron-LM's tokens).
  */
@@ -99,55 +101,97 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
   return -1;
 }
 
-/* tp's placements of g's parameters (a probe run of the engine with them
- * replicated on dp), so that ZeRO-3's dims avoid them. 0, or -1 after
- * reporting. */
-static int probe_tp(const ir_graph *g, sh_st *tp, ir_diag *d) {
+static int check_hints(const ir_graph *g, ir_diag *d);
+
+/* g sharded over its mesh's dp and tp with the parameters' tp layouts tp
+ * (NULL: replicated) and ZeRO-3's dims over dp when zero >= 3: one rank's
+ * graph, or NULL after reporting through d. */
+static ir_graph *shard_plain(const ir_graph *g, const sh_st *tp, int zero, ir_diag *d, sh_st *found) {
+  int dp = g->mesh.size[IR_AXIS_DP];
+  bool z3 = zero >= 3 && dp > 1;
   sh_engine *e = sh_engine_new(g, d, true);
   int rc = place_data(e, g, g->n_inputs, NULL, d);
-  place_vocab(e, g);
-  for (int i = 0; rc == 0 && i < g->n_params; i++) sh_engine_place(e, g->params[i], IR_AXIS_DP, sh_R());
+  for (int i = 0; rc == 0 && i < g->n_params; i++) {
+    sh_st t = tp ? tp[i] : (sh_st){SH_UNSET, 0, 1};
+    int z = z3 ? zero_dim(&g->params[i]->type, t, dp) : -1;
+    sh_engine_place(e, g->params[i], IR_AXIS_DP, z >= 0 ? sh_S(z) : sh_R());
+    if (tp) sh_engine_place(e, g->params[i], IR_AXIS_TP, t);
+  }
+  if (!tp) place_vocab(e, g); /* Megatron-LM's placement: the rules place the rest at their first reader */
   if (rc == 0) rc = sh_engine_run(e);
-  for (int i = 0; rc == 0 && i < g->n_params; i++) tp[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
+  for (int i = 0; rc == 0 && found && i < g->n_params; i++) found[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
+  ir_graph *s = NULL;
+  if (rc == 0) {
+    for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, NULL);
+    s = sh_engine_finish(e);
+  }
   sh_engine_free(e);
-  return rc;
+  return s;
 }
 
-static int check_hints(const ir_graph *g, ir_diag *d);
+typedef struct {
+  const ir_graph *g;
+  int zero;
+  ir_diag *quiet;
+} plain_eval;
+
+static int eval_plain(void *ctx, const sh_st *tp, sh_cost *cost) {
+  const plain_eval *x = ctx;
+  ir_graph *s = shard_plain(x->g, tp, x->zero, x->quiet, NULL);
+  if (!s) return -1;
+  *cost = sh_graph_cost(s);
+  ir_graph_free(s);
+  return 0;
+}
+
+/* A quiet diagnostics sink for the search's evaluations (the real run
+ * reports). */
+static ir_diag *quiet_diag(void) {
+  ir_diag *q = ir_diag_new(stderr);
+  ir_diag_set_max_errors(q, 0);
+  return q;
+}
+
+static bool dumps_shard(const pass_options *o) {
+  return o->dump_after && o->dump_format == 0 && (strcmp(o->dump_after, "shard") == 0 || strcmp(o->dump_after, "all") == 0);
+}
 
 int pass_shard(ir_graph *g, const pass_options *o) {
   if (!mesh_active(&g->mesh)) return pipelined(&g->mesh) ? sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag) : 0;
   if (check_hints(g, o->diag) != 0) return -1;
-  int dp = g->mesh.size[IR_AXIS_DP];
-  bool z3 = o->zero >= 3 && dp > 1;
   sh_st *tp = calloc((size_t)g->n_params + 1, sizeof *tp);
   if (!tp) abort();
-  for (int i = 0; i < g->n_params; i++) tp[i] = UNSET;
-  if (z3 && g->mesh.size[IR_AXIS_TP] > 1 && probe_tp(g, tp, o->diag) != 0) {
-    free(tp);
-    return -1;
+  for (int i = 0; i < g->n_params; i++) tp[i] = sh_R();
+  bool placed = true;
+  if (g->mesh.size[IR_AXIS_TP] > 1 && o->tp_search) { /* the parameters' tp layouts, by search */
+    plain_eval x = {g, o->zero, quiet_diag()};
+    sh_search_report *rep = NULL;
+    sh_search_tp(g, eval_plain, &x, tp, dumps_shard(o) ? &rep : NULL, o->diag);
+    ir_diag_free(x.quiet);
+    if (rep) sh_search_print(o->dump_out ? o->dump_out : stdout, rep);
+    sh_search_report_free(rep);
+  } else if (g->mesh.size[IR_AXIS_TP] > 1) { /* Megatron-LM's rule; under ZeRO 3 found first, so the ZeRO dims avoid it */
+    placed = false;
+    if (o->zero >= 3 && g->mesh.size[IR_AXIS_DP] > 1) {
+      ir_graph *probe = shard_plain(g, NULL, 0, o->diag, tp);
+      placed = probe != NULL;
+      ir_graph_free(probe);
+      if (!probe) {
+        free(tp);
+        return -1;
+      }
+    }
   }
-  sh_engine *e = sh_engine_new(g, o->diag, true);
-  int rc = place_data(e, g, g->n_inputs, NULL, o->diag);
-  for (int i = 0; rc == 0 && i < g->n_params; i++) {
-    int z = z3 ? zero_dim(&g->params[i]->type, tp[i], dp) : -1;
-    sh_engine_place(e, g->params[i], IR_AXIS_DP, z >= 0 ? sh_S(z) : sh_R());
-    if (tp[i].kind != SH_UNSET) sh_engine_place(e, g->params[i], IR_AXIS_TP, tp[i]);
-  }
+  ir_graph *s = shard_plain(g, placed ? tp : NULL, o->zero, o->diag, NULL);
   free(tp);
-  place_vocab(e, g);
-  if (rc == 0) rc = sh_engine_run(e);
-  if (rc == 0) {
-    for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, NULL);
-    ir_graph *s = sh_engine_finish(e);
-    /* the sharded graph takes g's place */
-    ir_graph tmp = *g;
-    *g = *s;
-    *s = tmp;
-    ir_graph_free(s);
-  }
-  sh_engine_free(e);
-  if (rc == 0 && pipelined(&g->mesh)) rc = sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag);
+  if (!s) return -1;
+  /* the sharded graph takes g's place */
+  ir_graph tmp = *g;
+  *g = *s;
+  *s = tmp;
+  ir_graph_free(s);
+  int rc = 0;
+  if (pipelined(&g->mesh)) rc = sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag);
   return rc;
 }
 
@@ -159,21 +203,20 @@ typedef struct {
   sh_st grad[IR_NUM_AXES];   /* the gradient the step hands over */
 } param_layout;
 
-/* One run of the engine over the step graph; with lay == NULL a probe that
- * only finds tp's placements (into probe_tp). */
-static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay, sh_st *probe_tp, sh_st *sums,
-                            ir_diag *d) {
+/* One run of the engine over the step graph, the parameters placed as lay
+ * says (the gradients' layouts it hands over are written back to lay). */
+static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay, sh_st *sums, bool probe, ir_diag *d) {
   const ir_graph *g = t->step;
   int dp = g->mesh.size[IR_AXIS_DP];
   sh_engine *e = sh_engine_new(g, d, true);
   ir_graph *out = NULL;
   if (place_data(e, g, t->n_data, t->batch_dim, d) != 0) goto done;
-  if (!lay) place_vocab(e, g); /* (the real run places tp as the probe found) */
+  if (probe) place_vocab(e, g);
   for (int i = 0; i < t->n_params; i++) {
     const ir_value *p = g->params[i];
-    sh_engine_place(e, p, IR_AXIS_DP, lay ? lay[i].param[IR_AXIS_DP] : sh_R());
-    if (lay) sh_engine_place(e, p, IR_AXIS_TP, lay[i].param[IR_AXIS_TP]); /* the probe's placement */
-    if (lay && t->acc_input0 >= 0) { /* the micro-batch sums: as the gradients handed over */
+    sh_engine_place(e, p, IR_AXIS_DP, lay[i].param[IR_AXIS_DP]);
+    if (lay[i].param[IR_AXIS_TP].kind != SH_UNSET) sh_engine_place(e, p, IR_AXIS_TP, lay[i].param[IR_AXIS_TP]);
+    if (t->acc_input0 >= 0) { /* the micro-batch sums: as the gradients handed over */
       const ir_value *acc = g->inputs[t->acc_input0 + i];
       sh_engine_place(e, acc, IR_AXIS_DP, zero >= 2 ? lay[i].state[IR_AXIS_DP] : (dp > 1 ? sh_P() : sh_R()));
     }
@@ -183,11 +226,6 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
     if (in >= 0) sh_engine_place(e, g->inputs[in], IR_AXIS_DP, dp > 1 ? sh_P() : sh_R());
   }
   if (sh_engine_run(e) != 0) goto done;
-  if (!lay) {
-    for (int i = 0; i < t->n_params; i++) probe_tp[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
-    out = ir_graph_new("probe", NULL);
-    goto done;
-  }
   for (int i = 0; i < t->n_params; i++)
     for (int a = 0; a < IR_NUM_AXES; a++) lay[i].param[a] = sh_engine_layout(e, g->params[i], a);
   for (int o = 0; o < g->n_outputs; o++) {
@@ -310,47 +348,99 @@ static int check_hints(const ir_graph *g, ir_diag *d) {
   return 0;
 }
 
-static int shard_dp_tp(pass_training *t, const pass_options *o) {
-  const ir_mesh *m = &t->step->mesh;
-  if (check_heads(t->step, m->size[IR_AXIS_TP], o->diag) != 0) return -1;
-  if (check_hints(t->step, o->diag) != 0) return -1;
-  int np = t->n_params, dp = m->size[IR_AXIS_DP], zero = o->zero;
-  param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
-  sh_st *tp = calloc((size_t)np + 1, sizeof *tp), sums[2 * IR_NUM_AXES];
-  ir_graph *step = NULL, *update = NULL;
-  int rc = -1;
-  if (!lay || !tp) abort();
-  for (int a = 0; a < 2 * IR_NUM_AXES; a++) sums[a] = sh_R();
-  /* a probe run finds tp's placements; then every parameter's layouts */
-  for (int i = 0; i < np; i++) tp[i] = sh_R();
-  if (m->size[IR_AXIS_TP] > 1) {
-    ir_graph *probe = shard_step(t, 0, NULL, tp, sums, o->diag);
-    if (!probe) goto done;
-    ir_graph_free(probe);
-  }
-  for (int i = 0; i < np; i++) {
+/* Every parameter's layouts, for tp layouts tp and the ZeRO stage: the
+ * optimizer state (and under ZeRO 3 the parameter) split over dp along the
+ * parameter's ZeRO dim. */
+static void param_layouts(const pass_training *t, const sh_st *tp, int zero, param_layout *lay) {
+  int dp = t->step->mesh.size[IR_AXIS_DP];
+  for (int i = 0; i < t->n_params; i++) {
     const ir_value *p = t->step->params[i];
     int z = zero >= 1 && dp > 1 ? zero_dim(&p->type, tp[i], dp) : -1;
-    for (int a = 0; a < IR_NUM_AXES; a++) lay[i].param[a] = lay[i].state[a] = sh_R();
+    for (int a = 0; a < IR_NUM_AXES; a++) lay[i].param[a] = lay[i].state[a] = lay[i].grad[a] = sh_R();
     lay[i].param[IR_AXIS_TP] = lay[i].state[IR_AXIS_TP] = tp[i];
     if (z >= 0) {
       lay[i].state[IR_AXIS_DP] = sh_S(z);
       if (zero >= 3) lay[i].param[IR_AXIS_DP] = sh_S(z);
     }
   }
-  if (!(step = shard_step(t, zero, lay, tp, sums, o->diag))) goto done;
-  /* the tp placements of the real run are the probe's (the same rules, the same order) */
-  if (!(update = shard_update(t, zero, lay, sums, o->diag))) goto done;
+}
+
+/* The step and update graphs of t sharded with the parameters' tp layouts
+ * tp: 0, or -1 after reporting through d. */
+static int shard_program(const pass_training *t, const sh_st *tp, int zero, ir_graph **step, ir_graph **update,
+                         ir_diag *d, sh_st *found) {
+  int np = t->n_params;
+  param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
+  sh_st sums[2 * IR_NUM_AXES];
+  if (!lay) abort();
+  for (int a = 0; a < 2 * IR_NUM_AXES; a++) sums[a] = sh_R();
+  param_layouts(t, tp, zero, lay);
+  bool probe = false; /* tp unplaced: the rules place the parameters (Megatron-LM's rule) */
+  for (int i = 0; i < np; i++) probe |= tp[i].kind == SH_UNSET;
+  *step = shard_step(t, zero, lay, sums, probe, d);
+  for (int i = 0; *step && found && i < np; i++) found[i] = lay[i].param[IR_AXIS_TP];
+  *update = *step && !probe ? shard_update(t, zero, lay, sums, d) : NULL;
+  if (probe && *step) {
+    free(lay);
+    *update = ir_graph_new("probe", NULL);
+    return 0;
+  }
+  free(lay);
+  if (*update) return 0;
+  ir_graph_free(*step);
+  *step = NULL;
+  return -1;
+}
+
+typedef struct {
+  const pass_training *t;
+  int zero;
+  ir_diag *quiet;
+} train_eval;
+
+static int eval_train(void *ctx, const sh_st *tp, sh_cost *cost) {
+  const train_eval *x = ctx;
+  ir_graph *step, *update;
+  if (shard_program(x->t, tp, x->zero, &step, &update, x->quiet, NULL) != 0) return -1;
+  sh_cost a = sh_graph_cost(step), b = sh_graph_cost(update);
+  *cost = (sh_cost){.heavy = a.heavy + b.heavy, .seconds = a.seconds + b.seconds, .comm = a.comm + b.comm};
+  ir_graph_free(step);
+  ir_graph_free(update);
+  return 0;
+}
+
+static int shard_dp_tp(pass_training *t, const pass_options *o) {
+  const ir_mesh *m = &t->step->mesh;
+  if (check_heads(t->step, m->size[IR_AXIS_TP], o->diag) != 0) return -1;
+  if (check_hints(t->step, o->diag) != 0) return -1;
+  int np = t->n_params;
+  sh_st *tp = calloc((size_t)np + 1, sizeof *tp);
+  if (!tp) abort();
+  for (int i = 0; i < np; i++) tp[i] = sh_R();
+  if (m->size[IR_AXIS_TP] > 1 && !o->tp_search) { /* Megatron-LM's rule: a probe run, the rules placing them */
+    for (int i = 0; i < np; i++) tp[i] = (sh_st){SH_UNSET, 0, 1};
+    ir_graph *step, *update;
+    if (shard_program(t, tp, 0, &step, &update, o->diag, tp) != 0) {
+      free(tp);
+      return -1;
+    }
+    ir_graph_free(step);
+    ir_graph_free(update);
+  } else if (m->size[IR_AXIS_TP] > 1) { /* the parameters' tp layouts, by search */
+    train_eval x = {t, o->zero, quiet_diag()};
+    sh_search_report *rep = NULL;
+    sh_search_tp(t->step, eval_train, &x, tp, dumps_shard(o) ? &rep : NULL, o->diag);
+    ir_diag_free(x.quiet);
+    if (rep) sh_search_print(o->dump_out ? o->dump_out : stdout, rep);
+    sh_search_report_free(rep);
+  }
+  ir_graph *step, *update;
+  int rc = shard_program(t, tp, o->zero, &step, &update, o->diag, NULL);
+  free(tp);
+  if (rc != 0) return -1;
   ir_graph_free(t->step);
   ir_graph_free(t->update);
   t->step = step;
   t->update = update;
-  step = update = NULL;
-  rc = 0;
-done:
-  ir_graph_free(step);
-  ir_graph_free(update);
-  free(lay);
-  free(tp);
-  return rc;
+  return 0;
 }

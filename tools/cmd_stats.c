@@ -179,7 +179,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
   s->mixed = s->dtype_bytes == 2;
   pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
                      .dump_out = stdout, .dump_format = o->format, .checkpoint = o->checkpoint,
-                     .disabled = o->pass_disabled};
+                     .disabled = o->pass_disabled, .tp_search = o->tp_search};
   pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype_arg, .measure = true};
   if (pass_build_training_graph(g, &to, &s->graph) != 0) return -1;
   if (pass_memplan_analyze(g, &s->mem) != 0) return -1;

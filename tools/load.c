@@ -145,6 +145,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.checkpoint = o->checkpoint;
   po.disabled = o->pass_disabled;
   po.zero = o->zero;
+  po.tp_search = o->tp_search;
   pass_id list[PASS_COUNT * 2 + 8];
   int n = tool_pipeline(o, list);
   if (pass_run_pipeline(g, list, n, &po) != 0) return -1;
@@ -291,6 +292,15 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       return -1;
     }
     o->zero = v[0] - '0';
+    return 1;
+  }
+  if (is_flag(a, "--tp-layout")) {
+    if (!(v = flag_value("--tp-layout", argc, argv, i, d))) return -1;
+    if (strcmp(v, "search") != 0 && strcmp(v, "megatron") != 0) {
+      ir_error_plain(d, "--tp-layout %s: expected megatron or search", v);
+      return -1;
+    }
+    o->tp_search = strcmp(v, "search") == 0;
     return 1;
   }
   if (strcmp(a, "--verify-each") == 0) {

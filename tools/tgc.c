@@ -32,7 +32,11 @@ const char *const tool_common_help =
     "  --stage S            with pp > 1: the pipeline stage whose program dump and stats\n"
     "                       show (default 0; train: each rank's own)\n"
     "  --zero N             ZeRO stage 0-3 over dp: 1 shards the optimizer state, 2 also\n"
-    "                       the gradients, 3 also the parameters (default 0)\n";
+    "                       the gradients, 3 also the parameters (default 0)\n"
+    "  --tp-layout L        how each parameter is laid out over tp: megatron (default: Megatron-LM's\n"
+    "                       column / row rule, what tgc plan models) or search (each layout chosen\n"
+    "                       by the modelled cost of the sharded program; the dump after shard\n"
+    "                       says why, beside the runner-up)\n";
 
 static const char *const check_help =
     "usage: tgc check FILE [options]\n"

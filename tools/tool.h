@@ -26,6 +26,7 @@ typedef struct {
   bool stage_set;
   bool mesh_auto;          /* --mesh auto: tgc train asks the planner (tool_plan_auto_mesh) */
   int zero;                /* --zero N */
+  bool tp_search;          /* --tp-layout search */
 } tool_compile_opts;
 
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
