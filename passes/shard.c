@@ -97,6 +97,13 @@ static bool active_axis(const sh_engine *e, int a) { return a != IR_AXIS_PP && e
 
 /* ---- conversions ---- */
 
+/* The role of a value the engine computes from x: an input's or a
+ * parameter's view or block is an activation (a computed value; the
+ * pipeline's stage cut copies only what is computed). */
+static ir_role derived_role(const ir_value *x) {
+  return x->role == IR_ROLE_INPUT || x->role == IR_ROLE_PARAM ? IR_ROLE_ACT : x->role;
+}
+
 static ir_value *comm1(sh_engine *e, ir_op op, ir_value *x, int axis, int dim, const char *reduce, const char *suffix,
                        ir_loc loc, int layer) {
   ir_attr at[4];
@@ -115,7 +122,7 @@ static ir_value *comm1(sh_engine *e, ir_op op, ir_value *x, int axis, int dim, c
     abort();
   }
   n->layer = layer;
-  n->out[0]->role = x->role == IR_ROLE_INPUT || x->role == IR_ROLE_PARAM ? IR_ROLE_ACT : x->role;
+  n->out[0]->role = derived_role(x);
   return n->out[0];
 }
 
@@ -125,7 +132,7 @@ static ir_value *reshape_to(sh_engine *e, ir_value *x, const int64_t *dims, int 
   ir_attr a = ir_attr_ints("shape", dims, rank);
   ir_value *r = ir_graph_build1(e->dst, IR_OP_RESHAPE, &x, 1, &a, 1, NULL, loc);
   r->def->layer = layer;
-  r->role = x->role;
+  r->role = derived_role(x);
   return r;
 }
 
@@ -166,7 +173,7 @@ static ir_value *swap_dims(sh_engine *e, ir_value *x, int i, int j, ir_loc loc, 
   ir_attr a = ir_attr_ints("perm", perm, x->type.rank);
   ir_value *r = ir_graph_build1(e->dst, IR_OP_TRANSPOSE, &x, 1, &a, 1, NULL, loc);
   r->def->layer = layer;
-  r->role = x->role;
+  r->role = derived_role(x);
   return r;
 }
 
@@ -324,7 +331,7 @@ static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int l
   ir_value *in[2] = {x, k->out[0]};
   ir_value *r = ir_graph_build1(e->dst, IR_OP_MUL, in, 2, NULL, 0, name, loc);
   r->def->layer = layer;
-  r->role = x->role;
+  r->role = derived_role(x);
   r->shard = x->shard;
   return r;
 }
@@ -356,7 +363,7 @@ static ir_value *first_only(sh_engine *e, ir_value *x, int axis, const char *nam
   snprintf(hint, sizeof hint, "%.280s.first", x->name);
   ir_value *r = ir_graph_build1(e->dst, IR_OP_WHERE, in, 3, NULL, 0, name ? name : hint, loc);
   coord->def->layer = is_first->def->layer = r->def->layer = layer;
-  r->role = x->role;
+  r->role = derived_role(x);
   return r;
 }
 
