@@ -102,8 +102,7 @@ int tool_plan_read(const char *path, tool_plan *p, ir_diag *d) {
     damaged(path, "pipeline_schedule", "an object", d);
     goto fail;
   }
-  if (!json_is_array(defs) || json_array_size(defs) > 64)
-    {
+  if (!json_is_array(defs) || json_array_size(defs) > 64) {
     damaged(path, "defines", "a list of NAME=VALUE strings", d);
     goto fail;
   }
@@ -112,16 +111,16 @@ int tool_plan_read(const char *path, tool_plan *p, ir_diag *d) {
   if (!(p->config = get_str(root, "config", path, NULL, d))) goto fail;
   for (size_t i = 0; i < json_array_size(defs); i++) {
     const json_t *s = json_array_get(defs, i);
-    if (!json_is_string(s) || !strchr(json_string_value(s), '='))
-      {
-    damaged(path, "defines", "a list of NAME=VALUE strings", d);
-    goto fail;
-  }
+    if (!json_is_string(s) || !strchr(json_string_value(s), '=')) {
+      damaged(path, "defines", "a list of NAME=VALUE strings", d);
+      goto fail;
+    }
     p->defines[p->n_defines++] = json_string_value(s);
   }
   int64_t x;
   const int64_t big = 1 << 30;
-  if (get_int(root, "ranks", path, 1, big, &p->ranks, NULL, d) || get_int(root, "global_batch", path, 1, big, &p->global_batch, NULL, d) ||
+  if (get_int(root, "ranks", path, 1, big, &p->ranks, NULL, d) ||
+      get_int(root, "global_batch", path, 1, big, &p->global_batch, NULL, d) ||
       get_int(root, "seq", path, 1, big, &p->seq, NULL, d) || get_int(root, "layers", path, 0, big, &p->layers, NULL, d))
     goto fail;
   int *const mf[3] = {&p->dp, &p->tp, &p->pp};
