@@ -31,7 +31,7 @@ static const char *const train_help =
     "                 [--batch N] [--vocab V] [--seq-len T] [--micro-batches K] [--clip NORM]\n"
     "                 [--weight-decay W] [--warmup N] [--lr-schedule constant|cosine] [--save PATH]\n"
     "                 [--save-every N] [--resume PATH] [--log run.jsonl] [--seed N] [--dtype bf16|f16]\n"
-    "                 [--json] [options]\n"
+    "                 [--plan plan.json] [--json] [options]\n"
     "\n"
     "Trains FILE: the loss is its output named 'loss' (else its first output, a float scalar);\n"
     "every parameter is trained.\n"
