@@ -93,7 +93,7 @@ cmd_tgc() {
   STEPS_TGC=${STEPS:-6}
   # the same optimizer as the baseline: AdamW, lr 3e-4, no decay, no warmup, no clipping
   TRAIN="train $MODEL --data tokens:$TOK --steps $STEPS_TGC --optimizer adamw --lr 3e-4 --weight-decay 0"
-  TRAIN="$TRAIN --warmup 0 --clip 0 --schedule constant --json"
+  TRAIN="$TRAIN --warmup 0 --clip 0 --lr-schedule constant --json"
 
   # Compile time of the training graph (forward, backward, Adam, all passes):
   # `tgc stats` compiles the model, builds the training graph and the Adam

@@ -22,7 +22,7 @@ printf '%-16s %5s %10s %14s  %s\n' mesh ranks "s/step" "bytes/step" "by kind (ra
 # shellcheck disable=SC2086
 "$TGC" $M --log "$OUT/one.jsonl" > /dev/null
 printf '%-16s %5d %10s %14s\n' "(one process)" 1 "$(median "$OUT/one.jsonl")" 0
-PP="--micro-batches 4 --schedule 1f1b"
+PP="--micro-batches 4 --pipeline-schedule 1f1b"
 # shellcheck disable=SC2086
 "$TGC" $M $PP --log "$OUT/one.jsonl" > /dev/null
 printf '%-16s %5d %10s %14s\n' "(one, 4 micro)" 1 "$(median "$OUT/one.jsonl")" 0

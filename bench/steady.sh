@@ -15,7 +15,7 @@ python_free_tokens() { # uint16 tokens, deterministic, without Python
 }
 LC_ALL=C python_free_tokens "$OUT/tokens.u16"
 MODEL="examples/gpt.tg --config gpt2-124m -D B=4 -D T=64"
-TRAIN="train $MODEL --data tokens:$OUT/tokens.u16 --optimizer adamw --lr 3e-4 --weight-decay 0 --warmup 0 --clip 0 --schedule constant"
+TRAIN="train $MODEL --data tokens:$OUT/tokens.u16 --optimizer adamw --lr 3e-4 --weight-decay 0 --warmup 0 --clip 0 --lr-schedule constant"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 for n in 3 6; do
   # shellcheck disable=SC2086

@@ -14,9 +14,10 @@
 static const char *const plan_help =
     "usage: tgc plan FILE [--config C] [-D NAME=VALUE]... (--cluster NAME[:NODES] | --cluster-file F) [--gpus N]\n"
     "                --global-batch G [--seq S] [--dtype bf16|fp16|fp32] [--optimizer adam|adamw|momentum|sgd]\n"
-    "                [--mesh dp=D,tp=T,pp=P] [--sp on|off] [--zero 0|1|2|3] [--micro-batch B]\n"
-    "                [--schedule gpipe|1f1b|interleaved[:V]] [--checkpoint none|selective|full]\n"
-    "                [--top K] [--explain] [--json] [--trace plan.json] [--constant NAME=VALUE]... [options]\n"
+    "                [--mesh dp=D,tp=T,pp=P[,sp]] [--zero 0|1|2|3] [--micro-batch B]\n"
+    "                [--pipeline-schedule gpipe|1f1b|interleaved[:V]] [--checkpoint none|selective|block]\n"
+    "                [--save-plan plan.json] [--train-tokens N]\n"
+    "                [--top K] [--explain] [--json] [--trace trace.json] [--constant NAME=VALUE]... [options]\n"
     "\n"
     "Searches the parallel plan of one training step of FILE on a cluster: data (dp), tensor\n"
     "(tp, inside a node) and pipeline (pp) degrees with dp x tp x pp = the GPUs, sequence\n"
@@ -26,7 +27,8 @@ static const char *const plan_help =
     "last) and the checkpoint policy, under each GPU's memory. It prints the fastest plan\n"
     "that fits: memory per GPU by kind, bytes per collective and mesh axis, and the step\n"
     "time in rows that add up to the total, with MFU and tokens/s. Every figure comes from\n"
-    "the model's training graph (the one `tgc stats` costs) and docs/plan.md's model.\n"
+    "the model's training graph (the one `tgc stats` costs) and docs/plan.md's model. The\n"
+    "output ends with the command that runs the plan (`tgc train`; the data source is yours).\n"
     "\n"
     "  --cluster NAME[:NODES]  a built-in node kind (dgx-a100, dgx-h100, cpu-host; passes/clusters.def)\n"
     "                          and how many nodes\n"
@@ -41,8 +43,19 @@ static const char *const plan_help =
     "  --dtype DT              bf16 (default: mixed precision, fp32 master weights and\n"
     "                          optimizer state), fp16 or fp32\n"
     "  --optimizer NAME        adam (default), adamw, momentum or sgd\n"
-    "  --mesh dp=D,tp=T,pp=P   fix the mesh; --sp, --zero, --micro-batch, --schedule and\n"
-    "                          --checkpoint fix the rest; what is not fixed is searched\n"
+    "  --mesh dp=D,tp=T,pp=P[,sp]  fix the mesh (the syntax of every command: each axis optional,\n"
+    "                          default 1; ',sp' fixes sequence parallelism on, else it is searched);\n"
+    "                          --zero, --micro-batch, --pipeline-schedule and --checkpoint fix the\n"
+    "                          rest; what is not fixed is searched\n"
+    "  --pipeline-schedule S   gpipe, 1f1b or interleaved[:V] (V chunks per GPU)\n"
+    "  --checkpoint POLICY     none, selective or block (full is block): the checkpoint pass's\n"
+    "                          policies the planner models (sqrt and budget=BYTES it does not)\n"
+    "  --sp on|off, --schedule S  the old spellings of --mesh ...,sp and --pipeline-schedule\n"
+    "  --save-plan FILE        write the chosen plan as JSON (docs/plan.md); `mpirun -np N tgc\n"
+    "                          train FILE --plan plan.json --data SOURCE` runs it\n"
+    "  --train-tokens N        also the time to train on N tokens (300e9, 300B, 1.5T, ...): days\n"
+    "                          and GPU-hours at the plan's tokens/s, beside the closed form\n"
+    "                          8 T P / (N F U) of Narayanan et al. 2021 (eq. 4)\n"
     "  --top K                 also list the K-1 runners-up and why each lost, and the plans\n"
     "                          that would be faster but do not fit\n"
     "  --explain               show the arithmetic behind every figure\n"
@@ -73,7 +86,7 @@ static int bad(ir_diag *d, const char *flag, const char *v, const char *want) {
 }
 
 typedef struct {
-  const char *cluster, *cluster_file, *gpus, *global_batch, *seq, *mesh, *trace, *checkpoint;
+  const char *cluster, *cluster_file, *gpus, *global_batch, *seq, *mesh, *trace, *checkpoint, *save_plan, *train_tokens;
   const char *constants[8]; /* --constant NAME=VALUE */
   int n_constants;
   int dtype, optimizer, top, zero, micro_batch, schedule, v, sp;
@@ -99,8 +112,9 @@ static int parse_flag(plan_flags *f, int argc, char **argv, int *i, ir_diag *d) 
     if (!parse_count(v, 1, 1 << 20, &n)) return bad(d, "--micro-batch", v, "a positive number of sequences");
     return f->micro_batch = (int)n, 1;
   }
-  if (tool_flag("--sp", argc, argv, i, &v)) {
+  if (tool_flag("--sp", argc, argv, i, &v)) { /* the old spelling of --mesh ...,sp */
     if (!v || (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)) return bad(d, "--sp", v, "on or off");
+    ir_note(d, (ir_loc){0}, "--sp %s: sequence parallelism is spelled --mesh ...,sp (e.g. --mesh dp=2,tp=2,sp)", v);
     return f->sp = strcmp(v, "on") == 0, 1;
   }
   if (tool_flag("--dtype", argc, argv, i, &v)) {
@@ -118,25 +132,35 @@ static int parse_flag(plan_flags *f, int argc, char **argv, int *i, ir_diag *d) 
     return f->constants[f->n_constants++] = v, 1;
   }
   if (tool_flag("--checkpoint", argc, argv, i, &v)) {
-    if (pass_plan_ckpt_from_name(v) < 0) return bad(d, "--checkpoint", v, "none, selective or full (the planner's policies)");
-    return f->checkpoint = v, 1;
+    const char *name = tool_checkpoint_name(v);
+    if (!name) return bad(d, "--checkpoint", v, "none, block (or full), selective, sqrt or budget=BYTES");
+    if (pass_plan_ckpt_from_name(name) < 0) {
+      ir_error_plain(d, "--checkpoint %s: the planner models only none, selective and block (or full); give one of "
+                        "them, or leave --checkpoint out to search them", v);
+      return -1;
+    }
+    return f->checkpoint = name, 1;
   }
-  if (tool_flag("--schedule", argc, argv, i, &v)) {
+  bool old_schedule = tool_flag("--schedule", argc, argv, i, &v);
+  if (old_schedule || tool_flag("--pipeline-schedule", argc, argv, i, &v)) {
+    const char *flag = old_schedule ? "--schedule" : "--pipeline-schedule";
     char name[32] = "";
     const char *colon = v ? strchr(v, ':') : NULL;
     if (v) snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - v) : (int)strlen(v), v);
     f->schedule = pass_schedule_from_name(name);
-    if (f->schedule < 0) return bad(d, "--schedule", v, "gpipe, 1f1b or interleaved[:V]");
+    if (f->schedule < 0) return bad(d, flag, v, "gpipe, 1f1b or interleaved[:V]");
     if (colon && (f->schedule != PASS_SCHED_INTERLEAVED || !parse_count(colon + 1, 2, 1024, &n)))
-      return bad(d, "--schedule", v, "interleaved:V with V >= 2 chunks per GPU (only the interleaved schedule has chunks)");
+      return bad(d, flag, v, "interleaved:V with V >= 2 chunks per GPU (only the interleaved schedule has chunks)");
     if (colon) f->v = (int)n;
+    if (old_schedule) ir_note(d, (ir_loc){0}, "--schedule %s: the pipeline schedule is spelled --pipeline-schedule", v);
     return 1;
   }
   const char **dst = NULL;
   const char *flag = NULL;
-  static const char *const names[] = {"--cluster", "--cluster-file", "--gpus", "--global-batch", "--seq", "--mesh",
-                                      "--trace"};
-  const char **fields[] = {&f->cluster, &f->cluster_file, &f->gpus, &f->global_batch, &f->seq, &f->mesh, &f->trace};
+  static const char *const names[] = {"--cluster", "--cluster-file", "--gpus",      "--global-batch", "--seq",
+                                      "--mesh",    "--trace",        "--save-plan", "--train-tokens"};
+  const char **fields[] = {&f->cluster, &f->cluster_file, &f->gpus,      &f->global_batch, &f->seq,
+                           &f->mesh,    &f->trace,        &f->save_plan, &f->train_tokens};
   for (size_t k = 0; k < sizeof names / sizeof names[0] && !dst; k++)
     if (tool_flag(names[k], argc, argv, i, &v)) dst = fields[k], flag = names[k];
   if (!dst) return 0;
@@ -148,38 +172,38 @@ static int parse_flag(plan_flags *f, int argc, char **argv, int *i, ir_diag *d) 
   return 1;
 }
 
-/* --mesh dp=D,tp=T,pp=P (any order, each once). */
+/* --mesh: the one syntax of every command (ir_mesh_parse: each axis
+ * optional, default 1; ",sp" fixes sequence parallelism on). */
 static int parse_mesh(const char *spec, pass_plan_query *q, ir_diag *d) {
-  int got[3] = {-1, -1, -1};
-  const char *p = spec;
-  static const char *const keys[3] = {"dp", "tp", "pp"};
-  while (*p) {
-    size_t len = strcspn(p, ",");
-    int k = -1;
-    for (int j = 0; j < 3; j++)
-      if (len > 3 && strncmp(p, keys[j], 2) == 0 && p[2] == '=') k = j;
-    char num[32];
-    long n;
-    snprintf(num, sizeof num, "%.*s", len > 3 ? (int)(len - 3) : 0, p + 3);
-    if (k < 0 || len - 3 >= sizeof num || !parse_count(num, 1, 1 << 24, &n)) {
-      ir_error_plain(d, "--mesh %s: expected dp=D,tp=T,pp=P with positive degrees, got '%.*s'", spec, (int)len, p);
-      return -1;
-    }
-    if (got[k] >= 0) {
-      ir_error_plain(d, "--mesh %s: %s given twice", spec, keys[k]);
-      return -1;
-    }
-    got[k] = (int)n;
-    p += len;
-    if (*p == ',') p++;
+  ir_mesh m;
+  char err[256];
+  if (ir_mesh_parse(spec, &m, err, sizeof err) != 0) {
+    ir_error_plain(d, "--mesh %s: %s", spec, err);
+    return -1;
   }
-  for (int k = 0; k < 3; k++)
-    if (got[k] < 0) {
-      ir_error_plain(d, "--mesh %s: missing %s= (give dp, tp and pp)", spec, keys[k]);
-      return -1;
-    }
-  q->dp = got[0], q->tp = got[1], q->pp = got[2];
+  if (m.sp && q->sp == 0) {
+    ir_error_plain(d, "--mesh %s and --sp off: give one", spec);
+    return -1;
+  }
+  q->dp = m.size[IR_AXIS_DP], q->tp = m.size[IR_AXIS_TP], q->pp = m.size[IR_AXIS_PP];
+  if (m.sp) q->sp = 1;
   return 0;
+}
+
+/* --train-tokens N: a count of tokens, plain (300000000000), in exponent
+ * form (300e9) or with a suffix K, M, B (or G), T (300B, 1.5T). */
+static bool parse_tokens(const char *v, double *out) {
+  if (!v || !*v || *v == '-' || *v == '+' || *v == ' ') return false;
+  char *end;
+  double x = strtod(v, &end);
+  static const char suffix[] = "KMBGT";
+  static const double scale[] = {1e3, 1e6, 1e9, 1e9, 1e12};
+  const char *s = *end ? strchr(suffix, *end) : NULL;
+  if (end == v || (*end && (!s || end[1]))) return false;
+  if (s) x *= scale[s - suffix];
+  if (!(x >= 1 && x <= 1e18)) return false;
+  *out = x;
+  return true;
 }
 
 /* --constant NAME=VALUE: the model's roofline constants for what-if analyses. */
@@ -341,6 +365,11 @@ int tool_cmd_plan(int argc, char **argv) {
     bad(d, "--global-batch", f.global_batch, "a positive number of sequences");
     rc = 1;
   }
+  double train_tokens = 0;
+  if (rc == 0 && f.train_tokens && !parse_tokens(f.train_tokens, &train_tokens)) {
+    bad(d, "--train-tokens", f.train_tokens, "a count of tokens such as 300000000000, 300e9, 300B or 1.5T");
+    rc = 1;
+  }
   pass_plan_query q = {-1, -1, -1, f.sp, f.zero, f.micro_batch, f.schedule, f.v, -1, f.top};
   if (f.checkpoint) q.ckpt = pass_plan_ckpt_from_name(f.checkpoint);
   if (rc == 0 && f.mesh && parse_mesh(f.mesh, &q, d) != 0) rc = 1;
@@ -395,13 +424,25 @@ int tool_cmd_plan(int argc, char **argv) {
     plan_print_no_fit(d, &found, &cluster, m);
     rc = 1;
   }
+  uint64_t hash = 0;
+  if (rc == 0) { /* the model file's identity, for the plan file and the train run's check */
+    size_t len = 0;
+    char *bytes = ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, d);
+    if (!bytes) rc = 1;
+    else hash = tool_fnv1a64(bytes, len);
+    free(bytes);
+  }
   if (rc == 0) {
-    plan_report rep = {o.file, cfg->chosen->name, &cluster, m, &job, &found, (ir_dtype)f.dtype,
-                       (pass_optimizer_kind)f.optimizer, t_compile, c_compile, 0, f.explain};
+    plan_report rep = {.file = o.file, .config = cfg->chosen->name, .cluster = &cluster, .model = m, .job = &job,
+                       .found = &found, .dtype = (ir_dtype)f.dtype, .optimizer = (pass_optimizer_kind)f.optimizer,
+                       .compile_s = t_compile, .compile_cpu_s = c_compile, .explain = f.explain,
+                       .config_flag = o.fe.config, .defines = o.defines, .n_defines = o.fe.n_defines,
+                       .model_hash = hash, .save_plan = f.save_plan, .train_tokens = train_tokens};
     rep.total_s = now_s(CLOCK_MONOTONIC) - t0;
-    if (f.json) plan_print_json(stdout, &rep);
+    if (f.save_plan && plan_save(&rep, d) != 0) rc = 1;
+    else if (f.json) plan_print_json(stdout, &rep);
     else plan_print_text(stdout, &rep);
-    if (f.trace && plan_write_trace_file(f.trace, &rep, d) != 0) rc = 1;
+    if (rc == 0 && f.trace && plan_write_trace_file(f.trace, &rep, d) != 0) rc = 1;
   }
   pass_plan_found_free(&found);
   pass_plan_model_free(m);

@@ -29,9 +29,9 @@
 static const char *const train_help =
     "usage: tgc train FILE --data SOURCE [--steps N] [--optimizer sgd|momentum|adam|adamw] [--lr X]\n"
     "                 [--batch N] [--vocab V] [--seq-len T] [--micro-batches K] [--clip NORM]\n"
-    "                 [--weight-decay W] [--warmup N] [--schedule constant|cosine] [--save PATH]\n"
+    "                 [--weight-decay W] [--warmup N] [--lr-schedule constant|cosine] [--save PATH]\n"
     "                 [--save-every N] [--resume PATH] [--log run.jsonl] [--seed N] [--dtype bf16|f16]\n"
-    "                 [--json] [options]\n"
+    "                 [--plan plan.json] [--json] [options]\n"
     "\n"
     "Trains FILE: the loss is its output named 'loss' (else its first output, a float scalar);\n"
     "every parameter is trained.\n"
@@ -53,7 +53,8 @@ static const char *const train_help =
     "  --steps N            total steps of the run (a resumed run continues to N)\n"
     "  --optimizer NAME     sgd, momentum (0.9), adam, adamw (betas 0.9, 0.999, eps 1e-8)\n"
     "  --lr X               peak learning rate\n"
-    "  --schedule S         constant, or cosine (decays to 0.1 x lr at the last step)\n"
+    "  --lr-schedule S      constant, or cosine (decays to 0.1 x lr at the last step); the old\n"
+    "                       spelling --schedule constant|cosine works too (with a note)\n"
     "  --warmup N           linear warmup over the first N steps\n"
     "  --micro-batches K    gradient accumulation: K batches per step, gradients averaged\n"
     "  --clip NORM          clip the global gradient norm to NORM (0 = off)\n"
@@ -91,8 +92,14 @@ static const char *const train_help =
     "  --cluster NAME | --cluster-file F   with --mesh auto: what each rank is and the links\n"
     "                       between them (a node kind of tgc plan, default cpu-host; the job's\n"
     "                       ranks are the cluster's size)\n"
-    "  --schedule gpipe|1f1b  the pipeline's order of micro-batch forwards and backwards (pp > 1;\n"
-    "                       default gpipe); --schedule also names the learning-rate schedule\n"
+    "  --pipeline-schedule gpipe|1f1b  the pipeline's order of micro-batch forwards and backwards\n"
+    "                       (pp > 1; default gpipe); the old spelling --schedule gpipe|1f1b works too\n"
+    "  mpirun -np N tgc train FILE --plan plan.json --data SOURCE ...   runs a plan of `tgc plan\n"
+    "                       --save-plan` (its last line prints this command): the mesh, ZeRO stage,\n"
+    "                       sp, micro-batching (--batch = micro-batch x dp, --micro-batches), the\n"
+    "                       pipeline schedule and the checkpoint policy are the plan's; a flag that\n"
+    "                       says otherwise, another rank count, model file (by hash), config or -D\n"
+    "                       is refused (docs/plan.md, \"Plan files\")\n"
     "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
     "                       not come for S seconds (default 300)\n"
     "  --comm auto|mpi|nccl  how a GPU backend's collectives move: nccl on device memory, or\n"
@@ -123,7 +130,10 @@ typedef struct {
   double comm_timeout;  /* --comm-timeout SECONDS (0: the comm layer's 300 s) */
   const char *comm;     /* --comm auto|mpi|nccl (NULL: auto) */
   const char *cluster, *cluster_file; /* --mesh auto: what each rank is (--cluster NAME | --cluster-file F) */
-  int pp_schedule;      /* --schedule gpipe|1f1b (pipeline parallelism): pass_schedule */
+  int pp_schedule;      /* --pipeline-schedule gpipe|1f1b (pipeline parallelism): pass_schedule */
+  bool pp_schedule_set;
+  const char *plan;     /* --plan FILE (tgc plan --save-plan) */
+  char notes[2][160];   /* old spellings used (--schedule): told once the ranks are known, by rank 0 */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -179,7 +189,7 @@ static const train_setting settings[] = {
     {"--optimizer", "optimizer", SETTING_CHOICE, OPT(optimizer), OPT(opt_set), 0, 0, 0, 0, pass_optimizer_from_name,
      optimizer_name, "sgd, momentum, adam or adamw", false, false},
     NUM("--lr", "lr", lr, lr_set),
-    {"--schedule", "schedule", SETTING_CHOICE, OPT(schedule), OPT(sched_set), 0, 0, 0, 0, schedule_from_name,
+    {"--lr-schedule", "schedule", SETTING_CHOICE, OPT(schedule), OPT(sched_set), 0, 0, 0, 0, schedule_from_name,
      schedule_name, "constant or cosine", false, false},
     INT("--warmup", "warmup", warmup, warmup_set, 0, RT_MAX_STEP, false),
     INT("--micro-batches", "micro_batches", micro_batches, mb_set, 1, 1000000, false),
@@ -410,16 +420,44 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
   (strncmp(a, flag, strlen(flag)) == 0 && (a[strlen(flag)] == 0 || a[strlen(flag)] == '=') &&   \
    ((val = a[strlen(flag)] == '=' ? a + strlen(flag) + 1 : (i + 1 < argc ? argv[++i] : NULL)), 1))
     int rc = 0, k = 0;
-    /* --schedule names the learning-rate schedule (constant, cosine) or the
-     * pipeline's (gpipe, 1f1b); both may be given */
-    if (strcmp(a, "--schedule") == 0 && i + 1 < argc &&
-        (strcmp(argv[i + 1], "gpipe") == 0 || strcmp(argv[i + 1], "1f1b") == 0)) {
-      t->pp_schedule = strcmp(argv[++i], "1f1b") == 0 ? PASS_SCHED_1F1B : PASS_SCHED_GPIPE;
+    /* the old --schedule names the learning-rate schedule (constant, cosine:
+     * now --lr-schedule) or the pipeline's (gpipe, 1f1b: now --pipeline-schedule) */
+    if (TAKE("--schedule")) {
+      bool pipe = val && (strcmp(val, "gpipe") == 0 || strcmp(val, "1f1b") == 0);
+      if (pipe) {
+        t->pp_schedule = strcmp(val, "1f1b") == 0 ? PASS_SCHED_1F1B : PASS_SCHED_GPIPE;
+        t->pp_schedule_set = true;
+        snprintf(t->notes[0], sizeof t->notes[0], "--schedule %s: the pipeline schedule is spelled --pipeline-schedule",
+                 val);
+        continue;
+      }
+      train_setting lr = settings[0];
+      while (strcmp(lr.key, "schedule") != 0) lr = settings[++k];
+      lr.flag = "--schedule";
+      if (set_setting(t, &lr, val, NULL, d) != 0) return -1;
+      snprintf(t->notes[1], sizeof t->notes[1], "--schedule %s: the learning-rate schedule is spelled --lr-schedule", val);
+      continue;
+    }
+    if (TAKE("--pipeline-schedule")) {
+      if (val && strncmp(val, "interleaved", 11) == 0 && (val[11] == 0 || val[11] == ':')) {
+        ir_error_plain(d, "--pipeline-schedule %s: tgc train does not run the interleaved schedule yet (gpipe or 1f1b)",
+                       val);
+        return -1;
+      }
+      if (!val || (strcmp(val, "gpipe") != 0 && strcmp(val, "1f1b") != 0)) {
+        ir_error_plain(d, "--pipeline-schedule %s: expected gpipe or 1f1b", val ? val : "(nothing)");
+        return -1;
+      }
+      t->pp_schedule = strcmp(val, "1f1b") == 0 ? PASS_SCHED_1F1B : PASS_SCHED_GPIPE;
+      t->pp_schedule_set = true;
       continue;
     }
     while (k < N_SETTINGS && !TAKE(settings[k].flag)) k++;
     if (k < N_SETTINGS) {
       rc = set_setting(t, &settings[k], val, NULL, d);
+    } else if (TAKE("--plan")) {
+      if (!val || !*val) rc = -1, ir_error_plain(d, "--plan needs a FILE (written by tgc plan --save-plan)");
+      t->plan = val;
     } else if (TAKE("--save")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--save needs a PATH");
       t->save = val;
@@ -574,12 +612,13 @@ static int map_size_flags(tool_compile_opts *o, train_opts *t, const char *text,
 }
 
 /* Checks --batch / --seq-len were honoured (the model may have no such constant). */
-static int check_sizes(const ir_graph *g, const train_opts *t, rt_data *ds, ir_diag *d) {
+/* g is this rank's step graph: dp ranks each hold 1 / dp of the batch. */
+static int check_sizes(const ir_graph *g, const train_opts *t, rt_data *ds, int dp, ir_diag *d) {
   int64_t items = rt_data_batch_items(ds);
   bool seq = rt_data_is_sequence(ds);
   int64_t T = 0, B = items;
   for (int i = 0; i < g->n_inputs; i++)
-    if (seq && strcmp(g->inputs[i]->name, "tokens") == 0) B = g->inputs[i]->type.dims[0], T = g->inputs[i]->type.dims[1];
+    if (seq && strcmp(g->inputs[i]->name, "tokens") == 0) B = g->inputs[i]->type.dims[0] * dp, T = g->inputs[i]->type.dims[1];
   if (t->batch_set && B != t->batch) {
     ir_error_plain(d, "--batch %lld: the model's batch is %lld and its config has no constant B or M to set",
                    (long long)t->batch, (long long)B);
@@ -590,6 +629,142 @@ static int check_sizes(const ir_graph *g, const train_opts *t, rt_data *ds, ir_d
                    (long long)t->seq_len, (long long)T);
     return -1;
   }
+  return 0;
+}
+
+/* "dp=2,tp=1,pp=2,sp": a mesh in --mesh's syntax, every axis written. */
+static const char *mesh_flag(int dp, int tp, int pp, bool sp, char *buf, size_t n) {
+  snprintf(buf, n, "dp=%d,tp=%d,pp=%d%s", dp, tp, pp, sp ? ",sp" : "");
+  return buf;
+}
+
+/* "-D a=1 -D b=2", or "no -D" (the overrides of a plan or of this run). */
+static const char *defines_text(const char *const *defs, int n, char *buf, size_t size) {
+  buf[0] = 0;
+  for (int i = 0; i < n; i++) {
+    size_t len = strlen(buf);
+    snprintf(buf + len, size - len, "%s-D %s", i ? " " : "", defs[i]);
+  }
+  if (!n) snprintf(buf, size, "no -D");
+  return buf;
+}
+
+/* --plan FILE: the plan becomes the settings its flags set (--mesh, --zero,
+ * --checkpoint, --batch, --micro-batches, --pipeline-schedule), so one code
+ * path runs both. Refused here (one line naming both values): another model
+ * file (by the hash of its bytes), config or -D; a flag given beside --plan
+ * that says otherwise; what the runtime does not run yet (interleaved, other
+ * stage boundaries than its even split). The rank count is checked when the
+ * job's ranks are known. 0, or -1 after reporting. */
+static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, ir_diag *d) {
+  const char *pf = p->path;
+  char a[160], b[160];
+  size_t len = 0;
+  char *bytes = ir_read_file(o->file, TOOL_MAX_FILE_BYTES, &len, d);
+  if (!bytes) return -1;
+  char hash[32];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)tool_fnv1a64(bytes, len));
+  free(bytes);
+  if (strcmp(hash, p->model_hash) != 0) {
+    ir_error_plain(d, "--plan %s: the plan is for the model file %s (FNV-1a 64 %s), not %s (FNV-1a 64 %s)", pf,
+                   p->model_path, p->model_hash, o->file, hash);
+    return -1;
+  }
+  fe_config_set *cs = tool_configs(o);
+  snprintf(a, sizeof a, "%s", cs && cs->chosen ? cs->chosen->name : "(none)");
+  fe_config_set_free(cs);
+  if (strcmp(a, p->config) != 0) {
+    ir_error_plain(d, "--plan %s: the plan is for config %s, not %s", pf, p->config, a);
+    return -1;
+  }
+  const char *mine[64];
+  char store[64][160];
+  int n = o->fe.n_defines, same = n == p->n_defines;
+  for (int i = 0; i < n && i < 64; i++) {
+    snprintf(store[i], sizeof store[i], "%s=%s", o->defines[i].name, o->defines[i].value);
+    mine[i] = store[i];
+    bool found = false;
+    for (int j = 0; j < p->n_defines; j++) found |= strcmp(mine[i], p->defines[j]) == 0;
+    same &= found;
+  }
+  if (!same) {
+    char pd[1024], md[1024];
+    ir_error_plain(d, "--plan %s: the plan is for %s, not %s", pf, defines_text(p->defines, p->n_defines, pd, sizeof pd),
+                   defines_text(mine, n, md, sizeof md));
+    return -1;
+  }
+  /* a flag beside --plan must say what the plan says */
+  mesh_flag(p->dp, p->tp, p->pp, p->sp, b, sizeof b);
+  if (o->mesh_auto) {
+    ir_error_plain(d, "--mesh auto: the plan %s fixes the mesh (--mesh %s); give one of them", pf, b);
+    return -1;
+  }
+  if (o->mesh_set) {
+    mesh_flag(o->mesh.size[IR_AXIS_DP], o->mesh.size[IR_AXIS_TP], o->mesh.size[IR_AXIS_PP], o->mesh.sp, a, sizeof a);
+    if (strcmp(a, b) != 0) {
+      ir_error_plain(d, "--mesh %s: the plan %s says --mesh %s", a, pf, b);
+      return -1;
+    }
+  }
+  int zero = p->dp > 1 ? p->zero : 0; /* ZeRO shards over dp: nothing to shard over one replica */
+  if (o->zero_set && o->zero != zero) {
+    ir_error_plain(d, "--zero %d: the plan %s says --zero %d", o->zero, pf, zero);
+    return -1;
+  }
+  if (o->checkpoint && strcmp(o->checkpoint, p->checkpoint) != 0) {
+    ir_error_plain(d, "--checkpoint %s: the plan %s says --checkpoint %s", o->checkpoint, pf, p->checkpoint);
+    return -1;
+  }
+  int64_t batch = (int64_t)p->micro_batch * p->dp;
+  if (t->batch_set && t->batch != batch) {
+    ir_error_plain(d, "--batch %lld: the plan %s says --batch %lld (micro-batch %d x dp %d)", (long long)t->batch, pf,
+                   (long long)batch, p->micro_batch, p->dp);
+    return -1;
+  }
+  if (t->mb_set && t->micro_batches != p->micro_batches) {
+    ir_error_plain(d, "--micro-batches %d: the plan %s says --micro-batches %d", t->micro_batches, pf, p->micro_batches);
+    return -1;
+  }
+  if (t->seq_set && t->seq_len != p->seq) {
+    ir_error_plain(d, "--seq-len %lld: the plan %s is for sequences of %lld tokens", (long long)t->seq_len, pf,
+                   (long long)p->seq);
+    return -1;
+  }
+  if (t->pp_schedule_set && t->pp_schedule != p->schedule) {
+    ir_error_plain(d, "--pipeline-schedule %s: the plan %s says --pipeline-schedule %s",
+                   pass_schedule_name((pass_schedule)t->pp_schedule), pf, pass_schedule_name((pass_schedule)p->schedule));
+    return -1;
+  }
+  /* what the runtime does not run yet (the lead removes these refusals when it does) */
+  if (p->schedule == PASS_SCHED_INTERLEAVED) {
+    ir_error_plain(d, "--plan %s: the plan's pipeline schedule is interleaved:%d, which tgc train does not run yet "
+                      "(plan with --pipeline-schedule 1f1b or gpipe)", pf, p->virtual_stages);
+    return -1;
+  }
+  if (p->pp > 1 && !tool_plan_even_split(p)) {
+    char pb[256] = "", eb[256] = "";
+    for (int k = 0; k < p->n_boundaries; k++) {
+      size_t l1 = strlen(pb), l2 = strlen(eb);
+      snprintf(pb + l1, sizeof pb - l1, "%s%d", k ? "," : "", p->boundaries[k]);
+      snprintf(eb + l2, sizeof eb - l2, "%s%d", k ? "," : "", (int)(((k + 1) * p->layers + p->pp - 1) / p->pp));
+    }
+    ir_error_plain(d, "--plan %s: the plan's stages start at layers %s, but tgc train cuts the layers evenly (%s) and "
+                      "takes no other boundaries yet", pf, pb, eb);
+    return -1;
+  }
+  o->mesh = ir_mesh_single();
+  o->mesh.size[IR_AXIS_DP] = p->dp, o->mesh.size[IR_AXIS_TP] = p->tp, o->mesh.size[IR_AXIS_PP] = p->pp;
+  o->mesh.sp = p->sp;
+  o->mesh_set = true;
+  o->zero = zero, o->zero_set = true;
+  o->checkpoint = p->checkpoint;
+  t->batch = batch, t->batch_set = true;
+  t->micro_batches = p->micro_batches, t->mb_set = true;
+  t->pp_schedule = p->schedule, t->pp_schedule_set = true;
+  /* STAGE BOUNDARIES: p->boundaries (p->n_boundaries first layers of the
+   * virtual stages after the first) go to the runtime here, as
+   * --stage-boundaries sets them, once tgc train takes them (then drop the
+   * even-split refusal above). */
   return 0;
 }
 
@@ -611,9 +786,11 @@ int tool_cmd_train(int argc, char **argv) {
   FILE *log = NULL;
   rt_profile *prof = NULL; /* --profile: [0] training graph, [1] update graph */
   rt_comm *comm = NULL;    /* --mesh of more than one rank */
+  tool_plan plan = {0};    /* --plan FILE */
   char define_store[3][32];
   int rc = 1;
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
+  if (t.plan && (tool_plan_read(t.plan, &plan, d) != 0 || apply_plan(&o, &t, &plan, d) != 0)) goto done;
   if (t.save && check_save_target(t.save, d) != 0) goto done;
   bool data_given = t.data_set;
   if (t.resume) {
@@ -648,6 +825,22 @@ int tool_cmd_train(int argc, char **argv) {
     ir_error_plain(d, "--stage %d: tgc train runs each rank's own pipeline stage (its place in the mesh)", o.stage);
     goto done;
   }
+  if (plan.root) { /* --plan: the job's ranks must be the plan's */
+    rt_comm_options co = {.timeout_s = t.comm_timeout};
+    if (rt_comm_under_launcher() && !(comm = rt_comm_open(&co, err, sizeof err))) {
+      ir_error_plain(d, "%s", err);
+      goto done;
+    }
+    int ranks = comm ? rt_comm_size(comm) : 1;
+    if (ranks != plan.ranks) {
+      char m[64];
+      ir_error_plain(d, "--plan %s: the plan is for %lld ranks (--mesh %s), but the job has %d (run it with mpirun -np %lld)",
+                     plan.path, (long long)plan.ranks, mesh_flag(plan.dp, plan.tp, plan.pp, plan.sp, m, sizeof m), ranks,
+                     (long long)plan.ranks);
+      goto done;
+    }
+    if (ranks == 1) rt_comm_close(comm), comm = NULL;
+  }
   if (o.mesh_auto) { /* --mesh auto: the planner's mesh for the ranks the launcher started (none: one) */
     rt_comm_options co = {.timeout_s = t.comm_timeout};
     if (rt_comm_under_launcher() && !(comm = rt_comm_open(&co, err, sizeof err))) {
@@ -680,6 +873,14 @@ int tool_cmd_train(int argc, char **argv) {
       }
       t.log = NULL;
     }
+  }
+  for (int k = 0; k < 2; k++) /* the old spellings, told once (rank 0) */
+    if (t.notes[k][0] && (!comm || rt_comm_rank(comm) == 0)) ir_note(d, (ir_loc){0}, "%s", t.notes[k]);
+  if (plan.root && !t.json) {
+    char m[64];
+    printf("plan %s: --mesh %s --zero %d --batch %lld --micro-batches %d --pipeline-schedule %s --checkpoint %s\n",
+           plan.path, mesh_flag(plan.dp, plan.tp, plan.pp, plan.sp, m, sizeof m), o.zero, (long long)t.batch,
+           t.micro_batches, pass_schedule_name((pass_schedule)t.pp_schedule), o.checkpoint);
   }
   if (!(g = tool_load(&o, d, &text))) goto done;
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
@@ -721,7 +922,7 @@ int tool_cmd_train(int argc, char **argv) {
     ir_error_plain(d, "%s", err);
     goto done;
   }
-  if (check_sizes(prog->step, &t, ds, d) != 0) goto done;
+  if (check_sizes(prog->step, &t, ds, o.mesh_set ? o.mesh.size[IR_AXIS_DP] : 1, d) != 0) goto done;
   if (state && rt_trainer_load(tr, state, t.resume, err, sizeof err) != 0) {
     ir_error_plain(d, "--resume: %s", err);
     goto done;
@@ -850,6 +1051,18 @@ int tool_cmd_train(int argc, char **argv) {
     json_object_set_new(j, "predicted_peak_bytes", json_integer((json_int_t)predicted));
     json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)peak));
     json_object_set_new(j, "interrupted", json_boolean(interrupted));
+    if (comm || plan.root) { /* what the run ran: the mesh and the plan's other settings */
+      json_t *par = json_object();
+      json_object_set_new(par, "plan", t.plan ? json_string(t.plan) : json_null());
+      json_object_set_new(par, "mesh", json_pack("{s:i,s:i,s:i,s:b}", "dp", o.mesh.size[IR_AXIS_DP], "tp",
+                                                 o.mesh.size[IR_AXIS_TP], "pp", o.mesh.size[IR_AXIS_PP], "sp", o.mesh.sp));
+      json_object_set_new(par, "zero", json_integer(o.zero));
+      json_object_set_new(par, "pipeline_schedule", json_string(pass_schedule_name((pass_schedule)t.pp_schedule)));
+      json_object_set_new(par, "checkpoint", json_string(o.checkpoint ? o.checkpoint : "none"));
+      json_object_set_new(par, "batch", t.batch_set ? json_integer(t.batch) : json_null());
+      json_object_set_new(par, "micro_batches", json_integer(t.micro_batches));
+      json_object_set_new(j, "parallel", par);
+    }
     if (comm) json_object_set_new(j, "comm", comm_json(rt_trainer_comm(tr), tr, done_steps));
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
@@ -889,6 +1102,7 @@ done:
   free(prof);
   rt_trainer_free(tr);
   rt_comm_close(comm);
+  tool_plan_free(&plan);
   rt_data_free(ds);
   rt_safetensors_free(state);
   pass_training_free(prog);

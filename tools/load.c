@@ -171,6 +171,16 @@ static bool is_flag(const char *a, const char *flag) {
   return strncmp(a, flag, fl) == 0 && (a[fl] == 0 || a[fl] == '=');
 }
 
+/* The checkpoint pass's policy names are the one vocabulary of every command;
+ * "full" (tgc plan's old name) is "block". */
+const char *tool_checkpoint_name(const char *v) {
+  if (!v) return NULL;
+  if (strcmp(v, "full") == 0 || strcmp(v, "block") == 0) return "block";
+  if (strcmp(v, "none") == 0 || strcmp(v, "selective") == 0 || strcmp(v, "sqrt") == 0 || strncmp(v, "budget=", 7) == 0)
+    return v;
+  return NULL;
+}
+
 int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_diag *d) {
   const char *a = argv[*i];
   if (strncmp(a, "-D", 2) == 0) {
@@ -229,13 +239,10 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
   }
   if (is_flag(a, "--checkpoint")) {
     if (!(v = flag_value("--checkpoint", argc, argv, i, d))) return -1;
-    bool ok = strcmp(v, "none") == 0 || strcmp(v, "block") == 0 || strcmp(v, "selective") == 0 ||
-              strcmp(v, "sqrt") == 0 || strncmp(v, "budget=", 7) == 0;
-    if (!ok) {
-      ir_error_plain(d, "--checkpoint %s: expected none, block, selective, sqrt or budget=BYTES", v);
+    if (!(o->checkpoint = tool_checkpoint_name(v))) {
+      ir_error_plain(d, "--checkpoint %s: expected none, block (or full), selective, sqrt or budget=BYTES", v);
       return -1;
     }
-    o->checkpoint = v;
     return 1;
   }
   if (is_flag(a, "--disable-pass")) {
@@ -292,6 +299,7 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       return -1;
     }
     o->zero = v[0] - '0';
+    o->zero_set = true;
     return 1;
   }
   if (is_flag(a, "--tp-layout")) {

@@ -1,14 +1,23 @@
 /* tools/plan_print.c — the renderings of a `tgc plan` result: text (the
  * plan, memory by kind, collectives by kind and axis, the step's rows, the
  * runners-up; with --explain the arithmetic behind each), one JSON object,
- * the "nothing fits" error, and the Chrome trace file. cmd_plan.c runs the
- * search; passes/plan*.c hold the model. */
+ * the "nothing fits" error, the Chrome trace file, the plan file
+ * (--save-plan), the command that runs the plan (the text's last line, the
+ * JSON's "command") and the time to train (--train-tokens). cmd_plan.c runs
+ * the search; passes/plan*.c hold the model. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan_print.h"
+
+/* The checkpoint pass's name of a planner policy (none, selective, block):
+ * the one vocabulary of plan, train, stats and dump. */
+static const char *ckpt_name(pass_plan_ckpt c) {
+  const char *p = pass_plan_ckpt_policy(c);
+  return p ? p : "none";
+}
 
 static const char *gb(double bytes, char *buf, size_t n) {
   snprintf(buf, n, "%.2f GB", bytes / 1e9);
@@ -26,7 +35,7 @@ static const char *describe(const pass_plan_result *r, char *buf, size_t n) {
   else if (s->schedule == PASS_SCHED_INTERLEAVED) snprintf(sched, sizeof sched, "interleaved 1f1b (v = %d)", s->v);
   else snprintf(sched, sizeof sched, "%s", pass_schedule_name(s->schedule));
   snprintf(buf, n, "dp %d x tp %d x pp %d%s, ZeRO-%d, micro-batch %d x %d, %s, checkpoint %s", s->dp, s->tp, s->pp,
-           s->sp ? ", sequence parallel" : "", s->zero, s->micro_batch, r->m, sched, pass_plan_ckpt_name(s->ckpt));
+           s->sp ? ", sequence parallel" : "", s->zero, s->micro_batch, r->m, sched, ckpt_name(s->ckpt));
   return buf;
 }
 
@@ -185,7 +194,7 @@ static void print_explain(FILE *f, const plan_report *r, const pass_plan_result 
   fprintf(f, "\nexplain\n");
   fprintf(f, "  per layer, from the training graph (compiled at micro-batch 2 and 4, checkpoint %s, %s), on one GPU "
              "of the tensor group (tp %d%s), one micro-batch of %d:\n",
-          pass_plan_ckpt_name(s->ckpt), dtype_name(r->dtype), s->tp, s->sp ? ", sequence parallel" : "",
+          ckpt_name(s->ckpt), dtype_name(r->dtype), s->tp, s->sp ? ", sequence parallel" : "",
           s->micro_batch);
   explain_group(f, r->model, "embeddings", P, 0, cl, s->tp);
   explain_group(f, r->model, "layer 0", P, 1, cl, s->tp);
@@ -258,6 +267,131 @@ static void print_explain(FILE *f, const plan_report *r, const pass_plan_result 
           k.mem_eff, stats_seconds(dt->opt[cs], c, sizeof c));
 }
 
+/* ---- the command that runs the plan, the plan file, the time to train ---- */
+
+/* Appends one shell word (quoted when it holds anything but safe characters). */
+static void word(char *buf, size_t n, const char *w) {
+  size_t len = strlen(buf);
+  bool safe = *w != 0;
+  for (const char *c = w; *c; c++)
+    safe &= (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_./:=,+-@%", *c);
+  if (safe) snprintf(buf + len, n - len, "%s%s", len ? " " : "", w);
+  else {
+    snprintf(buf + len, n - len, "%s'", len ? " " : "");
+    for (const char *c = w; *c; c++) {
+      len = strlen(buf);
+      snprintf(buf + len, n - len, *c == '\'' ? "'\\''" : "%c", *c);
+    }
+    len = strlen(buf);
+    snprintf(buf + len, n - len, "'");
+  }
+}
+
+/* Appends text as it is (flags and numbers the command writes itself). */
+static void lit(char *buf, size_t n, const char *text) {
+  size_t len = strlen(buf);
+  snprintf(buf + len, n - len, "%s%s", len ? " " : "", text);
+}
+
+/* The first layer of each virtual stage after the first (0-based layers;
+ * the planner's stage dynamic program). out holds n_virtual - 1 entries. */
+static void stage_boundaries(const pass_plan_detail *dt, int *out) {
+  for (int k = 1; k < dt->n_virtual; k++) out[k - 1] = dt->first[k] < 1 ? 0 : dt->first[k] - 1;
+}
+
+/* Whether the boundaries are the shard pass's even split (layer l on stage l pp / L). */
+static bool even_split(const pass_plan_detail *dt, int L) {
+  if (dt->n_virtual != dt->n_stages) return false;
+  for (int k = 1; k < dt->n_virtual; k++)
+    if (dt->first[k] - 1 != (k * L + dt->n_stages - 1) / dt->n_stages) return false;
+  return true;
+}
+
+static const char *train_dtype(ir_dtype t) { return t == IR_DT_BF16 ? "bf16" : t == IR_DT_F16 ? "f16" : "f32"; }
+
+/* `mpirun -np N tgc train FILE [--config C] [-D ...] [--dtype] [--optimizer]`
+ * then --plan FILE (with --save-plan) or the plan as flags, then
+ * `--data SOURCE` (the data is the user's). */
+static void plan_command(const plan_report *r, const pass_plan_result *b, const pass_plan_detail *dt, char *buf,
+                         size_t n) {
+  const pass_plan_strategy *s = &b->s;
+  char x[512];
+  buf[0] = 0;
+  snprintf(x, sizeof x, "mpirun -np %d tgc train", s->dp * s->tp * s->pp);
+  lit(buf, n, x);
+  word(buf, n, r->file);
+  if (r->config_flag) lit(buf, n, "--config"), word(buf, n, r->config_flag);
+  for (int i = 0; i < r->n_defines; i++) {
+    snprintf(x, sizeof x, "%s=%s", r->defines[i].name, r->defines[i].value);
+    lit(buf, n, "-D"), word(buf, n, x);
+  }
+  if (r->dtype != IR_DT_F32) lit(buf, n, "--dtype"), lit(buf, n, train_dtype(r->dtype));
+  if (r->optimizer != PASS_OPT_ADAM) lit(buf, n, "--optimizer"), lit(buf, n, pass_optimizer_name(r->optimizer));
+  if (r->save_plan) {
+    lit(buf, n, "--plan"), word(buf, n, r->save_plan);
+  } else {
+    snprintf(x, sizeof x, "dp=%d,tp=%d,pp=%d%s", s->dp, s->tp, s->pp, s->sp ? ",sp" : "");
+    lit(buf, n, "--mesh"), lit(buf, n, x);
+    snprintf(x, sizeof x, "--zero %d --batch %d --micro-batches %d", s->zero, s->micro_batch * s->dp, b->m);
+    lit(buf, n, x);
+    if (s->pp > 1) {
+      if (s->schedule == PASS_SCHED_INTERLEAVED) snprintf(x, sizeof x, "--pipeline-schedule interleaved:%d", s->v);
+      else snprintf(x, sizeof x, "--pipeline-schedule %s", pass_schedule_name(s->schedule));
+      lit(buf, n, x);
+      if (!even_split(dt, pass_plan_model_layers(r->model))) { /* the runtime's default is the even split */
+        snprintf(x, sizeof x, "--stage-boundaries ");
+        size_t len = strlen(x);
+        int *bd = malloc(sizeof *bd * (size_t)dt->n_virtual);
+        if (!bd) abort();
+        stage_boundaries(dt, bd);
+        for (int k = 0; k + 1 < dt->n_virtual && len < sizeof x; k++, len = strlen(x))
+          snprintf(x + len, sizeof x - len, "%s%d", k ? "," : "", bd[k]);
+        free(bd);
+        lit(buf, n, x);
+      }
+    }
+    lit(buf, n, "--checkpoint"), lit(buf, n, ckpt_name(s->ckpt));
+  }
+  lit(buf, n, "--data SOURCE");
+}
+
+/* --train-tokens: days and GPU-hours at the plan's tokens/s, and the closed
+ * form 8 T P / (N F U) (Narayanan et al. 2021, eq. 4) in days. */
+typedef struct {
+  double days, gpu_hours, closed_days, peak;
+} train_time;
+static train_time time_to_train(const plan_report *r, const pass_plan_result *b) {
+  train_time t;
+  double T = r->train_tokens, P = pass_plan_model_params(r->model), N = r->cluster->gpus;
+  t.peak = pass_target_peak(&r->cluster->device, pass_plan_model_elem_bytes(r->model));
+  t.days = T / b->tokens_per_s / 86400;
+  t.gpu_hours = t.days * 24 * N;
+  t.closed_days = 8 * T * P / (N * t.peak * b->mfu) / 86400;
+  return t;
+}
+
+static void print_train_time(FILE *f, const plan_report *r, const pass_plan_result *b) {
+  char x[64], y[64], z[64], w[64];
+  train_time t = time_to_train(r, b);
+  char g[64];
+  stats_grouped(r->cluster->gpus, g, sizeof g);
+  fprintf(f, "\ntime to train %s tokens: %.4g days, %s GPU-hours (%s tokens / %s tokens/s on %s GPUs)\n",
+          stats_grouped(r->train_tokens, x, sizeof x), t.days, stats_grouped(round(t.gpu_hours), y, sizeof y),
+          stats_grouped(r->train_tokens, z, sizeof z), stats_grouped(round(b->tokens_per_s), w, sizeof w), g);
+  fprintf(f, "  closed form 8 T P / (N F U) (Narayanan et al. 2021, eq. 4: 6 FLOPs per parameter and token + 2 to "
+             "recompute the forward) = 8 x %.4g x %.4g / (%s x %s x %.2f%%) = %.4g days\n",
+          r->train_tokens, pass_plan_model_params(r->model), g, stats_si(t.peak, "FLOP/s", x, sizeof x),
+          100 * b->mfu, t.closed_days);
+}
+
+static void print_command(FILE *f, const plan_report *r, const pass_plan_result *b, const pass_plan_detail *dt) {
+  char cmd[4096];
+  plan_command(r, b, dt, cmd, sizeof cmd);
+  if (r->save_plan) fprintf(f, "\nsaved the plan to %s; it runs with (SOURCE: your data):\n", r->save_plan);
+  else fprintf(f, "\nthe plan runs with (SOURCE: your data):\n");
+  fprintf(f, "  %s\n", cmd);
+}
+
 static bool best_detail(const plan_report *r, pass_plan_result *res, pass_plan_detail *dt) {
   char why[256];
   return r->found->n_plans > 0 &&
@@ -275,8 +409,10 @@ void plan_print_text(FILE *f, const plan_report *r) {
   print_memory(f, &best, &dt, r);
   print_comm(f, &best);
   print_rows(f, &best, r);
+  if (r->train_tokens > 0) print_train_time(f, r, &best);
   print_runners_up(f, r);
   if (r->explain) print_explain(f, r, &best, &dt);
+  print_command(f, r, &best, &dt); /* the last lines: the command that runs the plan */
   pass_plan_detail_free(&dt);
 }
 
@@ -300,7 +436,7 @@ static json_t *plan_json(const pass_plan_result *b) {
   json_object_set_new(o, "micro_batches", json_integer(b->m));
   json_object_set_new(o, "schedule", json_string(s->pp == 1 ? "none" : pass_schedule_name(s->schedule)));
   json_object_set_new(o, "chunks", json_integer(s->v));
-  json_object_set_new(o, "checkpoint", json_string(pass_plan_ckpt_name(s->ckpt)));
+  json_object_set_new(o, "checkpoint", json_string(ckpt_name(s->ckpt)));
   json_object_set_new(o, "fits", json_boolean(b->fits));
   json_t *mem = json_object();
   static const char *const keys[PASS_MEM_KINDS] = {"params", "grads", "optimizer", "activations", "working", "comm_buffers"};
@@ -386,6 +522,16 @@ void plan_print_json(FILE *f, const plan_report *r) {
     }
     json_object_set_new(p, "stages", stages);
     json_object_set_new(root, "plan", p);
+    char cmd[4096];
+    plan_command(r, &best, &dt, cmd, sizeof cmd);
+    json_object_set_new(root, "command", json_string(cmd));
+    if (r->train_tokens > 0) {
+      train_time t = time_to_train(r, &best);
+      json_object_set_new(root, "train_tokens", num(r->train_tokens));
+      json_object_set_new(root, "train_days", json_real(t.days));
+      json_object_set_new(root, "gpu_hours", json_real(t.gpu_hours));
+      json_object_set_new(root, "closed_form_days", json_real(t.closed_days));
+    }
     pass_plan_detail_free(&dt);
   }
   json_t *ru = json_array();
@@ -437,5 +583,76 @@ int plan_write_trace_file(const char *path, const plan_report *r, ir_diag *d) {
   if (f && fclose(f) != 0) rc = -1;
   if (rc) ir_error_plain(d, "--trace %s: cannot write the file", path);
   pass_plan_detail_free(&dt);
+  return rc;
+}
+
+/* ---- the plan file (--save-plan; tools/plan_file.c reads it) ---- */
+static json_t *plan_file_json(const plan_report *r, const pass_plan_result *b, const pass_plan_detail *dt) {
+  const pass_plan_strategy *s = &b->s;
+  json_t *o = json_object();
+  char hash[32];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)r->model_hash);
+  json_object_set_new(o, "format", json_string(TOOL_PLAN_FORMAT));
+  json_object_set_new(o, "version", json_integer(TOOL_PLAN_VERSION));
+  json_object_set_new(o, "model", json_pack("{s:s,s:s}", "path", r->file, "fnv1a64", hash));
+  json_object_set_new(o, "config", json_string(r->config));
+  json_t *defs = json_array();
+  for (int i = 0; i < r->n_defines; i++) {
+    char x[512];
+    snprintf(x, sizeof x, "%s=%s", r->defines[i].name, r->defines[i].value);
+    json_array_append_new(defs, json_string(x));
+  }
+  json_object_set_new(o, "defines", defs);
+  json_object_set_new(o, "layers", json_integer(pass_plan_model_layers(r->model)));
+  json_object_set_new(o, "dtype", json_string(dtype_name(r->dtype)));
+  json_object_set_new(o, "optimizer", json_string(pass_optimizer_name(r->optimizer)));
+  json_object_set_new(o, "global_batch", json_integer(r->job->global_batch));
+  json_object_set_new(o, "seq", json_integer(r->job->seq));
+  const pass_cluster *cl = r->cluster;
+  json_object_set_new(o, "cluster",
+                      json_pack("{s:s,s:i,s:i,s:i,s:s,s:o,s:o,s:o,s:o,s:o}", "name", cl->name, "nodes", cl->nodes,
+                                "gpus_per_node", cl->gpus_per_node, "gpus", cl->gpus, "device", cl->device.name,
+                                "intra_bandwidth", num(cl->intra_bw), "inter_bandwidth", num(cl->inter_bw),
+                                "intra_latency", json_real(cl->intra_lat), "inter_latency", json_real(cl->inter_lat),
+                                "reserve", num(cl->reserve)));
+  json_object_set_new(o, "ranks", json_integer(s->dp * s->tp * s->pp));
+  json_object_set_new(o, "mesh", json_pack("{s:i,s:i,s:i,s:b}", "dp", s->dp, "tp", s->tp, "pp", s->pp, "sp", s->sp));
+  json_object_set_new(o, "zero", json_integer(s->zero));
+  json_object_set_new(o, "micro_batch", json_integer(s->micro_batch));
+  json_object_set_new(o, "micro_batches", json_integer(b->m));
+  json_object_set_new(o, "pipeline_schedule",
+                      json_pack("{s:s,s:i}", "name", pass_schedule_name(s->schedule), "virtual_stages", s->v));
+  json_t *bounds = json_array();
+  int *bd = malloc(sizeof *bd * (size_t)dt->n_virtual);
+  if (!bd) abort();
+  stage_boundaries(dt, bd);
+  for (int k = 0; k + 1 < dt->n_virtual; k++) json_array_append_new(bounds, json_integer(bd[k]));
+  free(bd);
+  json_object_set_new(o, "stage_boundaries", bounds);
+  json_object_set_new(o, "checkpoint", json_string(ckpt_name(s->ckpt)));
+  json_t *pred = json_object();
+  json_object_set_new(pred, "step_s", json_real(b->step));
+  json_object_set_new(pred, "tokens_per_s", json_real(b->tokens_per_s));
+  json_object_set_new(pred, "mfu", json_real(b->mfu));
+  json_object_set_new(pred, "memory_per_gpu_bytes", num(round(b->mem_total)));
+  json_object_set_new(o, "predicted", pred);
+  char cmd[4096];
+  plan_command(r, b, dt, cmd, sizeof cmd);
+  json_object_set_new(o, "command", json_string(cmd));
+  return o;
+}
+
+int plan_save(const plan_report *r, ir_diag *d) {
+  pass_plan_result best;
+  pass_plan_detail dt;
+  if (!best_detail(r, &best, &dt)) return 0;
+  json_t *o = plan_file_json(r, &best, &dt);
+  pass_plan_detail_free(&dt);
+  FILE *f = fopen(r->save_plan, "w");
+  int rc = f && json_dumpf(o, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) == 0 &&
+                   fputc('\n', f) != EOF ? 0 : -1;
+  if (f && fclose(f) != 0) rc = -1;
+  if (rc) ir_error_plain(d, "--save-plan %s: cannot write the file", r->save_plan);
+  json_decref(o);
   return rc;
 }

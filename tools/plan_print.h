@@ -15,7 +15,18 @@ typedef struct {
   pass_optimizer_kind optimizer;
   double compile_s, compile_cpu_s, total_s;
   bool explain;
+  /* what the command that runs the plan and the plan file need */
+  const char *config_flag;    /* --config as given (NULL: the file's default config) */
+  const fe_define *defines;   /* -D overrides (--seq's T among them) */
+  int n_defines;
+  uint64_t model_hash;        /* FNV-1a 64 of the model file's bytes */
+  const char *save_plan;      /* --save-plan FILE, or NULL */
+  double train_tokens;        /* --train-tokens N, or 0 */
 } plan_report;
+
+/* The plan file of the best plan (docs/plan.md, "Plan files") into
+ * r->save_plan: 0, or -1 after reporting. */
+int plan_save(const plan_report *r, ir_diag *d);
 
 void plan_print_text(FILE *f, const plan_report *r);
 void plan_print_json(FILE *f, const plan_report *r);

@@ -25,9 +25,15 @@ typedef struct {
   int stage;               /* --stage S: the pipeline stage shown (stage_set: given) */
   bool stage_set;
   bool mesh_auto;          /* --mesh auto: tgc train asks the planner (tool_plan_auto_mesh) */
-  int zero;                /* --zero N */
+  int zero;                /* --zero N (zero_set: given) */
+  bool zero_set;
   bool tp_search;          /* --tp-layout search */
 } tool_compile_opts;
+
+/* A --checkpoint policy in the checkpoint pass's names (none, block,
+ * selective, sqrt, budget=BYTES; "full" is "block"): the canonical name (v
+ * itself but for full), or NULL when v is none of them. */
+const char *tool_checkpoint_name(const char *v);
 
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
  * *text_out keeps the source alive for diagnostics (free after the graph). */
@@ -126,6 +132,33 @@ int tool_parse_backend(int argc, char **argv, int *i, tool_backend *tb, ir_diag 
 extern const char *const tool_backend_help;
 int tool_bind_all(const ir_graph *g, const tool_input_spec *specs, int n_specs, uint64_t seed, bool quiet,
                   rt_tensor **inputs, rt_tensor **params, ir_diag *d);
+/* ---- plan_file.c: plan files (tgc plan --save-plan, tgc train --plan) ---- */
+#define TOOL_PLAN_FORMAT "tgc-plan"
+#define TOOL_PLAN_VERSION 1
+/* What train reads of a plan file (strings live in root). */
+typedef struct {
+  json_t *root;
+  const char *path;                      /* the plan file */
+  const char *model_path, *model_hash;   /* the model file it was made for, FNV-1a 64 of its bytes in hex */
+  const char *config;                    /* the config's name */
+  const char *defines[64];               /* its -D overrides, "NAME=VALUE" */
+  int n_defines;
+  int64_t ranks, global_batch, seq, layers;
+  int dp, tp, pp, zero, micro_batch, micro_batches;
+  bool sp;
+  int schedule;                          /* pass_schedule */
+  int virtual_stages;                    /* model chunks per pipeline rank (interleaved; else 1) */
+  int *boundaries, n_boundaries;         /* the first layer of each virtual stage after the first */
+  const char *checkpoint;                /* the checkpoint pass's policy name */
+} tool_plan;
+/* Reads and checks a plan file: 0, or -1 after reporting (one line naming it). */
+int tool_plan_read(const char *path, tool_plan *p, ir_diag *d);
+void tool_plan_free(tool_plan *p);
+/* Whether p's stage boundaries are the shard pass's even split (layer l on stage l pp / L). */
+bool tool_plan_even_split(const tool_plan *p);
+/* FNV-1a 64 of n bytes (the model file's identity in a plan). */
+uint64_t tool_fnv1a64(const void *data, size_t n);
+
 /* ---- profile.c ---- */
 /* The per-op table of p (filled by `runs` graph runs) under a title line. */
 void tool_print_profile(FILE *f, const rt_profile *p, const char *title, int64_t runs);

@@ -1,0 +1,59 @@
+#!/bin/sh
+# tests/scripts/plan_run.sh MPIRUN TGC — a plan runs as printed: `tgc plan`
+# for gpt tiny on 4 CPU ranks (cpu-host) saves its plan, and the command its
+# last line prints runs under mpirun -np 4 (SOURCE: the reverse task, for 3
+# steps, --json); rank 0's summary must show the plan's mesh, ZeRO stage,
+# pipeline schedule, checkpoint policy and micro-batches. The same without
+# --save-plan: the command of explicit flags runs too, with the same settings.
+mpirun="$1"; tgc="$2"
+cd "$(dirname "$0")/../.." || exit 2
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+planargs="examples/gpt.tg --config tiny --cluster cpu-host --gpus 4 --global-batch 8 --dtype fp32"
+
+# the value of "key" in a JSON file (the first one; jansson's indented form: one member a line)
+field() { sed -n "s/^ *\"$2\": \"\{0,1\}\([^\",]*\)\"\{0,1\},\{0,1\}\$/\1/p" "$1" | head -1; }
+
+# run_printed OUT: runs the last line of OUT (the command) with 3 steps; its JSON into $dir/run.json
+run_printed() {
+  cmd=$(tail -1 "$1" | sed 's/^ *//')
+  case "$cmd" in "mpirun -np 4 tgc train examples/gpt.tg --config tiny "*" --data SOURCE") ;;
+    *) echo "FAIL: the plan's last line is not its command: $cmd"; exit 1 ;; esac
+  cmd=$(echo "$cmd" | sed "s|^mpirun -np 4 tgc |$mpirun --oversubscribe -np 4 $tgc |; s| --data SOURCE\$| --data reverse|")
+  echo "$cmd"
+  # shellcheck disable=SC2086
+  timeout 150 $cmd --steps 3 --comm-timeout 60 --json > "$dir/run.json" 2> "$dir/run.err" ||
+    { echo "FAIL: the printed command failed"; cat "$dir/run.err"; exit 1; }
+}
+
+# same KEY PLANVALUE RUNVALUE
+same() { [ -n "$2" ] && [ "$2" = "$3" ] || { echo "FAIL: $1: the plan says '$2', the run '$3'"; cat "$dir/run.json"; exit 1; }; }
+
+# shellcheck disable=SC2086
+"$tgc" plan $planargs --save-plan "$dir/plan.json" > "$dir/plan.out" || { echo "FAIL: tgc plan"; exit 1; }
+grep '^plan: ' "$dir/plan.out"
+run_printed "$dir/plan.out"
+# the run's settings (rank 0's "parallel") against the plan file's
+sed -n '/"parallel"/,/"micro_batches"/p' "$dir/run.json" > "$dir/par.json"
+for k in dp tp pp sp zero checkpoint micro_batches; do
+  same "$k" "$(field "$dir/plan.json" "$k")" "$(field "$dir/par.json" "$k")"
+done
+same "pipeline schedule" "$(sed -n '/"pipeline_schedule"/,/}/p' "$dir/plan.json" | sed -n 's/.*"name": "\(.*\)",/\1/p')" \
+  "$(field "$dir/par.json" pipeline_schedule)"
+same "plan file" "$dir/plan.json" "$(field "$dir/par.json" plan)"
+same "ranks" 4 "$(field "$dir/run.json" ranks)"
+same "batch" "$(($(field "$dir/plan.json" micro_batch) * $(field "$dir/plan.json" dp)))" "$(field "$dir/par.json" batch)"
+same "steps" 3 "$(field "$dir/run.json" steps_run)"
+echo "plan file: $(grep -c . "$dir/plan.json") lines; the run: $(sed -n 's/^ *//p' "$dir/par.json" | tr -d '\n')"
+
+# without --save-plan: the plan as flags (pp 2 with 1f1b, ZeRO 1 and selective recompute fixed, so every flag shows)
+# shellcheck disable=SC2086
+"$tgc" plan $planargs --mesh dp=2,pp=2 --pipeline-schedule 1f1b --zero 1 --checkpoint selective > "$dir/flags.out" ||
+  { echo "FAIL: tgc plan (flags)"; exit 1; }
+run_printed "$dir/flags.out"
+sed -n '/"parallel"/,/"micro_batches"/p' "$dir/run.json" > "$dir/par.json"
+same dp 2 "$(field "$dir/par.json" dp)"
+same pp 2 "$(field "$dir/par.json" pp)"
+same zero 1 "$(field "$dir/par.json" zero)"
+same "pipeline schedule" 1f1b "$(field "$dir/par.json" pipeline_schedule)"
+same checkpoint selective "$(field "$dir/par.json" checkpoint)"
+echo PASS
