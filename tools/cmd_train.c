@@ -91,8 +91,13 @@ static const char *const train_help =
     "  --cluster NAME | --cluster-file F   with --mesh auto: what each rank is and the links\n"
     "                       between them (a node kind of tgc plan, default cpu-host; the job's\n"
     "                       ranks are the cluster's size)\n"
-    "  --schedule gpipe|1f1b  the pipeline's order of micro-batch forwards and backwards (pp > 1;\n"
-    "                       default gpipe); --schedule also names the learning-rate schedule\n"
+    "  --pipeline-schedule gpipe|1f1b|interleaved:V   the pipeline's order of micro-batch\n"
+    "                       forwards and backwards (pp > 1; default gpipe). interleaved:V:\n"
+    "                       Megatron-LM's interleaved 1F1B, the layers cut into pp x V chunks, rank\n"
+    "                       s holding chunks s, s + pp, ...; --micro-batches a multiple of pp.\n"
+    "                       --schedule takes these values too (and the learning-rate schedule's)\n"
+    "  --stage-boundaries L1,L2,...   the first layer of every (virtual) stage after the first\n"
+    "                       (pp x V - 1 ascending layer indices) instead of the even split\n"
     "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
     "                       not come for S seconds (default 300)\n"
     "  --comm auto|mpi|nccl  how a GPU backend's collectives move: nccl on device memory, or\n"
@@ -123,7 +128,9 @@ typedef struct {
   double comm_timeout;  /* --comm-timeout SECONDS (0: the comm layer's 300 s) */
   const char *comm;     /* --comm auto|mpi|nccl (NULL: auto) */
   const char *cluster, *cluster_file; /* --mesh auto: what each rank is (--cluster NAME | --cluster-file F) */
-  int pp_schedule;      /* --schedule gpipe|1f1b (pipeline parallelism): pass_schedule */
+  int pp_schedule;      /* --pipeline-schedule (or --schedule) gpipe|1f1b|interleaved:V: pass_schedule */
+  int pp_chunks;        /* interleaved:V: V chunks per rank */
+  int stage_bounds[64], n_stage_bounds; /* --stage-boundaries L1,L2,...: the first layer of every stage after the first */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -398,6 +405,39 @@ static bool log_failed(FILE *log, const char *path, ir_diag *d) {
   return true;
 }
 
+/* --pipeline-schedule gpipe|1f1b|interleaved:V (V chunks per rank, from 2). */
+static int parse_pp_schedule(const char *flag, const char *val, train_opts *t, ir_diag *d) {
+  char *end = NULL;
+  if (val && strcmp(val, "gpipe") == 0) t->pp_schedule = PASS_SCHED_GPIPE, t->pp_chunks = 1;
+  else if (val && strcmp(val, "1f1b") == 0) t->pp_schedule = PASS_SCHED_1F1B, t->pp_chunks = 1;
+  else if (val && strncmp(val, "interleaved:", 12) == 0 && (t->pp_chunks = (int)strtol(val + 12, &end, 10), 1) &&
+           end != val + 12 && !*end && t->pp_chunks >= 2 && t->pp_chunks <= 64)
+    t->pp_schedule = PASS_SCHED_INTERLEAVED;
+  else {
+    ir_error_plain(d, "%s %s: expected gpipe, 1f1b or interleaved:V (V chunks per rank, 2 to 64)", flag, val ? val : "");
+    return -1;
+  }
+  return 0;
+}
+
+/* --stage-boundaries L1,L2,...: layer indices (checked against the model and the mesh by the pipeline cut). */
+static int parse_stage_bounds(const char *val, train_opts *t, ir_diag *d) {
+  const char *p = val ? val : "";
+  t->n_stage_bounds = 0;
+  for (;;) {
+    char *end = NULL;
+    long x = strtol(p, &end, 10);
+    if (end == p || (*end && *end != ',') || x < 0 || x > 1000000000 || t->n_stage_bounds == 63) {
+      ir_error_plain(d, "--stage-boundaries %s: expected layer indices L1,L2,... (at most 63): the first layer of "
+                     "every stage after the first", val ? val : "");
+      return -1;
+    }
+    t->stage_bounds[t->n_stage_bounds++] = (int)x;
+    if (!*end) return 0;
+    p = end + 1;
+  }
+}
+
 static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t, ir_diag *d) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -411,10 +451,11 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
    ((val = a[strlen(flag)] == '=' ? a + strlen(flag) + 1 : (i + 1 < argc ? argv[++i] : NULL)), 1))
     int rc = 0, k = 0;
     /* --schedule names the learning-rate schedule (constant, cosine) or the
-     * pipeline's (gpipe, 1f1b); both may be given */
+     * pipeline's (gpipe, 1f1b, interleaved:V); both may be given */
     if (strcmp(a, "--schedule") == 0 && i + 1 < argc &&
-        (strcmp(argv[i + 1], "gpipe") == 0 || strcmp(argv[i + 1], "1f1b") == 0)) {
-      t->pp_schedule = strcmp(argv[++i], "1f1b") == 0 ? PASS_SCHED_1F1B : PASS_SCHED_GPIPE;
+        (strcmp(argv[i + 1], "gpipe") == 0 || strcmp(argv[i + 1], "1f1b") == 0 ||
+         strncmp(argv[i + 1], "interleaved", 11) == 0)) {
+      if (parse_pp_schedule(a, argv[++i], t, d) != 0) return -1;
       continue;
     }
     while (k < N_SETTINGS && !TAKE(settings[k].flag)) k++;
@@ -433,6 +474,10 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
     } else if (TAKE("--log")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--log needs a FILE");
       t->log = val;
+    } else if (TAKE("--pipeline-schedule")) {
+      rc = parse_pp_schedule("--pipeline-schedule", val, t, d);
+    } else if (TAKE("--stage-boundaries")) {
+      rc = parse_stage_bounds(val, t, d);
     } else if (TAKE("--comm-timeout")) {
       char *end = NULL;
       t->comm_timeout = val ? strtod(val, &end) : 0;
@@ -497,6 +542,42 @@ static int use_nccl(const train_opts *t, bool rank0, ir_diag *d, bool *nccl) {
   }
   *nccl = true;
   return 0;
+}
+
+/* Pipeline parallelism: what the planner's simulation (pass_pipe_in_flight)
+ * says this rank keeps in flight, with each chunk's saved values as its
+ * bytes, beside what the last step kept: {"schedule", "chunks", "stage",
+ * "in_flight", "in_flight_bytes", "planned_in_flight", "planned_in_flight_bytes",
+ * "planned_equals_measured"}. */
+static json_t *pipeline_json(const pass_training *pt, const rt_trainer *tr) {
+  int p = pt->n_stages, v = pt->n_chunks, s = pt->stage;
+  double *act = calloc((size_t)p * v, sizeof *act), peak_act_bytes = 0;
+  double *peak_act = calloc((size_t)p, sizeof *peak_act);
+  int *peak_mb = calloc((size_t)p, sizeof *peak_mb);
+  if (!act || !peak_act || !peak_mb) abort();
+  for (int c = 0; c < v; c++) { /* this rank's chunks (the others' do not count on it) */
+    const pass_pipe_chunk *ch = &pt->chunk[c];
+    for (int j = 0; j < ch->n_saved; j++) {
+      const ir_type *ty = &ch->fwd->outputs[ch->fwd_saved0 + j].value->type;
+      act[c * p + s] += (double)ir_type_numel(ty) * (double)ir_dtype_size(ty->dtype);
+    }
+  }
+  pass_pipe pp = {(pass_schedule)pt->schedule, p, v, pt->micro_batches, NULL, NULL, NULL, NULL, act};
+  pass_pipe_in_flight(&pp, peak_act, peak_mb);
+  peak_act_bytes = peak_act[s];
+  size_t bytes = 0;
+  int n = rt_trainer_pipeline_in_flight(tr, &bytes);
+  json_t *o = json_object();
+  json_object_set_new(o, "schedule", json_string(pass_schedule_name((pass_schedule)pt->schedule)));
+  json_object_set_new(o, "chunks", json_integer(v));
+  json_object_set_new(o, "stage", json_integer(s));
+  json_object_set_new(o, "in_flight", json_integer(n));
+  json_object_set_new(o, "in_flight_bytes", json_integer((json_int_t)bytes));
+  json_object_set_new(o, "planned_in_flight", json_integer(peak_mb[s]));
+  json_object_set_new(o, "planned_in_flight_bytes", json_integer((json_int_t)peak_act_bytes));
+  json_object_set_new(o, "planned_equals_measured", json_boolean(n == peak_mb[s] && (double)bytes == peak_act_bytes));
+  free(act), free(peak_act), free(peak_mb);
+  return o;
 }
 
 /* The IR op of a comm layer kind (comm_broadcast is the IR's "broadcast"). */
@@ -681,6 +762,10 @@ int tool_cmd_train(int argc, char **argv) {
       t.log = NULL;
     }
   }
+  if (t.n_stage_bounds && !(o.mesh_set && o.mesh.size[IR_AXIS_PP] > 1)) {
+    ir_error_plain(d, "--stage-boundaries places the layers on pipeline stages: it needs pp > 1 (--mesh pp=P,...)");
+    goto done;
+  }
   if (!(g = tool_load(&o, d, &text))) goto done;
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
@@ -697,6 +782,9 @@ int tool_cmd_train(int argc, char **argv) {
                            .targets_input = rt_data_targets_input(ds),
                            .batch_dims = batch_dims,
                            .schedule = t.pp_schedule,
+                           .chunks = t.pp_chunks,
+                           .stage_boundaries = t.n_stage_bounds ? t.stage_bounds : NULL,
+                           .n_stage_boundaries = t.n_stage_bounds,
                            .passes = &po};
   to.opt.clip_norm = t.clip;
   to.opt.weight_decay = t.weight_decay;
@@ -851,6 +939,7 @@ int tool_cmd_train(int argc, char **argv) {
     json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)peak));
     json_object_set_new(j, "interrupted", json_boolean(interrupted));
     if (comm) json_object_set_new(j, "comm", comm_json(rt_trainer_comm(tr), tr, done_steps));
+    if (prog->fwd && done_steps > 0) json_object_set_new(j, "pipeline", pipeline_json(prog, tr));
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(j);
@@ -872,6 +961,16 @@ int tool_cmd_train(int argc, char **argv) {
     if (!same) {
       ir_error_plain(d, "internal error: rank %d moved other bytes than its graphs predict (see --json's \"comm\")",
                      rt_comm_rank(comm));
+      goto done;
+    }
+  }
+  if (prog->fwd && done_steps > 0) { /* every rank: it kept in flight what the planner's simulation says */
+    json_t *pj = pipeline_json(prog, tr);
+    bool same = json_is_true(json_object_get(pj, "planned_equals_measured"));
+    json_decref(pj);
+    if (!same) {
+      ir_error_plain(d, "internal error: pipeline stage %d kept other activations in flight than the planner's "
+                     "simulation says (see --json's \"pipeline\")", prog->stage);
       goto done;
     }
   }
