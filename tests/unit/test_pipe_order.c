@@ -10,7 +10,8 @@
  * must not depend on them). Also: a chunk's forwards and backwards each
  * run in micro-batch order (gpipe's backwards the last first; the
  * trainer's slots, and the messages between two ranks received in the
- * order sent, rely on it; shard_stage.c), and
+ * order sent, rely on it; shard_stage.c), the messages between two ranks
+ * are received in the order they are sent (fifo), and
  * interleaved with K not a multiple of pp is refused by both. */
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,42 @@ static void one(pass_schedule sc, int p, int v, int K) {
   free(f), free(b), free(a), free(peak_act), free(peak_mb), free(mb), free(chunk), free(bwd), free(next_f), free(next_b);
 }
 
+/* The messages between neighbouring virtual stages (forward k to k + 1,
+ * backward k to k - 1) from rank a to rank b, in the order a's program
+ * sends them and in the order b's receives them, are the same: a receive
+ * takes the first message from its peer (shard_stage.c). */
+static void fifo(pass_schedule sc, int p, int v, int K) {
+  int n = 2 * K * v, nvs = p * v;
+  int *mb = malloc(sizeof *mb * n), *chunk = malloc(sizeof *chunk * n);
+  bool *bwd = malloc(sizeof *bwd * n);
+  /* per (from, to): the messages as code (virtual stage of the sender, direction, micro-batch) */
+  int *sent = malloc(sizeof *sent * (size_t)p * p * n), *got = malloc(sizeof *got * (size_t)p * p * n);
+  int *ns = calloc((size_t)p * p, sizeof *ns), *ng = calloc((size_t)p * p, sizeof *ng);
+  if (!mb || !chunk || !bwd || !sent || !got || !ns || !ng) abort();
+  for (int s = 0; s < p; s++) {
+    CHECK_EQ_INT(rt_pipeline_order(sc, p, v, s, K, mb, chunk, bwd), n);
+    for (int i = 0; i < n; i++) {
+      int k = chunk[i] * p + s, dir = bwd[i] ? -1 : 1, from = k - dir; /* the stage it receives from */
+      if (k + dir >= 0 && k + dir < nvs) { /* sends to k + dir */
+        int pair = s * p + (k + dir) % p;
+        sent[(size_t)pair * n + ns[pair]++] = (k * 2 + bwd[i]) * K + mb[i];
+      }
+      if (from >= 0 && from < nvs) { /* receives from `from` */
+        int pair = (from % p) * p + s;
+        got[(size_t)pair * n + ng[pair]++] = (from * 2 + bwd[i]) * K + mb[i];
+      }
+    }
+  }
+  int bad = 0;
+  for (int pair = 0; pair < p * p; pair++) {
+    CHECK_EQ_INT(ns[pair], ng[pair]);
+    for (int i = 0; i < ns[pair] && i < ng[pair]; i++) bad += sent[(size_t)pair * n + i] != got[(size_t)pair * n + i];
+  }
+  if (bad) fprintf(stderr, "  %s p %d v %d K %d: %d messages out of order\n", pass_schedule_name(sc), p, v, K, bad);
+  CHECK_EQ_INT(bad, 0);
+  free(mb), free(chunk), free(bwd), free(sent), free(got), free(ns), free(ng);
+}
+
 int main(void) {
   int ps[] = {1, 2, 3, 4, 8};
   for (int i = 0; i < 5; i++) {
@@ -70,8 +107,10 @@ int main(void) {
     for (int K = 1; K <= 3 * p + 1; K++) {
       one(PASS_SCHED_GPIPE, p, 1, K);
       one(PASS_SCHED_1F1B, p, 1, K);
+      fifo(PASS_SCHED_GPIPE, p, 1, K);
+      fifo(PASS_SCHED_1F1B, p, 1, K);
       if (K % p == 0)
-        for (int v = 1; v <= 4; v++) one(PASS_SCHED_INTERLEAVED, p, v, K);
+        for (int v = 1; v <= 4; v++) one(PASS_SCHED_INTERLEAVED, p, v, K), fifo(PASS_SCHED_INTERLEAVED, p, v, K);
     }
   }
   /* the cases by name: pp = 2 and 4 with 2 chunks */
