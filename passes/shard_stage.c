@@ -2,7 +2,13 @@
  * partitioned over dp and tp) cut into the stage one rank runs.
  *
  * Stages. The layers (`repeat`, ir_node.layer) are cut into p contiguous
- * groups: layer l runs on stage l p / L. A node without a layer runs where
+ * groups: layer l runs on stage l p / L, or as --stage-boundaries says
+ * (pass_training.stage_boundaries). With v chunks per rank (interleaved
+ * 1F1B) they are p v virtual stages, k on rank k mod p: each is cut as a
+ * stage below, into its own fwd and bwd over the rank's parameters, and
+ * the rank has one update (its parameters are those of its chunks); the
+ * messages are between ranks (peer: the virtual stage mod p), and only
+ * between neighbouring virtual stages. A node without a layer runs where
  * its operands are made (the loss after the last layer, the embedding
  * gradients after the first), or where its results are read when no
  * operand is made by a node (the embeddings, constants). An add whose
@@ -568,7 +574,10 @@ static int split(pass_pipe_chunk *t, const stage_step *st) {
     for (int k = 0; k < n->n_in; k++) saved[n->in[k]->id] |= in_fwd[n->in[k]->id];
   }
   for (int j = 0; j < st->n_params; j++)
-    if (st->grad_output[j] >= 0) saved[g->outputs[st->grad_output[j]].value->id] |= in_fwd[g->outputs[st->grad_output[j]].value->id];
+    if (st->grad_output[j] >= 0) {
+      int x = g->outputs[st->grad_output[j]].value->id;
+      saved[x] |= in_fwd[x];
+    }
   remade(g, in_fwd, saved, need);
   /* fwd's outputs: the sums, then the saved values in value order */
   t->fwd_loss_sum_output = t->fwd_correct_sum_output = -1;

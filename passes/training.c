@@ -294,7 +294,8 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   t->loss_scale_input = t->overflow_output = -1;
   t->n_stages = 1;
   t->schedule = o->schedule;
-  t->n_chunks = o->schedule == PASS_SCHED_INTERLEAVED && o->chunks > 1 ? o->chunks : 1; /* interleaved:1 runs its own order */
+  /* (interleaved with one chunk runs its own order, plan_sim.c's) */
+  t->n_chunks = o->schedule == PASS_SCHED_INTERLEAVED && o->chunks > 1 ? o->chunks : 1;
   if (o->stage_boundaries && o->n_stage_boundaries > 0) {
     if (!(t->stage_boundaries = malloc(sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries))) abort();
     memcpy(t->stage_boundaries, o->stage_boundaries, sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries);

@@ -360,7 +360,9 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     t->n_chunks = pt->n_chunks;
     t->fwd_prog = calloc((size_t)t->n_chunks, sizeof *t->fwd_prog);
     t->bwd_prog = calloc((size_t)t->n_chunks, sizeof *t->bwd_prog);
-    bool *bdon = calloc((size_t)pt->bwd->n_inputs + 1, sizeof *bdon);
+    int most = 0; /* bwd's inputs, the most of any chunk's (the step's, then its saved values) */
+    for (int c = 0; c < t->n_chunks; c++) most = pt->chunk[c].bwd->n_inputs > most ? pt->chunk[c].bwd->n_inputs : most;
+    bool *bdon = calloc((size_t)most + 1, sizeof *bdon);
     if (!t->fwd_prog || !t->bwd_prog || !bdon) abort();
     for (int i = pt->n_data; i < pt->bwd_saved0; i++) bdon[i] = true;
     rt_program_options bo = so;

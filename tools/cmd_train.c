@@ -130,7 +130,7 @@ typedef struct {
   const char *cluster, *cluster_file; /* --mesh auto: what each rank is (--cluster NAME | --cluster-file F) */
   int pp_schedule;      /* --pipeline-schedule (or --schedule) gpipe|1f1b|interleaved:V: pass_schedule */
   int pp_chunks;        /* interleaved:V: V chunks per rank */
-  int stage_bounds[64], n_stage_bounds; /* --stage-boundaries L1,L2,...: the first layer of every stage after the first */
+  int stage_bounds[64], n_stage_bounds; /* --stage-boundaries L1,L2,...: each later stage's first layer */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
