@@ -241,7 +241,11 @@ typedef struct {
   pass_optimizer opt;
   int micro_batches;      /* K >= 1 */
   int targets_input;      /* the model input of the targets (-1: no accuracy) */
-  int schedule;           /* pipeline parallelism: PASS_SCHED_GPIPE (0) or PASS_SCHED_1F1B */
+  int schedule;           /* pipeline parallelism: PASS_SCHED_GPIPE (0), PASS_SCHED_1F1B or PASS_SCHED_INTERLEAVED */
+  int chunks;             /* PASS_SCHED_INTERLEAVED: v chunks (virtual stages) per rank; else 1 (0 means 1) */
+  const int *stage_boundaries; /* NULL (the even split), or pp * v - 1 ascending layer indices: the first
+                                * layer of every (virtual) stage after the first (copied) */
+  int n_stage_boundaries;
   const int *batch_dims;  /* NULL (dim 0), or per model input: the dim its batch is (the shard
                            * pass splits it over dp), -1 for an input that is not data */
   const pass_options *passes; /* the pipeline's settings (diag, dump, checkpoint, disabled passes) */
@@ -270,14 +274,30 @@ typedef struct {
    *        n_saved values from fwd_saved0 on: what bwd reads of fwd;
    *   bwd: inputs the step's, then those n_saved from bwd_saved0 on; params
    *        the step's; outputs the gradients (bwd_grad_output[param]).
-   * NULL without pp. */
+   * NULL without pp. With v chunks per rank (n_chunks, interleaved 1F1B),
+   * these are chunk 0's (virtual stage `stage`) and chunk[c] holds chunk c's
+   * (virtual stage c * n_stages + stage), chunk[0] aliasing the fields here;
+   * every chunk's fwd and bwd have the step's inputs and parameters (the
+   * rank's), and a chunk's bwd_grad_output[param] is -1 where it makes no
+   * part of that gradient (the trainer then leaves that sum alone). */
   ir_graph *fwd, *bwd;
   int n_saved, fwd_saved0, bwd_saved0;
   int fwd_loss_sum_output, fwd_correct_sum_output;
   int *bwd_grad_output;
   int stage, n_stages;      /* this rank's stage of n_stages (n_stages 1: no pipeline) */
-  int schedule;             /* pass_schedule: PASS_SCHED_GPIPE or PASS_SCHED_1F1B */
+  int schedule;             /* pass_schedule: PASS_SCHED_GPIPE, PASS_SCHED_1F1B or PASS_SCHED_INTERLEAVED */
+  int n_chunks;             /* chunks (virtual stages) per rank: v of interleaved, else 1 */
+  struct pass_pipe_chunk *chunk; /* n_chunks (pipelined), else NULL */
+  int *stage_boundaries;    /* pass_train_options.stage_boundaries (owned), NULL: the even split */
+  int n_stage_boundaries;
 } pass_training;
+/* One chunk's halves (pass_training.chunk; the fields as pass_training's). */
+typedef struct pass_pipe_chunk {
+  ir_graph *fwd, *bwd;
+  int n_saved, fwd_saved0, bwd_saved0;
+  int fwd_loss_sum_output, fwd_correct_sum_output;
+  int *bwd_grad_output;
+} pass_pipe_chunk;
 /* Builds both graphs from model (consumed: it becomes the step graph; freed
  * on failure). NULL after reporting through o->passes->diag. */
 pass_training *pass_build_train(ir_graph *model, const pass_train_options *o);

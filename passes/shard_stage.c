@@ -2,7 +2,13 @@
  * partitioned over dp and tp) cut into the stage one rank runs.
  *
  * Stages. The layers (`repeat`, ir_node.layer) are cut into p contiguous
- * groups: layer l runs on stage l p / L. A node without a layer runs where
+ * groups: layer l runs on stage l p / L, or as --stage-boundaries says
+ * (pass_training.stage_boundaries). With v chunks per rank (interleaved
+ * 1F1B) they are p v virtual stages, k on rank k mod p: each is cut as a
+ * stage below, into its own fwd and bwd over the rank's parameters, and
+ * the rank has one update (its parameters are those of its chunks); the
+ * messages are between ranks (peer: the virtual stage mod p), and only
+ * between neighbouring virtual stages. A node without a layer runs where
  * its operands are made (the loss after the last layer, the embedding
  * gradients after the first), or where its results are read when no
  * operand is made by a node (the embeddings, constants). An add whose
@@ -119,7 +125,10 @@ static ir_loc reloc(const ir_graph *from, const ir_graph *to, ir_loc l) {
 
 typedef struct {
   const ir_graph *g;
-  int p, s, nv;
+  int p, s, nv;    /* p (virtual) stages, s the one cut; nv: g's value id bound */
+  int ranks;       /* the pp ranks: virtual stage k runs on rank k % ranks (p = ranks x chunks) */
+  const int *bounds; /* NULL, or p - 1 layer indices: the first layer of every stage after the first */
+  int n_bounds;
   int *stage;      /* per node: a stage, MIXED (a partial sum over several) or UNKNOWN */
   smask *made;     /* per value: the stages that make it (one, or several for a partial sum); 0: an input or parameter */
   smask *read;     /* per value: the stages that read it */
@@ -192,11 +201,55 @@ static void tables(stages *c) {
   free(made_of_consts);
 }
 
+/* "pp = 2" or "pp = 2 x 2 chunks" */
+static const char *stage_count(const stages *c, char *buf, size_t len) {
+  if (c->p == c->ranks) snprintf(buf, len, "pp = %d", c->p);
+  else snprintf(buf, len, "pp = %d x %d chunks", c->ranks, c->p / c->ranks);
+  return buf;
+}
+
+/* --stage-boundaries against the model's layers: p - 1 of them, each
+ * stage non-empty (0 < b[0] < b[1] < ... < layers). */
+static int check_bounds(const stages *c, int layers, ir_diag *d) {
+  char what[64];
+  if (c->n_bounds != c->p - 1) {
+    ir_error_plain(d, "--stage-boundaries: %s makes %d stages, so %d boundaries (the first layer of every stage "
+                   "after the first) are expected, not %d", stage_count(c, what, sizeof what), c->p, c->p - 1,
+                   c->n_bounds);
+    return -1;
+  }
+  for (int i = 0; i < c->n_bounds; i++) {
+    int b = c->bounds[i];
+    if (b < 1 || b >= layers) {
+      ir_error_plain(d, "--stage-boundaries: layer %d is out of range: a boundary is a layer from 1 to %d (the "
+                     "model has %d)", b, layers - 1, layers);
+      return -1;
+    }
+    if (i > 0 && b <= c->bounds[i - 1]) {
+      if (b == c->bounds[i - 1])
+        ir_error_plain(d, "--stage-boundaries: layer %d twice: stage %d would hold no layer", b, i);
+      else
+        ir_error_plain(d, "--stage-boundaries: %d after %d: the boundaries must be ascending", b, c->bounds[i - 1]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The (virtual) stage of layer l of `layers`: the boundaries', else the even split l p / layers. */
+static int stage_of_layer(const stages *c, int l, int layers) {
+  if (!c->bounds) return (int)((int64_t)l * c->p / layers);
+  int k = 0;
+  while (k < c->n_bounds && l >= c->bounds[k]) k++;
+  return k;
+}
+
 static int assign(stages *c, ir_diag *d) {
   const ir_graph *g = c->g;
   int layers = 0;
   for (int i = 0; i < g->n_nodes; i++)
     if (!g->nodes[i]->dead && g->nodes[i]->layer + 1 > layers) layers = g->nodes[i]->layer + 1;
+  if (c->bounds && layers >= c->p && check_bounds(c, layers, d) != 0) return -1;
   if (layers < c->p) {
     ir_loc at = g->n_params ? g->params[0]->loc : (ir_loc){0};
     for (int i = 0; i < g->n_nodes; i++)
@@ -204,9 +257,9 @@ static int assign(stages *c, ir_diag *d) {
         at = g->nodes[i]->loc; /* the first layer's first line */
         break;
       }
-    ir_error(d, at,
-             "pipeline parallelism (pp = %d) cuts the layers (repeat) into stages, but the model has %d layer%s", c->p,
-             layers, layers == 1 ? "" : "s");
+    char what[64];
+    ir_error(d, at, "pipeline parallelism (%s) cuts the layers (repeat) into stages, but the model has %d layer%s",
+             stage_count(c, what, sizeof what), layers, layers == 1 ? "" : "s");
     return -1;
   }
   c->stage = malloc((size_t)(g->n_nodes + 1) * sizeof *c->stage);
@@ -220,7 +273,7 @@ static int assign(stages *c, ir_diag *d) {
     smask from = 0;
     for (int k = 0; k < n->n_in; k++) from |= c->made[n->in[k]->id];
     if (n->dead) st = UNKNOWN;
-    else if (n->layer >= 0) st = (int)((int64_t)n->layer * c->p / layers);
+    else if (n->layer >= 0) st = stage_of_layer(c, n->layer, layers);
     else if (from && !(from & (from - 1))) st = __builtin_ctzll(from);
     else if (from && n->op == IR_OP_ADD) st = MIXED, c->mixed_of[i] = from;
     else if (from && reads_part(c, n) && linear_in_part(n)) st = MIXED, c->mixed_of[i] = from;
@@ -259,6 +312,24 @@ static int assign(stages *c, ir_diag *d) {
   }
   for (int i = 0; i < g->n_outputs; i++) c->read[g->outputs[i].value->id] |= 0; /* outputs: where made */
   tables(c);
+  /* With chunks, the messages between two ranks come from several stages'
+   * programs, run in the schedule's order: received in the order they are
+   * sent only between neighbouring stages (each chunk's forwards and
+   * backwards run in micro-batch order; tests/unit/test_pipe_order.c). */
+  for (int i = 0; c->p > c->ranks && i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || c->stage[i] < 0) continue;
+    for (int j = 0; j < n->n_out; j++) {
+      if (c->table[n->out[j]->id]) continue;
+      smask to = c->read[n->out[j]->id] & ~(1ull << c->stage[i]);
+      for (int u = 0; u < c->p; u++)
+        if (((to >> u) & 1) && abs(u - c->stage[i]) != 1) {
+          ir_error(d, n->loc, "interleaved pipeline: %%%s is made on virtual stage %d and read on virtual stage %d; "
+                   "only neighbouring stages exchange values", n->out[j]->name, c->stage[i], u);
+          return -1;
+        }
+    }
+  }
   return 0;
 }
 
@@ -268,7 +339,7 @@ static int assign(stages *c, ir_diag *d) {
  * inputs and parameters already there), with the messages between stages. */
 static void cut_nodes(const stages *c, ir_graph *g, ir_value **map) {
   const ir_graph *S = c->g;
-  int s = c->s, p = c->p;
+  int s = c->s, p = c->p, ranks = c->ranks;
   for (int i = 0; i < S->n_nodes; i++) {
     const ir_node *n = S->nodes[i];
     if (n->dead) continue;
@@ -302,7 +373,8 @@ static void cut_nodes(const stages *c, ir_graph *g, ir_value **map) {
     }
     if (st != s) { /* made elsewhere: received here, at this place of the order, if read here */
       for (int j = 0; j < n->n_out; j++)
-        if ((c->read[n->out[j]->id] >> s) & 1) map[n->out[j]->id] = recv_from(g, n->out[j], p, st, loc, n->layer);
+        if ((c->read[n->out[j]->id] >> s) & 1)
+          map[n->out[j]->id] = recv_from(g, n->out[j], ranks, st % ranks, loc, n->layer);
       continue;
     }
     ir_value *in[64];
@@ -319,7 +391,7 @@ static void cut_nodes(const stages *c, ir_graph *g, ir_value **map) {
       map[n->out[j]->id] = m->out[j];
       smask to = c->read[n->out[j]->id] & ~(1ull << s);
       for (int u = 0; u < p; u++)
-        if ((to >> u) & 1) send_to(g, m->out[j], p, u, loc, n->layer);
+        if ((to >> u) & 1) send_to(g, m->out[j], ranks, u % ranks, loc, n->layer);
     }
   }
 }
@@ -333,7 +405,10 @@ typedef struct {
   int loss_sum_output, correct_sum_output;
 } stage_step;
 
-static int cut_step(const pass_training *t, stages *c, stage_step *o) {
+/* rank_uses: the parameters of the rank's stages (every chunk's graphs
+ * take them all, so the trainer binds one list); a gradient this stage
+ * makes no part of is no output (grad_output -1). */
+static int cut_step(const pass_training *t, stages *c, stage_step *o, const bool *rank_uses) {
   const ir_graph *S = c->g;
   int s = c->s;
   ir_graph *g = ir_graph_new(S->name, S->source_file);
@@ -358,7 +433,7 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o) {
   for (int i = 0; i < S->n_inputs; i++) {
     const ir_value *v = S->inputs[i];
     int q = t->acc_input0 >= 0 && i >= t->acc_input0 && i < t->acc_input0 + t->n_params ? i - t->acc_input0 : -1;
-    if (q >= 0 && !uses[q]) continue;
+    if (q >= 0 && !rank_uses[q]) continue;
     if (q >= 0 && o->acc0 < 0) o->acc0 = g->n_inputs;
     if (i == t->loss_sum_input) o->loss_sum_input = g->n_inputs;
     if (i == t->correct_sum_input) o->correct_sum_input = g->n_inputs;
@@ -368,7 +443,7 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o) {
     map[v->id] = x;
   }
   for (int q = 0; q < S->n_params; q++) {
-    if (!uses[q]) continue;
+    if (!rank_uses[q]) continue;
     const ir_value *v = S->params[q];
     ir_value *x = ir_graph_add_param(g, v->name, v->type, v->init, reloc(S, g, v->loc));
     x->role = v->role, x->shard = v->shard;
@@ -383,7 +458,11 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o) {
     const ir_output *src = &S->outputs[t->grad_output[q]];
     ir_value *v = map[src->value->id];
     const ir_node *def = src->value->def;
-    if (!v && def && def->op == IR_OP_CONST) v = copy_node(g, def, NULL)->out[0]; /* a constant gradient */
+    if (!v && def && def->op == IR_OP_CONST && uses[q]) v = copy_node(g, def, NULL)->out[0]; /* a constant gradient */
+    if (!v && !uses[q]) { /* another chunk's parameter */
+      o->grad_output[j] = -1;
+      continue;
+    }
     if (!v) {
       fprintf(stderr, "tgc: internal error: pipeline cut: the gradient of '%s' is not made on stage %d, which holds it\n",
               S->params[q]->name, s);
@@ -458,7 +537,7 @@ static void remade(const ir_graph *g, const bool *in_fwd, const bool *saved, boo
 /* fwd: the forward nodes; outputs the sums, then what bwd reads of them
  * less what it makes again (remade). bwd: those remade nodes, then the
  * rest; inputs the stage's, then the handed values; outputs the gradients. */
-static int split(pass_training *t, const stage_step *st) {
+static int split(pass_pipe_chunk *t, const stage_step *st) {
   const ir_graph *g = st->g;
   int nv = ir_graph_id_bound(g) + 1;
   ir_graph *f = ir_graph_new(g->name, g->source_file), *b = ir_graph_new(g->name, g->source_file);
@@ -494,7 +573,11 @@ static int split(pass_training *t, const stage_step *st) {
     if (n->dead || !backward_node(n)) continue;
     for (int k = 0; k < n->n_in; k++) saved[n->in[k]->id] |= in_fwd[n->in[k]->id];
   }
-  for (int j = 0; j < st->n_params; j++) saved[g->outputs[st->grad_output[j]].value->id] |= in_fwd[g->outputs[st->grad_output[j]].value->id];
+  for (int j = 0; j < st->n_params; j++)
+    if (st->grad_output[j] >= 0) {
+      int x = g->outputs[st->grad_output[j]].value->id;
+      saved[x] |= in_fwd[x];
+    }
   remade(g, in_fwd, saved, need);
   /* fwd's outputs: the sums, then the saved values in value order */
   t->fwd_loss_sum_output = t->fwd_correct_sum_output = -1;
@@ -539,7 +622,8 @@ static int split(pass_training *t, const stage_step *st) {
   t->bwd_grad_output = calloc((size_t)st->n_params + 1, sizeof *t->bwd_grad_output);
   if (!t->bwd_grad_output) abort();
   for (int j = 0; j < st->n_params; j++) {
-    t->bwd_grad_output[j] = b->n_outputs;
+    t->bwd_grad_output[j] = st->grad_output[j] < 0 ? -1 : b->n_outputs;
+    if (st->grad_output[j] < 0) continue;
     const ir_output *o = &g->outputs[st->grad_output[j]];
     ir_graph_add_output(b, o->name, mb[o->value->id]);
   }
@@ -688,7 +772,7 @@ int sh_cut_graph_stage(ir_graph *g, int stage, ir_diag *d) {
     ir_error_plain(d, "pipeline parallelism: at most 64 stages (pp = %d)", p);
     return -1;
   }
-  stages c = {.g = g, .p = p, .s = stage, .nv = ir_graph_id_bound(g) + 1};
+  stages c = {.g = g, .p = p, .ranks = p, .s = stage, .nv = ir_graph_id_bound(g) + 1};
   if (assign(&c, d) != 0) {
     stages_free(&c);
     return -1;
@@ -727,51 +811,65 @@ int sh_cut_graph_stage(ir_graph *g, int stage, ir_diag *d) {
 }
 
 int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {
-  int p = t->step->mesh.size[IR_AXIS_PP];
-  if (p > 64) {
-    ir_error_plain(d, "pipeline parallelism: at most 64 stages (pp = %d)", p);
+  int p = t->step->mesh.size[IR_AXIS_PP], v = t->n_chunks > 1 ? t->n_chunks : 1;
+  if (p * v > 64) {
+    ir_error_plain(d, "pipeline parallelism: at most 64 stages (pp = %d%s)", p, v > 1 ? " x the chunks" : "");
     return -1;
   }
   if (t->loss_scale_input >= 0) {
     ir_error_plain(d, "pipeline parallelism with loss scaling (--dtype f16) is not built yet");
     return -1;
   }
-  stages c = {.g = t->step, .p = p, .s = stage, .nv = ir_graph_id_bound(t->step) + 1};
-  stage_step st;
-  memset(&st, 0, sizeof st);
+  if (t->schedule == PASS_SCHED_INTERLEAVED && t->micro_batches % p != 0) {
+    ir_error_plain(d, "the interleaved schedule runs the micro-batches in groups of pp (Megatron-LM's): "
+                   "--micro-batches %d is not a multiple of pp = %d", t->micro_batches, p);
+    return -1;
+  }
+  stages c = {.g = t->step, .p = p * v, .ranks = p, .s = stage, .nv = ir_graph_id_bound(t->step) + 1,
+              .bounds = t->stage_boundaries, .n_bounds = t->n_stage_boundaries};
   if (assign(&c, d) != 0) {
     stages_free(&c);
     return -1;
   }
-  /* every stage's parameters (the update needs who holds what) */
+  /* every rank's parameters (the update needs who holds what): a rank holds those of its chunks */
   smask *holders = calloc((size_t)t->n_params + 1, sizeof *holders);
-  if (!holders) abort();
+  bool *rank_uses = calloc((size_t)t->n_params + 1, sizeof *rank_uses);
+  stage_step *st = calloc((size_t)v, sizeof *st);
+  pass_pipe_chunk *chunk = calloc((size_t)v, sizeof *chunk);
+  if (!holders || !rank_uses || !st || !chunk) abort();
   for (int i = 0; i < t->step->n_nodes; i++) {
     const ir_node *n = t->step->nodes[i];
     if (n->dead) continue;
     smask at = c.stage[i] == MIXED ? c.mixed_of[i] : 1ull << c.stage[i];
     for (int k = 0; k < n->n_in; k++)
       for (int q = 0; q < t->n_params; q++)
-        if (n->in[k] == t->step->params[q]) holders[q] |= at;
+        if (n->in[k] == t->step->params[q])
+          for (int u = 0; u < c.p; u++)
+            if ((at >> u) & 1) holders[q] |= 1ull << (u % p);
   }
-  cut_step(t, &c, &st);
-  ir_graph *u = cut_update(t, &c, &st, holders);
+  for (int q = 0; q < t->n_params; q++) rank_uses[q] = (holders[q] >> stage) & 1;
+  for (int k = 0; k < v; k++) { /* chunk k: virtual stage k p + stage */
+    c.s = k * p + stage;
+    cut_step(t, &c, &st[k], rank_uses);
+    split(&chunk[k], &st[k]);
+  }
+  stages cu = {.p = p, .s = stage}; /* the update: the rank's, over the ranks */
+  ir_graph *u = cut_update(t, &cu, &st[0], holders);
   /* the stage's program: its parameters, in their order */
   int per = t->n_params ? t->n_states / t->n_params : 0;
-  split(t, &st);
   ir_graph_free(t->step);
   ir_graph_free(t->update);
-  t->step = st.g;
+  t->step = st[0].g;
   t->update = u;
-  t->n_params = st.n_params;
-  t->n_states = st.n_params * per;
-  t->acc_input0 = st.acc0;
-  t->loss_sum_input = st.loss_sum_input;
-  t->correct_sum_input = st.correct_sum_input;
+  t->n_params = st[0].n_params;
+  t->n_states = st[0].n_params * per;
+  t->acc_input0 = st[0].acc0;
+  t->loss_sum_input = st[0].loss_sum_input;
+  t->correct_sum_input = st[0].correct_sum_input;
   free(t->grad_output);
-  t->grad_output = st.grad_output;
-  t->loss_sum_output = st.loss_sum_output;
-  t->correct_sum_output = st.correct_sum_output;
+  t->grad_output = st[0].grad_output;
+  t->loss_sum_output = st[0].loss_sum_output;
+  t->correct_sum_output = st[0].correct_sum_output;
   t->lr_input = t->n_params + t->n_states;
   t->step_input = t->lr_input + 1;
   t->update_loss_sum_input = t->step_input + 1;
@@ -781,7 +879,21 @@ int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {
   t->nonfinite_output = t->loss_output + 1 + t->accuracy;
   t->stage = stage;
   t->n_stages = p;
-  free(st.param_of);
+  t->n_chunks = v;
+  t->fwd = chunk[0].fwd, t->bwd = chunk[0].bwd;
+  t->n_saved = chunk[0].n_saved, t->fwd_saved0 = chunk[0].fwd_saved0, t->bwd_saved0 = chunk[0].bwd_saved0;
+  t->fwd_loss_sum_output = chunk[0].fwd_loss_sum_output;
+  t->fwd_correct_sum_output = chunk[0].fwd_correct_sum_output;
+  free(t->bwd_grad_output);
+  t->bwd_grad_output = chunk[0].bwd_grad_output;
+  free(t->chunk);
+  t->chunk = chunk;
+  for (int k = 0; k < v; k++) {
+    if (k > 0) ir_graph_free(st[k].g), free(st[k].grad_output);
+    free(st[k].param_of);
+  }
+  free(st);
+  free(rank_uses);
   free(holders);
   stages_free(&c);
   return 0;

@@ -42,6 +42,13 @@ void pass_training_free(pass_training *t) {
   ir_graph_free(t->bwd);
   free(t->grad_output);
   free(t->bwd_grad_output);
+  for (int c = 1; t->chunk && c < t->n_chunks; c++) { /* chunk 0 is the fields above */
+    ir_graph_free(t->chunk[c].fwd);
+    ir_graph_free(t->chunk[c].bwd);
+    free(t->chunk[c].bwd_grad_output);
+  }
+  free(t->chunk);
+  free(t->stage_boundaries);
   free(t);
 }
 
@@ -287,6 +294,13 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   t->loss_scale_input = t->overflow_output = -1;
   t->n_stages = 1;
   t->schedule = o->schedule;
+  /* (interleaved with one chunk runs its own order, plan_sim.c's) */
+  t->n_chunks = o->schedule == PASS_SCHED_INTERLEAVED && o->chunks > 1 ? o->chunks : 1;
+  if (o->stage_boundaries && o->n_stage_boundaries > 0) {
+    if (!(t->stage_boundaries = malloc(sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries))) abort();
+    memcpy(t->stage_boundaries, o->stage_boundaries, sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries);
+    t->n_stage_boundaries = o->n_stage_boundaries;
+  }
   int np = t->n_params = g->n_params;
   t->n_states = np * pass_optimizer_state_count(o->opt.kind);
   if (o->mixed_precision && (!pick_loss(g, d) || pass_mixed_precision(g, o->compute_dtype, d) != 0)) goto fail;

@@ -409,6 +409,16 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
 rt_comm *rt_trainer_comm(const rt_trainer *t);
 /* The arena bytes of the step and update programs. */
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update);
+/* Pipeline parallelism: the most (micro-batch, chunk) pairs whose saved
+ * activations (what a chunk's bwd reads of its fwd) the last step kept at
+ * once, and the most bytes of them (*bytes; 0 and 0 without pp). */
+int rt_trainer_pipeline_in_flight(const rt_trainer *t, size_t *bytes);
+/* The order of one step's halves on pipeline stage s of p with v chunks
+ * and K micro-batches (pass_schedule; train.c describes them): op i is the
+ * forward (bwd[i] false) or backward of micro-batch mb[i] on chunk
+ * chunk[i] (virtual stage chunk p + s); arrays of 2 K v. Returns 2 K v, or
+ * -1 (interleaved with K not a multiple of p). */
+int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *chunk, bool *bwd);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
  * meta + {"format": "tgc-train-1", "step": N, "seed": S}. Refuses (and
  * writes nothing) when a parameter holds Inf or NaN. */

@@ -42,15 +42,23 @@ void rt_trainer_free(rt_trainer *t) {
   const pass_training *pt = t->pt;
   rt_program_free(t->step_prog);
   rt_program_free(t->update_prog);
-  rt_program_free(t->fwd_prog);
-  rt_program_free(t->bwd_prog);
-  for (int k = 0; t->slot && k < t->n_slots; k++) {
-    for (int j = 0; t->slot[k] && j < pt->n_saved; j++) rt_device_tensor_free(t->slot[k][j]);
-    free(t->slot[k]);
+  for (int c = 0; c < t->n_chunks; c++) {
+    if (t->fwd_prog) rt_program_free(t->fwd_prog[c]);
+    if (t->bwd_prog) rt_program_free(t->bwd_prog[c]);
+    for (int k = 0; t->slot && t->slot[c] && k < t->n_slots[c]; k++) {
+      for (int j = 0; t->slot[c][k] && j < pt->chunk[c].n_saved; j++) rt_device_tensor_free(t->slot[c][k][j]);
+      free(t->slot[c][k]);
+    }
+    if (t->slot) free(t->slot[c]);
   }
+  free(t->fwd_prog);
+  free(t->bwd_prog);
   free(t->slot);
+  free(t->n_slots);
+  free(t->slot_bytes);
   free(t->bwd_in);
   free(t->op_mb);
+  free(t->op_chunk);
   free(t->op_bwd);
   for (int i = 0; t->pool && i < t->np + t->ns; i++) rt_device_tensor_free(t->pool[i]);
   for (int i = 0; t->data && i < pt->n_data; i++) {
@@ -138,44 +146,95 @@ static rt_tensor *scalar_tensor(rt_device *d, char *err, size_t errlen) {
   return rt_device_tensor_new(d, &sc, err, errlen);
 }
 
-/* The order of one step's micro-batch halves on this stage (p stages, K
- * micro-batches), as the planner simulates them (passes/plan_sim.c):
- *   gpipe  every forward, then every backward, the last micro-batch first;
- *   1f1b   min(p - s - 1, K) forwards, then a forward and a backward in turn,
- *          then the remaining backwards (PipeDream-Flush). */
-static void pipeline_order(int schedule, int p, int s, int K, int *mb, bool *bwd, int *n_slots) {
+/* The order of one step's micro-batch halves on stage s of p (K
+ * micro-batches, v chunks: chunk c is virtual stage c p + s), as the
+ * planner simulates them (passes/plan_sim.c):
+ *   gpipe        every forward, then every backward, the last micro-batch first;
+ *   1f1b         min(p - s - 1, K) forwards, then a forward and a backward in
+ *                turn, then the remaining backwards (PipeDream-Flush);
+ *   interleaved  Megatron-LM's: the K v forwards taken p micro-batches at a
+ *                time through chunk 0, then chunk 1, ...; the backwards the
+ *                same way from chunk v - 1 down; min(2 (p - s - 1) + (v - 1) p,
+ *                K v) forwards first, then a forward and a backward in turn,
+ *                then the remaining backwards (K a multiple of p).
+ * Returns the count, 2 K v (-1: interleaved with K not a multiple of p). */
+int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *chunk, bool *bwd) {
   int n = 0;
-  if (schedule == PASS_SCHED_1F1B) {
-    int w = p - s - 1 < K ? p - s - 1 : K;
-    for (int k = 0; k < w; k++) mb[n] = k, bwd[n++] = false;
-    for (int k = 0; k < K - w; k++) {
-      mb[n] = w + k, bwd[n++] = false;
-      mb[n] = k, bwd[n++] = true;
+#define OP(m, c, b) (mb[n] = (m), chunk[n] = (c), bwd[n] = (b), n++)
+  if (schedule == PASS_SCHED_INTERLEAVED) {
+    if (p < 1 || v < 1 || K % p != 0) return -1;
+    int total = K * v, w = 2 * (p - s - 1) + (v - 1) * p;
+    if (w > total) w = total;
+    /* the i-th forward (backward): group i / (p v) of p micro-batches, chunk (i / p) mod v (from the last) */
+#define FWD(i) OP((i) / (p * v) * p + (i) % p, (i) / p % v, false)
+#define BWD(i) OP((i) / (p * v) * p + (i) % p, v - 1 - (i) / p % v, true)
+    for (int i = 0; i < w; i++) FWD(i);
+    for (int i = 0; i < total - w; i++) {
+      FWD(w + i);
+      BWD(i);
     }
-    for (int k = K - w; k < K; k++) mb[n] = k, bwd[n++] = true;
-    *n_slots = w + 1;
+    for (int i = total - w; i < total; i++) BWD(i);
+#undef FWD
+#undef BWD
+  } else if (schedule == PASS_SCHED_1F1B) {
+    int w = p - s - 1 < K ? p - s - 1 : K;
+    for (int k = 0; k < w; k++) OP(k, 0, false);
+    for (int k = 0; k < K - w; k++) {
+      OP(w + k, 0, false);
+      OP(k, 0, true);
+    }
+    for (int k = K - w; k < K; k++) OP(k, 0, true);
   } else {
-    for (int k = 0; k < K; k++) mb[n] = k, bwd[n++] = false;
-    for (int k = K - 1; k >= 0; k--) mb[n] = k, bwd[n++] = true;
-    *n_slots = K;
+    for (int k = 0; k < K; k++) OP(k, 0, false);
+    for (int k = K - 1; k >= 0; k--) OP(k, 0, true);
   }
+#undef OP
+  return n;
 }
 
-/* Pipeline: the schedule, the saved values' slots and bwd's bindings. */
+/* Pipeline: the schedule, the saved values' slots and bwd's bindings. A
+ * chunk's forwards and backwards each run in micro-batch order, so its
+ * micro-batches in flight are consecutive: slot mb mod (the most of them). */
 static int pipeline_setup(rt_trainer *t, char *err, size_t errlen) {
   const pass_training *pt = t->pt;
-  t->op_mb = calloc((size_t)(2 * t->K), sizeof *t->op_mb);
-  t->op_bwd = calloc((size_t)(2 * t->K), sizeof *t->op_bwd);
-  t->bwd_in = calloc((size_t)pt->bwd->n_inputs + 1, sizeof *t->bwd_in);
-  if (!t->op_mb || !t->op_bwd || !t->bwd_in) abort();
-  pipeline_order(pt->schedule, pt->n_stages, pt->stage, t->K, t->op_mb, t->op_bwd, &t->n_slots);
-  t->n_ops = 2 * t->K;
-  if (!(t->slot = calloc((size_t)t->n_slots, sizeof *t->slot))) abort();
-  for (int k = 0; k < t->n_slots; k++) {
-    if (!(t->slot[k] = calloc((size_t)pt->n_saved + 1, sizeof **t->slot))) abort();
-    for (int j = 0; j < pt->n_saved; j++)
-      if (!(t->slot[k][j] = rt_device_tensor_new(t->dev, &pt->fwd->outputs[pt->fwd_saved0 + j].value->type, err, errlen)))
-        return -1;
+  int v = t->n_chunks, n = 2 * t->K * v;
+  t->op_mb = calloc((size_t)n, sizeof *t->op_mb);
+  t->op_chunk = calloc((size_t)n, sizeof *t->op_chunk);
+  t->op_bwd = calloc((size_t)n, sizeof *t->op_bwd);
+  int most = 0; /* bwd's inputs, the most of any chunk's */
+  for (int c = 0; c < v; c++) most = pt->chunk[c].bwd->n_inputs > most ? pt->chunk[c].bwd->n_inputs : most;
+  t->bwd_in = calloc((size_t)most + 1, sizeof *t->bwd_in);
+  t->n_slots = calloc((size_t)v, sizeof *t->n_slots);
+  t->slot = calloc((size_t)v, sizeof *t->slot);
+  t->slot_bytes = calloc((size_t)v, sizeof *t->slot_bytes);
+  int *live = calloc((size_t)v, sizeof *live);
+  if (!t->op_mb || !t->op_chunk || !t->op_bwd || !t->bwd_in || !t->n_slots || !t->slot || !t->slot_bytes || !live)
+    abort();
+  t->n_ops = rt_pipeline_order(pt->schedule, pt->n_stages, v, pt->stage, t->K, t->op_mb, t->op_chunk, t->op_bwd);
+  if (t->n_ops != n) {
+    free(live);
+    rt_errf(err, errlen, "the interleaved schedule needs the micro-batches (%d) to be a multiple of pp (%d)", t->K,
+            pt->n_stages);
+    return -1;
+  }
+  for (int o = 0; o < n; o++) {
+    int c = t->op_chunk[o];
+    live[c] += t->op_bwd[o] ? -1 : 1;
+    if (live[c] > t->n_slots[c]) t->n_slots[c] = live[c];
+  }
+  free(live);
+  for (int c = 0; c < v; c++) {
+    const pass_pipe_chunk *ch = &pt->chunk[c];
+    if (!(t->slot[c] = calloc((size_t)t->n_slots[c] + 1, sizeof **t->slot))) abort();
+    for (int k = 0; k < t->n_slots[c]; k++) {
+      if (!(t->slot[c][k] = calloc((size_t)ch->n_saved + 1, sizeof ***t->slot))) abort();
+      for (int j = 0; j < ch->n_saved; j++) {
+        if (!(t->slot[c][k][j] = rt_device_tensor_new(t->dev, &ch->fwd->outputs[ch->fwd_saved0 + j].value->type, err,
+                                                      errlen)))
+          return -1;
+        if (k == 0) t->slot_bytes[c] += t->slot[c][k][j]->nbytes;
+      }
+    }
   }
   for (int i = 0; i < pt->bwd_saved0; i++) t->bwd_in[i] = t->step_in[i];
   return 0;
@@ -297,16 +356,23 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   rt_program_options so = {.donate_inputs = sdon, .profile = c->profile, .comm = t->sharded ? gc : NULL};
   rt_program_options uo = {.donate_inputs = udon, .donate_params = pdon, .profile = c->update_profile,
                            .comm = t->sharded ? gc : NULL};
-  if (pt->fwd) { /* pipeline: the stage's halves (bwd's extra inputs, the saved values, not donated) */
-    t->fwd_prog = rt_program_new(t->dev, pt->fwd, &so, err, errlen);
-    bool *bdon = calloc((size_t)pt->bwd->n_inputs + 1, sizeof *bdon);
-    if (!bdon) abort();
+  if (pt->fwd) { /* pipeline: each chunk's halves (bwd's extra inputs, the saved values, not donated) */
+    t->n_chunks = pt->n_chunks;
+    t->fwd_prog = calloc((size_t)t->n_chunks, sizeof *t->fwd_prog);
+    t->bwd_prog = calloc((size_t)t->n_chunks, sizeof *t->bwd_prog);
+    int most = 0; /* bwd's inputs, the most of any chunk's (the step's, then its saved values) */
+    for (int c = 0; c < t->n_chunks; c++) most = pt->chunk[c].bwd->n_inputs > most ? pt->chunk[c].bwd->n_inputs : most;
+    bool *bdon = calloc((size_t)most + 1, sizeof *bdon);
+    if (!t->fwd_prog || !t->bwd_prog || !bdon) abort();
     for (int i = pt->n_data; i < pt->bwd_saved0; i++) bdon[i] = true;
     rt_program_options bo = so;
     bo.donate_inputs = bdon;
-    t->bwd_prog = t->fwd_prog ? rt_program_new(t->dev, pt->bwd, &bo, err, errlen) : NULL;
+    bool ok = true;
+    for (int c = 0; c < t->n_chunks && ok; c++)
+      ok = (t->fwd_prog[c] = rt_program_new(t->dev, pt->chunk[c].fwd, &so, err, errlen)) &&
+           (t->bwd_prog[c] = rt_program_new(t->dev, pt->chunk[c].bwd, &bo, err, errlen));
     free(bdon);
-    t->update_prog = t->bwd_prog ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
+    t->update_prog = ok ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
   } else {
     t->step_prog = rt_program_new(t->dev, sg, &so, err, errlen);
     t->update_prog = t->step_prog ? rt_program_new(t->dev, ug, &uo, err, errlen) : NULL;
@@ -334,9 +400,10 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
   int zero[IR_NUM_AXES] = {0, 0, 0};
   const int *coord = t->sharded ? t->coord : zero;
   pass_comm_tally_of(t->pt->fwd ? t->pt->fwd : t->pt->step, coord, tally);
-  if (t->pt->bwd) { /* pipeline: the two halves each micro-batch */
+  for (int h = 1; t->pt->fwd && h < 2 * t->pt->n_chunks; h++) { /* pipeline: every chunk's two halves each micro-batch */
     pass_comm_tally b[IR_NUM_OPS][IR_NUM_AXES];
-    pass_comm_tally_of(t->pt->bwd, coord, b);
+    const pass_pipe_chunk *ch = &t->pt->chunk[h / 2];
+    pass_comm_tally_of(h % 2 ? ch->bwd : ch->fwd, coord, b);
     for (int o = 0; o < IR_NUM_OPS; o++)
       for (int a = 0; a < IR_NUM_AXES; a++) {
         tally[o][a].calls += b[o][a].calls;
@@ -355,8 +422,16 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
 
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update) {
   if (update) return rt_program_arena_bytes(t->update_prog);
-  return t->step_prog ? rt_program_arena_bytes(t->step_prog)
-                      : rt_program_arena_bytes(t->fwd_prog) + rt_program_arena_bytes(t->bwd_prog);
+  if (t->step_prog) return rt_program_arena_bytes(t->step_prog);
+  size_t bytes = 0;
+  for (int c = 0; c < t->n_chunks; c++)
+    bytes += rt_program_arena_bytes(t->fwd_prog[c]) + rt_program_arena_bytes(t->bwd_prog[c]);
+  return bytes;
+}
+
+int rt_trainer_pipeline_in_flight(const rt_trainer *t, size_t *bytes) {
+  if (bytes) *bytes = t->in_flight_bytes_peak;
+  return t->in_flight_peak;
 }
 
 /* After a program run: the value of output `out` into dst (nothing when
@@ -436,25 +511,35 @@ static int feed(rt_trainer *t, int k, char *err, size_t errlen) {
  * it and keeps the gradient sums. */
 static int pipeline_step(rt_trainer *t, char *err, size_t errlen) {
   const pass_training *pt = t->pt;
+  t->in_flight = t->in_flight_peak = 0;
+  t->in_flight_bytes = t->in_flight_bytes_peak = 0;
   for (int o = 0; o < t->n_ops; o++) {
-    int k = t->op_mb[o];
-    rt_tensor **slot = t->slot[k % t->n_slots];
+    int k = t->op_mb[o], c = t->op_chunk[o];
+    const pass_pipe_chunk *ch = &pt->chunk[c];
+    rt_program *fwd = t->fwd_prog[c], *bwd = t->bwd_prog[c];
+    rt_tensor **slot = t->slot[c][k % t->n_slots[c]];
     if (feed(t, k, err, errlen) != 0) return -1;
     if (!t->op_bwd[o]) {
-      if (rt_program_run(t->fwd_prog, t->step_in, t->params, err, errlen) != 0) return -1;
-      if (pt->fwd_loss_sum_output >= 0 && keep_output(t->fwd_prog, pt->fwd_loss_sum_output, t->loss_sum, err, errlen) != 0)
+      if (rt_program_run(fwd, t->step_in, t->params, err, errlen) != 0) return -1;
+      if (ch->fwd_loss_sum_output >= 0 && keep_output(fwd, ch->fwd_loss_sum_output, t->loss_sum, err, errlen) != 0)
         return -1;
-      if (t->correct_sum && pt->fwd_correct_sum_output >= 0 &&
-          keep_output(t->fwd_prog, pt->fwd_correct_sum_output, t->correct_sum, err, errlen) != 0)
+      if (t->correct_sum && ch->fwd_correct_sum_output >= 0 &&
+          keep_output(fwd, ch->fwd_correct_sum_output, t->correct_sum, err, errlen) != 0)
         return -1;
-      for (int j = 0; j < pt->n_saved; j++)
-        if (keep_output(t->fwd_prog, pt->fwd_saved0 + j, slot[j], err, errlen) != 0) return -1;
+      for (int j = 0; j < ch->n_saved; j++)
+        if (keep_output(fwd, ch->fwd_saved0 + j, slot[j], err, errlen) != 0) return -1;
+      if (++t->in_flight > t->in_flight_peak) t->in_flight_peak = t->in_flight;
+      t->in_flight_bytes += t->slot_bytes[c];
+      if (t->in_flight_bytes > t->in_flight_bytes_peak) t->in_flight_bytes_peak = t->in_flight_bytes;
       continue;
     }
-    for (int j = 0; j < pt->n_saved; j++) t->bwd_in[pt->bwd_saved0 + j] = slot[j];
-    if (rt_program_run(t->bwd_prog, t->bwd_in, t->params, err, errlen) != 0) return -1;
+    for (int j = 0; j < ch->n_saved; j++) t->bwd_in[ch->bwd_saved0 + j] = slot[j];
+    if (rt_program_run(bwd, t->bwd_in, t->params, err, errlen) != 0) return -1;
+    t->in_flight--;
+    t->in_flight_bytes -= t->slot_bytes[c];
     for (int i = 0; t->K > 1 && i < t->np; i++)
-      if (keep_output(t->bwd_prog, pt->bwd_grad_output[i], t->acc[i], err, errlen) != 0) return -1;
+      if (ch->bwd_grad_output[i] >= 0 && keep_output(bwd, ch->bwd_grad_output[i], t->acc[i], err, errlen) != 0)
+        return -1;
   }
   return 0;
 }
@@ -490,7 +575,7 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
   /* the update: gradients (the step's outputs, or the sums), states, lr, step */
   for (int i = 0; i < t->np; i++)
     t->update_in[i] = t->K > 1 ? t->acc[i]
-                      : pt->fwd ? (rt_tensor *)rt_program_output(t->bwd_prog, pt->bwd_grad_output[i])
+                      : pt->fwd ? (rt_tensor *)rt_program_output(t->bwd_prog[0], pt->bwd_grad_output[i])
                                 : (rt_tensor *)rt_program_output(t->step_prog, pt->grad_output[i]);
   for (int i = 0; i < t->ns; i++) t->update_in[t->np + i] = t->states[i];
   double lr = rt_schedule_lr(&t->c.schedule, t->step);

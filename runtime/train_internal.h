@@ -15,14 +15,18 @@ struct rt_trainer {
   rt_device *dev;
   rt_comm *nccl;                 /* rt_train_config.nccl: the graphs' collectives on device memory */
   rt_program *step_prog, *update_prog;
-  /* pipeline parallelism (pt->fwd): the stage's two halves, run by the schedule */
-  rt_program *fwd_prog, *bwd_prog;
-  int n_slots;                   /* micro-batches in flight at most */
-  rt_tensor ***slot;             /* n_slots x n_saved: what bwd reads of fwd, per micro-batch */
+  /* pipeline parallelism (pt->fwd): each chunk's two halves (pt->chunk), run by the schedule */
+  int n_chunks;                  /* v: chunks (virtual stages) of this rank */
+  rt_program **fwd_prog, **bwd_prog; /* n_chunks each */
+  int *n_slots;                  /* per chunk: its micro-batches in flight at most */
+  rt_tensor ****slot;            /* chunk x n_slots x n_saved: what bwd reads of fwd, per micro-batch in flight */
   rt_tensor **bwd_in;            /* bwd's input bindings: step_in, then a slot */
-  int n_ops;                     /* the schedule of one step: op k is micro-batch mb[k], backward or not */
-  int *op_mb;
+  int n_ops;                     /* the schedule of one step: op k is (micro-batch, chunk) (op_mb[k], op_chunk[k]) */
+  int *op_mb, *op_chunk;
   bool *op_bwd;
+  int in_flight, in_flight_peak; /* (micro-batch, chunk) pairs whose activations are kept: now, the most */
+  size_t in_flight_bytes, in_flight_bytes_peak; /* their slots' bytes: now, the most */
+  size_t *slot_bytes;            /* per chunk: one slot's bytes */
   int np, ns, K;
   rt_tensor **params, **states;  /* np, ns: device tensors, rebound after every update */
   rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */

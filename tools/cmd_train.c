@@ -92,12 +92,17 @@ static const char *const train_help =
     "  --cluster NAME | --cluster-file F   with --mesh auto: what each rank is and the links\n"
     "                       between them (a node kind of tgc plan, default cpu-host; the job's\n"
     "                       ranks are the cluster's size)\n"
-    "  --pipeline-schedule gpipe|1f1b  the pipeline's order of micro-batch forwards and backwards\n"
-    "                       (pp > 1; default gpipe); the old spelling --schedule gpipe|1f1b works too\n"
+    "  --pipeline-schedule gpipe|1f1b|interleaved:V   the pipeline's order of micro-batch\n"
+    "                       forwards and backwards (pp > 1; default gpipe). interleaved:V:\n"
+    "                       Megatron-LM's interleaved 1F1B, the layers cut into pp x V chunks, rank\n"
+    "                       s holding chunks s, s + pp, ...; --micro-batches a multiple of pp.\n"
+    "                       --schedule takes these values too (and the learning-rate schedule's)\n"
+    "  --stage-boundaries L1,L2,...   the first layer of every (virtual) stage after the first\n"
+    "                       (pp x V - 1 ascending layer indices) instead of the even split\n"
     "  mpirun -np N tgc train FILE --plan plan.json --data SOURCE ...   runs a plan of `tgc plan\n"
     "                       --save-plan` (its last line prints this command): the mesh, ZeRO stage,\n"
     "                       sp, micro-batching (--batch = micro-batch x dp, --micro-batches), the\n"
-    "                       pipeline schedule and the checkpoint policy are the plan's; a flag that\n"
+    "                       pipeline schedule, stage boundaries and checkpoint policy are the plan's; a flag that\n"
     "                       says otherwise, another rank count, model file (by hash), config or -D\n"
     "                       is refused (docs/plan.md, \"Plan files\")\n"
     "  --comm-timeout S     give up (every rank, naming the rank waited for) when a message does\n"
@@ -134,6 +139,8 @@ typedef struct {
   bool pp_schedule_set;
   const char *plan;     /* --plan FILE (tgc plan --save-plan) */
   char notes[2][160];   /* old spellings used (--schedule): told once the ranks are known, by rank 0 */
+  int pp_chunks;        /* interleaved:V: V chunks per rank */
+  int stage_bounds[64], n_stage_bounds; /* --stage-boundaries L1,L2,...: each later stage's first layer */
 } train_opts;
 
 static volatile sig_atomic_t interrupted;
@@ -408,6 +415,39 @@ static bool log_failed(FILE *log, const char *path, ir_diag *d) {
   return true;
 }
 
+/* --pipeline-schedule gpipe|1f1b|interleaved:V (V chunks per rank, from 2). */
+static int parse_pp_schedule(const char *flag, const char *val, train_opts *t, ir_diag *d) {
+  char *end = NULL;
+  if (val && strcmp(val, "gpipe") == 0) t->pp_schedule = PASS_SCHED_GPIPE, t->pp_chunks = 1;
+  else if (val && strcmp(val, "1f1b") == 0) t->pp_schedule = PASS_SCHED_1F1B, t->pp_chunks = 1;
+  else if (val && strncmp(val, "interleaved:", 12) == 0 && (t->pp_chunks = (int)strtol(val + 12, &end, 10), 1) &&
+           end != val + 12 && !*end && t->pp_chunks >= 2 && t->pp_chunks <= 64)
+    t->pp_schedule = PASS_SCHED_INTERLEAVED;
+  else {
+    ir_error_plain(d, "%s %s: expected gpipe, 1f1b or interleaved:V (V chunks per rank, 2 to 64)", flag, val ? val : "");
+    return -1;
+  }
+  return 0;
+}
+
+/* --stage-boundaries L1,L2,...: layer indices (checked against the model and the mesh by the pipeline cut). */
+static int parse_stage_bounds(const char *val, train_opts *t, ir_diag *d) {
+  const char *p = val ? val : "";
+  t->n_stage_bounds = 0;
+  for (;;) {
+    char *end = NULL;
+    long x = strtol(p, &end, 10);
+    if (end == p || (*end && *end != ',') || x < 0 || x > 1000000000 || t->n_stage_bounds == 63) {
+      ir_error_plain(d, "--stage-boundaries %s: expected layer indices L1,L2,... (at most 63): the first layer of "
+                     "every stage after the first", val ? val : "");
+      return -1;
+    }
+    t->stage_bounds[t->n_stage_bounds++] = (int)x;
+    if (!*end) return 0;
+    p = end + 1;
+  }
+}
+
 static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t, ir_diag *d) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -421,11 +461,12 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
    ((val = a[strlen(flag)] == '=' ? a + strlen(flag) + 1 : (i + 1 < argc ? argv[++i] : NULL)), 1))
     int rc = 0, k = 0;
     /* the old --schedule names the learning-rate schedule (constant, cosine:
-     * now --lr-schedule) or the pipeline's (gpipe, 1f1b: now --pipeline-schedule) */
+     * now --lr-schedule) or the pipeline's (gpipe, 1f1b, interleaved:V: now
+     * --pipeline-schedule) */
     if (TAKE("--schedule")) {
-      bool pipe = val && (strcmp(val, "gpipe") == 0 || strcmp(val, "1f1b") == 0);
+      bool pipe = val && (strcmp(val, "gpipe") == 0 || strcmp(val, "1f1b") == 0 || strncmp(val, "interleaved", 11) == 0);
       if (pipe) {
-        t->pp_schedule = strcmp(val, "1f1b") == 0 ? PASS_SCHED_1F1B : PASS_SCHED_GPIPE;
+        if (parse_pp_schedule("--schedule", val, t, d) != 0) return -1;
         t->pp_schedule_set = true;
         snprintf(t->notes[0], sizeof t->notes[0], "--schedule %s: the pipeline schedule is spelled --pipeline-schedule",
                  val);
@@ -439,16 +480,7 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       continue;
     }
     if (TAKE("--pipeline-schedule")) {
-      if (val && strncmp(val, "interleaved", 11) == 0 && (val[11] == 0 || val[11] == ':')) {
-        ir_error_plain(d, "--pipeline-schedule %s: tgc train does not run the interleaved schedule yet (gpipe or 1f1b)",
-                       val);
-        return -1;
-      }
-      if (!val || (strcmp(val, "gpipe") != 0 && strcmp(val, "1f1b") != 0)) {
-        ir_error_plain(d, "--pipeline-schedule %s: expected gpipe or 1f1b", val ? val : "(nothing)");
-        return -1;
-      }
-      t->pp_schedule = strcmp(val, "1f1b") == 0 ? PASS_SCHED_1F1B : PASS_SCHED_GPIPE;
+      if (parse_pp_schedule("--pipeline-schedule", val, t, d) != 0) return -1;
       t->pp_schedule_set = true;
       continue;
     }
@@ -471,6 +503,8 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
     } else if (TAKE("--log")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--log needs a FILE");
       t->log = val;
+    } else if (TAKE("--stage-boundaries")) {
+      rc = parse_stage_bounds(val, t, d);
     } else if (TAKE("--comm-timeout")) {
       char *end = NULL;
       t->comm_timeout = val ? strtod(val, &end) : 0;
@@ -535,6 +569,42 @@ static int use_nccl(const train_opts *t, bool rank0, ir_diag *d, bool *nccl) {
   }
   *nccl = true;
   return 0;
+}
+
+/* Pipeline parallelism: what the planner's simulation (pass_pipe_in_flight)
+ * says this rank keeps in flight, with each chunk's saved values as its
+ * bytes, beside what the last step kept: {"schedule", "chunks", "stage",
+ * "in_flight", "in_flight_bytes", "planned_in_flight", "planned_in_flight_bytes",
+ * "planned_equals_measured"}. */
+static json_t *pipeline_json(const pass_training *pt, const rt_trainer *tr) {
+  int p = pt->n_stages, v = pt->n_chunks, s = pt->stage;
+  double *act = calloc((size_t)p * v, sizeof *act), peak_act_bytes = 0;
+  double *peak_act = calloc((size_t)p, sizeof *peak_act);
+  int *peak_mb = calloc((size_t)p, sizeof *peak_mb);
+  if (!act || !peak_act || !peak_mb) abort();
+  for (int c = 0; c < v; c++) { /* this rank's chunks (the others' do not count on it) */
+    const pass_pipe_chunk *ch = &pt->chunk[c];
+    for (int j = 0; j < ch->n_saved; j++) {
+      const ir_type *ty = &ch->fwd->outputs[ch->fwd_saved0 + j].value->type;
+      act[c * p + s] += (double)ir_type_numel(ty) * (double)ir_dtype_size(ty->dtype);
+    }
+  }
+  pass_pipe pp = {(pass_schedule)pt->schedule, p, v, pt->micro_batches, NULL, NULL, NULL, NULL, act};
+  pass_pipe_in_flight(&pp, peak_act, peak_mb);
+  peak_act_bytes = peak_act[s];
+  size_t bytes = 0;
+  int n = rt_trainer_pipeline_in_flight(tr, &bytes);
+  json_t *o = json_object();
+  json_object_set_new(o, "schedule", json_string(pass_schedule_name((pass_schedule)pt->schedule)));
+  json_object_set_new(o, "chunks", json_integer(v));
+  json_object_set_new(o, "stage", json_integer(s));
+  json_object_set_new(o, "in_flight", json_integer(n));
+  json_object_set_new(o, "in_flight_bytes", json_integer((json_int_t)bytes));
+  json_object_set_new(o, "planned_in_flight", json_integer(peak_mb[s]));
+  json_object_set_new(o, "planned_in_flight_bytes", json_integer((json_int_t)peak_act_bytes));
+  json_object_set_new(o, "planned_equals_measured", json_boolean(n == peak_mb[s] && (double)bytes == peak_act_bytes));
+  free(act), free(peak_act), free(peak_mb);
+  return o;
 }
 
 /* The IR op of a comm layer kind (comm_broadcast is the IR's "broadcast"). */
@@ -650,12 +720,14 @@ static const char *defines_text(const char *const *defs, int n, char *buf, size_
 }
 
 /* --plan FILE: the plan becomes the settings its flags set (--mesh, --zero,
- * --checkpoint, --batch, --micro-batches, --pipeline-schedule), so one code
+ * --checkpoint, --batch, --micro-batches, --pipeline-schedule,
+ * --stage-boundaries), so one code
  * path runs both. Refused here (one line naming both values): another model
  * file (by the hash of its bytes), config or -D; a flag given beside --plan
- * that says otherwise; what the runtime does not run yet (interleaved, other
- * stage boundaries than its even split). The rank count is checked when the
- * job's ranks are known. 0, or -1 after reporting. */
+ * that says otherwise. The plan's pipeline schedule (interleaved too) and
+ * stage boundaries are run as --pipeline-schedule and --stage-boundaries
+ * run them. The rank count is checked when the job's ranks are known. 0, or
+ * -1 after reporting. */
 static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, ir_diag *d) {
   const char *pf = p->path;
   char a[160], b[160];
@@ -735,21 +807,23 @@ static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, i
                    pass_schedule_name((pass_schedule)t->pp_schedule), pf, pass_schedule_name((pass_schedule)p->schedule));
     return -1;
   }
-  /* what the runtime does not run yet (the lead removes these refusals when it does) */
-  if (p->schedule == PASS_SCHED_INTERLEAVED) {
-    ir_error_plain(d, "--plan %s: the plan's pipeline schedule is interleaved:%d, which tgc train does not run yet "
-                      "(plan with --pipeline-schedule 1f1b or gpipe)", pf, p->virtual_stages);
+  int chunks = p->schedule == PASS_SCHED_INTERLEAVED ? p->virtual_stages : 1;
+  if (t->pp_schedule_set && t->pp_schedule == PASS_SCHED_INTERLEAVED && t->pp_chunks != chunks) {
+    ir_error_plain(d, "--pipeline-schedule interleaved:%d: the plan %s says --pipeline-schedule interleaved:%d",
+                   t->pp_chunks, pf, chunks);
     return -1;
   }
-  if (p->pp > 1 && !tool_plan_even_split(p)) {
-    char pb[256] = "", eb[256] = "";
-    for (int k = 0; k < p->n_boundaries; k++) {
-      size_t l1 = strlen(pb), l2 = strlen(eb);
-      snprintf(pb + l1, sizeof pb - l1, "%s%d", k ? "," : "", p->boundaries[k]);
-      snprintf(eb + l2, sizeof eb - l2, "%s%d", k ? "," : "", (int)(((k + 1) * p->layers + p->pp - 1) / p->pp));
+  if (t->n_stage_bounds) {
+    bool same_bounds = t->n_stage_bounds == p->n_boundaries;
+    for (int k = 0; same_bounds && k < p->n_boundaries; k++) same_bounds = t->stage_bounds[k] == p->boundaries[k];
+    if (!same_bounds) {
+      ir_error_plain(d, "--stage-boundaries: the plan %s fixes the stage boundaries; give one of them", pf);
+      return -1;
     }
-    ir_error_plain(d, "--plan %s: the plan's stages start at layers %s, but tgc train cuts the layers evenly (%s) and "
-                      "takes no other boundaries yet", pf, pb, eb);
+  }
+  if (p->n_boundaries > (int)(sizeof t->stage_bounds / sizeof t->stage_bounds[0])) {
+    ir_error_plain(d, "--plan %s: %d stage boundaries; tgc train takes at most %d", pf, p->n_boundaries,
+                   (int)(sizeof t->stage_bounds / sizeof t->stage_bounds[0]));
     return -1;
   }
   o->mesh = ir_mesh_single();
@@ -761,10 +835,11 @@ static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, i
   t->batch = batch, t->batch_set = true;
   t->micro_batches = p->micro_batches, t->mb_set = true;
   t->pp_schedule = p->schedule, t->pp_schedule_set = true;
-  /* STAGE BOUNDARIES: p->boundaries (p->n_boundaries first layers of the
-   * virtual stages after the first) go to the runtime here, as
-   * --stage-boundaries sets them, once tgc train takes them (then drop the
-   * even-split refusal above). */
+  t->pp_chunks = chunks;
+  /* the plan's stage boundaries (the first layer of every virtual stage
+   * after the first), as --stage-boundaries sets them */
+  t->n_stage_bounds = p->pp > 1 ? p->n_boundaries : 0;
+  for (int k = 0; k < t->n_stage_bounds; k++) t->stage_bounds[k] = p->boundaries[k];
   return 0;
 }
 
@@ -882,6 +957,10 @@ int tool_cmd_train(int argc, char **argv) {
            plan.path, mesh_flag(plan.dp, plan.tp, plan.pp, plan.sp, m, sizeof m), o.zero, (long long)t.batch,
            t.micro_batches, pass_schedule_name((pass_schedule)t.pp_schedule), o.checkpoint);
   }
+  if (t.n_stage_bounds && !(o.mesh_set && o.mesh.size[IR_AXIS_PP] > 1)) {
+    ir_error_plain(d, "--stage-boundaries places the layers on pipeline stages: it needs pp > 1 (--mesh pp=P,...)");
+    goto done;
+  }
   if (!(g = tool_load(&o, d, &text))) goto done;
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
@@ -898,6 +977,9 @@ int tool_cmd_train(int argc, char **argv) {
                            .targets_input = rt_data_targets_input(ds),
                            .batch_dims = batch_dims,
                            .schedule = t.pp_schedule,
+                           .chunks = t.pp_chunks,
+                           .stage_boundaries = t.n_stage_bounds ? t.stage_bounds : NULL,
+                           .n_stage_boundaries = t.n_stage_bounds,
                            .passes = &po};
   to.opt.clip_norm = t.clip;
   to.opt.weight_decay = t.weight_decay;
@@ -1064,6 +1146,7 @@ int tool_cmd_train(int argc, char **argv) {
       json_object_set_new(j, "parallel", par);
     }
     if (comm) json_object_set_new(j, "comm", comm_json(rt_trainer_comm(tr), tr, done_steps));
+    if (prog->fwd && done_steps > 0) json_object_set_new(j, "pipeline", pipeline_json(prog, tr));
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(j);
@@ -1085,6 +1168,16 @@ int tool_cmd_train(int argc, char **argv) {
     if (!same) {
       ir_error_plain(d, "internal error: rank %d moved other bytes than its graphs predict (see --json's \"comm\")",
                      rt_comm_rank(comm));
+      goto done;
+    }
+  }
+  if (prog->fwd && done_steps > 0) { /* every rank: it kept in flight what the planner's simulation says */
+    json_t *pj = pipeline_json(prog, tr);
+    bool same = json_is_true(json_object_get(pj, "planned_equals_measured"));
+    json_decref(pj);
+    if (!same) {
+      ir_error_plain(d, "internal error: pipeline stage %d kept other activations in flight than the planner's "
+                     "simulation says (see --json's \"pipeline\")", prog->stage);
       goto done;
     }
   }

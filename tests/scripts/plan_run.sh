@@ -5,6 +5,10 @@
 # steps, --json); rank 0's summary must show the plan's mesh, ZeRO stage,
 # pipeline schedule, checkpoint policy and micro-batches. The same without
 # --save-plan: the command of explicit flags runs too, with the same settings.
+# An interleaved plan (2 chunks per rank, the planner's stage boundaries)
+# runs as printed, and a plan file with uneven stages (layers 0-5 and 6-15)
+# runs as written: the trainer's schedule, chunks and activations in flight
+# are the plan's.
 mpirun="$1"; tgc="$2"
 cd "$(dirname "$0")/../.." || exit 2
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -56,4 +60,22 @@ same pp 2 "$(field "$dir/par.json" pp)"
 same zero 1 "$(field "$dir/par.json" zero)"
 same "pipeline schedule" 1f1b "$(field "$dir/par.json" pipeline_schedule)"
 same checkpoint selective "$(field "$dir/par.json" checkpoint)"
+
+# an interleaved plan: 2 chunks per rank, the planner's boundaries
+# shellcheck disable=SC2086
+"$tgc" plan examples/gpt.tg --config tiny -D nL=4 --cluster cpu-host --gpus 4 --global-batch 8 --dtype fp32 \
+  --mesh dp=2,pp=2 --pipeline-schedule interleaved:2 --save-plan "$dir/il.json" > "$dir/il.out" ||
+  { echo "FAIL: tgc plan (interleaved)"; exit 1; }
+run_printed "$dir/il.out"
+sed -n '/"pipeline"/,/}/p' "$dir/run.json" > "$dir/pipe.json"
+same "pipeline schedule" interleaved "$(field "$dir/pipe.json" schedule)"
+same chunks 2 "$(field "$dir/pipe.json" chunks)"
+same "activations in flight" true "$(field "$dir/pipe.json" planned_equals_measured)"
+# a plan file with uneven stages (its boundary: layer 6 of 16)
+timeout 150 "$mpirun" --oversubscribe -np 4 "$tgc" train tests/data/plan_model.tg --config deep \
+  --plan tests/data/plans/uneven.json --data xor --steps 2 --comm-timeout 60 --json > "$dir/run.json" 2> "$dir/run.err" ||
+  { echo "FAIL: the uneven plan did not run"; cat "$dir/run.err"; exit 1; }
+sed -n '/"pipeline"/,/}/p' "$dir/run.json" > "$dir/pipe.json"
+same "pipeline schedule" 1f1b "$(field "$dir/pipe.json" schedule)"
+same "activations in flight" true "$(field "$dir/pipe.json" planned_equals_measured)"
 echo PASS
