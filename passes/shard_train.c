@@ -20,6 +20,10 @@
  * dims tp splits (for one graph too, under ZeRO-3). With sequence parallelism the data inputs are split
  * along the sequence on tp, except ids and targets (read whole by the
  * vocabulary-parallel embedding and loss, as Megatron-LM's tokens).
+ * A plain graph's outputs come out whole (replicated on dp and tp: a
+ * partial sum all-reduced, a split all-gathered), so every rank holds what
+ * one device prints; the training program's keep the layouts the update
+ * reads.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +110,8 @@ static int check_hints(const ir_graph *g, ir_diag *d);
 /* g sharded over its mesh's dp and tp with the parameters' tp layouts tp
  * (NULL: replicated) and ZeRO-3's dims over dp when zero >= 3: one rank's
  * graph, or NULL after reporting through d. */
+static void share_output_collectives(ir_graph *g);
+
 static ir_graph *shard_plain(const ir_graph *g, const sh_st *tp, int zero, ir_diag *d, sh_st *found) {
   int dp = g->mesh.size[IR_AXIS_DP];
   bool z3 = zero >= 3 && dp > 1;
@@ -122,8 +128,13 @@ static ir_graph *shard_plain(const ir_graph *g, const sh_st *tp, int zero, ir_di
   for (int i = 0; rc == 0 && found && i < g->n_params; i++) found[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
   ir_graph *s = NULL;
   if (rc == 0) {
-    for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, NULL);
+    /* every output whole on every rank: a partial sum all-reduced, a split
+     * all-gathered (what `tgc run --mesh` prints on rank 0) */
+    sh_st whole[IR_NUM_AXES];
+    for (int a = 0; a < IR_NUM_AXES; a++) whole[a] = a == IR_AXIS_DP || a == IR_AXIS_TP ? sh_R() : UNSET;
+    for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, whole);
     s = sh_engine_finish(e);
+    share_output_collectives(s);
   }
   sh_engine_free(e);
   return s;
@@ -154,6 +165,74 @@ static ir_diag *quiet_diag(void) {
 
 static bool dumps_shard(const pass_options *o) {
   return o->dump_after && o->dump_format == 0 && (strcmp(o->dump_after, "shard") == 0 || strcmp(o->dump_after, "all") == 0);
+}
+
+static bool same_attrs(const ir_node *a, const ir_node *b) {
+  if (a->n_attrs != b->n_attrs) return false;
+  for (int i = 0; i < a->n_attrs; i++) {
+    const ir_attr *x = &a->attrs[i], *y = ir_node_attr(b, x->key);
+    if (!y || x->kind != y->kind) return false;
+    if ((x->kind == IR_ATTR_INT || x->kind == IR_ATTR_DTYPE) && x->i != y->i) return false;
+    if (x->kind == IR_ATTR_STR && strcmp(x->s ? x->s : "", y->s ? y->s : "") != 0) return false;
+    if (x->kind == IR_ATTR_FLOAT || x->kind == IR_ATTR_INTS) return false; /* (no collective has one) */
+  }
+  return true;
+}
+
+/* An earlier node of g, before `before`, applying n's collective to x with
+ * n's attributes, or NULL. */
+static ir_node *earlier_collective(const ir_graph *g, const ir_node *n, const ir_value *x, const ir_node *before) {
+  for (int i = 0; i < g->n_nodes && g->nodes[i] != before; i++) {
+    ir_node *m = g->nodes[i];
+    if (!m->dead && m->op == n->op && m->n_in == 1 && m->in[0] == x && m->n_out == 1 && same_attrs(m, n)) return m;
+  }
+  return NULL;
+}
+
+static bool not_an_output(const ir_graph *g, const ir_value *v) {
+  for (int k = 0; k < g->n_outputs; k++)
+    if (g->outputs[k].value == v) return false;
+  return true;
+}
+
+/* Whether v is read by nothing but output o. */
+static bool only_output(const ir_graph *g, const ir_value *v, int o) {
+  for (int k = 0; k < g->n_outputs; k++)
+    if (k != o && g->outputs[k].value == v) return false;
+  return ir_graph_readers(g, v, NULL, 0) == 0;
+}
+
+/* An output made whole by a collective that the graph already applies to
+ * the same value reuses that result, so the bytes move once: y all-reduced
+ * over tp for the loss and again for the output y takes the first; y
+ * gathered over dp and then all-reduced over tp (the engine's order:
+ * gathers first) becomes the gather of the all-reduced y the loss reads.
+ * (The engine keeps an output's conversions apart from the body's, as a
+ * training program's phases need; a plain graph does not.) */
+static void share_output_collectives(ir_graph *g) {
+  bool changed = false;
+  for (int o = 0; o < g->n_outputs; o++) {
+    ir_node *n = g->outputs[o].value->def, *m;
+    if (!n || n->dead || (n->op != IR_OP_ALL_REDUCE && n->op != IR_OP_ALL_GATHER) || n->n_in != 1 ||
+        !only_output(g, n->out[0], o))
+      continue;
+    if ((m = earlier_collective(g, n, n->in[0], n)) && ir_type_equal(&m->out[0]->type, &n->out[0]->type)) {
+      g->outputs[o].value = m->out[0];
+      n->dead = changed = true;
+      continue;
+    }
+    ir_node *a = n->in[0]->def; /* reduce(gather(x)) -> gather(reduce(x)) when reduce(x) is there */
+    if (n->op != IR_OP_ALL_REDUCE || !a || a->op != IR_OP_ALL_GATHER || a->n_in != 1 ||
+        ir_graph_readers(g, a->out[0], (ir_node *[1]){0}, 1) != 1 || !not_an_output(g, a->out[0]))
+      continue;
+    if ((m = earlier_collective(g, n, a->in[0], a)) && ir_type_equal(&m->out[0]->type, &a->in[0]->type)) {
+      a->in[0] = m->out[0];
+      a->out[0]->shard = n->out[0]->shard;
+      g->outputs[o].value = a->out[0];
+      n->dead = changed = true;
+    }
+  }
+  if (changed) ir_graph_compact(g);
 }
 
 int pass_shard(ir_graph *g, const pass_options *o) {

@@ -259,7 +259,8 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
   }
   rt_program_options po = {.donate_inputs = stats ? stats->donate_inputs : NULL,
                            .donate_params = stats ? stats->donate_params : NULL,
-                           .profile = stats ? stats->profile : NULL};
+                           .profile = stats ? stats->profile : NULL,
+                           .comm = stats ? stats->comm : NULL};
   if (!(p = rt_program_new(d, g, &po, err, errlen))) goto done;
   if (rt_program_run(p, bound, bound + n_in, err, errlen) != 0) goto done;
   for (int i = 0; i < g->n_outputs; i++) {

@@ -95,6 +95,16 @@ int rt_shard_insert(rt_tensor *whole, const rt_tensor *local, const ir_shard *s,
                     char *err, size_t errlen);
 int rt_init_param_shard(rt_tensor *local, const ir_value *param, uint64_t seed, const ir_mesh *m, const int *coord,
                         char *err, size_t errlen);
+/* A pipelined plain graph's outputs (tgc run --mesh with pp > 1) brought
+ * whole to stage 0: each rank ran its stage's graph `stage` (whose outputs
+ * stage_out[k] are whole on dp and tp: the shard pass makes them so) and
+ * every output of `whole` (the unsharded graph, by name) is made on at
+ * least one stage; the lowest such stage sends it along pp to stage 0 (at
+ * run time, the sends and receives in output order). On stage 0, out[i]
+ * receives output i of `whole` (a new host tensor; the caller frees); on
+ * the other stages out[] stays NULL. Collective over pp: every rank calls. */
+int rt_outputs_to_first_stage(rt_comm *c, const ir_graph *whole, const ir_graph *stage, rt_tensor *const *stage_out,
+                              rt_tensor **out, char *err, size_t errlen);
 
 /* Where the time of graph runs went, by op (kernel wall time, accumulated
  * over every run given the same profile). Filled only when a caller sets a
@@ -227,6 +237,8 @@ typedef struct {
    * garbage after the call, even on failure) */
   const bool *donate_inputs, *donate_params;
   const rt_device_options *device; /* in: NULL, or how to open the device */
+  rt_comm *comm;         /* in: NULL (one process), or the communicator of g's mesh (a
+                          * sharded graph: rt_mesh_bind; host memory, the collectives through it) */
 } rt_stats;
 int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
            rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);

@@ -1,10 +1,12 @@
 /* runtime/shard.c — moving between a whole value and one rank's block of
  * it (ir_shard: ir_shard_global_index says where each local element sits):
  * the data a rank feeds, the parameters it initializes, the state it saves
- * and loads on another mesh. Host tensors; every element is copied as bytes. */
+ * and loads on another mesh. Host tensors; every element is copied as bytes.
+ * Also a pipelined plain graph's outputs brought to stage 0 (tgc run). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "internal.h"
 
 /* Per dim of the local tensor: the global index of each local index. */
@@ -90,5 +92,58 @@ int rt_init_param_shard(rt_tensor *local, const ir_value *param, uint64_t seed, 
   rt_init_param(whole, param, seed); /* the values one device would have: a block of them */
   int rc = rt_shard_extract(whole, local, &param->shard, m, coord, err, errlen);
   rt_tensor_free(whole);
+  return rc;
+}
+
+static int output_index(const ir_graph *g, const char *name) {
+  for (int k = 0; k < g->n_outputs; k++)
+    if (strcmp(g->outputs[k].name, name) == 0) return k;
+  return -1;
+}
+
+int rt_outputs_to_first_stage(rt_comm *c, const ir_graph *whole, const ir_graph *stage, rt_tensor *const *stage_out,
+                              rt_tensor **out, char *err, size_t errlen) {
+  int axis = rt_comm_axis_find(c, "pp"), n = whole->n_outputs;
+  int p = axis >= 0 ? rt_comm_axis_size(c, axis) : 1, s = axis >= 0 ? rt_comm_coord(c, axis) : 0;
+  for (int i = 0; i < n; i++) out[i] = NULL;
+  /* which stages make each output: one all-reduce of a count per (output, stage) */
+  double *made = calloc((size_t)n * (size_t)p + 1, sizeof *made);
+  if (!made) {
+    rt_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < n; i++) made[(size_t)i * (size_t)p + (size_t)s] = output_index(stage, whole->outputs[i].name) >= 0;
+  int rc = 0;
+  if (axis >= 0 && n > 0) rc = rt_comm_all_reduce(c, axis, RT_REDUCE_SUM, IR_DT_F64, made, made, (int64_t)n * p, err, errlen);
+  for (int i = 0; rc == 0 && i < n; i++) {
+    int from = -1;
+    for (int q = 0; q < p && from < 0; q++)
+      if (made[(size_t)i * (size_t)p + (size_t)q] > 0) from = q;
+    const ir_type *t = &whole->outputs[i].value->type;
+    int k = from == s ? output_index(stage, whole->outputs[i].name) : -1;
+    if (from < 0 || (k >= 0 && !ir_type_equal(&stage_out[k]->type, t))) {
+      rt_errf(err, errlen, "internal error: output '%s' is %s on the pipeline stages", whole->outputs[i].name,
+              from < 0 ? "made on none" : "not whole");
+      rc = -1;
+      break;
+    }
+    int64_t count = rt_numel(t);
+    if (s == 0 && from == 0) {
+      if (!(out[i] = rt_tensor_new(t))) rc = -1;
+      else if (count) memcpy(out[i]->data, stage_out[k]->data, (size_t)count * ir_dtype_size(t->dtype));
+    } else if (s == 0) {
+      if (!(out[i] = rt_tensor_new(t))) rc = -1;
+      else rc = rt_comm_recv(c, axis, from, t->dtype, out[i]->data, count, err, errlen);
+    } else if (s == from) {
+      rc = rt_comm_send(c, axis, 0, t->dtype, stage_out[k]->data, count, err, errlen);
+    }
+    if (rc != 0 && !err[0]) rt_errf(err, errlen, "out of memory");
+  }
+  free(made);
+  if (rc != 0)
+    for (int i = 0; i < n; i++) {
+      rt_tensor_free(out[i]);
+      out[i] = NULL;
+    }
   return rc;
 }

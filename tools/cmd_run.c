@@ -2,7 +2,8 @@
  * lists, .npy files or seeded random), initialize its parameters from the
  * seed, run it on the CPU backend, and print the outputs (text or one JSON
  * object) and optionally save them as .npy. Binding and printing live in
- * bind.c (shared with `tgc grad`). */
+ * bind.c (shared with `tgc grad`); a run on a mesh of MPI ranks (--mesh
+ * under mpirun) in run_mesh.c. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 static const char *const run_help =
     "usage: tgc run FILE [--input NAME=VALUE|NAME=@x.npy|NAME=random]... [--seed N]\n"
     "               [-D NAME=VALUE] [--config NAME] [--out-dir DIR] [--json] [options]\n"
+    "       mpirun -np N tgc run FILE --mesh dp=D,tp=T,pp=P[,sp] [--zero Z] [same options]\n"
     "\n"
     "Compiles FILE, runs it (on the CPU unless --backend says otherwise) and prints its outputs.\n"
     "\n"
@@ -35,6 +37,17 @@ static const char *const run_help =
     "                        \"stats\": {\"kernels\", \"peak_bytes\" (the arena), \"threads\"}}\n"
     "                       (tensors of more than 4096 elements get a summary: min, max, mean, sum)\n"
     "  --profile            time every kernel; print where the time went, by op, to stderr\n";
+
+static const char *const run_mesh_help =
+    "\n"
+    "many ranks (docs/sharding.md, \"tgc run on a mesh\"):\n"
+    "  mpirun -np N tgc run FILE --mesh dp=D,tp=T,pp=P[,sp] [--zero Z] ...   N = D x T x P\n"
+    "                       ranks, on the CPU; each runs its block of the sharded graph (its\n"
+    "                       pipeline stage's) with the same inputs and parameters as one device\n"
+    "                       (each rank takes its block); every output comes back whole to rank 0,\n"
+    "                       which prints exactly what one device prints (--json, --out-dir too);\n"
+    "                       the other ranks print nothing. Without a launcher, or with another\n"
+    "                       number of ranks than the mesh's, it stops with an error\n";
 
 extern const char *const tool_common_help;
 
@@ -61,7 +74,7 @@ static int save_output(const char *dir, const char *name, const rt_tensor *t, ir
 int tool_cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s\n%s", run_help, tool_backend_help, tool_common_help);
+      printf("%s%s%s\n%s", run_help, tool_backend_help, run_mesh_help, tool_common_help);
       return 0;
     }
   ir_diag *d = ir_diag_new(stderr);
@@ -100,18 +113,24 @@ int tool_cmd_run(int argc, char **argv) {
   if (rc == 0 && tool_need_file("run", &o, d) != 0) rc = 1;
   char *text = NULL;
   ir_graph *g = NULL;
-  if (rc == 0) rc = tool_single_device("run", &o, d);
-  if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
-  if (rc == 0 && tool_run_passes(g, &o, d, stdout) != 0) rc = 1;
-  if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
-  if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
+  tool_mesh_run mr = {0}; /* --mesh of more than one rank */
+  if (rc == 0 && o.mesh_set && ir_mesh_ranks(&o.mesh) > 1 && tool_mesh_run_open(&mr, &o, &backend, d) != 0) rc = 1;
+  if (rc == 0 && !(g = tool_load(&o, mr.diag ? mr.diag : d, &text))) rc = 1;
+  if (rc == 0 && tool_run_passes(g, &o, mr.diag ? mr.diag : d, stdout) != 0) rc = 1;
+  if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, &o) != 0) rc = 1;
+  ir_graph *gw = mr.whole ? mr.whole : g; /* the graph whose values are bound and printed: one device's */
+  if (rc == 0 && tool_check_input_specs(gw, specs, n_specs, mr.diag ? mr.diag : d) != 0) rc = 1;
+  if (rc == 0 && tool_check_memory(gw, mr.diag ? mr.diag : d) != 0) rc = 1;
   tool_slots slots = {0};
-  if (g) tool_alloc_slots(g, &slots);
+  if (gw) tool_alloc_slots(gw, &slots);
   rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
-  if (rc == 0 && tool_bind_all(g, specs, n_specs, seed, json, inputs, params, d) != 0) rc = 1;
+  if (rc == 0 && tool_bind_all(gw, specs, n_specs, seed, json || mr.quiet, inputs, params, mr.diag ? mr.diag : d) != 0)
+    rc = 1;
   rt_stats stats = {.profile = profile ? &prof : NULL};
-  if (rc == 0 && tool_execute(&backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
-  if (rc == 0 && profile) tool_print_profile(stderr, &prof, o.file, 1);
+  if (rc == 0 && !mr.comm && tool_execute(&backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
+  if (rc == 0 && mr.comm && tool_mesh_run_execute(&mr, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
+  if (rc == 0 && profile && !mr.quiet) tool_print_profile(stderr, &prof, o.file, 1);
+  if (mr.quiet) out_dir = NULL; /* rank 0 writes the outputs */
   if (rc == 0 && out_dir) {
     struct stat st;
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
@@ -121,13 +140,13 @@ int tool_cmd_run(int argc, char **argv) {
       ir_error_plain(d, "--out-dir %s: not a directory", out_dir);
       rc = 1;
     }
-    for (int i = 0; rc == 0 && i < g->n_outputs; i++)
-      if (save_output(out_dir, g->outputs[i].name, outputs[i], d) != 0) rc = 1;
+    for (int i = 0; rc == 0 && i < gw->n_outputs; i++)
+      if (save_output(out_dir, gw->outputs[i].name, outputs[i], d) != 0) rc = 1;
   }
-  if (rc == 0) {
+  if (rc == 0 && !mr.quiet) {
     if (json) {
       json_t *root = json_object(), *outs = json_object();
-      for (int i = 0; i < g->n_outputs; i++) json_object_set_new(outs, g->outputs[i].name, tool_tensor_json(outputs[i]));
+      for (int i = 0; i < gw->n_outputs; i++) json_object_set_new(outs, gw->outputs[i].name, tool_tensor_json(outputs[i]));
       json_object_set_new(root, "outputs", outs);
       json_t *st = json_object();
       json_object_set_new(st, "kernels", json_integer(stats.kernels_run));
@@ -138,10 +157,11 @@ int tool_cmd_run(int argc, char **argv) {
       fputc('\n', stdout);
       json_decref(root);
     } else {
-      for (int i = 0; i < g->n_outputs; i++) tool_print_tensor(stdout, g->outputs[i].name, outputs[i]);
+      for (int i = 0; i < gw->n_outputs; i++) tool_print_tensor(stdout, gw->outputs[i].name, outputs[i]);
     }
   }
-  tool_free_slots(g, &slots);
+  tool_free_slots(gw, &slots);
+  tool_mesh_run_close(&mr);
   ir_graph_free(g);
   free(text);
   free(specs);

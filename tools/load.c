@@ -325,7 +325,7 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
 int tool_single_device(const char *cmd, const tool_compile_opts *o, ir_diag *d) {
   if (!o->mesh_set || ir_mesh_ranks(&o->mesh) == 1) return 0;
   char m[128];
-  ir_error_plain(d, "tgc %s runs on one device; --mesh %s (%lld ranks) applies to train, dump and stats", cmd,
+  ir_error_plain(d, "tgc %s runs on one device; --mesh %s (%lld ranks) applies to run, train, dump and stats", cmd,
                  ir_mesh_str(&o->mesh, m, sizeof m), (long long)ir_mesh_ranks(&o->mesh));
   return 1;
 }

@@ -31,7 +31,7 @@ const char *const tool_common_help =
     "                       syntax in plan, train, stats and dump); the shard pass partitions the graph\n"
     "                       over it, and a run needs that many ranks (mpirun -np N)\n"
     "  --stage S            with pp > 1: the pipeline stage whose program dump and stats\n"
-    "                       show (default 0; train: each rank's own)\n"
+    "                       show (default 0; run and train: each rank's own)\n"
     "  --zero N             ZeRO stage 0-3 over dp: 1 shards the optimizer state, 2 also\n"
     "                       the gradients, 3 also the parameters (default 0)\n"
     "  --tp-layout L        how each parameter is laid out over tp: megatron (default: Megatron-LM's\n"

@@ -159,6 +159,36 @@ bool tool_plan_even_split(const tool_plan *p);
 /* FNV-1a 64 of n bytes (the model file's identity in a plan). */
 uint64_t tool_fnv1a64(const void *data, size_t n);
 
+/* ---- run_mesh.c: tgc run on a mesh of MPI ranks ---- */
+/* One sharded run: every rank opens the communicator, binds the mesh and
+ * runs its block of the graph (its pipeline stage's, with pp); the values
+ * are bound on the unsharded graph (`whole`, compiled as on one device:
+ * the same inputs and parameters) and each rank takes its blocks; the
+ * outputs come back whole on rank 0, which alone prints. */
+typedef struct {
+  struct rt_comm *comm;          /* NULL: not a sharded run */
+  int coord[IR_NUM_AXES];        /* this rank's place in the mesh */
+  bool quiet;                    /* not rank 0: prints nothing (stdout is /dev/null) */
+  ir_diag *diag;                 /* not rank 0: where the compile's errors go (every rank has them) */
+  FILE *null;
+  const tool_backend *backend;
+  ir_diag *d;
+  ir_graph *whole;               /* tool_mesh_run_compile_whole */
+  char *whole_text;
+} tool_mesh_run;
+/* --mesh of more than one rank: the communicator (-1 after reporting: a
+ * run without a launcher, a rank count that is not the mesh's, --stage, a
+ * backend other than the cpu); sets o's pipeline stage to this rank's. */
+int tool_mesh_run_open(tool_mesh_run *mr, tool_compile_opts *o, const tool_backend *tb, ir_diag *d);
+/* The graph compiled as on one device (no mesh, no dumps) into mr->whole. */
+int tool_mesh_run_compile_whole(tool_mesh_run *mr, const tool_compile_opts *o);
+/* Runs the sharded g on this rank from the whole inputs and parameters
+ * (mr->whole's); outputs[i] (mr->whole's outputs) are filled on rank 0
+ * (and on every rank without pp). -1 after reporting through d. */
+int tool_mesh_run_execute(tool_mesh_run *mr, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
+                          rt_tensor **outputs, rt_stats *stats, ir_diag *d);
+void tool_mesh_run_close(tool_mesh_run *mr);
+
 /* ---- profile.c ---- */
 /* The per-op table of p (filled by `runs` graph runs) under a title line. */
 void tool_print_profile(FILE *f, const rt_profile *p, const char *title, int64_t runs);
