@@ -52,6 +52,7 @@ struct sh_engine {
   sh_st (*st)[IR_NUM_AXES]; /* src value id -> placed layout per axis */
   conv **convs;           /* src value id -> conversions made */
   int *readers;           /* src value id -> how many live nodes read it */
+  bool *sums_on;          /* src value id -> read by one add or sub and nothing else (no output) */
   bool slice_counts[IR_NUM_AXES];
   ir_diag *d;
   int errors;
@@ -544,6 +545,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     sh_dec d = {.node = n, .axis = a, .size = e->mesh->size[a], .n_in = n->n_in, .n_out = n->n_out,
                 .megatron = e->megatron && a == IR_AXIS_TP, .scale_operand = -1, .parts_hint = 1,
                 .sp = e->mesh->sp && a == IR_AXIS_TP, .readers = n->n_out ? e->readers[n->out[0]->id] : 0,
+                .sum_continues = n->n_out == 1 && e->sums_on[n->out[0]->id],
                 .slice_counts = e->slice_counts[a]};
     if (d.megatron && (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_MATMUL) && n->out[0]->type.rank >= 1)
       d.parts_hint = find_parts(e->src, n->out[0], n->out[0]->type.rank - 1, 0);
@@ -696,9 +698,16 @@ sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
   e->st = calloc((size_t)e->nv, sizeof *e->st);
   e->convs = calloc((size_t)e->nv, sizeof *e->convs);
   e->readers = calloc((size_t)e->nv, sizeof *e->readers);
-  if (!e->map || !e->st || !e->convs || !e->readers) abort();
+  e->sums_on = calloc((size_t)e->nv, sizeof *e->sums_on);
+  if (!e->map || !e->st || !e->convs || !e->readers || !e->sums_on) abort();
   for (int i = 0; i < src->n_nodes; i++)
     for (int k = 0; !src->nodes[i]->dead && k < src->nodes[i]->n_in; k++) e->readers[src->nodes[i]->in[k]->id]++;
+  for (int i = 0; i < src->n_nodes; i++) {
+    const ir_node *u = src->nodes[i];
+    if (u->dead || (u->op != IR_OP_ADD && u->op != IR_OP_SUB)) continue;
+    for (int k = 0; k < u->n_in; k++) e->sums_on[u->in[k]->id] = e->readers[u->in[k]->id] == 1;
+  }
+  for (int i = 0; i < src->n_outputs; i++) e->sums_on[src->outputs[i].value->id] = false;
   e->dst = ir_graph_new(src->name, src->source_file);
   e->dst->mesh = src->mesh;
   for (int i = 0; i < src->n_inputs; i++) {
@@ -773,6 +782,7 @@ void sh_engine_free(sh_engine *e) {
     }
   free(e->convs);
   free(e->readers);
+  free(e->sums_on);
   for (kept *k = e->kept; k;) {
     kept *next = k->next;
     free(k);

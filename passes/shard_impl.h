@@ -48,6 +48,7 @@ typedef struct {
   bool sp;                     /* tp axis with sequence parallelism: a partial sum an op cannot take is
                                 * reduce-scattered along the sequence (dim 1 of [B, T, ...]) */
   int readers;                 /* how many nodes read result 0 */
+  bool sum_continues;          /* result 0 is read by one add or sub and nothing else (not an output) */
   bool slice_counts;           /* count_nonfinite of a replicated operand is partial (sh_engine_slice_counts) */
   uint32_t in_other[SH_MAX_ARGS]; /* operand i: the dims other axes split now (bit k: dim k) */
   int parts_hint;              /* matmul on tp: > 1 when result 0's last dim is later split in that many

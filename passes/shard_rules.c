@@ -17,8 +17,8 @@
  *           is linear in them (add and sub of partials, a partial times or
  *           divided by a replicated value, neg, a float cast, a fused
  *           expression that is linear in them); otherwise they are reduced
- *           — except a sum read by one node whose other terms are
- *           replicated activations: those become partial sums too (the
+ *           — except a sum that only a further sum reads, whose other terms
+ *           are replicated activations: those become partial sums too (the
  *           engine keeps each whole on the axis' first rank), so the terms
  *           are added locally and the total reduced once (a gradient
  *           accumulated over the residual and the q, k, v projections).
@@ -223,13 +223,14 @@ static void pointwise(sh_dec *d, unsigned forbid) {
       all_out(d, sh_P());
       return;
     }
-    /* a sum of partial and replicated terms read by one node (the backward's
-     * accumulation of a value's gradient: the residual's, then the q, k and
-     * v projections' partial input gradients): the replicated activations
-     * become partial sums too (kept whole on the axis' first rank, no
-     * communication), so the partial terms are added locally and the total
-     * is reduced once where it is needed, not each term on its own */
-    if (d->readers == 1) {
+    /* a sum of partial and replicated terms that a further sum reads and
+     * nothing else (the backward's accumulation of a value's gradient: the
+     * residual's, then the q, k and v projections' partial input
+     * gradients): the replicated activations become partial sums too (kept
+     * whole on the axis' first rank, no communication), so the partial
+     * terms are added locally and the total is reduced once where it is
+     * needed, not each term on its own */
+    if (d->sum_continues) {
       for (int i = 0; i < d->n_in; i++)
         partial[i] = d->in[i].kind == SH_P || (d->in[i].kind == SH_R && !d->in_param[i] && rank_in(d, i) > 0);
       if (linear_in(d, partial)) {
