@@ -194,13 +194,19 @@ int ir_role_from_name(const char *name);
  * ranks (Megatron-LM's layout). sp: sequence parallelism on the tp axis.
  * stage: after the shard pass cut the graph into pipeline stages, the
  * stage this graph is (-1: not cut). All sizes 1 = one device. */
-typedef enum { IR_AXIS_PP, IR_AXIS_DP, IR_AXIS_TP, IR_NUM_AXES } ir_axis;
+typedef enum {
+#define IR_MESH_AXIS(id, name, word) IR_AXIS_##id,
+#include "mesh_axes.def"
+#undef IR_MESH_AXIS
+  IR_NUM_AXES
+} ir_axis;
 typedef struct {
   int size[IR_NUM_AXES];
   bool sp;
   int stage;
 } ir_mesh;
-const char *ir_axis_name(ir_axis a);               /* "pp" "dp" "tp" */
+const char *ir_axis_name(ir_axis a);               /* "pp" "dp" "tp"; "?" out of range */
+const char *ir_axis_word(ir_axis a);               /* "pipeline" "data" "tensor" (the planner's) */
 int ir_axis_from_name(const char *name, size_t n); /* -1 if none */
 ir_mesh ir_mesh_single(void);                      /* every size 1, no sp, stage -1 */
 int64_t ir_mesh_ranks(const ir_mesh *m);           /* the product of the sizes */
@@ -211,6 +217,20 @@ int ir_mesh_parse(const char *text, ir_mesh *m, char *err, size_t errlen);
 /* "dp=2, tp=2 sp" (axes of size > 1, outermost first; "one device" when none). */
 char *ir_mesh_str(const ir_mesh *m, char *buf, size_t n);
 
+/* The kinds of collective communication (collectives.def): the comm
+ * layer's rt_coll_kind and the planner's pass_coll_kind. */
+typedef enum {
+#define IR_COLL(id, name, op, label, ring) IR_COLL_##id,
+#include "collectives.def"
+#undef IR_COLL
+  IR_NUM_COLLS
+} ir_coll;
+const char *ir_coll_name(ir_coll k);  /* "all_reduce" ... "recv"; "?" out of range */
+const char *ir_coll_label(ir_coll k); /* "all-reduce" ... "send/recv" (the planner's) */
+ir_op ir_coll_op(ir_coll k);          /* the op that runs it (IR_NUM_OPS out of range) */
+int ir_coll_of_op(ir_op op);          /* the kind an op runs; -1: none (mesh_slice, compute) */
+/* Bytes one rank sends per operand byte over a ring of n ranks (0 when n <= 1). */
+double ir_coll_ring_factor(ir_coll k, int64_t n);
 /* How a value is laid out over the mesh. split[d]: the mesh axes (a bit
  * mask, bit a = axis a) that divide dim d, nested in mesh order (dims split
  * over dp and tp hold block dp_coord * tp + tp_coord). partial: the axes

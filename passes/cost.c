@@ -170,15 +170,8 @@ static double matmul_flops(const ir_node *n, double out_n) {
 }
 
 double pass_comm_bytes(ir_op op, int64_t n, double bytes) {
-  if (n <= 1) return 0;
-  double f = (double)(n - 1) / (double)n;
-  switch (op) {
-  case IR_OP_ALL_REDUCE: return 2 * f * bytes;
-  case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL: return f * bytes;
-  case IR_OP_ALL_GATHER: return (double)(n - 1) * bytes;
-  case IR_OP_COMM_BROADCAST: case IR_OP_SEND: return bytes;
-  default: return 0;
-  }
+  int k = ir_coll_of_op(op);
+  return k < 0 ? 0 : ir_coll_ring_factor((ir_coll)k, n) * bytes; /* collectives.def's RING column */
 }
 
 /* elements of chunk j of c over n */
