@@ -181,9 +181,8 @@ void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tal
   memset(tally, 0, sizeof(pass_comm_tally) * IR_NUM_OPS * IR_NUM_AXES);
   for (int k = 0; k < g->n_nodes; k++) {
     const ir_node *n = g->nodes[k];
-    const ir_attr *ax = ir_node_attr(n, "axis");
-    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM) || !ax || ax->kind != IR_ATTR_STR) continue;
-    int a = ir_axis_from_name(ax->s, strlen(ax->s));
+    int a = ir_node_mesh_axis(n);
+    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM)) continue;
     int64_t r = ir_node_attr_int(n, "n", 1);
     if (a < 0 || r <= 1) continue;
     int64_t i = coord[a];
@@ -307,8 +306,7 @@ void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
     c->op_flops[n->op] += k.flops;
     c->op_bytes[n->op] += k.bytes;
     c->op_count[n->op]++;
-    const ir_attr *axis = ir_node_attr(n, "axis");
-    int a = axis && axis->kind == IR_ATTR_STR ? ir_axis_from_name(axis->s, strlen(axis->s)) : -1;
+    int a = ir_op_has(n->op, IR_OPF_COMM) ? ir_node_mesh_axis(n) : -1;
     if (k.comm > 0 && a >= 0) c->comm[n->op][a] += k.comm;
   }
 }

@@ -92,9 +92,8 @@ typedef struct {
 static void walk_graph(const ir_graph *g, double times, bool step, int part, walk *w) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    const ir_attr *a = ir_node_attr(n, "axis");
-    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM) || !a || a->kind != IR_ATTR_STR) continue;
-    int ax = ir_axis_from_name(a->s, strlen(a->s));
+    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM)) continue;
+    int ax = ir_node_mesh_axis(n);
     CHECK(ax >= 0);
     if (ax < 0) continue;
     const ir_type *buf = n->op == IR_OP_ALL_GATHER || n->op == IR_OP_RECV ? &n->out[0]->type : &n->in[0]->type;
