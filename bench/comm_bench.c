@@ -34,9 +34,9 @@ static void check(int rc) {
 static void one(rt_comm *c, rt_coll_kind k, float *a, float *b, int64_t count) {
   int r = rt_comm_rank(c), n = rt_comm_size(c);
   switch (k) {
-  case RT_COLL_ALL_REDUCE: check(rt_comm_all_reduce(c, -1, RT_REDUCE_SUM, IR_DT_F32, a, b, count, err, sizeof err)); break;
-  case RT_COLL_ALL_GATHER: check(rt_comm_all_gather(c, -1, IR_DT_F32, a, b, count / n, err, sizeof err)); break;
-  case RT_COLL_SEND:
+  case IR_COLL_ALL_REDUCE: check(rt_comm_all_reduce(c, -1, RT_REDUCE_SUM, IR_DT_F32, a, b, count, err, sizeof err)); break;
+  case IR_COLL_ALL_GATHER: check(rt_comm_all_gather(c, -1, IR_DT_F32, a, b, count / n, err, sizeof err)); break;
+  case IR_COLL_SEND:
     if (r % 2 == 0 && r + 1 < n) check(rt_comm_send(c, -1, r + 1, IR_DT_F32, a, count, err, sizeof err));
     if (r % 2 == 1) check(rt_comm_recv(c, -1, r - 1, IR_DT_F32, b, count, err, sizeof err));
     break;
@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
   }
   int n = rt_comm_size(c), me = rt_comm_rank(c);
   static const int64_t sizes[] = {1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20}; /* floats */
-  static const rt_coll_kind kinds[] = {RT_COLL_ALL_REDUCE, RT_COLL_ALL_GATHER, RT_COLL_SEND};
+  static const rt_coll_kind kinds[] = {IR_COLL_ALL_REDUCE, IR_COLL_ALL_GATHER, IR_COLL_SEND};
   int64_t most = sizes[sizeof sizes / sizeof sizes[0] - 1];
   float *a = calloc((size_t)most, sizeof *a), *b = calloc((size_t)most, sizeof *b);
   for (int64_t i = 0; i < most; i++) a[i] = (float)(i % 1000) * 0.001f;

@@ -106,7 +106,7 @@ static cg_emit_fn emitter(ir_op op) {
 
 /* Communication ops and mesh_slice lower to no kernel: the executor runs
  * them through the comm layer (runtime/collective.c) on any backend. */
-static bool mesh_step(ir_op op) { return ir_op_has(op, IR_OPF_COMM) || op == IR_OP_MESH_SLICE; }
+static bool mesh_step(ir_op op) { return ir_op_on_mesh_axis(op); }
 
 bool cg_op_lowers(ir_op op) { return mesh_step(op) || emitter(op) != NULL; }
 

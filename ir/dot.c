@@ -55,6 +55,7 @@ static void attr_text(const ir_attr *a, char *buf, size_t n) {
     break;
   case IR_ATTR_STR: snprintf(buf + len, n - len, "\"%s\"", a->s ? a->s : ""); break;
   case IR_ATTR_DTYPE: snprintf(buf + len, n - len, "%s", ir_dtype_name((ir_dtype)a->i)); break;
+  case IR_ATTR_MESH_AXIS: snprintf(buf + len, n - len, "\"%s\"", ir_axis_name((ir_axis)a->i)); break;
   }
 }
 

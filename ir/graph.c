@@ -469,6 +469,7 @@ ir_attr ir_attr_ints(const char *key, const int64_t *v, int n) {
 }
 ir_attr ir_attr_str(const char *key, const char *s) { return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = s}; }
 ir_attr ir_attr_dtype(const char *key, ir_dtype t) { return (ir_attr){.key = key, .kind = IR_ATTR_DTYPE, .i = t}; }
+ir_attr ir_attr_mesh_axis(const char *key, ir_axis a) { return (ir_attr){.key = key, .kind = IR_ATTR_MESH_AXIS, .i = a}; }
 ir_attr ir_attr_expr(const char *key, const ir_expr *e, const char *text) {
   return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = text, .expr = e};
 }
@@ -490,6 +491,11 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *key) {
 int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt) {
   const ir_attr *a = ir_node_attr(n, key);
   return a && (a->kind == IR_ATTR_INT || a->kind == IR_ATTR_DTYPE) ? a->i : dflt;
+}
+
+int ir_node_mesh_axis(const ir_node *n) {
+  const ir_attr *a = ir_node_attr(n, "axis");
+  return a && a->kind == IR_ATTR_MESH_AXIS && a->i >= 0 && a->i < IR_NUM_AXES ? (int)a->i : -1;
 }
 
 double ir_node_attr_float(const ir_node *n, const char *key, double dflt) {

@@ -124,6 +124,7 @@ static const char *attr_kind_name(ir_attr_kind k) {
   case IR_ATTR_INTS: return "a list of ints";
   case IR_ATTR_STR: return "a string";
   case IR_ATTR_DTYPE: return "a dtype";
+  case IR_ATTR_MESH_AXIS: return "a mesh axis";
   }
   return "?";
 }
@@ -892,9 +893,9 @@ static int infer_shard_hint(ctx *c, const ir_type *in, ir_type *out) {
 /* ---- communication: {axis, n, ...} (ops.def) ---- */
 static int comm_attrs(ctx *c, int64_t *n) {
   const ir_attr *a;
-  if (get_attr(c, "axis", IR_ATTR_STR, true, &a) < 0) return -1;
-  if (ir_axis_from_name(a->s, strlen(a->s)) < 0)
-    return fail(c, "unknown mesh axis \"%.20s\" in %s (axes: pp, dp, tp)", a->s, c->name);
+  if (get_attr(c, "axis", IR_ATTR_MESH_AXIS, true, &a) < 0) return -1;
+  if (a->i < 0 || a->i >= IR_NUM_AXES)
+    return fail(c, "mesh axis %lld of %s out of range (%d axes)", (long long)a->i, c->name, IR_NUM_AXES);
   if (get_int(c, "n", true, 1, n) < 0) return -1;
   if (*n < 1 || *n > 4096) return fail(c, "%s: axis size n = %lld must be between 1 and 4096", c->name, (long long)*n);
   if (get_attr(c, "reduce", IR_ATTR_STR, false, &a) < 0) return -1;

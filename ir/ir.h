@@ -194,14 +194,22 @@ int ir_role_from_name(const char *name);
  * ranks (Megatron-LM's layout). sp: sequence parallelism on the tp axis.
  * stage: after the shard pass cut the graph into pipeline stages, the
  * stage this graph is (-1: not cut). All sizes 1 = one device. */
-typedef enum { IR_AXIS_PP, IR_AXIS_DP, IR_AXIS_TP, IR_NUM_AXES } ir_axis;
+typedef enum {
+#define IR_MESH_AXIS(id, name, word) IR_AXIS_##id,
+#include "mesh_axes.def"
+#undef IR_MESH_AXIS
+  IR_NUM_AXES
+} ir_axis;
 typedef struct {
   int size[IR_NUM_AXES];
   bool sp;
   int stage;
 } ir_mesh;
-const char *ir_axis_name(ir_axis a);               /* "pp" "dp" "tp" */
-int ir_axis_from_name(const char *name, size_t n); /* -1 if none */
+const char *ir_axis_name(ir_axis a);               /* "pp" "dp" "tp"; "?" out of range */
+const char *ir_axis_word(ir_axis a);               /* "pipeline" "data" "tensor" (the planner's) */
+/* For text only (readers of --mesh, specs, .ir files): -1 if none. Built
+ * graphs hold the index (ir_attr_mesh_axis), never the name. */
+int ir_axis_from_name(const char *name, size_t n);
 ir_mesh ir_mesh_single(void);                      /* every size 1, no sp, stage -1 */
 int64_t ir_mesh_ranks(const ir_mesh *m);           /* the product of the sizes */
 bool ir_mesh_is_single(const ir_mesh *m);          /* one rank, no sp, no stage */
@@ -210,6 +218,24 @@ bool ir_mesh_is_single(const ir_mesh *m);          /* one rank, no sp, no stage 
 int ir_mesh_parse(const char *text, ir_mesh *m, char *err, size_t errlen);
 /* "dp=2, tp=2 sp" (axes of size > 1, outermost first; "one device" when none). */
 char *ir_mesh_str(const ir_mesh *m, char *buf, size_t n);
+
+/* The kinds of collective communication (collectives.def): the comm
+ * layer's rt_coll_kind and the planner's pass_coll_kind. */
+typedef enum {
+#define IR_COLL(id, name, op, label, ring) IR_COLL_##id,
+#include "collectives.def"
+#undef IR_COLL
+  IR_NUM_COLLS
+} ir_coll;
+const char *ir_coll_name(ir_coll k);  /* "all_reduce" ... "recv"; "?" out of range */
+const char *ir_coll_label(ir_coll k); /* "all-reduce" ... "send/recv" (the planner's) */
+ir_op ir_coll_op(ir_coll k);          /* the op that runs it (IR_NUM_OPS out of range) */
+int ir_coll_of_op(ir_op op);          /* the kind an op runs; -1: none (mesh_slice, compute) */
+/* Bytes one rank sends per operand byte over a ring of n ranks (0 when n <= 1). */
+double ir_coll_ring_factor(ir_coll k, int64_t n);
+/* Ops that name a mesh axis in attribute "axis" (every COMM op, and
+ * mesh_slice): the attribute holds the axis index (IR_ATTR_MESH_AXIS). */
+static inline bool ir_op_on_mesh_axis(ir_op op) { return ir_op_has(op, IR_OPF_COMM) || op == IR_OP_MESH_SLICE; }
 
 /* How a value is laid out over the mesh. split[d]: the mesh axes (a bit
  * mask, bit a = axis a) that divide dim d, nested in mesh order (dims split
@@ -268,13 +294,15 @@ typedef struct ir_value {
   ir_init init;        /* params only */
 } ir_value;
 
-typedef enum { IR_ATTR_INT, IR_ATTR_FLOAT, IR_ATTR_INTS, IR_ATTR_STR, IR_ATTR_DTYPE } ir_attr_kind;
+/* MESH_AXIS: a mesh axis index in i (an ir_axis), printed and read as its
+ * name ({axis = "tp"}); the "axis" of the ops on a mesh axis. */
+typedef enum { IR_ATTR_INT, IR_ATTR_FLOAT, IR_ATTR_INTS, IR_ATTR_STR, IR_ATTR_DTYPE, IR_ATTR_MESH_AXIS } ir_attr_kind;
 typedef struct ir_expr ir_expr;
 typedef struct ir_einsum ir_einsum;
 typedef struct {
   const char *key;
   ir_attr_kind kind;
-  int64_t i;            /* INT, DTYPE (an ir_dtype) */
+  int64_t i;            /* INT, DTYPE (an ir_dtype), MESH_AXIS (an ir_axis) */
   double f;             /* FLOAT */
   int n;                /* INTS: count */
   const int64_t *ints;  /* INTS */
@@ -293,6 +321,7 @@ ir_attr ir_attr_float(const char *key, double v);
 ir_attr ir_attr_ints(const char *key, const int64_t *v, int n);
 ir_attr ir_attr_str(const char *key, const char *s);
 ir_attr ir_attr_dtype(const char *key, ir_dtype t);
+ir_attr ir_attr_mesh_axis(const char *key, ir_axis a);
 /* A fused expression given as its structure and its text (ir_expr_print). */
 ir_attr ir_attr_expr(const char *key, const ir_expr *e, const char *text);
 
@@ -323,6 +352,9 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *key);
 bool ir_node_may_reuse(const ir_node *n, int r, int i);
 int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt);
 double ir_node_attr_float(const ir_node *n, const char *key, double dflt);
+/* The mesh axis of an op on one (ir_op_on_mesh_axis): its "axis"
+ * attribute's index; -1 when n has none. */
+int ir_node_mesh_axis(const ir_node *n);
 /* n is a transpose whose perm swaps exactly the last two axes
  * ([0, 1, ..., r-3, r-1, r-2], rank r >= 2): what matmul's transpose_a /
  * transpose_b read for free. */

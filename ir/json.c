@@ -125,6 +125,7 @@ static json_t *attr_json(const ir_attr *a) {
   }
   case IR_ATTR_STR: return str_json(a->s);
   case IR_ATTR_DTYPE: return json_pack("{s:s}", "dtype", ir_dtype_name((ir_dtype)a->i));
+  case IR_ATTR_MESH_AXIS: return json_string(ir_axis_name((ir_axis)a->i)); /* "tp", as before axes were indices */
   }
   return NULL;
 }

@@ -2,22 +2,65 @@
  * `--mesh dp=2,tp=2,pp=2`, and the text the printer, DOT, JSON and
  * diagnostics share for both.
  *
- * The three axes are fixed (pp, dp, tp, outermost first), so a spec is a
- * bit mask per dim and the text names axes, never numbers. */
+ * The axes are fixed (mesh_axes.def: pp, dp, tp, outermost first), so a
+ * spec is a bit mask per dim and the text names axes, never numbers. The
+ * kinds of collective (collectives.def) have their tables here too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
 
-static const char *const axis_names[IR_NUM_AXES] = {"pp", "dp", "tp"};
+static const char *const axis_names[IR_NUM_AXES] = {
+#define IR_MESH_AXIS(id, name, word) [IR_AXIS_##id] = name,
+#include "mesh_axes.def"
+#undef IR_MESH_AXIS
+};
+static const char *const axis_words[IR_NUM_AXES] = {
+#define IR_MESH_AXIS(id, name, word) [IR_AXIS_##id] = word,
+#include "mesh_axes.def"
+#undef IR_MESH_AXIS
+};
 
 const char *ir_axis_name(ir_axis a) { return (unsigned)a < IR_NUM_AXES ? axis_names[a] : "?"; }
+const char *ir_axis_word(ir_axis a) { return (unsigned)a < IR_NUM_AXES ? axis_words[a] : "?"; }
 
 int ir_axis_from_name(const char *name, size_t n) {
   for (int a = 0; a < IR_NUM_AXES; a++)
     if (strlen(axis_names[a]) == n && memcmp(axis_names[a], name, n) == 0) return a;
   return -1;
+}
+
+/* ---- collective kinds (collectives.def) ---- */
+
+static const struct {
+  const char *name, *label;
+  ir_op op;
+} colls[IR_NUM_COLLS] = {
+#define IR_COLL(id, name, op, label, ring) [IR_COLL_##id] = {name, label, IR_OP_##op},
+#include "collectives.def"
+#undef IR_COLL
+};
+
+const char *ir_coll_name(ir_coll k) { return (unsigned)k < IR_NUM_COLLS ? colls[k].name : "?"; }
+const char *ir_coll_label(ir_coll k) { return (unsigned)k < IR_NUM_COLLS ? colls[k].label : "?"; }
+ir_op ir_coll_op(ir_coll k) { return (unsigned)k < IR_NUM_COLLS ? colls[k].op : IR_NUM_OPS; }
+
+int ir_coll_of_op(ir_op op) {
+  for (int k = 0; k < IR_NUM_COLLS; k++)
+    if (colls[k].op == op) return k;
+  return -1;
+}
+
+double ir_coll_ring_factor(ir_coll k, int64_t n) {
+  if (n <= 1) return 0;
+  switch (k) {
+#define IR_COLL(id, name, op, label, ring) \
+  case IR_COLL_##id: return ring;
+#include "collectives.def"
+#undef IR_COLL
+  default: return 0;
+  }
 }
 
 ir_mesh ir_mesh_single(void) {

@@ -87,6 +87,7 @@ static void print_attr_value(FILE *out, const ir_attr *a) {
     break;
   case IR_ATTR_STR: print_string(out, a->s); break;
   case IR_ATTR_DTYPE: fputs(ir_dtype_name((ir_dtype)a->i), out); break;
+  case IR_ATTR_MESH_AXIS: print_string(out, ir_axis_name((ir_axis)a->i)); break; /* the name, as read */
   }
 }
 

@@ -802,8 +802,25 @@ static bool parse_attr_value(parser *p, ir_attr *at, int64_t **ints_owned) {
   return true;
 }
 
+/* The "axis" of an op on a mesh axis is written as the axis name and held
+ * as its index: the one place a name becomes an axis in a graph. */
+static bool mesh_axis_attr(parser *p, ir_attr *at, int line, int col) {
+  int a = ir_axis_from_name(at->s, strlen(at->s));
+  if (a < 0) {
+    char names[64] = "";
+    for (int k = 0; k < IR_NUM_AXES; k++)
+      snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", ir_axis_name((ir_axis)k));
+    report(p, line, col, false, "unknown mesh axis \"%.20s\" (axes: %s)", at->s, names);
+    return false;
+  }
+  at->kind = IR_ATTR_MESH_AXIS;
+  at->i = a;
+  at->s = NULL;
+  return true;
+}
+
 /* attrs := '{' (KEY '=' attrval (',' KEY '=' attrval)*)? '}' */
-static bool parse_attrs(parser *p, ir_attr *attrs, int64_t **owned, int *n_attrs) {
+static bool parse_attrs(parser *p, ir_op op, ir_attr *attrs, int64_t **owned, int *n_attrs) {
   next(p); /* '{' */
   while (!is_punct(p, '}')) {
     if (*n_attrs > 0 && !expect_punct(p, ',', "or '}' in attributes")) return false;
@@ -824,10 +841,14 @@ static bool parse_attrs(parser *p, ir_attr *attrs, int64_t **owned, int *n_attrs
     next(p);
     if (!expect_punct(p, '=', "after attribute name")) return false;
     int64_t *ints = NULL;
+    int line = p->tok.line, col = p->tok.col;
     bool ok = parse_attr_value(p, at, &ints);
     owned[*n_attrs] = ints;
     (*n_attrs)++; /* counted even on failure so `owned` is freed */
     if (!ok) return false;
+    if (at->kind == IR_ATTR_STR && ir_op_on_mesh_axis(op) && strcmp(at->key, "axis") == 0 &&
+        !mesh_axis_attr(p, at, line, col))
+      return false;
   }
   next(p);
   return true;
@@ -908,7 +929,7 @@ static bool parse_node_line(parser *p, node_lists *L, ir_attr *attrs, int64_t **
     report(p, op_line, op_col, false, "op '%s' takes at least 1 operand, got 0", opname);
     return false;
   }
-  if (is_punct(p, '{') && !parse_attrs(p, attrs, owned, n_attrs)) return false;
+  if (is_punct(p, '{') && !parse_attrs(p, (ir_op)op, attrs, owned, n_attrs)) return false;
   int colon_line = p->tok.line, colon_col = p->tok.col;
   if (!no_results && !expect_punct(p, ':', "before result types")) return false;
   for (; !no_results;) {

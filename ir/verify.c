@@ -231,13 +231,13 @@ static void retype_node(vctx *c, const ir_node *n) {
   if (in != in_small) free(in);
   if (out != out_small) free(out);
   /* a communication op's axis and its size are the graph's mesh's */
-  const ir_attr *axis = ir_node_attr(n, "axis");
-  if ((ir_op_has(n->op, IR_OPF_COMM) || n->op == IR_OP_MESH_SLICE) && axis && axis->kind == IR_ATTR_STR) {
-    int a = ir_axis_from_name(axis->s, strlen(axis->s));
+  int a = ir_op_on_mesh_axis(n->op) ? ir_node_mesh_axis(n) : -1;
+  if (a >= 0) {
     int64_t size = ir_node_attr_int(n, "n", 1);
-    if (a >= 0 && size != c->g->mesh.size[a])
-      problem(c, node_at(c, n), "%s over %s has n = %lld, but the graph's mesh has %s = %d", op, axis->s,
-              (long long)size, axis->s, c->g->mesh.size[a]);
+    const char *axis = ir_axis_name((ir_axis)a);
+    if (size != c->g->mesh.size[a])
+      problem(c, node_at(c, n), "%s over %s has n = %lld, but the graph's mesh has %s = %d", op, axis,
+              (long long)size, axis, c->g->mesh.size[a]);
   }
 }
 

@@ -75,6 +75,7 @@ ir_value *ad_fill(ad_ctx *c, const ir_type *t, double v, const char *name) {
 
 ir_attr ad_node_attr(const ir_node *n, const char *key) {
   const ir_attr *a = ir_node_attr(n, key);
+  if (a->kind == IR_ATTR_MESH_AXIS) return ir_attr_mesh_axis(key, (ir_axis)a->i);
   return a->kind == IR_ATTR_STR ? ir_attr_str(key, a->s) : ir_attr_int(key, a->i);
 }
 

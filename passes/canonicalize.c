@@ -273,7 +273,8 @@ static uint64_t hash_attr(const ir_attr *a) {
   uint64_t h = mix(hash_str(a->key), (uint64_t)a->kind);
   switch (a->kind) {
   case IR_ATTR_INT:
-  case IR_ATTR_DTYPE: return mix(h, (uint64_t)a->i);
+  case IR_ATTR_DTYPE:
+  case IR_ATTR_MESH_AXIS: return mix(h, (uint64_t)a->i);
   case IR_ATTR_FLOAT: return mix(h, double_bits(a->f));
   case IR_ATTR_STR: return mix(h, hash_str(a->s));
   case IR_ATTR_INTS:
@@ -304,7 +305,8 @@ static bool attr_equal(const ir_attr *a, const ir_attr *b) {
   if (a->kind != b->kind || strcmp(a->key, b->key) != 0) return false;
   switch (a->kind) {
   case IR_ATTR_INT:
-  case IR_ATTR_DTYPE: return a->i == b->i;
+  case IR_ATTR_DTYPE:
+  case IR_ATTR_MESH_AXIS: return a->i == b->i;
   case IR_ATTR_FLOAT: return double_bits(a->f) == double_bits(b->f); /* -0 != +0; NaN == same NaN */
   case IR_ATTR_STR: return strcmp(a->s ? a->s : "", b->s ? b->s : "") == 0;
   case IR_ATTR_INTS:

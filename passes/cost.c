@@ -170,15 +170,8 @@ static double matmul_flops(const ir_node *n, double out_n) {
 }
 
 double pass_comm_bytes(ir_op op, int64_t n, double bytes) {
-  if (n <= 1) return 0;
-  double f = (double)(n - 1) / (double)n;
-  switch (op) {
-  case IR_OP_ALL_REDUCE: return 2 * f * bytes;
-  case IR_OP_REDUCE_SCATTER: case IR_OP_ALL_TO_ALL: return f * bytes;
-  case IR_OP_ALL_GATHER: return (double)(n - 1) * bytes;
-  case IR_OP_COMM_BROADCAST: case IR_OP_SEND: return bytes;
-  default: return 0;
-  }
+  int k = ir_coll_of_op(op);
+  return k < 0 ? 0 : ir_coll_ring_factor((ir_coll)k, n) * bytes; /* collectives.def's RING column */
 }
 
 /* elements of chunk j of c over n */
@@ -188,9 +181,8 @@ void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tal
   memset(tally, 0, sizeof(pass_comm_tally) * IR_NUM_OPS * IR_NUM_AXES);
   for (int k = 0; k < g->n_nodes; k++) {
     const ir_node *n = g->nodes[k];
-    const ir_attr *ax = ir_node_attr(n, "axis");
-    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM) || !ax || ax->kind != IR_ATTR_STR) continue;
-    int a = ir_axis_from_name(ax->s, strlen(ax->s));
+    int a = ir_node_mesh_axis(n);
+    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM)) continue;
     int64_t r = ir_node_attr_int(n, "n", 1);
     if (a < 0 || r <= 1) continue;
     int64_t i = coord[a];
@@ -314,8 +306,7 @@ void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
     c->op_flops[n->op] += k.flops;
     c->op_bytes[n->op] += k.bytes;
     c->op_count[n->op]++;
-    const ir_attr *axis = ir_node_attr(n, "axis");
-    int a = axis && axis->kind == IR_ATTR_STR ? ir_axis_from_name(axis->s, strlen(axis->s)) : -1;
+    int a = ir_op_has(n->op, IR_OPF_COMM) ? ir_node_mesh_axis(n) : -1;
     if (k.comm > 0 && a >= 0) c->comm[n->op][a] += k.comm;
   }
 }

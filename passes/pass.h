@@ -639,12 +639,12 @@ int pass_cluster_parse(const char *path, const char *text, size_t len, pass_clus
 
 
 /* ---- the cost model of a sharded step (plan_rules.c, plan_profile.c, plan.c) ---- */
-/* Collective kinds, and the mesh axes they run on. */
-typedef enum {
-  PASS_COLL_ALL_REDUCE, PASS_COLL_ALL_GATHER, PASS_COLL_REDUCE_SCATTER, PASS_COLL_SEND_RECV, PASS_COLL_COUNT
-} pass_coll_kind;
-const char *pass_coll_name(pass_coll_kind k); /* "all-reduce" "all-gather" "reduce-scatter" "send/recv" */
-typedef enum { PASS_AXIS_DATA, PASS_AXIS_TENSOR, PASS_AXIS_PIPELINE, PASS_AXIS_COUNT } pass_mesh_axis;
+/* Collective kinds, and the mesh axes they run on: the shared enums of
+ * ir/collectives.def and ir/mesh_axes.def. A send and its recv are costed
+ * as one transfer, kind IR_COLL_SEND ("send/recv"). */
+typedef ir_coll pass_coll_kind;
+const char *pass_coll_name(pass_coll_kind k); /* "all-reduce" "all-gather" "reduce-scatter" ... "send/recv" */
+typedef ir_axis pass_mesh_axis;
 const char *pass_axis_name(pass_mesh_axis a); /* "data" "tensor" "pipeline" */
 
 
@@ -694,8 +694,8 @@ typedef struct {
   double flops[PASS_NUM_PHASES];   /* per device */
   double gemm_flops[PASS_NUM_PHASES]; /* of those, the products of matmuls (2*M*N*K, epilogues left out) */
   double seconds[PASS_NUM_PHASES]; /* compute time per device: the roofline with GEMM efficiency */
-  double coll_bytes[PASS_NUM_PHASES][PASS_COLL_COUNT]; /* tensor-axis collectives: payload bytes (the full buffer) */
-  int coll_count[PASS_NUM_PHASES][PASS_COLL_COUNT];
+  double coll_bytes[PASS_NUM_PHASES][IR_NUM_COLLS]; /* tensor-axis collectives: payload bytes (the full buffer) */
+  int coll_count[PASS_NUM_PHASES][IR_NUM_COLLS];
   double coll_seconds[PASS_NUM_PHASES]; /* their time on the tensor axis (needs the cluster: plan.c fills it) */
   double saved;     /* activation bytes its backward reads (kept per micro-batch in flight), per device */
   double again;     /* of those, what a pipelined stage does not keep per micro-batch (pass_plan_handed_in) */

@@ -45,16 +45,14 @@
 
 #include "plan_impl.h"
 
-static const char *const coll_names[PASS_COLL_COUNT] = {"all-reduce", "all-gather", "reduce-scatter", "send/recv"};
-static const char *const axis_names[PASS_AXIS_COUNT] = {"data", "tensor", "pipeline"};
 static const char *const mem_names[PASS_MEM_KINDS] = {"parameters", "gradients", "optimizer state",
                                                       "activations", "working", "comm buffers"};
 static const char *const row_names[PASS_ROWS] = {
     "forward",           "backward",         "recompute",     "tensor all-reduce", "tensor all-gather",
     "tensor reduce-scatter", "pipeline send/recv", "pipeline bubble", "gradient sync", "optimizer"};
 
-const char *pass_coll_name(pass_coll_kind k) { return (unsigned)k < PASS_COLL_COUNT ? coll_names[k] : "?"; }
-const char *pass_axis_name(pass_mesh_axis a) { return (unsigned)a < PASS_AXIS_COUNT ? axis_names[a] : "?"; }
+const char *pass_coll_name(pass_coll_kind k) { return ir_coll_label(k); }
+const char *pass_axis_name(pass_mesh_axis a) { return ir_axis_word(a); }
 const char *pass_mem_kind_name(int k) { return (unsigned)k < PASS_MEM_KINDS ? mem_names[k] : "?"; }
 const char *pass_plan_row_name(int r) { return (unsigned)r < PASS_ROWS ? row_names[r] : "?"; }
 
@@ -67,8 +65,8 @@ static double coll_seconds(const pass_plan_constants *k, const pass_cluster *c, 
   if (n <= 1 || calls <= 0) return 0;
   bool inter = nodes > 1;
   double bw = inter ? c->inter_bw : c->intra_bw;
-  if (kind == PASS_COLL_SEND_RECV) return calls * (inter ? c->inter_lat : c->intra_lat) + bytes / bw;
-  bool ar = kind == PASS_COLL_ALL_REDUCE;
+  if (kind == IR_COLL_SEND) return calls * (inter ? c->inter_lat : c->intra_lat) + bytes / bw;
+  bool ar = kind == IR_COLL_ALL_REDUCE;
   int steps = ar ? 2 * (n - 1) : n - 1, isteps = inter ? (ar ? 2 * (nodes - 1) : nodes - 1) : 0;
   double lat = k->nccl_base_lat + (steps - isteps) * c->intra_lat + isteps * c->inter_lat;
   double ring = calls * lat + (ar ? 2.0 * (n - 1) / n : (double)(n - 1) / n) * bytes / bw;
@@ -374,11 +372,11 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
       const pass_plan_constants *kk = pass_plan_model_constants(x->m);
       const pass_plan_params *pr = &st->pr[k];
       bool z3 = s->zero == 3;
-      st->z_f[k] = z3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, st->gather[k][0] * eb, st->gather_n[k][0], z3nodes) : 0;
-      st->z_b[k] = (z3 ? coll_seconds(kk, x->c, PASS_COLL_ALL_GATHER, d, st->gather[k][1] * eb, st->gather_n[k][1], z3nodes) : 0) +
-                   coll_seconds(kk, x->c, PASS_COLL_REDUCE_SCATTER, d, (pr->elems - pr->whole) * eb,
+      st->z_f[k] = z3 ? coll_seconds(kk, x->c, IR_COLL_ALL_GATHER, d, st->gather[k][0] * eb, st->gather_n[k][0], z3nodes) : 0;
+      st->z_b[k] = (z3 ? coll_seconds(kk, x->c, IR_COLL_ALL_GATHER, d, st->gather[k][1] * eb, st->gather_n[k][1], z3nodes) : 0) +
+                   coll_seconds(kk, x->c, IR_COLL_REDUCE_SCATTER, d, (pr->elems - pr->whole) * eb,
                                 pr->tensors - pr->whole_tensors, z3nodes) +
-                   coll_seconds(kk, x->c, PASS_COLL_ALL_REDUCE, d, pr->whole * eb, pr->whole_tensors, z3nodes);
+                   coll_seconds(kk, x->c, IR_COLL_ALL_REDUCE, d, pr->whole * eb, pr->whole_tensors, z3nodes);
     }
     double fc = st->f_comp[k] + st->f_comm[k], bc = st->b_comp[k] + st->rc_comp[k] + st->b_comm[k];
     st->fwd[k] = fc > st->z_f[k] ? fc : st->z_f[k];
@@ -392,8 +390,8 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
     st->back_bytes[k] = P->grad[g];
     st->send_n[k] = P->act_n[g];
     st->back_n[k] = P->grad_n[g];
-    st->send[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->act[g], P->act_n[g], nodes);
-    st->send_back[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, PASS_COLL_SEND_RECV, 2, P->grad[g], P->grad_n[g], nodes);
+    st->send[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, IR_COLL_SEND, 2, P->act[g], P->act_n[g], nodes);
+    st->send_back[k] = coll_seconds(pass_plan_model_constants(x->m), x->c, IR_COLL_SEND, 2, P->grad[g], P->grad_n[g], nodes);
   }
 }
 
@@ -467,7 +465,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
   }
   double bytes_all = all.elems * eb, split_bytes = (all.elems - all.whole) * eb, split_n = all.tensors - all.whole_tensors;
   if (d > 1 && s->zero <= 1) {
-    int kind = s->zero == 0 ? PASS_COLL_ALL_REDUCE : PASS_COLL_REDUCE_SCATTER;
+    int kind = s->zero == 0 ? IR_COLL_ALL_REDUCE : IR_COLL_REDUCE_SCATTER;
     double secs = 0, whole_secs = 0;
     for (int ch = v - 1; ch >= 0; ch--) { /* chunks in the order their last backward ends: the last chunk first */
       int k = ch * p + dev;
@@ -484,7 +482,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
         if (b.elems <= 0) continue;
         double whole = s->zero == 1 ? b.whole : 0, whole_n = s->zero == 1 ? b.whole_tensors : 0;
         double sec = coll_seconds(kk, c, kind, d, (b.elems - whole) * eb, b.tensors - whole_n, nodes);
-        double wsec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, d, whole * eb, whole_n, nodes);
+        double wsec = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, d, whole * eb, whole_n, nodes);
         double start = ready > busy_until ? ready : busy_until;
         busy_until = start + sec + wsec;
         secs += sec, whole_secs += wsec;
@@ -492,12 +490,12 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     }
     exposed = busy_until > end ? busy_until - end : 0;
     if (out && s->zero == 0)
-      out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, "gradients", bytes_all, all.tensors, secs, exposed};
+      out[(*n_out)++] = (pass_plan_comm){kind, IR_AXIS_DP, "gradients", bytes_all, all.tensors, secs, exposed};
     if (out && s->zero == 1) {
       double share = secs + whole_secs > 0 ? secs / (secs + whole_secs) : 1;
-      out[(*n_out)++] = (pass_plan_comm){kind, PASS_AXIS_DATA, "gradients", split_bytes, split_n, secs, exposed * share};
+      out[(*n_out)++] = (pass_plan_comm){kind, IR_AXIS_DP, "gradients", split_bytes, split_n, secs, exposed * share};
       if (all.whole_tensors > 0)
-        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_DATA, "gradients (no ZeRO dim)", all.whole * eb,
+        out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_DP, "gradients (no ZeRO dim)", all.whole * eb,
                                            all.whole_tensors, whole_secs, exposed * (1 - share)};
     }
   }
@@ -511,23 +509,23 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
       ext_b += m * (eb2 > 1e-12 * st->bwd[k] ? eb2 : 0);
       zf += m * st->z_f[k], zb += m * st->z_b[k];
     }
-    double rs = coll_seconds(kk, c, PASS_COLL_REDUCE_SCATTER, d, split_bytes, split_n, nodes) * m;
-    double ar = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, d, all.whole * eb, all.whole_tensors, nodes) * m;
+    double rs = coll_seconds(kk, c, IR_COLL_REDUCE_SCATTER, d, split_bytes, split_n, nodes) * m;
+    double ar = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, d, all.whole * eb, all.whole_tensors, nodes) * m;
     if (out) {
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_REDUCE_SCATTER, PASS_AXIS_DATA, "gradients", m * split_bytes, m * split_n, rs,
+      out[(*n_out)++] = (pass_plan_comm){IR_COLL_REDUCE_SCATTER, IR_AXIS_DP, "gradients", m * split_bytes, m * split_n, rs,
                                          s->zero == 2 ? ext_b : 0};
       if (all.whole_tensors > 0)
-        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_DATA, "gradients (no ZeRO dim)", m * all.whole * eb,
+        out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_DP, "gradients (no ZeRO dim)", m * all.whole * eb,
                                            m * all.whole_tensors, ar, 0};
       if (s->zero == 3)
-        out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", gathered, gathers,
+        out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_GATHER, IR_AXIS_DP, "parameters", gathered, gathers,
                                            zf + zb - rs - ar, ext_f + ext_b};
     }
   }
   if (d > 1 && (s->zero == 1 || s->zero == 2)) { /* the updated parameters gathered after the optimizer */
-    double sec = coll_seconds(kk, c, PASS_COLL_ALL_GATHER, d, split_bytes, split_n, nodes);
+    double sec = coll_seconds(kk, c, IR_COLL_ALL_GATHER, d, split_bytes, split_n, nodes);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_GATHER, PASS_AXIS_DATA, "parameters", split_bytes, split_n, sec, sec};
+    if (out) out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_GATHER, IR_AXIS_DP, "parameters", split_bytes, split_n, sec, sec};
   }
   for (int i = 0; i < P->n_tied; i++) { /* tied weights on two stages: their gradients summed once a step */
     int a = -1, b = -1;
@@ -539,32 +537,37 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     /* the two stages exchange their parts (a send and a receive each, at
      * once); ZeRO 2 and 3: each replica's 1/dp block */
     double bytes = P->tied[i].bytes / (s->zero >= 2 ? d : 1);
-    double sec = coll_seconds(kk, c, PASS_COLL_SEND_RECV, 2, bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
+    double sec = coll_seconds(kk, c, IR_COLL_SEND, 2, bytes, 1, pp_crosses(c, t, d, a, b) ? 2 : 1);
     exposed += sec;
     if (out && *n_out < PASS_PLAN_MAX_COMM - 4)
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, "tied weights' gradients", 2 * bytes, 2, sec, sec};
+      out[(*n_out)++] = (pass_plan_comm){IR_COLL_SEND, IR_AXIS_PP, "tied weights' gradients", 2 * bytes, 2, sec, sec};
   }
   double sync = 0, sync_n = 0; /* gradients left partial over the tensor axis (sequence-parallel norms' gains) */
   for (int ch = 0; ch < v; ch++)
     for (int g = st->first[ch * p + dev]; g <= st->last[ch * p + dev]; g++)
       sync += P->groups[g].grad_sync, sync_n += P->groups[g].grad_sync_n;
   if (sync > 0 && t > 1) {
-    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, t, sync, sync_n, 1);
+    double sec = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, t, sync, sync_n, 1);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, PASS_AXIS_TENSOR, "gradients", sync, sync_n, sec, sec};
+    if (out) out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_TP, "gradients", sync, sync_n, sec, sec};
   }
   /* the trainer's sums, one value of 8 bytes each: the loss and the
    * correct predictions over dp and pp, the Inf/NaN count of the new
    * parameters over tp, pp, and dp under ZeRO (docs/sharding.md) */
   int sums = plan_model_accuracy(x->m) ? 2 : 1;
-  int n_sums[PASS_AXIS_COUNT] = {d > 1 ? sums + (s->zero >= 1) : 0, t > 1 ? 1 : 0, p > 1 ? sums + 1 : 0};
-  int ranks[PASS_AXIS_COUNT] = {d, t, p}, spans[PASS_AXIS_COUNT] = {nodes, 1, p > 1 && pp_crosses(c, t, d, 0, p - 1) ? 2 : 1};
-  for (int a = 0; a < PASS_AXIS_COUNT; a++) {
+  int n_sums[IR_NUM_AXES] = {[IR_AXIS_DP] = d > 1 ? sums + (s->zero >= 1) : 0, [IR_AXIS_TP] = t > 1 ? 1 : 0,
+                             [IR_AXIS_PP] = p > 1 ? sums + 1 : 0};
+  int ranks[IR_NUM_AXES] = {[IR_AXIS_DP] = d, [IR_AXIS_TP] = t, [IR_AXIS_PP] = p};
+  int spans[IR_NUM_AXES] = {[IR_AXIS_DP] = nodes, [IR_AXIS_TP] = 1,
+                            [IR_AXIS_PP] = p > 1 && pp_crosses(c, t, d, 0, p - 1) ? 2 : 1};
+  static const ir_axis listed[IR_NUM_AXES] = {IR_AXIS_DP, IR_AXIS_TP, IR_AXIS_PP}; /* the order the plan lists them */
+  for (int i = 0; i < IR_NUM_AXES; i++) {
+    ir_axis a = listed[i];
     if (!n_sums[a]) continue;
-    double sec = coll_seconds(kk, c, PASS_COLL_ALL_REDUCE, ranks[a], 8.0 * n_sums[a], n_sums[a], spans[a]);
+    double sec = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, ranks[a], 8.0 * n_sums[a], n_sums[a], spans[a]);
     exposed += sec;
     if (out && *n_out < PASS_PLAN_MAX_COMM)
-      out[(*n_out)++] = (pass_plan_comm){PASS_COLL_ALL_REDUCE, (pass_mesh_axis)a, "sums (loss, ...)", 8.0 * n_sums[a], n_sums[a], sec, sec};
+      out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, (pass_mesh_axis)a, "sums (loss, ...)", 8.0 * n_sums[a], n_sums[a], sec, sec};
   }
   return exposed;
 }
@@ -577,7 +580,7 @@ static void stage_comms(plan_ctx *x, const pass_plan_strategy *s, const stages *
                         int *n_out) {
   int p = s->pp, v = st->nv / s->pp, t = s->tp, nv = st->nv;
   for (int q = 0; q < 3 && t > 1; q++) {
-    pass_plan_comm e = {q, PASS_AXIS_TENSOR, "activations", 0, 0, 0, 0};
+    pass_plan_comm e = {q, IR_AXIS_TP, "activations", 0, 0, 0, 0};
     for (int ch = 0; ch < v; ch++) {
       int k = ch * p + dev;
       e.payload += m * st->kind_b[k][q], e.calls += m * st->kind_n[k][q], e.seconds += m * st->kind_s[k][q];
@@ -587,7 +590,7 @@ static void stage_comms(plan_ctx *x, const pass_plan_strategy *s, const stages *
   }
   step_sync(x, s, st, P, sim, m, dev, out, n_out);
   if (p > 1) {
-    pass_plan_comm e = {PASS_COLL_SEND_RECV, PASS_AXIS_PIPELINE, "activations, gradients", 0, 0, 0, pp_exposed};
+    pass_plan_comm e = {IR_COLL_SEND, IR_AXIS_PP, "activations, gradients", 0, 0, 0, pp_exposed};
     for (int ch = 0; ch < v; ch++) {
       int k = ch * p + dev;
       if (k > 0) e.payload += m * (st->send_bytes[k - 1] + st->back_bytes[k - 1]), e.calls += m * (st->send_n[k - 1] + st->back_n[k - 1]),

@@ -38,7 +38,7 @@ enum { GEMM_NONE, GEMM_M, GEMM_N, GEMM_K, GEMM_BATCH };
 typedef struct {
   int node;      /* the node that needs it (its phase and layer group) */
   int value;     /* the value whose full size moves */
-  int kind;      /* PASS_COLL_ALL_REDUCE, _ALL_GATHER, _REDUCE_SCATTER */
+  int kind;      /* IR_COLL_ALL_REDUCE, _ALL_GATHER, _REDUCE_SCATTER */
   double scale;  /* multiplier on the value's bytes (cross-entropy's three per-token statistics in fp32) */
 } tp_comm;
 

@@ -103,7 +103,7 @@ static void add_comm(tp_ctx *c, const ir_value *v, int kind, double scale) {
     if (!r->comm) abort();
   }
   int node = c->node, made = c->def_node[v->id];
-  if (kind != PASS_COLL_ALL_GATHER && made >= 0 && (int)pass_node_phase(c->g->nodes[made]) == c->phase) node = made;
+  if (kind != IR_COLL_ALL_GATHER && made >= 0 && (int)pass_node_phase(c->g->nodes[made]) == c->phase) node = made;
   r->comm[r->n_comm++] = (tp_comm){node, v->id, kind, scale};
 }
 
@@ -143,8 +143,8 @@ static void conv_views(tp_ctx *c, const ir_value *v, tp_state s) {
 
 static void to_full(tp_ctx *c, const ir_value *v) {
   tp_state s = eff(c, v);
-  if (s.kind == TP_P) add_comm(c, v, PASS_COLL_ALL_REDUCE, 1);
-  else if (is_split(s)) add_comm(c, v, PASS_COLL_ALL_GATHER, 1);
+  if (s.kind == TP_P) add_comm(c, v, IR_COLL_ALL_REDUCE, 1);
+  else if (is_split(s)) add_comm(c, v, IR_COLL_ALL_GATHER, 1);
   else if (s.kind == TP_UNSET) {
     set_state(c, v, ST(TP_R, 0));
     return;
@@ -158,7 +158,7 @@ static void to_full(tp_ctx *c, const ir_value *v) {
 static void reduce_partial(tp_ctx *c, const ir_value *v) {
   if (eff(c, v).kind != TP_P) return;
   if (c->r->sp && c->batch[v->id]) {
-    add_comm(c, v, PASS_COLL_REDUCE_SCATTER, 1);
+    add_comm(c, v, IR_COLL_REDUCE_SCATTER, 1);
     set_reduced(c, v, ST(TP_Q, token_dim(c, v)));
   } else {
     to_full(c, v);
@@ -296,9 +296,9 @@ static void rule_pointwise(tp_ctx *c, const ir_node *n) {
      * graph): the max, in the logits' dtype, and the first index (i32)
      * holding it (docs/sharding.md) */
     double tok = (double)ir_dtype_size(n->in[1]->type.dtype);
-    for (int k = 0; k < 3; k++) add_comm(c, n->in[1], PASS_COLL_ALL_REDUCE, 4.0 / tok);
-    add_comm(c, n->in[1], PASS_COLL_ALL_REDUCE, (double)ir_dtype_size(n->in[0]->type.dtype) / tok);
-    add_comm(c, n->in[1], PASS_COLL_ALL_REDUCE, 4.0 / tok);
+    for (int k = 0; k < 3; k++) add_comm(c, n->in[1], IR_COLL_ALL_REDUCE, 4.0 / tok);
+    add_comm(c, n->in[1], IR_COLL_ALL_REDUCE, (double)ir_dtype_size(n->in[0]->type.dtype) / tok);
+    add_comm(c, n->in[1], IR_COLL_ALL_REDUCE, 4.0 / tok);
     set_outputs(c, n, ST(TP_R, 0));
   } else {
     set_outputs(c, n, target);
@@ -406,7 +406,7 @@ static void rule_matmul(tp_ctx *c, const ir_node *n) {
     if (all_p && linear_in_partials(n)) has_epilogue = false;
   }
   if (has_epilogue && out.kind == TP_P) { /* the bias is added after the reduction */
-    add_comm(c, n->out[0], c->r->sp && c->batch[n->out[0]->id] ? PASS_COLL_REDUCE_SCATTER : PASS_COLL_ALL_REDUCE, 1);
+    add_comm(c, n->out[0], c->r->sp && c->batch[n->out[0]->id] ? IR_COLL_REDUCE_SCATTER : IR_COLL_ALL_REDUCE, 1);
     out = c->r->sp && c->batch[n->out[0]->id] ? ST(TP_Q, token_dim(c, n->out[0])) : ST(TP_R, 0);
   }
   for (int i = 2; i < n->n_in && has_epilogue; i++) {

@@ -109,7 +109,7 @@ static ir_value *comm1(sh_engine *e, ir_op op, ir_value *x, int axis, int dim, c
                        ir_loc loc, int layer) {
   ir_attr at[4];
   int na = 0;
-  at[na++] = ir_attr_str("axis", axis_str(axis));
+  at[na++] = ir_attr_mesh_axis("axis", (ir_axis)axis);
   at[na++] = ir_attr_int("n", e->mesh->size[axis]);
   if (dim >= 0) at[na++] = ir_attr_int("dim", dim);
   if (reduce) at[na++] = ir_attr_str("reduce", reduce);

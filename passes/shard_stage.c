@@ -60,12 +60,12 @@ static ir_value *build(ir_graph *g, ir_op op, ir_value *const *in, int n_in, con
 }
 
 static void send_to(ir_graph *g, ir_value *x, int p, int peer, ir_loc loc, int layer) {
-  ir_attr a[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", p), ir_attr_int("peer", peer)};
+  ir_attr a[3] = {ir_attr_mesh_axis("axis", IR_AXIS_PP), ir_attr_int("n", p), ir_attr_int("peer", peer)};
   build(g, IR_OP_SEND, &x, 1, a, 3, NULL, NULL, loc, layer, IR_ROLE_ACT);
 }
 
 static ir_value *recv_from(ir_graph *g, const ir_value *like, int p, int peer, ir_loc loc, int layer) {
-  ir_attr a[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", p), ir_attr_int("peer", peer)};
+  ir_attr a[3] = {ir_attr_mesh_axis("axis", IR_AXIS_PP), ir_attr_int("n", p), ir_attr_int("peer", peer)};
   ir_value *v = build(g, IR_OP_RECV, NULL, 0, a, 3, &like->type, like->name, loc, layer, like->role);
   v->shard = like->shard;
   return v;
@@ -86,7 +86,7 @@ static ir_value *add2(ir_graph *g, ir_value *a, ir_value *b, ir_loc loc, int lay
 }
 
 static ir_value *all_reduce_pp(ir_graph *g, ir_value *x, int p, ir_loc loc) {
-  ir_attr a[2] = {ir_attr_str("axis", "pp"), ir_attr_int("n", p)};
+  ir_attr a[2] = {ir_attr_mesh_axis("axis", IR_AXIS_PP), ir_attr_int("n", p)};
   char name[400];
   snprintf(name, sizeof name, "%.380s.arpp", x->name);
   ir_value *v = build(g, IR_OP_ALL_REDUCE, &x, 1, a, 2, NULL, name, loc, -1, x->role);

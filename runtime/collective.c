@@ -10,7 +10,10 @@
  * send node has its own staging buffer, allocated with the program.
  *
  * Groups of more ranks go to the comm layer (runtime/comm/), whose mesh is
- * the graph's axes of size > 1, by name (rt_mesh_bind).
+ * the graph's axes of size > 1, named as mesh_axes.def names them
+ * (rt_mesh_bind). Each mesh step is bound to its group when the program is
+ * prepared (rt_coll_new: the node's axis index, held in the IR, to the
+ * communicator's axis): a run looks nothing up by name.
  * The comm layer's collectives work on whole buffers (all_gather puts
  * member j's block at j * count); an op along a dim d > 0 moves its blocks
  * through a scratch buffer: [outer][n][L][inner] <-> [n][outer][L][inner].
@@ -38,6 +41,8 @@ struct rt_coll {
   bool host_ptrs;      /* this device's pointers are host memory */
   bool nccl;           /* the comm layer takes device pointers */
   rt_buffer **staging; /* by node index: a buffer per send node (one-rank groups) */
+  ir_axis *axis;       /* by node index: a mesh step's mesh axis */
+  int *group;          /* by node index: the communicator's axis of it (-1: none, or no communicator) */
   message *fifo;       /* sent and not yet received, oldest first */
   int head, tail, cap;
   char *scratch[3];    /* operand, result, blocks (multi-rank groups): host memory, or with NCCL on a
@@ -45,6 +50,9 @@ struct rt_coll {
   rt_buffer *dscratch[3];
   size_t scratch_bytes;
 };
+
+/* The communicator's axis of mesh axis a: -1 when c has none (a is of size 1). */
+static int comm_axis(const rt_comm *c, ir_axis a) { return rt_comm_axis_find(c, ir_axis_name(a)); }
 
 static const char *str_attr(const ir_node *n, const char *key) {
   const ir_attr *a = ir_node_attr(n, key);
@@ -60,7 +68,7 @@ int rt_mesh_bind(rt_comm *c, const ir_mesh *m, int *coord, char *err, size_t err
     if (m->size[a] > 1) names[n] = ir_axis_name((ir_axis)a), sizes[n++] = m->size[a];
   if (rt_comm_set_mesh(c, n, names, sizes, err, errlen) != 0) return -1;
   for (int a = 0; a < IR_NUM_AXES && coord; a++) {
-    int k = m->size[a] > 1 ? rt_comm_axis_find(c, ir_axis_name((ir_axis)a)) : -1;
+    int k = m->size[a] > 1 ? comm_axis(c, (ir_axis)a) : -1;
     coord[a] = k >= 0 ? rt_comm_coord(c, k) : 0;
   }
   return 0;
@@ -68,7 +76,10 @@ int rt_mesh_bind(rt_comm *c, const ir_mesh *m, int *coord, char *err, size_t err
 
 rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, size_t errlen) {
   rt_coll *c = calloc(1, sizeof *c);
-  if (!c || !(c->staging = calloc((size_t)g->n_nodes + 1, sizeof *c->staging))) {
+  if (!c || !(c->staging = calloc((size_t)g->n_nodes + 1, sizeof *c->staging)) ||
+      !(c->axis = calloc((size_t)g->n_nodes + 1, sizeof *c->axis)) ||
+      !(c->group = calloc((size_t)g->n_nodes + 1, sizeof *c->group))) {
+    if (c) free(c->staging), free(c->axis);
     free(c);
     rt_errf(err, errlen, "out of memory");
     return NULL;
@@ -83,6 +94,14 @@ rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, 
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     if (n->dead || !rt_is_mesh_step(n)) continue;
+    int a = ir_node_mesh_axis(n);
+    if (a < 0) {
+      rt_errf(err, errlen, "internal error: %s has no mesh axis", ir_op_name(n->op));
+      rt_coll_free(c);
+      return NULL;
+    }
+    c->axis[i] = (ir_axis)a;
+    c->group[i] = comm ? comm_axis(comm, (ir_axis)a) : -1; /* bound once, here */
     for (int k = 0; k < n->n_in; k++) most = bytes_of(&n->in[k]->type) > most ? bytes_of(&n->in[k]->type) : most;
     for (int k = 0; k < n->n_out; k++) most = bytes_of(&n->out[k]->type) > most ? bytes_of(&n->out[k]->type) : most;
     if (n->op != IR_OP_SEND || ir_node_attr_int(n, "n", 1) != 1) continue;
@@ -116,6 +135,8 @@ void rt_coll_free(rt_coll *c) {
   if (!c) return;
   for (int i = 0; c->staging && i < c->g->n_nodes; i++) rt_buffer_free(c->staging[i]);
   free(c->staging);
+  free(c->axis);
+  free(c->group);
   free(c->fifo);
   for (int k = 0; k < 3; k++)
     if (c->dscratch[k]) rt_buffer_free(c->dscratch[k]);
@@ -151,10 +172,11 @@ static int run_local(rt_coll *c, const ir_node *n, const rt_tensor *const *in, r
     return 0;
   }
   case IR_OP_RECV: {
-    const char *axis = str_attr(n, "axis");
+    ir_axis a = c->axis[n->id];
+    const char *axis = ir_axis_name(a);
     for (int k = c->head; k < c->tail; k++) {
       message *m = &c->fifo[k % c->cap];
-      if (strcmp(str_attr(m->send, "axis"), axis) != 0) continue;
+      if (c->axis[m->send->id] != a) continue;
       if (!ir_type_equal(&m->send->in[0]->type, &n->out[0]->type)) {
         char a[128], b[128];
         rt_errf(err, errlen, "recv over %s expects %s but the message sent is %s", axis,
@@ -210,9 +232,9 @@ static int blocks(rt_coll *c, char *dst, const char *src, int64_t outer, int n, 
 
 static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, char *err, size_t errlen) {
   rt_comm *m = c->comm;
-  int axis = rt_comm_axis_find(m, str_attr(n, "axis"));
+  int axis = c->group[n->id];
   if (axis < 0) {
-    rt_errf(err, errlen, "internal error: the communicator has no mesh axis %s", str_attr(n, "axis"));
+    rt_errf(err, errlen, "internal error: the communicator has no mesh axis %s", ir_axis_name(c->axis[n->id]));
     return -1;
   }
   int size = (int)ir_node_attr_int(n, "n", 1), dim = (int)ir_node_attr_int(n, "dim", 0);
@@ -274,7 +296,7 @@ int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_ten
   if (size == 1) return run_local(c, n, in, out, err, errlen);
   if (!c->comm) {
     rt_errf(err, errlen, "%s over %s needs the %lld ranks of that mesh axis; this run has one process (start tgc "
-            "with mpirun and --mesh)", ir_op_name(n->op), str_attr(n, "axis"), (long long)size);
+            "with mpirun and --mesh)", ir_op_name(n->op), ir_axis_name(c->axis[n->id]), (long long)size);
     return -1;
   }
   const void *src = n->n_in ? in[0]->data : NULL;

@@ -22,7 +22,7 @@ void rt_coll_reset(rt_coll *c);
 int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,
                 size_t errlen);
 static inline bool rt_is_mesh_step(const ir_node *n) {
-  return ir_op_has(n->op, IR_OPF_COMM) || n->op == IR_OP_MESH_SLICE;
+  return ir_op_on_mesh_axis(n->op);
 }
 
 /* Loops shorter than this run on one thread (thread start-up costs more). */

@@ -607,12 +607,8 @@ static json_t *pipeline_json(const pass_training *pt, const rt_trainer *tr) {
   return o;
 }
 
-/* The IR op of a comm layer kind (comm_broadcast is the IR's "broadcast"). */
-static ir_op comm_op(rt_coll_kind k) {
-  const char *name = rt_coll_name(k);
-  int op = strcmp(name, "broadcast") == 0 ? (int)IR_OP_COMM_BROADCAST : ir_op_from_name(name);
-  return op < 0 ? IR_OP_ALL_REDUCE : (ir_op)op;
-}
+/* The IR op of a comm layer kind (collectives.def). */
+static ir_op comm_op(rt_coll_kind k) { return ir_coll_op(k); }
 
 /* What this rank moved per step, by kind and mesh axis, beside what the
  * graphs predict: {"rank", "ranks", "steps", "per_step": {"all_reduce":
@@ -628,7 +624,7 @@ static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) 
   json_object_set_new(o, "impl", json_string(rt_comm_impl(c)));
   json_object_set_new(o, "steps", json_integer(steps));
   bool equal = steps > 0;
-  for (int k = 0; k < RT_COLL_NUM; k++) {
+  for (int k = 0; k < IR_NUM_COLLS; k++) {
     json_t *kind = json_object();
     for (int a = 0; a < IR_NUM_AXES; a++) {
       int ca = rt_comm_axis_find(c, ir_axis_name((ir_axis)a));
@@ -655,7 +651,7 @@ static void print_comm(const rt_comm *c, int64_t steps) {
   if (steps <= 0) return;
   printf("communication of rank %d per step (of %d ranks%s):\n", rt_comm_rank(c), rt_comm_size(c),
          strcmp(rt_comm_impl(c), "nccl") == 0 ? ", through NCCL" : "");
-  for (int k = 0; k < RT_COLL_NUM; k++)
+  for (int k = 0; k < IR_NUM_COLLS; k++)
     for (int a = 0; a < rt_comm_axis_count(c); a++) {
       rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, a);
       if (!n.calls) continue;

@@ -31,13 +31,7 @@
 
 enum { FAULT_NONE, FAULT_HANG, FAULT_KILL, FAULT_EXIT };
 
-static const char *const coll_names[] = {
-#define RT_COLL(id, name) name,
-#include "collectives.def"
-#undef RT_COLL
-};
-
-const char *rt_coll_name(rt_coll_kind k) { return (unsigned)k < RT_COLL_NUM ? coll_names[k] : "?"; }
+const char *rt_coll_name(rt_coll_kind k) { return ir_coll_name(k); }
 
 void rt_comm_errf(char *err, size_t errlen, const char *fmt, ...) {
   if (!err || !errlen) return;
@@ -222,9 +216,9 @@ static int same_mesh_everywhere(rt_comm *c, const char *text, char *err, size_t 
     rt_comm_errf(err, errlen, "out of memory");
     return -1;
   }
-  comm_group g = {.c = c, .n = c->size, .me = c->rank, .stride = 1, .tag = TAG_WORLD, .kind = RT_COLL_ALL_GATHER};
+  comm_group g = {.c = c, .n = c->size, .me = c->rank, .stride = 1, .tag = TAG_WORLD, .kind = IR_COLL_ALL_GATHER};
   snprintf(g.desc, sizeof g.desc, "--mesh %s: comparing meshes", text);
-  rt_coll_args a = {RT_COLL_ALL_GATHER, RT_REDUCE_SUM, IR_DT_I64, &h, all, 1, 0};
+  rt_coll_args a = {IR_COLL_ALL_GATHER, RT_REDUCE_SUM, IR_DT_I64, &h, all, 1, 0};
   int rc = run_group(c, &g, -1, &a, err, errlen);
   for (int r = 0; rc == 0 && r < c->size; r++)
     if (all[r] != h) {
@@ -311,7 +305,7 @@ int rt_comm_axis_find(const rt_comm *c, const char *name) {
 
 rt_comm_counter rt_comm_count(const rt_comm *c, rt_coll_kind k, int axis) {
   rt_comm_counter zero = {0, 0, 0};
-  if ((unsigned)k >= RT_COLL_NUM) return zero;
+  if ((unsigned)k >= IR_NUM_COLLS) return zero;
   if (axis == -1) axis = c->n_axes;
   if (axis < 0 || axis > c->n_axes) return zero;
   return c->counts[k][axis];
@@ -325,7 +319,7 @@ rt_comm_counter rt_comm_ring_bytes(rt_coll_kind k, int n, int coord, int root, i
   if (n <= 1 || count <= 0) return r;
   int i = ((coord % n) + n) % n;
   switch (k) {
-  case RT_COLL_ALL_REDUCE: {
+  case IR_COLL_ALL_REDUCE: {
     int64_t q = count / n, rem = count % n;
 #define CHUNK(j) (q + ((((j) % n + n) % n) < rem))
     r.bytes_sent = (2 * count - CHUNK(i) - CHUNK(i + 1)) * es;
@@ -333,18 +327,18 @@ rt_comm_counter rt_comm_ring_bytes(rt_coll_kind k, int n, int coord, int root, i
 #undef CHUNK
     break;
   }
-  case RT_COLL_REDUCE_SCATTER:
-  case RT_COLL_ALL_GATHER:
-  case RT_COLL_ALL_TO_ALL: r.bytes_sent = r.bytes_received = (int64_t)(n - 1) * count * es; break;
-  case RT_COLL_BROADCAST: {
+  case IR_COLL_REDUCE_SCATTER:
+  case IR_COLL_ALL_GATHER:
+  case IR_COLL_ALL_TO_ALL: r.bytes_sent = r.bytes_received = (int64_t)(n - 1) * count * es; break;
+  case IR_COLL_BROADCAST: {
     int pos = ((i - root) % n + n) % n;
     r.bytes_sent = pos < n - 1 ? count * es : 0;
     r.bytes_received = pos > 0 ? count * es : 0;
     break;
   }
-  case RT_COLL_SEND: r.bytes_sent = count * es; break;
-  case RT_COLL_RECV: r.bytes_received = count * es; break;
-  case RT_COLL_NUM: break;
+  case IR_COLL_SEND: r.bytes_sent = count * es; break;
+  case IR_COLL_RECV: r.bytes_received = count * es; break;
+  case IR_NUM_COLLS: break;
   }
   return r;
 }
@@ -463,15 +457,15 @@ static bool overlap(const void *a, size_t na, const void *b, size_t nb) {
 /* Buffer sizes in elements: what send and recv hold for kind on a group of n. */
 static void buffer_counts(rt_coll_kind k, int n, int64_t count, int64_t *send, int64_t *recv) {
   *send = *recv = count;
-  if (k == RT_COLL_ALL_GATHER) *recv = n * count;
-  if (k == RT_COLL_REDUCE_SCATTER) *send = n * count;
-  if (k == RT_COLL_ALL_TO_ALL) *send = *recv = n * count;
-  if (k == RT_COLL_BROADCAST || k == RT_COLL_RECV) *send = 0;
-  if (k == RT_COLL_SEND) *recv = 0;
+  if (k == IR_COLL_ALL_GATHER) *recv = n * count;
+  if (k == IR_COLL_REDUCE_SCATTER) *send = n * count;
+  if (k == IR_COLL_ALL_TO_ALL) *send = *recv = n * count;
+  if (k == IR_COLL_BROADCAST || k == IR_COLL_RECV) *send = 0;
+  if (k == IR_COLL_SEND) *recv = 0;
 }
 
 static int check_args(const comm_group *g, const rt_coll_args *a, char *err, size_t errlen) {
-  if ((unsigned)a->kind >= RT_COLL_NUM) {
+  if ((unsigned)a->kind >= IR_NUM_COLLS) {
     rt_comm_errf(err, errlen, "unknown collective %d", (int)a->kind);
     return -1;
   }
@@ -479,7 +473,7 @@ static int check_args(const comm_group *g, const rt_coll_args *a, char *err, siz
     rt_comm_errf(err, errlen, "%s: unknown dtype %d", g->desc, (int)a->dt);
     return -1;
   }
-  if ((a->kind == RT_COLL_ALL_REDUCE || a->kind == RT_COLL_REDUCE_SCATTER) && a->op != RT_REDUCE_SUM &&
+  if ((a->kind == IR_COLL_ALL_REDUCE || a->kind == IR_COLL_REDUCE_SCATTER) && a->op != RT_REDUCE_SUM &&
       a->op != RT_REDUCE_MAX) {
     rt_comm_errf(err, errlen, "%s: unknown reduction %d", g->desc, (int)a->op);
     return -1;
@@ -497,8 +491,8 @@ static int check_args(const comm_group *g, const rt_coll_args *a, char *err, siz
                  (long long)(ns && !a->send ? ns : nr));
     return -1;
   }
-  bool p2p = a->kind == RT_COLL_SEND || a->kind == RT_COLL_RECV;
-  if ((p2p || a->kind == RT_COLL_BROADCAST) && (a->peer < 0 || a->peer >= g->n)) {
+  bool p2p = a->kind == IR_COLL_SEND || a->kind == IR_COLL_RECV;
+  if ((p2p || a->kind == IR_COLL_BROADCAST) && (a->peer < 0 || a->peer >= g->n)) {
     rt_comm_errf(err, errlen, "%s: %s coordinate %d does not exist (%d member%s: 0 to %d)", g->desc,
                  p2p ? "peer" : "root", a->peer, g->n, g->n == 1 ? "" : "s", g->n - 1);
     return -1;
@@ -521,7 +515,7 @@ static int loopback(rt_comm *c, const comm_group *g, const rt_coll_args *a, char
     rt_comm_errf(err, errlen, "%s: to this rank itself: not supported by the %s implementation", g->desc, c->be->name);
     return -1;
   }
-  if (a->kind == RT_COLL_SEND) {
+  if (a->kind == IR_COLL_SEND) {
     staged *s = take_spare(c, bytes ? bytes : 1);
     if (!s) {
       rt_comm_errf(err, errlen, "out of memory");
@@ -555,10 +549,10 @@ static int loopback(rt_comm *c, const comm_group *g, const rt_coll_args *a, char
 static int copy_alone(rt_comm *c, const rt_coll_args *a, char *err, size_t errlen) {
   size_t bytes = (size_t)a->count * ir_dtype_size(a->dt);
   switch (a->kind) {
-  case RT_COLL_ALL_REDUCE:
-  case RT_COLL_ALL_GATHER:
-  case RT_COLL_REDUCE_SCATTER:
-  case RT_COLL_ALL_TO_ALL: return copy(c, a->recv, a->send, bytes, err, errlen);
+  case IR_COLL_ALL_REDUCE:
+  case IR_COLL_ALL_GATHER:
+  case IR_COLL_REDUCE_SCATTER:
+  case IR_COLL_ALL_TO_ALL: return copy(c, a->recv, a->send, bytes, err, errlen);
   default: return 0;
   }
 }
@@ -571,15 +565,15 @@ static int ring_with_staging(comm_group *g, const rt_coll_args *in, char *err, s
   int64_t ns, nr;
   buffer_counts(a.kind, g->n, a.count, &ns, &nr);
   switch (a.kind) {
-  case RT_COLL_ALL_REDUCE: /* the rings run in place on recv */
+  case IR_COLL_ALL_REDUCE: /* the rings run in place on recv */
     if (a.send != a.recv) memmove(a.recv, a.send, bytes);
     break;
-  case RT_COLL_ALL_GATHER: /* only recv is read after this */
+  case IR_COLL_ALL_GATHER: /* only recv is read after this */
     memmove((char *)a.recv + (size_t)g->me * bytes, a.send, bytes);
     break;
-  case RT_COLL_REDUCE_SCATTER:
-  case RT_COLL_ALL_TO_ALL: {
-    bool in_place = a.kind == RT_COLL_REDUCE_SCATTER && a.recv == (const char *)a.send + (size_t)g->me * bytes;
+  case IR_COLL_REDUCE_SCATTER:
+  case IR_COLL_ALL_TO_ALL: {
+    bool in_place = a.kind == IR_COLL_REDUCE_SCATTER && a.recv == (const char *)a.send + (size_t)g->me * bytes;
     if (!in_place && overlap(a.send, (size_t)ns * es, a.recv, (size_t)nr * es)) {
       void *s = rt_comm_scratch(c, 2, (size_t)ns * es);
       if (!s) {
@@ -589,7 +583,7 @@ static int ring_with_staging(comm_group *g, const rt_coll_args *in, char *err, s
       memcpy(s, a.send, (size_t)ns * es);
       a.send = s;
     }
-    if (a.kind == RT_COLL_ALL_TO_ALL)
+    if (a.kind == IR_COLL_ALL_TO_ALL)
       memcpy((char *)a.recv + (size_t)g->me * bytes, (const char *)a.send + (size_t)g->me * bytes, bytes);
     break;
   }
@@ -606,7 +600,7 @@ static int run_group(rt_comm *c, comm_group *g, int axis, const rt_coll_args *a,
   }
   if (g->ctr) g->ctr->calls++;
   if (c->pending && rt_comm_progress(c, err, errlen)) return -1;
-  bool p2p = a->kind == RT_COLL_SEND || a->kind == RT_COLL_RECV;
+  bool p2p = a->kind == IR_COLL_SEND || a->kind == IR_COLL_RECV;
   if (p2p && a->peer == g->me) return loopback(c, g, a, err, errlen);
   if (g->n == 1) return copy_alone(c, a, err, errlen);
   if (c->be->run) {
@@ -632,7 +626,7 @@ static int axis_group(rt_comm *c, int axis, rt_coll_kind k, comm_group *g, char 
   g->kind = k;
   if (axis == -1) {
     g->n = c->size, g->me = c->rank, g->base = 0, g->stride = 1, g->tag = TAG_WORLD;
-    g->ctr = (unsigned)k < RT_COLL_NUM ? &c->counts[k][c->n_axes] : NULL;
+    g->ctr = (unsigned)k < IR_NUM_COLLS ? &c->counts[k][c->n_axes] : NULL;
     snprintf(g->desc, sizeof g->desc, "%s over world", rt_coll_name(k));
     return 0;
   }
@@ -650,7 +644,7 @@ static int axis_group(rt_comm *c, int axis, rt_coll_kind k, comm_group *g, char 
   g->n = c->sizes[axis], g->me = c->coords[axis], g->stride = c->strides[axis];
   g->base = c->rank - g->me * g->stride;
   g->tag = 2 * axis;
-  g->ctr = (unsigned)k < RT_COLL_NUM ? &c->counts[k][axis] : NULL;
+  g->ctr = (unsigned)k < IR_NUM_COLLS ? &c->counts[k][axis] : NULL;
   snprintf(g->desc, sizeof g->desc, "%s over %s", rt_coll_name(k), c->names[axis]);
   return 0;
 }
@@ -664,43 +658,43 @@ static int run_op(rt_comm *c, int axis, const rt_coll_args *a, char *err, size_t
 
 int rt_comm_all_reduce(rt_comm *c, int axis, rt_reduce_op op, ir_dtype dt, const void *send, void *recv, int64_t count,
                        char *err, size_t errlen) {
-  rt_coll_args a = {RT_COLL_ALL_REDUCE, op, dt, send, recv, count, 0};
+  rt_coll_args a = {IR_COLL_ALL_REDUCE, op, dt, send, recv, count, 0};
   return run_op(c, axis, &a, err, errlen);
 }
 
 int rt_comm_all_gather(rt_comm *c, int axis, ir_dtype dt, const void *send, void *recv, int64_t count, char *err,
                        size_t errlen) {
-  rt_coll_args a = {RT_COLL_ALL_GATHER, RT_REDUCE_SUM, dt, send, recv, count, 0};
+  rt_coll_args a = {IR_COLL_ALL_GATHER, RT_REDUCE_SUM, dt, send, recv, count, 0};
   return run_op(c, axis, &a, err, errlen);
 }
 
 int rt_comm_reduce_scatter(rt_comm *c, int axis, rt_reduce_op op, ir_dtype dt, const void *send, void *recv,
                            int64_t count, char *err, size_t errlen) {
-  rt_coll_args a = {RT_COLL_REDUCE_SCATTER, op, dt, send, recv, count, 0};
+  rt_coll_args a = {IR_COLL_REDUCE_SCATTER, op, dt, send, recv, count, 0};
   return run_op(c, axis, &a, err, errlen);
 }
 
 int rt_comm_all_to_all(rt_comm *c, int axis, ir_dtype dt, const void *send, void *recv, int64_t count, char *err,
                        size_t errlen) {
-  rt_coll_args a = {RT_COLL_ALL_TO_ALL, RT_REDUCE_SUM, dt, send, recv, count, 0};
+  rt_coll_args a = {IR_COLL_ALL_TO_ALL, RT_REDUCE_SUM, dt, send, recv, count, 0};
   return run_op(c, axis, &a, err, errlen);
 }
 
 int rt_comm_broadcast(rt_comm *c, int axis, int root_coord, ir_dtype dt, void *buf, int64_t count, char *err,
                       size_t errlen) {
-  rt_coll_args a = {RT_COLL_BROADCAST, RT_REDUCE_SUM, dt, NULL, buf, count, root_coord};
+  rt_coll_args a = {IR_COLL_BROADCAST, RT_REDUCE_SUM, dt, NULL, buf, count, root_coord};
   return run_op(c, axis, &a, err, errlen);
 }
 
 int rt_comm_send(rt_comm *c, int axis, int peer_coord, ir_dtype dt, const void *buf, int64_t count, char *err,
                  size_t errlen) {
-  rt_coll_args a = {RT_COLL_SEND, RT_REDUCE_SUM, dt, buf, NULL, count, peer_coord};
+  rt_coll_args a = {IR_COLL_SEND, RT_REDUCE_SUM, dt, buf, NULL, count, peer_coord};
   return run_op(c, axis, &a, err, errlen);
 }
 
 int rt_comm_recv(rt_comm *c, int axis, int peer_coord, ir_dtype dt, void *buf, int64_t count, char *err,
                  size_t errlen) {
-  rt_coll_args a = {RT_COLL_RECV, RT_REDUCE_SUM, dt, NULL, buf, count, peer_coord};
+  rt_coll_args a = {IR_COLL_RECV, RT_REDUCE_SUM, dt, NULL, buf, count, peer_coord};
   return run_op(c, axis, &a, err, errlen);
 }
 

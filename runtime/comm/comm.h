@@ -74,13 +74,9 @@ typedef struct rt_comm rt_comm;
 struct cg_cuda_api;
 struct CUstream_st;
 
-typedef enum {
-#define RT_COLL(id, name) RT_COLL_##id,
-#include "collectives.def"
-#undef RT_COLL
-  RT_COLL_NUM
-} rt_coll_kind;
-const char *rt_coll_name(rt_coll_kind k);   /* "all_reduce", ...; "?" out of range */
+/* The kinds of communication tgc counts: ir/collectives.def's. */
+typedef ir_coll rt_coll_kind;
+const char *rt_coll_name(rt_coll_kind k);   /* "all_reduce", ...; "?" out of range (ir_coll_name) */
 
 typedef enum {
   RT_REDUCE_SUM,   /* + (bool: or) */

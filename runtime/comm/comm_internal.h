@@ -88,7 +88,7 @@ struct rt_comm {
   int n_axes;
   char names[RT_COMM_MAX_AXES][16];
   int sizes[RT_COMM_MAX_AXES], strides[RT_COMM_MAX_AXES], coords[RT_COMM_MAX_AXES];
-  rt_comm_counter counts[RT_COLL_NUM][RT_COMM_MAX_AXES + 1];
+  rt_comm_counter counts[IR_NUM_COLLS][RT_COMM_MAX_AXES + 1];
   /* sends in flight (oldest first), loopback messages, spare buffers */
   staged *pending, *loopback, *spare;
   /* scratch for the rings: two chunk buffers and a staging copy */

@@ -154,15 +154,15 @@ static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size
   size_t count = (size_t)a->count, bytes = count * ir_dtype_size(a->dt);
   int rc = 0;
   switch (a->kind) {
-  case RT_COLL_ALL_REDUCE: rc = NCCL(st, ctx, err, errlen, ncclAllReduce, a->send, a->recv, count, t, op, comm, st->stream); break;
-  case RT_COLL_ALL_GATHER: rc = NCCL(st, ctx, err, errlen, ncclAllGather, a->send, a->recv, count, t, comm, st->stream); break;
-  case RT_COLL_REDUCE_SCATTER:
+  case IR_COLL_ALL_REDUCE: rc = NCCL(st, ctx, err, errlen, ncclAllReduce, a->send, a->recv, count, t, op, comm, st->stream); break;
+  case IR_COLL_ALL_GATHER: rc = NCCL(st, ctx, err, errlen, ncclAllGather, a->send, a->recv, count, t, comm, st->stream); break;
+  case IR_COLL_REDUCE_SCATTER:
     rc = NCCL(st, ctx, err, errlen, ncclReduceScatter, a->send, a->recv, count, t, op, comm, st->stream);
     break;
-  case RT_COLL_BROADCAST:
+  case IR_COLL_BROADCAST:
     rc = NCCL(st, ctx, err, errlen, ncclBroadcast, a->recv, a->recv, count, t, a->peer, comm, st->stream);
     break;
-  case RT_COLL_ALL_TO_ALL: {
+  case IR_COLL_ALL_TO_ALL: {
     const char *send = a->send;
     char *recv = a->recv;
     if (send < recv + n * bytes && recv < send + n * bytes && bytes) {
@@ -180,7 +180,7 @@ static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size
                  st->stream);
     break;
   }
-  case RT_COLL_SEND: {
+  case IR_COLL_SEND: {
     dev_buf b = {0, 0};
     if (staging_buffer(st, bytes, &b, err, errlen)) return -1;
     if (bytes && (CG_CU(api, ctx, err, errlen, cuMemcpyDtoDAsync, b.ptr, dptr(a->send), bytes, st->stream) ||
@@ -189,8 +189,8 @@ static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size
     return NCCL(st, ctx, err, errlen, ncclSend, (const void *)(uintptr_t)b.ptr, count, t, a->peer, comm,
                 st->send_stream);
   }
-  case RT_COLL_RECV: rc = NCCL(st, ctx, err, errlen, ncclRecv, a->recv, count, t, a->peer, comm, st->stream); break;
-  case RT_COLL_NUM: rc = -1; break;
+  case IR_COLL_RECV: rc = NCCL(st, ctx, err, errlen, ncclRecv, a->recv, count, t, a->peer, comm, st->stream); break;
+  case IR_NUM_COLLS: rc = -1; break;
   }
   if (rc) return -1;
   return CG_CU(api, ctx, err, errlen, cuStreamSynchronize, st->stream);

@@ -265,19 +265,19 @@ static int p2p_recv(comm_group *g, const rt_coll_args *a, char *err, size_t errl
 
 int rt_comm_ring_run(comm_group *g, const rt_coll_args *a, char *err, size_t errlen) {
   switch (a->kind) {
-  case RT_COLL_ALL_REDUCE: return all_reduce(g, a, err, errlen);
-  case RT_COLL_REDUCE_SCATTER: return reduce_scatter(g, a, err, errlen);
-  case RT_COLL_ALL_GATHER: return all_gather(g, a, err, errlen);
-  case RT_COLL_ALL_TO_ALL: return all_to_all(g, a, err, errlen);
-  case RT_COLL_BROADCAST: return broadcast(g, a, err, errlen);
-  case RT_COLL_SEND: {
+  case IR_COLL_ALL_REDUCE: return all_reduce(g, a, err, errlen);
+  case IR_COLL_REDUCE_SCATTER: return reduce_scatter(g, a, err, errlen);
+  case IR_COLL_ALL_GATHER: return all_gather(g, a, err, errlen);
+  case IR_COLL_ALL_TO_ALL: return all_to_all(g, a, err, errlen);
+  case IR_COLL_BROADCAST: return broadcast(g, a, err, errlen);
+  case IR_COLL_SEND: {
     size_t bytes = (size_t)a->count * ir_dtype_size(a->dt);
     if (rt_comm_stage_send(g->c, group_world_rank(g, a->peer), g->tag + 1, a->send, bytes, err, errlen)) return -1;
     if (g->ctr) g->ctr->bytes_sent += (int64_t)bytes;
     return 0;
   }
-  case RT_COLL_RECV: return p2p_recv(g, a, err, errlen);
-  case RT_COLL_NUM: break;
+  case IR_COLL_RECV: return p2p_recv(g, a, err, errlen);
+  case IR_NUM_COLLS: break;
   }
   rt_comm_errf(err, errlen, "unknown collective %d", (int)a->kind);
   return -1;

@@ -207,12 +207,12 @@ static bool map_type(cg_nccl_data_type t, bool reduces, cg_nccl_red_op op, ir_dt
 static cg_nccl_result execute(const char *call, struct ncclComm *comm, const rt_coll_args *a) {
   rt_comm_counter ctr = {0, 0, 0};
   size_t bytes = (size_t)a->count * ir_dtype_size(a->dt);
-  if (a->kind == RT_COLL_BROADCAST && a->send && a->send != a->recv && bytes) memmove(a->recv, a->send, bytes);
+  if (a->kind == IR_COLL_BROADCAST && a->send && a->send != a->recv && bytes) memmove(a->recv, a->send, bytes);
   if (comm->n == 1) {
     switch (a->kind) {
-    case RT_COLL_SEND:
-    case RT_COLL_RECV: return fail(CG_ncclInvalidUsage, "%s to the rank itself is not emulated", call);
-    case RT_COLL_BROADCAST: break;
+    case IR_COLL_SEND:
+    case IR_COLL_RECV: return fail(CG_ncclInvalidUsage, "%s to the rank itself is not emulated", call);
+    case IR_COLL_BROADCAST: break;
     default: /* all_reduce, all_gather, reduce_scatter, all_to_all of one */
       if (bytes && a->recv != a->send) memmove(a->recv, a->send, bytes);
     }
@@ -238,7 +238,7 @@ static cg_nccl_result enqueue(const char *call, struct ncclComm *comm, rt_coll_a
   if (rt_emu_need_context() != CG_CUDA_SUCCESS) return CG_ncclUnhandledCudaError;
   if (rt_emu_check_stream(stream) != CG_CUDA_SUCCESS) return CG_ncclInvalidArgument;
   if (!comm) return fail(CG_ncclInvalidArgument, "%s: comm is NULL", call);
-  bool reduces = a.kind == RT_COLL_ALL_REDUCE || a.kind == RT_COLL_REDUCE_SCATTER;
+  bool reduces = a.kind == IR_COLL_ALL_REDUCE || a.kind == IR_COLL_REDUCE_SCATTER;
   if (reduces && op != CG_ncclSum && op != CG_ncclMax)
     return fail(CG_ncclInvalidArgument, "%s: reduction %u is not emulated (sum, max)", call, op);
   if (!map_type(type, reduces, op, &a.dt))
@@ -273,20 +273,20 @@ static cg_nccl_result enqueue(const char *call, struct ncclComm *comm, rt_coll_a
 
 cg_nccl_result rt_emu_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, cg_nccl_data_type datatype,
                                     cg_nccl_red_op op, cg_nccl_comm comm, cg_cu_stream stream) {
-  rt_coll_args a = {RT_COLL_ALL_REDUCE, RT_REDUCE_SUM, IR_DT_F32, sendbuff, recvbuff, (int64_t)count, 0};
+  rt_coll_args a = {IR_COLL_ALL_REDUCE, RT_REDUCE_SUM, IR_DT_F32, sendbuff, recvbuff, (int64_t)count, 0};
   return enqueue("ncclAllReduce", comm, a, datatype, op, a.count, a.count, stream);
 }
 
 cg_nccl_result rt_emu_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                     cg_nccl_data_type datatype, cg_nccl_comm comm, cg_cu_stream stream) {
-  rt_coll_args a = {RT_COLL_ALL_GATHER, RT_REDUCE_SUM, IR_DT_F32, sendbuff, recvbuff, (int64_t)sendcount, 0};
+  rt_coll_args a = {IR_COLL_ALL_GATHER, RT_REDUCE_SUM, IR_DT_F32, sendbuff, recvbuff, (int64_t)sendcount, 0};
   return enqueue("ncclAllGather", comm, a, datatype, CG_ncclSum, a.count, comm ? comm->n * a.count : 0, stream);
 }
 
 cg_nccl_result rt_emu_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                         cg_nccl_data_type datatype, cg_nccl_red_op op, cg_nccl_comm comm,
                                         cg_cu_stream stream) {
-  rt_coll_args a = {RT_COLL_REDUCE_SCATTER, RT_REDUCE_SUM, IR_DT_F32, sendbuff, recvbuff, (int64_t)recvcount, 0};
+  rt_coll_args a = {IR_COLL_REDUCE_SCATTER, RT_REDUCE_SUM, IR_DT_F32, sendbuff, recvbuff, (int64_t)recvcount, 0};
   return enqueue("ncclReduceScatter", comm, a, datatype, op, comm ? comm->n * a.count : 0, a.count, stream);
 }
 
@@ -294,20 +294,20 @@ cg_nccl_result rt_emu_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t
                                     int root, cg_nccl_comm comm, cg_cu_stream stream) {
   /* the root's sendbuff is copied into its recvbuff first (execute) */
   bool is_root = comm && comm->rank == root;
-  rt_coll_args a = {RT_COLL_BROADCAST, RT_REDUCE_SUM, IR_DT_F32, is_root ? sendbuff : NULL, recvbuff, (int64_t)count,
+  rt_coll_args a = {IR_COLL_BROADCAST, RT_REDUCE_SUM, IR_DT_F32, is_root ? sendbuff : NULL, recvbuff, (int64_t)count,
                     root};
   return enqueue("ncclBroadcast", comm, a, datatype, CG_ncclSum, is_root ? a.count : 0, a.count, stream);
 }
 
 cg_nccl_result rt_emu_ncclSend(const void *sendbuff, size_t count, cg_nccl_data_type datatype, int peer,
                                cg_nccl_comm comm, cg_cu_stream stream) {
-  rt_coll_args a = {RT_COLL_SEND, RT_REDUCE_SUM, IR_DT_F32, sendbuff, NULL, (int64_t)count, peer};
+  rt_coll_args a = {IR_COLL_SEND, RT_REDUCE_SUM, IR_DT_F32, sendbuff, NULL, (int64_t)count, peer};
   return enqueue("ncclSend", comm, a, datatype, CG_ncclSum, a.count, 0, stream);
 }
 
 cg_nccl_result rt_emu_ncclRecv(void *recvbuff, size_t count, cg_nccl_data_type datatype, int peer, cg_nccl_comm comm,
                                cg_cu_stream stream) {
-  rt_coll_args a = {RT_COLL_RECV, RT_REDUCE_SUM, IR_DT_F32, NULL, recvbuff, (int64_t)count, peer};
+  rt_coll_args a = {IR_COLL_RECV, RT_REDUCE_SUM, IR_DT_F32, NULL, recvbuff, (int64_t)count, peer};
   return enqueue("ncclRecv", comm, a, datatype, CG_ncclSum, 0, a.count, stream);
 }
 
@@ -326,7 +326,7 @@ cg_nccl_result rt_emu_ncclGroupEnd(void) {
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < group.n; i++) {
       queued_op *q = &group.ops[i];
-      if ((q->a.kind == RT_COLL_SEND) != (pass == 0)) continue;
+      if ((q->a.kind == IR_COLL_SEND) != (pass == 0)) continue;
       cg_nccl_result r = execute(q->call, q->comm, &q->a);
       if (r != CG_ncclSuccess && first == CG_ncclSuccess) first = r;
     }

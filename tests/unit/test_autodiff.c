@@ -286,7 +286,7 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
      * local path; across ranks they are checked under mpirun (test_shard) */
     if (var > 0) break;
     ir_value *x = inp(c, TY(dt, 2, 3), K_NORMAL, 0);
-    ir_attr at[4] = {ir_attr_str("axis", "tp"), ir_attr_int("n", 1)};
+    ir_attr at[4] = {ir_attr_mesh_axis("axis", IR_AXIS_TP), ir_attr_int("n", 1)};
     int na = 2;
     if (op == IR_OP_ALL_GATHER || op == IR_OP_REDUCE_SCATTER || op == IR_OP_MESH_SLICE) at[na++] = ir_attr_int("dim", 1);
     if (op == IR_OP_ALL_TO_ALL) {
@@ -309,7 +309,7 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
     /* to oneself on a one-rank axis: y = recv() after send(x) */
     if (var > 0) break;
     ir_value *x = inp(c, TY(dt, 2, 3), K_NORMAL, 0);
-    ir_attr at[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", 1), ir_attr_int("peer", 0)};
+    ir_attr at[3] = {ir_attr_mesh_axis("axis", IR_AXIS_PP), ir_attr_int("n", 1), ir_attr_int("peer", 0)};
     char err[256];
     ir_value *sq = node1(c, IR_OP_SQUARE, &x, 1, NULL, 0);
     if (!ir_graph_build(c->g, IR_OP_SEND, &sq, 1, at, 3, NULL, NULL, L(2), err, sizeof err)) abort();

@@ -113,15 +113,15 @@ static void test_local_open(void) {
   t_set_mesh(&s, 3, ones);
   for (int axis = -1; axis < 3; axis++) t_sweep_axis(&s, axis, 1000);
   CHECK_EQ_INT(s.mismatches, 0);
-  rt_comm_counter w = rt_comm_count(c, RT_COLL_ALL_REDUCE, -1);
+  rt_comm_counter w = rt_comm_count(c, IR_COLL_ALL_REDUCE, -1);
   CHECK(w.calls > 0);
   CHECK_EQ_INT(w.bytes_sent, 0);
   CHECK_EQ_INT(w.bytes_received, 0);
-  rt_comm_counter w2 = rt_comm_count(c, RT_COLL_ALL_REDUCE, 3); /* index n_axes: the world too */
+  rt_comm_counter w2 = rt_comm_count(c, IR_COLL_ALL_REDUCE, 3); /* index n_axes: the world too */
   CHECK_EQ_INT(w2.calls, w.calls);
-  CHECK_EQ_INT(rt_comm_count(c, RT_COLL_ALL_REDUCE, 4).calls, 0); /* no such axis */
+  CHECK_EQ_INT(rt_comm_count(c, IR_COLL_ALL_REDUCE, 4).calls, 0); /* no such axis */
   rt_comm_reset_counts(c);
-  CHECK_EQ_INT(rt_comm_count(c, RT_COLL_ALL_REDUCE, -1).calls, 0);
+  CHECK_EQ_INT(rt_comm_count(c, IR_COLL_ALL_REDUCE, -1).calls, 0);
   CHECK_EQ_INT(rt_comm_set_mesh(c, 3, names, ones, C_err, sizeof C_err), 0); /* dp, tp, pp again */
 
   /* argument errors, exact */
@@ -140,7 +140,7 @@ static void test_local_open(void) {
   CHECK_STR(C_err, "all_to_all over world: unknown dtype 99");
   CHECK_EQ_INT(rt_comm_send(c, 0, 1, IR_DT_F32, x, 4, C_err, sizeof C_err), -1);
   CHECK_STR(C_err, "send over dp: peer coordinate 1 does not exist (1 member: 0 to 0)");
-  CHECK_EQ_INT(rt_comm_count(c, RT_COLL_SEND, 0).calls, 0); /* a refused call is not counted */
+  CHECK_EQ_INT(rt_comm_count(c, IR_COLL_SEND, 0).calls, 0); /* a refused call is not counted */
 
   /* send/recv to itself: a FIFO per axis; 0 bytes counted */
   float a1[3] = {1, 2, 3}, a2[3] = {4, 5, 6}, r1[3] = {0}, r2[3] = {0};
@@ -154,7 +154,7 @@ static void test_local_open(void) {
   CHECK_EQ_INT(rt_comm_recv(c, 2, 0, IR_DT_F32, r1, 3, C_err, sizeof C_err), 0);
   CHECK_EQ_INT(rt_comm_recv(c, 2, 0, IR_DT_F32, r2, 3, C_err, sizeof C_err), 0);
   CHECK(r1[0] == 1 && r1[2] == 3 && r2[0] == 4 && r2[2] == 6);
-  rt_comm_counter sc = rt_comm_count(c, RT_COLL_SEND, 2), rc = rt_comm_count(c, RT_COLL_RECV, 2);
+  rt_comm_counter sc = rt_comm_count(c, IR_COLL_SEND, 2), rc = rt_comm_count(c, IR_COLL_RECV, 2);
   CHECK_EQ_INT(sc.calls, 2);
   CHECK_EQ_INT(sc.bytes_sent, 0);
   CHECK_EQ_INT(rc.calls, 3); /* the refused one over pp counts: it reached the queue */
@@ -162,7 +162,7 @@ static void test_local_open(void) {
   CHECK_EQ_INT(rt_comm_barrier(c, C_err, sizeof C_err), 0);
   /* re-meshing resets the counters */
   CHECK_EQ_INT(rt_comm_set_mesh(c, 0, NULL, NULL, C_err, sizeof C_err), 0);
-  CHECK_EQ_INT(rt_comm_count(c, RT_COLL_SEND, -1).calls, 0);
+  CHECK_EQ_INT(rt_comm_count(c, IR_COLL_SEND, -1).calls, 0);
   rt_comm_close(c);
   rt_comm_close(NULL);
   /* nothing of MPI was loaded by any of this */
@@ -173,44 +173,44 @@ static void test_local_open(void) {
 /* The byte formulas on numbers checkable by hand. */
 static void test_formulas(void) {
   /* all_reduce of 10 f32 over 4: chunks 3, 3, 2, 2 */
-  rt_comm_counter r = rt_comm_ring_bytes(RT_COLL_ALL_REDUCE, 4, 0, 0, 10, 4);
+  rt_comm_counter r = rt_comm_ring_bytes(IR_COLL_ALL_REDUCE, 4, 0, 0, 10, 4);
   CHECK_EQ_INT(r.bytes_sent, (20 - 3 - 3) * 4);     /* 56: all chunks but c0, then all but c1 */
   CHECK_EQ_INT(r.bytes_received, (20 - 2 - 3) * 4); /* 60: all but c3, then all but c0 */
-  r = rt_comm_ring_bytes(RT_COLL_ALL_REDUCE, 4, 2, 0, 10, 4);
+  r = rt_comm_ring_bytes(IR_COLL_ALL_REDUCE, 4, 2, 0, 10, 4);
   CHECK_EQ_INT(r.bytes_sent, (20 - 2 - 2) * 4);     /* 64 */
   CHECK_EQ_INT(r.bytes_received, (20 - 3 - 2) * 4); /* 60 */
   /* 12 elements over 4: 2 (n-1)/n of the buffer, 18 elements */
-  r = rt_comm_ring_bytes(RT_COLL_ALL_REDUCE, 4, 1, 0, 12, 2);
+  r = rt_comm_ring_bytes(IR_COLL_ALL_REDUCE, 4, 1, 0, 12, 2);
   CHECK_EQ_INT(r.bytes_sent, 36);
   CHECK_EQ_INT(r.bytes_received, 36);
   /* the sum over members of sent = of received = 2 (n-1) count */
   int64_t sent = 0, recvd = 0;
   for (int i = 0; i < 4; i++) {
-    r = rt_comm_ring_bytes(RT_COLL_ALL_REDUCE, 4, i, 0, 10, 1);
+    r = rt_comm_ring_bytes(IR_COLL_ALL_REDUCE, 4, i, 0, 10, 1);
     sent += r.bytes_sent, recvd += r.bytes_received;
   }
   CHECK_EQ_INT(sent, 60);
   CHECK_EQ_INT(recvd, 60);
-  r = rt_comm_ring_bytes(RT_COLL_ALL_GATHER, 8, 5, 0, 100, 8);
+  r = rt_comm_ring_bytes(IR_COLL_ALL_GATHER, 8, 5, 0, 100, 8);
   CHECK_EQ_INT(r.bytes_sent, 5600);
   CHECK_EQ_INT(r.bytes_received, 5600);
-  r = rt_comm_ring_bytes(RT_COLL_REDUCE_SCATTER, 2, 0, 0, 3, 4);
+  r = rt_comm_ring_bytes(IR_COLL_REDUCE_SCATTER, 2, 0, 0, 3, 4);
   CHECK_EQ_INT(r.bytes_sent, 12);
-  r = rt_comm_ring_bytes(RT_COLL_ALL_TO_ALL, 3, 2, 0, 5, 8);
+  r = rt_comm_ring_bytes(IR_COLL_ALL_TO_ALL, 3, 2, 0, 5, 8);
   CHECK_EQ_INT(r.bytes_received, 80);
   /* broadcast from 2 over 4: chain 2, 3, 0, 1 */
-  r = rt_comm_ring_bytes(RT_COLL_BROADCAST, 4, 2, 2, 10, 4);
+  r = rt_comm_ring_bytes(IR_COLL_BROADCAST, 4, 2, 2, 10, 4);
   CHECK(r.bytes_sent == 40 && r.bytes_received == 0);
-  r = rt_comm_ring_bytes(RT_COLL_BROADCAST, 4, 0, 2, 10, 4);
+  r = rt_comm_ring_bytes(IR_COLL_BROADCAST, 4, 0, 2, 10, 4);
   CHECK(r.bytes_sent == 40 && r.bytes_received == 40);
-  r = rt_comm_ring_bytes(RT_COLL_BROADCAST, 4, 1, 2, 10, 4);
+  r = rt_comm_ring_bytes(IR_COLL_BROADCAST, 4, 1, 2, 10, 4);
   CHECK(r.bytes_sent == 0 && r.bytes_received == 40);
-  r = rt_comm_ring_bytes(RT_COLL_SEND, 2, 0, 1, 10, 2);
+  r = rt_comm_ring_bytes(IR_COLL_SEND, 2, 0, 1, 10, 2);
   CHECK(r.bytes_sent == 20 && r.bytes_received == 0 && r.calls == 1);
-  r = rt_comm_ring_bytes(RT_COLL_ALL_REDUCE, 1, 0, 0, 10, 4);
+  r = rt_comm_ring_bytes(IR_COLL_ALL_REDUCE, 1, 0, 0, 10, 4);
   CHECK(r.bytes_sent == 0 && r.bytes_received == 0 && r.calls == 1);
-  CHECK_STR(rt_coll_name(RT_COLL_REDUCE_SCATTER), "reduce_scatter");
-  CHECK_STR(rt_coll_name(RT_COLL_NUM), "?");
+  CHECK_STR(rt_coll_name(IR_COLL_REDUCE_SCATTER), "reduce_scatter");
+  CHECK_STR(rt_coll_name(IR_NUM_COLLS), "?");
 }
 
 /* rt_comm_abort in a child: its line on stderr and exit status 1. */
@@ -264,7 +264,7 @@ static void test_send_first(rt_comm *c) {
         bad += buf[i] != (float)(from * 1000 + m * 10 + (dir > 0)) + (float)i / COUNT;
     }
   CHECK_EQ_INT(bad, 0);
-  rt_comm_counter s = rt_comm_count(c, RT_COLL_SEND, -1), r = rt_comm_count(c, RT_COLL_RECV, -1);
+  rt_comm_counter s = rt_comm_count(c, IR_COLL_SEND, -1), r = rt_comm_count(c, IR_COLL_RECV, -1);
   CHECK_EQ_INT(s.calls, 2 * MSGS);
   CHECK_EQ_INT(s.bytes_sent, 2LL * MSGS * COUNT * 4);
   CHECK_EQ_INT(r.bytes_received, 2LL * MSGS * COUNT * 4);
@@ -314,8 +314,8 @@ static void test_1f1b(rt_comm *c, int axis) {
   /* a stage boundary: M activations forward, M gradients backward */
   int64_t msg = COUNT * 8;
   int links = (p > 0) + (p < S - 1);
-  CHECK_EQ_INT(rt_comm_count(c, RT_COLL_SEND, axis).bytes_sent, links * M * msg);
-  CHECK_EQ_INT(rt_comm_count(c, RT_COLL_RECV, axis).bytes_received, links * M * msg);
+  CHECK_EQ_INT(rt_comm_count(c, IR_COLL_SEND, axis).bytes_sent, links * M * msg);
+  CHECK_EQ_INT(rt_comm_count(c, IR_COLL_RECV, axis).bytes_received, links * M * msg);
   free(buf);
 }
 

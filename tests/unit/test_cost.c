@@ -269,18 +269,18 @@ static void test_comm(void) {
   ir_value *x = input(g, "x", IR_DT_F32, 2, (int64_t[]){4, 6}); /* 96 bytes */
   struct {
     ir_op op;
-    const char *axis;
+    ir_axis axis;
     int n;
     double want_comm, want_flops;
   } cases[] = {
-      {IR_OP_ALL_REDUCE, "dp", 4, 2 * 96 * 3 / 4.0, 24 * 3 / 4.0}, {IR_OP_ALL_GATHER, "dp", 4, 3 * 96, 0},
-      {IR_OP_REDUCE_SCATTER, "dp", 4, 96 * 3 / 4.0, 18},          {IR_OP_ALL_TO_ALL, "dp", 4, 72, 0},
-      {IR_OP_COMM_BROADCAST, "dp", 4, 96, 0},                      {IR_OP_SEND, "pp", 2, 96, 0},
-      {IR_OP_MESH_SLICE, "dp", 4, 0, 0},                           {IR_OP_ALL_REDUCE, "dp", 1, 0, 0},
+      {IR_OP_ALL_REDUCE, IR_AXIS_DP, 4, 2 * 96 * 3 / 4.0, 24 * 3 / 4.0}, {IR_OP_ALL_GATHER, IR_AXIS_DP, 4, 3 * 96, 0},
+      {IR_OP_REDUCE_SCATTER, IR_AXIS_DP, 4, 96 * 3 / 4.0, 18},          {IR_OP_ALL_TO_ALL, IR_AXIS_DP, 4, 72, 0},
+      {IR_OP_COMM_BROADCAST, IR_AXIS_DP, 4, 96, 0},                      {IR_OP_SEND, IR_AXIS_PP, 2, 96, 0},
+      {IR_OP_MESH_SLICE, IR_AXIS_DP, 4, 0, 0},                           {IR_OP_ALL_REDUCE, IR_AXIS_DP, 1, 0, 0},
   };
   pass_graph_cost gc;
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    ir_attr a[5] = {ir_attr_str("axis", cases[k].axis), ir_attr_int("n", cases[k].n), ir_attr_int("dim", 0),
+    ir_attr a[5] = {ir_attr_mesh_axis("axis", cases[k].axis), ir_attr_int("n", cases[k].n), ir_attr_int("dim", 0),
                     ir_attr_int("split_dim", 0), ir_attr_int("concat_dim", 1)};
     ir_op op = cases[k].op;
     ir_attr extra = op == IR_OP_SEND ? ir_attr_int("peer", 1) : ir_attr_int("root", 0);
@@ -319,7 +319,7 @@ static void test_comm(void) {
   ir_graph *h = ir_graph_new("uneven", NULL);
   h->mesh.size[IR_AXIS_DP] = 4;
   ir_value *y = input(h, "y", IR_DT_F32, 1, (int64_t[]){10});
-  ir_attr at[2] = {ir_attr_str("axis", "dp"), ir_attr_int("n", 4)};
+  ir_attr at[2] = {ir_attr_mesh_axis("axis", IR_AXIS_DP), ir_attr_int("n", 4)};
   ir_graph_build1(h, IR_OP_ALL_REDUCE, &y, 1, at, 2, NULL, (ir_loc){0});
   int64_t want_sent[4] = {2 * 10 - 3 - 3, 2 * 10 - 3 - 2, 2 * 10 - 2 - 2, 2 * 10 - 2 - 3};
   for (int r = 0; r < 4; r++) {

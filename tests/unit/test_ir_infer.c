@@ -266,20 +266,20 @@ static int valid_case(ir_op op, tcase *c) {
     return 1;
   case IR_OP_ALL_REDUCE:
     c->in[c->n_in++] = x23;
-    c->attrs[c->n_attrs++] = ir_attr_str("axis", "dp");
+    c->attrs[c->n_attrs++] = ir_attr_mesh_axis("axis", IR_AXIS_DP);
     c->attrs[c->n_attrs++] = ir_attr_int("n", 2);
     c->want[0] = x23;
     return 1;
   case IR_OP_ALL_GATHER: case IR_OP_REDUCE_SCATTER: case IR_OP_MESH_SLICE:
     c->in[c->n_in++] = F32(2, D(2), D(6));
-    c->attrs[c->n_attrs++] = ir_attr_str("axis", "tp");
+    c->attrs[c->n_attrs++] = ir_attr_mesh_axis("axis", IR_AXIS_TP);
     c->attrs[c->n_attrs++] = ir_attr_int("n", 2);
     c->attrs[c->n_attrs++] = ir_attr_int("dim", 1);
     c->want[0] = op == IR_OP_ALL_GATHER ? F32(2, D(2), D(12)) : F32(2, D(2), D(3));
     return 1;
   case IR_OP_ALL_TO_ALL:
     c->in[c->n_in++] = F32(2, D(2), D(6));
-    c->attrs[c->n_attrs++] = ir_attr_str("axis", "tp");
+    c->attrs[c->n_attrs++] = ir_attr_mesh_axis("axis", IR_AXIS_TP);
     c->attrs[c->n_attrs++] = ir_attr_int("n", 3);
     c->attrs[c->n_attrs++] = ir_attr_int("split_dim", 1);
     c->attrs[c->n_attrs++] = ir_attr_int("concat_dim", 0);
@@ -287,7 +287,7 @@ static int valid_case(ir_op op, tcase *c) {
     return 1;
   case IR_OP_COMM_BROADCAST:
     c->in[c->n_in++] = x23;
-    c->attrs[c->n_attrs++] = ir_attr_str("axis", "dp");
+    c->attrs[c->n_attrs++] = ir_attr_mesh_axis("axis", IR_AXIS_DP);
     c->attrs[c->n_attrs++] = ir_attr_int("n", 4);
     c->attrs[c->n_attrs++] = ir_attr_int("root", 3);
     c->want[0] = x23;
@@ -300,7 +300,7 @@ static int valid_case(ir_op op, tcase *c) {
   case IR_OP_SEND: case IR_OP_RECV:
     if (op == IR_OP_SEND) c->in[c->n_in++] = x23;
     else c->out[0] = c->want[0] = x23;
-    c->attrs[c->n_attrs++] = ir_attr_str("axis", "pp");
+    c->attrs[c->n_attrs++] = ir_attr_mesh_axis("axis", IR_AXIS_PP);
     c->attrs[c->n_attrs++] = ir_attr_int("n", 2);
     c->attrs[c->n_attrs++] = ir_attr_int("peer", 1);
     c->n_want = op == IR_OP_SEND ? 0 : 1;
@@ -846,9 +846,12 @@ static void test_attention(void) {
 
 static void test_comm_ops(void) {
   ir_type in[1] = {F32(2, D(2), D(6))}, res;
-  ir_attr a[4] = {ir_attr_str("axis", "xp"), ir_attr_int("n", 4), ir_attr_int("dim", 1)};
-  EXPECT_ERR("unknown mesh axis \"xp\" in all_gather (axes: pp, dp, tp)", IR_OP_ALL_GATHER, in, 1, a, 3);
-  a[0] = ir_attr_str("axis", "tp");
+  /* the axis is an index (the .ir reader maps names; test_ir_roundtrip) */
+  ir_attr a[4] = {ir_attr_str("axis", "tp"), ir_attr_int("n", 4), ir_attr_int("dim", 1)};
+  EXPECT_ERR("attribute 'axis' of all_gather must be a mesh axis", IR_OP_ALL_GATHER, in, 1, a, 3);
+  a[0] = ir_attr_mesh_axis("axis", (ir_axis)IR_NUM_AXES);
+  EXPECT_ERR("mesh axis 3 of all_gather out of range (3 axes)", IR_OP_ALL_GATHER, in, 1, a, 3);
+  a[0] = ir_attr_mesh_axis("axis", IR_AXIS_TP);
   EXPECT_ERR("reduce_scatter: dim 1 of f32[2, 6] does not divide by the axis size 4", IR_OP_REDUCE_SCATTER, in, 1, a, 3);
   ir_attr no_n[2] = {a[0], a[2]};
   EXPECT_ERR("missing attribute 'n' in all_gather", IR_OP_ALL_GATHER, in, 1, no_n, 2);
@@ -864,7 +867,7 @@ static void test_comm_ops(void) {
   CHECK_EQ_INT(infer(IR_OP_ALL_REDUCE, in, 1, a, 3, &res), 0);
   a[3] = ir_attr_int("dim", 0);
   EXPECT_ERR("all_gather takes no reduce attribute", IR_OP_ALL_GATHER, in, 1, a, 4);
-  ir_attr s[3] = {ir_attr_str("axis", "pp"), ir_attr_int("n", 2), ir_attr_int("peer", 2)};
+  ir_attr s[3] = {ir_attr_mesh_axis("axis", IR_AXIS_PP), ir_attr_int("n", 2), ir_attr_int("peer", 2)};
   EXPECT_ERR("send: peer = 2 is not a coordinate of an axis of size 2", IR_OP_SEND, in, 1, s, 3);
   in[0] = T(IR_DT_BOOL, 1, D(4));
   EXPECT_ERR("all_reduce needs a numeric operand, got bool[4]", IR_OP_ALL_REDUCE, in, 1, a, 2);

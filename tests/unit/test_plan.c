@@ -103,10 +103,10 @@ static void check_plan(const pass_plan_result *r, sweep *w) {
     int kinds = 0;
     for (int i = 0; i < r->n_comm; i++) {
       const pass_plan_comm *c = &r->comm[i];
-      if (c->axis != PASS_AXIS_DATA || strncmp(c->what, "sums", 4) == 0) continue;
+      if (c->axis != IR_AXIS_DP || strncmp(c->what, "sums", 4) == 0) continue;
       kinds++;
       if (fabs(c->payload - bytes) > 1e-6 * bytes) w->bad_dp++;
-      if (r->s.zero == 0 && c->kind != PASS_COLL_ALL_REDUCE) w->bad_dp++;
+      if (r->s.zero == 0 && c->kind != IR_COLL_ALL_REDUCE) w->bad_dp++;
     }
     if (kinds != (r->s.zero == 0 ? 1 : 2)) w->bad_dp++;
   }
@@ -180,7 +180,7 @@ static void test_pipeline_bytes(pass_plan_model *m, const pass_cluster *c, const
   double want = r.m * (P->act[cut] + P->grad[cut]);
   bool found = false;
   for (int i = 0; i < r.n_comm; i++)
-    if (r.comm[i].kind == PASS_COLL_SEND_RECV && strcmp(r.comm[i].what, "activations, gradients") == 0) {
+    if (r.comm[i].kind == IR_COLL_SEND && strcmp(r.comm[i].what, "activations, gradients") == 0) {
       found = true;
       printf("send/recv per step: %.0f bytes = %d x (%.0f + %.0f), %.0f calls\n", r.comm[i].payload, r.m, P->act[cut],
              P->grad[cut], r.comm[i].calls);

@@ -92,9 +92,8 @@ typedef struct {
 static void walk_graph(const ir_graph *g, double times, bool step, int part, walk *w) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    const ir_attr *a = ir_node_attr(n, "axis");
-    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM) || !a || a->kind != IR_ATTR_STR) continue;
-    int ax = ir_axis_from_name(a->s, strlen(a->s));
+    if (n->dead || !ir_op_has(n->op, IR_OPF_COMM)) continue;
+    int ax = ir_node_mesh_axis(n);
     CHECK(ax >= 0);
     if (ax < 0) continue;
     const ir_type *buf = n->op == IR_OP_ALL_GATHER || n->op == IR_OP_RECV ? &n->out[0]->type : &n->in[0]->type;
@@ -186,8 +185,6 @@ static pass_plan_model *planner(const char *path, const pass_cluster *c) {
   pass_plan_model_set_optimizer(m, flops / pass_plan_model_params(m), 2);
   return m;
 }
-
-static const ir_op coll_op[PASS_COLL_COUNT] = {IR_OP_ALL_REDUCE, IR_OP_ALL_GATHER, IR_OP_REDUCE_SCATTER, IR_OP_SEND};
 
 /* The planner's payload and calls of one stage for kind and axis. */
 static double plan_bytes(const pass_plan_detail *det, int stage, int kind, int axis, double *calls) {
@@ -312,7 +309,7 @@ static void compare(const kase *k, const mesh_of *ms, pass_plan_model *m, const 
       for (int q = 0; q < 3; q++) {
         double pc = 0, pb = 0;
         for (int ph = 0; ph < PASS_NUM_PHASES; ph++) pc += G->coll_count[ph][q], pb += G->coll_bytes[ph][q];
-        double sc = w->layer_calls[l][coll_op[q]], sb = w->layer_bytes[l][coll_op[q]];
+        double sc = w->layer_calls[l][ir_coll_op((ir_coll)q)], sb = w->layer_bytes[l][ir_coll_op((ir_coll)q)];
         if (pc != sc || pb != sb)
           printf("  layer %d %s on tp: plan %.0f calls %.0f B, shard %.0f calls %.0f B\n", l, pass_coll_name((pass_coll_kind)q), pc,
                  pb, sc, sb);
@@ -326,16 +323,16 @@ static void compare(const kase *k, const mesh_of *ms, pass_plan_model *m, const 
   }
   /* every kind on every axis, the whole step: calls and bytes (send/recv:
    * both directions) */
-  static const ir_axis axis_of[PASS_AXIS_COUNT] = {IR_AXIS_DP, IR_AXIS_TP, IR_AXIS_PP};
-  for (int q = 0; q < PASS_COLL_COUNT; q++)
-    for (int a = 0; a < PASS_AXIS_COUNT; a++) {
+  for (int q = 0; q < IR_NUM_COLLS; q++)
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      if (q == IR_COLL_RECV) continue; /* the planner's send/recv is IR_COLL_SEND */
       double pc, pb = plan_bytes(det, stage, q, a, &pc), sc = 0, sb = 0;
       for (int c = 0; c < C_KINDS; c++) {
-        ir_axis x = axis_of[a];
-        if (q == PASS_COLL_SEND_RECV)
+        ir_axis x = (ir_axis)a;
+        if (q == IR_COLL_SEND)
           sc += w->calls[IR_OP_SEND][x][c] + w->calls[IR_OP_RECV][x][c], sb += w->bytes[IR_OP_SEND][x][c] + w->bytes[IR_OP_RECV][x][c];
         else
-          sc += w->calls[coll_op[q]][x][c], sb += w->bytes[coll_op[q]][x][c];
+          sc += w->calls[ir_coll_op((ir_coll)q)][x][c], sb += w->bytes[ir_coll_op((ir_coll)q)][x][c];
       }
       if (pc == 0 && sc == 0) continue;
       printf("  %s on %s: plan %.0f calls %.0f B, shard %.0f calls %.0f B%s\n", pass_coll_name((pass_coll_kind)q),

@@ -171,17 +171,17 @@ static void test_activations(void) {
     CHECK(fa->gemm_flops[PASS_PHASE_FORWARD] == 24 * b * s * h * h);
     /* the tensor axis: payload 2 s b h bytes per collective */
     double pay = 2 * sbh;
-    CHECK(n8->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2);
-    CHECK(n8->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2 * pay);
-    CHECK(n8->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 2);
-    CHECK(n8->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_GATHER] == 0);
-    CHECK(s4->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 0);
-    CHECK(s4->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_GATHER] == 2);
-    CHECK(s4->coll_count[PASS_PHASE_FORWARD][PASS_COLL_REDUCE_SCATTER] == 2);
-    CHECK(s4->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_GATHER] == 4);
-    CHECK(s4->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_REDUCE_SCATTER] == 2);
-    CHECK(s4->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_GATHER] == 4 * pay);
-    CHECK(n1->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 0); /* t = 1: none */
+    CHECK(n8->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 2);
+    CHECK(n8->coll_bytes[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 2 * pay);
+    CHECK(n8->coll_count[PASS_PHASE_BACKWARD][IR_COLL_ALL_REDUCE] == 2);
+    CHECK(n8->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_GATHER] == 0);
+    CHECK(s4->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 0);
+    CHECK(s4->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_GATHER] == 2);
+    CHECK(s4->coll_count[PASS_PHASE_FORWARD][IR_COLL_REDUCE_SCATTER] == 2);
+    CHECK(s4->coll_count[PASS_PHASE_BACKWARD][IR_COLL_ALL_GATHER] == 4);
+    CHECK(s4->coll_count[PASS_PHASE_BACKWARD][IR_COLL_REDUCE_SCATTER] == 2);
+    CHECK(s4->coll_bytes[PASS_PHASE_BACKWARD][IR_COLL_ALL_GATHER] == 4 * pay);
+    CHECK(n1->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 0); /* t = 1: none */
     /* the pipeline's sends at an interior cut: the residual (2 s b h bf16)
      * forward, its gradient backward: the next layer's first layernorm,
      * which fuse-elementwise computes in this layer's last node, runs on the
@@ -241,26 +241,26 @@ static void test_llama(void) {
     double pay = 2 * s * h; /* bf16 [b = 1, s, h] */
     for (int g = 1; g <= (int)l; g++) {
       const pass_plan_group *G = &p->groups[g];
-      bool ok = G->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2 &&
-                G->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 2 &&
-                G->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 2 * pay &&
-                G->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 2 * pay;
+      bool ok = G->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 2 &&
+                G->coll_count[PASS_PHASE_BACKWARD][IR_COLL_ALL_REDUCE] == 2 &&
+                G->coll_bytes[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 2 * pay &&
+                G->coll_bytes[PASS_PHASE_BACKWARD][IR_COLL_ALL_REDUCE] == 2 * pay;
       if (!ok)
         printf("  t = %d, layer %d: %d + %d all-reduces, %.0f + %.0f B (want 2 + 2 of %.0f B)\n", t, g - 1,
-               G->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE], G->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE],
-               G->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE], G->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE], pay);
+               G->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE], G->coll_count[PASS_PHASE_BACKWARD][IR_COLL_ALL_REDUCE],
+               G->coll_bytes[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE], G->coll_bytes[PASS_PHASE_BACKWARD][IR_COLL_ALL_REDUCE], pay);
       CHECK(ok);
     }
     const pass_plan_group *emb = &p->groups[0], *head = &p->groups[p->n_groups - 1];
-    CHECK(emb->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 1 &&
-          emb->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == pay);
+    CHECK(emb->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 1 &&
+          emb->coll_bytes[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == pay);
     /* vocabulary-parallel cross-entropy: 3 fp32 per token, and the
      * trainer's accuracy: the max (bf16) and its index (i32) per token; the
      * head's input gradient */
-    CHECK(head->coll_count[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == 5 &&
-          head->coll_bytes[PASS_PHASE_FORWARD][PASS_COLL_ALL_REDUCE] == (3 * 4 + 2 + 4) * s);
-    CHECK(head->coll_count[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == 1 &&
-          head->coll_bytes[PASS_PHASE_BACKWARD][PASS_COLL_ALL_REDUCE] == pay);
+    CHECK(head->coll_count[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == 5 &&
+          head->coll_bytes[PASS_PHASE_FORWARD][IR_COLL_ALL_REDUCE] == (3 * 4 + 2 + 4) * s);
+    CHECK(head->coll_count[PASS_PHASE_BACKWARD][IR_COLL_ALL_REDUCE] == 1 &&
+          head->coll_bytes[PASS_PHASE_BACKWARD][IR_COLL_ALL_REDUCE] == pay);
   }
   pass_plan_model_free(m);
 }

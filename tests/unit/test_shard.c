@@ -33,7 +33,7 @@ static void test_rule_table(void) {
   g->mesh.size[IR_AXIS_DP] = 2;
   ir_type t = {.dtype = IR_DT_F32, .rank = 1, .dims = {4}};
   ir_value *x = ir_graph_add_input(g, "x", t, (ir_loc){.line = 1, .col = 1});
-  ir_attr at[2] = {ir_attr_str("axis", "dp"), ir_attr_int("n", 2)};
+  ir_attr at[2] = {ir_attr_mesh_axis("axis", IR_AXIS_DP), ir_attr_int("n", 2)};
   ir_value *y = ir_graph_build1(g, IR_OP_ALL_REDUCE, &x, 1, at, 2, "y", (ir_loc){g->source_file, 2, 3});
   ir_graph_add_output(g, "y", y);
   char *buf = NULL;
@@ -61,9 +61,7 @@ static counts count(const ir_graph *g) {
   memset(&c, 0, sizeof c);
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    const ir_attr *a = ir_node_attr(n, "axis");
-    if (n->dead || !a || a->kind != IR_ATTR_STR) continue;
-    int ax = ir_axis_from_name(a->s, strlen(a->s));
+    int ax = n->dead || !ir_op_on_mesh_axis(n->op) ? -1 : ir_node_mesh_axis(n);
     if (ax >= 0) c.n[n->op][ax]++;
   }
   return c;
@@ -198,16 +196,14 @@ static void test_gpt_tp(void) {
     int counts_reduced[IR_NUM_AXES] = {0};
     for (int i = 0; i < t->update->n_nodes; i++) {
       const ir_node *n = t->update->nodes[i];
-      const ir_attr *ax = ir_node_attr(n, "axis");
-      if (n->op == IR_OP_ALL_REDUCE && ax && n->in[0]->type.dtype == IR_DT_I64)
-        counts_reduced[ir_axis_from_name(ax->s, strlen(ax->s))]++;
+      int ax = n->op == IR_OP_ALL_REDUCE ? ir_node_mesh_axis(n) : -1;
+      if (ax >= 0 && n->in[0]->type.dtype == IR_DT_I64) counts_reduced[ax]++;
     }
     CHECK_EQ_INT(counts_reduced[IR_AXIS_TP], 1);
     CHECK_EQ_INT(counts_reduced[IR_AXIS_DP], m == 3 ? 1 : 0);
     for (int i = 0; i < t->update->n_nodes; i++) {
       const ir_node *n = t->update->nodes[i];
-      const ir_attr *ax = ir_node_attr(n, "axis");
-      if (n->op != IR_OP_ALL_REDUCE || !ax || strcmp(ax->s, "tp") != 0 || strncmp(n->in[0]->name, "d_", 2) != 0)
+      if (n->op != IR_OP_ALL_REDUCE || ir_node_mesh_axis(n) != IR_AXIS_TP || strncmp(n->in[0]->name, "d_", 2) != 0)
         continue; /* the loss and accuracy sums (partial under sp), the Inf / NaN counts */
       char name[256];
       snprintf(name, sizeof name, "%s", n->in[0]->name + 2); /* d_<param>[.rs][.ar] */

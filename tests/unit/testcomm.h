@@ -162,7 +162,7 @@ static rt_comm_counter t_expected_bytes(rt_coll_kind k, int n, int i, int root, 
   if (n == 1) return r;
   int64_t b = (int64_t)es;
   switch (k) {
-  case RT_COLL_ALL_REDUCE:
+  case IR_COLL_ALL_REDUCE:
     if (count % n == 0) { /* 2 (n-1)/n of the buffer */
       r.bytes_sent = r.bytes_received = 2 * (n - 1) * (count / n) * b;
     } else {
@@ -170,10 +170,10 @@ static rt_comm_counter t_expected_bytes(rt_coll_kind k, int n, int i, int root, 
       r.bytes_received = (2 * count - t_chunk(count, n, i - 1) - t_chunk(count, n, i)) * b;
     }
     break;
-  case RT_COLL_ALL_GATHER:
-  case RT_COLL_REDUCE_SCATTER:
-  case RT_COLL_ALL_TO_ALL: r.bytes_sent = r.bytes_received = (n - 1) * count * b; break;
-  case RT_COLL_BROADCAST:
+  case IR_COLL_ALL_GATHER:
+  case IR_COLL_REDUCE_SCATTER:
+  case IR_COLL_ALL_TO_ALL: r.bytes_sent = r.bytes_received = (n - 1) * count * b; break;
+  case IR_COLL_BROADCAST:
     r.bytes_sent = (i - root + n) % n == n - 1 ? 0 : count * b;
     r.bytes_received = i == root ? 0 : count * b;
     break;
@@ -201,9 +201,9 @@ static void t_check_one(t_sweep *s, int axis, rt_coll_kind k, ir_dtype dt, rt_re
   int rank = rt_comm_rank(c), n = rt_comm_axis_size(c, axis), me = rt_comm_coord(c, axis);
   size_t es = ir_dtype_size(dt);
   int64_t ns = count, nr = count;
-  if (k == RT_COLL_ALL_GATHER) nr = n * count;
-  if (k == RT_COLL_REDUCE_SCATTER) ns = n * count;
-  if (k == RT_COLL_ALL_TO_ALL) ns = nr = n * count;
+  if (k == IR_COLL_ALL_GATHER) nr = n * count;
+  if (k == IR_COLL_REDUCE_SCATTER) ns = n * count;
+  if (k == IR_COLL_ALL_TO_ALL) ns = nr = n * count;
   int members[64];
   for (int j = 0; j < n; j++) members[j] = t_member(s->sizes, s->n_axes, rank, axis, j);
   uint64_t salt = ++s->salt;
@@ -213,41 +213,41 @@ static void t_check_one(t_sweep *s, int axis, rt_coll_kind k, ir_dtype dt, rt_re
    * element e is input index j*count+e */
   for (int64_t i = 0; i < ns; i++) t_input(dt, rank, i, salt, in, i);
   switch (k) {
-  case RT_COLL_ALL_REDUCE:
+  case IR_COLL_ALL_REDUCE:
     for (int j = 0, e = 0; j < n; j++)
       for (int64_t q = 0; q < t_chunk(count, n, j); q++, e++) t_ref_reduce(dt, op, members, n, j, e, salt, want, e);
     break;
-  case RT_COLL_REDUCE_SCATTER:
+  case IR_COLL_REDUCE_SCATTER:
     for (int64_t e = 0; e < count; e++) t_ref_reduce(dt, op, members, n, me, me * count + e, salt, want, e);
     break;
-  case RT_COLL_ALL_GATHER:
+  case IR_COLL_ALL_GATHER:
     for (int j = 0; j < n; j++)
       for (int64_t e = 0; e < count; e++) t_input(dt, members[j], e, salt, want, j * count + e);
     break;
-  case RT_COLL_ALL_TO_ALL:
+  case IR_COLL_ALL_TO_ALL:
     for (int j = 0; j < n; j++)
       for (int64_t e = 0; e < count; e++) t_input(dt, members[j], me * count + e, salt, want, j * count + e);
     break;
-  case RT_COLL_BROADCAST:
+  case IR_COLL_BROADCAST:
     for (int64_t e = 0; e < count; e++) t_input(dt, members[root], e, salt, want, e);
     if (me == root) memcpy(in, want, (size_t)count * es);
     break;
   default: break;
   }
   void *dsend = s->mem->alloc((size_t)ns * es + 1), *drecv = s->mem->alloc((size_t)nr * es + 1);
-  s->mem->put(k == RT_COLL_BROADCAST ? drecv : dsend, in, (size_t)ns * es);
+  s->mem->put(k == IR_COLL_BROADCAST ? drecv : dsend, in, (size_t)ns * es);
   rt_comm_counter before = rt_comm_count(c, k, axis);
   int64_t moved_s0 = 0, moved_r0 = 0, moved_s1 = 0, moved_r1 = 0;
   if (s->moved) s->moved(&moved_s0, &moved_r0);
   int rc = -1;
   switch (k) {
-  case RT_COLL_ALL_REDUCE: rc = rt_comm_all_reduce(c, axis, op, dt, dsend, drecv, count, C_err, sizeof C_err); break;
-  case RT_COLL_ALL_GATHER: rc = rt_comm_all_gather(c, axis, dt, dsend, drecv, count, C_err, sizeof C_err); break;
-  case RT_COLL_REDUCE_SCATTER:
+  case IR_COLL_ALL_REDUCE: rc = rt_comm_all_reduce(c, axis, op, dt, dsend, drecv, count, C_err, sizeof C_err); break;
+  case IR_COLL_ALL_GATHER: rc = rt_comm_all_gather(c, axis, dt, dsend, drecv, count, C_err, sizeof C_err); break;
+  case IR_COLL_REDUCE_SCATTER:
     rc = rt_comm_reduce_scatter(c, axis, op, dt, dsend, drecv, count, C_err, sizeof C_err);
     break;
-  case RT_COLL_ALL_TO_ALL: rc = rt_comm_all_to_all(c, axis, dt, dsend, drecv, count, C_err, sizeof C_err); break;
-  case RT_COLL_BROADCAST: rc = rt_comm_broadcast(c, axis, root, dt, drecv, count, C_err, sizeof C_err); break;
+  case IR_COLL_ALL_TO_ALL: rc = rt_comm_all_to_all(c, axis, dt, dsend, drecv, count, C_err, sizeof C_err); break;
+  case IR_COLL_BROADCAST: rc = rt_comm_broadcast(c, axis, root, dt, drecv, count, C_err, sizeof C_err); break;
   default: break;
   }
   if (rc) fprintf(stderr, "rank %d: %s\n", rank, C_err);
@@ -255,7 +255,7 @@ static void t_check_one(t_sweep *s, int axis, rt_coll_kind k, ir_dtype dt, rt_re
   s->mem->get(got, drecv, (size_t)nr * es);
   char what[96];
   snprintf(what, sizeof what, "rank %d: %s over %s, count %lld%s", rank, rt_coll_name(k), rt_comm_axis_name(c, axis),
-           (long long)count, op == RT_REDUCE_MAX && (k == RT_COLL_ALL_REDUCE || k == RT_COLL_REDUCE_SCATTER) ? ", max" : "");
+           (long long)count, op == RT_REDUCE_MAX && (k == IR_COLL_ALL_REDUCE || k == IR_COLL_REDUCE_SCATTER) ? ", max" : "");
   int bad = t_compare(what, dt, got, want, nr);
   s->mismatches += bad;
   CHECK_EQ_INT(bad, 0);
@@ -291,20 +291,20 @@ static void t_check_one(t_sweep *s, int axis, rt_coll_kind k, ir_dtype dt, rt_re
  * large one; broadcast from every root. */
 static void t_sweep_axis(t_sweep *s, int axis, int64_t large) {
   int n = rt_comm_axis_size(s->c, axis);
-  static const rt_coll_kind kinds[] = {RT_COLL_ALL_REDUCE, RT_COLL_ALL_GATHER, RT_COLL_REDUCE_SCATTER,
-                                       RT_COLL_ALL_TO_ALL, RT_COLL_BROADCAST};
+  static const rt_coll_kind kinds[] = {IR_COLL_ALL_REDUCE, IR_COLL_ALL_GATHER, IR_COLL_REDUCE_SCATTER,
+                                       IR_COLL_ALL_TO_ALL, IR_COLL_BROADCAST};
   for (int d = 0; d < T_NDTYPES; d++)
     for (int ki = 0; ki < 5; ki++) {
       rt_coll_kind k = kinds[ki];
       int64_t count = 2 * n + 3;
       t_check_one(s, axis, k, t_all_dtypes[d], RT_REDUCE_SUM, count, n - 1);
-      if (k == RT_COLL_ALL_REDUCE || k == RT_COLL_REDUCE_SCATTER)
+      if (k == IR_COLL_ALL_REDUCE || k == IR_COLL_REDUCE_SCATTER)
         t_check_one(s, axis, k, t_all_dtypes[d], RT_REDUCE_MAX, count, 0);
     }
   const int64_t counts[] = {0, 1, n, 3 * n + 1, large};
   for (int ci = 0; ci < 5; ci++)
     for (int ki = 0; ki < 5; ki++) t_check_one(s, axis, kinds[ki], IR_DT_F32, RT_REDUCE_SUM, counts[ci], ci % n);
-  for (int root = 0; root < n; root++) t_check_one(s, axis, RT_COLL_BROADCAST, IR_DT_BF16, RT_REDUCE_SUM, 33, root);
+  for (int root = 0; root < n; root++) t_check_one(s, axis, IR_COLL_BROADCAST, IR_DT_BF16, RT_REDUCE_SUM, 33, root);
   /* in place: all_reduce with send == recv */
   {
     rt_comm *c = s->c;
