@@ -129,10 +129,13 @@ static ir_graph *shard_plain(const ir_graph *g, const sh_st *tp, int zero, ir_di
   ir_graph *s = NULL;
   if (rc == 0) {
     /* every output whole on every rank: a partial sum all-reduced, a split
-     * all-gathered (what `tgc run --mesh` prints on rank 0) */
+     * all-gathered (what `tgc run --mesh` prints on rank 0); but a gradient
+     * (the training graph `tgc stats` costs) stays as the step hands it to
+     * the update, which reduces it there */
     sh_st whole[IR_NUM_AXES];
     for (int a = 0; a < IR_NUM_AXES; a++) whole[a] = a == IR_AXIS_DP || a == IR_AXIS_TP ? sh_R() : UNSET;
-    for (int i = 0; i < g->n_outputs; i++) sh_engine_output(e, i, whole);
+    for (int i = 0; i < g->n_outputs; i++)
+      sh_engine_output(e, i, g->outputs[i].value->role == IR_ROLE_GRAD ? NULL : whole);
     s = sh_engine_finish(e);
     share_output_collectives(s);
   }
