@@ -42,6 +42,38 @@ typedef struct kept {
   struct kept *next;
 } kept;
 
+/* The readers of every value of a graph, in node order (a node once per
+ * operand slot that reads it): CSR arrays by value id. */
+typedef struct {
+  int *start; /* id bound + 1 */
+  const ir_node **list;
+} reader_index;
+
+static void readers_build(const ir_graph *g, reader_index *r) {
+  int nv = ir_graph_id_bound(g) + 1;
+  r->start = calloc((size_t)nv + 1, sizeof *r->start);
+  int total = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead) total += g->nodes[i]->n_in;
+  r->list = calloc((size_t)total + 1, sizeof *r->list);
+  int *fill = calloc((size_t)nv + 1, sizeof *fill);
+  if (!r->start || !r->list || !fill) abort();
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) r->start[g->nodes[i]->in[k]->id + 1]++;
+  for (int v = 0; v < nv; v++) r->start[v + 1] += r->start[v];
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) {
+      int v = g->nodes[i]->in[k]->id;
+      r->list[r->start[v] + fill[v]++] = g->nodes[i];
+    }
+  free(fill);
+}
+
+static void readers_free(reader_index *r) {
+  free(r->start);
+  free(r->list);
+}
+
 struct sh_engine {
   const ir_graph *src;
   ir_graph *dst;
@@ -53,6 +85,7 @@ struct sh_engine {
   conv **convs;           /* src value id -> conversions made */
   int *readers;           /* src value id -> how many live nodes read it */
   bool *sums_on;          /* src value id -> read by one add or sub and nothing else (no output) */
+  reader_index rindex;    /* src's readers of every value */
   bool slice_counts[IR_NUM_AXES];
   ir_diag *d;
   int errors;
@@ -461,24 +494,20 @@ static int localize_attrs(const ir_node *n, const ir_type *local_out, ir_attr *a
 
 /* How many equal parts the last dim of v is split into later: through
  * elementwise consumers (a bias, an activation) to a split along it. */
-static int find_parts(const ir_graph *g, const ir_value *v, int dim, int depth) {
+static int find_parts(const reader_index *r, const ir_value *v, int dim, int depth) {
   if (depth > 4) return 1;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *u = g->nodes[i];
-    if (u->dead) continue;
-    for (int k = 0; k < u->n_in; k++) {
-      if (u->in[k] != v) continue;
-      if (u->op == IR_OP_SPLIT && ir_node_attr_int(u, "axis", -1) == dim && u->n_out >= 2) {
-        bool eq = true;
-        for (int j = 1; j < u->n_out; j++) eq &= u->out[j]->type.dims[dim] == u->out[0]->type.dims[dim];
-        if (eq) return u->n_out;
-      }
-      if ((ir_op_is_elementwise(u->op) || u->op == IR_OP_FUSED) && u->n_out >= 1) {
-        int od = dim + (u->out[0]->type.rank - v->type.rank);
-        if (u->out[0]->type.dims[od] == v->type.dims[dim]) {
-          int p = find_parts(g, u->out[0], od, depth + 1);
-          if (p > 1) return p;
-        }
+  for (int j = r->start[v->id]; j < r->start[v->id + 1]; j++) {
+    const ir_node *u = r->list[j];
+    if (u->op == IR_OP_SPLIT && ir_node_attr_int(u, "axis", -1) == dim && u->n_out >= 2) {
+      bool eq = true;
+      for (int q = 1; q < u->n_out; q++) eq &= u->out[q]->type.dims[dim] == u->out[0]->type.dims[dim];
+      if (eq) return u->n_out;
+    }
+    if ((ir_op_is_elementwise(u->op) || u->op == IR_OP_FUSED) && u->n_out >= 1) {
+      int od = dim + (u->out[0]->type.rank - v->type.rank);
+      if (u->out[0]->type.dims[od] == v->type.dims[dim]) {
+        int p = find_parts(r, u->out[0], od, depth + 1);
+        if (p > 1) return p;
       }
     }
   }
@@ -548,7 +577,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
                 .sum_continues = n->n_out == 1 && e->sums_on[n->out[0]->id],
                 .slice_counts = e->slice_counts[a]};
     if (d.megatron && (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_MATMUL) && n->out[0]->type.rank >= 1)
-      d.parts_hint = find_parts(e->src, n->out[0], n->out[0]->type.rank - 1, 0);
+      d.parts_hint = find_parts(&e->rindex, n->out[0], n->out[0]->type.rank - 1, 0);
     for (int i = 0; i < n->n_in; i++) {
       const ir_value *v = n->in[i];
       d.in[i] = e->st[v->id][a];
@@ -682,7 +711,21 @@ static int shard_node(sh_engine *e, const ir_node *n) {
 
 bool pass_shard_has_rule(ir_op op) { return sh_rule_of(op) != NULL; }
 
-int sh_result_parts(const ir_graph *g, const ir_value *v, int dim) { return find_parts(g, v, dim, 0); }
+int sh_part_counts(const ir_graph *g, int *out, int cap) {
+  reader_index r;
+  readers_build(g, &r);
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *u = g->nodes[i];
+    if (u->dead || (u->op != IR_OP_MATMUL && u->op != IR_OP_FUSED_MATMUL) || u->out[0]->type.rank < 1) continue;
+    int k = find_parts(&r, u->out[0], u->out[0]->type.rank - 1, 0);
+    bool seen = k <= 1 || k > 127;
+    for (int j = 0; j < n && !seen; j++) seen = out[j] == k;
+    if (!seen && n < cap) out[n++] = k;
+  }
+  readers_free(&r);
+  return n;
+}
 
 /* ---- the engine's API (shard_impl.h) ---- */
 
@@ -708,6 +751,7 @@ sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
     for (int k = 0; k < u->n_in; k++) e->sums_on[u->in[k]->id] = e->readers[u->in[k]->id] == 1;
   }
   for (int i = 0; i < src->n_outputs; i++) e->sums_on[src->outputs[i].value->id] = false;
+  readers_build(src, &e->rindex);
   e->dst = ir_graph_new(src->name, src->source_file);
   e->dst->mesh = src->mesh;
   for (int i = 0; i < src->n_inputs; i++) {
@@ -783,6 +827,7 @@ void sh_engine_free(sh_engine *e) {
   free(e->convs);
   free(e->readers);
   free(e->sums_on);
+  readers_free(&e->rindex);
   for (kept *k = e->kept; k;) {
     kept *next = k->next;
     free(k);

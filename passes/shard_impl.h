@@ -179,9 +179,10 @@ int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, sh_st *tp, s
                  ir_diag *d);
 void sh_search_print(FILE *out, const sh_search_report *r);
 void sh_search_report_free(sh_search_report *r);
-/* How many equal parts the graph later splits dim `dim` of v into (a
- * product's columns read through a bias and activations by a split), else 1. */
-int sh_result_parts(const ir_graph *g, const ir_value *v, int dim);
+/* The part counts (2..127, at most cap of them) the graph later splits a
+ * product's last dim into (its columns read through a bias and activations
+ * by a split into equal parts: a fused q, k, v projection). */
+int sh_part_counts(const ir_graph *g, int *out, int cap);
 
 /* Pipeline parallelism (shard_stage.c): t (already partitioned over dp and
  * tp) cut into stage `stage` of its mesh's pp. -1 after reporting. */

@@ -4,7 +4,7 @@
  * What is chosen. On the tp axis every parameter is replicated (R), split
  * along one of its dims that divides (S d), or split along a dim in k equal
  * parts (S d in k parts: a fused q, k, v projection's columns), k one of the
- * part counts the graph splits a product's last dim into (sh_result_parts).
+ * part counts the graph splits a product's last dim into (sh_part_counts).
  * Everything else follows from the rules (shard_rules.c) by the engine:
  * given the parameters' layouts, the layout of every value, every
  * conversion and every collective is determined. Megatron-LM's column /
@@ -161,20 +161,6 @@ static void add_cand(klass *k, sh_st s) {
   for (int i = 0; i < k->n_cands; i++)
     if (sh_eq(k->cands[i], s)) return;
   if (k->n_cands < MAX_CANDS) k->cands[k->n_cands++] = s;
-}
-
-/* The part counts the graph splits a product's last dim into (2..127). */
-static int part_counts(const ir_graph *g, int *out, int cap) {
-  int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
-    const ir_node *u = g->nodes[i];
-    if (u->dead || (u->op != IR_OP_MATMUL && u->op != IR_OP_FUSED_MATMUL) || u->out[0]->type.rank < 1) continue;
-    int k = sh_result_parts(g, u->out[0], u->out[0]->type.rank - 1);
-    bool seen = k <= 1 || k > 127;
-    for (int j = 0; j < n && !seen; j++) seen = out[j] == k;
-    if (!seen && n < cap) out[n++] = k;
-  }
-  return n;
 }
 
 static void candidates(const ir_graph *g, const ir_value *p, int size, const int *parts, int n_parts, klass *k) {
@@ -348,7 +334,7 @@ int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, sh_st *tp, s
     return 0;
   }
   int parts[8];
-  int n_parts = part_counts(g, parts, 8);
+  int n_parts = sh_part_counts(g, parts, 8);
   bool *weight = calloc((size_t)np, sizeof *weight);
   if (!weight) abort();
   for (int i = 0; i < np; i++) weight[i] = read_heavy(g, g->params[i], 0);
