@@ -19,6 +19,8 @@
 #ifndef TGC_RUNTIME_H
 #define TGC_RUNTIME_H
 
+#include <stdio.h>
+
 #include "ir.h"
 #include "pass.h"
 
@@ -276,9 +278,18 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
  * temporary file), and removes temporary files of path left by writers that
  * are no longer running (*removed counts them). 0, or -1 with err. */
 int rt_safetensors_check_target(const char *path, int *removed, char *err, size_t errlen);
+/* The crash-safe write every file above gets, for any content: fill(f, ctx)
+ * writes it into a fresh temporary file next to path (0, or -1 with errno
+ * set), which is flushed, fsynced and renamed over path, then the folder is
+ * fsynced. On any failure path is left as it was, the temporary file is
+ * removed, and err reads "PATH: problem: <errno text>". Refuses a path that
+ * exists and is not a regular file. */
+int rt_write_file_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, char *err, size_t errlen);
 
 typedef struct rt_safetensors rt_safetensors;
 rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen);
+/* The header alone (metadata and tensor names; no tensor is read, count is 0). */
+rt_safetensors *rt_safetensors_read_header(const char *path, char *err, size_t errlen);
 void rt_safetensors_free(rt_safetensors *f);
 int rt_safetensors_count(const rt_safetensors *f);
 const char *rt_safetensors_name(const rt_safetensors *f, int i);

@@ -9,7 +9,8 @@
  * [begin, end]} (offsets relative to the first byte after the header) and
  * holds a "__metadata__" map of strings.
  *
- * Writing is crash-safe: a temporary file next to PATH
+ * Writing is crash-safe (rt_write_file_atomic, which --trace uses too): a
+ * temporary file next to PATH
  * (PATH.tmp.<pid>.<random>, created exclusively, so two writers never share
  * one) is written, flushed, fsynced and renamed over PATH, then the
  * directory is fsynced, so PATH is always either the old file or the new
@@ -214,6 +215,64 @@ int rt_safetensors_check_target(const char *path, int *removed, char *err, size_
   return 0;
 }
 
+int rt_write_file_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, char *err, size_t errlen) {
+  if (check_replaceable(path, err, errlen) != 0) return -1;
+  char *tmp = NULL;
+  int fd = create_temp(path, &tmp);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  if (!f) {
+    char *dir = dir_of(path);
+    rt_path_errf(err, errlen, path, "cannot create a file in %s: %s", dir ? dir : ".", strerror(errno));
+    free(dir);
+    if (fd >= 0) close(fd), unlink(tmp);
+    free(tmp);
+    return -1;
+  }
+  errno = 0;
+  bool ok = fill(f, ctx) == 0 && !ferror(f);
+  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int saved = errno;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) {
+    rt_path_errf(err, errlen, path, "writing %s failed: %s", tmp, strerror(saved ? saved : errno ? errno : EIO));
+    remove(tmp);
+    free(tmp);
+    return -1;
+  }
+  if (rename(tmp, path) != 0) {
+    rt_path_errf(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
+    remove(tmp);
+    free(tmp);
+    return -1;
+  }
+  free(tmp);
+  if (fsync_dir_of(path) != 0) {
+    rt_path_errf(err, errlen, path, "cannot fsync its directory: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* A safetensors file's bytes after the header is encoded. */
+typedef struct {
+  const char *hdr;
+  size_t hlen, padded;
+  const rt_named_tensor *tensors;
+  int n;
+} st_body;
+
+static int write_body(FILE *f, void *ctx) {
+  const st_body *b = ctx;
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)b->padded >> (8 * i));
+  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(b->hdr, 1, b->hlen, f) == b->hlen;
+  for (size_t i = b->hlen; ok && i < b->padded; i++) ok = fputc(' ', f) != EOF;
+  for (int i = 0; ok && i < b->n; i++)
+    ok = b->tensors[i].t->nbytes == 0 ||
+         fwrite(b->tensors[i].t->data, 1, b->tensors[i].t->nbytes, f) == b->tensors[i].t->nbytes;
+  return ok ? 0 : -1;
+}
+
 int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n, const rt_meta_entry *meta,
                          int n_meta, char *err, size_t errlen) {
   if (!host_is_little_endian()) {
@@ -284,46 +343,10 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   size_t hlen = strlen(hdr);
   size_t padded = (hlen + 7) / 8 * 8;
 
-  char *tmp = NULL;
-  int fd = create_temp(path, &tmp);
-  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-  if (!f) {
-    char *dir = dir_of(path);
-    rt_path_errf(err, errlen, path, "cannot create a file in %s: %s", dir ? dir : ".", strerror(errno));
-    free(dir);
-    if (fd >= 0) close(fd), unlink(tmp);
-    free(tmp);
-    free(hdr);
-    return -1;
-  }
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr, 1, hlen, f) == hlen;
-  for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
-  for (int i = 0; ok && i < n; i++)
-    ok = tensors[i].t->nbytes == 0 || fwrite(tensors[i].t->data, 1, tensors[i].t->nbytes, f) == tensors[i].t->nbytes;
+  st_body body = {hdr, hlen, padded, tensors, n};
+  int rc = rt_write_file_atomic(path, write_body, &body, err, errlen);
   free(hdr);
-  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int saved = errno;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok) {
-    rt_path_errf(err, errlen, path, "writing %s failed: %s", tmp, strerror(saved ? saved : errno));
-    remove(tmp);
-    free(tmp);
-    return -1;
-  }
-  if (rename(tmp, path) != 0) {
-    rt_path_errf(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
-    remove(tmp);
-    free(tmp);
-    return -1;
-  }
-  free(tmp);
-  if (fsync_dir_of(path) != 0) {
-    rt_path_errf(err, errlen, path, "cannot fsync its directory: %s", strerror(errno));
-    return -1;
-  }
-  return 0;
+  return rc;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -462,7 +485,7 @@ static int check_crc(const rt_safetensors *f, const char *path, char *err, size_
   return 0;
 }
 
-rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
+static rt_safetensors *read_file(const char *path, bool with_data, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if (!host_is_little_endian()) {
     rt_path_errf(err, errlen, path, "reading safetensors needs a little-endian host");
@@ -576,7 +599,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
     goto bad;
   }
   /* Sizes are now bounded by the file size: allocate and read. */
-  for (int i = 0; i < ne; i++) {
+  for (int i = 0; i < ne && with_data; i++) {
     rt_tensor *t = rt_tensor_new(&ents[i].type);
     if (!t) goto oom;
     f->tensors[f->n] = t;
@@ -589,7 +612,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
       goto bad;
     }
   }
-  if (check_crc(f, path, err, errlen) != 0) goto bad;
+  if (with_data && check_crc(f, path, err, errlen) != 0) goto bad;
   free(ents);
   free(hdr);
   json_decref(root);
@@ -604,4 +627,12 @@ bad:
   rt_safetensors_free(f);
   fclose(fp);
   return NULL;
+}
+
+rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
+  return read_file(path, true, err, errlen);
+}
+
+rt_safetensors *rt_safetensors_read_header(const char *path, char *err, size_t errlen) {
+  return read_file(path, false, err, errlen);
 }
