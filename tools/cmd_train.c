@@ -214,7 +214,7 @@ static const train_setting settings[] = {
 #define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 /* metadata keys that are not settings: read by the trainer (format, step),
  * by the reader (the checksum) or for people (data_rng) */
-static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng", "loss_scale",
+static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng", "loss_scale", "replaced",
                                          "loss_scale_good_steps", "sharded", "shards", "mesh_sizes"};
 
 /* v cut to 40 bytes, non-printing bytes as '?', for messages. */
