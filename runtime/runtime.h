@@ -264,6 +264,10 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
  * all tensor bytes in file order, 8 lowercase hex digits. Reading checks it
  * when the file has it (files from other writers may not). */
 #define RT_SAFETENSORS_CRC_KEY "data_crc32"
+/* ... and "header_crc32": the CRC-32 of the header's bytes (padding
+ * included) with these 8 digits read as "00000000", written in the compact
+ * form "header_crc32":"<8 hex digits>"; checked when present. */
+#define RT_SAFETENSORS_HEADER_CRC_KEY "header_crc32"
 typedef struct {
   const char *name;
   const rt_tensor *t;
@@ -443,7 +447,7 @@ int rt_trainer_pipeline_in_flight(const rt_trainer *t, size_t *bytes);
  * -1 (interleaved with K not a multiple of p). */
 int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *chunk, bool *bwd);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
- * meta + {"format": "tgc-train-1", "step": N, "seed": S}. Refuses (and
+ * meta + {"format": "tgc-train-2", "step": N, "seed": S}. Refuses (and
  * writes nothing) when a parameter holds Inf or NaN. */
 int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
                     size_t errlen);

@@ -5,7 +5,7 @@
  * A sharded program (more than one rank) saves one file per rank and an
  * index:
  *   PATH.step<S>.rank<R>-of-<N>  the rank's blocks of every parameter and
- *       state (format "tgc-train-shard-1"; "rank", "coords" pp,dp,tp,
+ *       state (format "tgc-train-shard-2"; "rank", "coords" pp,dp,tp,
  *       "mesh_sizes" pp,dp,tp, and "layout.<tensor>" per tensor: per dim
  *       "<axis mask>:<parts>", the block's ir_shard), written atomically;
  *   PATH  the index, written by rank 0 once every rank's file is complete:
@@ -23,6 +23,10 @@
  * rank, and each removes the new file it wrote). docs/sharding.md, "Saved
  * state", says what is promised.
  *
+ * Every file carries "data_crc32" and (format version 2 on: "tgc-train-2",
+ * "tgc-train-shard-2") "header_crc32"; loading requires both, the header's
+ * only of version 2 (version 1 states predate it and still load).
+ *
  * Loading assembles each whole tensor (from the one file, or from every
  * rank's block), checks its type against the whole value the program
  * trains, and gives the trainer its block of it: a state saved on one mesh
@@ -39,7 +43,8 @@
 #include "comm.h"
 #include "train_internal.h"
 
-#define SHARD_FORMAT "tgc-train-shard-1"
+#define SHARD_FORMAT "tgc-train-shard-2"
+#define SHARD_FORMAT_V1 "tgc-train-shard-1" /* before "header_crc32": still loads */
 
 /* ---- helpers ---- */
 
@@ -389,6 +394,24 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
 
 /* ---- load ---- */
 
+/* rt_safetensors_read checked the checksums a file has: a state without
+ * "data_crc32", or of the current format without "header_crc32", was not
+ * written by tgc whole (true, with err). */
+static bool missing_checksum(const rt_safetensors *f, const char *path, bool current, char *err, size_t errlen) {
+  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
+    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
+            RT_SAFETENSORS_CRC_KEY);
+    return true;
+  }
+  if (current && !rt_safetensors_meta(f, RT_SAFETENSORS_HEADER_CRC_KEY)) {
+    rt_errf(err, errlen,
+            "%s: no metadata \"%s\" (the checksum of the header every state of format \"%s\" or \"%s\" carries)", path,
+            RT_SAFETENSORS_HEADER_CRC_KEY, FORMAT_NAME, SHARD_FORMAT);
+    return true;
+  }
+  return false;
+}
+
 /* The shard files of an index: opened, checked against it and each other. */
 typedef struct {
   int n;
@@ -464,20 +487,16 @@ static int shards_open(const rt_safetensors *ix, const char *path, shard_set *s,
       rt_errf(err, errlen, "%s: shard %d of %d: %s", path, r, n, e2);
       return -1;
     }
-    if (!rt_safetensors_meta(s->f[r], RT_SAFETENSORS_CRC_KEY)) {
-      rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)",
-              s->path[r], RT_SAFETENSORS_CRC_KEY);
-      return -1;
-    }
     const char *fmt = rt_safetensors_meta(s->f[r], "format"), *rk = rt_safetensors_meta(s->f[r], "rank"),
                *st = rt_safetensors_meta(s->f[r], "step"), *c = rt_safetensors_meta(s->f[r], "coords");
     int rank = -1, co[IR_NUM_AXES];
-    if (!fmt || strcmp(fmt, SHARD_FORMAT) != 0 || !rk || parse_ints(rk, &rank, 1) != 0 || rank != r || !st || !step ||
+    if (!fmt || (strcmp(fmt, SHARD_FORMAT) != 0 && strcmp(fmt, SHARD_FORMAT_V1) != 0) || !rk || parse_ints(rk, &rank, 1) != 0 || rank != r || !st || !step ||
         strcmp(st, step) != 0 || !c || parse_ints(c, co, IR_NUM_AXES) != 0) {
       rt_errf(err, errlen, "%s: is not rank %d's file of the state %s saved at step %s", s->path[r], r, path,
               step ? step : "?");
       return -1;
     }
+    if (missing_checksum(s->f[r], s->path[r], strcmp(fmt, SHARD_FORMAT) == 0, err, errlen)) return -1;
   }
   return 0;
 }
@@ -545,17 +564,12 @@ fail:
 
 int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, char *err, size_t errlen) {
   const char *fmt = rt_safetensors_meta(f, "format"), *step = rt_safetensors_meta(f, "step");
-  if (!fmt || strcmp(fmt, FORMAT_NAME) != 0) {
+  if (!fmt || (strcmp(fmt, FORMAT_NAME) != 0 && strcmp(fmt, FORMAT_NAME_V1) != 0)) {
     rt_errf(err, errlen, "%s: not a tgc training state (metadata \"format\" is %s%s%s, expected \"%s\")", path,
          fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", FORMAT_NAME);
     return -1;
   }
-  /* rt_safetensors_read checked it: a state without one was not written by tgc whole */
-  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
-    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
-            RT_SAFETENSORS_CRC_KEY);
-    return -1;
-  }
+  if (missing_checksum(f, path, strcmp(fmt, FORMAT_NAME) == 0, err, errlen)) return -1;
   char *end = NULL;
   errno = 0;
   long long s = step ? strtoll(step, &end, 10) : -1;

@@ -22,7 +22,11 @@
  * Every file tgc writes carries metadata "data_crc32": the CRC-32 (zlib's,
  * the polynomial of gzip and PNG) of all tensor bytes in file order, as 8
  * hex digits; reading checks it when present, so a flipped data byte is
- * refused instead of resumed from. (By hand: python3 -c "import zlib,sys;
+ * refused instead of resumed from. The header has its own, the last
+ * metadata entry "header_crc32": the CRC-32 of the header's bytes (padding
+ * included) with its own 8 digits read as "00000000"; also checked when
+ * present (tgc states older than it lack it: train_state.c decides by the
+ * format's version whether it must be there). (By hand: python3 -c "import zlib,sys;
  * d=open(sys.argv[1],'rb').read(); n=int.from_bytes(d[:8],'little');
  * print('%08x' % zlib.crc32(d[8+n:]))" FILE.)
  *
@@ -96,6 +100,17 @@ static bool host_is_little_endian(void) {
 /* ---------------------------------------------------------------------- */
 /* writing                                                                 */
 /* ---------------------------------------------------------------------- */
+
+/* Where the 8 hex digits of "header_crc32":"<value>" lie in the header's n
+ * bytes (NULL: not there in that form). The header's checksum is the CRC-32
+ * of its n bytes (padding included) with those digits read as "00000000". */
+static char *header_crc_digits(char *hdr, size_t n, const char *value) {
+  char pat[64];
+  int pl = snprintf(pat, sizeof pat, "\"%s\":\"%.8s\"", RT_SAFETENSORS_HEADER_CRC_KEY, value);
+  for (size_t i = 0; pl > 0 && i + (size_t)pl <= n; i++)
+    if (memcmp(hdr + i, pat, (size_t)pl) == 0) return hdr + i + pl - 9;
+  return NULL;
+}
 
 /* The folder of path ("." when it has none). */
 static char *dir_of(const char *path) {
@@ -285,7 +300,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   json_object_set_new(root, "__metadata__", md);
   for (int i = 0; i < n_meta; i++) {
     json_t *v = json_string(meta[i].value);
-    if (strcmp(meta[i].key, RT_SAFETENSORS_CRC_KEY) == 0) {
+    if (strcmp(meta[i].key, RT_SAFETENSORS_CRC_KEY) == 0 || strcmp(meta[i].key, RT_SAFETENSORS_HEADER_CRC_KEY) == 0) {
       rt_path_errf(err, errlen, path, "metadata key '%s' is reserved (the writer sets it)", meta[i].key);
       json_decref(v);
       json_decref(root);
@@ -309,6 +324,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
     snprintf(crc, sizeof crc, "%08x", (unsigned)data_crc32(ts, n));
     free(ts);
     json_object_set_new(md, RT_SAFETENSORS_CRC_KEY, json_string(crc));
+    json_object_set_new(md, RT_SAFETENSORS_HEADER_CRC_KEY, json_string("00000000")); /* set below */
   }
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
@@ -342,8 +358,28 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   }
   size_t hlen = strlen(hdr);
   size_t padded = (hlen + 7) / 8 * 8;
+  char *full = malloc(padded + 1);
+  if (!full) {
+    free(hdr);
+    rt_path_errf(err, errlen, path, "out of memory");
+    return -1;
+  }
+  memcpy(full, hdr, hlen);
+  memset(full + hlen, ' ', padded - hlen);
+  full[padded] = 0;
+  free(hdr);
+  hdr = full;
+  char *digits = header_crc_digits(hdr, padded, "00000000");
+  char crc[16];
+  snprintf(crc, sizeof crc, "%08x", (unsigned)crc32_z(crc32_z(0L, Z_NULL, 0), (const Bytef *)hdr, padded));
+  if (!digits) { /* written above, once, in this form */
+    fprintf(stderr, "%s:%d: internal error: no \"%s\" in the header written\n", __FILE__, __LINE__,
+            RT_SAFETENSORS_HEADER_CRC_KEY);
+    abort();
+  }
+  memcpy(digits, crc, 8);
 
-  st_body body = {hdr, hlen, padded, tensors, n};
+  st_body body = {hdr, padded, padded, tensors, n};
   int rc = rt_write_file_atomic(path, write_body, &body, err, errlen);
   free(hdr);
   return rc;
@@ -540,6 +576,30 @@ static rt_safetensors *read_file(const char *path, bool with_data, char *err, si
   if (!json_is_object(root)) {
     rt_path_errf(err, errlen, path, "corrupt header: the JSON is not an object");
     goto bad;
+  }
+  json_t *hc = json_object_get(json_object_get(root, "__metadata__"), RT_SAFETENSORS_HEADER_CRC_KEY);
+  if (hc) { /* the header's own checksum, when the file has one */
+    const char *want = json_string_value(hc);
+    if (!want || strlen(want) != 8 || strspn(want, "0123456789abcdef") != 8) {
+      rt_path_errf(err, errlen, path, "corrupt header: metadata \"%s\" is \"%.40s\", not 8 hexadecimal digits",
+                   RT_SAFETENSORS_HEADER_CRC_KEY, want ? want : "");
+      goto bad;
+    }
+    char *digits = header_crc_digits(hdr, hlen, want);
+    if (!digits) {
+      rt_path_errf(err, errlen, path, "corrupt header: metadata \"%s\" is not written as \"%s\":\"<8 hexadecimal digits>\"",
+                   RT_SAFETENSORS_HEADER_CRC_KEY, RT_SAFETENSORS_HEADER_CRC_KEY);
+      goto bad;
+    }
+    char wanted[9], got[16];
+    memcpy(wanted, digits, 8), wanted[8] = 0;
+    memcpy(digits, "00000000", 8);
+    snprintf(got, sizeof got, "%08x", (unsigned)crc32_z(crc32_z(0L, Z_NULL, 0), (const Bytef *)hdr, hlen));
+    if (strcmp(got, wanted) != 0) {
+      rt_path_errf(err, errlen, path, "corrupt header: its bytes have CRC-32 %s but metadata \"%s\" says %s", got,
+                   RT_SAFETENSORS_HEADER_CRC_KEY, wanted);
+      goto bad;
+    }
   }
   uint64_t data_len = size - 8 - hlen;
   size_t cap = json_object_size(root);

@@ -11,7 +11,9 @@
 #     leaves no new file of rank 0 and the previous save whole;
 #  5. rank files left in the index's "replaced" (a save killed while
 #     removing them) are removed by the next save; anything else listed
-#     there is left alone.
+#     there is left alone;
+#  6. states of format version 1 (before "header_crc32"), sharded and
+#     plain, still resume.
 mpirun="$1"; tgc="$2"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cd "$(dirname "$0")/../.." || exit 2
@@ -96,4 +98,18 @@ ls "$d"/st.step3.* > /dev/null 2>&1 && fail "the replaced save's files are still
 [ -f "$d/victim.txt" ] || fail "victim.txt (listed in \"replaced\") was deleted"
 [ "$(ls "$d" | grep -c '^st\.')" -eq 4 ] || { ls "$d"; fail "not exactly the 4 new rank files"; }
 echo "5: the next save removes the rank files in \"replaced\", nothing else"
+# 6. states written before "header_crc32" (format version 1) still resume
+mkdir "$d/v1"
+cp "$S" "$d"/st.step4.* "$d/v1/"
+$edit "$d/v1/st" format tgc-train-1 && $edit "$d/v1/st" header_crc32
+for r in 0 1 2 3; do
+  $edit "$d/v1/st.step4.rank$r-of-4" format tgc-train-shard-1 && $edit "$d/v1/st.step4.rank$r-of-4" header_crc32
+done
+grep -q header_crc32 "$d/v1/st" "$d"/v1/st.step4.* && fail "header_crc32 still there"
+# shellcheck disable=SC2086
+"$tgc" $M --steps 5 --resume "$d/v1/st" --save "$d/v1/plain" > "$d/out" 2>&1 || { cat "$d/out"; fail "a version 1 sharded state"; }
+$edit "$d/v1/plain" format tgc-train-1 && $edit "$d/v1/plain" header_crc32
+# shellcheck disable=SC2086
+"$tgc" $M --steps 6 --resume "$d/v1/plain" > "$d/out" 2>&1 || { cat "$d/out"; fail "a version 1 plain state"; }
+echo "6: version 1 states (no header_crc32) resume"
 echo ok

@@ -4,7 +4,7 @@
 # set to VALUE (added when absent), or dropped without VALUE. VALUE is JSON
 # string text: "\n" in it stays the two characters of JSON's escape. The
 # header is rewritten with its new length (padded to 8) and, when it carries
-# "header_crc32", that checksum recomputed (the CRC-32 of the header bytes
+# "header_crc32" (and KEY is not it), that checksum recomputed (the CRC-32 of the header bytes
 # with its own 8 digits read as "00000000"), so the file is what a writer
 # would have written with that metadata. The tensor bytes are kept.
 set -e
@@ -30,7 +30,7 @@ u64le() {
     i=$((i + 1))
   done
 }
-if printf '%s' "$h" | grep -q '"header_crc32":"'; then
+if [ "$key" != header_crc32 ] && printf '%s' "$h" | grep -q '"header_crc32":"'; then
   h=$(printf '%s' "$h" | sed 's|"header_crc32":"[^"]*"|"header_crc32":"00000000"|')
   while [ $(( ${#h} % 8 )) -ne 0 ]; do h="$h "; done
   # gzip's trailer holds the CRC-32 of its input, little-endian
