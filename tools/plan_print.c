@@ -598,8 +598,8 @@ int plan_write_trace_file(const char *path, const plan_report *r, ir_diag *d) {
   struct stat st;
   int rc;
   if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) { /* /dev/stdout, a pipe: no rename */
-    FILE *f = fopen(path, "w");
     errno = 0;
+    FILE *f = fopen(path, "w");
     rc = f && fill_trace(f, &job) == 0 && !ferror(f) ? 0 : -1;
     int e = errno;
     if (f && fclose(f) != 0 && !rc) rc = -1, e = errno;
