@@ -19,6 +19,8 @@
 #ifndef TGC_RUNTIME_H
 #define TGC_RUNTIME_H
 
+#include <stdio.h>
+
 #include "ir.h"
 #include "pass.h"
 
@@ -262,6 +264,10 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
  * all tensor bytes in file order, 8 lowercase hex digits. Reading checks it
  * when the file has it (files from other writers may not). */
 #define RT_SAFETENSORS_CRC_KEY "data_crc32"
+/* ... and "header_crc32": the CRC-32 of the header's bytes (padding
+ * included) with these 8 digits read as "00000000", written in the compact
+ * form "header_crc32":"<8 hex digits>"; checked when present. */
+#define RT_SAFETENSORS_HEADER_CRC_KEY "header_crc32"
 typedef struct {
   const char *name;
   const rt_tensor *t;
@@ -276,9 +282,18 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
  * temporary file), and removes temporary files of path left by writers that
  * are no longer running (*removed counts them). 0, or -1 with err. */
 int rt_safetensors_check_target(const char *path, int *removed, char *err, size_t errlen);
+/* The crash-safe write every file above gets, for any content: fill(f, ctx)
+ * writes it into a fresh temporary file next to path (0, or -1 with errno
+ * set), which is flushed, fsynced and renamed over path, then the folder is
+ * fsynced. On any failure path is left as it was, the temporary file is
+ * removed, and err reads "PATH: problem: <errno text>". Refuses a path that
+ * exists and is not a regular file. */
+int rt_write_file_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, char *err, size_t errlen);
 
 typedef struct rt_safetensors rt_safetensors;
 rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen);
+/* The header alone (metadata and tensor names; no tensor is read, count is 0). */
+rt_safetensors *rt_safetensors_read_header(const char *path, char *err, size_t errlen);
 void rt_safetensors_free(rt_safetensors *f);
 int rt_safetensors_count(const rt_safetensors *f);
 const char *rt_safetensors_name(const rt_safetensors *f, int i);
@@ -432,7 +447,7 @@ int rt_trainer_pipeline_in_flight(const rt_trainer *t, size_t *bytes);
  * -1 (interleaved with K not a multiple of p). */
 int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *chunk, bool *bwd);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
- * meta + {"format": "tgc-train-1", "step": N, "seed": S}. Refuses (and
+ * meta + {"format": "tgc-train-2", "step": N, "seed": S}. Refuses (and
  * writes nothing) when a parameter holds Inf or NaN. */
 int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
                     size_t errlen);

@@ -7,7 +7,10 @@
 #include "internal.h"
 
 #define STATE_PREFIX "opt/"
-#define FORMAT_NAME "tgc-train-1"
+/* Version 2 adds the header's checksum ("header_crc32"), required from it
+ * on; version 1 states (without it) still load. */
+#define FORMAT_NAME "tgc-train-2"
+#define FORMAT_NAME_V1 "tgc-train-1"
 
 struct rt_trainer {
   rt_train_config c;

@@ -5,7 +5,7 @@
  * A sharded program (more than one rank) saves one file per rank and an
  * index:
  *   PATH.step<S>.rank<R>-of-<N>  the rank's blocks of every parameter and
- *       state (format "tgc-train-shard-1"; "rank", "coords" pp,dp,tp,
+ *       state (format "tgc-train-shard-2"; "rank", "coords" pp,dp,tp,
  *       "mesh_sizes" pp,dp,tp, and "layout.<tensor>" per tensor: per dim
  *       "<axis mask>:<parts>", the block's ir_shard), written atomically;
  *   PATH  the index, written by rank 0 once every rank's file is complete:
@@ -14,9 +14,18 @@
  *       comma).
  * A save names its files by step, so a crash before the index is renamed
  * over PATH leaves the previous save whole; rank 0 then removes the files of
- * the save the old index named. Ranks agree before anything is written (a
- * non-finite parameter on any rank: no rank saves) and after (a rank that
- * failed to write fails every rank).
+ * the save the old index named, having listed them in the new index's
+ * "replaced" (a save killed while removing them leaves them there for the
+ * next save). Only names of the form PATH's basename + ".step<S>.rank<R>-of-<N>"
+ * are ever removed, and an index listing anything else is refused on load.
+ * Ranks agree before anything is written (a non-finite parameter on any
+ * rank: no rank saves) and after (a rank that failed to write fails every
+ * rank, and each removes the new file it wrote). docs/sharding.md, "Saved
+ * state", says what is promised.
+ *
+ * Every file carries "data_crc32" and (format version 2 on: "tgc-train-2",
+ * "tgc-train-shard-2") "header_crc32"; loading requires both, the header's
+ * only of version 2 (version 1 states predate it and still load).
  *
  * Loading assembles each whole tensor (from the one file, or from every
  * rank's block), checks its type against the whole value the program
@@ -34,7 +43,8 @@
 #include "comm.h"
 #include "train_internal.h"
 
-#define SHARD_FORMAT "tgc-train-shard-1"
+#define SHARD_FORMAT "tgc-train-shard-2"
+#define SHARD_FORMAT_V1 "tgc-train-shard-1" /* before "header_crc32": still loads */
 
 /* ---- helpers ---- */
 
@@ -112,6 +122,88 @@ static int agree(const rt_trainer *t, bool ok, char *err, size_t errlen) {
 static const char *base_name(const char *path) {
   const char *s = strrchr(path, '/');
   return s ? s + 1 : path;
+}
+
+/* Whether name is "<base>.step<S>.rank<R>-of-<N>" (S, R, N digits): the
+ * only names a save ever deletes, and the only ones an index may list. */
+static bool is_shard_name(const char *name, const char *base) {
+  size_t bl = strlen(base);
+  if (strncmp(name, base, bl) != 0) return false;
+  const char *p = name + bl;
+  static const char *const parts[] = {".step", ".rank", "-of-"};
+  for (int i = 0; i < 3; i++) {
+    size_t pl = strlen(parts[i]), k;
+    if (strncmp(p, parts[i], pl) != 0 || !(k = strspn(p + pl, "0123456789"))) return false;
+    p += pl + k;
+  }
+  return !*p;
+}
+
+/* Whether the list (names one a line) holds name. */
+static bool list_has(const char *list, const char *name) {
+  size_t nl = strlen(name);
+  for (const char *p = list; p && *p;) {
+    size_t len = strcspn(p, "\n");
+    if (len == nl && memcmp(p, name, nl) == 0) return true;
+    p += len + (p[len] == '\n');
+  }
+  return false;
+}
+
+/* The folder of path followed by name (malloc'd). */
+static char *beside(const char *path, const char *name) {
+  size_t dl = (size_t)(base_name(path) - path);
+  char *full = malloc(dl + strlen(name) + 1);
+  if (full) memcpy(full, path, dl), strcpy(full + dl, name);
+  return full;
+}
+
+/* The rank files a save over path replaces, one a line ("" for none;
+ * malloc'd, NULL when out of memory): those the index now at path lists in
+ * "shards" or "replaced" (left by a save killed while removing them) that
+ * are shard names of path (is_shard_name), are not among the new save's
+ * files (keep) and still exist. Anything else an index lists is never
+ * touched. */
+static char *replaced_files(const char *path, const char *keep) {
+  char e[512];
+  rt_safetensors *old = access(path, F_OK) == 0 ? rt_safetensors_read_header(path, e, sizeof e) : NULL;
+  const char *lists[2] = {old ? rt_safetensors_meta(old, "shards") : NULL, old ? rt_safetensors_meta(old, "replaced") : NULL};
+  size_t cap = 1;
+  for (int i = 0; i < 2; i++) cap += lists[i] ? strlen(lists[i]) + 1 : 0;
+  char *out = malloc(cap), *name = malloc(cap);
+  size_t len = 0;
+  if (out && name) {
+    out[0] = 0;
+    for (int i = 0; i < 2; i++)
+      for (const char *p = lists[i]; p && *p;) {
+        size_t nl = strcspn(p, "\n");
+        memcpy(name, p, nl);
+        name[nl] = 0;
+        p += nl + (p[nl] == '\n');
+        char *full = is_shard_name(name, base_name(path)) && !list_has(keep, name) && !list_has(out, name)
+                         ? beside(path, name)
+                         : NULL;
+        if (full && access(full, F_OK) == 0) len += (size_t)sprintf(out + len, "%s%s", len ? "\n" : "", name);
+        free(full);
+      }
+  } else {
+    free(out), out = NULL;
+  }
+  free(name);
+  rt_safetensors_free(old);
+  return out;
+}
+
+/* Removes the files of list (replaced_files), next to path. */
+static void remove_files(const char *path, const char *list) {
+  for (const char *p = list; p && *p;) {
+    size_t nl = strcspn(p, "\n");
+    char *name = strndup(p, nl), *full = name ? beside(path, name) : NULL;
+    if (full) unlink(full);
+    free(full);
+    free(name);
+    p += nl + (p[nl] == '\n');
+  }
 }
 
 /* ---- save ---- */
@@ -206,7 +298,7 @@ static int save_sharded(const rt_trainer *t, const char *path, const rt_meta_ent
   char (*lay)[IR_MAX_RANK * 8] = calloc((size_t)n + 1, sizeof *lay);
   char **keys = calloc((size_t)n + 1, sizeof *keys);
   int rc = -1;
-  bool wrote = false;
+  bool wrote = false, existed = true;
   if (!file || !files || !extra || !lay || !keys) {
     rt_errf(err, errlen, "%s: out of memory", path);
     goto done;
@@ -236,41 +328,29 @@ static int save_sharded(const rt_trainer *t, const char *path, const rt_meta_ent
     layout_text(layout_of(t, i), tensor_of(t, i)->type.rank, lay[i], sizeof lay[i]);
     extra[ne++] = (rt_meta_entry){keys[i], lay[i]};
   }
+  existed = access(file, F_OK) == 0; /* a save at the old index's step rewrites its files in place */
   wrote = write_state(t, file, host, n, meta, n_meta, extra, ne, SHARD_FORMAT, err, errlen) == 0;
   if (agree(t, wrote, err, errlen) != 0) {
     if (wrote) rt_errf(err, errlen, "%s: not saved: another rank could not write its file", path);
     goto done;
   }
-  /* rank 0: the index, then the files of the save it replaces */
+  /* rank 0: the index (listing in "replaced" the files of the save it
+   * replaces), then those files */
   bool indexed = true;
   if (rank == 0) {
-    char err0[512] = "";
-    rt_safetensors *old = access(path, F_OK) == 0 ? rt_safetensors_read(path, err0, sizeof err0) : NULL;
     size_t len = 0;
     files[0] = 0;
     for (int r = 0; r < ranks; r++)
       len += (size_t)sprintf(files + len, "%s%s.step%" PRId64 ".rank%d-of-%d", r ? "\n" : "", base_name(path), t->step,
                              r, ranks);
+    char *stale = replaced_files(path, files);
     char sh[16];
     snprintf(sh, sizeof sh, "%d", ranks);
-    rt_meta_entry ix[3] = {{"sharded", sh}, {"shards", files}, {"mesh_sizes", sizes}};
-    indexed = write_state(t, path, NULL, 0, meta, n_meta, ix, 3, FORMAT_NAME, err, errlen) == 0;
-    const char *old_files = old ? rt_safetensors_meta(old, "shards") : NULL;
-    if (indexed && old_files) { /* the previous save's files, unless this save rewrote them */
-      char *list = strdup(old_files);
-      size_t dl = (size_t)(base_name(path) - path);
-      for (char *tok = list ? strtok(list, "\n") : NULL; tok; tok = strtok(NULL, "\n")) {
-        if (strstr(files, tok) || strchr(tok, '/')) continue;
-        char *full = malloc(dl + strlen(tok) + 1);
-        if (!full) continue;
-        memcpy(full, path, dl);
-        strcpy(full + dl, tok);
-        unlink(full);
-        free(full);
-      }
-      free(list);
-    }
-    rt_safetensors_free(old);
+    rt_meta_entry ix[4] = {{"sharded", sh}, {"shards", files}, {"mesh_sizes", sizes}, {"replaced", stale}};
+    if (!stale) rt_errf(err, errlen, "%s: out of memory", path);
+    indexed = stale && write_state(t, path, NULL, 0, meta, n_meta, ix, *stale ? 4 : 3, FORMAT_NAME, err, errlen) == 0;
+    if (indexed) remove_files(path, stale);
+    free(stale);
   }
   if (agree(t, indexed, err, errlen) != 0) {
     if (indexed) rt_errf(err, errlen, "%s: not saved: rank 0 could not write the index", path);
@@ -278,6 +358,7 @@ static int save_sharded(const rt_trainer *t, const char *path, const rt_meta_ent
   }
   rc = 0;
 done:
+  if (rc != 0 && wrote && !existed) unlink(file); /* a failed save leaves no new file of its own */
   for (int i = 0; keys && i < n; i++) free(keys[i]);
   free(keys);
   free(lay);
@@ -300,13 +381,36 @@ int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *
   rt_tensor **host = host_tensors(t, path, why, sizeof why, err, errlen, &finite);
   if (!host) return -1;
   int rc = -1;
+  char *stale = finite ? replaced_files(path, "") : NULL; /* a sharded save's files, when path is its index */
+  rt_meta_entry rp = {"replaced", stale};
   if (!finite) rt_errf(err, errlen, "%s: not saved: parameter %s", path, why);
-  else rc = write_state(t, path, host, t->np + t->ns, meta, n_meta, NULL, 0, FORMAT_NAME, err, errlen);
+  else if (!stale) rt_errf(err, errlen, "%s: out of memory", path);
+  else rc = write_state(t, path, host, t->np + t->ns, meta, n_meta, &rp, *stale ? 1 : 0, FORMAT_NAME, err, errlen);
+  if (rc == 0) remove_files(path, stale);
+  free(stale);
   host_free(t, host);
   return rc;
 }
 
 /* ---- load ---- */
+
+/* rt_safetensors_read checked the checksums a file has: a state without
+ * "data_crc32", or of the current format without "header_crc32", was not
+ * written by tgc whole (true, with err). */
+static bool missing_checksum(const rt_safetensors *f, const char *path, bool current, char *err, size_t errlen) {
+  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
+    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
+            RT_SAFETENSORS_CRC_KEY);
+    return true;
+  }
+  if (current && !rt_safetensors_meta(f, RT_SAFETENSORS_HEADER_CRC_KEY)) {
+    rt_errf(err, errlen,
+            "%s: no metadata \"%s\" (the checksum of the header every state of format \"%s\" or \"%s\" carries)", path,
+            RT_SAFETENSORS_HEADER_CRC_KEY, FORMAT_NAME, SHARD_FORMAT);
+    return true;
+  }
+  return false;
+}
 
 /* The shard files of an index: opened, checked against it and each other. */
 typedef struct {
@@ -346,21 +450,37 @@ static int shards_open(const rt_safetensors *ix, const char *path, shard_set *s,
     return -1;
   }
   s->n = n;
+  int names = 1;
+  for (const char *c = list; *c; c++) names += *c == '\n';
+  if (names != n) {
+    rt_errf(err, errlen, "%s: damaged index: metadata \"shards\" names %d files, but \"sharded\" says %d", path, names, n);
+    return -1;
+  }
   const char *p = list;
-  size_t dl = (size_t)(base_name(path) - path);
   for (int r = 0; r < n; r++) {
     size_t len = strcspn(p, "\n");
-    if (!len || memchr(p, '/', len)) {
-      rt_errf(err, errlen, "%s: metadata \"shards\" does not name %d files", path, n);
-      return -1;
-    }
-    if (!(s->path[r] = malloc(dl + len + 1))) {
+    char *name = strndup(p, len), shown[80];
+    if (!name) {
       rt_errf(err, errlen, "out of memory");
       return -1;
     }
-    memcpy(s->path[r], path, dl);
-    memcpy(s->path[r] + dl, p, len);
-    s->path[r][dl + len] = 0;
+    snprintf(shown, sizeof shown, "%.60s%s", name, len > 60 ? "..." : "");
+    bool slash = strchr(name, '/') != NULL, named = !slash && is_shard_name(name, base_name(path));
+    if (slash)
+      rt_errf(err, errlen,
+              "%s: damaged index: shard %d's name \"%s\" contains '/' (a shard name may not: the rank files lie next to "
+              "the index)",
+              path, r, shown);
+    else if (!named)
+      rt_errf(err, errlen, "%s: damaged index: shard %d's name \"%s\" is not of the form %s.step<S>.rank<R>-of-<N>", path,
+              r, shown, base_name(path));
+    s->path[r] = named ? beside(path, name) : NULL;
+    free(name);
+    if (!named) return -1;
+    if (!s->path[r]) {
+      rt_errf(err, errlen, "out of memory");
+      return -1;
+    }
     p += len + (p[len] == '\n');
     char e2[768];
     if (!(s->f[r] = rt_safetensors_read(s->path[r], e2, sizeof e2))) {
@@ -370,12 +490,13 @@ static int shards_open(const rt_safetensors *ix, const char *path, shard_set *s,
     const char *fmt = rt_safetensors_meta(s->f[r], "format"), *rk = rt_safetensors_meta(s->f[r], "rank"),
                *st = rt_safetensors_meta(s->f[r], "step"), *c = rt_safetensors_meta(s->f[r], "coords");
     int rank = -1, co[IR_NUM_AXES];
-    if (!fmt || strcmp(fmt, SHARD_FORMAT) != 0 || !rk || parse_ints(rk, &rank, 1) != 0 || rank != r || !st || !step ||
+    if (!fmt || (strcmp(fmt, SHARD_FORMAT) != 0 && strcmp(fmt, SHARD_FORMAT_V1) != 0) || !rk || parse_ints(rk, &rank, 1) != 0 || rank != r || !st || !step ||
         strcmp(st, step) != 0 || !c || parse_ints(c, co, IR_NUM_AXES) != 0) {
       rt_errf(err, errlen, "%s: is not rank %d's file of the state %s saved at step %s", s->path[r], r, path,
               step ? step : "?");
       return -1;
     }
+    if (missing_checksum(s->f[r], s->path[r], strcmp(fmt, SHARD_FORMAT) == 0, err, errlen)) return -1;
   }
   return 0;
 }
@@ -443,17 +564,12 @@ fail:
 
 int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, char *err, size_t errlen) {
   const char *fmt = rt_safetensors_meta(f, "format"), *step = rt_safetensors_meta(f, "step");
-  if (!fmt || strcmp(fmt, FORMAT_NAME) != 0) {
+  if (!fmt || (strcmp(fmt, FORMAT_NAME) != 0 && strcmp(fmt, FORMAT_NAME_V1) != 0)) {
     rt_errf(err, errlen, "%s: not a tgc training state (metadata \"format\" is %s%s%s, expected \"%s\")", path,
          fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "", FORMAT_NAME);
     return -1;
   }
-  /* rt_safetensors_read checked it: a state without one was not written by tgc whole */
-  if (!rt_safetensors_meta(f, RT_SAFETENSORS_CRC_KEY)) {
-    rt_errf(err, errlen, "%s: no metadata \"%s\" (the checksum of the tensor bytes every tgc state carries)", path,
-            RT_SAFETENSORS_CRC_KEY);
-    return -1;
-  }
+  if (missing_checksum(f, path, strcmp(fmt, FORMAT_NAME) == 0, err, errlen)) return -1;
   char *end = NULL;
   errno = 0;
   long long s = step ? strtoll(step, &end, 10) : -1;

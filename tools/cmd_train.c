@@ -212,10 +212,11 @@ static const train_setting settings[] = {
 #undef INT
 #undef NUM
 #define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
-/* metadata keys that are not settings: read by the trainer (format, step),
- * by the reader (the checksum) or for people (data_rng) */
-static const char *const other_keys[] = {"format", "step", RT_SAFETENSORS_CRC_KEY, "data_rng", "loss_scale",
-                                         "loss_scale_good_steps", "sharded", "shards", "mesh_sizes"};
+/* metadata keys that are not settings: read by the trainer (format, step,
+ * the sharded index's), by the reader (the checksums) or for people (data_rng) */
+static const char *const other_keys[] = {"format",     "step",   RT_SAFETENSORS_CRC_KEY, RT_SAFETENSORS_HEADER_CRC_KEY,
+                                         "data_rng",   "loss_scale", "loss_scale_good_steps", "sharded",
+                                         "shards",     "mesh_sizes", "replaced"};
 
 /* v cut to 40 bytes, non-printing bytes as '?', for messages. */
 static const char *shown(const char *v, char buf[48]) {

@@ -5,10 +5,12 @@
  * (--save-plan), the command that runs the plan (the text's last line, the
  * JSON's "command") and the time to train (--train-tokens). cmd_plan.c runs
  * the search; passes/plan*.c hold the model. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "plan_print.h"
 
@@ -573,15 +575,39 @@ void plan_print_no_fit(ir_diag *d, const pass_plan_found *fd, const pass_cluster
                  s->mem[PASS_MEM_ACTIVATIONS] / 1e9);
 }
 
+typedef struct {
+  const plan_report *r;
+  const pass_plan_result *best;
+  const pass_plan_detail *dt;
+} trace_job;
+
+static int fill_trace(FILE *f, void *ctx) {
+  const trace_job *j = ctx;
+  return pass_plan_write_trace(f, j->r->model, j->best, j->dt);
+}
+
+/* Written as --save writes a state (rt_write_file_atomic): a failed write
+ * leaves the previous trace whole. A character device or FIFO (/dev/stdout,
+ * a pipe) cannot be replaced by a rename: written straight. */
 int plan_write_trace_file(const char *path, const plan_report *r, ir_diag *d) {
   pass_plan_result best;
   pass_plan_detail dt;
   if (!best_detail(r, &best, &dt)) return 0;
-  FILE *f = fopen(path, "w");
-  int rc = 0;
-  if (!f || pass_plan_write_trace(f, r->model, &best, &dt) != 0) rc = -1;
-  if (f && fclose(f) != 0) rc = -1;
-  if (rc) ir_error_plain(d, "--trace %s: cannot write the file", path);
+  trace_job job = {r, &best, &dt};
+  char err[1024];
+  struct stat st;
+  int rc;
+  if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) { /* /dev/stdout, a pipe: no rename */
+    errno = 0;
+    FILE *f = fopen(path, "w");
+    rc = f && fill_trace(f, &job) == 0 && !ferror(f) ? 0 : -1;
+    int e = errno;
+    if (f && fclose(f) != 0 && !rc) rc = -1, e = errno;
+    if (rc) snprintf(err, sizeof err, "%s: cannot write it: %s", path, strerror(e ? e : EIO));
+  } else {
+    rc = rt_write_file_atomic(path, fill_trace, &job, err, sizeof err);
+  }
+  if (rc) ir_error_plain(d, "--trace %s", err);
   pass_plan_detail_free(&dt);
   return rc;
 }

@@ -9,7 +9,8 @@
  * [begin, end]} (offsets relative to the first byte after the header) and
  * holds a "__metadata__" map of strings.
  *
- * Writing is crash-safe: a temporary file next to PATH
+ * Writing is crash-safe (rt_write_file_atomic, which --trace uses too): a
+ * temporary file next to PATH
  * (PATH.tmp.<pid>.<random>, created exclusively, so two writers never share
  * one) is written, flushed, fsynced and renamed over PATH, then the
  * directory is fsynced, so PATH is always either the old file or the new
@@ -21,7 +22,11 @@
  * Every file tgc writes carries metadata "data_crc32": the CRC-32 (zlib's,
  * the polynomial of gzip and PNG) of all tensor bytes in file order, as 8
  * hex digits; reading checks it when present, so a flipped data byte is
- * refused instead of resumed from. (By hand: python3 -c "import zlib,sys;
+ * refused instead of resumed from. The header has its own, the last
+ * metadata entry "header_crc32": the CRC-32 of the header's bytes (padding
+ * included) with its own 8 digits read as "00000000"; also checked when
+ * present (tgc states older than it lack it: train_state.c decides by the
+ * format's version whether it must be there). (By hand: python3 -c "import zlib,sys;
  * d=open(sys.argv[1],'rb').read(); n=int.from_bytes(d[:8],'little');
  * print('%08x' % zlib.crc32(d[8+n:]))" FILE.)
  *
@@ -95,6 +100,17 @@ static bool host_is_little_endian(void) {
 /* ---------------------------------------------------------------------- */
 /* writing                                                                 */
 /* ---------------------------------------------------------------------- */
+
+/* Where the 8 hex digits of "header_crc32":"<value>" lie in the header's n
+ * bytes (NULL: not there in that form). The header's checksum is the CRC-32
+ * of its n bytes (padding included) with those digits read as "00000000". */
+static char *header_crc_digits(char *hdr, size_t n, const char *value) {
+  char pat[64];
+  int pl = snprintf(pat, sizeof pat, "\"%s\":\"%.8s\"", RT_SAFETENSORS_HEADER_CRC_KEY, value);
+  for (size_t i = 0; pl > 0 && i + (size_t)pl <= n; i++)
+    if (memcmp(hdr + i, pat, (size_t)pl) == 0) return hdr + i + pl - 9;
+  return NULL;
+}
 
 /* The folder of path ("." when it has none). */
 static char *dir_of(const char *path) {
@@ -214,6 +230,64 @@ int rt_safetensors_check_target(const char *path, int *removed, char *err, size_
   return 0;
 }
 
+int rt_write_file_atomic(const char *path, int (*fill)(FILE *f, void *ctx), void *ctx, char *err, size_t errlen) {
+  if (check_replaceable(path, err, errlen) != 0) return -1;
+  char *tmp = NULL;
+  int fd = create_temp(path, &tmp);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  if (!f) {
+    char *dir = dir_of(path);
+    rt_path_errf(err, errlen, path, "cannot create a file in %s: %s", dir ? dir : ".", strerror(errno));
+    free(dir);
+    if (fd >= 0) close(fd), unlink(tmp);
+    free(tmp);
+    return -1;
+  }
+  errno = 0;
+  bool ok = fill(f, ctx) == 0 && !ferror(f);
+  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int saved = errno;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) {
+    rt_path_errf(err, errlen, path, "writing %s failed: %s", tmp, strerror(saved ? saved : errno ? errno : EIO));
+    remove(tmp);
+    free(tmp);
+    return -1;
+  }
+  if (rename(tmp, path) != 0) {
+    rt_path_errf(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
+    remove(tmp);
+    free(tmp);
+    return -1;
+  }
+  free(tmp);
+  if (fsync_dir_of(path) != 0) {
+    rt_path_errf(err, errlen, path, "cannot fsync its directory: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* A safetensors file's bytes after the header is encoded. */
+typedef struct {
+  const char *hdr;
+  size_t hlen, padded;
+  const rt_named_tensor *tensors;
+  int n;
+} st_body;
+
+static int write_body(FILE *f, void *ctx) {
+  const st_body *b = ctx;
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)b->padded >> (8 * i));
+  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(b->hdr, 1, b->hlen, f) == b->hlen;
+  for (size_t i = b->hlen; ok && i < b->padded; i++) ok = fputc(' ', f) != EOF;
+  for (int i = 0; ok && i < b->n; i++)
+    ok = b->tensors[i].t->nbytes == 0 ||
+         fwrite(b->tensors[i].t->data, 1, b->tensors[i].t->nbytes, f) == b->tensors[i].t->nbytes;
+  return ok ? 0 : -1;
+}
+
 int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n, const rt_meta_entry *meta,
                          int n_meta, char *err, size_t errlen) {
   if (!host_is_little_endian()) {
@@ -226,7 +300,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   json_object_set_new(root, "__metadata__", md);
   for (int i = 0; i < n_meta; i++) {
     json_t *v = json_string(meta[i].value);
-    if (strcmp(meta[i].key, RT_SAFETENSORS_CRC_KEY) == 0) {
+    if (strcmp(meta[i].key, RT_SAFETENSORS_CRC_KEY) == 0 || strcmp(meta[i].key, RT_SAFETENSORS_HEADER_CRC_KEY) == 0) {
       rt_path_errf(err, errlen, path, "metadata key '%s' is reserved (the writer sets it)", meta[i].key);
       json_decref(v);
       json_decref(root);
@@ -250,6 +324,7 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
     snprintf(crc, sizeof crc, "%08x", (unsigned)data_crc32(ts, n));
     free(ts);
     json_object_set_new(md, RT_SAFETENSORS_CRC_KEY, json_string(crc));
+    json_object_set_new(md, RT_SAFETENSORS_HEADER_CRC_KEY, json_string("00000000")); /* set below */
   }
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
@@ -283,47 +358,31 @@ int rt_safetensors_write(const char *path, const rt_named_tensor *tensors, int n
   }
   size_t hlen = strlen(hdr);
   size_t padded = (hlen + 7) / 8 * 8;
-
-  char *tmp = NULL;
-  int fd = create_temp(path, &tmp);
-  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-  if (!f) {
-    char *dir = dir_of(path);
-    rt_path_errf(err, errlen, path, "cannot create a file in %s: %s", dir ? dir : ".", strerror(errno));
-    free(dir);
-    if (fd >= 0) close(fd), unlink(tmp);
-    free(tmp);
+  char *full = malloc(padded + 1);
+  if (!full) {
     free(hdr);
+    rt_path_errf(err, errlen, path, "out of memory");
     return -1;
   }
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-  bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr, 1, hlen, f) == hlen;
-  for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
-  for (int i = 0; ok && i < n; i++)
-    ok = tensors[i].t->nbytes == 0 || fwrite(tensors[i].t->data, 1, tensors[i].t->nbytes, f) == tensors[i].t->nbytes;
+  memcpy(full, hdr, hlen);
+  memset(full + hlen, ' ', padded - hlen);
+  full[padded] = 0;
   free(hdr);
-  ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-  int saved = errno;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok) {
-    rt_path_errf(err, errlen, path, "writing %s failed: %s", tmp, strerror(saved ? saved : errno));
-    remove(tmp);
-    free(tmp);
-    return -1;
+  hdr = full;
+  char *digits = header_crc_digits(hdr, padded, "00000000");
+  char crc[16];
+  snprintf(crc, sizeof crc, "%08x", (unsigned)crc32_z(crc32_z(0L, Z_NULL, 0), (const Bytef *)hdr, padded));
+  if (!digits) { /* written above, once, in this form */
+    fprintf(stderr, "%s:%d: internal error: no \"%s\" in the header written\n", __FILE__, __LINE__,
+            RT_SAFETENSORS_HEADER_CRC_KEY);
+    abort();
   }
-  if (rename(tmp, path) != 0) {
-    rt_path_errf(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
-    remove(tmp);
-    free(tmp);
-    return -1;
-  }
-  free(tmp);
-  if (fsync_dir_of(path) != 0) {
-    rt_path_errf(err, errlen, path, "cannot fsync its directory: %s", strerror(errno));
-    return -1;
-  }
-  return 0;
+  memcpy(digits, crc, 8);
+
+  st_body body = {hdr, padded, padded, tensors, n};
+  int rc = rt_write_file_atomic(path, write_body, &body, err, errlen);
+  free(hdr);
+  return rc;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -462,7 +521,7 @@ static int check_crc(const rt_safetensors *f, const char *path, char *err, size_
   return 0;
 }
 
-rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
+static rt_safetensors *read_file(const char *path, bool with_data, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   if (!host_is_little_endian()) {
     rt_path_errf(err, errlen, path, "reading safetensors needs a little-endian host");
@@ -517,6 +576,30 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
   if (!json_is_object(root)) {
     rt_path_errf(err, errlen, path, "corrupt header: the JSON is not an object");
     goto bad;
+  }
+  json_t *hc = json_object_get(json_object_get(root, "__metadata__"), RT_SAFETENSORS_HEADER_CRC_KEY);
+  if (hc) { /* the header's own checksum, when the file has one */
+    const char *want = json_string_value(hc);
+    if (!want || strlen(want) != 8 || strspn(want, "0123456789abcdef") != 8) {
+      rt_path_errf(err, errlen, path, "corrupt header: metadata \"%s\" is \"%.40s\", not 8 hexadecimal digits",
+                   RT_SAFETENSORS_HEADER_CRC_KEY, want ? want : "");
+      goto bad;
+    }
+    char *digits = header_crc_digits(hdr, hlen, want);
+    if (!digits) {
+      rt_path_errf(err, errlen, path, "corrupt header: metadata \"%s\" is not written as \"%s\":\"<8 hexadecimal digits>\"",
+                   RT_SAFETENSORS_HEADER_CRC_KEY, RT_SAFETENSORS_HEADER_CRC_KEY);
+      goto bad;
+    }
+    char wanted[9], got[16];
+    memcpy(wanted, digits, 8), wanted[8] = 0;
+    memcpy(digits, "00000000", 8);
+    snprintf(got, sizeof got, "%08x", (unsigned)crc32_z(crc32_z(0L, Z_NULL, 0), (const Bytef *)hdr, hlen));
+    if (strcmp(got, wanted) != 0) {
+      rt_path_errf(err, errlen, path, "corrupt header: its bytes have CRC-32 %s but metadata \"%s\" says %s", got,
+                   RT_SAFETENSORS_HEADER_CRC_KEY, wanted);
+      goto bad;
+    }
   }
   uint64_t data_len = size - 8 - hlen;
   size_t cap = json_object_size(root);
@@ -576,7 +659,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
     goto bad;
   }
   /* Sizes are now bounded by the file size: allocate and read. */
-  for (int i = 0; i < ne; i++) {
+  for (int i = 0; i < ne && with_data; i++) {
     rt_tensor *t = rt_tensor_new(&ents[i].type);
     if (!t) goto oom;
     f->tensors[f->n] = t;
@@ -589,7 +672,7 @@ rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) 
       goto bad;
     }
   }
-  if (check_crc(f, path, err, errlen) != 0) goto bad;
+  if (with_data && check_crc(f, path, err, errlen) != 0) goto bad;
   free(ents);
   free(hdr);
   json_decref(root);
@@ -604,4 +687,12 @@ bad:
   rt_safetensors_free(f);
   fclose(fp);
   return NULL;
+}
+
+rt_safetensors *rt_safetensors_read(const char *path, char *err, size_t errlen) {
+  return read_file(path, true, err, errlen);
+}
+
+rt_safetensors *rt_safetensors_read_header(const char *path, char *err, size_t errlen) {
+  return read_file(path, false, err, errlen);
 }

@@ -6,8 +6,10 @@
  * was; temporary files of dead writers are removed, a live writer's kept;
  * two processes saving to one path at once never collide. The data_crc32
  * checksum against a bitwise CRC-32, and a flipped data byte refused.
+ * rt_write_file_atomic's failure leaves the previous file whole.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +233,35 @@ static void test_target_not_regular(void) {
 
 /* Temporary files of path: a dead writer's are removed, a live one's (this
  * process) and look-alikes that are not temporary files of path are kept. */
+static int fill_text(FILE *f, void *ctx) { return fputs(ctx, f) < 0 ? -1 : 0; }
+
+/* A disk that fills half-way: the fill writes part, then fails with ENOSPC. */
+static int fill_then_full(FILE *f, void *ctx) {
+  fputs(ctx, f);
+  errno = ENOSPC;
+  return -1;
+}
+
+/* rt_write_file_atomic (--trace's writer): a failed write names the errno,
+ * leaves the previous file as it was and no temporary file. */
+static void test_atomic_file(void) {
+  char err[1024], want[1400], buf[64] = "";
+  CHECK_EQ_INT(rt_write_file_atomic(path, fill_text, "previous", err, sizeof err), 0);
+  CHECK_EQ_INT(rt_write_file_atomic(path, fill_then_full, "truncat", err, sizeof err), -1);
+  snprintf(want, sizeof want, "%s: writing %s.tmp.%ld.", path, path, (long)getpid());
+  CHECK(strncmp(err, want, strlen(want)) == 0);
+  CHECK(strstr(err, " failed: No space left on device") != NULL);
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL);
+  if (f) {
+    CHECK(fgets(buf, sizeof buf, f) != NULL);
+    fclose(f);
+  }
+  CHECK(strcmp(buf, "previous") == 0);
+  CHECK_EQ_INT(count_temps(), 0);
+  remove(path);
+}
+
 static void test_stale_temps(void) {
   char dead[800], live[800], other[800], odd[800], err[1024];
   snprintf(dead, sizeof dead, "%s.tmp.999999999.0123abcd", path); /* beyond any pid_max */
@@ -365,6 +396,7 @@ int main(void) {
   test_checksum();
   test_target_not_regular();
   test_stale_temps();
+  test_atomic_file();
   test_two_writers();
   remove(path);
   rmdir(dir);

@@ -178,7 +178,7 @@ static void test_refusals(const char *dir) {
   CHECK_EQ_INT(session_open(&s, &c), 0);
   CHECK_EQ_INT(load(&s, bad, err, sizeof err), -1);
   snprintf(want, sizeof want,
-           "%s: not a tgc training state (metadata \"format\" is missing, expected \"tgc-train-1\")", bad);
+           "%s: not a tgc training state (metadata \"format\" is missing, expected \"tgc-train-2\")", bad);
   CHECK_STR(err, want);
 
   /* a truncated state file */
