@@ -440,12 +440,24 @@ size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update);
  * activations (what a chunk's bwd reads of its fwd) the last step kept at
  * once, and the most bytes of them (*bytes; 0 and 0 without pp). */
 int rt_trainer_pipeline_in_flight(const rt_trainer *t, size_t *bytes);
+/* Pipeline parallelism: the device memory reserved for those saved
+ * activations, one arena shared by the rank's chunks (0 without pp). */
+size_t rt_trainer_pipeline_reserved(const rt_trainer *t);
 /* The order of one step's halves on pipeline stage s of p with v chunks
  * and K micro-batches (pass_schedule; train.c describes them): op i is the
  * forward (bwd[i] false) or backward of micro-batch mb[i] on chunk
  * chunk[i] (virtual stage chunk p + s); arrays of 2 K v. Returns 2 K v, or
  * -1 (interleaved with K not a multiple of p). */
 int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *chunk, bool *bwd);
+/* Where a rank keeps its saved activations: the n ops of rt_pipeline_order
+ * (v chunks), each forward filling a holding of bytes[its chunk] that its
+ * backward reads last, placed in one arena (first fit over the order, then
+ * a bounded search; train.c). off[o]: op o's holding's offset (a forward's
+ * and its backward's are the same). Returns the arena's bytes: *least (if
+ * given), the most bytes held at once, whenever a placement that small was
+ * found, else more. */
+size_t rt_pipeline_place(int n, const int *mb, const int *chunk, const bool *bwd, int v, const size_t *bytes,
+                         size_t *off, size_t *least);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
  * meta + {"format": "tgc-train-2", "step": N, "seed": S}. Refuses (and
  * writes nothing) when a parameter holds Inf or NaN. */

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,17 +46,14 @@ void rt_trainer_free(rt_trainer *t) {
   for (int c = 0; c < t->n_chunks; c++) {
     if (t->fwd_prog) rt_program_free(t->fwd_prog[c]);
     if (t->bwd_prog) rt_program_free(t->bwd_prog[c]);
-    for (int k = 0; t->slot && t->slot[c] && k < t->n_slots[c]; k++) {
-      for (int j = 0; t->slot[c][k] && j < pt->chunk[c].n_saved; j++) rt_device_tensor_free(t->slot[c][k][j]);
-      free(t->slot[c][k]);
-    }
-    if (t->slot) free(t->slot[c]);
   }
   free(t->fwd_prog);
   free(t->bwd_prog);
-  free(t->slot);
-  free(t->n_slots);
-  free(t->slot_bytes);
+  rt_buffer_free(t->held_arena);
+  free(t->held);
+  free(t->held0);
+  free(t->op_hold);
+  free(t->chunk_saved_bytes);
   free(t->bwd_in);
   free(t->op_mb);
   free(t->op_chunk);
@@ -192,52 +190,201 @@ int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *ch
   return n;
 }
 
-/* Pipeline: the schedule, the saved values' slots and bwd's bindings. A
- * chunk's forwards and backwards each run in micro-batch order, so its
- * micro-batches in flight are consecutive: slot mb mod (the most of them). */
+/* The arena's offsets of the holdings: n intervals [start[h], end[h]] of
+ * the schedule's ops (holding h is filled by op start[h], a forward, and
+ * read last by op end[h], its backward), size[h] bytes each; two conflict
+ * when their intervals meet. */
+typedef struct {
+  int n;
+  const int *start, *end;
+  const size_t *size;
+  size_t *off;  /* n: the placed ones' offsets */
+  bool *placed; /* n */
+  int *near;    /* n: scratch */
+  const int *by; /* n: the order the search tries them in */
+  size_t target; /* the search's arena */
+  long budget;   /* the search's work left (a first fit among m conflicting costs n + m m) */
+} held_plan;
+
+/* The lowest offset of h clear of the placed holdings it conflicts with:
+ * 0 or the end of one of them. Placing more never makes it lower. */
+static size_t first_fit(held_plan *p, int h) {
+  int m = 0;
+  for (int g = 0; g < p->n; g++)
+    if (p->placed[g] && p->start[g] < p->end[h] && p->start[h] < p->end[g]) p->near[m++] = g;
+  p->budget -= p->n + (long)m * m;
+  size_t best = SIZE_MAX;
+  for (int c = -1; c < m; c++) {
+    size_t o = c < 0 ? 0 : p->off[p->near[c]] + p->size[p->near[c]];
+    bool clear = o < best;
+    for (int j = 0; j < m && clear; j++)
+      clear = o >= p->off[p->near[j]] + p->size[p->near[j]] || p->off[p->near[j]] >= o + p->size[h];
+    if (clear) best = o;
+  }
+  return best;
+}
+
+/* Each holding, in the order `by`, at its first fit. Returns the arena's bytes. */
+static size_t place_in_order(held_plan *p, const int *by) {
+  memset(p->placed, 0, (size_t)p->n * sizeof *p->placed);
+  size_t top = 0;
+  for (int i = 0; i < p->n; i++) {
+    int h = by[i];
+    p->off[h] = first_fit(p, h), p->placed[h] = true;
+    if (p->off[h] + p->size[h] > top) top = p->off[h] + p->size[h];
+  }
+  return top;
+}
+
+/* An order whose first fits stay within p->target, searched depth first
+ * (true: p->off holds them). Some order's first fits are as good as any
+ * placement: those of a placement taken by its offsets are no higher, and
+ * repeating that ends in a placement that first fit in the order of its own
+ * offsets gives back; so the search only extends an order with offsets
+ * that do not go down (a tie: a later holding), and gives up a branch where
+ * some holding left can no longer fit (first fits only rise). */
+static bool search_order(held_plan *p, int depth, size_t last_off, int last) {
+  if (depth == p->n) return true;
+  for (int i = 0; i < p->n; i++) { /* every holding left must still fit, and not below the order's offsets */
+    if (p->placed[i]) continue;
+    if (p->budget <= 0) return false;
+    size_t o = first_fit(p, i);
+    if (o + p->size[i] > p->target || o + p->size[i] <= last_off) return false;
+  }
+  for (int i = 0; i < p->n && p->budget > 0; i++) {
+    int h = p->by[i];
+    if (p->placed[h]) continue;
+    size_t o = first_fit(p, h);
+    if (o < last_off || (o == last_off && h < last)) continue;
+    p->off[h] = o, p->placed[h] = true;
+    if (search_order(p, depth + 1, o, h)) return true;
+    p->placed[h] = false;
+  }
+  return false;
+}
+
+/* The saved values of one holding of chunk c: each at a multiple of
+ * HELD_ALIGN from the holding's start (the programs' arenas' alignment). */
+enum { HELD_ALIGN = PASS_PLAN_ALIGNMENT, HELD_SEARCH_BUDGET = 1 << 26 };
+static size_t held_align(size_t b) { return (b + HELD_ALIGN - 1) / HELD_ALIGN * HELD_ALIGN; }
+
+/* Holding h, the saved values of the h-th forward of the order, lives from
+ * that forward to its backward. The most bytes held at once is the least
+ * an arena can be; each holding goes at its first fit in the order of the
+ * forwards, else (more than the least) in the order of size (the largest
+ * first), else in an order search_order finds within HELD_SEARCH_BUDGET
+ * steps; the smallest arena found is the one used (docs/sharding.md). */
+size_t rt_pipeline_place(int n, const int *mb, const int *chunk, const bool *bwd, int v, const size_t *bytes,
+                         size_t *off, size_t *least) {
+  int nh = n / 2;
+  int *start = calloc((size_t)nh + 1, sizeof *start), *end = calloc((size_t)nh + 1, sizeof *end);
+  int *by_start = calloc((size_t)nh + 1, sizeof *by_start), *by_size = calloc((size_t)nh + 1, sizeof *by_size);
+  int *near = calloc((size_t)nh + 1, sizeof *near), *of = calloc((size_t)nh + 1, sizeof *of); /* (mb, chunk) -> h */
+  size_t *size = calloc((size_t)nh + 1, sizeof *size), *best = calloc((size_t)nh + 1, sizeof *best);
+  size_t *at = calloc((size_t)nh + 1, sizeof *at);
+  bool *placed = calloc((size_t)nh + 1, sizeof *placed);
+  if (!start || !end || !by_start || !by_size || !near || !of || !size || !best || !at || !placed) abort();
+  int h = 0;
+  size_t most = 0, now = 0;
+  for (int o = 0; o < n; o++) {
+    int key = mb[o] * v + chunk[o];
+    if (!bwd[o]) {
+      of[key] = h, start[h] = o, end[h] = n, size[h] = bytes[chunk[o]], h++;
+      if ((now += bytes[chunk[o]]) > most) most = now;
+    } else end[of[key]] = o, now -= bytes[chunk[o]];
+  }
+  for (int i = 0; i < nh; i++) by_start[i] = by_size[i] = i;
+  for (int i = 1; i < nh; i++) /* insertion sort: the largest first, then by start */
+    for (int j = i; j > 0 && size[by_size[j - 1]] < size[by_size[j]]; j--) {
+      int x = by_size[j];
+      by_size[j] = by_size[j - 1], by_size[j - 1] = x;
+    }
+  held_plan hp = {nh, start, end, size, at, placed, near, by_start, most, 0};
+  size_t arena = place_in_order(&hp, by_start);
+  memcpy(best, at, (size_t)nh * sizeof *best);
+  if (arena > most) {
+    size_t a2 = place_in_order(&hp, by_size);
+    if (a2 < arena) memcpy(best, at, (size_t)nh * sizeof *best), arena = a2;
+  }
+  if (arena > most) {
+    memset(placed, 0, (size_t)nh * sizeof *placed);
+    hp.budget = HELD_SEARCH_BUDGET;
+    if (search_order(&hp, 0, 0, -1)) memcpy(best, at, (size_t)nh * sizeof *best), arena = most;
+  }
+  for (int o = 0; o < n; o++) off[o] = best[of[mb[o] * v + chunk[o]]];
+  if (least) *least = most;
+  free(start), free(end), free(by_start), free(by_size), free(near), free(of);
+  free(size), free(best), free(at), free(placed);
+  return arena;
+}
+
+/* Pipeline: the schedule, the holdings' places (rt_pipeline_place) and
+ * bwd's bindings. */
 static int pipeline_setup(rt_trainer *t, char *err, size_t errlen) {
   const pass_training *pt = t->pt;
-  int v = t->n_chunks, n = 2 * t->K * v;
+  int v = t->n_chunks, n = 2 * t->K * v, nh = t->K * v;
   t->op_mb = calloc((size_t)n, sizeof *t->op_mb);
   t->op_chunk = calloc((size_t)n, sizeof *t->op_chunk);
   t->op_bwd = calloc((size_t)n, sizeof *t->op_bwd);
+  t->op_hold = calloc((size_t)n, sizeof *t->op_hold);
+  t->held0 = calloc((size_t)nh + 1, sizeof *t->held0);
+  t->chunk_saved_bytes = calloc((size_t)v, sizeof *t->chunk_saved_bytes);
   int most = 0; /* bwd's inputs, the most of any chunk's */
   for (int c = 0; c < v; c++) most = pt->chunk[c].bwd->n_inputs > most ? pt->chunk[c].bwd->n_inputs : most;
   t->bwd_in = calloc((size_t)most + 1, sizeof *t->bwd_in);
-  t->n_slots = calloc((size_t)v, sizeof *t->n_slots);
-  t->slot = calloc((size_t)v, sizeof *t->slot);
-  t->slot_bytes = calloc((size_t)v, sizeof *t->slot_bytes);
-  int *live = calloc((size_t)v, sizeof *live);
-  if (!t->op_mb || !t->op_chunk || !t->op_bwd || !t->bwd_in || !t->n_slots || !t->slot || !t->slot_bytes || !live)
+  int *of = calloc((size_t)nh, sizeof *of); /* (mb, chunk) -> holding */
+  size_t *off = calloc((size_t)n, sizeof *off), *aligned = calloc((size_t)v, sizeof *aligned);
+  if (!t->op_mb || !t->op_chunk || !t->op_bwd || !t->op_hold || !t->held0 || !t->chunk_saved_bytes || !t->bwd_in ||
+      !of || !off || !aligned)
     abort();
+  int rc = -1;
   t->n_ops = rt_pipeline_order(pt->schedule, pt->n_stages, v, pt->stage, t->K, t->op_mb, t->op_chunk, t->op_bwd);
   if (t->n_ops != n) {
-    free(live);
     rt_errf(err, errlen, "the interleaved schedule needs the micro-batches (%d) to be a multiple of pp (%d)", t->K,
             pt->n_stages);
-    return -1;
+    goto done;
   }
-  for (int o = 0; o < n; o++) {
-    int c = t->op_chunk[o];
-    live[c] += t->op_bwd[o] ? -1 : 1;
-    if (live[c] > t->n_slots[c]) t->n_slots[c] = live[c];
-  }
-  free(live);
   for (int c = 0; c < v; c++) {
     const pass_pipe_chunk *ch = &pt->chunk[c];
-    if (!(t->slot[c] = calloc((size_t)t->n_slots[c] + 1, sizeof **t->slot))) abort();
-    for (int k = 0; k < t->n_slots[c]; k++) {
-      if (!(t->slot[c][k] = calloc((size_t)ch->n_saved + 1, sizeof ***t->slot))) abort();
-      for (int j = 0; j < ch->n_saved; j++) {
-        if (!(t->slot[c][k][j] = rt_device_tensor_new(t->dev, &ch->fwd->outputs[ch->fwd_saved0 + j].value->type, err,
-                                                      errlen)))
-          return -1;
-        if (k == 0) t->slot_bytes[c] += t->slot[c][k][j]->nbytes;
-      }
+    for (int j = 0; j < ch->n_saved; j++) {
+      rt_tensor shape = rt_tensor_view(NULL, 0, &ch->fwd->outputs[ch->fwd_saved0 + j].value->type);
+      t->chunk_saved_bytes[c] += shape.nbytes;
+      aligned[c] += held_align(shape.nbytes);
     }
   }
+  size_t arena = t->held_reserved =
+      rt_pipeline_place(n, t->op_mb, t->op_chunk, t->op_bwd, v, aligned, off, NULL);
+  size_t n_held = 0;
+  for (int c = 0; c < v; c++) n_held += (size_t)t->K * (size_t)pt->chunk[c].n_saved;
+  if (!(t->held = calloc(n_held + 1, sizeof *t->held))) abort();
+  if (arena > 0) {
+    const unsigned char zero = 0;
+    if (!(t->held_arena = rt_buffer_alloc(t->dev, arena, err, errlen)) ||
+        rt_fill_bytes(t->dev, t->held_arena->ptr, arena, &zero, 1, err, errlen) != 0)
+      goto done;
+  }
+  int h = 0;
+  for (int o = 0; o < n; o++) {
+    int c = t->op_chunk[o], key = t->op_mb[o] * v + c;
+    const pass_pipe_chunk *ch = &pt->chunk[c];
+    if (!t->op_bwd[o]) { /* a new holding: its saved values' views */
+      of[key] = h;
+      t->held0[h + 1] = t->held0[h] + ch->n_saved;
+      size_t at = off[o];
+      for (int j = 0; j < ch->n_saved; j++) {
+        rt_tensor *x = &t->held[t->held0[h] + j];
+        *x = rt_tensor_view(t->held_arena, at, &ch->fwd->outputs[ch->fwd_saved0 + j].value->type);
+        at += held_align(x->nbytes);
+      }
+      h++;
+    }
+    t->op_hold[o] = of[key];
+  }
   for (int i = 0; i < pt->bwd_saved0; i++) t->bwd_in[i] = t->step_in[i];
-  return 0;
+  rc = 0;
+done:
+  free(of), free(off), free(aligned);
+  return rc;
 }
 
 rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
@@ -434,6 +581,8 @@ int rt_trainer_pipeline_in_flight(const rt_trainer *t, size_t *bytes) {
   return t->in_flight_peak;
 }
 
+size_t rt_trainer_pipeline_reserved(const rt_trainer *t) { return t->held_reserved; }
+
 /* After a program run: the value of output `out` into dst (nothing when
  * the plan computed it in dst's buffer already). */
 static int keep_output(rt_program *p, int out, rt_tensor *dst, char *err, size_t errlen) {
@@ -507,7 +656,7 @@ static int feed(rt_trainer *t, int k, char *err, size_t errlen) {
 }
 
 /* One step's halves in the schedule's order: a forward keeps the sums and
- * puts what the backward reads in the micro-batch's slot; a backward reads
+ * puts what the backward reads in its holding's place; a backward reads
  * it and keeps the gradient sums. */
 static int pipeline_step(rt_trainer *t, char *err, size_t errlen) {
   const pass_training *pt = t->pt;
@@ -517,7 +666,7 @@ static int pipeline_step(rt_trainer *t, char *err, size_t errlen) {
     int k = t->op_mb[o], c = t->op_chunk[o];
     const pass_pipe_chunk *ch = &pt->chunk[c];
     rt_program *fwd = t->fwd_prog[c], *bwd = t->bwd_prog[c];
-    rt_tensor **slot = t->slot[c][k % t->n_slots[c]];
+    rt_tensor *held = &t->held[t->held0[t->op_hold[o]]];
     if (feed(t, k, err, errlen) != 0) return -1;
     if (!t->op_bwd[o]) {
       if (rt_program_run(fwd, t->step_in, t->params, err, errlen) != 0) return -1;
@@ -527,16 +676,16 @@ static int pipeline_step(rt_trainer *t, char *err, size_t errlen) {
           keep_output(fwd, ch->fwd_correct_sum_output, t->correct_sum, err, errlen) != 0)
         return -1;
       for (int j = 0; j < ch->n_saved; j++)
-        if (keep_output(fwd, ch->fwd_saved0 + j, slot[j], err, errlen) != 0) return -1;
+        if (keep_output(fwd, ch->fwd_saved0 + j, &held[j], err, errlen) != 0) return -1;
       if (++t->in_flight > t->in_flight_peak) t->in_flight_peak = t->in_flight;
-      t->in_flight_bytes += t->slot_bytes[c];
+      t->in_flight_bytes += t->chunk_saved_bytes[c];
       if (t->in_flight_bytes > t->in_flight_bytes_peak) t->in_flight_bytes_peak = t->in_flight_bytes;
       continue;
     }
-    for (int j = 0; j < ch->n_saved; j++) t->bwd_in[ch->bwd_saved0 + j] = slot[j];
+    for (int j = 0; j < ch->n_saved; j++) t->bwd_in[ch->bwd_saved0 + j] = &held[j];
     if (rt_program_run(bwd, t->bwd_in, t->params, err, errlen) != 0) return -1;
     t->in_flight--;
-    t->in_flight_bytes -= t->slot_bytes[c];
+    t->in_flight_bytes -= t->chunk_saved_bytes[c];
     for (int i = 0; t->K > 1 && i < t->np; i++)
       if (ch->bwd_grad_output[i] >= 0 && keep_output(bwd, ch->bwd_grad_output[i], t->acc[i], err, errlen) != 0)
         return -1;

@@ -21,15 +21,20 @@ struct rt_trainer {
   /* pipeline parallelism (pt->fwd): each chunk's two halves (pt->chunk), run by the schedule */
   int n_chunks;                  /* v: chunks (virtual stages) of this rank */
   rt_program **fwd_prog, **bwd_prog; /* n_chunks each */
-  int *n_slots;                  /* per chunk: its micro-batches in flight at most */
-  rt_tensor ****slot;            /* chunk x n_slots x n_saved: what bwd reads of fwd, per micro-batch in flight */
-  rt_tensor **bwd_in;            /* bwd's input bindings: step_in, then a slot */
+  /* the saved values (what a chunk's bwd reads of its fwd) of every (micro-batch, chunk) holding,
+   * K v of them, at offsets of one arena placed over the schedule (pipeline_setup) */
+  rt_buffer *held_arena;         /* held_reserved bytes of device memory (NULL: nothing saved) */
+  size_t held_reserved;          /* the arena's bytes: what the schedule holds at once, at most */
+  rt_tensor *held;               /* views into the arena: holding h's saved values from held[held0[h]] */
+  int *held0;                    /* K v + 1 */
+  int *op_hold;                  /* per op of the schedule: the holding its fwd fills and its bwd reads */
+  rt_tensor **bwd_in;            /* bwd's input bindings: step_in, then a holding's saved values */
   int n_ops;                     /* the schedule of one step: op k is (micro-batch, chunk) (op_mb[k], op_chunk[k]) */
   int *op_mb, *op_chunk;
   bool *op_bwd;
   int in_flight, in_flight_peak; /* (micro-batch, chunk) pairs whose activations are kept: now, the most */
-  size_t in_flight_bytes, in_flight_bytes_peak; /* their slots' bytes: now, the most */
-  size_t *slot_bytes;            /* per chunk: one slot's bytes */
+  size_t in_flight_bytes, in_flight_bytes_peak; /* their saved values' bytes: now, the most */
+  size_t *chunk_saved_bytes;     /* per chunk: one holding's saved values' bytes */
   int np, ns, K;
   rt_tensor **params, **states;  /* np, ns: device tensors, rebound after every update */
   rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */

@@ -576,7 +576,9 @@ static int use_nccl(const train_opts *t, bool rank0, ir_diag *d, bool *nccl) {
  * says this rank keeps in flight, with each chunk's saved values as its
  * bytes, beside what the last step kept: {"schedule", "chunks", "stage",
  * "in_flight", "in_flight_bytes", "planned_in_flight", "planned_in_flight_bytes",
- * "planned_equals_measured"}. */
+ * "planned_equals_measured", "reserved_bytes" (the device memory the
+ * trainer reserved for them: one arena of the rank's chunks),
+ * "reserved_equals_planned"}. */
 static json_t *pipeline_json(const pass_training *pt, const rt_trainer *tr) {
   int p = pt->n_stages, v = pt->n_chunks, s = pt->stage;
   double *act = calloc((size_t)p * v, sizeof *act), peak_act_bytes = 0;
@@ -604,6 +606,9 @@ static json_t *pipeline_json(const pass_training *pt, const rt_trainer *tr) {
   json_object_set_new(o, "planned_in_flight", json_integer(peak_mb[s]));
   json_object_set_new(o, "planned_in_flight_bytes", json_integer((json_int_t)peak_act_bytes));
   json_object_set_new(o, "planned_equals_measured", json_boolean(n == peak_mb[s] && (double)bytes == peak_act_bytes));
+  size_t reserved = rt_trainer_pipeline_reserved(tr);
+  json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)reserved));
+  json_object_set_new(o, "reserved_equals_planned", json_boolean((double)reserved == peak_act_bytes));
   free(act), free(peak_act), free(peak_mb);
   return o;
 }
@@ -1171,6 +1176,12 @@ int tool_cmd_train(int argc, char **argv) {
   if (prog->fwd && done_steps > 0) { /* every rank: it kept in flight what the planner's simulation says */
     json_t *pj = pipeline_json(prog, tr);
     bool same = json_is_true(json_object_get(pj, "planned_equals_measured"));
+    if (same && !json_is_true(json_object_get(pj, "reserved_equals_planned"))) /* the arena's placement fell short */
+      fprintf(stderr,
+              "tgc train: note: pipeline stage %d reserved %" JSON_INTEGER_FORMAT " bytes for the activations in "
+              "flight, more than the %" JSON_INTEGER_FORMAT " the plan's peak needs\n",
+              prog->stage, json_integer_value(json_object_get(pj, "reserved_bytes")),
+              json_integer_value(json_object_get(pj, "planned_in_flight_bytes")));
     json_decref(pj);
     if (!same) {
       ir_error_plain(d, "internal error: pipeline stage %d kept other activations in flight than the planner's "

@@ -6,7 +6,10 @@
 # every rank compares the most (micro-batch, chunk) activations, and their
 # bytes, it kept at once with pass_pipe_in_flight's (passes/plan_sim.c) and
 # fails on a difference; rank 0's --json "pipeline" must say they are equal
-# and name the schedule.
+# and name the schedule. And the memory reserved for them (one arena shared
+# by a rank's chunks, runtime/train.c) is the plan's peak: rank 0's
+# "reserved_bytes" equals its "planned_in_flight_bytes", and no rank notes
+# that it reserved more.
 mpirun="$1"; tgc="$2"; np="$3"; mesh="$4"; micro="$5"; schedule="$6"; nl="$7"; shift 7
 cd "$(dirname "$0")/../.." || exit 2
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -16,4 +19,9 @@ timeout 120 "$mpirun" --oversubscribe -np "$np" "$tgc" train examples/gpt.tg --c
 grep -q '"planned_equals_measured": true' "$dir/out" || { cat "$dir/out"; echo "FAIL: planned != measured"; exit 1; }
 name=${schedule%%:*}
 grep -q "\"schedule\": \"$name\"" "$dir/out" || { cat "$dir/out"; echo "FAIL: not the $name schedule"; exit 1; }
+planned=$(sed -n 's/.*"planned_in_flight_bytes": \([0-9]*\).*/\1/p' "$dir/out")
+reserved=$(sed -n 's/.*"reserved_bytes": \([0-9]*\).*/\1/p' "$dir/out")
+[ -n "$reserved" ] && [ "$reserved" = "$planned" ] && grep -q '"reserved_equals_planned": true' "$dir/out" ||
+  { cat "$dir/out"; echo "FAIL: reserved $reserved bytes, the plan's peak is $planned"; exit 1; }
+! grep 'note: pipeline stage' "$dir/out" || { echo "FAIL: a rank reserved more than the plan's peak"; exit 1; }
 sed -n '/"pipeline"/,/}/p' "$dir/out"

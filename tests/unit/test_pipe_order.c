@@ -9,10 +9,12 @@
  * pass_pipe_in_flight's. Stage times differ per virtual stage (the order
  * must not depend on them). Also: a chunk's forwards and backwards each
  * run in micro-batch order (gpipe's backwards the last first; the
- * trainer's slots, and the messages between two ranks received in the
- * order sent, rely on it; shard_stage.c), the messages between two ranks
+ * messages between two ranks received in the order sent rely on it;
+ * shard_stage.c), the messages between two ranks
  * are received in the order they are sent (fifo), and
- * interleaved with K not a multiple of pp is refused by both. */
+ * interleaved with K not a multiple of pp is refused by both. And where
+ * the trainer keeps the saved activations (rt_pipeline_place): no two
+ * alive at once overlap, and the arena is the plan's peak. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +102,60 @@ static void fifo(pass_schedule sc, int p, int v, int K) {
   free(mb), free(chunk), free(bwd), free(sent), free(got), free(ns), free(ng);
 }
 
+/* Where stage s keeps its saved activations (rt_pipeline_place, what
+ * runtime/train.c reserves): chunk c's holdings are bytes[c] each; two
+ * holdings alive at once never share a byte, a backward reads its
+ * forward's place, and the arena is the most held at once, which is
+ * pass_pipe_in_flight's peak (exact: the arena is that peak). */
+static void place(pass_schedule sc, int p, int v, int s, int K, const size_t *bytes, bool exact) {
+  int n = 2 * K * v;
+  int *mb = malloc(sizeof *mb * n), *chunk = malloc(sizeof *chunk * n), *live = malloc(sizeof *live * n);
+  bool *bwd = malloc(sizeof *bwd * n);
+  size_t *off = malloc(sizeof *off * n), least = 0;
+  double *a = calloc((size_t)p * v, sizeof *a), *peak_act = malloc(sizeof *peak_act * p);
+  int *peak_mb = malloc(sizeof *peak_mb * p);
+  if (!mb || !chunk || !live || !bwd || !off || !a || !peak_act || !peak_mb) abort();
+  CHECK_EQ_INT(rt_pipeline_order(sc, p, v, s, K, mb, chunk, bwd), n);
+  size_t arena = rt_pipeline_place(n, mb, chunk, bwd, v, bytes, off, &least);
+  for (int c = 0; c < v; c++) a[c * p + s] = (double)bytes[c];
+  pass_pipe pp = {sc, p, v, K, NULL, NULL, NULL, NULL, a};
+  pass_pipe_in_flight(&pp, peak_act, peak_mb);
+  CHECK_NEAR((double)least, peak_act[s], 0);
+  CHECK(arena >= least);
+  if (exact && arena != least)
+    fprintf(stderr, "  %s p %d v %d K %d stage %d: arena %zu, peak %zu\n", pass_schedule_name(sc), p, v, K, s, arena,
+            least);
+  if (exact) CHECK_EQ_INT((long long)arena, (long long)least);
+  int m = 0, bad = 0; /* the forwards alive: live[0..m) */
+  for (int o = 0; o < n; o++) {
+    if (bwd[o]) { /* its forward's place */
+      int j = 0;
+      while (j < m && !(mb[live[j]] == mb[o] && chunk[live[j]] == chunk[o])) j++;
+      CHECK(j < m);
+      if (j < m) {
+        bad += off[live[j]] != off[o];
+        live[j] = live[--m];
+      }
+      continue;
+    }
+    bad += off[o] + bytes[chunk[o]] > arena;
+    for (int j = 0; j < m; j++) /* apart from every holding alive */
+      bad += off[o] < off[live[j]] + bytes[chunk[live[j]]] && off[live[j]] < off[o] + bytes[chunk[o]];
+    live[m++] = o;
+  }
+  if (bad)
+    fprintf(stderr, "  %s p %d v %d K %d stage %d: %d holdings misplaced\n", pass_schedule_name(sc), p, v, K, s, bad);
+  CHECK_EQ_INT(bad, 0);
+  free(mb), free(chunk), free(live), free(bwd), free(off), free(a), free(peak_act), free(peak_mb);
+}
+
+/* place() on every stage, every chunk's holdings of one size (first fit
+ * then fills the lowest free place of that size: the arena is the peak). */
+static void place_alike(pass_schedule sc, int p, int v, int K) {
+  size_t bytes[4] = {1024, 1024, 1024, 1024};
+  for (int s = 0; s < p; s++) place(sc, p, v, s, K, bytes, true);
+}
+
 int main(void) {
   int ps[] = {1, 2, 3, 4, 8};
   for (int i = 0; i < 5; i++) {
@@ -109,13 +165,28 @@ int main(void) {
       one(PASS_SCHED_1F1B, p, 1, K);
       fifo(PASS_SCHED_GPIPE, p, 1, K);
       fifo(PASS_SCHED_1F1B, p, 1, K);
+      place_alike(PASS_SCHED_GPIPE, p, 1, K);
+      place_alike(PASS_SCHED_1F1B, p, 1, K);
       if (K % p == 0)
-        for (int v = 1; v <= 4; v++) one(PASS_SCHED_INTERLEAVED, p, v, K), fifo(PASS_SCHED_INTERLEAVED, p, v, K);
+        for (int v = 1; v <= 4; v++) {
+          one(PASS_SCHED_INTERLEAVED, p, v, K), fifo(PASS_SCHED_INTERLEAVED, p, v, K);
+          place_alike(PASS_SCHED_INTERLEAVED, p, v, K);
+        }
     }
   }
   /* the cases by name: pp = 2 and 4 with 2 chunks */
   one(PASS_SCHED_INTERLEAVED, 2, 2, 4);
   one(PASS_SCHED_INTERLEAVED, 4, 2, 8);
+  /* chunks of unlike sizes (a model's first and last stages, uneven --stage-boundaries): the places
+   * never overlap; the arena is the peak in the cases of tests/scripts/pipe_in_flight.sh's shape */
+  size_t last_big[2] = {3 * 256, 4 * 256}, first_big[2] = {5 * 256, 4 * 256}, uneven[2] = {256, 4 * 256};
+  place(PASS_SCHED_INTERLEAVED, 4, 2, 3, 8, last_big, true);
+  place(PASS_SCHED_INTERLEAVED, 2, 2, 1, 8, last_big, true);
+  place(PASS_SCHED_INTERLEAVED, 2, 2, 0, 4, first_big, true);
+  place(PASS_SCHED_INTERLEAVED, 2, 2, 0, 4, uneven, true);
+  place(PASS_SCHED_INTERLEAVED, 2, 2, 1, 4, uneven, true);
+  place(PASS_SCHED_INTERLEAVED, 4, 2, 0, 16, first_big, false);
+  place(PASS_SCHED_INTERLEAVED, 2, 2, 0, 8, uneven, false);
   /* interleaved needs K a multiple of pp: both refuse */
   int mb[24], chunk[24];
   bool bwd[24];
