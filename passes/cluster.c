@@ -14,11 +14,14 @@
  *   gpus_per_node   = 8            GPUs per node, 1..1024              (required)
  *   nodes           = 16           nodes, 1..1000000 (or give --gpus N)
  *   target          = a100-80g     the device: a target of targets.def (required)
- *   intra_bandwidth = 300e9        bytes/s per GPU per direction inside a node (required, > 0)
- *   inter_bandwidth = 25e9         bytes/s per GPU per direction across nodes  (required, > 0)
- *   intra_latency   = 3.4e-6       seconds per ring step inside a node (default 3.4e-6)
- *   inter_latency   = 9.6e-6       seconds per ring step across nodes  (default 9.6e-6)
- *   reserve         = 2e9          bytes per GPU left free (default 0; less than the device's memory)
+ *   intra_bandwidth = 300e9        bytes/s per GPU per direction inside a node (required, 1e6..1e13)
+ *   inter_bandwidth = 25e9         bytes/s per GPU per direction across nodes  (required, 1e6..1e13)
+ *   intra_latency   = 3.4e-6       seconds per ring step inside a node (default 3.4e-6; 0..1)
+ *   inter_latency   = 9.6e-6       seconds per ring step across nodes  (default 9.6e-6; 0..1)
+ *   reserve         = 2e9          bytes per GPU left free (default 0, at most 1e15; less than the
+ *                                  device's memory)
+ * The ranges are physical (1 MB/s to 10 TB/s, at most a second a step): a
+ * figure outside them is a typo, and would make predicted times inf or nan.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -173,9 +176,14 @@ static int set_key(void *ctx, int key, const char *v, size_t n, ir_loc loc, ir_d
   }
   double x;
   if (pass_kv_number(v, n, loc, &x, d) != 0) return -1;
-  bool positive = key == K_INTRA_BW || key == K_INTER_BW;
-  if (positive ? x <= 0 : x < 0) {
-    ir_error(d, loc, "%s must be %s, got %.*s", key_names[key], positive ? "positive" : "at least 0", (int)n, v);
+  /* physical ranges: a figure outside them is a typo, and would make the
+   * planner's times inf or nan (bytes / 1e-300) */
+  static const struct { double lo, hi; const char *text; } range[N_KEYS] = {
+      [K_INTRA_BW] = {1e6, 1e13, "from 1e6 to 1e13 bytes/s"}, [K_INTER_BW] = {1e6, 1e13, "from 1e6 to 1e13 bytes/s"},
+      [K_INTRA_LAT] = {0, 1, "from 0 to 1 s"},                [K_INTER_LAT] = {0, 1, "from 0 to 1 s"},
+      [K_RESERVE] = {0, 1e15, "from 0 to 1e15 bytes"}};
+  if (!(x >= range[key].lo && x <= range[key].hi)) {
+    ir_error(d, loc, "%s must be %s, got %.*s", key_names[key], range[key].text, (int)n, v);
     return -1;
   }
   double *field[N_KEYS] = {[K_INTRA_BW] = &c->intra_bw, [K_INTER_BW] = &c->inter_bw, [K_INTRA_LAT] = &c->intra_lat,

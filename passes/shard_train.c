@@ -106,6 +106,7 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
 }
 
 static int check_hints(const ir_graph *g, ir_diag *d);
+static int check_heads(const ir_graph *g, int tp, ir_diag *d);
 
 /* g sharded over its mesh's dp and tp with the parameters' tp layouts tp
  * (NULL: replicated) and ZeRO-3's dims over dp when zero >= 3: one rank's
@@ -241,6 +242,7 @@ static void share_output_collectives(ir_graph *g) {
 int pass_shard(ir_graph *g, const pass_options *o) {
   if (!mesh_active(&g->mesh)) return pipelined(&g->mesh) ? sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag) : 0;
   if (check_hints(g, o->diag) != 0) return -1;
+  if (check_heads(g, g->mesh.size[IR_AXIS_TP], o->diag) != 0) return -1;
   sh_st *tp = calloc((size_t)g->n_params + 1, sizeof *tp);
   if (!tp) abort();
   for (int i = 0; i < g->n_params; i++) tp[i] = sh_R();

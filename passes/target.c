@@ -7,10 +7,12 @@
  * Target file, one `key = value` per line ('#' starts a comment, blank lines
  * are skipped):
  *   name       = my-gpu        any text without spaces (default: the path)
- *   flops_bf16 = 989e12        peak dense bf16/fp16 FLOP/s   (required, > 0)
- *   flops_fp32 = 494.7e12      peak fp32/TF32 FLOP/s         (required, > 0)
- *   bandwidth  = 3.35e12       memory bandwidth, bytes/s     (required, > 0)
- *   memory     = 80e9          memory capacity, bytes        (optional, >= 0)
+ *   flops_bf16 = 989e12        peak dense bf16/fp16 FLOP/s   (required, 1e6..1e18)
+ *   flops_fp32 = 494.7e12      peak fp32/TF32 FLOP/s         (required, 1e6..1e18)
+ *   bandwidth  = 3.35e12       memory bandwidth, bytes/s     (required, 1e6..1e14)
+ *   memory     = 80e9          memory capacity, bytes        (optional, 0..1e15)
+ * The ranges are physical: a figure outside them is a typo, and would make
+ * the roofline's times and MFU inf or nan.
  * Every bad line is reported (path:line:col with the line and a caret) and
  * parsing goes on, so one run shows all the mistakes; a missing required key
  * is reported at the end.
@@ -60,8 +62,13 @@ static int set_key(void *ctx, int key, const char *v, size_t n, ir_loc loc, ir_d
   if (key == K_NAME) return pass_kv_word(v, n, loc, "a target name", t->name, sizeof t->name, d);
   double x;
   if (pass_kv_number(v, n, loc, &x, d) != 0) return -1;
-  if (key == K_MEM ? x < 0 : x <= 0) {
-    ir_error(d, loc, "%s must be %s, got %.*s", key_names[key], key == K_MEM ? "at least 0" : "positive", (int)n, v);
+  /* physical ranges: outside them a figure is a typo, and the roofline's
+   * times and MFU would be inf or nan */
+  static const struct { double lo, hi; const char *text; } range[N_KEYS] = {
+      [K_BF16] = {1e6, 1e18, "from 1e6 to 1e18 FLOP/s"}, [K_FP32] = {1e6, 1e18, "from 1e6 to 1e18 FLOP/s"},
+      [K_BW] = {1e6, 1e14, "from 1e6 to 1e14 bytes/s"},   [K_MEM] = {0, 1e15, "from 0 to 1e15 bytes"}};
+  if (!(x >= range[key].lo && x <= range[key].hi)) {
+    ir_error(d, loc, "%s must be %s, got %.*s", key_names[key], range[key].text, (int)n, v);
     return -1;
   }
   double *field[N_KEYS] = {NULL, &t->flops_bf16, &t->flops_fp32, &t->bandwidth, &t->memory};

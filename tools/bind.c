@@ -1,12 +1,13 @@
 /* tools/bind.c — what the commands that run a model share (moved here from
  * cmd_run.c): the --input/--seed flags, binding inputs (numbers, lists, .npy
  * files or seeded random) and initializing parameters from the seed, the
- * memory check, and printing tensors as text or JSON. */
+ * memory check (every command that allocates: run, grad, gradcheck, train), and printing tensors as text or JSON. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "tool.h"
@@ -291,26 +292,119 @@ json_t *tool_tensor_json(const rt_tensor *t) {
   return o;
 }
 
-/* Refuses graphs whose parameters and inputs alone exceed the machine's memory:
- * large configs are for `tgc stats`, not for running here. */
-int tool_check_memory(const ir_graph *g, ir_diag *d) {
-  double bytes = 0, largest = 0;
-  for (int i = 0; i < g->n_values; i++) {
-    const ir_value *v = g->values[i];
-    double b = (double)ir_type_numel(&v->type) * (double)ir_dtype_size(v->type.dtype);
-    if (!v->def) bytes += b;
-    else if (b > largest) largest = b;
-  }
+/* ---- the memory check: every command that allocates asks it first ----
+ * What a command needs is what its memory plans say it allocates: the
+ * buffers the caller binds (parameters, inputs, optimizer state) plus the
+ * arena of every program (pass_memplan, with the donations the runtime
+ * makes), nothing allocated meanwhile. What is available is the machine's
+ * physical memory, or less: the address-space limit (ulimit -v), or
+ * TGC_MEMORY_BYTES (a budget in bytes, e.g. for tests); under a launcher
+ * every rank of this machine gets an equal share and checks its own graphs
+ * (which hold its share of the model) against it. A command is refused when
+ * it needs more than 80% of that: large configs are for `tgc stats` and
+ * `tgc plan`, not for running here. */
+static double memory_available(int *ranks_here, const char **source) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   double have = pages > 0 && page > 0 ? (double)pages * (double)page : 16e9;
-  if (bytes + largest > 0.8 * have) {
-    ir_error_plain(d,
-                   "running this model needs at least %.1f GiB (parameters and inputs %.1f GiB) but this "
-                   "machine has %.1f GiB; choose a smaller config",
-                   (bytes + largest) / 1073741824.0, bytes / 1073741824.0, have / 1073741824.0);
-    return -1;
+  *source = "this machine has";
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (double)rl.rlim_cur < have)
+    have = (double)rl.rlim_cur, *source = "the address-space limit (ulimit -v) allows";
+  const char *budget = getenv("TGC_MEMORY_BYTES");
+  if (budget && *budget) {
+    char *end;
+    errno = 0;
+    double b = strtod(budget, &end);
+    if (!*end && !errno && b > 0 && isfinite(b)) have = b, *source = "TGC_MEMORY_BYTES allows";
   }
-  return 0;
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local) local = getenv("MPI_LOCALNRANKS");
+  *ranks_here = local ? atoi(local) : 1;
+  if (*ranks_here < 1) *ranks_here = 1;
+  return have / *ranks_here;
+}
+
+static const char *gib(double b, char *buf, size_t n) { /* GiB, else MiB, KiB or bytes */
+  if (b >= 1073741824.0) snprintf(buf, n, "%.1f GiB", b / 1073741824.0);
+  else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+  else if (b >= 1024.0) snprintf(buf, n, "%.1f KiB", b / 1024.0);
+  else snprintf(buf, n, "%.0f bytes", b);
+  return buf;
+}
+
+/* Refuses `what` (running, training) needing `need` bytes, `held` of them the
+ * buffers described by held_what, when it does not fit what is available. */
+static int check_fits(const char *what, double need, double held, const char *held_what, ir_diag *d) {
+  int ranks = 1;
+  const char *source;
+  double have = memory_available(&ranks, &source);
+  if (need <= 0.8 * have) return 0;
+  char b1[32], b2[32], b3[32], b4[32], share[96] = "";
+  if (ranks > 1) snprintf(share, sizeof share, ", this rank's share: 1 of %d ranks on this machine", ranks);
+  ir_error_plain(d, "%s this model needs at least %s (%s %s) but %s %s (80%% usable: %s%s); choose a smaller config",
+                 what, gib(need, b1, sizeof b1), held_what, gib(held, b2, sizeof b2), source, gib(have, b3, sizeof b3),
+                 gib(0.8 * have, b4, sizeof b4), share);
+  return -1;
+}
+
+static double type_bytes(const ir_type *t) { return (double)ir_type_numel(t) * (double)ir_dtype_size(t->dtype); }
+
+static double bound_bytes(const ir_graph *g) { /* parameters and inputs: the buffers the caller binds */
+  double bytes = 0;
+  for (int i = 0; i < g->n_params; i++) bytes += type_bytes(&g->params[i]->type);
+  for (int i = 0; i < g->n_inputs; i++) bytes += type_bytes(&g->inputs[i]->type);
+  return bytes;
+}
+
+static double arena_bytes(const ir_graph *g, const bool *donate_inputs, const bool *donate_params) {
+  pass_plan_options po = {.donate_inputs = donate_inputs, .donate_params = donate_params};
+  pass_plan *p = pass_memplan(g, &po);
+  if (!p) abort();
+  double bytes = (double)p->arena_bytes;
+  pass_plan_free(p);
+  return bytes;
+}
+
+int tool_check_memory(const ir_graph *g, ir_diag *d) {
+  double held = bound_bytes(g);
+  return check_fits("running", held + arena_bytes(g, NULL, NULL), held, "parameters and inputs", d);
+}
+
+/* As rt_trainer_new allocates: the step's parameters and inputs (data,
+ * gradient sums), the optimizer state, the step's arena (or, pipelined, every
+ * chunk's two halves') with the sums donated, the update's with the state
+ * and parameters donated. */
+int tool_check_training_memory(const pass_training *pt, ir_diag *d) {
+  const ir_graph *sg = pt->step, *ug = pt->update;
+  double held = bound_bytes(sg), arenas = 0;
+  for (int i = 0; i < pt->n_states; i++) held += type_bytes(&ug->inputs[pt->n_params + i]->type);
+  int most = sg->n_inputs > ug->n_inputs ? sg->n_inputs : ug->n_inputs;
+  for (int c = 0; pt->fwd && c < pt->n_chunks; c++) {
+    int n = pt->chunk[c].bwd->n_inputs;
+    most = n > most ? n : most;
+  }
+  bool *don = calloc((size_t)most + 1, sizeof *don), *pdon = calloc((size_t)pt->n_params + 1, sizeof *pdon);
+  if (!don || !pdon) abort();
+  for (int i = pt->n_data; i < sg->n_inputs; i++) don[i] = true;
+  if (pt->fwd) {
+    for (int c = 0; c < pt->n_chunks; c++) {
+      const pass_pipe_chunk *ch = &pt->chunk[c];
+      bool *bdon = calloc((size_t)ch->bwd->n_inputs + 1, sizeof *bdon);
+      if (!bdon) abort();
+      for (int i = pt->n_data; i < pt->bwd_saved0 && i < ch->bwd->n_inputs; i++) bdon[i] = true;
+      arenas += arena_bytes(ch->fwd, don, NULL) + arena_bytes(ch->bwd, bdon, NULL);
+      free(bdon);
+    }
+  } else {
+    arenas += arena_bytes(sg, don, NULL);
+  }
+  memset(don, 0, ((size_t)most + 1) * sizeof *don);
+  for (int i = 0; i < pt->n_states; i++) don[pt->n_params + i] = true;
+  for (int i = 0; i < pt->n_params; i++) pdon[i] = true;
+  arenas += arena_bytes(ug, don, pdon);
+  free(don);
+  free(pdon);
+  return check_fits("training", held + arenas, held, "parameters, optimizer state and inputs", d);
 }
 
 bool tool_flag(const char *flag, int argc, char **argv, int *i, const char **val) {

@@ -439,6 +439,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
   if (rc == 0 && pass_build_gradcheck(g, &gc, d) != 0) rc = 1;
   ir_graph *gl = gc.loss, *gd = gc.deriv; /* the loss alone; the loss and its derivatives */
+  if (rc == 0 && tool_check_memory(gd, d) != 0) rc = 1; /* what runs: f64, with the derivatives */
   bool summed = gc.loss_summed;
   int n_w = gc.n_checked;
   wrt_check *w = calloc((size_t)n_w + 1, sizeof *w);

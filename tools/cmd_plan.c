@@ -35,7 +35,8 @@ static const char *const plan_help =
     "  --cluster-file F        your own: lines 'key = value', keys name, gpus_per_node, nodes,\n"
     "                          target (a --target of tgc stats), intra_bandwidth, inter_bandwidth\n"
     "                          (bytes/s per GPU per direction), intra_latency, inter_latency\n"
-    "                          (seconds per ring step), reserve (bytes per GPU left free)\n"
+    "                          (seconds per ring step), reserve (bytes per GPU left free);\n"
+    "                          bandwidths 1e6..1e13, latencies 0..1, reserve 0..1e15 (docs/plan.md)\n"
     "  --gpus N                N GPUs of the cluster's nodes (instead of :NODES; dgx-a100 if\n"
     "                          no cluster is named)\n"
     "  --global-batch G        sequences per step (required)\n"
@@ -481,13 +482,38 @@ int tool_plan_auto_mesh(tool_compile_opts *o, const char *cluster, const char *c
   pass_cluster c;
   char n[16], *ctext = NULL;
   snprintf(n, sizeof n, "%d", ranks);
-  plan_flags cf = {.cluster = cluster ? cluster : cluster_file ? NULL : "cpu-host", .cluster_file = cluster_file, .gpus = n};
   if (cluster && strchr(cluster, ':')) {
     ir_error_plain(d, "--cluster %s: with --mesh auto the cluster's size is the job's ranks (%d); give the node kind "
                    "alone (e.g. --cluster %.*s)", cluster, ranks, (int)(strchr(cluster, ':') - cluster), cluster);
     return -1;
   }
-  if (pick_cluster(&cf, &c, &ctext, d) != 0) {
+  if (cluster && cluster_file) {
+    ir_error_plain(d, "--cluster and --cluster-file: give one");
+    return -1;
+  }
+  /* the cluster's size is the job's ranks: an error names what the user gave
+   * (--cluster-file's nodes, the ranks), never --gpus, which train has not */
+  int prc = 0;
+  if (cluster_file) {
+    size_t len;
+    prc = !(ctext = ir_read_file(cluster_file, 1u << 20, &len, d)) || pass_cluster_parse(cluster_file, ctext, len, &c, d) != 0;
+  } else {
+    prc = pass_cluster_from_spec(cluster ? cluster : "cpu-host", &c, d) != 0;
+  }
+  char given[1100];
+  snprintf(given, sizeof given, cluster_file ? "--cluster-file %s" : "--cluster %s", cluster_file ? cluster_file : cluster ? cluster : "cpu-host");
+  if (!prc && cluster_file && c.nodes > 0 && c.gpus != ranks) {
+    ir_error_plain(d, "%s: the file sets nodes = %d (%d GPUs), but with --mesh auto the cluster's size is the job's "
+                   "ranks (%d); remove 'nodes' from the file, or start %d ranks", given, c.nodes, c.gpus, ranks, c.gpus);
+    prc = 1;
+  } else if (!prc && !(cluster_file && c.nodes > 0) && ranks > c.gpus_per_node && ranks % c.gpus_per_node != 0) {
+    ir_error_plain(d, "%s: the job's %d ranks are not a whole number of %s nodes (%d GPUs each); start a multiple of "
+                   "%d ranks, or at most %d", given, ranks, c.name, c.gpus_per_node, c.gpus_per_node, c.gpus_per_node);
+    prc = 1;
+  } else if (!prc && !(cluster_file && c.nodes > 0)) {
+    prc = pass_cluster_set_gpus(&c, n, d) != 0;
+  }
+  if (prc) {
     free(ctext);
     return -1;
   }

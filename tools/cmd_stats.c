@@ -73,6 +73,7 @@ static const char *const stats_help =
     "  --target NAME        a100-80g, a100-40g, h100-sxm, h200, v100, cpu-local (passes/targets.def)\n"
     "  --target-file F      your own: lines 'key = value', keys name, flops_bf16, flops_fp32,\n"
     "                       bandwidth (bytes/s), memory (bytes); e.g. 'flops_bf16 = 989e12'\n"
+    "                       (flops 1e6..1e18, bandwidth 1e6..1e14, memory 0..1e15)\n"
     "  --top N              how many individual ops to list (0: none)\n"
     "  --params             list every parameter tensor\n"
     "  --json               one JSON object: {\"params\": {\"total\", \"by_group\", \"closed_form\", ...},\n"

@@ -992,7 +992,7 @@ int tool_cmd_train(int argc, char **argv) {
   }
   prog = pass_build_train(g, &to);
   g = NULL; /* the step graph now */
-  if (!prog) goto done;
+  if (!prog || tool_check_training_memory(prog, d) != 0) goto done;
   rt_train_config cfg = {.prog = prog, .backend = t.backend.backend, .device = t.backend.device, .data = ds,
                          .seed = t.seed, .comm = comm};
   if (comm && use_nccl(&t, rt_comm_rank(comm) == 0, d, &cfg.nccl) != 0) goto done;

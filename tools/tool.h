@@ -193,8 +193,11 @@ void tool_mesh_run_close(tool_mesh_run *mr);
 /* The per-op table of p (filled by `runs` graph runs) under a title line. */
 void tool_print_profile(FILE *f, const rt_profile *p, const char *title, int64_t runs);
 
-/* Refuses graphs whose parameters and inputs exceed the machine's memory. */
+/* The memory check (bind.c): refuses, before anything is allocated, a graph
+ * (run, grad, gradcheck) or a training program (train) whose memory plans
+ * need more than this machine (this rank's share of it) has. */
 int tool_check_memory(const ir_graph *g, ir_diag *d);
+int tool_check_training_memory(const pass_training *pt, ir_diag *d);
 /* "name = v  (dtype)" for scalars, nested lists up to 256 elements, else a summary. */
 void tool_print_tensor(FILE *out, const char *name, const rt_tensor *t);
 /* A number for scalars, else {"dtype", "shape", "data" | "summary"} (as `tgc run --json`). */

@@ -196,6 +196,10 @@ int rt_comm_tag_limit(const rt_comm *c) { return c->be->tag_limit ? c->be->tag_l
 _Noreturn void rt_comm_abort(rt_comm *c, const char *msg) {
   fprintf(stderr, "tgc: rank %d: %s\n", c ? c->rank : 0, msg);
   fflush(stderr);
+  rt_comm_abort_quiet(c);
+}
+
+_Noreturn void rt_comm_abort_quiet(rt_comm *c) {
   if (c && c->be->abort) c->be->abort(c);
   exit(1);
 }

@@ -31,7 +31,8 @@
 /* wait.c's questions after a timeout: "what do you wait for?" */
 #define TAG_QUESTION (TAG_BARRIER + BARRIER_ROUNDS)
 #define TAG_ANSWER (TAG_QUESTION + 1)
-_Static_assert(TAG_ANSWER < RT_COMM_TAG_USER, "comm.c's tags overlap the callers'");
+#define TAG_STOP (TAG_ANSWER + 1) /* wait.c: a timed-out rank tells the others, who say so and answer */
+_Static_assert(TAG_STOP < RT_COMM_TAG_USER, "comm.c's tags overlap the callers'");
 
 typedef struct comm_req comm_req;   /* a transport's request */
 
@@ -95,8 +96,10 @@ struct rt_comm {
   void *scratch[3];
   size_t scratch_cap[3];
   bool broken;                      /* an operation failed midway */
-  /* wait.c: the rank the current wait waits for (-1: none), questions asked */
+  /* wait.c: the rank the current wait waits for (-1: none), questions
+   * asked, and what the wait is for (its messages) */
   int waiting_for, question_seq;
+  const char *waiting_what;
   /* test hooks: TGC_TEST_COMM_{HANG,KILL,EXIT}=R[:K] */
   int fault_kind, fault_call, calls_made;
 };
@@ -142,6 +145,8 @@ int rt_comm_progress(rt_comm *c, char *err, size_t errlen);
 /* Waits (with the timeout) until every pending send is done. */
 int rt_comm_drain(rt_comm *c, char *err, size_t errlen);
 /* A staged, non-blocking send over the transport. */
+/* Ends the job (the backend's abort, then exit 1) without a message. */
+_Noreturn void rt_comm_abort_quiet(rt_comm *c);
 int rt_comm_stage_send(rt_comm *c, int to, int tag, const void *buf, size_t bytes, char *err, size_t errlen);
 /* "message" into err. */
 void rt_comm_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

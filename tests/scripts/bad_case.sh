@@ -6,7 +6,9 @@
 # to tests/bad/NAME.expected. tests/bad/NAME.stdout, when present, names
 # where stdout goes instead of a temporary file (e.g. /dev/full). STATES in
 # the .args and .expected files stands for the folder of generated state
-# files (the third argument; see make_states.sh).
+# files (the third argument; see make_states.sh). tests/bad/NAME.env, when
+# present, holds VAR=VALUE words set in the command's environment (e.g.
+# TGC_MEMORY_BYTES: the memory check's budget, whatever the machine has).
 tgc="$1"; name="$2"; states="$3"
 cd "$(dirname "$0")/../.." || exit 2
 file=""
@@ -19,8 +21,10 @@ fi
 out=$(mktemp); err=$(mktemp)
 sink="$out"
 [ -f "tests/bad/$name.stdout" ] && sink=$(cat "tests/bad/$name.stdout")
+envs=""
+[ -f "tests/bad/$name.env" ] && envs=$(cat "tests/bad/$name.env")
 # shellcheck disable=SC2086
-timeout 60 "$tgc" $args </dev/null >"$sink" 2>"$err"
+timeout 60 env $envs "$tgc" $args </dev/null >"$sink" 2>"$err"
 rc=$?
 status=0
 if [ "$rc" -ne 1 ]; then echo "FAIL $name: exit status $rc, expected 1"; status=1; fi

@@ -59,7 +59,7 @@ done || status=1
 if [ -n "$blame" ]; then
   # every tgc line names rank $blame as the one that stopped
   bad=$(grep "^tgc: rank" "$out" | grep -v -e "no message from rank $blame for" -e ": rank $blame took no message" \
-        -e "waits for rank $blame, which does not answer")
+        -e "waits for rank $blame, which does not answer" -e "stopped by rank [0-9]*: rank $blame does not answer")
   if [ -n "$bad" ]; then echo "FAIL $case: a line that does not blame rank $blame: $bad"; status=1; fi
   grep -q "^tgc: rank" "$out" || { echo "FAIL $case: no rank said why it stopped"; status=1; }
 fi

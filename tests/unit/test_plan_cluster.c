@@ -116,7 +116,7 @@ static void test_file(void) {
   CHECK(c.intra_lat == 3.4e-6 && c.inter_lat == 9.6e-6); /* the defaults */
   CHECK_STR(c.source, "my.cluster");
   /* without nodes the size is left to --gpus; the name defaults to the path */
-  rc = PARSE("gpus_per_node = 8\ntarget = a100-80g\nintra_bandwidth = 1\ninter_bandwidth = 1\n", &c, msgs);
+  rc = PARSE("gpus_per_node = 8\ntarget = a100-80g\nintra_bandwidth = 1e9\ninter_bandwidth = 1e9\n", &c, msgs);
   CHECK(rc == 0 && c.nodes == 0 && c.gpus == 0);
   CHECK_STR(c.name, "my.cluster");
   rc = PARSE("gpus_per_node = 0\nnodes = x\ntarget = b200\nintra_bandwidth = -1\ninter_bandwidth = fast\n"
@@ -127,9 +127,9 @@ static void test_file(void) {
   CHECK(strstr(msgs, "my.cluster:2:9: error: nodes must be a whole number from 1 to 1000000, got x") != NULL);
   CHECK(strstr(msgs, "my.cluster:3:10: error: unknown target 'b200' (known: a100-80g, a100-40g, h100-sxm, h200, v100, "
                      "cpu-local)") != NULL);
-  CHECK(strstr(msgs, "my.cluster:4:19: error: intra_bandwidth must be positive, got -1") != NULL);
+  CHECK(strstr(msgs, "my.cluster:4:19: error: intra_bandwidth must be from 1e6 to 1e13 bytes/s, got -1") != NULL);
   CHECK(strstr(msgs, "my.cluster:5:19: error: 'fast' is not a number (write e.g. 312e12)") != NULL);
-  CHECK(strstr(msgs, "my.cluster:6:17: error: intra_latency must be at least 0, got -2") != NULL);
+  CHECK(strstr(msgs, "my.cluster:6:17: error: intra_latency must be from 0 to 1 s, got -2") != NULL);
   CHECK(strstr(msgs, "my.cluster:7:1: error: unknown key 'speed' (keys: name, gpus_per_node, nodes, target, "
                      "intra_bandwidth, inter_bandwidth, intra_latency, inter_latency, reserve)") != NULL);
   CHECK(strstr(msgs, "my.cluster:9:1: error: expected 'key = value'") != NULL);
@@ -139,7 +139,7 @@ static void test_file(void) {
   /* target, intra_bandwidth and inter_bandwidth were given, wrongly: reported there, not as missing */
   CHECK(strstr(msgs, "missing") == NULL);
   CHECK_EQ_INT(rc, -9);
-  rc = PARSE("gpus_per_node = 8\ngpus_per_node = 4\ntarget = a100-80g\nintra_bandwidth = 1\ninter_bandwidth = 1\n"
+  rc = PARSE("gpus_per_node = 8\ngpus_per_node = 4\ntarget = a100-80g\nintra_bandwidth = 1e9\ninter_bandwidth = 1e9\n"
              "reserve = 80e9\n",
              &c, msgs);
   CHECK_EQ_INT(rc, -2);

@@ -232,17 +232,17 @@ static void test_target_file(void) {
   CHECK_STR(t.name, "my-gpu");
   CHECK(t.flops_bf16 == 1e15 && t.flops_fp32 == 5e14 && t.bandwidth == 3e12 && t.memory == 0);
   CHECK_STR(t.source, "my.target");
-  rc = parse_target("flops_bf16 = 1\nflops_fp32 = 1\nbandwidth = 1\n", &t, msgs, sizeof msgs);
+  rc = parse_target("flops_bf16 = 1e9\nflops_fp32 = 1e9\nbandwidth = 1e9\n", &t, msgs, sizeof msgs);
   CHECK_EQ_INT(rc, 0);
   CHECK_STR(t.name, "my.target"); /* the default name */
-  rc = parse_target("flops_bf16 = 1\nflops_fp32 = 1\nbandwidth = 1\nspeed = 3\n= 4\nmemory = -1\nmemory 5\n"
+  rc = parse_target("flops_bf16 = 1e9\nflops_fp32 = 1e9\nbandwidth = 1e9\nspeed = 3\n= 4\nmemory = -1\nmemory 5\n"
                     "name = two words\nbandwidth = 2\nmemory = 1e999\nflops_fp32 =\n",
                     &t, msgs, sizeof msgs);
   printf("%s", msgs);
   CHECK_EQ_INT(rc, -8);
   CHECK(strstr(msgs, "my.target:4:1: error: unknown key 'speed'") != NULL);
   CHECK(strstr(msgs, "my.target:5:1: error: expected 'key = value'") != NULL);
-  CHECK(strstr(msgs, "my.target:6:10: error: memory must be at least 0, got -1") != NULL);
+  CHECK(strstr(msgs, "my.target:6:10: error: memory must be from 0 to 1e15 bytes, got -1") != NULL);
   CHECK(strstr(msgs, "my.target:7:8: error: expected '=' after 'memory'") != NULL);
   CHECK(strstr(msgs, "my.target:8:11: error: a target name is one word") != NULL);
   CHECK(strstr(msgs, "my.target:9:1: error: 'bandwidth' given twice (first on line 3)") != NULL);
@@ -252,13 +252,13 @@ static void test_target_file(void) {
   CHECK_EQ_INT(rc, -3);
   CHECK(strstr(msgs, "my.target: error: missing 'bandwidth = ...'") != NULL);
   /* a NUL byte, an over-long name */
-  char nul[] = "flops_bf16 = 1\nflops_fp32 = 1\nbandwidth = 1\nname = a\0b\n";
+  char nul[] = "flops_bf16 = 1e9\nflops_fp32 = 1e9\nbandwidth = 1e9\nname = a\0b\n";
   FILE *f = tmpfile();
   ir_diag *d = ir_diag_new(f ? f : stderr);
   CHECK(pass_target_parse("nul.target", nul, sizeof nul - 1, &t, d) == -1);
   ir_diag_free(d);
   if (f) fclose(f);
-  char longname[200] = "flops_bf16 = 1\nflops_fp32 = 1\nbandwidth = 1\nname = ";
+  char longname[200] = "flops_bf16 = 1e9\nflops_fp32 = 1e9\nbandwidth = 1e9\nname = ";
   memset(longname + strlen(longname), 'x', 100);
   rc = parse_target(longname, &t, msgs, sizeof msgs);
   CHECK_EQ_INT(rc, -1);
