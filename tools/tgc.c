@@ -272,6 +272,15 @@ static void print_main_help(FILE *out) {
         "  -h, --help     this help ('tgc COMMAND --help' for a command's own)\n"
         "  --version      print the version\n"
         "\n"
+        "environment:\n"
+        "  TGC_MEMORY_BYTES   the memory a run may count on, in bytes (default: this machine's,\n"
+        "                     or ulimit -v when smaller); every command that allocates checks\n"
+        "                     its memory plans against 80% of it first (a rank: its share)\n"
+        "  TGC_CACHE_DIR      where compiled CUDA programs are cached (default ~/.cache/tgc)\n"
+        "  TGC_CUDA_LIB_PATH  where libcuda, libnvrtc and libcublasLt are looked for\n"
+        "  TGC_MPI_LIB        the MPI library to load (default libmpi.so.40; docs/comm.md)\n"
+        "  TGC_EMU_*          the cuda-emu backend's emulated device (docs/cuda.md)\n"
+        "\n"
         "Exit status: 0 on success, 1 on any error (diagnostics go to stderr).\n"
         "Documentation: docs/language.md (the .tg language), docs/ir.md (the IR).\n",
         out);
