@@ -58,8 +58,14 @@ tokens=$((B * T))
 
 echo "tgc train $MODEL --data $DATA --steps $STEPS $dtype_flag --backend $BACKEND --device $DEVICE"
 # shellcheck disable=SC2086
-"$TGC" train $MODEL --data "$DATA" --steps "$STEPS" $dtype_flag --backend "$BACKEND" --device "$DEVICE" \
-  --log "$work/log.jsonl" --print-every 10 | grep -v '^peak'
+# (into a file first: a pipe into grep would hide tgc's exit status under set -e)
+if ! "$TGC" train $MODEL --data "$DATA" --steps "$STEPS" $dtype_flag --backend "$BACKEND" --device "$DEVICE" \
+  --log "$work/log.jsonl" --print-every 10 > "$work/train.txt" 2>&1; then
+  cat "$work/train.txt" >&2
+  echo "gpu.sh: tgc train failed" >&2
+  exit 1
+fi
+grep -v '^peak' "$work/train.txt" || true
 # steady-state step times: differences of elapsed_s after the warmup, their median
 sed -n 's/.*"elapsed_s":\([0-9.e+-]*\).*/\1/p' "$work/log.jsonl" |
   awk -v w="$WARMUP" 'NR > 1 { d = $1 - prev; if (NR > w + 1) print d } { prev = $1 }' | sort -g > "$work/steps.txt"

@@ -102,7 +102,33 @@ static inline double ir_s_add(double a, double b) { return a + b; }
 static inline double ir_s_sub(double a, double b) { return a - b; }
 static inline double ir_s_mul(double a, double b) { return a * b; }
 static inline double ir_s_div(double a, double b) { return a / b; }
-static inline double ir_s_pow(double a, double b) { return pow(a, b); }
+/* pow; an integral base to a power 0..64 whose exact value is below 2^63
+ * is computed in integers and rounded once to double: the correctly
+ * rounded result (libm's pow may miss it on an exact tie above 2^53), the
+ * same on every machine, and what the device computes (tgc_ops.h, where
+ * CUDA's pow is within 2 ulp and 2^11 can come out as 2047.9999999999998). */
+static inline double ir_s_pow(double a, double b) {
+  if (a != 0.0 && b >= 0.0 && b <= 64.0 && b == (double)(long long)b && a > -9.0e18 && a < 9.0e18 &&
+      a == (double)(long long)a) {
+    unsigned long long m = (unsigned long long)(a < 0.0 ? -(long long)a : (long long)a), r = 1;
+    const unsigned long long limit = 0x7fffffffffffffffULL;
+    long long e = (long long)b;
+    int odd = (e & 1) != 0, exact = 1;
+    while (e > 0 && exact) {
+      if (e & 1) {
+        if (r > limit / m) exact = 0;
+        else r *= m;
+      }
+      e >>= 1;
+      if (e > 0 && exact) {
+        if (m > limit / m) exact = 0;
+        else m *= m;
+      }
+    }
+    if (exact) return (a < 0.0 && odd) ? -(double)r : (double)r;
+  }
+  return pow(a, b);
+}
 static inline double ir_s_maximum(double a, double b) { return (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b); }
 static inline double ir_s_minimum(double a, double b) { return (isnan(a) || isnan(b)) ? NAN : (a < b ? a : b); }
 static inline double ir_s_eq(double a, double b) { return a == b; }

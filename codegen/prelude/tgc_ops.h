@@ -102,7 +102,32 @@ TGC_BINARY(sub, { return a - b; })
 TGC_BINARY(mul, { return a * b; })
 TGC_BINARY(div, { return a / b; })
 __device__ __forceinline__ float tgc_s_pow(float a, float b) { return powf(a, b); }
-__device__ __forceinline__ double tgc_s_pow(double a, double b) { return pow(a, b); }
+// An integral base to a power 0..64 whose exact value is below 2^63: in
+// integers, rounded once to double (what a correctly rounded pow gives, as
+// the CPU's does; CUDA's pow is within 2 ulp, and an integer dtype then
+// truncates 2047.9999999999998 to 2047). Else pow.
+__device__ __forceinline__ double tgc_s_pow(double a, double b) {
+  if (a != 0.0 && b >= 0.0 && b <= 64.0 && b == (double)(long long)b && a > -9.0e18 && a < 9.0e18 &&
+      a == (double)(long long)a) {
+    unsigned long long m = (unsigned long long)(a < 0.0 ? -(long long)a : (long long)a), r = 1;
+    const unsigned long long limit = 0x7fffffffffffffffULL;
+    long long e = (long long)b;
+    bool odd = (e & 1) != 0, exact = true;
+    while (e > 0 && exact) {
+      if (e & 1) {
+        if (r > limit / m) exact = false;
+        else r *= m;
+      }
+      e >>= 1;
+      if (e > 0 && exact) {
+        if (m > limit / m) exact = false;
+        else m *= m;
+      }
+    }
+    if (exact) return (a < 0.0 && odd) ? -(double)r : (double)r;
+  }
+  return pow(a, b);
+}
 TGC_BINARY(maximum, { return (tgc_isnan(a) || tgc_isnan(b)) ? a + b : (a > b ? a : b); })
 TGC_BINARY(minimum, { return (tgc_isnan(a) || tgc_isnan(b)) ? a + b : (a < b ? a : b); })
 TGC_BINARY(eq, { return a == b ? (R)1 : (R)0; })

@@ -41,6 +41,8 @@ void rt_kerr(const rt_kctx *k, const char *fmt, ...) __attribute__((format(print
 size_t rt_scratch_mark(void);
 void *rt_scratch_push(size_t bytes);
 void rt_scratch_pop(size_t mark);
+/* The threads whose scratch is held now (a thread's is freed when it exits). */
+int rt_scratch_threads(void);
 
 /* kern_elementwise.c */
 int rt_kern_unary(const rt_kctx *k);

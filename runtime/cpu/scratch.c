@@ -5,7 +5,10 @@
  * every step, so after the first step nothing is allocated (bench/
  * alloc_step.sh counts it). When a thread's stack is empty again and it had
  * to add chunks, they are merged into one of their total size, so one
- * chunk per thread remains. All chunks are freed at exit.
+ * chunk per thread remains. A thread's chunks are freed when it exits (a
+ * thread-specific key's destructor, which also takes its stack off the
+ * list: the stack itself is thread-local storage, gone after that), the
+ * rest at exit.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -30,6 +33,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static stack **all;
 static int n_all, cap_all;
 static bool exit_registered;
+static pthread_key_t exit_key; /* its destructor runs at a thread's exit with the thread's stack */
+static bool key_made;
 
 static void free_all(void) {
   pthread_mutex_lock(&lock);
@@ -43,14 +48,34 @@ static void free_all(void) {
   pthread_mutex_unlock(&lock);
 }
 
+/* A thread's exit: its chunks freed, its stack off the list. */
+static void thread_exit(void *arg) {
+  stack *s = arg;
+  pthread_mutex_lock(&lock);
+  for (int c = 0; c < s->n; c++) free(s->base[c]);
+  s->n = s->top = 0;
+  s->registered = false;
+  for (int i = 0; i < n_all; i++)
+    if (all[i] == s) {
+      all[i] = all[--n_all];
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+}
+
 static void register_stack(stack *s) {
   pthread_mutex_lock(&lock);
+  if (!key_made) key_made = pthread_key_create(&exit_key, thread_exit) == 0;
+  if (!key_made) { /* without the key a thread's exit would leave its stack on the list */
+    pthread_mutex_unlock(&lock);
+    return;
+  }
   if (n_all == cap_all) {
     int cap = cap_all ? 2 * cap_all : 16;
     stack **na = realloc(all, (size_t)cap * sizeof *na);
     if (na) all = na, cap_all = cap;
   }
-  if (n_all < cap_all) {
+  if (n_all < cap_all && pthread_setspecific(exit_key, s) == 0) {
     all[n_all++] = s;
     s->registered = true;
   }
@@ -59,6 +84,13 @@ static void register_stack(stack *s) {
     atexit(free_all);
   }
   pthread_mutex_unlock(&lock);
+}
+
+int rt_scratch_threads(void) {
+  pthread_mutex_lock(&lock);
+  int n = n_all;
+  pthread_mutex_unlock(&lock);
+  return n;
 }
 
 size_t rt_scratch_mark(void) {

@@ -31,10 +31,20 @@
  *             its own kernel; on a GPU launches are asynchronous and a
  *             fault surfaces at a later call (TGC_CUDA_SYNC=1 makes every
  *             launch synchronous to find it).
+ *   profile   TGC_CUDA_PROFILE=1: the device is synchronized before and
+ *             after every action (launch, product, copy, memset), the wall
+ *             time between is added to the action's class (the node's op
+ *             and value's name, digits as '#' so that the layers of a
+ *             repeat share one, and the kernel's name or the product's
+ *             m x n x k), and at close the classes are printed to stderr
+ *             by time, with their launches and products. A synchronization
+ *             costs a few microseconds; the sum beside the step time shows
+ *             the host's share.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend_internal.h"
 
@@ -91,6 +101,67 @@ static void emu_release(void) {
 
 static void cuda_close(rt_device *d);
 
+/* ---- profile (TGC_CUDA_PROFILE=1) ---- */
+
+enum { PROFILE_CLASSES = 1024 };
+typedef struct {
+  char key[120];
+  int64_t calls, launches, gemms;
+  double seconds;
+} profile_class;
+struct cuda_profile {
+  int n;
+  profile_class c[PROFILE_CLASSES];
+};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void profile_add(cuda_ctx *x, const ir_node *n, const char *what, double seconds, int64_t launches,
+                        int64_t gemms) {
+  char key[120];
+  int len = snprintf(key, sizeof key, "%s %s: %s", ir_op_name(n->op), n->n_out ? n->out[0]->name : "", what);
+  for (int i = 0; i < len && key[i]; i++)
+    if (key[i] >= '0' && key[i] <= '9') {
+      int j = i;
+      while (key[j] >= '0' && key[j] <= '9') j++;
+      key[i] = '#';
+      memmove(key + i + 1, key + j, strlen(key + j) + 1);
+    }
+  struct cuda_profile *p = x->profile;
+  int k = 0;
+  while (k < p->n && strcmp(p->c[k].key, key) != 0) k++;
+  if (k == p->n) {
+    if (p->n == PROFILE_CLASSES) k = p->n - 1, snprintf(p->c[k].key, sizeof p->c[k].key, "(other)");
+    else snprintf(p->c[p->n++].key, sizeof p->c[k].key, "%s", key);
+  }
+  p->c[k].calls++;
+  p->c[k].launches += launches;
+  p->c[k].gemms += gemms;
+  p->c[k].seconds += seconds;
+}
+
+static int profile_cmp(const void *a, const void *b) {
+  double x = ((const profile_class *)a)->seconds, y = ((const profile_class *)b)->seconds;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void profile_print(cuda_ctx *x) {
+  struct cuda_profile *p = x->profile;
+  double total = 0;
+  for (int k = 0; k < p->n; k++) total += p->c[k].seconds;
+  qsort(p->c, (size_t)p->n, sizeof p->c[0], profile_cmp);
+  fprintf(stderr, "cuda profile (TGC_CUDA_PROFILE=1): %.3f s in nodes, %d classes, by time:\n", total, p->n);
+  fprintf(stderr, "  %10s %6s %8s %9s %7s  %s\n", "ms", "%", "calls", "launches", "gemms", "op value");
+  for (int k = 0; k < p->n && k < 60; k++)
+    fprintf(stderr, "  %10.3f %5.1f%% %8lld %9lld %7lld  %s\n", 1e3 * p->c[k].seconds,
+            total > 0 ? 100 * p->c[k].seconds / total : 0, (long long)p->c[k].calls, (long long)p->c[k].launches,
+            (long long)p->c[k].gemms, p->c[k].key);
+}
+
 static bool env_on(const char *name) {
   const char *v = getenv(name);
   return v && strcmp(v, "1") == 0;
@@ -122,6 +193,7 @@ static int open_common(rt_device *d, bool emu, char *err, size_t errlen) {
   }
   x->sync = emu || env_on("TGC_CUDA_SYNC");
   x->no_epilogues = env_on("TGC_CUDA_NO_EPILOGUES");
+  if (env_on("TGC_CUDA_PROFILE")) x->profile = calloc(1, sizeof *x->profile);
   char ignored[512];
   x->cache = cg_cache_open(NULL, ignored, sizeof ignored); /* without one every run compiles */
   return 0;
@@ -133,6 +205,10 @@ static int cuda_emu_open(rt_device *d, char *err, size_t errlen) { return open_c
 static void cuda_close(rt_device *d) {
   cuda_ctx *x = d->impl;
   if (!x) return;
+  if (x->profile) {
+    profile_print(x);
+    free(x->profile);
+  }
   if (x->fill_module) x->api.cuModuleUnload(x->fill_module);
   if (x->lt_workspace) x->api.cuMemFree(x->lt_workspace);
   if (x->lt) x->api.cublasLtDestroy(x->lt);
@@ -412,8 +488,8 @@ static int launch(cuda_ctx *x, cuda_state *s, int st, int kernel, const unsigned
   return x->sync ? CUDA_CALL(x, ctx, err, errlen, cuCtxSynchronize) : 0;
 }
 
-static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                         char *err, size_t errlen) {
+static int run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
+                    char *err, size_t errlen) {
   cuda_ctx *x = d->impl;
   cuda_state *s = state;
   int idx = n->id >= 0 && n->id < s->n_nodes && s->g->nodes[n->id] == n ? n->id : -1;
@@ -431,9 +507,15 @@ static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_t
     for (int i = 0; i < n->n_out; i++) s->saved[st][n->n_in + i] = dptr(out[i]->data);
     return 0;
   }
+  double t0 = x->profile ? now_s() : 0;
   for (int a = cs->first_action; a < cs->first_action + cs->n_actions; a++) {
     const cg_action *act = &p->actions[a];
     char ctx[400];
+    int64_t launches = x->stats.launches, gemms = x->stats.gemms;
+    if (a > cs->first_action && x->profile) {
+      if (CUDA_CALL(x, "the profile", err, errlen, cuCtxSynchronize)) return -1;
+      t0 = now_s();
+    }
     switch (act->kind) {
     case CG_ACT_KERNEL:
       if (launch(x, s, st, act->kernel, act->grid, act->block, act->smem_dynamic, in, out, err, errlen)) return -1;
@@ -466,8 +548,25 @@ static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_t
         return -1;
       break;
     }
+    if (x->profile) { /* the action's time, under the node's class and what the action is */
+      if (CUDA_CALL(x, "the profile", err, errlen, cuCtxSynchronize)) return -1;
+      char what[64];
+      if (act->kind == CG_ACT_KERNEL) snprintf(what, sizeof what, "%.60s", p->kernels[act->kernel].name);
+      else if (act->kind == CG_ACT_GEMM)
+        snprintf(what, sizeof what, "gemm %lldx%lldx%lld%s", (long long)act->gemm.m, (long long)act->gemm.n,
+                 (long long)act->gemm.k, s->gemms[a].use_fallback ? " +fallback" : "");
+      else snprintf(what, sizeof what, "%s", act->kind == CG_ACT_COPY ? "copy" : "memset");
+      profile_add(x, n, what, now_s() - t0, x->stats.launches - launches, x->stats.gemms - gemms);
+    }
   }
   return 0;
+}
+
+static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
+                         char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  if (x->profile && CUDA_CALL(x, "the profile", err, errlen, cuCtxSynchronize)) return -1;
+  return run_node(d, state, n, in, out, err, errlen);
 }
 
 /* The table NCCL runs from: the device's own (cuda-emu's emulation has

@@ -17,6 +17,7 @@
  * ones (here libm's float ones) vs. the CPU's double ones. The largest
  * error of each example is printed. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "codegen.h"
@@ -39,21 +40,27 @@ static void test_every_op_lowers(void) {
   CHECK_EQ_INT(missing, 0);
 }
 
+/* cuda-emu, or the real cuda backend when TGC_TEST_BACKEND=cuda (on a GPU). */
+static const rt_backend *device_backend = &rt_cuda_emu_backend;
+
 static void check_example(const char *path, const char *config, bool training, int64_t int_high) {
   gmodel m;
   int rc = gmodel_load(&m, path, config, training, 7, int_high);
   CHECK_EQ_INT(rc, 0);
   if (rc == 0) {
     double worst = 0;
-    int64_t bad = compare_backends(&m, &rt_cpu_backend, &rt_cuda_emu_backend, TOL, &worst, NULL);
+    int64_t bad = compare_backends(&m, &rt_cpu_backend, device_backend, TOL, &worst, NULL);
     CHECK_EQ_INT(bad, 0);
-    printf("cuda-emu vs cpu: %-30s %-5s %-5s %2d outputs, largest relative error %.3g\n", path, config ? config : "",
+    printf("%s vs cpu: %-30s %-5s %-5s %2d outputs, largest relative error %.3g\n",
+           device_backend == &rt_cuda_backend ? "cuda" : "cuda-emu", path, config ? config : "",
            training ? "grad" : "run", m.g->n_outputs, worst);
   }
   gmodel_free(&m);
 }
 
 int main(void) {
+  const char *which = getenv("TGC_TEST_BACKEND");
+  if (which && strcmp(which, "cuda") == 0) device_backend = &rt_cuda_backend;
   test_every_op_lowers();
   static const struct {
     const char *path, *config;

@@ -65,6 +65,10 @@
 
 static int cases, failed_cases;
 static bool racecheck;
+/* The backend checked against the cpu: cuda-emu, or the real cuda backend
+ * when TGC_TEST_BACKEND=cuda (on a GPU; the racecheck pass is the
+ * emulator's and is skipped there). */
+static const rt_backend *device_backend = &rt_cuda_emu_backend;
 
 static double tol_of(ir_dtype t) {
   switch (t) {
@@ -138,7 +142,7 @@ static void flush(void) {
   int no = m.g->n_outputs;
   rt_tensor **oa = calloc((size_t)no + 1, sizeof *oa), **ob = calloc((size_t)no + 1, sizeof *ob);
   rt_device_options dev = {.racecheck = racecheck};
-  ok = ok && gmodel_run(&m, &rt_cpu_backend, oa, NULL) == 0 && gmodel_run(&m, &rt_cuda_emu_backend, ob, &dev) == 0;
+  ok = ok && gmodel_run(&m, &rt_cpu_backend, oa, NULL) == 0 && gmodel_run(&m, device_backend, ob, &dev) == 0;
   CHECK(ok);
   for (int c = 0; c < n_pending; c++) {
     int64_t bad = ok ? 0 : 1;
@@ -388,6 +392,10 @@ static void test_model_ops(void) {
     snprintf(nm, sizeof nm, "linear_cross_entropy %s (g %s) %lld classes", ir_dtype_name(dt), ir_dtype_name(lce[c].gdt),
              (long long)V);
     one_op(nm, IR_OP_LINEAR_CROSS_ENTROPY, ts, 4, at, 2, V, NULL);
+    /* result 4, the chunk buffer, is the op's scratch: the device's rows are
+     * 64-element aligned in smaller chunks (emit_nn.c), what it holds after
+     * the op is not the cpu's */
+    if (n_pending > 0 && strcmp(pending[n_pending - 1].name, nm) == 0) pending[n_pending - 1].n_out = 4;
   }
 }
 
@@ -675,7 +683,10 @@ static void test_groups(void) {
 }
 
 int main(void) {
-  for (int pass = 0; pass < 2; pass++) {
+  const char *which = getenv("TGC_TEST_BACKEND");
+  bool real = which && strcmp(which, "cuda") == 0;
+  if (real) device_backend = &rt_cuda_backend;
+  for (int pass = 0; pass < (real ? 1 : 2); pass++) {
     racecheck = pass == 1;
     cases = failed_cases = 0;
     if (!racecheck) {

@@ -21,6 +21,7 @@
  * Also: the missing-kernel loop over ops.def (grad is the one op with no
  * kernel: the autodiff pass expands it).
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -1389,7 +1390,32 @@ static void test_vec_math(void) {
   }
 }
 
+/* A thread's scratch is freed when the thread exits, and its stack (thread-
+ * local storage, gone with the thread) leaves the list freed at exit: the
+ * list once kept it, and exit then read unmapped memory (a segfault at the
+ * end of test_cuda_examples on a GPU machine, where OpenMP's threads came
+ * and went). */
+static void *scratch_thread(void *arg) {
+  size_t mark = rt_scratch_mark();
+  char *p = rt_scratch_push(1 << 20);
+  if (p) p[0] = p[(1 << 20) - 1] = 1;
+  *(bool *)arg = p != NULL;
+  rt_scratch_pop(mark);
+  return NULL;
+}
+
+static void test_scratch_threads(void) {
+  int before = rt_scratch_threads();
+  pthread_t t[4];
+  bool ok[4] = {false};
+  for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, scratch_thread, &ok[i]) == 0);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 4; i++) CHECK(ok[i]);
+  CHECK_EQ_INT(rt_scratch_threads(), before);
+}
+
 int main(void) {
+  test_scratch_threads();
   test_every_op_has_kernel();
   test_vec_math();
   test_unary();
