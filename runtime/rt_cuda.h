@@ -72,6 +72,11 @@ typedef struct {
  * version check's message, or a checked call's line. */
 int rt_cuda_open_device(const cg_cuda_api *api, int ordinal, rt_cuda_device *dev, char *err, size_t errlen);
 void rt_cuda_close_device(const cg_cuda_api *api, rt_cuda_device *dev);
+/* The GPU the cuda backend opens for `--device N`: N counted from the
+ * process's node-local rank when a launcher started it (mpirun: one GPU per
+ * rank, NCCL refuses two ranks on one), else N. cuda-emu keeps N (its
+ * devices are TGC_EMU_DEVICES, shared by the ranks of a test). */
+int rt_cuda_rank_device(int index);
 
 /* ===================================================================== */
 /* cuda_emu/ — the emulator                                               */

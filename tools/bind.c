@@ -522,7 +522,8 @@ int tool_execute(const tool_backend *tb, const ir_graph *g, rt_tensor *const *in
 const char *const tool_backend_help =
     "  --backend NAME       where the model runs: cpu (the default, and the reference every\n"
     "                       other backend is tested against), cuda, cuda-emu\n"
-    "  --device N           which device of the backend (default 0)\n"
+    "  --device N           which device of the backend (default 0); under mpirun the cuda\n"
+    "                       backend counts it from the rank's node-local GPU (rank r: GPU r + N)\n"
     "  --racecheck          cuda-emu: report shared-memory races between the threads of a block\n";
 
 int tool_parse_backend(int argc, char **argv, int *i, tool_backend *tb, ir_diag *d) {

@@ -8,8 +8,8 @@
 # Steps: the GPU and driver; every kernel of test_cuda_kernels and every example of test_cuda_examples
 # on the real backend against the cpu (TGC_TEST_BACKEND=cuda); 20 training steps of gpt tiny, cuda vs
 # cpu, f32 and bf16 (the largest loss difference); bench/gpu.sh (gpt2-124m B=16 T=1024 bf16: measured
-# vs tgc stats); PyTorch eager and torch.compile on the same step; compute-sanitizer memcheck and
-# racecheck on gpt tiny.
+# vs tgc stats) and the same step's profile by class (TGC_CUDA_PROFILE=1); PyTorch eager and
+# torch.compile on the same step; compute-sanitizer memcheck and racecheck on gpt tiny.
 set -u
 cd "$(dirname "$0")/../.."
 BUNDLE=$(cd "${1:-.gpu}" && pwd)
@@ -54,15 +54,18 @@ loss_diff() { paste <(losses "$1") <(losses "$2") | awk '{ d = $1 - $2; if (d < 
 } > "$LOGS/machine.log" 2>&1
 say "== machine"; sed 's/^/  /' "$LOGS/machine.log" | tee -a "$SUMMARY"
 
-# 2. gpt tiny forward on the cuda backend vs the cpu
-step run_tiny 60 bash -c "'$TGC' run examples/gpt.tg --config tiny --backend cuda > '$LOGS/run_cuda.txt' && '$TGC' run examples/gpt.tg --config tiny > '$LOGS/run_cpu.txt' && diff '$LOGS/run_cpu.txt' '$LOGS/run_cuda.txt'"
-tail -5 "$LOGS/run_tiny.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+# 2. gpt tiny forward on the cuda backend vs the cpu: every number tgc run prints, the largest relative difference
+step run_tiny 60 bash -c "'$TGC' run examples/gpt.tg --config tiny --backend cuda > '$LOGS/run_cuda.txt' && '$TGC' run examples/gpt.tg --config tiny > '$LOGS/run_cpu.txt'"
+paste -d'\n' "$LOGS/run_cpu.txt" "$LOGS/run_cuda.txt" 2>/dev/null | awk 'NR % 2 { split($0, a, /[ ,:\[\]]+/); next }
+  { n = split($0, b, /[ ,:\[\]]+/); for (i = 1; i <= n; i++) if (b[i] ~ /^-?[0-9.]+(e[-+]?[0-9]+)?$/ && a[i] != "") {
+      d = b[i] - a[i]; d = d < 0 ? -d : d; s = a[i] < 0 ? -a[i] : a[i]; if (s > 1e-3 && d / s > m) m = d / s; k++ } }
+  END { printf "  tgc run gpt tiny, cuda vs cpu: %d numbers, largest relative difference %.3g\n", k, m }' | tee -a "$SUMMARY"
 
 # 3. every kernel and every example against the cpu
 TGC_TEST_BACKEND=cuda TGC_CUDA_SYNC=1 step kernels 150 "$BUNDLE/test_cuda_kernels"
-{ grep -E 'cases|passed' "$LOGS/kernels.log"; grep -iE 'FAIL|error|mismatch' "$LOGS/kernels.log" | head -12; } | sed 's/^/  /' | tee -a "$SUMMARY"
+{ grep -E 'cases|passed' "$LOGS/kernels.log"; grep -E 'differ|failed:|error:' "$LOGS/kernels.log" | head -12; } | sed 's/^/  /' | tee -a "$SUMMARY"
 TGC_TEST_BACKEND=cuda step examples 90 "$BUNDLE/test_cuda_examples"
-{ grep -E 'vs cpu|passed' "$LOGS/examples.log"; grep -iE 'FAIL|error:' "$LOGS/examples.log" | head -8; } | sed 's/^/  /' | tee -a "$SUMMARY"
+{ grep -E 'vs cpu|passed' "$LOGS/examples.log"; grep -E 'failed:|error:' "$LOGS/examples.log" | head -8; } | sed 's/^/  /' | tee -a "$SUMMARY"
 
 # 4. 20 training steps of gpt tiny, cuda vs cpu
 for dt in f32 bf16; do
@@ -78,6 +81,11 @@ done
 # 5. gpt2-124m B=16 T=1024 bf16: measured vs predicted
 TGC=$TGC STEPS=20 WARMUP=5 step gpt2_step 200 sh bench/gpu.sh
 tail -8 "$LOGS/gpt2_step.log" | sed 's/^/  /' | tee -a "$SUMMARY"
+
+# 5b. where the step's time goes: every action timed by class (TGC_CUDA_PROFILE=1; the kernels are cached by now)
+TGC_CUDA_PROFILE=1 step gpt2_profile 120 "$TGC" train examples/gpt.tg --config gpt2_124m -D B=16 -D T=1024 --data copy \
+  --steps 6 --dtype bf16 --backend cuda
+grep -A25 '^cuda profile' "$LOGS/gpt2_profile.log" | head -26 | sed 's/^/  /' | tee -a "$SUMMARY"
 
 # 6. PyTorch on the same step
 for m in eager compile; do

@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "backend_internal.h"
+#include "comm/comm.h"
 
 enum { LT_WORKSPACE_GPU = 32 << 20, LT_WORKSPACE_EMU = 64 << 10 };
 
@@ -183,7 +184,13 @@ static int open_common(rt_device *d, bool emu, char *err, size_t errlen) {
     d->impl = NULL;
     return -1;
   }
-  if (rt_cuda_open_device(&x->api, d->opts.index, &x->dev, err, errlen) != 0) {
+  int ordinal = emu ? d->opts.index : rt_cuda_rank_device(d->opts.index);
+  if (rt_cuda_open_device(&x->api, ordinal, &x->dev, err, errlen) != 0) {
+    if (ordinal != d->opts.index) {
+      size_t len = strlen(err);
+      snprintf(err + len, errlen - len, " (--device %d counted from this rank's node-local rank %d)", d->opts.index,
+               ordinal - d->opts.index);
+    }
     cuda_close(d);
     return -1;
   }
@@ -198,6 +205,8 @@ static int open_common(rt_device *d, bool emu, char *err, size_t errlen) {
   x->cache = cg_cache_open(NULL, ignored, sizeof ignored); /* without one every run compiles */
   return 0;
 }
+
+int rt_cuda_rank_device(int index) { return rt_comm_under_launcher() ? index + rt_comm_local_rank() : index; }
 
 static int cuda_open(rt_device *d, char *err, size_t errlen) { return open_common(d, false, err, errlen); }
 static int cuda_emu_open(rt_device *d, char *err, size_t errlen) { return open_common(d, true, err, errlen); }

@@ -11,8 +11,11 @@
  *   allocations; memset; counters of copies (exact);
  *   contexts: calls without a current context; streams and events,
  *   elapsed time, events without timing;
- *   configuration from the environment and its errors. */
+ *   configuration from the environment and its errors;
+ *   the GPU of a rank: --device N counted from the node-local rank under a
+ *   launcher (rt_cuda_rank_device). */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "check.h"
 #include "testcuda.h"
@@ -205,7 +208,24 @@ static void test_context_streams_events(void) {
   TCU(cuMemFree, a);
 }
 
+static void test_rank_device(void) {
+  unsetenv("OMPI_COMM_WORLD_SIZE"), unsetenv("PMIX_RANK"), unsetenv("PMI_RANK");
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+  CHECK_EQ_INT(rt_cuda_rank_device(0), 0); /* no launcher: --device as given */
+  CHECK_EQ_INT(rt_cuda_rank_device(2), 2);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  CHECK_EQ_INT(rt_cuda_rank_device(0), 3); /* rank 3 of its node: GPU 3 */
+  CHECK_EQ_INT(rt_cuda_rank_device(2), 5);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  setenv("SLURM_LOCALID", "1", 1);
+  CHECK_EQ_INT(rt_cuda_rank_device(0), 1);
+  unsetenv("SLURM_LOCALID");
+  CHECK_EQ_INT(rt_cuda_rank_device(0), 0); /* local rank unknown: 0 */
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+}
+
 int main(void) {
+  test_rank_device();
   test_open_device();
   t_emu_open(80, false, 64 << 20);
   test_device();
