@@ -133,6 +133,8 @@ typedef struct {
   int64_t kernels;           /* kernels in the loaded programs */
   int64_t launches, gemms, copies, memsets;
   int64_t epilogue_fallbacks; /* products whose epilogue cuBLASLt had no algorithm for */
+  int64_t gemm_replans;       /* products given a new algorithm at run time: operands aligned less than
+                                 planned for, or a refused cublasLtMatmul (blaslt.c) */
 } rt_cuda_backend_stats;
 struct rt_device;
 /* The counts of a device of the cuda or cuda-emu backend: 0, or -1 when d

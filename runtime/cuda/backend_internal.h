@@ -33,6 +33,7 @@ typedef struct {
   cg_cublaslt_algo algo;
   bool use_fallback;                  /* no algorithm with the epilogue: plain product + the fallback kernel */
   bool f64;
+  uint32_t align[5];                  /* the alignments (bytes) algo was chosen for: cuBLASLt's A, B, C, D, the bias */
 } cuda_gemm_plan;
 
 /* blaslt.c: plans g (descriptors, layouts, an algorithm from the

@@ -19,6 +19,17 @@
  * heuristic has no algorithm with the epilogue (some cuBLASLt versions
  * lack some combinations) the product runs plain and the epilogue kernel
  * the lowering generated for it follows (the backend launches it).
+ *
+ * Alignment: cuBLASLt's heuristic assumes 256-byte aligned operands unless
+ * told less (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), and the algorithm
+ * it returns may need that. The addresses are known only at run time (a
+ * view's offset, a chunk of rows), so each run compares the operands' real
+ * alignment with the one the algorithm was chosen for, and a less aligned
+ * operand gets a new algorithm, chosen for the real alignments and the
+ * real bias / aux pointers, kept for the later runs. A cublasLtMatmul
+ * refused all the same (NOT_SUPPORTED, INVALID_VALUE) is retried once with
+ * an algorithm for the smallest alignments, the element size. Both count
+ * in gemm_replans.
  */
 #include <string.h>
 
@@ -99,14 +110,22 @@ static int set_pointers(cuda_ctx *x, cuda_gemm_plan *p, cg_epilogue e, cg_cu_dev
   return 0;
 }
 
-/* The heuristic's first algorithm: 1 found, 0 none, -1 a failed call. */
+/* The heuristic's first algorithm for operands aligned as p->align says:
+ * 1 found, 0 none, -1 a failed call. */
 static int find_algo(cuda_ctx *x, cuda_gemm_plan *p, const char *context, char *err, size_t errlen) {
   cg_cublaslt_preference pref = NULL;
   uint64_t ws = x->lt_workspace_bytes;
   if (LT(x, context, err, errlen, cublasLtMatmulPreferenceCreate, &pref)) return -1;
   int rc = -1;
-  if (!LT(x, context, err, errlen, cublasLtMatmulPreferenceSetAttribute, pref, CG_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-          &ws, sizeof ws)) {
+  static const cg_cublaslt_preference_attribute align_attr[4] = {
+      CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  bool set = !LT(x, context, err, errlen, cublasLtMatmulPreferenceSetAttribute, pref,
+                 CG_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  for (int i = 0; set && i < 4; i++)
+    set = !LT(x, context, err, errlen, cublasLtMatmulPreferenceSetAttribute, pref, align_attr[i], &p->align[i],
+              sizeof p->align[i]);
+  if (set) {
     cg_cublaslt_heuristic h;
     int found = 0;
     cg_cublas_status s = x->api.cublasLtMatmulAlgoGetHeuristic(x->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &h, &found);
@@ -133,21 +152,16 @@ void cuda_gemm_release(cuda_ctx *x, cuda_gemm_plan *p) {
   memset(p, 0, sizeof *p);
 }
 
-int cuda_gemm_prepare(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, const char *context, char *err, size_t errlen) {
-  memset(p, 0, sizeof *p);
-  p->f64 = g->dtype == IR_DT_F64;
-  cg_cuda_data_type t = data_type(g->dtype);
-  /* cuBLASLt's A = our b: n x k when not transposed for it */
-  if (layout(x, &p->a, t, g->trans_b ? g->k : g->n, g->trans_b ? g->n : g->k, g->ldb, g->batch, g->stride_b, context, err,
-             errlen) ||
-      layout(x, &p->b, t, g->trans_a ? g->m : g->k, g->trans_a ? g->k : g->m, g->lda, g->batch, g->stride_a, context, err,
-             errlen) ||
-      layout(x, &p->c, t, g->n, g->m, g->ldc, g->batch, g->stride_c, context, err, errlen))
-    return -1;
+/* The descriptor and algorithm for p's alignments, the heuristic shown the
+ * bias and aux pointers given: g's epilogue, else (none found, and g has
+ * a fallback kernel) a plain product and use_fallback. */
+static int choose(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, cg_cu_deviceptr bias, cg_cu_deviceptr aux,
+                  const char *context, char *err, size_t errlen) {
+  if (p->desc) x->api.cublasLtMatmulDescDestroy(p->desc);
+  p->desc = NULL;
   cg_epilogue e = x->no_epilogues && g->fallback_kernel >= 0 ? CG_EPI_NONE : g->epilogue;
   for (;;) {
-    if (descriptor(x, g, e, p, context, err, errlen) ||
-        set_pointers(x, p, e, HEURISTIC_ADDRESS, HEURISTIC_ADDRESS, context, err, errlen))
+    if (descriptor(x, g, e, p, context, err, errlen) || set_pointers(x, p, e, bias, aux, context, err, errlen))
       return -1;
     int found = find_algo(x, p, context, err, errlen);
     if (found < 0) return -1;
@@ -157,23 +171,77 @@ int cuda_gemm_prepare(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, const ch
     p->desc = NULL;
     e = CG_EPI_NONE; /* a plain product, then the epilogue kernel */
   }
-  p->use_fallback = e == CG_EPI_NONE && g->epilogue != CG_EPI_NONE;
-  if (p->use_fallback) x->stats.epilogue_fallbacks++;
+  bool fallback = e == CG_EPI_NONE && g->epilogue != CG_EPI_NONE;
+  if (fallback && !p->use_fallback) x->stats.epilogue_fallbacks++;
+  p->use_fallback = fallback;
   return 0;
 }
+
+/* The alignment of a device address, at most 256 bytes (0: 256). */
+static uint32_t alignment_of(cg_cu_deviceptr at) {
+  uint32_t a = 1;
+  while (a < 256 && (at & a) == 0) a <<= 1;
+  return a;
+}
+
+int cuda_gemm_prepare(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, const char *context, char *err, size_t errlen) {
+  memset(p, 0, sizeof *p);
+  for (int i = 0; i < 5; i++) p->align[i] = 256; /* cuBLASLt's default assumption; run checks it */
+  p->f64 = g->dtype == IR_DT_F64;
+  cg_cuda_data_type t = data_type(g->dtype);
+  /* cuBLASLt's A = our b: n x k when not transposed for it */
+  if (layout(x, &p->a, t, g->trans_b ? g->k : g->n, g->trans_b ? g->n : g->k, g->ldb, g->batch, g->stride_b, context, err,
+             errlen) ||
+      layout(x, &p->b, t, g->trans_a ? g->m : g->k, g->trans_a ? g->k : g->m, g->lda, g->batch, g->stride_a, context, err,
+             errlen) ||
+      layout(x, &p->c, t, g->n, g->m, g->ldc, g->batch, g->stride_c, context, err, errlen))
+    return -1;
+  return choose(x, g, p, HEURISTIC_ADDRESS, HEURISTIC_ADDRESS, context, err, errlen);
+}
+
+static cg_cublas_status run_once(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, cg_cu_deviceptr a,
+                                 cg_cu_deviceptr b, cg_cu_deviceptr c, cg_cu_deviceptr bias, cg_cu_deviceptr aux);
 
 int cuda_gemm_run(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, cg_cu_deviceptr a, cg_cu_deviceptr b,
                   cg_cu_deviceptr c, cg_cu_deviceptr bias, cg_cu_deviceptr aux, const char *context, char *err,
                   size_t errlen) {
+  /* cuBLASLt's A, B, C, D are our b, a, c, c */
+  uint32_t have[5] = {alignment_of(b), alignment_of(a), alignment_of(c), alignment_of(c),
+                      g->epilogue != CG_EPI_NONE && bias ? alignment_of(bias) : 256};
+  bool less = false;
+  for (int i = 0; i < 5; i++) less = less || have[i] < p->align[i];
+  if (less) {
+    for (int i = 0; i < 5; i++) p->align[i] = have[i] < p->align[i] ? have[i] : p->align[i];
+    x->stats.gemm_replans++;
+    if (choose(x, g, p, bias, aux, context, err, errlen)) return -1;
+  }
+  for (int attempt = 0;; attempt++) {
+    cg_cublas_status s = run_once(x, g, p, a, b, c, bias, aux);
+    if (s == CG_CUBLAS_STATUS_SUCCESS) return 0;
+    uint32_t elem = p->f64 ? 8 : data_type(g->dtype) == CG_CUDA_R_32F ? 4 : 2;
+    bool smallest = true;
+    for (int i = 0; i < 4; i++) smallest = smallest && p->align[i] <= elem;
+    if (attempt > 0 || smallest || (s != CG_CUBLAS_STATUS_NOT_SUPPORTED && s != CG_CUBLAS_STATUS_INVALID_VALUE))
+      return cg_cublas_check(&x->api, s, "cublasLtMatmul", context, err, errlen);
+    for (int i = 0; i < 5; i++) p->align[i] = elem; /* once more, for the smallest alignments */
+    x->stats.gemm_replans++;
+    if (choose(x, g, p, bias, aux, context, err, errlen)) return -1;
+  }
+}
+
+/* One cublasLtMatmul with p's algorithm; its status. */
+static cg_cublas_status run_once(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *p, cg_cu_deviceptr a,
+                                 cg_cu_deviceptr b, cg_cu_deviceptr c, cg_cu_deviceptr bias, cg_cu_deviceptr aux) {
+  char ignored[256];
   cg_epilogue e = p->use_fallback ? CG_EPI_NONE : g->epilogue;
   if (x->no_epilogues && g->fallback_kernel >= 0) e = CG_EPI_NONE;
-  if (set_pointers(x, p, e, bias, aux, context, err, errlen)) return -1;
+  if (set_pointers(x, p, e, bias, aux, NULL, ignored, sizeof ignored)) return CG_CUBLAS_STATUS_INVALID_VALUE;
   float one_f = 1.0f, zero_f = 0.0f;
   double one_d = 1.0, zero_d = 0.0;
   const void *alpha = p->f64 ? (const void *)&one_d : (const void *)&one_f;
   const void *beta = p->f64 ? (const void *)(g->accumulate ? &one_d : &zero_d) : (const void *)(g->accumulate ? &one_f : &zero_f);
   void *pa = (void *)(uintptr_t)b, *pb = (void *)(uintptr_t)a, *pc = (void *)(uintptr_t)c;
   x->stats.gemms++;
-  return LT(x, context, err, errlen, cublasLtMatmul, x->lt, p->desc, alpha, pa, p->a, pb, p->b, beta, pc, p->c, pc, p->c,
-            &p->algo, (void *)(uintptr_t)x->lt_workspace, x->lt_workspace_bytes, NULL);
+  return x->api.cublasLtMatmul(x->lt, p->desc, alpha, pa, p->a, pb, p->b, beta, pc, p->c, pc, p->c, &p->algo,
+                               (void *)(uintptr_t)x->lt_workspace, x->lt_workspace_bytes, NULL);
 }

@@ -57,6 +57,7 @@ typedef struct {
 typedef struct {
   uint32_t search_mode;
   uint64_t workspace;
+  uint32_t min_align[4]; /* CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES; 0: the default, 256 */
 } emu_pref;
 
 /* ---- element conversions (CUDA's: NaN becomes the canonical 0x7fff) ---- */
@@ -258,6 +259,10 @@ cg_cublas_status rt_emu_cublasLtMatmulPreferenceSetAttribute(cg_cublaslt_prefere
   switch (attr) {
   case CG_CUBLASLT_MATMUL_PREF_SEARCH_MODE: SET_FIELD(p->search_mode);
   case CG_CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: SET_FIELD(p->workspace);
+  case CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: SET_FIELD(p->min_align[0]);
+  case CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES: SET_FIELD(p->min_align[1]);
+  case CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: SET_FIELD(p->min_align[2]);
+  case CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: SET_FIELD(p->min_align[3]);
   default: return fail(CG_CUBLAS_STATUS_NOT_SUPPORTED, "preference attribute %u is not emulated", attr);
   }
 }
@@ -374,6 +379,11 @@ cg_cublas_status rt_emu_cublasLtMatmulAlgoGetHeuristic(cg_cublaslt_handle handle
                             (const emu_layout *)c, (const emu_layout *)d);
   if (s != CG_CUBLAS_STATUS_SUCCESS) return s;
   memset(&results[0], 0, sizeof results[0]);
+  /* The algorithm holds the operand alignments it was chosen for (the
+   * preference's minimums, 256 bytes by default: cuBLASLt picks kernels that
+   * assume them); cublasLtMatmul refuses pointers aligned less. */
+  const emu_pref *pr = (const emu_pref *)pref;
+  for (int i = 0; i < 4; i++) results[0].algo.data[i] = pr->min_align[i] ? pr->min_align[i] : 256;
   results[0].state = CG_CUBLAS_STATUS_SUCCESS;
   results[0].wavesCount = 1.0f;
   *returned = 1;
@@ -412,7 +422,7 @@ cg_cublas_status rt_emu_cublasLtMatmul(cg_cublaslt_handle handle, cg_cublaslt_ma
                                            cg_cublaslt_matrix_layout c_layout, void *d, cg_cublaslt_matrix_layout d_layout,
                                            const cg_cublaslt_algo *algo, void *workspace, size_t workspace_bytes,
                                            cg_cu_stream stream) {
-  (void)algo, (void)workspace, (void)workspace_bytes, (void)stream;
+  (void)workspace, (void)workspace_bytes, (void)stream;
   rt_emu_set_detail("%s", "");
   if (!handle) return fail(CG_CUBLAS_STATUS_NOT_INITIALIZED, "no handle");
   const char *sticky_detail;
@@ -427,6 +437,18 @@ cg_cublas_status rt_emu_cublasLtMatmul(cg_cublaslt_handle handle, cg_cublaslt_ma
   bool f64 = dd->compute == CG_CUBLAS_COMPUTE_64F;
   double al = f64 ? *(const double *)alpha : *(const float *)alpha;
   double be = f64 ? *(const double *)beta : *(const float *)beta;
+  if (algo) { /* each operand at least as aligned as the algorithm was chosen for */
+    static const char *const names[4] = {"A", "B", "C", "D"};
+    const void *ptrs[4] = {a, b, c, d};
+    for (int i = 0; i < 4; i++) {
+      uint64_t want = algo->data[i], at = (uint64_t)(uintptr_t)ptrs[i];
+      if (want > 1 && (at % want) != 0)
+        return fail(CG_CUBLAS_STATUS_NOT_SUPPORTED,
+                    "matrix %s at %p is aligned to %llu bytes, less than the %llu the algorithm was chosen for "
+                    "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%s_BYTES)",
+                    names[i], ptrs[i], (unsigned long long)(at & (~at + 1)), (unsigned long long)want, names[i]);
+    }
+  }
   rt_emu_counters()->gemms++;
   /* what a GPU would touch must be device memory: else an illegal address */
   size_t bias_len = p.bgradb ? (size_t)p.n : (size_t)p.m;

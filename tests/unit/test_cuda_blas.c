@@ -12,7 +12,9 @@
  *   a swapped transpose flag and a wrong leading dimension give a wrong
  *   answer; shapes, attribute sizes and missing pointers are refused with
  *   their exact messages; reading past an allocation becomes the sticky
- *   CUDA_ERROR_ILLEGAL_ADDRESS a GPU would raise.
+ *   CUDA_ERROR_ILLEGAL_ADDRESS a GPU would raise; an operand aligned less
+ *   than the heuristic was told (256 bytes by default) is refused, one
+ *   chosen for its alignment runs.
  * Tolerances: f32 outputs 1e-5 relative (fp32 sums in another order); bf16
  * outputs 2^-8 relative (one rounding to bf16). */
 #include <math.h>
@@ -334,6 +336,51 @@ static void test_errors(void) {
   TBLAS(cublasLtMatmulDescDestroy, desc);
 }
 
+/* The algorithm is chosen for aligned operands: 256 bytes unless the
+ * preference says less, and cublasLtMatmul refuses less (the backend then
+ * chooses again: blaslt.c; test_cuda_kernels' chunked LM head needs it). */
+static void test_alignment(void) {
+  int n = 8;
+  cg_cu_deviceptr dA, dB, dD;
+  TCU(cuMemAlloc, &dA, (size_t)(n * n + 1) * 4);
+  TCU(cuMemAlloc, &dB, (size_t)n * n * 4);
+  TCU(cuMemAlloc, &dD, (size_t)n * n * 4);
+  TCU(cuMemsetD8, dA, 0, (size_t)(n * n + 1) * 4);
+  TCU(cuMemsetD8, dB, 0, (size_t)n * n * 4);
+  cg_cublaslt_matmul_desc desc;
+  cg_cublaslt_matrix_layout l;
+  TBLAS(cublasLtMatmulDescCreate, &desc, CG_CUBLAS_COMPUTE_32F, CG_CUDA_R_32F);
+  TBLAS(cublasLtMatrixLayoutCreate, &l, CG_CUDA_R_32F, (uint64_t)n, (uint64_t)n, n);
+  float one = 1, zero = 0;
+  for (int told = 0; told < 2; told++) {
+    cg_cublaslt_preference pref;
+    TBLAS(cublasLtMatmulPreferenceCreate, &pref);
+    uint32_t four = 4;
+    if (told) TBLAS(cublasLtMatmulPreferenceSetAttribute, pref, CG_CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &four, sizeof four);
+    cg_cublaslt_heuristic heur;
+    int found = 0;
+    TBLAS(cublasLtMatmulAlgoGetHeuristic, handle, desc, l, l, l, l, pref, 1, &heur, &found);
+    CHECK_EQ_INT(found, 1);
+    void *a4 = (void *)(uintptr_t)(dA + 4); /* 4-byte aligned */
+    int rc = CG_CUBLAS(&T_api, NULL, T_err, sizeof T_err, cublasLtMatmul, handle, desc, &one, a4, l,
+                       (void *)(uintptr_t)dB, l, &zero, (void *)(uintptr_t)dD, l, (void *)(uintptr_t)dD, l, &heur.algo,
+                       NULL, 0, NULL);
+    if (told) CHECK_EQ_INT(rc, 0);
+    else {
+      CHECK_EQ_INT(rc, -1);
+      CHECK(strstr(T_err, "CUBLAS_STATUS_NOT_SUPPORTED") != NULL);
+      CHECK(strstr(T_err, "is aligned to 4 bytes, less than the 256 the algorithm was chosen for "
+                          "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES)") != NULL);
+    }
+    TBLAS(cublasLtMatmulPreferenceDestroy, pref);
+  }
+  TBLAS(cublasLtMatrixLayoutDestroy, l);
+  TBLAS(cublasLtMatmulDescDestroy, desc);
+  TCU(cuMemFree, dA);
+  TCU(cuMemFree, dB);
+  TCU(cuMemFree, dD);
+}
+
 int main(void) {
   t_emu_open(80, false, 256 << 20);
   TBLAS(cublasLtCreate, &handle);
@@ -343,6 +390,7 @@ int main(void) {
   int64_t gemms = rt_cuda_emu_counters_get().gemms;
   CHECK(gemms >= 30);
   test_errors();
+  test_alignment();
   TBLAS(cublasLtDestroy, handle);
   t_emu_close();
   return check_done();
