@@ -175,7 +175,8 @@ int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
  * every action reads and writes (cg_step_moves; passes/cost.c counts the
  * same).
  * The buffer's rows are LD = V rounded up to 64 elements apart (50,304 for
- * GPT-2's 50,257), in chunks of fewer rows so that they fit it: with rows
+ * GPT-2's 50,257), in chunks of fewer rows so that they fit it
+ * (pass_linear_ce_chunk_rows, which the cost model counts too): with rows
  * V elements apart every row of a 16-bit buffer would start 2-byte aligned
  * for an odd V, and cuBLASLt has only its slow kernels for operands whose
  * leading dimension is not a multiple of 16 bytes (on an H200 the LM head
@@ -192,9 +193,7 @@ int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
   bool warp = V <= WARP_ROW_MAX;
   int W = vec_width(V, ir_dtype_size(dt));
   const char *t = cg_ctype(dt);
-  int64_t LD = (V + 63) / 64 * 64, CR = C * V / LD; /* the buffer's row stride; rows of a chunk */
-  if (CR >= 64) CR = CR / 64 * 64;
-  if (CR < 1 || LD == V) LD = V, CR = C;
+  int64_t LD, CR = pass_linear_ce_chunk_rows(C, V, &LD); /* rows of a chunk, LD elements apart */
   cg_need_workspace(c, (size_t)N * 8);
   double moved = 0;
   for (int64_t r0 = 0; r0 < N; r0 += CR) {

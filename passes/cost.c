@@ -91,7 +91,7 @@ static double bytes_of(const ir_value *v) {
 }
 
 /* linear_cross_entropy (fuse_lm_head.c) as its lowering runs it
- * (codegen/emit_nn.c), chunk by chunk of C rows (n chunks), with the
+ * (codegen/emit_nn.c), chunk by chunk of pass_linear_ce_chunk_rows rows (n chunks), with the
  * chunk buffer in device memory (no cache assumed):
  *   logits product   reads h_c and w, writes the buffer;
  *   loss rows        read the buffer and targets_c, write predicted_c (the
@@ -106,7 +106,8 @@ static void linear_ce_cost(const ir_node *n, pass_cost *c) {
   if (n->n_in != 4 || n->n_out != 5) return;
   int64_t N = ir_type_numel(&n->in[2]->type), C = n->out[4]->type.dims[0];
   double rows = (double)N, D = (double)n->in[0]->type.dims[n->in[0]->type.rank - 1];
-  double V = (double)n->out[4]->type.dims[1], chunks = (double)((N + C - 1) / C);
+  int64_t ld, CR = pass_linear_ce_chunk_rows(C, n->out[4]->type.dims[1], &ld); /* the lowering's chunks */
+  double V = (double)n->out[4]->type.dims[1], chunks = (double)((N + CR - 1) / CR);
   double es = ir_dtype_size(n->in[0]->type.dtype), w = bytes_of(n->in[1]);
   c->flops = 6 * rows * V * D + 13 * rows * V;
   c->bytes = 2 * bytes_of(n->in[0]) + 2 * chunks * w + 6 * rows * V * es + 2 * bytes_of(n->in[2]) +

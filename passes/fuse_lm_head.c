@@ -286,6 +286,14 @@ static void fuse(ir_graph *g, lm_head *p) {
   ir_graph_move_tail(g, tail, cg->id);
 }
 
+int64_t pass_linear_ce_chunk_rows(int64_t C, int64_t V, int64_t *ld) {
+  int64_t LD = (V + 63) / 64 * 64, rows = LD > 0 ? C * V / LD : C;
+  if (rows >= 8) rows = rows / 8 * 8;
+  if (rows < 1 || LD == V) LD = V, rows = C;
+  *ld = LD;
+  return rows;
+}
+
 int pass_fuse_lm_head(ir_graph *g, const pass_options *o) {
   int fused = 0;
   if (!ir_mesh_is_single(&g->mesh)) goto done;

@@ -128,6 +128,14 @@ int pass_bias_grad_product(const ir_graph *g, int r);
  * {with_grad = 1}: its kernel computes the loss too, the logits read once. */
 int pass_cross_entropy_grad_of(const ir_graph *g, int r);
 
+/* linear_cross_entropy's chunking as its device lowering lays out the
+ * op's [C, V] chunk buffer (codegen/emit_nn.c), and as the cost model
+ * counts it: rows *ld elements apart, V rounded up to 64 (16-byte aligned
+ * rows for cuBLASLt's fast kernels, whatever V), so a chunk holds the rows
+ * that fit C x V elements (a multiple of 8 from 8 up); returns them.
+ * ld = V and C rows when V is a multiple of 64. (fuse_lm_head.c) */
+int64_t pass_linear_ce_chunk_rows(int64_t C, int64_t V, int64_t *ld);
+
 /* ---- analyses (memplan.c, cost.c) ----
  * The arena a backend allocates to run g: pass_memplan(g, NULL)->arena_bytes. */
 size_t pass_predict_peak_bytes(const ir_graph *g);
