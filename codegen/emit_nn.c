@@ -163,12 +163,12 @@ int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
 }
 
 /* linear_cross_entropy (passes/fuse_lm_head.c): per chunk of C rows, in
- * the op's chunk buffer (result 4): the logits product (cuBLASLt); a
- * kernel of the rows' argmax (predicted) and losses (the workspace, in
- * double), which only reads the buffer; the gradient rows in place
- * (softmax - onehot; the loss the second kernel recomputes is dropped;
- * ce_grad_row reads every value of the row before the group's first write,
- * so in place is race-free); the dh rows'
+ * the op's chunk buffer (result 4): the logits product (cuBLASLt); one
+ * kernel of the rows: each row's argmax (predicted), then its gradient in
+ * place (softmax - onehot) with its loss (the workspace, in double) from
+ * the same statistics (argmax_row ends with a barrier, and ce_grad_row
+ * reads every value of the row before the group's first write, so in
+ * place is race-free); the dh rows'
  * product; dw's product, accumulating from the second chunk (beta = 1).
  * Then the loss kernel adds the row losses in order. A kernel per chunk
  * (the chunk's first row is a constant of its source). The step moves what
@@ -205,28 +205,22 @@ int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
     cg_gemm_action(c, &g);
     double buf = (double)(rows * V) * es;
     moved += (double)(rows * D) * es + wb + buf;
-    for (int pass = 0; pass < 2; pass++) { /* the rows' argmax and losses; their gradient in place */
-      int k = cg_kernel_begin(c, pass ? "grad" : "rows");
-      cg_kernel_signature(c, k, THREADS, pass == 0);
+    { /* per row: its argmax and loss, then its gradient in place (one pass of the statistics) */
+      int k = cg_kernel_begin(c, "rows");
+      cg_kernel_signature(c, k, THREADS, true);
       cg_src(c, "  TGC_SHARED(float, scratch, 32);\n");
+      cg_src(c, "  TGC_SHARED(double, dscratch, 32);\n");
       row_head(c, rows, warp);
       cg_src(c, "  %s *x = out4 + row * %lldLL;\n", t, (long long)LD);
-      if (pass == 0) {
-        cg_src(c, "  TGC_SHARED(double, dscratch, 32);\n");
-        cg_src(c, "  const int best = tgc::argmax_row<%s>(x, %lldLL, dscratch);\n", warp ? "true" : "false", (long long)V);
-        cg_src(c, "  const double loss = tgc::ce_row_loss<%d, %s>(x, in2 + %lldLL, row, %lldLL, \"%%%s\", scratch);\n", W,
-               warp ? "true" : "false", (long long)r0, (long long)V, n->in[2]->name);
-        cg_src(c, "  if (%s == 0) { out3[%lldLL + row] = best; ((double *)ws)[%lldLL + row] = loss; }\n",
-               warp ? "tgc_lane_id()" : "tgc_thread_rank()", (long long)r0, (long long)r0);
-        moved += buf + (double)rows * (ts + 4);
-      } else {
-        cg_src(c, "  const float scale = tgc_f(in3[0]) / %lld.0f;\n", (long long)N);
-        cg_src(c, "  (void)tgc::ce_grad_row<%d, %s>(x, in2 + %lldLL, row, %lldLL, scale, x, \"%%%s\", scratch);\n", W,
-               warp ? "true" : "false", (long long)r0, (long long)V, n->in[2]->name);
-        moved += 2 * buf + (double)rows * ts + (double)ir_dtype_size(n->in[3]->type.dtype);
-      }
+      cg_src(c, "  const int best = tgc::argmax_row<%s>(x, %lldLL, dscratch);\n", warp ? "true" : "false", (long long)V);
+      cg_src(c, "  const float scale = tgc_f(in3[0]) / %lld.0f;\n", (long long)N);
+      cg_src(c, "  const double loss = tgc::ce_grad_row<%d, %s>(x, in2 + %lldLL, row, %lldLL, scale, x, \"%%%s\", scratch);\n",
+             W, warp ? "true" : "false", (long long)r0, (long long)V, n->in[2]->name);
+      cg_src(c, "  if (%s == 0) { out3[%lldLL + row] = best; ((double *)ws)[%lldLL + row] = loss; }\n",
+             warp ? "tgc_lane_id()" : "tgc_thread_rank()", (long long)r0, (long long)r0);
       cg_kernel_end(c, k);
       cg_launch(c, k, warp ? (rows + THREADS / 32 - 1) / (THREADS / 32) : rows, 1, THREADS, 0);
+      moved += 2 * buf + (double)rows * (ts + 4) + (double)ir_dtype_size(n->in[3]->type.dtype);
     }
     g = (cg_gemm){.dtype = dt, .trans_b = !tb, .m = rows, .n = D, .k = V, .lda = LD, .ldb = tb ? D : V, .ldc = D,
                   .batch = 1, .a = {CG_REF_OUT, 4, 0, 0}, .b = {CG_REF_IN, 1, 0, 0}, .c = {CG_REF_OUT, 1, h_at, 0},

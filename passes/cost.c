@@ -94,9 +94,9 @@ static double bytes_of(const ir_value *v) {
  * (codegen/emit_nn.c), chunk by chunk of pass_linear_ce_chunk_rows rows (n chunks), with the
  * chunk buffer in device memory (no cache assumed):
  *   logits product   reads h_c and w, writes the buffer;
- *   loss rows        read the buffer and targets_c, write predicted_c (the
- *                    row losses go to the workspace);
- *   gradient rows    read g, targets_c and the buffer, write the buffer;
+ *   rows             read g, targets_c and the buffer, write predicted_c
+ *                    and the buffer (the gradient in place; the row losses
+ *                    go to the workspace);
  *   dh product       reads the buffer and w, writes dh_c;
  *   dw product       reads the buffer and h_c, writes dw (and reads it from
  *                    the second chunk on: dw += ...);
@@ -110,7 +110,7 @@ static void linear_ce_cost(const ir_node *n, pass_cost *c) {
   double V = (double)n->out[4]->type.dims[1], chunks = (double)((N + CR - 1) / CR);
   double es = ir_dtype_size(n->in[0]->type.dtype), w = bytes_of(n->in[1]);
   c->flops = 6 * rows * V * D + 13 * rows * V;
-  c->bytes = 2 * bytes_of(n->in[0]) + 2 * chunks * w + 6 * rows * V * es + 2 * bytes_of(n->in[2]) +
+  c->bytes = 2 * bytes_of(n->in[0]) + 2 * chunks * w + 5 * rows * V * es + bytes_of(n->in[2]) +
              chunks * bytes_of(n->in[3]) + bytes_of(n->out[3]) + bytes_of(n->out[1]) + (2 * chunks - 1) * w +
              bytes_of(n->out[0]);
 }
