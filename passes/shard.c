@@ -108,7 +108,7 @@ static ir_loc reloc(const sh_engine *e, ir_loc l) {
 }
 
 static ir_shard to_shard(const sh_st *st, int rank) {
-  ir_shard s = {{0}, 0, {0}};
+  ir_shard s = {{0}, 0, {0}, {0}};
   for (int a = 0; a < IR_NUM_AXES; a++) {
     if (st[a].kind == SH_S && st[a].dim < rank) {
       s.split[st[a].dim] |= (uint8_t)(1u << a);
@@ -456,7 +456,7 @@ ir_value *sh_x_block_ids(const sh_x *x, int64_t whole, ir_dtype dt) {
   ir_value *ids = x_source(x, IR_OP_IOTA, &ax, &t, "ids");
   ir_value *b = comm1(x->e, IR_OP_MESH_SLICE, ids, x->axis, 0, NULL, "sl", x->loc, x_layer(x));
   b->role = x_role(x);
-  b->shard = (ir_shard){{0}, 0, {0}};
+  b->shard = (ir_shard){{0}, 0, {0}, {0}};
   b->shard.split[0] = (uint8_t)(1u << x->axis);
   return b;
 }

@@ -93,7 +93,7 @@ static ir_value *reduce(const sh_x *x, ir_op op, ir_value *v, int k, bool keep, 
 /* The offset of the rank's block: [1], the first of its ids. */
 static ir_value *block_offset(const sh_x *x, ir_value *blk) {
   ir_attr a[4] = {ir_attr_int("axis", 0), ir_attr_int("start", 0), ir_attr_int("end", 1), ir_attr_int("step", 1)};
-  return sh_x_op(x, IR_OP_SLICE, &blk, 1, a, 4, ".offset", (ir_shard){{0}, 0, {0}});
+  return sh_x_op(x, IR_OP_SLICE, &blk, 1, a, 4, ".offset", (ir_shard){{0}, 0, {0}, {0}});
 }
 
 /* ids relative to the rank's block of V / n rows: *in_block (bool, ids'
