@@ -254,12 +254,22 @@ typedef struct {
    * its block of every part, in part order (Megatron-LM's layout of a fused
    * projection). */
   uint8_t pieces[IR_MAX_RANK];
+  /* pad[d] > 0: dim d does not divide by its blocks, so the whole dim is
+   * padded at its end by pad[d] elements to a multiple of them (Megatron-LM's
+   * padded vocabulary: a rank holds (size + pad) / blocks elements, the last
+   * ranks' trailing ones padding: zeros no result depends on). The whole
+   * value has size elements there (ir_shard_global_type); a rank's elements
+   * whose global index is >= size are padding. */
+  int32_t pad[IR_MAX_RANK];
 } ir_shard;
 bool ir_shard_is_replicated(const ir_shard *s);
 /* The parts of dim d (1 when not in parts). */
 static inline int ir_shard_pieces(const ir_shard *s, int d) { return s->pieces[d] > 1 ? s->pieces[d] : 1; }
 bool ir_shard_equal(const ir_shard *a, const ir_shard *b, int rank);
-/* The whole value's type from what one rank holds (local) and its layout. */
+/* How many blocks the layout cuts dim d into (the product of the sizes of the axes splitting it). */
+int64_t ir_shard_blocks(const ir_shard *s, const ir_mesh *m, int d);
+/* The whole value's type from what one rank holds (local) and its layout
+ * (less the padding). */
 ir_type ir_shard_global_type(const ir_type *local, const ir_shard *s, const ir_mesh *m);
 /* Where element l (0 <= l < local_size) of dim d of the rank at coord
  * (coordinates by ir_axis) sits in the whole value: its block is the
@@ -271,7 +281,7 @@ int64_t ir_shard_global_index(const ir_shard *s, const ir_mesh *m, const int *co
  * comma-separated entries, each "-" (replicated) or the one axis (dp or tp)
  * that splits that dim; an axis at most once. 0, or -1 and a message. */
 int ir_shard_spec_parse(const char *text, int rank, ir_shard *out, char *err, size_t errlen);
-/* "[dp, -, (dp, tp), tp:3] partial(tp)": what the printer writes after "shard". */
+/* "[dp, -, (dp, tp), tp:3, tp pad 1] partial(tp)": what the printer writes after "shard". */
 char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n);
 
 typedef enum { IR_INIT_NONE, IR_INIT_ZEROS, IR_INIT_ONES, IR_INIT_NORMAL, IR_INIT_UNIFORM } ir_init_kind;

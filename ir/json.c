@@ -66,7 +66,7 @@ static json_t *axes_json(unsigned mask, bool always_array) {
   return arr;
 }
 
-/* {"dims": [axis | [axes] | {"axis": axis, "parts": k} | null, ...],
+/* {"dims": [axis | [axes] | {"axis": axis, "parts": k} | {"axis": axis, "pad": p} | null, ...],
  * "partial": [axes]}, or NULL when replicated. */
 static json_t *shard_json(const ir_value *v) {
   if (ir_shard_is_replicated(&v->shard)) return NULL;
@@ -74,6 +74,7 @@ static json_t *shard_json(const ir_value *v) {
   for (int d = 0; d < v->type.rank; d++) {
     json_t *x = v->shard.split[d] ? axes_json(v->shard.split[d], false) : json_null();
     if (v->shard.split[d] && v->shard.pieces[d] > 1) x = json_pack("{s:o,s:i}", "axis", x, "parts", v->shard.pieces[d]);
+    if (v->shard.split[d] && v->shard.pad[d] > 0) x = json_pack("{s:o,s:i}", "axis", x, "pad", (int)v->shard.pad[d]);
     push(dims, x);
   }
   put(o, "dims", dims);

@@ -151,8 +151,17 @@ bool ir_shard_is_replicated(const ir_shard *s) {
 bool ir_shard_equal(const ir_shard *a, const ir_shard *b, int rank) {
   if (a->partial != b->partial) return false;
   for (int d = 0; d < rank && d < IR_MAX_RANK; d++)
-    if (a->split[d] != b->split[d] || (a->split[d] && ir_shard_pieces(a, d) != ir_shard_pieces(b, d))) return false;
+    if (a->split[d] != b->split[d] ||
+        (a->split[d] && (ir_shard_pieces(a, d) != ir_shard_pieces(b, d) || a->pad[d] != b->pad[d])))
+      return false;
   return true;
+}
+
+int64_t ir_shard_blocks(const ir_shard *s, const ir_mesh *m, int d) {
+  int64_t b = 1;
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if ((s->split[d] >> a) & 1) b *= m->size[a];
+  return b;
 }
 
 ir_type ir_shard_global_type(const ir_type *local, const ir_shard *s, const ir_mesh *m) {
@@ -160,6 +169,8 @@ ir_type ir_shard_global_type(const ir_type *local, const ir_shard *s, const ir_m
   for (int d = 0; d < g.rank; d++)
     for (int a = 0; a < IR_NUM_AXES; a++)
       if ((s->split[d] >> a) & 1) g.dims[d] *= m->size[a];
+  for (int d = 0; d < g.rank; d++)
+    if (s->split[d] && s->pad[d] > 0) g.dims[d] -= s->pad[d];
   return g;
 }
 
@@ -208,6 +219,7 @@ char *ir_shard_str(const ir_shard *s, int rank, char *buf, size_t n) {
       if (d) len += (size_t)snprintf(buf + len, n - len, ", ");
       if (len < n) len += axes_str(s->split[d], buf + len, n - len);
       if (s->split[d] && s->pieces[d] > 1 && len < n) len += (size_t)snprintf(buf + len, n - len, ":%d", s->pieces[d]);
+      if (s->split[d] && s->pad[d] > 0 && len < n) len += (size_t)snprintf(buf + len, n - len, " pad %d", (int)s->pad[d]);
     }
     if (len < n) len += (size_t)snprintf(buf + len, n - len, "]");
   }

@@ -647,6 +647,13 @@ static bool parse_annot(parser *p, ir_role default_role, annot *a) {
         (void)pl, (void)pc;
         if (n < IR_MAX_RANK) a->shard.pieces[n] = (uint8_t)k;
       }
+      if (mask && is_word(p, "pad")) { /* padded to a multiple of its blocks */
+        next(p);
+        int64_t k;
+        if (!parse_int(p, 1, INT32_MAX, "a number of padding elements after 'pad'", "a pad is 1 or more elements", &k))
+          return false;
+        if (n < IR_MAX_RANK) a->shard.pad[n] = (int32_t)k;
+      }
       if (n < IR_MAX_RANK) a->shard.split[n] = (uint8_t)mask;
       if (n <= IR_MAX_RANK) n++;
     } while (is_punct(p, ','));

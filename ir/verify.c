@@ -99,13 +99,17 @@ static bool type_valid(const ir_type *t) {
 }
 
 /* A spec names only axes of the graph's mesh (size > 1), splits each axis
- * on at most one dim of the value's rank, and never splits and sums over one
- * axis at once. */
+ * on at most one dim of the value's rank, never splits and sums over one
+ * axis at once, and pads only a split dim, by less than its blocks. */
 static void check_shard(vctx *c, const ir_value *v) {
   const ir_mesh *m = &c->g->mesh;
   unsigned seen = 0;
   for (int d = 0; d < IR_MAX_RANK; d++) {
     unsigned mask = v->shard.split[d];
+    int32_t pad = v->shard.pad[d];
+    if (pad != 0 && (!mask || pad < 0 || ir_shard_pieces(&v->shard, d) > 1 || pad >= ir_shard_blocks(&v->shard, m, d)))
+      problem(c, value_at(c, v), "%%%s pads dim %d by %d, but a pad is 1 to blocks - 1 elements of a split dim not in "
+              "parts", vname(v), d, (int)pad);
     if (!mask) continue;
     if (d >= v->type.rank) {
       problem(c, value_at(c, v), "%%%s is split on dim %d but has rank %d", vname(v), d, v->type.rank);

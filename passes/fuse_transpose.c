@@ -116,8 +116,9 @@ static void swap_type(ir_value *v) {
   t->dims[a] = t->dims[b];
   t->dims[b] = x;
   uint8_t s = v->shard.split[a], p = v->shard.pieces[a];
-  v->shard.split[a] = v->shard.split[b], v->shard.pieces[a] = v->shard.pieces[b];
-  v->shard.split[b] = s, v->shard.pieces[b] = p;
+  int32_t pad = v->shard.pad[a];
+  v->shard.split[a] = v->shard.split[b], v->shard.pieces[a] = v->shard.pieces[b], v->shard.pad[a] = v->shard.pad[b];
+  v->shard.split[b] = s, v->shard.pieces[b] = p, v->shard.pad[b] = pad;
 }
 
 /* Appends attribute a to n's list (a new list in the graph arena). */

@@ -327,6 +327,11 @@ int pass_shard(ir_graph *g, const pass_options *o);
  * and mesh_slice, which the pass refuses: test_shard loops over ops.def). */
 bool pass_shard_has_rule(ir_op op);
 int pass_shard_training(pass_training *t, const pass_options *o);
+/* The padding of v, a value of a sharded graph on mesh m (a vocabulary tp
+ * does not divide, padded to the next multiple of tp: docs/sharding.md), in
+ * words ("%wte f32[63, 32]: dim 0 (63) padded to 64 over tp = 2, 32 per
+ * rank"); false (buf "") when v has none. */
+bool pass_shard_padding_str(const ir_value *v, const ir_mesh *m, char *buf, size_t n);
 /* A pipeline's hand-over (shard_stage.c; the planner's pass_plan_handed_in
  * applies the same rule): of the values forward nodes (forward: per node
  * index) make that the backward reads (saved: per value id), those the

@@ -24,6 +24,7 @@
  * first rule to read one places it). Outputs are converted to the layouts
  * the caller asks for, or left as they are.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,8 @@ struct sh_engine {
   conv **convs;           /* src value id -> conversions made */
   int *readers;           /* src value id -> how many live nodes read it */
   bool *sums_on;          /* src value id -> read by one add or sub and nothing else (no output) */
+  double *pad_value;      /* src value id -> what its padding (a padded split dim's) holds as placed, in
+                           * every padded element; NaN: not known (shard.c padding_value) */
   reader_index rindex;    /* src's readers of every value */
   bool slice_counts[IR_NUM_AXES];
   ir_diag *d;
@@ -107,24 +110,54 @@ static ir_loc reloc(const sh_engine *e, ir_loc l) {
   return l;
 }
 
-static ir_shard to_shard(const sh_st *st, int rank) {
-  ir_shard s = {{0}, 0, {0}};
+/* How many blocks layout st cuts dim k into (the product of its axes' sizes). */
+static int64_t dim_blocks(const sh_engine *e, const sh_st *st, int k) {
+  int64_t b = 1;
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if (st[a].kind == SH_S && st[a].dim == k) b *= e->mesh->size[a];
+  return b;
+}
+
+/* The layout st of a value of global type t: a split dim that does not
+ * divide by its blocks is padded to the next multiple of them (a padded
+ * vocabulary: docs/sharding.md). */
+static ir_shard to_shard(const sh_engine *e, const sh_st *st, const ir_type *t) {
+  ir_shard s = {{0}, 0, {0}, {0}};
   for (int a = 0; a < IR_NUM_AXES; a++) {
-    if (st[a].kind == SH_S && st[a].dim < rank) {
+    if (st[a].kind == SH_S && st[a].dim < t->rank) {
       s.split[st[a].dim] |= (uint8_t)(1u << a);
       if (sh_parts(st[a]) > 1) s.pieces[st[a].dim] = (uint8_t)sh_parts(st[a]);
     }
     if (st[a].kind == SH_P) s.partial |= (uint8_t)(1u << a);
   }
+  for (int k = 0; k < t->rank; k++) {
+    int64_t b = dim_blocks(e, st, k);
+    if (t->dims[k] % b != 0) s.pad[k] = (int32_t)(b - t->dims[k] % b);
+  }
   return s;
 }
 
-/* The global type t as one rank holds it under layout st. */
+/* The global type t as one rank holds it under layout st: a dim that does
+ * not divide by its blocks, padded, gives each rank ceil(size / blocks). */
 static ir_type local_type(const sh_engine *e, const ir_type *t, const sh_st *st) {
   ir_type l = *t;
-  for (int a = 0; a < IR_NUM_AXES; a++)
-    if (st[a].kind == SH_S && st[a].dim < l.rank) l.dims[st[a].dim] /= e->mesh->size[a];
+  for (int k = 0; k < l.rank; k++) {
+    int64_t b = dim_blocks(e, st, k);
+    l.dims[k] = (l.dims[k] + b - 1) / b;
+  }
   return l;
+}
+
+/* Whether dim k of global type t is padded under st. */
+static bool padded_dim(const sh_engine *e, const ir_type *t, const sh_st *st, int k) {
+  return k >= 0 && k < t->rank && t->dims[k] % dim_blocks(e, st, k) != 0;
+}
+
+/* Whether any dim of global type t is padded under st. */
+static bool padded(const sh_engine *e, const ir_type *t, const sh_st *st) {
+  for (int k = 0; k < t->rank; k++)
+    if (padded_dim(e, t, st, k)) return true;
+  return false;
 }
 
 static bool active_axis(const sh_engine *e, int a) { return a != IR_AXIS_PP && e->mesh->size[a] > 1; }
@@ -160,7 +193,8 @@ static ir_value *comm1(sh_engine *e, ir_op op, ir_value *x, int axis, int dim, c
   return n->out[0];
 }
 
-static void set_layout(ir_value *v, const sh_st *st) { v->shard = to_shard(st, v->type.rank); }
+/* v (one rank's, of global type t) in layout st */
+static void set_layout(const sh_engine *e, ir_value *v, const sh_st *st, const ir_type *t) { v->shard = to_shard(e, st, t); }
 
 static ir_value *reshape_to(sh_engine *e, ir_value *x, const int64_t *dims, int rank, ir_loc loc, int layer) {
   ir_attr a = ir_attr_ints("shape", dims, rank);
@@ -213,6 +247,47 @@ static ir_value *swap_dims(sh_engine *e, ir_value *x, int i, int j, ir_loc loc, 
 
 static ir_value *first_only(sh_engine *e, ir_value *x, int axis, const char *name, ir_loc loc, int layer);
 
+/* A padded dim is split over one axis, whole (not in parts): the padding is
+ * at the end of the whole dim. */
+static _Noreturn void die_nested_pad(const ir_value *v, int axis) {
+  fprintf(stderr, "tgc: internal error: shard: %%%s is padded on %s together with another split or in parts\n", v->name,
+          axis_str(axis));
+  abort();
+}
+
+/* x's first `size` elements along dim: a gathered padded dim without its padding. */
+static ir_value *unpad(sh_engine *e, ir_value *x, int dim, int64_t size, ir_loc loc, int layer) {
+  ir_attr a[4] = {ir_attr_int("axis", dim), ir_attr_int("start", 0), ir_attr_int("end", size), ir_attr_int("step", 1)};
+  char name[300];
+  snprintf(name, sizeof name, "%.280s.unpad", x->name);
+  ir_value *r = ir_graph_build1(e->dst, IR_OP_SLICE, &x, 1, a, 4, name, loc);
+  r->def->layer = layer;
+  r->role = derived_role(x);
+  return r;
+}
+
+/* x with zeros appended along dim up to a multiple of n (before a padded split). */
+static ir_value *pad_zeros(sh_engine *e, ir_value *x, int dim, int64_t n, ir_loc loc, int layer) {
+  int64_t more = n - x->type.dims[dim] % n;
+  if (more == n) return x;
+  char err[256];
+  ir_attr zero = ir_attr_float("value", 0);
+  ir_type z = {.dtype = x->type.dtype, .rank = 0};
+  ir_node *c = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &z, NULL, loc, err, sizeof err);
+  if (!c) abort();
+  c->layer = layer;
+  int64_t dims[IR_MAX_RANK];
+  for (int k = 0; k < x->type.rank; k++) dims[k] = k == dim ? more : x->type.dims[k];
+  ir_attr shape = ir_attr_ints("shape", dims, x->type.rank);
+  ir_value *zeros = ir_graph_build1(e->dst, IR_OP_BROADCAST, &c->out[0], 1, &shape, 1, NULL, loc);
+  ir_value *in[2] = {x, zeros};
+  ir_attr ax = ir_attr_int("axis", dim);
+  ir_value *r = ir_graph_build1(e->dst, IR_OP_CONCAT, in, 2, &ax, 1, NULL, loc);
+  zeros->def->layer = r->def->layer = layer;
+  zeros->role = r->role = derived_role(x);
+  return r;
+}
+
 /* v (src) converted to layout want (per axis; UNSET entries: as placed). */
 static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, int phase, ir_loc loc, int layer);
 
@@ -237,7 +312,7 @@ static ir_value *gather_view(sh_engine *e, const ir_value *v, const sh_st *cur, 
   ir_value *x = convert(e, u, uw, phase, loc, layer);
   ir_type t = local_type(e, &v->type, want);
   x = reshape_to(e, x, t.dims, t.rank, loc, layer);
-  set_layout(x, want);
+  set_layout(e, x, want, &v->type);
   return x;
 }
 
@@ -287,13 +362,16 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     }
     if (!go) continue;
     int k = sh_parts(cur[a]), n = e->mesh->size[a];
+    bool pad = padded_dim(e, &v->type, cur, dim);
+    if (pad && (k > 1 || dim_blocks(e, cur, dim) != n)) die_nested_pad(v, a);
     x = comm1(e, IR_OP_ALL_GATHER, x, a, dim, NULL, "ag", loc, layer);
     if (k > 1) { /* gathered in (rank, part) order: back to (part, rank) */
       x = view3(e, x, dim, n, k, loc, layer);
       x = merge(e, swap_dims(e, x, dim, dim + 1, loc, layer), dim, 3, loc, layer);
     }
+    if (pad) x = unpad(e, x, dim, v->type.dims[dim], loc, layer); /* the padding gone */
     cur[a] = sh_R();
-    set_layout(x, cur);
+    set_layout(e, x, cur, &v->type);
   }
   /* 2. the rest, outer axes first */
   for (int a = 0; a < IR_NUM_AXES; a++) {
@@ -308,6 +386,13 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
       ir_op op = cur[a].kind == SH_R ? IR_OP_MESH_SLICE : IR_OP_REDUCE_SCATTER;
       const char *sfx = cur[a].kind == SH_R ? "sl" : "rs";
       int k = sh_parts(want[a]), dim = want[a].dim;
+      sh_st next[IR_NUM_AXES];
+      memcpy(next, cur, sizeof next);
+      next[a] = want[a];
+      if (padded_dim(e, &v->type, next, dim)) { /* padded with zeros to a multiple of the axis */
+        if (k > 1 || dim_blocks(e, next, dim) != e->mesh->size[a]) die_nested_pad(v, a);
+        x = pad_zeros(e, x, dim, e->mesh->size[a], loc, layer);
+      }
       if (k > 1) { /* each of the k parts: its block of this rank */
         x = view3(e, x, dim, k, e->mesh->size[a], loc, layer);
         x = comm1(e, op, x, a, dim + 1, NULL, sfx, loc, layer);
@@ -321,7 +406,7 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
       abort();
     }
     cur[a] = want[a];
-    set_layout(x, cur);
+    set_layout(e, x, cur, &v->type);
   }
   conv *c = calloc(1, sizeof *c);
   if (!c) abort();
@@ -336,9 +421,10 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
 /* An input or parameter takes its first layout: its local type is now fixed. */
 static void place(sh_engine *e, const ir_value *v, int a, sh_st s) {
   e->st[v->id][a] = s;
+  e->pad_value[v->id] = 0; /* a block's padding starts as zeros (rt_shard_extract) */
   ir_value *x = e->map[v->id];
   x->type = local_type(e, &v->type, e->st[v->id]);
-  set_layout(x, e->st[v->id]);
+  set_layout(e, x, e->st[v->id], &v->type);
 }
 
 /* ---- nodes ---- */
@@ -456,7 +542,7 @@ ir_value *sh_x_block_ids(const sh_x *x, int64_t whole, ir_dtype dt) {
   ir_value *ids = x_source(x, IR_OP_IOTA, &ax, &t, "ids");
   ir_value *b = comm1(x->e, IR_OP_MESH_SLICE, ids, x->axis, 0, NULL, "sl", x->loc, x_layer(x));
   b->role = x_role(x);
-  b->shard = (ir_shard){{0}, 0, {0}};
+  b->shard = (ir_shard){{0}, 0, {0}, {0}};
   b->shard.split[0] = (uint8_t)(1u << x->axis);
   return b;
 }
@@ -542,6 +628,59 @@ static void build_local(sh_engine *e, const ir_node *n, ir_value **in, int na, c
   for (int j = 0; j < n->n_out; j++) out[j] = m->out[j];
 }
 
+/* The constant a scalar operand v holds (a rank-0 const), NaN when none. */
+static double const_scalar(const ir_value *v) {
+  if (!v->def || v->def->op != IR_OP_CONST || v->type.rank != 0) return NAN;
+  const ir_attr *a = ir_node_attr(v->def, "value");
+  return a && a->kind == IR_ATTR_FLOAT ? a->f : a && a->kind == IR_ATTR_INT ? (double)a->i : NAN;
+}
+
+/* What n's padded results hold in their padding, given its operands'
+ * (in_pad: operand i is padded; pad_value: what its padding holds, NaN:
+ * not known): what a reduction over a padded dim needs (a sum of zero
+ * padding is exact, a count of finite padding counts nothing; the rules
+ * gather otherwise: sh_dec.in_pad_value). Views and moves keep the padding;
+ * an elementwise op maps the padded operands' values with its scalar
+ * meaning (ir_eval_*) and an unpadded operand's when it is a constant
+ * scalar (Adam's eps: sqrt(0) + eps, then 0 / eps = 0); zeros times, or
+ * divided by, an unpadded operand are zeros (operands are finite, divisors
+ * nonzero: a scale, a bias correction); a product contracting, or a
+ * reduction along other dims of, zero padding is zeros; a max or mean of a
+ * constant padding is that constant. The vocabulary-parallel expansions
+ * mask their padding (0). NaN when none of these applies. */
+static double padding_value(const ir_node *n, const bool *in_pad, const double *pv) {
+  double v[3] = {NAN, NAN, NAN};
+  bool any_zero = false, all_known = true;
+  double same = NAN;
+  int padded_in = 0;
+  for (int i = 0; i < n->n_in; i++) {
+    if (!in_pad[i]) continue;
+    padded_in++;
+    any_zero |= pv[i] == 0;
+    all_known &= !isnan(pv[i]);
+    same = padded_in == 1 ? pv[i] : (same == pv[i] ? same : NAN);
+  }
+  switch (n->op) {
+  case IR_OP_TRANSPOSE: case IR_OP_RESHAPE: case IR_OP_BROADCAST: case IR_OP_SLICE: case IR_OP_SPLIT:
+  case IR_OP_CONCAT: case IR_OP_SHARD_HINT: case IR_OP_REDUCE_MAX: case IR_OP_REDUCE_MEAN:
+    return same;
+  case IR_OP_MATMUL: case IR_OP_REDUCE_SUM: return same == 0 ? 0 : NAN;
+  case IR_OP_CAST: return ir_dtype_is_float((ir_dtype)ir_node_attr_int(n, "to", IR_DT_F32)) ? same : NAN;
+  case IR_OP_WHERE: return in_pad[1] && in_pad[2] && pv[1] == pv[2] ? pv[1] : NAN;
+  default: break;
+  }
+  if (ir_op_kind_of(n->op) == IR_OPK_UNARY && n->n_in == 1 && all_known) {
+    double r = ir_eval_unary(n->op, pv[0]);
+    return isnan(r) ? NAN : r;
+  }
+  if (ir_op_kind_of(n->op) != IR_OPK_BINARY || n->n_in != 2) return NAN;
+  if ((n->op == IR_OP_MUL && any_zero) || (n->op == IR_OP_DIV && in_pad[0] && pv[0] == 0 && !in_pad[1])) return 0;
+  for (int i = 0; i < 2; i++) v[i] = in_pad[i] ? pv[i] : const_scalar(n->in[i]);
+  if (isnan(v[0]) || isnan(v[1])) return NAN;
+  double r = ir_eval_binary(n->op, v[0], v[1]);
+  return isnan(r) ? NAN : r;
+}
+
 static int shard_node(sh_engine *e, const ir_node *n) {
   if (n->op == IR_OP_GRAD || ir_op_has(n->op, IR_OPF_COMM) || n->op == IR_OP_MESH_SLICE) {
     ir_error(e->d, n->loc, "the shard pass cannot shard '%s'%s", ir_op_name(n->op),
@@ -582,6 +721,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
       const ir_value *v = n->in[i];
       d.in[i] = e->st[v->id][a];
       d.in_param[i] = is_weight(v);
+      d.in_pad_value[i] = padded(e, &v->type, e->st[v->id]) ? e->pad_value[v->id] : 0;
       for (int o = 0; o < IR_NUM_AXES; o++)
         if (o != a && e->st[v->id][o].kind == SH_S) d.in_other[i] |= 1u << e->st[v->id][o].dim;
       for (int k = 0; k < v->type.rank; k++) {
@@ -624,7 +764,16 @@ static int shard_node(sh_engine *e, const ir_node *n) {
   int phase = pass_node_phase(n);
   ir_loc loc = reloc(e, n->loc);
   ir_value *in[SH_MAX_ARGS];
+  bool in_pad[SH_MAX_ARGS];     /* operand i as converted: padded */
+  double in_value[SH_MAX_ARGS]; /* and what its padding holds (padding_value) */
   for (int i = 0; i < n->n_in; i++) {
+    const ir_value *v = n->in[i];
+    sh_st w[IR_NUM_AXES];
+    for (int a = 0; a < IR_NUM_AXES; a++) w[a] = want[i][a].kind == SH_UNSET ? e->st[v->id][a] : want[i][a];
+    bool kept = true; /* not converted: the padding as placed; converted: zeros (pad_zeros) */
+    for (int a = 0; a < IR_NUM_AXES; a++) kept &= sh_eq(w[a], e->st[v->id][a]);
+    in_pad[i] = padded(e, &v->type, w);
+    in_value[i] = !in_pad[i] || !kept ? 0 : e->pad_value[v->id];
     in[i] = convert(e, n->in[i], want[i], phase, loc, n->layer);
     int div = 1;
     for (int a = 0; a < IR_NUM_AXES; a++)
@@ -654,7 +803,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
   ir_value *built[SH_MAX_ARGS];
   if (expand) {
     ir_shard layout[SH_MAX_ARGS];
-    for (int j = 0; j < n->n_out; j++) layout[j] = to_shard(res[j], n->out[j]->type.rank);
+    for (int j = 0; j < n->n_out; j++) layout[j] = to_shard(e, res[j], &n->out[j]->type);
     sh_x x = {.e = e, .node = n, .axis = expand_axis, .size = e->mesh->size[expand_axis], .in = in, .out = local_out,
               .layout = layout, .names = names, .loc = loc};
     expand(&x, built);
@@ -673,7 +822,9 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     ir_value *r = built[j];
     r->role = n->out[j]->role;
     memcpy(e->st[n->out[j]->id], res[j], sizeof res[j]);
-    set_layout(r, res[j]);
+    e->pad_value[n->out[j]->id] =
+        !padded(e, &n->out[j]->type, res[j]) || expand ? 0 : padding_value(n, in_pad, in_value);
+    set_layout(e, r, res[j], &n->out[j]->type);
     int div = 1, maxes = 0;
     for (int a = 0; a < IR_NUM_AXES; a++) {
       if (scale[a] && ir_dtype_is_float(r->type.dtype)) div *= e->mesh->size[a];
@@ -685,12 +836,12 @@ static int shard_node(sh_engine *e, const ir_node *n) {
     for (int a = 0; a < IR_NUM_AXES; a++)
       if (first[a] && j == 0) {
         r = first_only(e, r, a, --maxes == 0 && div == 1 ? n->out[j]->name : NULL, loc, n->layer);
-        set_layout(r, res[j]);
+        set_layout(e, r, res[j], &n->out[j]->type);
       }
     for (int a = 0; a < IR_NUM_AXES; a++)
       if (maxr[a] && j == 0) {
         r = comm1(e, IR_OP_ALL_REDUCE, r, a, -1, "max", --maxes == 0 && div == 1 ? final : "max", loc, n->layer);
-        set_layout(r, res[j]);
+        set_layout(e, r, res[j], &n->out[j]->type);
       }
     for (int a = 0; a < IR_NUM_AXES; a++)
       if (red[a] && j == 0) { /* reduced at once: all-reduced, with sp reduce-scattered along the sequence */
@@ -700,7 +851,7 @@ static int shard_node(sh_engine *e, const ir_node *n) {
         res[j][a] = seq ? sh_S(1) : sh_R();
         r = comm1(e, seq ? IR_OP_REDUCE_SCATTER : IR_OP_ALL_REDUCE, r, a, seq ? 1 : -1, NULL,
                   --maxes == 0 && div == 1 ? final : seq ? "rs" : "ar", loc, n->layer);
-        set_layout(r, res[j]);
+        set_layout(e, r, res[j], &n->out[j]->type);
         memcpy(e->st[n->out[j]->id], res[j], sizeof res[j]);
       }
     if (div > 1) r = scale_by(e, r, 1.0 / div, loc, n->layer, n->out[j]->name);
@@ -742,7 +893,8 @@ sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
   e->convs = calloc((size_t)e->nv, sizeof *e->convs);
   e->readers = calloc((size_t)e->nv, sizeof *e->readers);
   e->sums_on = calloc((size_t)e->nv, sizeof *e->sums_on);
-  if (!e->map || !e->st || !e->convs || !e->readers || !e->sums_on) abort();
+  e->pad_value = calloc((size_t)e->nv, sizeof *e->pad_value);
+  if (!e->map || !e->st || !e->convs || !e->readers || !e->sums_on || !e->pad_value) abort();
   for (int i = 0; i < src->n_nodes; i++)
     for (int k = 0; !src->nodes[i]->dead && k < src->nodes[i]->n_in; k++) e->readers[src->nodes[i]->in[k]->id]++;
   for (int i = 0; i < src->n_nodes; i++) {
@@ -827,6 +979,7 @@ void sh_engine_free(sh_engine *e) {
   free(e->convs);
   free(e->readers);
   free(e->sums_on);
+  free(e->pad_value);
   readers_free(&e->rindex);
   for (kept *k = e->kept; k;) {
     kept *next = k->next;

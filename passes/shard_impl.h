@@ -51,6 +51,8 @@ typedef struct {
   bool sum_continues;          /* result 0 is read by one add or sub and nothing else (not an output) */
   bool slice_counts;           /* count_nonfinite of a replicated operand is partial (sh_engine_slice_counts) */
   uint32_t in_other[SH_MAX_ARGS]; /* operand i: the dims other axes split now (bit k: dim k) */
+  double in_pad_value[SH_MAX_ARGS]; /* what operand i's padding holds in every padded element (shard.c
+                                    * padding_value): 0 when it has none, NaN when not known */
   int parts_hint;              /* matmul on tp: > 1 when result 0's last dim is later split in that many
                                 * equal parts (a fused q, k, v projection): a column-parallel weight is
                                 * then placed in parts */
@@ -80,6 +82,11 @@ sh_rule sh_rule_of(ir_op op);
 /* Whether dim d of operand i can be split once more on d->axis (in k parts). */
 bool sh_can_split(const sh_dec *d, int i, int dim);
 bool sh_can_split_parts(const sh_dec *d, int i, int dim, int k);
+/* Whether operand i is split on d->axis along a dim that does not divide by
+ * it: padded to a multiple of the axis (a padded vocabulary, placed so by
+ * shard_train.c; the rules never split a dim that does not divide, they
+ * follow such a split or gather it). */
+bool sh_padded(const sh_dec *d, int i);
 
 static inline sh_st sh_R(void) { return (sh_st){SH_R, 0, 1}; }
 static inline sh_st sh_P(void) { return (sh_st){SH_P, 0, 1}; }

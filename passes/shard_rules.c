@@ -41,18 +41,27 @@
  *           follows its dim; partials pass through sum and mean.
  *   count_nonfinite of a split value: a partial count; where the engine
  *           asks (sh_engine_slice_counts), of a replicated one too.
+ *   padded dims (a vocabulary tp does not divide, padded to a multiple of
+ *           it; no rule splits such a dim itself, it follows a split the
+ *           pass placed): a sum over one is partial when the padding is
+ *           zeros (sh_dec.in_pad_value), a contraction when one side's is,
+ *           a count when it is finite; a mean, a max, those sums and counts
+ *           of a padding not known to be so, and
+ *           a reshape that merges the dim with others, gather it (the
+ *           gather drops the padding).
  *   transpose, reshape, broadcast, slice, unslice, concat, split
  *           the split follows its dim; reshape maps it when the split dim is
  *           the outermost of its group of merged or split dims and divides;
  *           slicing, concatenating or splitting along a split dim gathers.
  *   embedding  on tp, a table split along its rows (a parameter table
- *           read at data ids, the tokens, whose rows divide: placed so by
- *           shard_train.c) stays so (Megatron-LM's vocabulary-parallel
- *           embedding: expanded by shard_vocab.c into a masked lookup, a
- *           partial sum reduced at once); else split ids give split rows,
+ *           read at data ids, the tokens: placed so by shard_train.c, its
+ *           rows padded to a multiple of tp when they do not divide) stays
+ *           so (Megatron-LM's vocabulary-parallel embedding: expanded by
+ *           shard_vocab.c into a masked lookup, a partial sum reduced at
+ *           once); else split ids give split rows,
  *           a table split along its columns gives split columns, any other
  *           table split is gathered.
- *   embedding_grad  on tp, at data ids with rows that divide: the rank's
+ *   embedding_grad  on tp, at data ids: the rank's (padded) block of the
  *           rows (expanded: g's rows masked to the block); else split ids
  *           and g give a partial sum; g split along its last dim gives split
  *           columns.
@@ -78,6 +87,7 @@
  *   grad, and the communication ops and mesh_slice the pass itself makes,
  *   are refused by the engine before any rule runs.
  */
+#include <math.h>
 #include <string.h>
 
 #include "shard_impl.h"
@@ -104,6 +114,11 @@ bool sh_can_split_parts(const sh_dec *d, int i, int dim, int k) {
 }
 
 bool sh_can_split(const sh_dec *d, int i, int dim) { return sh_can_split_parts(d, i, dim, 1); }
+
+bool sh_padded(const sh_dec *d, int i) {
+  sh_st s = d->in[i];
+  return i >= 0 && i < d->n_in && s.kind == SH_S && s.dim < rank_in(d, i) && d->in_local[i][s.dim] % d->size != 0;
+}
 
 /* operand i already is, or can be made, S(dim) in k parts */
 static bool fits(const sh_dec *d, int i, int dim, int k) {
@@ -379,6 +394,8 @@ static bool matmul_keep(sh_dec *d, const mm_dims *m, int i, sh_st *res) {
   case ROLE_K: {
     int ok = o == 0 ? m->ak : m->bk;
     if (!fits(d, o, ok, k)) return false;
+    /* a padded K: the padding's products must be zeros */
+    if (sh_padded(d, i) && d->in_pad_value[i] != 0 && !(d->in[o].kind == SH_S && d->in_pad_value[o] == 0)) return false;
     d->in[o] = sh_Sk(ok, k); /* both sides hold the same elements of K */
     *res = sh_P();
     return true;
@@ -530,6 +547,13 @@ static void rule_reduce(sh_dec *d) {
   }
   int below;
   bool keep = ir_node_attr_int(n, "keepdims", 0) != 0;
+  /* over a padded dim: a sum of zero padding is exact; a mean's count and a
+   * max would see the padding: gathered (the padding dropped) */
+  if (reduces(n, s.dim, &below) && sh_padded(d, 0) && !(n->op == IR_OP_REDUCE_SUM && d->in_pad_value[0] == 0)) {
+    d->in[0] = sh_R();
+    d->out[0] = sh_R();
+    return;
+  }
   if (reduces(n, s.dim, &below)) {
     if (n->op == IR_OP_REDUCE_MAX) {
       d->max_results = true;
@@ -546,7 +570,9 @@ static void rule_reduce(sh_dec *d) {
 static void rule_argmax(sh_dec *d) {
   sh_st s = d->in[0];
   int axis = (int)ir_node_attr_int(d->node, "axis", rank_in(d, 0) - 1);
-  if (s.kind == SH_S && s.dim == axis && sh_parts(s) == 1) { /* each rank's first maximum, then the first of those */
+  bool masks = axis == rank_in(d, 0) - 1 && ir_dtype_is_float(d->node->in[0]->type.dtype); /* its padding, if any */
+  if (s.kind == SH_S && s.dim == axis && sh_parts(s) == 1 && (masks || !sh_padded(d, 0))) {
+    /* each rank's first maximum, then the first of those */
     d->out[0] = sh_R();
     d->expand = sh_vocab_argmax;
     return;
@@ -559,6 +585,10 @@ static void rule_argmax(sh_dec *d) {
 }
 
 static void rule_count(sh_dec *d) {
+  if (d->in[0].kind == SH_S && sh_padded(d, 0) && !isfinite(d->in_pad_value[0])) { /* padding not known finite */
+    rule_replicate(d);
+    return;
+  }
   if (d->in[0].kind == SH_S) {
     d->out[0] = sh_P();
     return;
@@ -605,6 +635,20 @@ static void rule_reshape(sh_dec *d) {
     return;
   }
   const ir_type *x = &d->node->in[0]->type, *y = &d->node->out[0]->type;
+  if (sh_padded(d, 0)) { /* a padded dim keeps its split only as a dim of its own, the same size */
+    int o = -1, before = 0; /* o: the out dim after the elements of the in dims before s.dim */
+    int64_t pin = 1, pout = 1;
+    for (int k = 0; k < s.dim; k++) pin *= x->dims[k];
+    for (int k = 0; k < y->rank && pout < pin; k++) pout *= y->dims[k], before = k + 1;
+    if (pout == pin) o = before;
+    while (o >= 0 && o < y->rank && y->dims[o] == 1 && x->dims[s.dim] != 1) o++;
+    if (o >= 0 && o < y->rank && y->dims[o] == x->dims[s.dim] && sh_parts(s) == 1) {
+      d->out[0] = sh_S(o);
+      return;
+    }
+    rule_replicate(d);
+    return;
+  }
   int i = 0, j = 0;
   while (i < x->rank || j < y->rank) {
     int i0 = i, j0 = j;
@@ -735,17 +779,18 @@ static void rule_along_axis(sh_dec *d) {
 /* Megatron-LM's vocabulary-parallel table (on tp): a table split along its
  * rows stays so (the pass places a parameter table read at the data ids
  * that way before the rules run: shard_train.c; a vocabulary that does not
- * divide stays replicated, as before). */
+ * divide is padded to a multiple of tp). */
 static bool vocab_table(const sh_dec *d) {
   return d->megatron && rank_in(d, 0) == 2 && d->in[0].kind == SH_S && d->in[0].dim == 0 && sh_parts(d->in[0]) == 1;
 }
 
-/* embedding_grad's side of it: the gradient of a table read at data ids,
- * its rows V dividing: the rank's block of the rows. */
+/* embedding_grad's side of it: the gradient of a table read at data ids:
+ * the rank's block of the rows (padded to a multiple of the axis when V
+ * does not divide, as the table). */
 static bool vocab_grad(const sh_dec *d) {
   const ir_value *ids = d->node->in[0];
   int64_t v = ir_node_attr_int(d->node, "vocab", 0);
-  return d->megatron && !ids->def && ids->role == IR_ROLE_INPUT && v >= d->size && v % d->size == 0 &&
+  return d->megatron && !ids->def && ids->role == IR_ROLE_INPUT && v >= d->size &&
          rank_in(d, 1) == ids->type.rank + 1;
 }
 

@@ -53,9 +53,12 @@ static bool read_as_ids(const ir_graph *g, const ir_value *v) {
 
 /* Megatron-LM's vocabulary-parallel table on tp: a parameter [V, D] (or a
  * float cast of one: mixed precision) read by embedding at ids the graph
- * takes as data, V dividing by tp, is split along its rows before any rule
- * reads it (its casts, the tied LM head's transpose and its gradient then
- * follow: the table, its optimizer state and its gradient are V/tp rows). */
+ * takes as data is split along its rows before any rule reads it (its
+ * casts, the tied LM head's transpose and its gradient then follow: the
+ * table, its optimizer state and its gradient are V/tp rows). A V that tp
+ * does not divide is padded to the next multiple of tp, Vp, each rank
+ * holding Vp/tp rows (the layout carries the padding: shard.c to_shard);
+ * an untied LM head's [D, V] weight the same along its columns. */
 static void place_vocab(sh_engine *e, const ir_graph *g) {
   int tp = g->mesh.size[IR_AXIS_TP];
   for (int i = 0; i < g->n_nodes && tp > 1; i++) {
@@ -63,9 +66,24 @@ static void place_vocab(sh_engine *e, const ir_graph *g) {
     if (n->dead || n->op != IR_OP_EMBEDDING || n->in[1]->def || n->in[1]->role != IR_ROLE_INPUT) continue;
     const ir_value *t = n->in[0];
     while (t->def && t->def->op == IR_OP_CAST && ir_dtype_is_float(t->type.dtype)) t = t->def->in[0];
-    if (t->def || t->role != IR_ROLE_PARAM || t->type.rank != 2 || t->type.dims[0] < tp || t->type.dims[0] % tp != 0)
-      continue;
+    if (t->def || t->role != IR_ROLE_PARAM || t->type.rank != 2 || t->type.dims[0] < tp) continue;
     if (sh_engine_layout(e, t, IR_AXIS_TP).kind == SH_UNSET) sh_engine_place(e, t, IR_AXIS_TP, sh_S(0));
+  }
+  /* an untied LM head: logits = x @ W (W [D, V], a parameter or its float
+   * cast) read by cross_entropy. A V that divides, Megatron-LM's column rule
+   * splits by itself (shard_rules.c); one that does not is padded here,
+   * as the table: the logits then stay split, padded, through the loss */
+  for (int i = 0; i < g->n_nodes && tp > 1; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_CROSS_ENTROPY) continue;
+    const ir_node *mm = n->in[0]->def;
+    if (!mm || mm->op != IR_OP_MATMUL || ir_node_attr_int(mm, "transpose_b", 0)) continue;
+    const ir_value *w = mm->in[1];
+    while (w->def && w->def->op == IR_OP_CAST && ir_dtype_is_float(w->type.dtype)) w = w->def->in[0];
+    int64_t v = w->type.rank == 2 ? w->type.dims[1] : 0;
+    if (w->def || w->role != IR_ROLE_PARAM || v < tp || v % tp == 0 || v != n->in[0]->type.dims[n->in[0]->type.rank - 1])
+      continue;
+    if (sh_engine_layout(e, w, IR_AXIS_TP).kind == SH_UNSET) sh_engine_place(e, w, IR_AXIS_TP, sh_S(1));
   }
 }
 
@@ -239,6 +257,37 @@ static void share_output_collectives(ir_graph *g) {
   if (changed) ir_graph_compact(g);
 }
 
+bool pass_shard_padding_str(const ir_value *v, const ir_mesh *m, char *buf, size_t n) {
+  if (n) buf[0] = 0;
+  for (int d = 0; d < v->type.rank; d++) {
+    if (!v->shard.split[d] || v->shard.pad[d] <= 0) continue;
+    int64_t blocks = ir_shard_blocks(&v->shard, m, d);
+    char axes[64] = "";
+    size_t len = 0;
+    for (int a = 0; a < IR_NUM_AXES; a++)
+      if (((v->shard.split[d] >> a) & 1) && len < sizeof axes)
+        len += (size_t)snprintf(axes + len, sizeof axes - len, "%s%s = %d", len ? ", " : "", ir_axis_name((ir_axis)a),
+                                m->size[a]);
+    ir_type whole = ir_shard_global_type(&v->type, &v->shard, m);
+    char t[160];
+    snprintf(buf, n, "%%%s %s: dim %d (%lld) padded to %lld over %s, %lld per rank", v->name,
+             ir_type_str(&whole, t, sizeof t), d, (long long)whole.dims[d], (long long)(v->type.dims[d] * blocks),
+             axes, (long long)v->type.dims[d]);
+    return true;
+  }
+  return false;
+}
+
+/* "# padded: ..." before a dump of the sharded graph g: every parameter
+ * whose split dim is padded (the padding of the values made from them
+ * follows: their layouts say "pad N"). */
+static void print_padding(FILE *out, const ir_graph *g) {
+  char line[400];
+  for (int i = 0; i < g->n_params; i++)
+    if (pass_shard_padding_str(g->params[i], &g->mesh, line, sizeof line))
+      fprintf(out, "# padded (a vocabulary tp does not divide; docs/sharding.md): %s\n", line);
+}
+
 int pass_shard(ir_graph *g, const pass_options *o) {
   if (!mesh_active(&g->mesh)) return pipelined(&g->mesh) ? sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag) : 0;
   if (check_hints(g, o->diag) != 0) return -1;
@@ -269,6 +318,7 @@ int pass_shard(ir_graph *g, const pass_options *o) {
   ir_graph *s = shard_plain(g, placed ? tp : NULL, o->zero, o->diag, NULL);
   free(tp);
   if (!s) return -1;
+  if (dumps_shard(o)) print_padding(o->dump_out ? o->dump_out : stdout, s);
   /* the sharded graph takes g's place */
   ir_graph tmp = *g;
   *g = *s;
@@ -303,6 +353,10 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
     if (t->acc_input0 >= 0) { /* the micro-batch sums: as the gradients handed over */
       const ir_value *acc = g->inputs[t->acc_input0 + i];
       sh_engine_place(e, acc, IR_AXIS_DP, zero >= 2 ? lay[i].state[IR_AXIS_DP] : (dp > 1 ? sh_P() : sh_R()));
+      /* a padded vocabulary's sum padded as its gradient (no rule splits a dim that does not divide) */
+      sh_st ptp = lay[i].param[IR_AXIS_TP];
+      int tp = g->mesh.size[IR_AXIS_TP];
+      if (tp > 1 && ptp.kind == SH_S && p->type.dims[ptp.dim] % tp != 0) sh_engine_place(e, acc, IR_AXIS_TP, ptp);
     }
   }
   for (int k = 0; k < 2; k++) { /* loss and correct-prediction sums: partial over dp */
@@ -522,6 +576,7 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
   int rc = shard_program(t, tp, o->zero, &step, &update, o->diag, NULL);
   free(tp);
   if (rc != 0) return -1;
+  if (dumps_shard(o)) print_padding(o->dump_out ? o->dump_out : stdout, step);
   ir_graph_free(t->step);
   ir_graph_free(t->update);
   t->step = step;

@@ -34,10 +34,19 @@
  *     smallest global index (all_reduce(max) of minus the index, V where
  *     the rank does not hold the max): the first maximum, as the op.
  *
+ * A vocabulary V that the axis does not divide is padded to Vp, the next
+ * multiple of n (the table's and the logits' layouts carry the padding,
+ * shard.c): every block above is Vp / n, ids and targets (< V) never fall
+ * in the padding, and the logits of the padding's classes are -inf before
+ * the max, the sum of exponentials and argmax (mask_padding: a where on
+ * block ids >= V), so their probabilities, and gradients, are exactly 0.
+ *
  * Out-of-range ids and targets: the plain kernels report them; here an id
  * in no rank's block gives zeros, a target in none a loss of log(s) + m.
  * (The data sources give ids in range; docs/sharding.md says so.)
  */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "shard_impl.h"
@@ -46,6 +55,7 @@
 static ir_shard without(ir_shard s, int k) {
   s.split[k] = 0;
   s.pieces[k] = 0;
+  s.pad[k] = 0;
   return s;
 }
 
@@ -53,6 +63,7 @@ static ir_shard without(ir_shard s, int k) {
 static ir_shard extended(ir_shard s, int r) {
   s.split[r] = 0;
   s.pieces[r] = 0;
+  s.pad[r] = 0;
   return s;
 }
 
@@ -93,7 +104,7 @@ static ir_value *reduce(const sh_x *x, ir_op op, ir_value *v, int k, bool keep, 
 /* The offset of the rank's block: [1], the first of its ids. */
 static ir_value *block_offset(const sh_x *x, ir_value *blk) {
   ir_attr a[4] = {ir_attr_int("axis", 0), ir_attr_int("start", 0), ir_attr_int("end", 1), ir_attr_int("step", 1)};
-  return sh_x_op(x, IR_OP_SLICE, &blk, 1, a, 4, ".offset", (ir_shard){{0}, 0, {0}});
+  return sh_x_op(x, IR_OP_SLICE, &blk, 1, a, 4, ".offset", (ir_shard){{0}, 0, {0}, {0}});
 }
 
 /* ids relative to the rank's block of V / n rows: *in_block (bool, ids'
@@ -123,7 +134,7 @@ void sh_vocab_embedding(const sh_x *x, ir_value **res) {
 
 void sh_vocab_embedding_grad(const sh_x *x, ir_value **res) {
   ir_value *ids = x->in[0], *g = x->in[1], *in_block;
-  int64_t vocab = ir_node_attr_int(x->node, "vocab", 0);
+  int64_t vocab = x->out[0].dims[0] * x->size; /* padded: a multiple of the axis */
   ir_value *rows = block_rows(x, ids, vocab, &in_block);
   ir_value *mask = unsqueeze(x, in_block, extended(ids->shard, ids->type.rank));
   ir_value *gm = where(x, mask, g, sh_x_const(x, g->type.dtype, 0), g->shard, NULL);
@@ -152,11 +163,26 @@ static ir_value *target_hits(const sh_x *x, ir_value *l, ir_value *targets, ir_s
   return op2(x, IR_OP_EQ, ids, unsqueeze(x, targets, row), l->shard);
 }
 
-/* the local logits in the wide type, and the layout of their rows */
+/* v [..., Vp / n] (float) with the classes of the padding, Vp - V of them at
+ * the end of the last ranks' blocks, -inf: no max, exp or argmax sees them.
+ * v as it is when the vocabulary V divides. */
+static ir_value *mask_padding(const sh_x *x, ir_value *v, int64_t vocab) {
+  int c = v->type.rank - 1;
+  int64_t padded = v->type.dims[c] * x->size;
+  if (padded == vocab) return v;
+  ir_dtype it = padded <= INT32_MAX ? IR_DT_I32 : IR_DT_I64;
+  ir_value *ids = sh_x_block_ids(x, padded, it);
+  ir_value *real = op2(x, IR_OP_LT, ids, sh_x_const(x, it, (double)vocab), ids->shard);
+  return where(x, real, v, sh_x_const(x, v->type.dtype, -INFINITY), v->shard, ".unpadded");
+}
+
+/* the local logits in the wide type, the padding's classes -inf, and the
+ * layout of their rows */
 static ir_value *wide_logits(const sh_x *x, ir_shard *row) {
   ir_value *l = x->in[0];
+  const ir_type *whole = &x->node->in[0]->type;
   *row = without(l->shard, l->type.rank - 1);
-  return cast_to(x, l, wide(l->type.dtype), l->shard, NULL);
+  return mask_padding(x, cast_to(x, l, wide(l->type.dtype), l->shard, NULL), whole->dims[whole->rank - 1]);
 }
 
 void sh_vocab_cross_entropy(const sh_x *x, ir_value **res) {
@@ -199,12 +225,14 @@ void sh_vocab_cross_entropy_grad(const sh_x *x, ir_value **res) {
 void sh_vocab_argmax(const sh_x *x, ir_value **res) {
   ir_value *v = x->in[0];
   int axis = (int)ir_node_attr_int(x->node, "axis", v->type.rank - 1);
+  int64_t whole = x->node->in[0]->type.dims[axis];
+  if (axis == v->type.rank - 1 && ir_dtype_is_float(v->type.dtype)) v = mask_padding(x, v, whole);
   ir_shard lay = x->layout[0];
   ir_attr ax = ir_attr_int("axis", axis);
   ir_value *first = sh_x_op(x, IR_OP_ARGMAX, &v, 1, &ax, 1, NULL, lay); /* within the block */
   ir_value *mx = reduce(x, IR_OP_REDUCE_MAX, v, axis, false, lay, ".max");
   ir_value *gmx = sh_x_all_reduce(x, mx, "max", lay);
-  int64_t whole = v->type.dims[axis] * x->size;
+  whole = v->type.dims[axis] * x->size; /* padded: the classes of the padding come last and are never the max */
   ir_dtype it = first->type.dtype;
   ir_value *index = op2(x, IR_OP_ADD, first, block_offset(x, sh_x_block_ids(x, whole, it)), lay);
   ir_value *held = op2(x, IR_OP_EQ, mx, gmx, lay);

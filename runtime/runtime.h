@@ -97,6 +97,13 @@ int rt_shard_insert(rt_tensor *whole, const rt_tensor *local, const ir_shard *s,
                     char *err, size_t errlen);
 int rt_init_param_shard(rt_tensor *local, const ir_value *param, uint64_t seed, const ir_mesh *m, const int *coord,
                         char *err, size_t errlen);
+/* A block of a padded layout (a padded vocabulary: ir_shard.pad) without
+ * its padding, as a state file holds it (rt_shard_unpad: the elements whose
+ * global index is in the whole value, a prefix along each padded dim), and
+ * back (rt_shard_repad: the block of the layout, zeros for the padding;
+ * whole: the whole value's type). New tensors (NULL: out of memory). */
+rt_tensor *rt_shard_unpad(const rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord);
+rt_tensor *rt_shard_repad(const rt_tensor *stored, const ir_shard *s, const ir_mesh *m, const ir_type *whole);
 /* A pipelined plain graph's outputs (tgc run --mesh with pp > 1) brought
  * whole to stage 0: each rank ran its stage's graph `stage` (whose outputs
  * stage_out[k] are whole on dp and tp: the shard pass makes them so) and

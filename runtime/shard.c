@@ -1,7 +1,9 @@
 /* runtime/shard.c — moving between a whole value and one rank's block of
  * it (ir_shard: ir_shard_global_index says where each local element sits):
  * the data a rank feeds, the parameters it initializes, the state it saves
- * and loads on another mesh. Host tensors; every element is copied as bytes.
+ * and loads on another mesh. Host tensors; every element is copied as bytes;
+ * a padded dim's padding (ir_shard.pad) is zeros in a block and no element
+ * of the whole, and a state file holds a block without it (rt_shard_unpad).
  * Also a pipelined plain graph's outputs brought to stage 0 (tgc run). */
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +53,18 @@ static int transfer(rt_tensor *whole, rt_tensor *local, const ir_shard *s, const
     st *= whole->type.dims[d];
   }
   char *w = whole->data, *l = local->data;
+  bool padded = false; /* a padded dim (a padded vocabulary): its padding is zeros here, never a whole's element */
+  for (int d = 0; d < r; d++) padded |= s->split[d] && s->pad[d] > 0;
+  if (padded && to_local) memset(l, 0, (size_t)n * es);
   for (int64_t i = 0; i < n; i++) {
     int64_t off = 0;
-    for (int d = 0; d < r; d++) off += map[d][idx[d]] * gstride[d];
-    if (to_local) memcpy(l + (size_t)i * es, w + (size_t)off * es, es);
-    else memcpy(w + (size_t)off * es, l + (size_t)i * es, es);
+    bool pad = false;
+    for (int d = 0; d < r; d++) {
+      off += map[d][idx[d]] * gstride[d];
+      pad |= map[d][idx[d]] >= whole->type.dims[d];
+    }
+    if (!pad && to_local) memcpy(l + (size_t)i * es, w + (size_t)off * es, es);
+    else if (!pad) memcpy(w + (size_t)off * es, l + (size_t)i * es, es);
     for (int d = r - 1; d >= 0; d--) { /* the next local index, row-major */
       if (++idx[d] < local->type.dims[d]) break;
       idx[d] = 0;
@@ -93,6 +102,53 @@ int rt_init_param_shard(rt_tensor *local, const ir_value *param, uint64_t seed, 
   int rc = rt_shard_extract(whole, local, &param->shard, m, coord, err, errlen);
   rt_tensor_free(whole);
   return rc;
+}
+
+/* dst's elements that src has (the index prefixes of every dim; dst zeroed first). */
+static void copy_prefix(rt_tensor *dst, const rt_tensor *src) {
+  int r = dst->type.rank;
+  size_t es = ir_dtype_size(dst->type.dtype);
+  int64_t n = rt_numel(&dst->type), idx[IR_MAX_RANK] = {0};
+  if (n) memset(dst->data, 0, (size_t)n * es);
+  for (int64_t i = 0; i < n; i++) {
+    bool in = true;
+    int64_t off = 0;
+    for (int d = 0; d < r; d++) {
+      in &= idx[d] < src->type.dims[d];
+      off = off * src->type.dims[d] + idx[d];
+    }
+    if (in) memcpy((char *)dst->data + (size_t)i * es, (const char *)src->data + (size_t)off * es, es);
+    for (int d = r - 1; d >= 0; d--) {
+      if (++idx[d] < dst->type.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+static rt_tensor *prefix_copy(const rt_tensor *src, const ir_type *t) {
+  rt_tensor *x = rt_tensor_new(t);
+  if (x) copy_prefix(x, src);
+  return x;
+}
+
+rt_tensor *rt_shard_unpad(const rt_tensor *local, const ir_shard *s, const ir_mesh *m, const int *coord) {
+  ir_type whole = ir_shard_global_type(&local->type, s, m), t = local->type;
+  for (int d = 0; d < t.rank; d++) {
+    if (!s->split[d] || s->pad[d] <= 0) continue;
+    int64_t real = 0; /* the block's elements before the padding */
+    while (real < t.dims[d] && ir_shard_global_index(s, m, coord, d, local->type.dims[d], real) < whole.dims[d]) real++;
+    t.dims[d] = real;
+  }
+  return prefix_copy(local, &t);
+}
+
+rt_tensor *rt_shard_repad(const rt_tensor *stored, const ir_shard *s, const ir_mesh *m, const ir_type *whole) {
+  ir_type t = stored->type;
+  for (int d = 0; d < t.rank; d++) {
+    if (!s->split[d] || s->pad[d] <= 0) continue;
+    t.dims[d] = (whole->dims[d] + s->pad[d]) / ir_shard_blocks(s, m, d);
+  }
+  return prefix_copy(stored, &t);
 }
 
 static int output_index(const ir_graph *g, const char *name) {

@@ -7,7 +7,10 @@
  *   PATH.step<S>.rank<R>-of-<N>  the rank's blocks of every parameter and
  *       state (format "tgc-train-shard-2"; "rank", "coords" pp,dp,tp,
  *       "mesh_sizes" pp,dp,tp, and "layout.<tensor>" per tensor: per dim
- *       "<axis mask>:<parts>", the block's ir_shard), written atomically;
+ *       "<axis mask>:<parts>[:<pad>]", the block's ir_shard; a padded
+ *       vocabulary's block is stored without its padding, so the rank
+ *       holding the end of the vocabulary stores fewer rows), written
+ *       atomically;
  *   PATH  the index, written by rank 0 once every rank's file is complete:
  *       no tensors, the metadata of an ordinary state file plus "sharded"
  *       (N) and "shards" (the file names, one per line: a name may hold a
@@ -62,12 +65,15 @@ static const ir_shard *layout_of(const rt_trainer *t, int i) {
 
 static rt_tensor *tensor_of(const rt_trainer *t, int i) { return i < t->np ? t->params[i] : t->states[i - t->np]; }
 
-/* "<mask>:<parts>,..." per dim */
+/* "<mask>:<parts>[:<pad>],..." per dim (the pad only when a padded
+ * vocabulary's: docs/sharding.md) */
 static void layout_text(const ir_shard *s, int rank, char *buf, size_t n) {
   size_t len = 0;
   buf[0] = 0;
-  for (int d = 0; d < rank && len < n; d++)
+  for (int d = 0; d < rank && len < n; d++) {
     len += (size_t)snprintf(buf + len, n - len, "%s%d:%d", d ? "," : "", s->split[d], s->pieces[d]);
+    if (s->pad[d] > 0 && len < n) len += (size_t)snprintf(buf + len, n - len, ":%d", (int)s->pad[d]);
+  }
 }
 
 static int layout_parse(const char *text, int rank, ir_shard *s) {
@@ -82,6 +88,12 @@ static int layout_parse(const char *text, int rank, ir_shard *s) {
     if (end == p || k < 0 || k > 255) return -1;
     p = end;
     s->split[d] = (uint8_t)m, s->pieces[d] = (uint8_t)k;
+    if (*p == ':') { /* padded */
+      long pad = strtol(p + 1, &end, 10);
+      if (end == p + 1 || pad < 1 || pad > INT32_MAX || !m) return -1;
+      s->pad[d] = (int32_t)pad;
+      p = end;
+    }
     if (d + 1 < rank) {
       if (*p != ',') return -1;
       p++;
@@ -297,9 +309,10 @@ static int save_sharded(const rt_trainer *t, const char *path, const rt_meta_ent
   rt_meta_entry *extra = calloc((size_t)n + 8, sizeof *extra);
   char (*lay)[IR_MAX_RANK * 8] = calloc((size_t)n + 1, sizeof *lay);
   char **keys = calloc((size_t)n + 1, sizeof *keys);
+  rt_tensor **stored = calloc((size_t)n + 1, sizeof *stored);
   int rc = -1;
   bool wrote = false, existed = true;
-  if (!file || !files || !extra || !lay || !keys) {
+  if (!file || !files || !extra || !lay || !keys || !stored) {
     rt_errf(err, errlen, "%s: out of memory", path);
     goto done;
   }
@@ -329,7 +342,19 @@ static int save_sharded(const rt_trainer *t, const char *path, const rt_meta_ent
     extra[ne++] = (rt_meta_entry){keys[i], lay[i]};
   }
   existed = access(file, F_OK) == 0; /* a save at the old index's step rewrites its files in place */
-  wrote = write_state(t, file, host, n, meta, n_meta, extra, ne, SHARD_FORMAT, err, errlen) == 0;
+  /* a padded vocabulary's blocks without their padding: a file holds the
+   * rows of the whole [V, D], never the padding's */
+  for (int i = 0; i < n; i++) {
+    const ir_shard *s = layout_of(t, i);
+    bool pad = false;
+    for (int d = 0; d < host[i]->type.rank; d++) pad |= s->split[d] && s->pad[d] > 0;
+    stored[i] = pad ? rt_shard_unpad(host[i], s, t->mesh, t->coord) : host[i];
+    if (!stored[i]) {
+      rt_errf(err, errlen, "%s: out of memory", path);
+      goto done;
+    }
+  }
+  wrote = write_state(t, file, stored, n, meta, n_meta, extra, ne, SHARD_FORMAT, err, errlen) == 0;
   if (agree(t, wrote, err, errlen) != 0) {
     if (wrote) rt_errf(err, errlen, "%s: not saved: another rank could not write its file", path);
     goto done;
@@ -361,6 +386,9 @@ done:
   if (rc != 0 && wrote && !existed) unlink(file); /* a failed save leaves no new file of its own */
   for (int i = 0; keys && i < n; i++) free(keys[i]);
   free(keys);
+  for (int i = 0; stored && host && i < n; i++)
+    if (stored[i] != host[i]) rt_tensor_free(stored[i]);
+  free(stored);
   free(lay);
   free(extra);
   free(files);
@@ -501,6 +529,19 @@ static int shards_open(const rt_safetensors *ix, const char *path, shard_set *s,
   return 0;
 }
 
+/* Whether x, a block of layout sh, is stored without a padding the layout
+ * has (at most the block's size along each padded dim, which the whole
+ * value's type want gives). */
+static bool stored_unpadded(const rt_tensor *x, const ir_shard *sh, const ir_mesh *m, const ir_type *want) {
+  bool pad = false;
+  for (int d = 0; d < x->type.rank && x->type.rank == want->rank; d++) {
+    if (!sh->split[d] || sh->pad[d] <= 0) continue;
+    if (x->type.dims[d] > (want->dims[d] + sh->pad[d]) / ir_shard_blocks(sh, m, d)) return false;
+    pad = true;
+  }
+  return pad;
+}
+
 /* The whole tensor `name` of type want (a new host tensor, caller frees):
  * from a plain file, or assembled from every shard's block. */
 static rt_tensor *whole_tensor(const rt_safetensors *f, const shard_set *s, const char *path, const char *name,
@@ -538,14 +579,25 @@ static rt_tensor *whole_tensor(const rt_safetensors *f, const shard_set *s, cons
       rt_errf(err, errlen, "%s: tensor '%s' has no valid metadata \"%s\"", s->path[r], name, key);
       goto fail;
     }
+    rt_tensor *padded = NULL; /* a padded vocabulary's block, stored without its padding */
+    if (stored_unpadded(x, &sh, &s->mesh, want)) {
+      if (!(padded = rt_shard_repad(x, &sh, &s->mesh, want))) goto oom;
+      x = padded;
+    }
     ir_type g = ir_shard_global_type(&x->type, &sh, &s->mesh);
+    int rc = 0;
     if (!ir_type_equal(&g, want)) {
       rt_errf(err, errlen, "%s: tensor '%s' is %s (whole) but the model's %s is %s", s->path[r], name,
               ir_type_str(&g, a, sizeof a), is_state ? "optimizer state" : "parameter", ir_type_str(want, b, sizeof b));
-      goto fail;
+      rc = -1;
+    } else if (!w && !(w = rt_tensor_new(want))) {
+      rt_errf(err, errlen, "out of memory");
+      rc = -1;
+    } else {
+      rc = rt_shard_insert(w, x, &sh, &s->mesh, co, err, errlen);
     }
-    if (!w && !(w = rt_tensor_new(want))) goto oom;
-    if (rt_shard_insert(w, x, &sh, &s->mesh, co, err, errlen) != 0) goto fail;
+    rt_tensor_free(padded);
+    if (rc != 0) goto fail;
   }
   if (!w) {
     rt_errf(err, errlen, "%s: missing tensor '%s' (%s): none of its %d rank files has it", path, name,

@@ -102,7 +102,7 @@ static void count_params(const ir_graph *g, stats *s) {
   for (int i = 0; i < g->n_params; i++) {
     const ir_value *p = g->params[i];
     stats_param *sp = &s->params[i];
-    *sp = (stats_param){strdup(p->name), p->type, ir_type_numel(&p->type), groups[i]};
+    *sp = (stats_param){strdup(p->name), p->type, ir_type_numel(&p->type), groups[i], NULL};
     if (!sp->name) abort();
     s->param_total += sp->count;
     s->group_total[sp->group] += sp->count;
@@ -183,6 +183,14 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
                      .disabled = o->pass_disabled, .tp_search = o->tp_search};
   pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype_arg, .measure = true};
   if (pass_build_training_graph(g, &to, &s->graph) != 0) return -1;
+  for (int i = 0; i < g->n_params; i++) { /* the parameters the shard pass padded (g is one rank's now) */
+    char line[400];
+    if (!pass_shard_padding_str(g->params[i], &g->mesh, line, sizeof line)) continue;
+    for (int k = 0; k < s->n_params; k++)
+      if (!s->params[k].padding && strcmp(s->params[k].name, g->params[i]->name) == 0 &&
+          !(s->params[k].padding = strdup(line)))
+        abort();
+  }
   if (pass_memplan_analyze(g, &s->mem) != 0) return -1;
   pass_graph_cost_of(g, &s->cost);
   /* optimizer: the FLOPs of its update graph; memory by the model in the help */
@@ -331,7 +339,7 @@ int tool_cmd_stats(int argc, char **argv) {
     if (f.json) stats_print_json(stdout, &s);
     else stats_print_text(stdout, &s);
   }
-  for (int i = 0; i < s.n_params; i++) free(s.params[i].name);
+  for (int i = 0; i < s.n_params; i++) free(s.params[i].name), free(s.params[i].padding);
   free(s.params);
   pass_train_graph_info_free(&s.graph);
   pass_roofline_free(&s.roof);

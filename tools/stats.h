@@ -13,6 +13,8 @@ typedef struct {
   ir_type type;
   int64_t count;
   pass_param_group group;
+  char *padding;                /* malloc'd: how the shard pass pads it on the mesh (a vocabulary tp does not
+                                 * divide: pass_shard_padding_str), or NULL */
 } stats_param;
 
 typedef struct {

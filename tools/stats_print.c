@@ -128,6 +128,8 @@ void stats_print_text(FILE *out, const stats *s) {
             s->closed_form > 0 ? (double)s->param_total / s->closed_form : 0.0);
   else
     fprintf(out, "  closed form 12*l*h^2 + 2*v*h: not shown (the config defines no layers nL, width D and vocabulary V)\n");
+  for (int i = 0; i < s->n_params; i++)
+    if (s->params[i].padding) fprintf(out, "  padded on the mesh: %s (docs/sharding.md)\n", s->params[i].padding);
   if (s->list_params || s->n_params <= 16) {
     int w = 4;
     for (int i = 0; i < s->n_params; i++)
@@ -323,6 +325,7 @@ void stats_print_json(FILE *out, const stats *s) {
     json_object_set_new(t, "shape", shape);
     json_object_set_new(t, "count", jnum((double)s->params[i].count));
     json_object_set_new(t, "group", json_string(pass_param_group_name(s->params[i].group)));
+    if (s->params[i].padding) json_object_set_new(t, "padding", json_string(s->params[i].padding));
     json_array_append_new(tensors, t);
   }
   json_object_set_new(params, "tensors", tensors);

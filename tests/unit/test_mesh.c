@@ -58,7 +58,7 @@ static void test_strings(void) {
   one.stage = 0;
   CHECK(!ir_mesh_is_single(&one));
 
-  ir_shard s = {{0}, 0, {0}};
+  ir_shard s = {{0}, 0, {0}, {0}};
   CHECK(ir_shard_is_replicated(&s));
   CHECK_STR(ir_shard_str(&s, 2, buf, sizeof buf), "");
   s.split[0] = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP;
@@ -66,13 +66,16 @@ static void test_strings(void) {
   CHECK_STR(ir_shard_str(&s, 3, buf, sizeof buf), "[(dp, tp), -, pp]");
   s.partial = 1 << IR_AXIS_TP;
   CHECK_STR(ir_shard_str(&s, 3, buf, sizeof buf), "[(dp, tp), -, pp] partial(tp)");
-  ir_shard p = {{0}, 1 << IR_AXIS_DP | 1 << IR_AXIS_TP, {0}};
+  ir_shard p = {{0}, 1 << IR_AXIS_DP | 1 << IR_AXIS_TP, {0}, {0}};
   CHECK_STR(ir_shard_str(&p, 0, buf, sizeof buf), "partial(dp, tp)");
   CHECK(!ir_shard_equal(&s, &p, 3));
   ir_shard t = s;
   CHECK(ir_shard_equal(&s, &t, 3));
   t.split[5] = 1; /* beyond rank 3: not part of the spec */
   CHECK(ir_shard_equal(&s, &t, 3));
+  t.pad[0] = 3; /* a padded dim: another layout */
+  CHECK(!ir_shard_equal(&s, &t, 3));
+  CHECK_STR(ir_shard_str(&t, 3, buf, sizeof buf), "[(dp, tp) pad 3, -, pp] partial(tp)");
   CHECK_STR(ir_axis_name(IR_AXIS_TP), "tp");
   CHECK_EQ_INT(ir_axis_from_name("pp", 2), IR_AXIS_PP);
   CHECK_EQ_INT(ir_axis_from_name("p", 1), -1);

@@ -284,6 +284,58 @@ static void test_gpt_vocab(void) {
   }
 }
 
+/* gpt tiny with V = 63 on tp=2 (and micro-batches, dp=2 x tp=2 with ZeRO 1,
+ * tp=4 with V = 61): the vocabulary padded to the next multiple of tp
+ * (docs/sharding.md). The same tp collectives as V = 64 (test_gpt_vocab's
+ * closed form: the loss's masks add none), no gather of the padded table,
+ * its gradient, its micro-batch sum or its optimizer state in the step or
+ * the update (the clipping norm's sum of squares and the Inf/NaN count over
+ * the padded rows stay local: their padding is known to be zeros), and the
+ * layouts name the padding. */
+static void test_gpt_vocab_padded(void) {
+  static const struct {
+    const char *mesh, *v;
+    int zero, micro, tp, pad;
+  } cases[] = {{"tp=2", "63", 0, 1, 2, 1}, {"tp=2", "63", 0, 2, 2, 1}, {"dp=2,tp=2", "63", 1, 1, 2, 1},
+               {"tp=4", "61", 0, 1, 4, 3}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    fe_define def = {"V", cases[k].v};
+    sharded_setup c = {.path = "examples/gpt.tg", .config = "tiny", .mesh = cases[k].mesh, .stage = -1,
+                       .zero = cases[k].zero, .micro = cases[k].micro, .opt = PASS_OPT_ADAMW, .verify_each = true,
+                       .defines = &def, .n_defines = 1};
+    pass_training *t = sharded_program(&c);
+    CHECK(t != NULL);
+    if (!t) continue;
+    roundtrip(t->step);
+    roundtrip(t->update);
+    check_bindings(t);
+    int tp = cases[k].tp, rows = (atoi(cases[k].v) + cases[k].pad) / tp;
+    const ir_value *wte = t->step->params[0], *dwte = t->step->outputs[t->grad_output[0]].value;
+    const ir_value *m = t->update->inputs[t->n_params];
+    CHECK(strcmp(wte->name, "wte") == 0);
+    for (int i = 0; i < 3; i++) {
+      const ir_value *v = i == 0 ? wte : i == 1 ? dwte : m;
+      CHECK(v->type.dims[0] == rows && v->shard.split[0] == 1 << IR_AXIS_TP && v->shard.pad[0] == cases[k].pad);
+    }
+    char line[400];
+    CHECK(pass_shard_padding_str(wte, &t->step->mesh, line, sizeof line) && strstr(line, "padded to"));
+    CHECK(!pass_shard_padding_str(t->step->params[1], &t->step->mesh, line, sizeof line) && !line[0]);
+    counts s = count(t->step), u = count(t->update);
+    CHECK_EQ_INT(s.n[IR_OP_ALL_GATHER][IR_AXIS_TP], 0);
+    CHECK_EQ_INT(u.n[IR_OP_ALL_GATHER][IR_AXIS_TP], 0);
+    if (tp == 2 && cases[k].micro == 1 && cases[k].zero == 0) { /* test_gpt_vocab's closed form */
+      const int64_t B = 4, T = 16, D = 32, nL = 2;
+      int coord[IR_NUM_AXES] = {0};
+      coord[IR_AXIS_TP] = 1;
+      pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES];
+      pass_comm_tally_of(t->step, coord, tally);
+      CHECK_EQ_INT(tally[IR_OP_ALL_REDUCE][IR_AXIS_TP].calls, (2 + 4 * nL) + 3 + 2);
+      CHECK_EQ_INT(tally[IR_OP_ALL_REDUCE][IR_AXIS_TP].sent, ((2 + 4 * nL) * B * T * D + 5 * B * T) * 4);
+    }
+    pass_training_free(t);
+  }
+}
+
 static void test_llama(void) {
   pass_training *t = build("examples/llama.tg", "tiny", "dp=2,tp=2", 1, 1, "reverse");
   if (!t) return;
@@ -297,6 +349,7 @@ int main(void) {
   test_gpt_zero();
   test_gpt_tp();
   test_gpt_vocab();
+  test_gpt_vocab_padded();
   test_llama();
   return check_done();
 }

@@ -4,7 +4,8 @@
  * splits (dp, tp) of one dim, two dims, and dims in parts; the parts layout
  * holds the block of every part (Megatron's fused q, k, v columns); a
  * sharded parameter's block has exactly the values one device would give
- * those elements. */
+ * those elements; a padded dim (a padded vocabulary) keeps its padding out
+ * of the whole value and of what a state file stores. */
 #include <string.h>
 
 #include "check.h"
@@ -40,7 +41,7 @@ static void test_layouts(void) {
   ir_mesh m = ir_mesh_single();
   m.size[IR_AXIS_DP] = 2, m.size[IR_AXIS_TP] = 3;
   ir_type t = T2(12, 18);
-  ir_shard s = {{0}, 0, {0}};
+  ir_shard s = {{0}, 0, {0}, {0}};
   s.split[0] = 1 << IR_AXIS_DP;
   roundtrip(&t, &s, &m);
   s.split[0] = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP; /* nested on one dim */
@@ -60,7 +61,7 @@ static void test_parts_layout(void) {
   ir_mesh m = ir_mesh_single();
   m.size[IR_AXIS_TP] = 2;
   ir_type t = T2(2, 12), lt = T2(2, 6);
-  ir_shard s = {{0}, 0, {0}};
+  ir_shard s = {{0}, 0, {0}, {0}};
   s.split[1] = 1 << IR_AXIS_TP, s.pieces[1] = 3;
   rt_tensor *whole = rt_tensor_new(&t), *local = rt_tensor_new(&lt);
   for (int i = 0; i < 24; i++) rt_tensor_set(whole, i, i % 12);
@@ -77,7 +78,7 @@ static void test_parts_layout(void) {
 static void test_flattened(void) {
   ir_mesh m = ir_mesh_single();
   m.size[IR_AXIS_DP] = 2, m.size[IR_AXIS_TP] = 2;
-  ir_shard s = {{0}, 0, {0}};
+  ir_shard s = {{0}, 0, {0}, {0}};
   s.split[0] = 1 << IR_AXIS_DP | 1 << IR_AXIS_TP, s.pieces[0] = 2; /* B = 4, T = 6: local rows 2 x 3 */
   int coord[IR_NUM_AXES] = {0, 1, 1};
   /* rank (dp 1, tp 1) holds b in {2, 3}, t in {3, 4, 5}: rows b * 6 + t */
@@ -106,8 +107,53 @@ static void test_param_init(void) {
   ir_graph_free(g);
 }
 
+/* a padded vocabulary: [7, 2] rows over tp = 4, padded to 8 (pad 1): blocks
+ * of 2 rows, rank 3's second row is padding. The blocks reassemble the
+ * whole value, a block's padding is zeros on extract and no element on
+ * insert; unpadded (as a state file holds it) rank 3 keeps 1 row, repadded
+ * it is the block again; a parameter's block is one device's values and
+ * zeros for the padding */
+static void test_padded(void) {
+  ir_mesh m = ir_mesh_single();
+  m.size[IR_AXIS_TP] = 4;
+  ir_type t = T2(7, 2), lt = T2(2, 2);
+  ir_shard s = {{0}, 0, {0}, {0}};
+  s.split[0] = 1 << IR_AXIS_TP, s.pad[0] = 1;
+  ir_type g = ir_shard_global_type(&lt, &s, &m);
+  CHECK(ir_type_equal(&g, &t));
+  char buf[64], err[256];
+  CHECK_STR(ir_shard_str(&s, 2, buf, sizeof buf), "[tp pad 1, -]");
+  rt_tensor *whole = rt_tensor_new(&t), *back = rt_tensor_new(&t), *local = rt_tensor_new(&lt);
+  for (int i = 0; i < 14; i++) rt_tensor_set(whole, i, 1 + i);
+  for (int r = 0; r < 4; r++) {
+    int coord[IR_NUM_AXES] = {0, 0, r};
+    for (int i = 0; i < 4; i++) rt_tensor_set(local, i, -1); /* overwritten: padding included */
+    CHECK_EQ_INT(rt_shard_extract(whole, local, &s, &m, coord, err, sizeof err), 0);
+    for (int i = 0; i < 4; i++) CHECK(rt_tensor_get(local, i) == (r * 4 + i < 14 ? 1 + r * 4 + i : 0));
+    CHECK_EQ_INT(rt_shard_insert(back, local, &s, &m, coord, err, sizeof err), 0);
+    rt_tensor *stored = rt_shard_unpad(local, &s, &m, coord);
+    CHECK(stored && stored->type.dims[0] == (r == 3 ? 1 : 2) && stored->type.dims[1] == 2);
+    for (int i = 0; stored && i < stored->type.dims[0] * 2; i++) CHECK(rt_tensor_get(stored, i) == 1 + r * 4 + i);
+    rt_tensor *again = stored ? rt_shard_repad(stored, &s, &m, &t) : NULL;
+    CHECK(again && ir_type_equal(&again->type, &lt) && memcmp(again->data, local->data, local->nbytes) == 0);
+    rt_tensor_free(stored), rt_tensor_free(again);
+  }
+  CHECK(memcmp(whole->data, back->data, whole->nbytes) == 0);
+  ir_graph *pg = ir_graph_new("g", NULL);
+  ir_value *p = ir_graph_add_param(pg, "wte", t, (ir_init){IR_INIT_NORMAL, 0.02, 0}, (ir_loc){0});
+  rt_init_param(whole, p, 5);
+  p->shard = s;
+  int last[IR_NUM_AXES] = {0, 0, 3};
+  CHECK_EQ_INT(rt_init_param_shard(local, p, 5, &m, last, err, sizeof err), 0);
+  CHECK(rt_tensor_get(local, 0) == rt_tensor_get(whole, 12) && rt_tensor_get(local, 1) == rt_tensor_get(whole, 13));
+  CHECK(rt_tensor_get(local, 2) == 0 && rt_tensor_get(local, 3) == 0);
+  ir_graph_free(pg);
+  rt_tensor_free(whole), rt_tensor_free(back), rt_tensor_free(local);
+}
+
 int main(void) {
   test_layouts();
+  test_padded();
   test_parts_layout();
   test_flattened();
   test_param_init();

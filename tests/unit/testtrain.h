@@ -85,13 +85,15 @@ typedef struct {
   pass_optimizer_kind opt;
   bool verify_each;
   ir_dtype compute;                          /* 0 or f32: the model's dtype; bf16/f16: mixed precision */
+  const fe_define *defines;                  /* -D NAME=VALUE overrides (n_defines of them) */
+  int n_defines;
 } sharded_setup;
 
 static inline pass_training *sharded_program(const sharded_setup *c) {
   ir_diag *d = ir_diag_new(stderr);
   size_t len = 0;
   char *text = ir_read_file(c->path, 1u << 20, &len, d);
-  fe_options fo = {.config = c->config};
+  fe_options fo = {.config = c->config, .defines = c->defines, .n_defines = c->n_defines};
   ir_graph *model = text ? fe_compile(c->path, text, len, &fo, d) : NULL;
   pass_training *t = NULL;
   char err[256];
