@@ -4,7 +4,8 @@
 # by CTest, is its directory; NVRTC is the toolkit's). Kernels are no-ops
 # and device memory starts zeroed, so numbers are not checked (the loss
 # reads 0): the exit status, that the stub refused no call (no "tgc cuda
-# stub:" line), and that the run got to its end. 77: skipped.
+# stub:" line), that the run got to its end, and that kernels were launched
+# and products run (the stub's summary). 77: skipped.
 tgc=$1
 case=$2
 dir=${TGC_CUDA_LIB_PATH:?}
@@ -12,6 +13,7 @@ if [ ! -e "$dir/libnvrtc.so.13" ] && [ ! -e "$dir/libnvrtc.so.12" ]; then
   echo "skipped: no NVRTC of the CUDA toolkit beside the stub in $dir"
   exit 77
 fi
+export TGC_STUB_SUMMARY=1
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 case $case in
@@ -30,4 +32,10 @@ cat "$out"
 if [ $rc -ne 0 ]; then echo "FAIL: tgc exited $rc"; exit 1; fi
 if grep -q "tgc cuda stub:" "$out"; then echo "FAIL: the stub refused a call"; exit 1; fi
 if ! grep -q "$want" "$out"; then echo "FAIL: no '$want' in the output"; exit 1; fi
+summary=$(grep "^cuda stub summary:" "$out")
+launches=$(echo "$summary" | sed -n 's/.* \([0-9]*\) launches.*/\1/p')
+products=$(echo "$summary" | sed -n 's/.* \([0-9]*\) products.*/\1/p')
+if [ -z "$launches" ] || [ "$launches" -eq 0 ] || [ -z "$products" ] || [ "$products" -eq 0 ]; then
+  echo "FAIL: no launches or no products on the stub ($summary)"; exit 1
+fi
 echo "ok: $case on the stub"

@@ -121,6 +121,7 @@ static struct {
   cg_cu_result sticky;
   char sticky_detail[1024];
   int ctx_refs;
+  long long launches, products, modules_loaded, kernels, async_downloads; /* TGC_STUB_SUMMARY */
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct CUctx_st the_context;
@@ -253,6 +254,15 @@ static void complete_all(bool blocking_only) {
   complete(&S.legacy, S.legacy.n_pending);
   for (struct CUstream_st *t = S.streams; t; t = t->next)
     if (!blocking_only || !(t->flags & CG_CU_STREAM_NON_BLOCKING)) complete(t, t->n_pending);
+}
+
+/* TGC_STUB_SUMMARY=1: what the process did, at exit (the end-to-end tests
+ * check that launches and products happened). */
+__attribute__((destructor)) static void summary(void) {
+  const char *v = getenv("TGC_STUB_SUMMARY");
+  if (v && strcmp(v, "1") == 0)
+    fprintf(stderr, "cuda stub summary: %lld modules, %lld kernels, %lld launches, %lld products, %lld async downloads\n",
+            S.modules_loaded, S.kernels, S.launches, S.products, S.async_downloads);
 }
 
 /* ---- errors, init, devices ---- */
@@ -475,6 +485,7 @@ cg_cu_result stub_cuMemcpyDtoHAsync(void *dst, cg_cu_deviceptr src, size_t bytes
   if (!data) return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemcpyDtoHAsync: out of host memory");
   memcpy(data, hp(src), bytes);
   s->pending[s->n_pending++] = (pending_copy){dst, data, bytes};
+  S.async_downloads++;
   const uint32_t nan = 0x7fc00000u;
   size_t i = 0;
   for (; i + 4 <= bytes; i += 4) memcpy((char *)dst + i, &nan, 4);
@@ -585,10 +596,12 @@ cg_cu_result stub_cuModuleLoadData(cg_cu_module *module, const void *image) {
                                     (int)(sh[i].sh_info >> 24), 0};
     f->lim.max_dynamic_smem = RT_EMU_STATIC_SMEM_LIMIT - (int)f->lim.static_smem;
     read_info(img, f->name, f);
+    S.kernels++;
     f->next = m->functions;
     m->functions = f;
   }
   *module = push(&S.modules, m);
+  S.modules_loaded++;
   return CG_CUDA_SUCCESS;
 }
 
@@ -668,6 +681,7 @@ cg_cu_result stub_cuLaunchKernel(cg_cu_function fn, unsigned int grid_x, unsigne
                 f->nparams);
   for (int i = 0; params && i < f->nparams; i++)
     if (!params[i]) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: %s: kernelParams[%d] is NULL", f->name, i);
+  S.launches++;
   return CG_CUDA_SUCCESS; /* the kernel is a no-op */
 }
 
@@ -758,6 +772,7 @@ cg_cublas_status rt_emu_blaslt_run(const emu_problem *p, double alpha, double be
                                    const void *c, void *d, cg_cu_stream stream) {
   (void)p, (void)alpha, (void)beta, (void)a, (void)b, (void)c, (void)d;
   if (!stream_of(stream)) return rt_emu_blaslt_fail(CG_CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: not a stream");
+  S.products++;
   return CG_CUBLAS_STATUS_SUCCESS; /* the product is a no-op: the checks were all */
 }
 
