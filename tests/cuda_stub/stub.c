@@ -197,6 +197,14 @@ static bool unlink_node(void *head, const void *node) {
   return false;
 }
 
+/* A destroy entry: unlinks node from *head and frees it, or says why not. */
+static cg_cu_result destroy(void *head, void *node, void (*free_one)(void *), const char *not_found) {
+  enter();
+  if (!unlink_node(head, node)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "%s", not_found);
+  free_one(node);
+  return CG_CUDA_SUCCESS;
+}
+
 /* ---- device memory ---- */
 
 /* The allocation holding ptr, or -1. */
@@ -244,6 +252,7 @@ static void complete(cg_cu_stream s, int upto) {
     memcpy(s->pending[i].dst, s->pending[i].data, s->pending[i].bytes);
     free(s->pending[i].data);
   }
+  if (upto == 0) return;
   memmove(s->pending, s->pending + upto, (size_t)(s->n_pending - upto) * sizeof *s->pending);
   s->n_pending -= upto;
   for (struct CUevent_st *e = S.events; e; e = e->next)
@@ -527,23 +536,41 @@ cg_cu_result stub_cuPointerGetAttribute(void *data, cg_cu_pointer_attribute attr
 
 enum { EIFMT_SVAL = 4, EIATTR_MAX_THREADS = 0x05, EIATTR_KPARAM_INFO = 0x17 };
 
-/* The ELF section named name, or NULL. */
-static const Elf64_Shdr *section(const unsigned char *img, const char *name) {
-  const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
-  const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
-  const char *names = (const char *)img + sh[eh->e_shstrndx].sh_offset;
-  for (int i = 0; i < eh->e_shnum; i++)
-    if (strcmp(names + sh[i].sh_name, name) == 0) return &sh[i];
-  return NULL;
+/* The image's headers, copied (it need not be 8-byte aligned). */
+static Elf64_Ehdr elf_header(const unsigned char *img) {
+  Elf64_Ehdr eh;
+  memcpy(&eh, img, sizeof eh);
+  return eh;
+}
+static Elf64_Shdr section_header(const unsigned char *img, int i) {
+  Elf64_Ehdr eh = elf_header(img);
+  Elf64_Shdr sh;
+  memcpy(&sh, img + eh.e_shoff + (size_t)i * sizeof sh, sizeof sh);
+  return sh;
+}
+static const char *section_name(const unsigned char *img, int i) {
+  Elf64_Ehdr eh = elf_header(img);
+  return (const char *)img + section_header(img, eh.e_shstrndx).sh_offset + section_header(img, i).sh_name;
+}
+
+/* The ELF section named name into *out: whether there is one. */
+static bool section(const unsigned char *img, const char *name, Elf64_Shdr *out) {
+  Elf64_Ehdr eh = elf_header(img);
+  for (int i = 0; i < eh.e_shnum; i++)
+    if (strcmp(section_name(img, i), name) == 0) {
+      *out = section_header(img, i);
+      return true;
+    }
+  return false;
 }
 
 /* __launch_bounds__ and the parameter count from .nv.info.NAME. */
 static void read_info(const unsigned char *img, const char *kernel, stub_function *f) {
   char name[300];
   snprintf(name, sizeof name, ".nv.info.%s", kernel);
-  const Elf64_Shdr *sh = section(img, name);
-  if (!sh) return;
-  const unsigned char *p = img + sh->sh_offset, *end = p + sh->sh_size;
+  Elf64_Shdr sh;
+  if (!section(img, name, &sh)) return;
+  const unsigned char *p = img + sh.sh_offset, *end = p + sh.sh_size;
   while (p + 4 <= end) {
     unsigned fmt = p[0], attr = p[1];
     size_t size = fmt == EIFMT_SVAL ? (size_t)(p[2] | p[3] << 8) : 0;
@@ -557,7 +584,8 @@ static void read_info(const unsigned char *img, const char *kernel, stub_functio
   }
 }
 
-static void free_module(struct CUmod_st *m) {
+static void free_module(void *p) {
+  struct CUmod_st *m = p;
   while (m->functions) {
     stub_function *f = m->functions;
     m->functions = f->next;
@@ -569,19 +597,17 @@ static void free_module(struct CUmod_st *m) {
 cg_cu_result stub_cuModuleLoadData(cg_cu_module *module, const void *image) {
   ENTER_CONTEXT("cuModuleLoadData");
   const unsigned char *img = image;
-  const Elf64_Ehdr *eh = image;
-  if (!img || memcmp(img, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_machine != 190)
+  if (!img || memcmp(img, ELFMAG, SELFMAG) != 0 || img[EI_CLASS] != ELFCLASS64 || elf_header(img).e_machine != 190)
     return fail(CG_CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: not a cubin (the stub loads no PTX)");
-  int arch = (int)((eh->e_flags >> 8) & 0xff);
+  Elf64_Ehdr eh = elf_header(img);
+  int arch = (int)((eh.e_flags >> 8) & 0xff); /* EF_CUDA_SM */
   if (arch != S.arch->arch)
     return fail(CG_CUDA_ERROR_NO_BINARY_FOR_GPU, "cuModuleLoadData: a cubin for sm_%d cannot run on sm_%d", arch,
                 S.arch->arch);
   struct CUmod_st *m = calloc(1, sizeof *m);
   if (!m) return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuModuleLoadData: out of host memory");
-  const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
-  const char *names = (const char *)img + sh[eh->e_shstrndx].sh_offset;
-  for (int i = 0; i < eh->e_shnum; i++) {
-    const char *sname = names + sh[i].sh_name;
+  for (int i = 0; i < eh.e_shnum; i++) {
+    const char *sname = section_name(img, i);
     if (strncmp(sname, ".text.", 6) != 0) continue;
     stub_function *f = calloc(1, sizeof *f);
     if (!f) {
@@ -591,9 +617,11 @@ cg_cu_result stub_cuModuleLoadData(cg_cu_module *module, const void *image) {
     snprintf(f->name, sizeof f->name, "%s", sname + 6);
     char shared[300];
     snprintf(shared, sizeof shared, ".nv.shared.%s", f->name);
-    const Elf64_Shdr *sm = section(img, shared);
-    f->lim = (rt_emu_launch_limits){f->name, sm ? sm->sh_size : 0, 0, S.arch->smem_optin, S.arch->arch,
-                                    (int)(sh[i].sh_info >> 24), 0};
+    Elf64_Shdr sm;
+    unsigned long long static_smem = section(img, shared, &sm) ? sm.sh_size : 0;
+    /* a kernel's .text section holds its register count in sh_info's top byte */
+    f->lim = (rt_emu_launch_limits){f->name, static_smem, 0, S.arch->smem_optin, S.arch->arch,
+                                    (int)(section_header(img, i).sh_info >> 24), 0};
     f->lim.max_dynamic_smem = RT_EMU_STATIC_SMEM_LIMIT - (int)f->lim.static_smem;
     read_info(img, f->name, f);
     S.kernels++;
@@ -606,10 +634,7 @@ cg_cu_result stub_cuModuleLoadData(cg_cu_module *module, const void *image) {
 }
 
 cg_cu_result stub_cuModuleUnload(cg_cu_module module) {
-  enter();
-  if (!unlink_node(&S.modules, module)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuModuleUnload: not a loaded module");
-  free_module(module);
-  return CG_CUDA_SUCCESS;
+  return destroy(&S.modules, module, free_module, "cuModuleUnload: not a loaded module");
 }
 
 cg_cu_result stub_cuModuleGetFunction(cg_cu_function *function, cg_cu_module module, const char *name) {
@@ -734,10 +759,7 @@ cg_cu_result stub_cuEventCreate(cg_cu_event *event, unsigned int flags) {
 }
 
 cg_cu_result stub_cuEventDestroy(cg_cu_event event) {
-  enter();
-  if (!unlink_node(&S.events, event)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuEventDestroy: not an event");
-  free(event);
-  return CG_CUDA_SUCCESS;
+  return destroy(&S.events, event, free, "cuEventDestroy: not an event");
 }
 
 cg_cu_result stub_cuEventRecord(cg_cu_event event, cg_cu_stream stream) {
