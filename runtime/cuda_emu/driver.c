@@ -29,13 +29,9 @@
 
 #include "emu_internal.h"
 
-#define STATIC_SMEM_LIMIT 49152
+#define STATIC_SMEM_LIMIT RT_EMU_STATIC_SMEM_LIMIT
 #define MAX_RACE_LINES 64
 
-static const emu_arch arches[] = {
-    {80, "tgc cuda-emu sm_80 (A100-like, on the CPU)", 108, 1410000, 1215000, 5120, 40 << 20, 167936, 166912},
-    {90, "tgc cuda-emu sm_90 (H100-like, on the CPU)", 132, 1980000, 2619000, 5120, 50 << 20, 233472, 232448},
-};
 
 /* Streams, events and modules are listed (a handle a caller passes is
  * looked up before it is used): each starts with its link. */
@@ -245,34 +241,8 @@ cg_cu_result rt_emu_cuDeviceGetAttribute(int *value, cg_cu_device_attribute attr
   ENTER();
   cg_cu_result r = check_device(dev);
   if (r != CG_CUDA_SUCCESS) return r;
-  const emu_arch *a = emu.arch;
-  switch (attrib) {
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = 1024; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = 1024; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = 64; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = 2147483647; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = 65535; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = 65535; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = STATIC_SMEM_LIMIT; break;
-  case CG_CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: *value = 65536; break;
-  case CG_CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *value = 65536; break;
-  case CG_CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *value = a->clock_khz; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = a->sm_count; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *value = a->memory_clock_khz; break;
-  case CG_CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *value = a->bus_width; break;
-  case CG_CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *value = a->l2_bytes; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *value = 2048; break;
-  case CG_CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
-  case CG_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = a->arch / 10; break;
-  case CG_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = a->arch % 10; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *value = a->smem_per_sm; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *value = 65536; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = a->smem_optin; break;
-  case CG_CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *value = 32; break;
-  default: return fail(CG_CUDA_ERROR_INVALID_VALUE, "device attribute %u is not emulated", attrib);
-  }
+  if (rt_emu_device_attribute(emu.arch, attrib, value) != 0)
+    return fail(CG_CUDA_ERROR_INVALID_VALUE, "device attribute %u is not emulated", attrib);
   return CG_CUDA_SUCCESS;
 }
 
@@ -451,6 +421,13 @@ static bool function_known(const emu_function *f) {
   return false;
 }
 
+/* What the launch rules need of f: the emulator knows no registers or
+ * __launch_bounds__ (the host compiler's code has neither). */
+static rt_emu_launch_limits limits_of(const emu_function *f) {
+  return (rt_emu_launch_limits){f->kernel->name, f->kernel->static_smem, f->max_dynamic_smem, emu.arch->smem_optin,
+                                emu.arch->arch, 0, 0};
+}
+
 cg_cu_result rt_emu_cuFuncGetAttribute(int *value, cg_cu_function_attribute attrib, cg_cu_function f) {
   ENTER();
   cg_cu_result r = need_context();
@@ -477,10 +454,9 @@ cg_cu_result rt_emu_cuFuncSetAttribute(cg_cu_function f, cg_cu_function_attribut
   if (r != CG_CUDA_SUCCESS) return r;
   if (!function_known(f)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not a function of a loaded module");
   if (attrib == CG_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
-    if (value < 0 || (long long)value + (long long)f->kernel->static_smem > emu.arch->smem_optin)
-      return fail(CG_CUDA_ERROR_INVALID_VALUE,
-                  "%s: %d bytes of dynamic shared memory and %llu static are more than sm_%d allows a block (%d)",
-                  f->kernel->name, value, f->kernel->static_smem, emu.arch->arch, emu.arch->smem_optin);
+    rt_emu_launch_limits lim = limits_of(f);
+    char why[512];
+    if ((r = rt_emu_smem_optin_rule(&lim, value, why, sizeof why)) != CG_CUDA_SUCCESS) return fail(r, "%s", why);
     f->max_dynamic_smem = value;
     return CG_CUDA_SUCCESS;
   }
@@ -501,23 +477,12 @@ cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned i
   if (r != CG_CUDA_SUCCESS) return r;
   if (!function_known(f)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not a function of a loaded module");
   const char *name = f->kernel->name;
-  if (gx == 0 || gy == 0 || gz == 0 || gx > 2147483647u || gy > 65535 || gz > 65535)
-    return fail(CG_CUDA_ERROR_INVALID_VALUE, "%s: grid %u x %u x %u (each at least 1, at most 2147483647 x 65535 x 65535)",
-                name, gx, gy, gz);
-  if (bx == 0 || by == 0 || bz == 0 || bx > 1024 || by > 1024 || bz > 64)
-    return fail(CG_CUDA_ERROR_INVALID_VALUE, "%s: block %u x %u x %u (each at least 1, at most 1024 x 1024 x 64)", name,
-                bx, by, bz);
+  rt_emu_launch_limits lim = limits_of(f);
+  char why[1024];
+  const unsigned grid[3] = {gx, gy, gz}, blk[3] = {bx, by, bz};
+  if ((r = rt_emu_launch_rules(&lim, grid, blk, shared_bytes, why, sizeof why)) != CG_CUDA_SUCCESS)
+    return fail(r, "%s", why);
   unsigned long long threads = (unsigned long long)bx * by * bz;
-  if (threads > 1024)
-    return fail(CG_CUDA_ERROR_INVALID_VALUE, "%s: block %u x %u x %u is %llu threads, more than 1024", name, bx, by, bz,
-                threads);
-  if ((long long)shared_bytes > f->max_dynamic_smem)
-    return fail(CG_CUDA_ERROR_INVALID_VALUE,
-                "%s: %u bytes of dynamic shared memory, more than the %d it may use (%llu static of %d without the "
-                "opt-in; cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) allows up to %d in all "
-                "on sm_%d)",
-                name, shared_bytes, f->max_dynamic_smem, f->kernel->static_smem, STATIC_SMEM_LIMIT,
-                emu.arch->smem_optin, emu.arch->arch);
   if (extra) return fail(CG_CUDA_ERROR_NOT_SUPPORTED, "%s: the 'extra' form of parameters is not emulated", name);
   if (!params && f->kernel->nparams > 0)
     return fail(CG_CUDA_ERROR_INVALID_VALUE, "%s takes %d parameters, kernelParams is NULL", name, f->kernel->nparams);
@@ -720,9 +685,7 @@ void rt_cuda_emu_shutdown(void) {
 }
 
 int rt_cuda_emu_load(cg_cuda_api *api, const rt_cuda_emu_config *cfg, char *err, size_t errlen) {
-  const emu_arch *arch = NULL;
-  for (size_t i = 0; i < sizeof arches / sizeof arches[0]; i++)
-    if (arches[i].arch == cfg->arch) arch = &arches[i];
+  const emu_arch *arch = rt_emu_arch_find(cfg->arch);
   if (!arch) {
     cg_errf(err, errlen, "the emulator has no sm_%d (sm_80 and sm_90)", cfg->arch);
     return -1;

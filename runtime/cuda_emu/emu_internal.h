@@ -110,9 +110,39 @@ void rt_emu_set_sticky(cg_cu_result r, const char *detail);
 void rt_emu_set_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const emu_arch *rt_emu_current_arch(void);
 const rt_cuda_emu_config *rt_emu_config(void);
+/* device_rules.c: the emulated archs (NULL for another); a device
+ * attribute of one (-1: not emulated). */
+const emu_arch *rt_emu_arch_find(int arch);
+int rt_emu_device_attribute(const emu_arch *a, cg_cu_device_attribute attrib, int *value);
+/* device_rules.c: what the driver checks of a launch (grid and block
+ * dimensions, __launch_bounds__, registers, dynamic shared memory against
+ * the function's limit) and of cuFuncSetAttribute's shared-memory opt-in:
+ * CUDA_SUCCESS, or the error a GPU returns with a detail line. */
+#define RT_EMU_STATIC_SMEM_LIMIT 49152
+typedef struct {
+  const char *name;                /* the kernel's */
+  unsigned long long static_smem;  /* bytes */
+  int max_dynamic_smem;            /* its current limit (48 KiB - static unless raised) */
+  int smem_optin;                  /* the arch's most per block */
+  int arch;                        /* 80, 90 */
+  int regs;                        /* per thread; 0: not known (the emulator) */
+  int max_threads;                 /* __launch_bounds__; 0: none known */
+} rt_emu_launch_limits;
+cg_cu_result rt_emu_launch_rules(const rt_emu_launch_limits *f, const unsigned grid[3], const unsigned block[3],
+                                 unsigned shared_bytes, char *detail, size_t len);
+cg_cu_result rt_emu_smem_optin_rule(const rt_emu_launch_limits *f, int value, char *detail, size_t len);
+
 /* Every entry of the table: rt_emu_<NAME> (driver.c, memory.c, nvrtc.c,
  * blas.c); rt_cuda_emu_load assigns api->NAME = rt_emu_NAME for each row. */
+#ifndef TGC_CUDA_STUB
 #define CG_CUDA_FN(lib, name, symbol, fallback, ret, params) ret rt_emu_##name params;
+#else /* tests/cuda_stub: blaslt_rules.c's entries exported under cuBLASLt's own symbols */
+#define EMU_STUB_DRIVER(ret, name, symbol, params)
+#define EMU_STUB_NVRTC(ret, name, symbol, params)
+#define EMU_STUB_NCCL(ret, name, symbol, params)
+#define EMU_STUB_CUBLASLT(ret, name, symbol, params) ret rt_emu_##name params __asm__(symbol);
+#define CG_CUDA_FN(lib, name, symbol, fallback, ret, params) EMU_STUB_##lib(ret, name, symbol, params)
+#endif
 #include "cuda_api.def"
 #undef CG_CUDA_FN
 

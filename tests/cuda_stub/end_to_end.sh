@@ -1,0 +1,41 @@
+#!/bin/sh
+# tests/cuda_stub/end_to_end.sh TGC CASE — `tgc run` / `tgc train --backend
+# cuda` end to end on the stub of the CUDA libraries (TGC_CUDA_LIB_PATH, set
+# by CTest, is its directory; NVRTC is the toolkit's). Kernels are no-ops
+# and device memory starts zeroed, so numbers are not checked (the loss
+# reads 0): the exit status, that the stub refused no call (no "tgc cuda
+# stub:" line), that the run got to its end, and that kernels were launched
+# and products run (the stub's summary). 77: skipped.
+tgc=$1
+case=$2
+dir=${TGC_CUDA_LIB_PATH:?}
+if [ ! -e "$dir/libnvrtc.so.13" ] && [ ! -e "$dir/libnvrtc.so.12" ]; then
+  echo "skipped: no NVRTC of the CUDA toolkit beside the stub in $dir"
+  exit 77
+fi
+export TGC_STUB_SUMMARY=1
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+case $case in
+  run) want="loss = 0"
+       "$tgc" run examples/gpt.tg --config tiny --backend cuda >"$out" 2>&1 ;;
+  run_sm90) want="loss = 0"
+       TGC_STUB_ARCH=sm_90 "$tgc" run examples/gpt.tg --config tiny --backend cuda >"$out" 2>&1 ;;
+  train_f32) want="step 2/2  loss 0"
+       "$tgc" train examples/gpt.tg --config tiny --data copy --backend cuda --steps 2 >"$out" 2>&1 ;;
+  train_bf16) want="step 2/2  loss 0"
+       "$tgc" train examples/gpt.tg --config tiny --data copy --backend cuda --steps 2 --dtype bf16 >"$out" 2>&1 ;;
+  *) echo "unknown case $case"; exit 2 ;;
+esac
+rc=$?
+cat "$out"
+if [ $rc -ne 0 ]; then echo "FAIL: tgc exited $rc"; exit 1; fi
+if grep -q "tgc cuda stub:" "$out"; then echo "FAIL: the stub refused a call"; exit 1; fi
+if ! grep -q "$want" "$out"; then echo "FAIL: no '$want' in the output"; exit 1; fi
+summary=$(grep "^cuda stub summary:" "$out")
+launches=$(echo "$summary" | sed -n 's/.* \([0-9]*\) launches.*/\1/p')
+products=$(echo "$summary" | sed -n 's/.* \([0-9]*\) products.*/\1/p')
+if [ -z "$launches" ] || [ "$launches" -eq 0 ] || [ -z "$products" ] || [ "$products" -eq 0 ]; then
+  echo "FAIL: no launches or no products on the stub ($summary)"; exit 1
+fi
+echo "ok: $case on the stub"
