@@ -71,6 +71,12 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
  * pass_sum_all: the sum of every element of v (v itself when it is a
  * scalar), a reduce_sum named name at v's location. */
 ir_value *pass_sum_all(ir_graph *g, ir_value *v, const char *name);
+/* The trainer's count of correct predictions, built into g:
+ * reduce_sum(cast(eq(argmax(logits), targets), f64)), or NULL when the
+ * targets (i32 or i64, the logits' shape less the classes) do not fit the
+ * logits. The training program adds it; the planner adds it to its graphs
+ * (beside the cross-entropy), so both shard the same nodes. */
+ir_value *pass_accuracy(ir_graph *g, ir_value *logits, ir_value *targets);
 /* The default pipeline's passes up to and including autodiff, less
  * o->disabled: what is differentiated is the graph `tgc run` executes, fused
  * ops included. Autodiff is never left out (disabled, it runs alone). */
@@ -638,7 +644,7 @@ int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
 int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
 
 
-/* ---- the cost model of a sharded step (plan_rules.c, plan_profile.c, plan.c) ---- */
+/* ---- the cost model of a sharded step (plan_tp.c, plan_profile.c, plan.c) ---- */
 /* Collective kinds, and the mesh axes they run on: the shared enums of
  * ir/collectives.def and ir/mesh_axes.def. A send and its recv are costed
  * as one transfer, kind IR_COLL_SEND ("send/recv"). */
@@ -664,21 +670,29 @@ int pass_plan_ckpt_from_name(const char *name);           /* -1 if unknown; "blo
  * before the first layer (the embeddings), groups 1..L the layers, group
  * L+1 what comes after the last (the head and the loss); their backward
  * nodes go with them. How each node divides under tensor and sequence
- * parallelism comes from the per-op rule table of plan_rules.c. */
+ * parallelism, and what it communicates, is what the shard pass's engine
+ * makes of it at that tp (plan_tp.c): the planner runs the shard algebra. */
 typedef struct pass_plan_model pass_plan_model;
 /* device: the GPU every figure of time is for (its peak and bandwidth). */
 pass_plan_model *pass_plan_model_new(const pass_target *device);
 void pass_plan_model_free(pass_plan_model *m);
 /* Adds policy ck from its training graph at micro-batch b0 (g2: the model
  * keeps it, and frees it with itself, also on failure) and at 2 b0 (g4:
- * read, the caller frees it). The two must be the same graph but for the
+ * kept and freed the same way), each as the shard pass sees it: compiled
+ * with the passes after the shard pass disabled (fuse-elementwise,
+ * fuse-transpose, fuse-lm-head). For every tp the planner asks about, the
+ * model runs the shard pass on both and then those passes, as the runtime
+ * builds a rank's step (passes/plan_tp.c). The two must be the same graph but for the
  * batch dims (when a per-sample dim equals another dim at b0 the passes may
  * build another graph: try another b0). Returns 0, or -1 after reporting
  * through d. */
-int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, const ir_graph *g4, ir_diag *d);
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, ir_graph *g4, ir_diag *d);
 /* The optimizer update: FLOPs per parameter element (its update graph's
  * count / the parameters) and state values per parameter (adam: 2). */
 void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, int states);
+/* The passes (by pass_id) the user disabled: not run after the shard pass
+ * either (fuse-lm-head never is: a sharded step does not fuse the head). */
+void pass_plan_model_disable(pass_plan_model *m, const bool *disabled);
 bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
 /* Whether policy ck's graph recomputes anything (selective recompute with
  * fused attention has nothing left to recompute: the search skips it). */

@@ -254,8 +254,7 @@ static int check_strategy(plan_ctx *x, const pass_plan_strategy *s, char *why, s
       snprintf(why, n, "tp %d does not divide the %lld attention heads (dim %d of %%%s%s)", s->tp, (long long)size, dim,
                v ? v->name : "?", at);
     else
-      snprintf(why, n, "tp %d does not divide dim %d (%lld) of %%%s%s", s->tp, dim, (long long)size, v ? v->name : "?",
-               at);
+      snprintf(why, n, "the shard pass cannot shard the training graph at tp %d", s->tp);
     return -1;
   }
   int v_ = s->schedule == PASS_SCHED_INTERLEAVED ? s->v : 1;
