@@ -717,8 +717,17 @@ typedef struct {
   double params;    /* parameter elements per device of the parameters only its nodes read */
   double gather[2]; /* parameter elements per device its forward [0] and its backward and recompute [1] nodes
                      * read: what ZeRO 3 gathers for it per micro-batch (a weight two groups read, both) */
-  double grad_sync; /* bytes of its parameters' gradients left partial over the tensor axis (all-reduced once a step) */
-  int grad_sync_n;  /* how many tensors (one all-reduce each) */
+  /* its parameters' gradients the update brings to their parameters'
+   * layouts on the tensor axis, by collective (IR_COLL_*): a partial sum
+   * all-reduced (reduce-scattered where tp splits the parameter), a split
+   * one gathered; payload bytes and tensors (one call each) */
+  double grad_sync[IR_NUM_COLLS];
+  int grad_sync_n[IR_NUM_COLLS];
+  double grads, grads_whole; /* elements per device of the gradients of its parameters as the step hands them over
+                              * (the shard pass's layout of each gradient, not always its parameter's); of those, the
+                              * gradients of parameters ZeRO cannot split */
+  double grads_dp, grads_dp_whole; /* the same as the update reduces them over dp: a gradient tp splits where its
+                                    * parameter is not is gathered on tp first */
   double tensors;   /* parameter tensors only its nodes read (the runtime reduces over dp one call per tensor) */
   double whole, whole_tensors; /* of its parameters, those ZeRO cannot split: a 1-D tensor tp splits has no dim left
                                 * for dp (the shard pass keeps it whole over dp); elements per device, tensors */
@@ -743,6 +752,7 @@ typedef struct {
  * every layer: kept once per stage); elems are then bytes. */
 typedef struct {
   double elems;
+  double grads, grads_dp; /* a parameter's: its gradient's elements per device (pass_plan_group.grads, grads_dp) */
   int groups[4], n;
   bool span;
   bool whole; /* a parameter ZeRO cannot split (pass_plan_group.whole) */
@@ -757,6 +767,8 @@ typedef struct {
   int n_tied;
   const pass_plan_shared *shared, *shared_saved;
   int n_shared, n_shared_saved;
+  int tp_sums; /* the trainer's scalar sums (loss, correct predictions) the step makes partial over tp: each
+                * all-reduced (8 bytes) on the tensor axis */
 } pass_plan_profile;
 /* Parameter elements per device of a stage holding groups lo..hi. */
 double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
@@ -764,6 +776,8 @@ double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
  * (pass_plan_group.whole). */
 typedef struct {
   double elems, tensors, whole, whole_tensors;
+  double grads, grads_whole; /* their gradients' elements (pass_plan_group.grads) */
+  double grads_dp, grads_dp_whole;
 } pass_plan_params;
 pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi);
 /* Activation bytes per micro-batch the backward of groups lo..hi reads, each value once. */
@@ -776,13 +790,16 @@ double pass_plan_handed_in(const pass_plan_profile *p, int lo, int hi);
 /* Of those, the elements of parameter i of the graph (pass_plan_model_graph(m,
  * ck)->params[i]) on one device of a tensor-parallel group of t: 0 when no
  * node of groups lo..hi reads it. (Over every i they add up to
- * pass_plan_params_in.) whole (may be NULL): ZeRO cannot split it. */
+ * pass_plan_params_in.) whole (may be NULL): ZeRO cannot split it; grads (may be
+ * NULL): the elements of its gradient as the step hands it over. */
 double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi,
-                          bool *whole);
+                          bool *whole, double *grads);
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp);
-/* The first dimension the tensor degree t does not divide (attention heads
- * first): 0 and *size, *value (the value's name), *dim, *heads (1: the heads)
- * set; 1 when t divides every one. */
+/* Whether the shard pass refuses tensor degree t: 0 with *heads true and
+ * *size, *value, *dim set when t does not divide an attention op's heads
+ * (the runtime's refusal), or with *heads false when the shard pass cannot
+ * shard the graph at t; 1 when it can. Any other dim t does not divide the
+ * shard pass leaves whole, and so does the planner. */
 int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, const ir_value **value, int *dim,
                              bool *heads);
 

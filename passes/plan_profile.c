@@ -96,6 +96,7 @@ typedef struct {
   uint8_t *batch;      /* per value id: per-sample */
   int *def_node;       /* per value id: index of its defining node, -1 for declarations */
   const ir_value **value; /* per value id */
+  int *grad_of;        /* per value id: a parameter's gradient output (value id), -1 for others */
   vg_entry *saved, *recomp, *params, *tied; /* tied: group = lo * 65536 + hi */
   vg_entry *gathers; /* parameters read per group and pass: group = 2 * group + (0 forward, 1 backward or recompute) */
   int n_saved, n_recomp, n_params, n_tied, n_gathers;
@@ -176,6 +177,7 @@ static void view_free(plan_view *c) {
   free(c->batch);
   free(c->def_node);
   free(c->value);
+  free(c->grad_of);
   free(c->saved);
   free(c->recomp);
   free(c->params);
@@ -556,6 +558,11 @@ static int view_build(pass_plan_model *m, const plan_ck *k, plan_view *c, ir_dia
     }
   for (int v = 0; v < c->n_values; v++)
     if (c->value[v]) c->vbytes[v] = numel(&c->value[v]->type) * (double)ir_dtype_size(c->value[v]->type.dtype);
+  c->grad_of = malloc(((size_t)c->n_values + 1) * sizeof *c->grad_of);
+  if (!c->grad_of) abort();
+  for (int v = 0; v < c->n_values; v++) c->grad_of[v] = -1;
+  for (int i = 0, p = 0; i < g2->n_outputs && p < g2->n_params; i++) /* d_<param> in the parameters' order */
+    if (g2->outputs[i].value->role == IR_ROLE_GRAD) c->grad_of[g2->params[p++]->id] = g2->outputs[i].value->id;
   assign_groups(c, layers);
   collect_entries(c, layers);
   for (int i = 0; i < g2->n_nodes; i++) { /* bytes read and written, and the working set, per-sample or not */
@@ -661,6 +668,13 @@ static double dev_bytes(const plan_view *c, int v, int b) {
  * pass's ZeRO dim is a dim tp does not split; a dim that does not divide
  * by dp is not modelled). p: the sharded graph's. */
 static bool zero_whole(const ir_value *p) { return p->type.rank == 1 && (p->shard.split[0] >> IR_AXIS_TP) & 1; }
+
+/* The dim tp splits v along (the sharded graph's value), or -1. */
+static int tp_dim(const ir_value *v) {
+  for (int k = 0; k < v->type.rank; k++)
+    if ((v->shard.split[k] >> IR_AXIS_TP) & 1) return k;
+  return -1;
+}
 
 /* The tensor-axis collective node n is (IR_COLL_*), or -1. */
 static int tp_coll(const ir_node *n) {
@@ -774,14 +788,18 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     int v = c->params[i].value, j = i;
     while (j < c->n_params && c->params[j].value == v) j++;
     const ir_value *p = c->value[v];
-    double elems = numel(&p->type);
+    const ir_value *gr_v = c->grad_of[v] >= 0 ? c->value[c->grad_of[v]] : p;
+    double elems = numel(&p->type), grads = numel(&gr_v->type);
+    double grads_dp = tp_dim(gr_v) >= 0 && tp_dim(gr_v) != tp_dim(p) ? grads * c->t : grads; /* gathered on tp first */
     bool whole = zero_whole(p);
     if (j - i == 1) {
       pass_plan_group *G = &gr[c->params[i].group];
-      G->params += elems, G->tensors++;
-      if (whole) G->whole += elems, G->whole_tensors++;
+      G->params += elems, G->tensors++, G->grads += grads, G->grads_dp += grads_dp;
+      if (whole) G->whole += elems, G->whole_tensors++, G->grads_whole += grads, G->grads_dp_whole += grads_dp;
     } else {
       shared[n_shared].whole = whole;
+      shared[n_shared].grads = grads;
+      shared[n_shared].grads_dp = grads_dp;
       shared_entry(&shared[n_shared++], elems, c->params + i, j - i);
     }
     i = j;
@@ -793,11 +811,20 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     G->gather[c->gathers[i].group % 2] += numel(&c->value[v]->type);
     G->gather_n[c->gathers[i].group % 2]++;
   }
-  for (int i = 0; i < g->n_outputs; i++) { /* a gradient left partial over tp: reduced in the update */
-    const ir_value *o = g->outputs[i].value;
-    if (o->role != IR_ROLE_GRAD || !((o->shard.partial >> IR_AXIS_TP) & 1) || c->def_node[o->id] < 0) continue;
-    gr[c->nodes[c->def_node[o->id]].group].grad_sync += c->vbytes[o->id];
-    gr[c->nodes[c->def_node[o->id]].group].grad_sync_n++;
+  for (int i = 0; i < g->n_params; i++) { /* the gradients the update brings to their parameters' layouts on tp */
+    int gv = c->grad_of[g->params[i]->id];
+    const ir_value *o = gv >= 0 ? c->value[gv] : NULL;
+    if (!o || c->def_node[o->id] < 0) continue;
+    int gd = tp_dim(o);
+    if (gd >= 0 && gd != tp_dim(g->params[i])) { /* split where the parameter is not: gathered (then sliced) */
+      pass_plan_group *G = &gr[c->nodes[c->def_node[o->id]].group];
+      G->grad_sync[IR_COLL_ALL_GATHER] += c->vbytes[o->id] * c->t, G->grad_sync_n[IR_COLL_ALL_GATHER]++;
+      continue;
+    }
+    if (!((o->shard.partial >> IR_AXIS_TP) & 1)) continue;
+    pass_plan_group *G = &gr[c->nodes[c->def_node[o->id]].group];
+    int kind = tp_dim(g->params[i]) >= 0 ? IR_COLL_REDUCE_SCATTER : IR_COLL_ALL_REDUCE;
+    G->grad_sync[kind] += c->vbytes[o->id], G->grad_sync_n[kind]++;
   }
   /* cuts */
   double *act = cut, *grad = cut + ng, *act_n = cut + 2 * ng, *grad_n = cut + 3 * ng;
@@ -814,7 +841,13 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     tied[i] = (pass_plan_tied){c->tied[i].group / 65536, c->tied[i].group % 65536,
                                dev_bytes(c, v, b)};
   }
-  *out = (pass_plan_profile){gr, act, grad, act_n, grad_n, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved};
+  int tp_sums = 0;
+  for (int i = 0; i < g->n_outputs; i++) {
+    const ir_value *o = g->outputs[i].value;
+    tp_sums += o->type.rank == 0 && o->role != IR_ROLE_GRAD && ((o->shard.partial >> IR_AXIS_TP) & 1);
+  }
+  *out = (pass_plan_profile){gr, act, grad, act_n, grad_n, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved,
+                             tp_sums};
 }
 
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp) {
@@ -844,16 +877,17 @@ double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi) {
 }
 
 pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi) {
-  pass_plan_params r = {0, 0, 0, 0};
+  pass_plan_params r = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int g = lo; g <= hi && g < p->n_groups; g++) {
     const pass_plan_group *G = &p->groups[g];
     r.elems += G->params, r.tensors += G->tensors, r.whole += G->whole, r.whole_tensors += G->whole_tensors;
+    r.grads += G->grads, r.grads_whole += G->grads_whole, r.grads_dp += G->grads_dp, r.grads_dp_whole += G->grads_dp_whole;
   }
   for (int i = 0; i < p->n_shared; i++) {
     const pass_plan_shared *s = &p->shared[i];
     if (!shared_in(s, lo, hi)) continue;
-    r.elems += s->elems, r.tensors++;
-    if (s->whole) r.whole += s->elems, r.whole_tensors++;
+    r.elems += s->elems, r.tensors++, r.grads += s->grads, r.grads_dp += s->grads_dp;
+    if (s->whole) r.whole += s->elems, r.whole_tensors++, r.grads_whole += s->grads, r.grads_dp_whole += s->grads_dp;
   }
   return r;
 }
@@ -871,8 +905,9 @@ double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi) { return s
 double pass_plan_handed_in(const pass_plan_profile *p, int lo, int hi) { return saved_in(p, lo, hi, true); }
 
 double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi,
-                          bool *whole) {
+                          bool *whole, double *grads) {
   if (whole) *whole = false;
+  if (grads) *grads = 0;
   if (!pass_plan_model_has(m, ck) || i < 0 || i >= m->ck[ck].g2->n_params || t < 1) return 0;
   /* the views are built at the first ask (the model is const to its readers) */
   plan_view *c = view_of((pass_plan_model *)m, (plan_ck *)&m->ck[ck], t, sp, NULL);
@@ -881,6 +916,7 @@ double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, in
   for (int j = 0; j < c->n_params; j++) /* (value, group) entries */
     if (c->params[j].value == v && c->params[j].group >= lo && c->params[j].group <= hi) {
       if (whole) *whole = zero_whole(c->value[v]);
+      if (grads) *grads = numel(&c->value[c->grad_of[v] >= 0 ? c->grad_of[v] : v]->type);
       return numel(&c->value[v]->type);
     }
   return 0;
