@@ -125,6 +125,7 @@ struct pass_plan_model {
   size_t elem_bytes;
   double opt_flops_per_param;
   int opt_states;
+  bool accuracy; /* a policy's graph has a cross-entropy (plan_model_accuracy) */
   plan_ck ck[PASS_PLAN_CK_COUNT];
   bool disabled[PASS_COUNT]; /* the passes after the shard pass that are not run */
 };
@@ -237,12 +238,7 @@ void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants
 double plan_model_opt_flops(const pass_plan_model *m) { return m->opt_flops_per_param; }
 int plan_model_opt_states(const pass_plan_model *m) { return m->opt_states; }
 
-bool plan_model_accuracy(const pass_plan_model *m) {
-  for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++)
-    for (int i = 0; m->ck[ck].present && i < m->ck[ck].g2->n_nodes; i++)
-      if (!m->ck[ck].g2->nodes[i]->dead && m->ck[ck].g2->nodes[i]->op == IR_OP_CROSS_ENTROPY) return true;
-  return false;
-}
+bool plan_model_accuracy(const pass_plan_model *m) { return m->accuracy; }
 
 /* ---- building ---- */
 static double numel(const ir_type *t) {
@@ -608,21 +604,22 @@ static plan_view *view_of(pass_plan_model *m, plan_ck *k, int t, bool sp, ir_dia
  * cross-entropy (pass_accuracy, as the training program builds it), an
  * output of g: the planner shards and costs what the trainer runs (over
  * vocabulary-split logits, its argmax's collectives). */
-static void add_accuracy(ir_graph *g) {
+static bool add_accuracy(ir_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     if (n->dead || n->op != IR_OP_CROSS_ENTROPY) continue;
     ir_value *c = pass_accuracy(g, n->in[0], n->in[1]);
     if (c) ir_graph_add_output(g, "correct", c);
-    return;
+    return true;
   }
+  return false;
 }
 
 int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, ir_graph *g4, ir_diag *d) {
   plan_ck *k = &m->ck[ck];
   ck_free(k);
   k->b0 = b0, k->g2 = g2, k->g4 = g4;
-  add_accuracy(g2);
+  m->accuracy |= add_accuracy(g2);
   add_accuracy(g4);
   if (view_of(m, k, 1, false, d)->rc != 0) { /* one device: checks the graphs */
     ck_free(k);
@@ -701,7 +698,7 @@ static bool shared_in(const pass_plan_shared *s, int lo, int hi) {
  * handed per micro-batch (pass_pipe_remade, the shard pass's rule). */
 static bool *remade(const plan_view *c) {
   const ir_graph *g = c->g;
-  int nv = ir_graph_id_bound(g) + 1;
+  int nv = c->n_values + 1;
   bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward), *saved = calloc((size_t)nv, sizeof *saved);
   bool *again = calloc((size_t)nv, sizeof *again);
   if (!forward || !saved || !again) abort();
