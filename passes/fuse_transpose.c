@@ -85,10 +85,86 @@ static bool is_output(const ir_graph *g, const ir_value *v) {
 
 enum { MAX_READERS = 16 };
 
+/* The readers of every value (one entry per operand slot), kept up to date
+ * by the folding below, which rewires operands: ir_graph_readers and
+ * ir_replace_all_uses scan the whole graph, once per attention and value,
+ * and a sharded graph of 96 layers (the planner folds one per tensor
+ * degree) made that quadratic scan most of `tgc plan`'s time. */
+typedef struct {
+  ir_node ***list;
+  int *n, *cap;
+  int bound;
+} reader_ix;
+
+static void ix_add(reader_ix *x, const ir_value *v, ir_node *m) {
+  int i = v->id;
+  if (x->n[i] == x->cap[i]) {
+    x->cap[i] = x->cap[i] ? 2 * x->cap[i] : 4;
+    x->list[i] = realloc(x->list[i], (size_t)x->cap[i] * sizeof *x->list[i]);
+    if (!x->list[i]) abort();
+  }
+  x->list[i][x->n[i]++] = m;
+}
+
+static void ix_build(reader_ix *x, const ir_graph *g) {
+  x->bound = ir_graph_id_bound(g) + 1;
+  x->list = calloc((size_t)x->bound, sizeof *x->list);
+  x->n = calloc((size_t)x->bound, sizeof *x->n);
+  x->cap = calloc((size_t)x->bound, sizeof *x->cap);
+  if (!x->list || !x->n || !x->cap) abort();
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) ix_add(x, g->nodes[i]->in[k], g->nodes[i]);
+}
+
+static void ix_free(reader_ix *x) {
+  for (int i = 0; i < x->bound; i++) free(x->list[i]);
+  free(x->list), free(x->n), free(x->cap);
+}
+
+/* Operand k of m set to v (the index follows). */
+static void ix_set_input(reader_ix *x, ir_node *m, int k, ir_value *v) {
+  const ir_value *old = m->in[k];
+  for (int j = 0; j < x->n[old->id]; j++)
+    if (x->list[old->id][j] == m) {
+      x->list[old->id][j] = x->list[old->id][--x->n[old->id]];
+      break;
+    }
+  m->in[k] = v;
+  ix_add(x, v, m);
+}
+
+/* The live nodes reading v, each once (at most max; -1 if more), as ir_graph_readers. */
+static int ix_readers(const reader_ix *x, const ir_value *v, ir_node **out, int max) {
+  int n = 0;
+  for (int j = 0; j < x->n[v->id]; j++) {
+    ir_node *m = x->list[v->id][j];
+    bool seen = m->dead;
+    for (int q = 0; q < n && !seen; q++) seen = out[q] == m;
+    if (seen) continue;
+    if (n == max) return -1;
+    out[n++] = m;
+  }
+  return n;
+}
+
+/* Every use of old reads v (graph outputs too), as ir_replace_all_uses. */
+static void ix_replace_all(reader_ix *x, ir_graph *g, ir_value *old, ir_value *v) {
+  while (x->n[old->id] > 0) {
+    ir_node *m = x->list[old->id][0];
+    for (int k = 0; k < m->n_in; k++)
+      if (m->in[k] == old) {
+        ix_set_input(x, m, k, v);
+        break;
+      }
+  }
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].value == old) g->outputs[i].value = v;
+}
+
 /* Every reader of v is a heads-swapping transpose (v is no graph output). */
-static bool only_swaps(const ir_graph *g, const ir_value *v) {
+static bool only_swaps(const ir_graph *g, const reader_ix *x, const ir_value *v) {
   ir_node *r[MAX_READERS];
-  int n = ir_graph_readers(g, v, r, MAX_READERS);
+  int n = ix_readers(x, v, r, MAX_READERS);
   if (n < 0 || is_output(g, v)) return false;
   for (int i = 0; i < n; i++)
     if (!swaps_heads(r[i])) return false;
@@ -97,12 +173,12 @@ static bool only_swaps(const ir_graph *g, const ir_value *v) {
 
 /* v takes the place of every heads-swapping transpose reading it: the
  * transposes' uses read v (of their type: the caller swapped v's). */
-static void bypass_swaps(ir_graph *g, ir_value *v) {
+static void bypass_swaps(ir_graph *g, reader_ix *x, ir_value *v) {
   ir_node *r[MAX_READERS];
-  int n = ir_graph_readers(g, v, r, MAX_READERS);
+  int n = ix_readers(x, v, r, MAX_READERS);
   for (int i = 0; i < n; i++) {
     if (!swaps_heads(r[i])) continue; /* attention_grad reading o */
-    ir_replace_all_uses(g, r[i]->out[0], v);
+    ix_replace_all(x, g, r[i]->out[0], v);
     r[i]->dead = true;
   }
 }
@@ -132,20 +208,20 @@ static void add_attr(ir_graph *g, ir_node *n, ir_attr a) {
 
 /* Folds the head transposes around attention node a (see the top); the
  * number of transposes no longer written, 0 when the pattern is not there. */
-static int fold_attention(ir_graph *g, ir_node *a) {
+static int fold_attention(ir_graph *g, reader_ix *x, ir_node *a) {
   if (ir_node_attr(a, "heads") || a->n_in != 3 || a->n_out != 2 || a->in[0]->type.rank < 3) return 0;
   for (int i = 0; i < 3; i++)
     if (!swaps_heads(a->in[i]->def)) return 0;
   ir_value *o = a->out[0], *lse = a->out[1];
   ir_node *r[MAX_READERS], *grads[MAX_READERS];
-  int nr = ir_graph_readers(g, o, r, MAX_READERS), ng = 0;
+  int nr = ix_readers(x, o, r, MAX_READERS), ng = 0;
   if (nr < 0 || is_output(g, o) || is_output(g, lse)) return 0;
   for (int i = 0; i < nr; i++) {
     if (swaps_heads(r[i])) continue;
     ir_node *b = r[i];
     bool ok = b->op == IR_OP_ATTENTION_GRAD && b->n_in == 6 && b->n_out == 3 && !ir_node_attr(b, "heads") &&
               b->in[3] == o && b->in[4] == lse && swaps_heads(b->in[5]->def);
-    for (int k = 0; ok && k < 3; k++) ok = b->in[k] == a->in[k] && only_swaps(g, b->out[k]);
+    for (int k = 0; ok && k < 3; k++) ok = b->in[k] == a->in[k] && only_swaps(g, x, b->out[k]);
     if (!ok) return 0;
     grads[ng++] = b;
   }
@@ -155,19 +231,19 @@ static int fold_attention(ir_graph *g, ir_node *a) {
   for (int i = 0; i < 3; i++) qkv[i] = a->in[i]->def->in[0];
   for (int k = 0; k < ng; k++) {
     ir_node *b = grads[k];
-    for (int i = 0; i < 3; i++) b->in[i] = qkv[i];
-    b->in[5] = b->in[5]->def->in[0];
+    for (int i = 0; i < 3; i++) ix_set_input(x, b, i, qkv[i]);
+    ix_set_input(x, b, 5, b->in[5]->def->in[0]);
     add_attr(g, b, ir_attr_int("heads", h));
     for (int i = 0; i < 3; i++) {
       swap_type(b->out[i]);
-      bypass_swaps(g, b->out[i]);
+      bypass_swaps(g, x, b->out[i]);
     }
     folded += 4;
   }
-  for (int i = 0; i < 3; i++) a->in[i] = qkv[i];
+  for (int i = 0; i < 3; i++) ix_set_input(x, a, i, qkv[i]);
   add_attr(g, a, ir_attr_int("heads", h));
   swap_type(o);
-  bypass_swaps(g, o);
+  bypass_swaps(g, x, o);
   return folded + 4;
 }
 
@@ -256,8 +332,13 @@ static void mark_partners(ir_graph *g, int counts[2]) {
 
 int pass_fuse_transpose(ir_graph *g, const pass_options *o) {
   int heads_folded = 0;
-  for (int i = 0; i < g->n_nodes; i++)
-    if (!g->nodes[i]->dead && g->nodes[i]->op == IR_OP_ATTENTION) heads_folded += fold_attention(g, g->nodes[i]);
+  reader_ix x = {0};
+  bool any = false;
+  for (int i = 0; i < g->n_nodes && !any; i++) any = !g->nodes[i]->dead && g->nodes[i]->op == IR_OP_ATTENTION;
+  if (any) ix_build(&x, g);
+  for (int i = 0; any && i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead && g->nodes[i]->op == IR_OP_ATTENTION) heads_folded += fold_attention(g, &x, g->nodes[i]);
+  if (any) ix_free(&x);
   if (heads_folded) {
     drop_unread_transposes(g);
     ir_graph_compact(g);

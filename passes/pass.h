@@ -71,6 +71,12 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
  * pass_sum_all: the sum of every element of v (v itself when it is a
  * scalar), a reduce_sum named name at v's location. */
 ir_value *pass_sum_all(ir_graph *g, ir_value *v, const char *name);
+/* The trainer's count of correct predictions, built into g:
+ * reduce_sum(cast(eq(argmax(logits), targets), f64)), or NULL when the
+ * targets (i32 or i64, the logits' shape less the classes) do not fit the
+ * logits. The training program adds it; the planner adds it to its graphs
+ * (beside the cross-entropy), so both shard the same nodes. */
+ir_value *pass_accuracy(ir_graph *g, ir_value *logits, ir_value *targets);
 /* The default pipeline's passes up to and including autodiff, less
  * o->disabled: what is differentiated is the graph `tgc run` executes, fused
  * ops included. Autodiff is never left out (disabled, it runs alone). */
@@ -651,7 +657,7 @@ int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
 int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
 
 
-/* ---- the cost model of a sharded step (plan_rules.c, plan_profile.c, plan.c) ---- */
+/* ---- the cost model of a sharded step (plan_tp.c, plan_profile.c, plan.c) ---- */
 /* Collective kinds, and the mesh axes they run on: the shared enums of
  * ir/collectives.def and ir/mesh_axes.def. A send and its recv are costed
  * as one transfer, kind IR_COLL_SEND ("send/recv"). */
@@ -677,21 +683,29 @@ int pass_plan_ckpt_from_name(const char *name);           /* -1 if unknown; "blo
  * before the first layer (the embeddings), groups 1..L the layers, group
  * L+1 what comes after the last (the head and the loss); their backward
  * nodes go with them. How each node divides under tensor and sequence
- * parallelism comes from the per-op rule table of plan_rules.c. */
+ * parallelism, and what it communicates, is what the shard pass's engine
+ * makes of it at that tp (plan_tp.c): the planner runs the shard algebra. */
 typedef struct pass_plan_model pass_plan_model;
 /* device: the GPU every figure of time is for (its peak and bandwidth). */
 pass_plan_model *pass_plan_model_new(const pass_target *device);
 void pass_plan_model_free(pass_plan_model *m);
 /* Adds policy ck from its training graph at micro-batch b0 (g2: the model
  * keeps it, and frees it with itself, also on failure) and at 2 b0 (g4:
- * read, the caller frees it). The two must be the same graph but for the
+ * kept and freed the same way), each as the shard pass sees it: compiled
+ * with the passes after the shard pass disabled (fuse-elementwise,
+ * fuse-transpose, fuse-lm-head). For every tp the planner asks about, the
+ * model runs the shard pass on both and then those passes, as the runtime
+ * builds a rank's step (passes/plan_tp.c). The two must be the same graph but for the
  * batch dims (when a per-sample dim equals another dim at b0 the passes may
  * build another graph: try another b0). Returns 0, or -1 after reporting
  * through d. */
-int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, const ir_graph *g4, ir_diag *d);
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, ir_graph *g4, ir_diag *d);
 /* The optimizer update: FLOPs per parameter element (its update graph's
  * count / the parameters) and state values per parameter (adam: 2). */
 void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, int states);
+/* The passes (by pass_id) the user disabled: not run after the shard pass
+ * either (fuse-lm-head never is: a sharded step does not fuse the head). */
+void pass_plan_model_disable(pass_plan_model *m, const bool *disabled);
 bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
 /* Whether policy ck's graph recomputes anything (selective recompute with
  * fused attention has nothing left to recompute: the search skips it). */
@@ -716,8 +730,17 @@ typedef struct {
   double params;    /* parameter elements per device of the parameters only its nodes read */
   double gather[2]; /* parameter elements per device its forward [0] and its backward and recompute [1] nodes
                      * read: what ZeRO 3 gathers for it per micro-batch (a weight two groups read, both) */
-  double grad_sync; /* bytes of its parameters' gradients left partial over the tensor axis (all-reduced once a step) */
-  int grad_sync_n;  /* how many tensors (one all-reduce each) */
+  /* its parameters' gradients the update brings to their parameters'
+   * layouts on the tensor axis, by collective (IR_COLL_*): a partial sum
+   * all-reduced (reduce-scattered where tp splits the parameter), a split
+   * one gathered; payload bytes and tensors (one call each) */
+  double grad_sync[IR_NUM_COLLS];
+  int grad_sync_n[IR_NUM_COLLS];
+  double grads, grads_whole; /* elements per device of the gradients of its parameters as the step hands them over
+                              * (the shard pass's layout of each gradient, not always its parameter's); of those, the
+                              * gradients of parameters ZeRO cannot split */
+  double grads_dp, grads_dp_whole; /* the same as the update reduces them over dp: a gradient tp splits where its
+                                    * parameter is not is gathered on tp first */
   double tensors;   /* parameter tensors only its nodes read (the runtime reduces over dp one call per tensor) */
   double whole, whole_tensors; /* of its parameters, those ZeRO cannot split: a 1-D tensor tp splits has no dim left
                                 * for dp (the shard pass keeps it whole over dp); elements per device, tensors */
@@ -742,6 +765,7 @@ typedef struct {
  * every layer: kept once per stage); elems are then bytes. */
 typedef struct {
   double elems;
+  double grads, grads_dp; /* a parameter's: its gradient's elements per device (pass_plan_group.grads, grads_dp) */
   int groups[4], n;
   bool span;
   bool whole; /* a parameter ZeRO cannot split (pass_plan_group.whole) */
@@ -756,6 +780,8 @@ typedef struct {
   int n_tied;
   const pass_plan_shared *shared, *shared_saved;
   int n_shared, n_shared_saved;
+  int tp_sums; /* the trainer's scalar sums (loss, correct predictions) the step makes partial over tp: each
+                * all-reduced (8 bytes) on the tensor axis */
 } pass_plan_profile;
 /* Parameter elements per device of a stage holding groups lo..hi. */
 double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
@@ -763,6 +789,8 @@ double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);
  * (pass_plan_group.whole). */
 typedef struct {
   double elems, tensors, whole, whole_tensors;
+  double grads, grads_whole; /* their gradients' elements (pass_plan_group.grads) */
+  double grads_dp, grads_dp_whole;
 } pass_plan_params;
 pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi);
 /* Activation bytes per micro-batch the backward of groups lo..hi reads, each value once. */
@@ -775,13 +803,16 @@ double pass_plan_handed_in(const pass_plan_profile *p, int lo, int hi);
 /* Of those, the elements of parameter i of the graph (pass_plan_model_graph(m,
  * ck)->params[i]) on one device of a tensor-parallel group of t: 0 when no
  * node of groups lo..hi reads it. (Over every i they add up to
- * pass_plan_params_in.) whole (may be NULL): ZeRO cannot split it. */
+ * pass_plan_params_in.) whole (may be NULL): ZeRO cannot split it; grads (may be
+ * NULL): the elements of its gradient as the step hands it over. */
 double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi,
-                          bool *whole);
+                          bool *whole, double *grads);
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp);
-/* The first dimension the tensor degree t does not divide (attention heads
- * first): 0 and *size, *value (the value's name), *dim, *heads (1: the heads)
- * set; 1 when t divides every one. */
+/* Whether the shard pass refuses tensor degree t: 0 with *heads true and
+ * *size, *value, *dim set when t does not divide an attention op's heads
+ * (the runtime's refusal), or with *heads false when the shard pass cannot
+ * shard the graph at t; 1 when it can. Any other dim t does not divide the
+ * shard pass leaves whole, and so does the planner. */
 int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, const ir_value **value, int *dim,
                              bool *heads);
 

@@ -254,8 +254,7 @@ static int check_strategy(plan_ctx *x, const pass_plan_strategy *s, char *why, s
       snprintf(why, n, "tp %d does not divide the %lld attention heads (dim %d of %%%s%s)", s->tp, (long long)size, dim,
                v ? v->name : "?", at);
     else
-      snprintf(why, n, "tp %d does not divide dim %d (%lld) of %%%s%s", s->tp, dim, (long long)size, v ? v->name : "?",
-               at);
+      snprintf(why, n, "the shard pass cannot shard the training graph at tp %d", s->tp);
     return -1;
   }
   int v_ = s->schedule == PASS_SCHED_INTERLEAVED ? s->v : 1;
@@ -374,9 +373,9 @@ static void build_stages(plan_ctx *x, const pass_plan_strategy *s, const pass_pl
       bool z3 = s->zero == 3;
       st->z_f[k] = z3 ? coll_seconds(kk, x->c, IR_COLL_ALL_GATHER, d, st->gather[k][0] * eb, st->gather_n[k][0], z3nodes) : 0;
       st->z_b[k] = (z3 ? coll_seconds(kk, x->c, IR_COLL_ALL_GATHER, d, st->gather[k][1] * eb, st->gather_n[k][1], z3nodes) : 0) +
-                   coll_seconds(kk, x->c, IR_COLL_REDUCE_SCATTER, d, (pr->elems - pr->whole) * eb,
+                   coll_seconds(kk, x->c, IR_COLL_REDUCE_SCATTER, d, (pr->grads - pr->grads_whole) * eb,
                                 pr->tensors - pr->whole_tensors, z3nodes) +
-                   coll_seconds(kk, x->c, IR_COLL_ALL_REDUCE, d, pr->whole * eb, pr->whole_tensors, z3nodes);
+                   coll_seconds(kk, x->c, IR_COLL_ALL_REDUCE, d, pr->grads_whole * eb, pr->whole_tensors, z3nodes);
     }
     double fc = st->f_comp[k] + st->f_comm[k], bc = st->b_comp[k] + st->rc_comp[k] + st->b_comm[k];
     st->fwd[k] = fc > st->z_f[k] ? fc : st->z_f[k];
@@ -414,10 +413,11 @@ static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const st
   double best = -1;
   for (int dev = 0; dev < p; dev++) {
     double *M = mem + (size_t)dev * PASS_MEM_KINDS;
-    double params = 0, whole = 0, work = 0, biggest = 0, buf = 0, act = 0;
+    double params = 0, whole = 0, grads = 0, grads_whole = 0, work = 0, biggest = 0, buf = 0, act = 0;
     for (int c = 0; c < v; c++) {
       int k = c * p + dev;
       params += st->params[k], whole += st->pr[k].whole;
+      grads += st->pr[k].grads, grads_whole += st->pr[k].grads_whole;
       if (st->work[k] > work) work = st->work[k];
       if (st->params[k] > biggest) biggest = st->params[k];
       if (k > 0 && st->send_bytes[k - 1] + st->back_bytes[k - 1] > buf) buf = st->send_bytes[k - 1] + st->back_bytes[k - 1];
@@ -429,7 +429,7 @@ static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const st
     else act *= (p - dev < m ? p - dev : m); /* 1f1b: min(p - s, m) in flight */
     /* ZeRO splits all but the parameters it cannot (pass_plan_group.whole) */
     M[PASS_MEM_PARAMS] = ((params - whole) / (s->zero >= 3 ? d : 1) + whole) * per.params;
-    M[PASS_MEM_GRADS] = ((params - whole) / (s->zero >= 2 ? d : 1) + whole) * per.grads;
+    M[PASS_MEM_GRADS] = ((grads - grads_whole) / (s->zero >= 2 ? d : 1) + grads_whole) * per.grads; /* as handed over */
     M[PASS_MEM_OPTIMIZER] = ((params - whole) / (s->zero >= 1 ? d : 1) + whole) * per.optimizer;
     M[PASS_MEM_ACTIVATIONS] = act;
     M[PASS_MEM_WORKING] = work;
@@ -458,12 +458,22 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
   /* the stage's parameters: ZeRO reduce-scatters and gathers those it
    * splits, tensor by tensor, and all-reduces the others (the runtime's
    * calls: one per tensor) */
-  pass_plan_params all = {0, 0, 0, 0};
+  pass_plan_params all = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int ch = 0; ch < v; ch++) {
     const pass_plan_params *q = &st->pr[ch * p + dev];
     all.elems += q->elems, all.tensors += q->tensors, all.whole += q->whole, all.whole_tensors += q->whole_tensors;
+    all.grads += q->grads, all.grads_whole += q->grads_whole;
+    all.grads_dp += q->grads_dp, all.grads_dp_whole += q->grads_dp_whole;
   }
-  double bytes_all = all.elems * eb, split_bytes = (all.elems - all.whole) * eb, split_n = all.tensors - all.whole_tensors;
+  if (s->zero >= 2) /* reduce-scattered in the step, in the layout it hands them over in (no gather on tp) */
+    all.grads_dp = all.grads, all.grads_dp_whole = all.grads_whole;
+  /* the gradients move in the layouts the shard pass gives them (not
+   * always their parameters'; ZeRO 0 and 1 reduce them in the update,
+   * gathered on tp first where tp splits them and not their parameter);
+   * the parameters gathered after the optimizer in theirs */
+  double bytes_all = all.grads_dp * eb, split_bytes = (all.grads_dp - all.grads_dp_whole) * eb;
+  double split_n = all.tensors - all.whole_tensors;
+  double param_split_bytes = (all.elems - all.whole) * eb;
   if (d > 1 && s->zero <= 1) {
     int kind = s->zero == 0 ? IR_COLL_ALL_REDUCE : IR_COLL_REDUCE_SCATTER;
     double secs = 0, whole_secs = 0;
@@ -477,11 +487,14 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
         done += G->seconds[1] + G->seconds[2];
         double ready = total > 0 ? t0 + (t1 - t0) * done / total : t1;
         /* a layer's own parameters; the first bucket also takes the shared ones */
-        pass_plan_params b = g == st->first[k] ? left : (pass_plan_params){G->params, G->tensors, G->whole, G->whole_tensors};
+        pass_plan_params b = g == st->first[k] ? left
+                                                : (pass_plan_params){G->params, G->tensors, G->whole, G->whole_tensors,
+                                                                     G->grads, G->grads_whole, G->grads_dp, G->grads_dp_whole};
         left.elems -= b.elems, left.tensors -= b.tensors, left.whole -= b.whole, left.whole_tensors -= b.whole_tensors;
+        left.grads_dp -= b.grads_dp, left.grads_dp_whole -= b.grads_dp_whole;
         if (b.elems <= 0) continue;
-        double whole = s->zero == 1 ? b.whole : 0, whole_n = s->zero == 1 ? b.whole_tensors : 0;
-        double sec = coll_seconds(kk, c, kind, d, (b.elems - whole) * eb, b.tensors - whole_n, nodes);
+        double whole = s->zero == 1 ? b.grads_dp_whole : 0, whole_n = s->zero == 1 ? b.whole_tensors : 0;
+        double sec = coll_seconds(kk, c, kind, d, (b.grads_dp - whole) * eb, b.tensors - whole_n, nodes);
         double wsec = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, d, whole * eb, whole_n, nodes);
         double start = ready > busy_until ? ready : busy_until;
         busy_until = start + sec + wsec;
@@ -495,7 +508,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
       double share = secs + whole_secs > 0 ? secs / (secs + whole_secs) : 1;
       out[(*n_out)++] = (pass_plan_comm){kind, IR_AXIS_DP, "gradients", split_bytes, split_n, secs, exposed * share};
       if (all.whole_tensors > 0)
-        out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_DP, "gradients (no ZeRO dim)", all.whole * eb,
+        out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_DP, "gradients (no ZeRO dim)", all.grads_dp_whole * eb,
                                            all.whole_tensors, whole_secs, exposed * (1 - share)};
     }
   }
@@ -510,12 +523,12 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
       zf += m * st->z_f[k], zb += m * st->z_b[k];
     }
     double rs = coll_seconds(kk, c, IR_COLL_REDUCE_SCATTER, d, split_bytes, split_n, nodes) * m;
-    double ar = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, d, all.whole * eb, all.whole_tensors, nodes) * m;
+    double ar = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, d, all.grads_dp_whole * eb, all.whole_tensors, nodes) * m;
     if (out) {
       out[(*n_out)++] = (pass_plan_comm){IR_COLL_REDUCE_SCATTER, IR_AXIS_DP, "gradients", m * split_bytes, m * split_n, rs,
                                          s->zero == 2 ? ext_b : 0};
       if (all.whole_tensors > 0)
-        out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_DP, "gradients (no ZeRO dim)", m * all.whole * eb,
+        out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_DP, "gradients (no ZeRO dim)", m * all.grads_dp_whole * eb,
                                            m * all.whole_tensors, ar, 0};
       if (s->zero == 3)
         out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_GATHER, IR_AXIS_DP, "parameters", gathered, gathers,
@@ -523,9 +536,9 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     }
   }
   if (d > 1 && (s->zero == 1 || s->zero == 2)) { /* the updated parameters gathered after the optimizer */
-    double sec = coll_seconds(kk, c, IR_COLL_ALL_GATHER, d, split_bytes, split_n, nodes);
+    double sec = coll_seconds(kk, c, IR_COLL_ALL_GATHER, d, param_split_bytes, split_n, nodes);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_GATHER, IR_AXIS_DP, "parameters", split_bytes, split_n, sec, sec};
+    if (out) out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_GATHER, IR_AXIS_DP, "parameters", param_split_bytes, split_n, sec, sec};
   }
   for (int i = 0; i < P->n_tied; i++) { /* tied weights on two stages: their gradients summed once a step */
     int a = -1, b = -1;
@@ -542,20 +555,26 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     if (out && *n_out < PASS_PLAN_MAX_COMM - 4)
       out[(*n_out)++] = (pass_plan_comm){IR_COLL_SEND, IR_AXIS_PP, "tied weights' gradients", 2 * bytes, 2, sec, sec};
   }
-  double sync = 0, sync_n = 0; /* gradients left partial over the tensor axis (sequence-parallel norms' gains) */
+  /* gradients the update brings to their parameters' layouts on the tensor
+   * axis (pass_plan_group.grad_sync: partial ones reduced, split ones
+   * gathered) */
+  double sync[IR_NUM_COLLS] = {0}, sync_n[IR_NUM_COLLS] = {0};
   for (int ch = 0; ch < v; ch++)
     for (int g = st->first[ch * p + dev]; g <= st->last[ch * p + dev]; g++)
-      sync += P->groups[g].grad_sync, sync_n += P->groups[g].grad_sync_n;
-  if (sync > 0 && t > 1) {
-    double sec = coll_seconds(kk, c, IR_COLL_ALL_REDUCE, t, sync, sync_n, 1);
+      for (int q = 0; q < IR_NUM_COLLS; q++) sync[q] += P->groups[g].grad_sync[q], sync_n[q] += P->groups[g].grad_sync_n[q];
+  for (int q = 0; q < IR_NUM_COLLS && t > 1; q++) {
+    if (sync_n[q] == 0) continue;
+    double sec = coll_seconds(kk, c, q, t, sync[q], sync_n[q], 1);
     exposed += sec;
-    if (out) out[(*n_out)++] = (pass_plan_comm){IR_COLL_ALL_REDUCE, IR_AXIS_TP, "gradients", sync, sync_n, sec, sec};
+    if (out && *n_out < PASS_PLAN_MAX_COMM - 4)
+      out[(*n_out)++] = (pass_plan_comm){q, IR_AXIS_TP, "gradients", sync[q], sync_n[q], sec, sec};
   }
   /* the trainer's sums, one value of 8 bytes each: the loss and the
-   * correct predictions over dp and pp, the Inf/NaN count of the new
+   * correct predictions over dp and pp (and over tp where the step makes
+   * them partial: pass_plan_profile.tp_sums), the Inf/NaN count of the new
    * parameters over tp, pp, and dp under ZeRO (docs/sharding.md) */
   int sums = plan_model_accuracy(x->m) ? 2 : 1;
-  int n_sums[IR_NUM_AXES] = {[IR_AXIS_DP] = d > 1 ? sums + (s->zero >= 1) : 0, [IR_AXIS_TP] = t > 1 ? 1 : 0,
+  int n_sums[IR_NUM_AXES] = {[IR_AXIS_DP] = d > 1 ? sums + (s->zero >= 1) : 0, [IR_AXIS_TP] = t > 1 ? 1 + P->tp_sums : 0,
                              [IR_AXIS_PP] = p > 1 ? sums + 1 : 0};
   int ranks[IR_NUM_AXES] = {[IR_AXIS_DP] = d, [IR_AXIS_TP] = t, [IR_AXIS_PP] = p};
   int spans[IR_NUM_AXES] = {[IR_AXIS_DP] = nodes, [IR_AXIS_TP] = 1,

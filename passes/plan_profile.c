@@ -20,8 +20,10 @@
  * backward and recompute ones the other way round (the head's backward runs
  * first).
  *
- * Per group, for one micro-batch on one device (plan_rules.c gives each
- * value's state and each node's division):
+ * Per group, for one micro-batch on one device (plan_tp.c: the shard
+ * pass's engine run on the graph at tp = t gives each value's layout, each
+ * node's work on one device and the collectives, each at the node it was
+ * made for):
  *   flops, seconds  by phase; seconds = sum over nodes of the roofline
  *                   max(FLOPs / (peak * efficiency), bytes / (bandwidth *
  *                   memory efficiency)); the efficiencies are default_k below
@@ -35,9 +37,7 @@
  * Per cut after group g: the bytes of values made at or before g and read
  * after it (forward), and of gradients made after g and read at or before
  * it (backward): the pipeline's send/recv when a stage ends at g.
- * Per-device bytes divide by t where the value is split (S or Q); a split
- * dim of a parameter is padded to a multiple of t (as Megatron-LM pads the
- * vocabulary).
+ * Per-device bytes divide by t where the value is split.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -61,10 +61,9 @@ typedef struct {
   double flops2, flops4;
   double mnk2[4], mnk4[4]; /* M, N, K, batch count of a GEMM at micro-batch b0 and 2 b0 */
   /* bytes it reads and writes, and of those its working set (results and
-   * gradient operands), per sequence-parallel mode, at micro-batch b0 on
-   * one device: [0] not per-sample, not split; [1] not per-sample, split
-   * (divide by t); [2] per-sample, not split; [3] per-sample, split */
-  double bytes_c[2][4], work_c[2][4];
+   * gradient operands), at micro-batch b0 on one device: [0] not
+   * per-sample, [1] per-sample */
+  double bytes_c[2], work_c[2];
 } plan_node;
 
 typedef struct {
@@ -82,9 +81,14 @@ typedef struct {
   pass_plan_profile prof;
 } memo_entry;
 
+/* One policy's training graph sharded at (t, sp) by the shard pass's
+ * engine and fused as the runtime fuses a rank's step (plan_tp.c): every
+ * value is what one device holds, every collective a node. */
 typedef struct {
-  bool present;
-  ir_graph *g;
+  int t;
+  bool sp;
+  int rc;              /* 0; -1: the shard pass refused this t (nothing below is set) */
+  ir_graph *g;         /* at micro-batch b0 */
   int n_nodes, n_values;
   plan_node *nodes;
   double *vbytes;      /* per value id, at micro-batch b0 */
@@ -92,7 +96,7 @@ typedef struct {
   uint8_t *batch;      /* per value id: per-sample */
   int *def_node;       /* per value id: index of its defining node, -1 for declarations */
   const ir_value **value; /* per value id */
-  tp_result tp[2];     /* sequence parallelism off, on */
+  int *grad_of;        /* per value id: a parameter's gradient output (value id), -1 for others */
   vg_entry *saved, *recomp, *params, *tied; /* tied: group = lo * 65536 + hi */
   vg_entry *gathers; /* parameters read per group and pass: group = 2 * group + (0 forward, 1 backward or recompute) */
   int n_saved, n_recomp, n_params, n_tied, n_gathers;
@@ -100,6 +104,17 @@ typedef struct {
   int n_cuts;
   memo_entry *memo;
   int n_memo, cap_memo;
+} plan_view;
+
+/* One checkpoint policy: its training graph as the shard pass sees it (the
+ * passes after it not run) at micro-batch b0 and 2 b0, and its sharded
+ * views, one per (t, sp) asked for (t = 1 first: it checks the graphs). */
+typedef struct {
+  bool present;
+  ir_graph *g2, *g4;
+  int b0;
+  plan_view *views;
+  int n_views, cap_views;
 } plan_ck;
 
 struct pass_plan_model {
@@ -110,7 +125,9 @@ struct pass_plan_model {
   size_t elem_bytes;
   double opt_flops_per_param;
   int opt_states;
+  bool accuracy; /* a policy's graph has a cross-entropy (plan_model_accuracy) */
   plan_ck ck[PASS_PLAN_CK_COUNT];
+  bool disabled[PASS_COUNT]; /* the passes after the shard pass that are not run */
 };
 
 static const char *const ck_names[PASS_PLAN_CK_COUNT] = {"none", "selective", "full"};
@@ -133,11 +150,16 @@ pass_plan_model *pass_plan_model_new(const pass_target *device) {
   m->k = default_k;
   m->layers = -1;
   m->opt_states = 2;
+  m->disabled[PASS_FUSE_LM_HEAD] = true; /* a sharded step does not fuse the head (fuse-lm-head: one device only) */
   return m;
 }
 
+void pass_plan_model_disable(pass_plan_model *m, const bool *disabled) {
+  for (int p = 0; p < PASS_COUNT; p++) m->disabled[p] = disabled[p] || p == PASS_FUSE_LM_HEAD;
+}
+
 /* The memoized profiles of c freed (their arrays; the memo table stays). */
-static void memo_clear(plan_ck *c) {
+static void memo_clear(plan_view *c) {
   for (int i = 0; i < c->n_memo; i++) {
     const pass_plan_profile *p = &c->memo[i].prof;
     free((void *)p->groups);
@@ -149,15 +171,14 @@ static void memo_clear(plan_ck *c) {
   c->n_memo = 0;
 }
 
-static void ck_free(plan_ck *c) {
+static void view_free(plan_view *c) {
   ir_graph_free(c->g);
   free(c->nodes);
   free(c->vbytes);
   free(c->batch);
   free(c->def_node);
   free(c->value);
-  plan_tp_free(&c->tp[0]);
-  plan_tp_free(&c->tp[1]);
+  free(c->grad_of);
   free(c->saved);
   free(c->recomp);
   free(c->params);
@@ -167,6 +188,14 @@ static void ck_free(plan_ck *c) {
   memo_clear(c);
   free(c->memo);
   memset(c, 0, sizeof *c);
+}
+
+static void ck_free(plan_ck *k) {
+  ir_graph_free(k->g2);
+  ir_graph_free(k->g4);
+  for (int i = 0; i < k->n_views; i++) view_free(&k->views[i]);
+  free(k->views);
+  memset(k, 0, sizeof *k);
 }
 
 void pass_plan_model_free(pass_plan_model *m) {
@@ -186,15 +215,16 @@ bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck) {
 
 bool pass_plan_model_recomputes(const pass_plan_model *m, pass_plan_ckpt ck) {
   if (!pass_plan_model_has(m, ck)) return false;
-  for (int i = 0; i < m->ck[ck].n_nodes; i++)
-    if (m->ck[ck].nodes[i].phase == PASS_PHASE_RECOMPUTE) return true;
+  const ir_graph *g = m->ck[ck].g2;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (!g->nodes[i]->dead && pass_node_phase(g->nodes[i]) == PASS_PHASE_RECOMPUTE) return true;
   return false;
 }
 int pass_plan_model_layers(const pass_plan_model *m) { return m->layers; }
 double pass_plan_model_params(const pass_plan_model *m) { return m->n_params; }
 size_t pass_plan_model_elem_bytes(const pass_plan_model *m) { return m->elem_bytes; }
 const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt ck) {
-  return pass_plan_model_has(m, ck) ? m->ck[ck].g : NULL;
+  return pass_plan_model_has(m, ck) && m->ck[ck].views[0].rc == 0 ? m->ck[ck].views[0].g : NULL;
 }
 const pass_target *plan_model_device(const pass_plan_model *m) { return &m->device; }
 pass_plan_constants pass_plan_default_constants(void) { return default_k; }
@@ -202,18 +232,13 @@ const pass_plan_constants *pass_plan_model_constants(const pass_plan_model *m) {
 void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants *k) {
   m->k = *k;
   for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) { /* the profiles hold times: computed again */
-    memo_clear(&m->ck[ck]);
+    for (int i = 0; i < m->ck[ck].n_views; i++) memo_clear(&m->ck[ck].views[i]);
   }
 }
 double plan_model_opt_flops(const pass_plan_model *m) { return m->opt_flops_per_param; }
 int plan_model_opt_states(const pass_plan_model *m) { return m->opt_states; }
 
-bool plan_model_accuracy(const pass_plan_model *m) {
-  for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++)
-    for (int i = 0; m->ck[ck].present && i < m->ck[ck].n_nodes; i++)
-      if (!m->ck[ck].g->nodes[i]->dead && m->ck[ck].g->nodes[i]->op == IR_OP_CROSS_ENTROPY) return true;
-  return false;
-}
+bool plan_model_accuracy(const pass_plan_model *m) { return m->accuracy; }
 
 /* ---- building ---- */
 static double numel(const ir_type *t) {
@@ -266,17 +291,40 @@ static void vg_unique(vg_entry *v, int *n) {
  * goes with it: fusion may merge the head's weight gradient of a tied
  * embedding into the node that adds the embedding's own (placed after the
  * layers' backward), and that product belongs to the last stage. */
-static void assign_groups(plan_ck *c, int layers) {
+/* Node phases: by the roles of the results (pass_node_phase), but a
+ * conversion the shard pass made (a mesh_slice or a collective; its result
+ * is an activation when its operand is an input's) is made per phase for
+ * its readers: it is in its first reader's phase. */
+static int *node_phases(const plan_view *c) {
+  const ir_graph *g = c->g;
+  int *phase = malloc(((size_t)g->n_nodes + 1) * sizeof *phase), *first = malloc(((size_t)c->n_values + 1) * sizeof *first);
+  if (!phase || !first) abort();
+  for (int v = 0; v < c->n_values; v++) first[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i]->n_in; k++)
+      if (first[g->nodes[i]->in[k]->id] < 0) first[g->nodes[i]->in[k]->id] = i;
+  for (int i = g->n_nodes - 1; i >= 0; i--) { /* readers first */
+    const ir_node *n = g->nodes[i];
+    phase[i] = pass_node_phase(n);
+    int r = n->n_out == 1 ? first[n->out[0]->id] : -1;
+    if ((n->op == IR_OP_MESH_SLICE || ir_op_has(n->op, IR_OPF_COMM)) && r > i) phase[i] = phase[r];
+  }
+  free(first);
+  return phase;
+}
+
+static void assign_groups(plan_view *c, int layers) {
   const ir_graph *g = c->g;
   int first_layered[PASS_NUM_PHASES];
+  int *phase = node_phases(c);
   for (int p = 0; p < PASS_NUM_PHASES; p++) first_layered[p] = g->n_nodes;
   for (int i = 0; i < g->n_nodes; i++) {
-    int p = pass_node_phase(g->nodes[i]);
+    int p = phase[i];
     if (g->nodes[i]->layer >= 0 && first_layered[p] == g->n_nodes) first_layered[p] = i;
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    int p = pass_node_phase(n), grp;
+    int p = phase[i], grp;
     if (n->layer >= 0) grp = n->layer + 1;
     else if (p == PASS_PHASE_FORWARD || p == PASS_PHASE_OPTIMIZER) grp = i < first_layered[p] ? 0 : layers + 1;
     else {
@@ -317,11 +365,12 @@ static void assign_groups(plan_ck *c, int layers) {
     if (r != INT32_MAX && r > c->nodes[i].group) c->nodes[i].norm_group = r;
   }
   free(first_reader);
+  free(phase);
 }
 
 /* Saved activations, recomputed values, parameters read, and the values
  * crossing cuts, as (value, group) entries. */
-static void collect_entries(plan_ck *c, int layers) {
+static void collect_entries(plan_view *c, int layers) {
   const ir_graph *g = c->g;
   int nv = c->n_values, cap_s = 0, cap_r = 0, cap_p = 0, cap_c = 0, cap_t = 0, cap_g = 0;
   int *def_group = malloc((size_t)nv * sizeof *def_group);
@@ -403,7 +452,7 @@ static void collect_entries(plan_ck *c, int layers) {
 }
 
 /* The two graphs agree but for per-sample dims (exactly one dim, doubled). */
-static int match_batch(plan_ck *c, const ir_graph *g4, ir_diag *d) {
+static int match_batch(plan_view *c, const ir_graph *g4, ir_diag *d) {
   const ir_graph *g = c->g;
   if (g->n_nodes != g4->n_nodes || ir_graph_id_bound(g) != ir_graph_id_bound(g4)) {
     ir_error_plain(d, "the training graph at micro-batch %d and at %d differ (%d and %d nodes): the planner needs one "
@@ -459,33 +508,37 @@ static int match_batch(plan_ck *c, const ir_graph *g4, ir_diag *d) {
   return 0;
 }
 
-int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, const ir_graph *g4, ir_diag *d) {
-  plan_ck *c = &m->ck[ck];
-  ck_free(c);
-  c->b0 = b0;
-  c->g = g2;
+/* c (t, sp set) built from the policy's graphs k: sharded at (t, sp) and
+ * fused (plan_tp.c), then read. 0, or -1 after reporting through d. */
+static int view_build(pass_plan_model *m, const plan_ck *k, plan_view *c, ir_diag *d) {
+  ir_graph *g4 = NULL;
+  c->b0 = k->b0;
+  c->g = plan_tp_shard(k->g2, c->t, c->sp, m->disabled, d);
+  if (c->g) g4 = plan_tp_shard(k->g4, c->t, c->sp, m->disabled, d);
+  if (!c->g || !g4) {
+    ir_graph_free(g4);
+    return -1;
+  }
+  ir_graph *g2 = c->g;
   c->n_nodes = g2->n_nodes;
   c->n_values = ir_graph_id_bound(g2);
   c->nodes = calloc((size_t)c->n_nodes + 1, sizeof *c->nodes);
   c->vbytes = calloc((size_t)c->n_values + 1, sizeof *c->vbytes);
   c->batch = calloc((size_t)c->n_values + 1, 1);
   if (!c->nodes || !c->vbytes || !c->batch) abort();
-  if (match_batch(c, g4, d) != 0) {
-    ck_free(c);
-    return -1;
-  }
+  int rc = match_batch(c, g4, d);
+  ir_graph_free(g4);
+  if (rc != 0) return -1;
   int layers = 0;
   for (int i = 0; i < g2->n_nodes; i++)
     if (g2->nodes[i]->layer + 1 > layers) layers = g2->nodes[i]->layer + 1;
   if (layers == 0) {
     ir_error_plain(d, "the model has no layers (no `repeat` block): the planner splits a model into pipeline stages "
                       "by its layers");
-    ck_free(c);
     return -1;
   }
   if (m->layers >= 0 && m->layers != layers) {
     ir_error_plain(d, "the checkpoint policies give %d and %d layers", m->layers, layers);
-    ck_free(c);
     return -1;
   }
   m->layers = layers;
@@ -495,46 +548,99 @@ int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph 
   for (int v = 0; v < c->n_values; v++) c->def_node[v] = -1;
   for (int v = 0; v < g2->n_values; v++) c->value[g2->values[v]->id] = g2->values[v];
   for (int i = 0; i < g2->n_nodes; i++)
-    for (int k = 0; k < g2->nodes[i]->n_out; k++) {
-      c->value[g2->nodes[i]->out[k]->id] = g2->nodes[i]->out[k];
-      c->def_node[g2->nodes[i]->out[k]->id] = i;
+    for (int j = 0; j < g2->nodes[i]->n_out; j++) {
+      c->value[g2->nodes[i]->out[j]->id] = g2->nodes[i]->out[j];
+      c->def_node[g2->nodes[i]->out[j]->id] = i;
     }
   for (int v = 0; v < c->n_values; v++)
     if (c->value[v]) c->vbytes[v] = numel(&c->value[v]->type) * (double)ir_dtype_size(c->value[v]->type.dtype);
+  c->grad_of = malloc(((size_t)c->n_values + 1) * sizeof *c->grad_of);
+  if (!c->grad_of) abort();
+  for (int v = 0; v < c->n_values; v++) c->grad_of[v] = -1;
+  for (int i = 0, p = 0; i < g2->n_outputs && p < g2->n_params; i++) /* d_<param> in the parameters' order */
+    if (g2->outputs[i].value->role == IR_ROLE_GRAD) c->grad_of[g2->params[p++]->id] = g2->outputs[i].value->id;
+  assign_groups(c, layers);
+  collect_entries(c, layers);
+  for (int i = 0; i < g2->n_nodes; i++) { /* bytes read and written, and the working set, per-sample or not */
+    const ir_node *n = g2->nodes[i];
+    plan_node *pn = &c->nodes[i];
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+      const ir_value *x = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+      int part = c->batch[x->id];
+      pn->bytes_c[part] += c->vbytes[x->id];
+      if (j >= n->n_in || x->role == IR_ROLE_GRAD || (x->def && pass_node_phase(x->def) != PASS_PHASE_FORWARD))
+        pn->work_c[part] += c->vbytes[x->id];
+    }
+  }
+  return 0;
+}
+
+/* The view of policy k at (t, sp) (t == 1: sp off), built at the first
+ * ask (errors through d; NULL: quietly); its rc says whether the shard pass
+ * could shard it. */
+static plan_view *view_of(pass_plan_model *m, plan_ck *k, int t, bool sp, ir_diag *d) {
+  if (t <= 1) t = 1, sp = false;
+  for (int i = 0; i < k->n_views; i++)
+    if (k->views[i].t == t && k->views[i].sp == sp) return &k->views[i];
+  if (k->n_views == k->cap_views) {
+    k->cap_views = k->cap_views ? 2 * k->cap_views : 8;
+    k->views = realloc(k->views, (size_t)k->cap_views * sizeof *k->views);
+    if (!k->views) abort();
+  }
+  plan_view *c = &k->views[k->n_views++];
+  memset(c, 0, sizeof *c);
+  c->t = t, c->sp = sp;
+  ir_diag *quiet = NULL;
+  if (!d) {
+    quiet = ir_diag_new(stderr);
+    ir_diag_set_max_errors(quiet, 0);
+  }
+  c->rc = view_build(m, k, c, d ? d : quiet);
+  ir_diag_free(quiet);
+  return c;
+}
+
+/* The trainer's count of correct predictions beside g's first
+ * cross-entropy (pass_accuracy, as the training program builds it), an
+ * output of g: the planner shards and costs what the trainer runs (over
+ * vocabulary-split logits, its argmax's collectives). */
+static bool add_accuracy(ir_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_CROSS_ENTROPY) continue;
+    ir_value *c = pass_accuracy(g, n->in[0], n->in[1]);
+    if (c) ir_graph_add_output(g, "correct", c);
+    return true;
+  }
+  return false;
+}
+
+int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph *g2, ir_graph *g4, ir_diag *d) {
+  plan_ck *k = &m->ck[ck];
+  ck_free(k);
+  k->b0 = b0, k->g2 = g2, k->g4 = g4;
+  m->accuracy |= add_accuracy(g2);
+  add_accuracy(g4);
+  if (view_of(m, k, 1, false, d)->rc != 0) { /* one device: checks the graphs */
+    ck_free(k);
+    return -1;
+  }
   m->n_params = 0;
   for (int i = 0; i < g2->n_params; i++) m->n_params += numel(&g2->params[i]->type);
   m->elem_bytes = g2->n_params > 0 ? ir_dtype_size(g2->params[0]->type.dtype) : 4;
-  assign_groups(c, layers);
-  collect_entries(c, layers);
-  plan_tp_propagate(g2, c->batch, false, &c->tp[0]);
-  plan_tp_propagate(g2, c->batch, true, &c->tp[1]);
-  for (int sp = 0; sp < 2; sp++)
-    for (int i = 0; i < g2->n_nodes; i++) {
-      const ir_node *n = g2->nodes[i];
-      plan_node *pn = &c->nodes[i];
-      for (int k = 0; k < n->n_in + n->n_out; k++) {
-        const ir_value *x = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-        tp_state st = plan_tp_stored(&c->tp[sp], x->id, c->batch[x->id]);
-        int part = (c->batch[x->id] ? 2 : 0) + (st.kind == TP_S || st.kind == TP_Q);
-        pn->bytes_c[sp][part] += c->vbytes[x->id];
-        if (k >= n->n_in || x->role == IR_ROLE_GRAD || (x->def && pass_node_phase(x->def) != PASS_PHASE_FORWARD))
-          pn->work_c[sp][part] += c->vbytes[x->id];
-      }
-    }
-  c->present = true;
+  k->present = true;
   return 0;
 }
 
 /* ---- the profile at (b, t, sp) ---- */
 static double node_seconds(const pass_plan_constants *k, const pass_target *dev, size_t elem, const plan_node *n, double flops, double bytes,
-                           const double mnk[4], int gemm, int t) {
+                           const double mnk[4]) {
   double peak = pass_target_peak(dev, elem), bw = dev->bandwidth * k->mem_eff;
   double tc;
   switch (n->op) {
   case IR_OP_RESHAPE: case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_GRAD: return 0; /* views and constants */
   case IR_OP_MATMUL: case IR_OP_FUSED_MATMUL: {
-    double d[4] = {mnk[0], mnk[1], mnk[2], mnk[3]};
-    if (gemm >= GEMM_M && gemm <= GEMM_K) d[gemm - GEMM_M] = ceil(d[gemm - GEMM_M] / t);
+    const double *d = mnk;
     double eff = k->gemm_eff;
     for (int i = 0; i < 3; i++) eff *= d[i] / (d[i] + k->gemm_half);
     tc = flops / (peak * eff);
@@ -550,24 +656,28 @@ static double node_seconds(const pass_plan_constants *k, const pass_target *dev,
   return tc > tm ? tc : tm;
 }
 
-/* Bytes of value v on one device at micro-batch b in state s. */
-static double dev_bytes(const plan_ck *c, int v, int b, int t, tp_state s) {
-  double x = c->vbytes[v] * (c->batch[v] ? (double)b / c->b0 : 1.0);
-  return (s.kind == TP_S || s.kind == TP_Q) ? x / t : x;
-}
-
-/* Parameter elements on one device: a split dim is padded to a multiple of t. */
-static double param_elems(const ir_value *p, tp_state s, int t) {
-  double n = numel(&p->type);
-  if (s.kind != TP_S || s.dim < 0 || s.dim >= p->type.rank || t <= 1) return n;
-  double dim = (double)p->type.dims[s.dim];
-  return n / dim * ceil(dim / t);
+/* Bytes of value v (of the sharded graph: one device's) at micro-batch b. */
+static double dev_bytes(const plan_view *c, int v, int b) {
+  return c->vbytes[v] * (c->batch[v] ? (double)b / c->b0 : 1.0);
 }
 
 /* A parameter ZeRO cannot split: one whose only dim tp splits (the shard
  * pass's ZeRO dim is a dim tp does not split; a dim that does not divide
- * by dp is not modelled). */
-static bool zero_whole(const ir_value *p, tp_state s, int t) { return t > 1 && s.kind == TP_S && p->type.rank == 1; }
+ * by dp is not modelled). p: the sharded graph's. */
+static bool zero_whole(const ir_value *p) { return p->type.rank == 1 && (p->shard.split[0] >> IR_AXIS_TP) & 1; }
+
+/* The dim tp splits v along (the sharded graph's value), or -1. */
+static int tp_dim(const ir_value *v) {
+  for (int k = 0; k < v->type.rank; k++)
+    if ((v->shard.split[k] >> IR_AXIS_TP) & 1) return k;
+  return -1;
+}
+
+/* The tensor-axis collective node n is (IR_COLL_*), or -1. */
+static int tp_coll(const ir_node *n) {
+  if (n->dead || !ir_op_has(n->op, IR_OPF_COMM) || ir_node_mesh_axis(n) != IR_AXIS_TP) return -1;
+  return ir_coll_of_op(n->op);
+}
 
 /* A value (parameter or activation) the n entries e (its groups, ascending) read. */
 static void shared_entry(pass_plan_shared *s, double x, const vg_entry *e, int n) {
@@ -586,9 +696,9 @@ static bool shared_in(const pass_plan_shared *s, int lo, int hi) {
 
 /* The kept values a pipelined stage's bwd makes again rather than being
  * handed per micro-batch (pass_pipe_remade, the shard pass's rule). */
-static bool *remade(const plan_ck *c) {
+static bool *remade(const plan_view *c) {
   const ir_graph *g = c->g;
-  int nv = ir_graph_id_bound(g) + 1;
+  int nv = c->n_values + 1;
   bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward), *saved = calloc((size_t)nv, sizeof *saved);
   bool *again = calloc((size_t)nv, sizeof *again);
   if (!forward || !saved || !again) abort();
@@ -599,8 +709,7 @@ static bool *remade(const plan_ck *c) {
   return again;
 }
 
-static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp, pass_plan_profile *out) {
-  const tp_result *tp = &c->tp[sp ? 1 : 0];
+static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, int b, pass_plan_profile *out) {
   const ir_graph *g = c->g;
   int ng = m->layers + 2;
   pass_plan_group *gr = calloc((size_t)ng, sizeof *gr);
@@ -613,27 +722,25 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     const ir_node *n = g->nodes[i];
     const plan_node *pn = &c->nodes[i];
     if (n->dead) continue;
-    int div = t > 1 && tp->split[i] ? t : 1;
-    double rel = (double)(b - c->b0) / c->b0, scale = (double)b / c->b0;
-    double flops = (pn->flops2 + (pn->flops4 - pn->flops2) * rel) / div;
-    const double *bc = pn->bytes_c[sp ? 1 : 0], *wc = pn->work_c[sp ? 1 : 0];
-    double bytes = bc[0] + bc[1] / t + (bc[2] + bc[3] / t) * scale;
-    double work = wc[0] + wc[1] / t + (wc[2] + wc[3] / t) * scale;
-    double mnk[4];
-    for (int k = 0; k < 4; k++) mnk[k] = pn->mnk2[k] + (pn->mnk4[k] - pn->mnk2[k]) * rel;
     pass_plan_group *G = &gr[pn->group];
+    int kind = tp_coll(n);
+    if (kind >= 0) { /* a collective on the tensor axis: its buffer (all_gather: the result; else the operand) */
+      const ir_value *buf = n->op == IR_OP_ALL_GATHER ? n->out[0] : n->in[0];
+      G->coll_bytes[pn->phase][kind] += dev_bytes(c, buf->id, b);
+      G->coll_count[pn->phase][kind]++;
+      continue;
+    }
+    if (ir_op_has(n->op, IR_OPF_COMM)) continue; /* (the dp and pp axes are not in a tp view) */
+    double rel = (double)(b - c->b0) / c->b0, scale = (double)b / c->b0;
+    double flops = pn->flops2 + (pn->flops4 - pn->flops2) * rel;
+    double bytes = pn->bytes_c[0] + pn->bytes_c[1] * scale;
+    double work = pn->work_c[0] + pn->work_c[1] * scale;
+    double mnk[4];
+    for (int j = 0; j < 4; j++) mnk[j] = pn->mnk2[j] + (pn->mnk4[j] - pn->mnk2[j]) * rel;
     G->flops[pn->phase] += flops;
-    if (pn->op == IR_OP_MATMUL || pn->op == IR_OP_FUSED_MATMUL) G->gemm_flops[pn->phase] += 2 * mnk[0] * mnk[1] * mnk[2] * mnk[3] / div;
-    G->seconds[pn->phase] += node_seconds(&m->k, &m->device, m->elem_bytes, pn, flops, bytes, mnk, tp->gemm[i], t);
+    if (pn->op == IR_OP_MATMUL || pn->op == IR_OP_FUSED_MATMUL) G->gemm_flops[pn->phase] += 2 * mnk[0] * mnk[1] * mnk[2] * mnk[3];
+    G->seconds[pn->phase] += node_seconds(&m->k, &m->device, m->elem_bytes, pn, flops, bytes, mnk);
     if (pn->phase == PASS_PHASE_BACKWARD && work > max_work[pn->group]) max_work[pn->group] = work;
-  }
-  /* collectives on the tensor axis (none when t == 1) */
-  for (int i = 0; t > 1 && i < tp->n_comm; i++) {
-    const tp_comm *e = &tp->comm[i];
-    const plan_node *pn = &c->nodes[e->node];
-    double bytes = c->vbytes[e->value] * (c->batch[e->value] ? (double)b / c->b0 : 1.0) * e->scale;
-    gr[pn->group].coll_bytes[pn->phase][e->kind] += bytes;
-    gr[pn->group].coll_count[pn->phase][e->kind]++;
   }
   pass_plan_shared *shared_saved = calloc((size_t)c->n_saved + 1, sizeof *shared_saved);
   int n_shared_saved = 0;
@@ -642,7 +749,7 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
   for (int i = 0; i < c->n_saved;) { /* (value, group) sorted: a value read by several groups is kept once per stage */
     int v = c->saved[i].value, j = i;
     while (j < c->n_saved && c->saved[j].value == v) j++;
-    double x = dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
+    double x = dev_bytes(c, v, b);
     if (j - i == 1) gr[c->saved[i].group].saved += x, gr[c->saved[i].group].again += again[v] ? x : 0;
     else shared_saved[n_shared_saved].again = again[v], shared_entry(&shared_saved[n_shared_saved++], x, c->saved + i, j - i);
     i = j;
@@ -653,23 +760,21 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
    * trainer's), the count of correct predictions (f64) beside a
    * cross-entropy, and with vocabulary-split logits on tp the loss's
    * per-token max and sum of exponentials (fp32), which its backward reads */
-  bool loss_seen = false;
-  for (int i = 0; i < c->n_nodes; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->dead || n->op != IR_OP_CROSS_ENTROPY) continue;
-    double tokens = numel(&n->in[1]->type) * (double)b / c->b0;
-    gr[c->nodes[i].group].saved += 8 + (t > 1 && tp->st[n->in[0]->id].kind == TP_S ? 2 * 4 * tokens : 0);
-    gr[c->nodes[i].group].again += 8;
-  }
-  for (int i = 0; i < g->n_outputs && !loss_seen; i++) {
+  int loss_group = m->layers + 1, n_ce = 0;
+  for (int i = 0; i < g->n_outputs; i++) {
     const ir_value *o = g->outputs[i].value;
     if (o->type.rank != 0 || o->role == IR_ROLE_GRAD || c->def_node[o->id] < 0) continue;
-    gr[c->nodes[c->def_node[o->id]].group].saved += c->vbytes[o->id], loss_seen = true;
-    gr[c->nodes[c->def_node[o->id]].group].again += c->vbytes[o->id];
+    loss_group = c->nodes[c->def_node[o->id]].group;
+    gr[loss_group].saved += c->vbytes[o->id];
+    gr[loss_group].again += c->vbytes[o->id];
+    break;
   }
+  for (int i = 0; i < k->g2->n_nodes; i++) /* (a vocabulary-split loss is a sub-graph in the sharded one) */
+    n_ce += !k->g2->nodes[i]->dead && k->g2->nodes[i]->op == IR_OP_CROSS_ENTROPY;
+  gr[loss_group].saved += 8.0 * n_ce, gr[loss_group].again += 8.0 * n_ce;
   for (int i = 0; i < c->n_recomp; i++) {
     int v = c->recomp[i].value;
-    gr[c->recomp[i].group].working += dev_bytes(c, v, b, t, plan_tp_stored(tp, v, c->batch[v]));
+    gr[c->recomp[i].group].working += dev_bytes(c, v, b);
   }
   for (int i = 0; i < ng; i++) gr[i].working += max_work[i];
   /* parameters: those read by one group counted there, the others listed */
@@ -680,38 +785,49 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
     int v = c->params[i].value, j = i;
     while (j < c->n_params && c->params[j].value == v) j++;
     const ir_value *p = c->value[v];
-    tp_state st = t > 1 ? tp->st[v] : (tp_state){TP_R, 0};
-    double elems = param_elems(p, st, t);
-    bool whole = zero_whole(p, st, t);
+    const ir_value *gr_v = c->grad_of[v] >= 0 ? c->value[c->grad_of[v]] : p;
+    double elems = numel(&p->type), grads = numel(&gr_v->type);
+    double grads_dp = tp_dim(gr_v) >= 0 && tp_dim(gr_v) != tp_dim(p) ? grads * c->t : grads; /* gathered on tp first */
+    bool whole = zero_whole(p);
     if (j - i == 1) {
       pass_plan_group *G = &gr[c->params[i].group];
-      G->params += elems, G->tensors++;
-      if (whole) G->whole += elems, G->whole_tensors++;
+      G->params += elems, G->tensors++, G->grads += grads, G->grads_dp += grads_dp;
+      if (whole) G->whole += elems, G->whole_tensors++, G->grads_whole += grads, G->grads_dp_whole += grads_dp;
     } else {
       shared[n_shared].whole = whole;
+      shared[n_shared].grads = grads;
+      shared[n_shared].grads_dp = grads_dp;
       shared_entry(&shared[n_shared++], elems, c->params + i, j - i);
     }
     i = j;
   }
   for (int i = 0; i < c->n_gathers; i++) { /* ZeRO 3 gathers what it splits */
     int v = c->gathers[i].value;
-    tp_state st = t > 1 ? tp->st[v] : (tp_state){TP_R, 0};
-    if (zero_whole(c->value[v], st, t)) continue;
+    if (zero_whole(c->value[v])) continue;
     pass_plan_group *G = &gr[c->gathers[i].group / 2];
-    G->gather[c->gathers[i].group % 2] += param_elems(c->value[v], st, t);
+    G->gather[c->gathers[i].group % 2] += numel(&c->value[v]->type);
     G->gather_n[c->gathers[i].group % 2]++;
   }
-  for (int i = 0; t > 1 && i < g->n_outputs; i++) {
-    const ir_value *o = g->outputs[i].value;
-    if (o->role != IR_ROLE_GRAD || tp->st[o->id].kind != TP_P || c->def_node[o->id] < 0) continue;
-    gr[c->nodes[c->def_node[o->id]].group].grad_sync += c->vbytes[o->id];
-    gr[c->nodes[c->def_node[o->id]].group].grad_sync_n++;
+  for (int i = 0; i < g->n_params; i++) { /* the gradients the update brings to their parameters' layouts on tp */
+    int gv = c->grad_of[g->params[i]->id];
+    const ir_value *o = gv >= 0 ? c->value[gv] : NULL;
+    if (!o || c->def_node[o->id] < 0) continue;
+    int gd = tp_dim(o);
+    if (gd >= 0 && gd != tp_dim(g->params[i])) { /* split where the parameter is not: gathered (then sliced) */
+      pass_plan_group *G = &gr[c->nodes[c->def_node[o->id]].group];
+      G->grad_sync[IR_COLL_ALL_GATHER] += c->vbytes[o->id] * c->t, G->grad_sync_n[IR_COLL_ALL_GATHER]++;
+      continue;
+    }
+    if (!((o->shard.partial >> IR_AXIS_TP) & 1)) continue;
+    pass_plan_group *G = &gr[c->nodes[c->def_node[o->id]].group];
+    int kind = tp_dim(g->params[i]) >= 0 ? IR_COLL_REDUCE_SCATTER : IR_COLL_ALL_REDUCE;
+    G->grad_sync[kind] += c->vbytes[o->id], G->grad_sync_n[kind]++;
   }
   /* cuts */
   double *act = cut, *grad = cut + ng, *act_n = cut + 2 * ng, *grad_n = cut + 3 * ng;
   for (int i = 0; i < c->n_cuts; i++) {
     const cut_entry *e = &c->cuts[i];
-    double x = dev_bytes(c, e->value, b, t, plan_tp_stored(tp, e->value, c->batch[e->value]));
+    double x = dev_bytes(c, e->value, b);
     for (int k = e->lo; k < e->hi; k++) (e->fwd ? act : grad)[k] += x, (e->fwd ? act_n : grad_n)[k]++;
   }
   free(max_work);
@@ -720,25 +836,32 @@ static void build_profile(pass_plan_model *m, plan_ck *c, int b, int t, bool sp,
   for (int i = 0; i < c->n_tied; i++) {
     int v = c->tied[i].value;
     tied[i] = (pass_plan_tied){c->tied[i].group / 65536, c->tied[i].group % 65536,
-                               dev_bytes(c, v, b, t, plan_tp_stored(tp, v, false))};
+                               dev_bytes(c, v, b)};
   }
-  *out = (pass_plan_profile){gr, act, grad, act_n, grad_n, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved};
+  int tp_sums = 0;
+  for (int i = 0; i < g->n_outputs; i++) {
+    const ir_value *o = g->outputs[i].value;
+    tp_sums += o->type.rank == 0 && o->role != IR_ROLE_GRAD && ((o->shard.partial >> IR_AXIS_TP) & 1);
+  }
+  *out = (pass_plan_profile){gr, act, grad, act_n, grad_n, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved,
+                             tp_sums};
 }
 
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp) {
   if (!pass_plan_model_has(m, ck) || b < 1 || t < 1) return NULL;
-  plan_ck *c = &m->ck[ck];
-  if (t == 1) sp = false;
+  plan_ck *k = &m->ck[ck];
+  plan_view *c = view_of(m, k, t, sp, NULL);
+  if (c->rc != 0) return NULL;
   for (int i = 0; i < c->n_memo; i++)
-    if (c->memo[i].b == b && c->memo[i].t == t && c->memo[i].sp == sp) return &c->memo[i].prof;
+    if (c->memo[i].b == b) return &c->memo[i].prof;
   if (c->n_memo == c->cap_memo) {
     c->cap_memo = c->cap_memo ? 2 * c->cap_memo : 64;
     c->memo = realloc(c->memo, (size_t)c->cap_memo * sizeof *c->memo);
     if (!c->memo) abort();
   }
   memo_entry *e = &c->memo[c->n_memo++];
-  e->b = b, e->t = t, e->sp = sp;
-  build_profile(m, c, b, t, sp, &e->prof);
+  e->b = b, e->t = c->t, e->sp = c->sp;
+  build_profile(m, k, c, b, &e->prof);
   return &e->prof;
 }
 
@@ -751,16 +874,17 @@ double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi) {
 }
 
 pass_plan_params pass_plan_params_of(const pass_plan_profile *p, int lo, int hi) {
-  pass_plan_params r = {0, 0, 0, 0};
+  pass_plan_params r = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int g = lo; g <= hi && g < p->n_groups; g++) {
     const pass_plan_group *G = &p->groups[g];
     r.elems += G->params, r.tensors += G->tensors, r.whole += G->whole, r.whole_tensors += G->whole_tensors;
+    r.grads += G->grads, r.grads_whole += G->grads_whole, r.grads_dp += G->grads_dp, r.grads_dp_whole += G->grads_dp_whole;
   }
   for (int i = 0; i < p->n_shared; i++) {
     const pass_plan_shared *s = &p->shared[i];
     if (!shared_in(s, lo, hi)) continue;
-    r.elems += s->elems, r.tensors++;
-    if (s->whole) r.whole += s->elems, r.whole_tensors++;
+    r.elems += s->elems, r.tensors++, r.grads += s->grads, r.grads_dp += s->grads_dp;
+    if (s->whole) r.whole += s->elems, r.whole_tensors++, r.grads_whole += s->grads, r.grads_dp_whole += s->grads_dp;
   }
   return r;
 }
@@ -778,17 +902,19 @@ double pass_plan_saved_in(const pass_plan_profile *p, int lo, int hi) { return s
 double pass_plan_handed_in(const pass_plan_profile *p, int lo, int hi) { return saved_in(p, lo, hi, true); }
 
 double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, int t, bool sp, int lo, int hi,
-                          bool *whole) {
+                          bool *whole, double *grads) {
   if (whole) *whole = false;
-  if (!pass_plan_model_has(m, ck) || i < 0 || i >= m->ck[ck].g->n_params || t < 1) return 0;
-  const plan_ck *c = &m->ck[ck];
+  if (grads) *grads = 0;
+  if (!pass_plan_model_has(m, ck) || i < 0 || i >= m->ck[ck].g2->n_params || t < 1) return 0;
+  /* the views are built at the first ask (the model is const to its readers) */
+  plan_view *c = view_of((pass_plan_model *)m, (plan_ck *)&m->ck[ck], t, sp, NULL);
+  if (c->rc != 0) return 0;
   int v = c->g->params[i]->id;
-  const tp_result *tp = &c->tp[t > 1 && sp ? 1 : 0];
-  tp_state st = t > 1 ? tp->st[v] : (tp_state){TP_R, 0};
-  for (int k = 0; k < c->n_params; k++) /* (value, group) entries */
-    if (c->params[k].value == v && c->params[k].group >= lo && c->params[k].group <= hi) {
-      if (whole) *whole = zero_whole(c->value[v], st, t);
-      return param_elems(c->value[v], st, t);
+  for (int j = 0; j < c->n_params; j++) /* (value, group) entries */
+    if (c->params[j].value == v && c->params[j].group >= lo && c->params[j].group <= hi) {
+      if (whole) *whole = zero_whole(c->value[v]);
+      if (grads) *grads = numel(&c->value[c->grad_of[v] >= 0 ? c->grad_of[v] : v]->type);
+      return numel(&c->value[v]->type);
     }
   return 0;
 }
@@ -796,17 +922,13 @@ double pass_plan_param_in(const pass_plan_model *m, pass_plan_ckpt ck, int i, in
 int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, const ir_value **value, int *dim,
                              bool *heads) {
   for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) {
-    const plan_ck *c = &m->ck[ck];
-    if (!c->present) continue;
-    for (int pass = 1; pass >= 0; pass--) /* heads first */
-      for (int i = 0; i < c->tp[0].n_req; i++) {
-        const tp_req *r = &c->tp[0].req[i];
-        if (r->what != pass || r->size % t == 0) continue;
-        *size = r->size, *dim = r->dim, *heads = r->what == 1;
-        *value = c->value[r->value];
-        return 0;
-      }
-    return 1;
+    plan_ck *k = (plan_ck *)&m->ck[ck]; /* the views are built at the first ask */
+    if (!k->present) continue;
+    *heads = true;
+    if (plan_tp_heads(k->g2, t, size, value, dim)) return 0;
+    *heads = false, *size = t, *value = NULL, *dim = -1;
+    pass_plan_model *mm = (pass_plan_model *)m;
+    if (view_of(mm, k, t, false, NULL)->rc != 0 || view_of(mm, k, t, true, NULL)->rc != 0) return 0; /* refused */
   }
   return 1;
 }

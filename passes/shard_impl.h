@@ -118,6 +118,14 @@ int sh_engine_run(sh_engine *e);
 void sh_engine_output(sh_engine *e, int i, const sh_st *want);
 ir_graph *sh_engine_finish(sh_engine *e);
 void sh_engine_free(sh_engine *e);
+/* Megatron-LM's placement of a graph's inputs on tp (shard_train.c): every
+ * input a data input split along dim 0 over dp (sequence parallelism:
+ * along dim 1 on tp, ids and targets whole), a vocabulary table split by
+ * rows; the rules place the rest. -1 after reporting. */
+int sh_place_megatron(sh_engine *e, const ir_graph *g, ir_diag *d);
+/* An attention of g whose heads tp does not divide (the runtime refuses
+ * it: check_heads), or NULL. */
+const ir_node *sh_heads_conflict(const ir_graph *g, int tp);
 
 /* ---- expansions (the hook sh_dec.expand; built in shard.c) ----
  * What an expansion sees: the node it replaces, the axis that asked for

@@ -444,20 +444,31 @@ int pass_shard_training(pass_training *t, const pass_options *o) {
   return sh_cut_stages(t, m.stage >= 0 ? m.stage : 0, o->diag);
 }
 
-/* tp splits attention by heads: they must divide (an error at the
- * attention's line naming the heads' value, not a silent replication). */
-static int check_heads(const ir_graph *g, int tp, ir_diag *d) {
+const ir_node *sh_heads_conflict(const ir_graph *g, int tp) {
   for (int i = 0; i < g->n_nodes && tp > 1; i++) {
     const ir_node *n = g->nodes[i];
     if (n->dead || n->op != IR_OP_ATTENTION || n->in[0]->type.rank < 3) continue;
     const ir_value *q = n->in[0];
-    int hd = q->type.rank - 3;
-    if (q->type.dims[hd] % tp != 0) {
-      ir_error(d, n->loc, "tensor parallelism (tp = %d) splits the attention heads (dim %d of %%%s, %lld heads), which "
-               "do not divide by %d", tp, hd, q->name, (long long)q->type.dims[hd], tp);
-      return -1;
-    }
+    if (q->type.dims[q->type.rank - 3] % tp != 0) return n;
   }
+  return NULL;
+}
+
+/* tp splits attention by heads: they must divide (an error at the
+ * attention's line naming the heads' value, not a silent replication). */
+static int check_heads(const ir_graph *g, int tp, ir_diag *d) {
+  const ir_node *n = sh_heads_conflict(g, tp);
+  if (!n) return 0;
+  const ir_value *q = n->in[0];
+  int hd = q->type.rank - 3;
+  ir_error(d, n->loc, "tensor parallelism (tp = %d) splits the attention heads (dim %d of %%%s, %lld heads), which "
+           "do not divide by %d", tp, hd, q->name, (long long)q->type.dims[hd], tp);
+  return -1;
+}
+
+int sh_place_megatron(sh_engine *e, const ir_graph *g, ir_diag *d) {
+  if (place_data(e, g, g->n_inputs, NULL, d) != 0) return -1;
+  place_vocab(e, g);
   return 0;
 }
 

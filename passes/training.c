@@ -57,7 +57,12 @@ void pass_training_free(pass_training *t) {
 static ir_value *accuracy_nodes(ir_graph *g, int targets_input, int64_t *positions) {
   int li = find_output(g, "logits");
   if (li < 0 || targets_input < 0 || targets_input >= g->n_inputs) return NULL;
-  ir_value *logits = g->outputs[li].value, *targets = g->inputs[targets_input];
+  ir_value *c = pass_accuracy(g, g->outputs[li].value, g->inputs[targets_input]);
+  if (c) *positions = ir_type_numel(&g->inputs[targets_input]->type);
+  return c;
+}
+
+ir_value *pass_accuracy(ir_graph *g, ir_value *logits, ir_value *targets) {
   const ir_type *lt = &logits->type, *tt = &targets->type;
   if (lt->rank < 1 || !ir_dtype_is_float(lt->dtype) || (tt->dtype != IR_DT_I32 && tt->dtype != IR_DT_I64) ||
       tt->rank != lt->rank - 1 || memcmp(tt->dims, lt->dims, sizeof(int64_t) * (size_t)tt->rank) != 0 ||
@@ -73,9 +78,7 @@ static ir_value *accuracy_nodes(ir_graph *g, int targets_input, int64_t *positio
   ir_value *pair[2] = {am, targets};
   ir_value *hit = ir_graph_build1(g, IR_OP_EQ, pair, 2, NULL, 0, NULL, at);
   ir_attr to = ir_attr_dtype("to", IR_DT_F64);
-  ir_value *c = pass_sum_all(g, ir_graph_build1(g, IR_OP_CAST, &hit, 1, &to, 1, NULL, at), "correct");
-  *positions = ir_type_numel(tt);
-  return c;
+  return pass_sum_all(g, ir_graph_build1(g, IR_OP_CAST, &hit, 1, &to, 1, NULL, at), "correct");
 }
 
 /* The loss: the output named "loss", else the first; a float scalar. */

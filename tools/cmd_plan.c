@@ -269,6 +269,8 @@ static ir_graph *compile_train(tool_compile_opts *o, int b_index, const char *b,
   bool off[PASS_COUNT] = {false};
   for (int p = 0; p < PASS_COUNT; p++) off[p] = o->pass_disabled[p];
   off[PASS_FUSE_LM_HEAD] = true;
+  /* the graph as the shard pass sees it: the model shards it at each tp and runs the passes after it (plan_tp.c) */
+  off[PASS_FUSE_ELEMENTWISE] = off[PASS_FUSE_TRANSPOSE] = true;
   pass_options po = {.diag = d, .verify_each = o->verify_each, .checkpoint = pass_plan_ckpt_policy(ck),
                      .disabled = off};
   pass_train_graph_options to = {.passes = &po, .dtype = dt};
@@ -296,6 +298,7 @@ static int set_optimizer(const ir_graph *g, const plan_flags *f, pass_plan_model
  * graphs differ); 0 or -1 (reported). */
 static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_model *m, ir_dtype dt, int *seq,
                        ir_diag *d) {
+  pass_plan_model_disable(m, o->pass_disabled);
   int bi = o->fe.n_defines;
   o->defines[bi] = (fe_define){"B", "2"};
   o->fe.n_defines++;
@@ -320,6 +323,7 @@ static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_mode
         FILE *sink = t < 2 ? tmpfile() : NULL; /* the last try says why */
         ir_diag *q = sink ? ir_diag_new(sink) : d;
         added = pass_plan_model_add(m, (pass_plan_ckpt)ck, b0s[t], g2, g4, q) == 0;
+        g4 = NULL; /* the model took it */
         if (sink) ir_diag_free(q), fclose(sink);
         if (!added && t == 2) rc = -1;
       } else {
