@@ -103,11 +103,9 @@ static void test_params_175b(void) {
   CHECK(pass_plan_params_in(p1, 0, p1->n_groups - 1) == exact);
   for (int t = 2; t <= 8; t *= 2) {
     const pass_plan_profile *p = pass_plan_model_profile(m, PASS_PLAN_CK_NONE, 1, t, true);
-    /* the shard pass splits no dim tp does not divide: the vocabulary
-     * (50,257) stays whole on every rank (Megatron-LM pads it to a
-     * multiple of t; when the shard pass does, so does the planner) */
-    double vocab = fmod(v, t) == 0 ? v / t : v;
-    double want = l * (12 * h * h / t + 7 * h / t + 6 * h) + vocab * h + ctx * h + 2 * h;
+    /* the vocabulary (50,257) padded to the next multiple of t, as the
+     * shard pass pads it (docs/sharding.md): ceil(v / t) rows per rank */
+    double want = l * (12 * h * h / t + 7 * h / t + 6 * h) + ceil(v / t) * h + ctx * h + 2 * h;
     double got = pass_plan_params_in(p, 0, p->n_groups - 1);
     printf("  t = %d: %.0f per device (want %.0f)\n", t, got, want);
     CHECK(got == want);
