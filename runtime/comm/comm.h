@@ -233,6 +233,14 @@ typedef struct {
   int peer;                 /* broadcast: the root's index; send, recv: the peer's */
 } rt_coll_args;
 
+/* NCCL's buffer rule for a collective of `bytes` per rank's block over n
+ * ranks, this rank at coordinate me: the send and receive ranges apart, or
+ * in place exactly as NCCL documents it (all-reduce and broadcast: the same
+ * pointer; all-gather: send = recv + me x bytes; reduce-scatter: recv =
+ * send + me x bytes). Any other overlap is undefined on NCCL, so the nccl
+ * implementation refuses it before the call. true when the pair is legal. */
+bool rt_nccl_buffers_legal(ir_coll kind, const void *send, const void *recv, size_t bytes, size_t n, size_t me);
+
 /* One operation over an explicit group, with the algorithms above, on host
  * memory (never through a NCCL backend). 0, or -1 and a message. */
 int rt_comm_group_run(rt_comm *c, const rt_comm_group *g, const rt_coll_args *a, char *err, size_t errlen);

@@ -138,6 +138,21 @@ static int staging_buffer(nccl_state *st, size_t bytes, dev_buf *out, char *err,
   return 0;
 }
 
+bool rt_nccl_buffers_legal(ir_coll kind, const void *send, const void *recv, size_t bytes, size_t n, size_t me) {
+  uintptr_t s = (uintptr_t)send, r = (uintptr_t)recv;
+  size_t sb = bytes, rb = bytes; /* the ranges each call reads and writes */
+  uintptr_t in_place = s;        /* where send must be for NCCL's in-place form */
+  switch (kind) {
+  case IR_COLL_ALL_GATHER: rb = n * bytes, in_place = r + me * bytes; break;
+  case IR_COLL_REDUCE_SCATTER: sb = n * bytes, in_place = r >= me * bytes ? r - me * bytes : (uintptr_t)-1; break;
+  case IR_COLL_ALL_REDUCE:
+  case IR_COLL_BROADCAST: in_place = r; break;
+  default: return true; /* all-to-all checks its own; send and recv use one buffer each */
+  }
+  bool overlap = sb && rb && s < r + rb && r < s + sb;
+  return !overlap || s == in_place;
+}
+
 static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size_t errlen) {
   nccl_state *st = c->impl;
   const cg_cuda_api *api = st->api;
@@ -152,6 +167,12 @@ static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size
   }
   size_t n = (size_t)rt_comm_axis_size(c, axis), me = (size_t)rt_comm_coord(c, axis);
   size_t count = (size_t)a->count, bytes = count * ir_dtype_size(a->dt);
+  if (!rt_nccl_buffers_legal(a->kind, a->send, a->recv, bytes, n, me)) {
+    rt_comm_errf(err, errlen,
+                 "%s: send %p and recv %p overlap other than in NCCL's in-place form (internal error: the memory "
+                 "plan keeps a collective's buffers apart)", ctx, a->send, (void *)a->recv);
+    return -1;
+  }
   int rc = 0;
   switch (a->kind) {
   case IR_COLL_ALL_REDUCE: rc = NCCL(st, ctx, err, errlen, ncclAllReduce, a->send, a->recv, count, t, op, comm, st->stream); break;

@@ -222,7 +222,32 @@ static int run(bool launched) {
   return 0;
 }
 
+/* NCCL's buffer rule (rt_nccl_buffers_legal): apart, or in place as NCCL
+ * documents it; the memory plan never gives a collective overlapping
+ * buffers (comm ops are not IR_OPF_INPLACE), and the nccl implementation
+ * refuses any that would be undefined on NCCL. */
+static void test_buffer_rules(void) {
+  static char buf[4096];
+  char *b = buf;
+  /* all-gather over 4 ranks, 64 bytes a block, rank 2 */
+  CHECK(rt_nccl_buffers_legal(IR_COLL_ALL_GATHER, b + 1024, b, 64, 4, 2));       /* apart */
+  CHECK(rt_nccl_buffers_legal(IR_COLL_ALL_GATHER, b + 128, b, 64, 4, 2));        /* in place: recv + 2 x 64 */
+  CHECK(!rt_nccl_buffers_legal(IR_COLL_ALL_GATHER, b + 64, b, 64, 4, 2));        /* inside recv, not its slot */
+  CHECK(!rt_nccl_buffers_legal(IR_COLL_ALL_GATHER, b + 200, b, 64, 4, 2));       /* straddles */
+  /* reduce-scatter: recv = send + me x 64 in place */
+  CHECK(rt_nccl_buffers_legal(IR_COLL_REDUCE_SCATTER, b, b + 1024, 64, 4, 2));
+  CHECK(rt_nccl_buffers_legal(IR_COLL_REDUCE_SCATTER, b, b + 128, 64, 4, 2));
+  CHECK(!rt_nccl_buffers_legal(IR_COLL_REDUCE_SCATTER, b, b + 64, 64, 4, 2));
+  CHECK(!rt_nccl_buffers_legal(IR_COLL_REDUCE_SCATTER, b, b + 250, 64, 4, 2));
+  /* all-reduce: the same pointer or apart */
+  CHECK(rt_nccl_buffers_legal(IR_COLL_ALL_REDUCE, b, b, 64, 4, 2));
+  CHECK(rt_nccl_buffers_legal(IR_COLL_ALL_REDUCE, b, b + 64, 64, 4, 2));
+  CHECK(!rt_nccl_buffers_legal(IR_COLL_ALL_REDUCE, b, b + 32, 64, 4, 2));
+  CHECK(rt_nccl_buffers_legal(IR_COLL_ALL_REDUCE, b, b + 32, 0, 4, 2)); /* nothing moves */
+}
+
 int main(void) {
+  test_buffer_rules();
   bool launched = rt_comm_under_launcher();
   if (!launched) test_real_nccl();
   emu_open();
