@@ -313,4 +313,67 @@ __device__ __forceinline__ void tgc_mma_f16_16x8x16(float d[4], const unsigned i
 }
 #endif
 
+// ---------------------------------------------------------------------------
+// ldmatrix: NM (1, 2 or 4) 8x8 matrices of 16-bit elements from shared
+// memory, straight into mma.sync fragments. Lane 8m + i names row i of
+// matrix m: tile[idx], a uint4 (8 elements) of a TGC_SHARED array of uint4
+// (indices from lanes >= 8 NM are ignored). Lane L receives in r[m]
+//   row L/4, elements 2(L%4) and 2(L%4)+1 of matrix m (low half first):
+//     the A fragment of a row-major tile, the B fragment of an [N][K] one;
+//   with TRANS, column L/4, rows 2(L%4) and 2(L%4)+1: the B fragment of a
+//     [K][N] tile (ldmatrix .trans).
+// Every lane of the warp must call it. The emulator gathers the 32 lanes'
+// indices and reads the rows each lane's registers come from (racecheck sees
+// those reads).
+// ---------------------------------------------------------------------------
+#ifdef TGC_ON_GPU
+template <int NM, bool TRANS, class S>
+__device__ __forceinline__ void tgc_ldmatrix(unsigned int *r, S &tile, int idx) {
+  static_assert(NM == 1 || NM == 2 || NM == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  unsigned int a;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }"
+      : "=r"(a)
+      : "l"((unsigned long long)(const void *)&tile[idx]));
+  if (NM == 4 && TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  else if (NM == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  else if (NM == 2 && TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  else if (NM == 2)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  else if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
+}
+#else
+namespace tgc_emu {
+// Element c (0..7) of a row of 8 16-bit values.
+static inline unsigned int row_half(const uint4 &v, int c) {
+  const unsigned int w[4] = {v.x, v.y, v.z, v.w};
+  return (w[c >> 1] >> ((c & 1) * 16)) & 0xffffu;
+}
+}  // namespace tgc_emu
+template <int NM, bool TRANS, class S>
+static inline void tgc_ldmatrix(unsigned int *r, S &tile, int idx) {
+  static_assert(NM == 1 || NM == 2 || NM == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  tgc_emu_thread *t = tgc_emu::self();
+  int all[32];
+  t->host->warp_gather(t, 0xffffffffu, &idx, all, sizeof all[0]);
+  const int lane = (int)t->lane, g = lane >> 2, q = lane & 3;
+  for (int m = 0; m < NM; m++) {
+    if (!TRANS) {
+      const uint4 row = tile[all[8 * m + g]];
+      r[m] = tgc_emu::row_half(row, 2 * q) | tgc_emu::row_half(row, 2 * q + 1) << 16;
+    } else {
+      const uint4 lo = tile[all[8 * m + 2 * q]], hi = tile[all[8 * m + 2 * q + 1]];
+      r[m] = tgc_emu::row_half(lo, g) | tgc_emu::row_half(hi, g) << 16;
+    }
+  }
+}
+#endif
+
 #endif
