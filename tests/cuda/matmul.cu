@@ -94,11 +94,11 @@ extern "C" __global__ void ldmatrix_tile(const __nv_bfloat16 *A, const __nv_bflo
   }
   __syncthreads();
   unsigned int a[4], b[2], bt[2], b1[2];
-  tgc_ldmatrix<4, false>(a, As, (int)(((m & 1) * 8 + i) * 3 + (m >> 1)));
-  tgc_ldmatrix<2, true>(b, Bs, (int)(((m & 1) * 8 + i) * 3));
-  tgc_ldmatrix<2, false>(bt, Bts, (int)(i * 3 + (m & 1)));
-  tgc_ldmatrix<1, true>(b1, Bs, (int)(i * 3));
-  tgc_ldmatrix<1, true>(b1 + 1, Bs, (int)((8 + i) * 3));
+  tgc_ldmatrix<4, false>(a, As, (int)(((m & 1) * 8 + i) * 3 + (m >> 1)), 0);
+  tgc_ldmatrix<2, true>(b, Bs, (int)(((m & 1) * 8 + i) * 3), 0);
+  tgc_ldmatrix<2, false>(bt, Bts, (int)(i * 3 + (m & 1)), 0);
+  tgc_ldmatrix<1, true>(b1, Bs, (int)(i * 3), 0);
+  tgc_ldmatrix<1, true>(b1 + 1, Bs, (int)(i * 3), 8 * 3);
   float c[4] = {C[g * 8 + 2 * t], C[g * 8 + 2 * t + 1], C[(g + 8) * 8 + 2 * t], C[(g + 8) * 8 + 2 * t + 1]};
   float *out[3] = {D1, D2, D3};
   const unsigned int *bs[3] = {b, bt, b1};
