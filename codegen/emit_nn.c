@@ -290,6 +290,11 @@ static int att_tile(const att_dims *a, size_t asize, bool backward) {
  * c / 8 + 1, the extra 16 bytes staggering the rows over the banks) */
 static long long att_row(int64_t c) { return (long long)(c / 8 + 1); }
 
+/* Stages of a tensor-core kernel's tile pipeline (tgc::att_pipeline): 2
+ * (the next tile's copies in flight while one is used) where two tiles of
+ * `bytes` fit the static shared memory, else 1. */
+static int att_stages(size_t bytes) { return 2 * bytes <= SMEM_STATIC ? 2 : 1; }
+
 /* The tensor-core kernels: bf16 / f16 with head dims the MMA shapes take
  * (E a multiple of 16, F of 8; the backward's dp = do v^T runs over F, so
  * F of 16 there) whose 64-row padded tiles fit the static shared memory;
@@ -312,9 +317,11 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   int k = cg_kernel_begin(c, NULL);
   cg_kernel_signature(c, k, ATT_THREADS, false);
   if (att_mma(dt, &a, false)) {
-    cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", 64 * att_row(a.e), 64 * att_row(a.f));
-    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
-           (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, (long long)a.t,
+    int st = att_stages((size_t)(64 * (att_row(a.e) + att_row(a.f)) * 16));
+    cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", st * 64 * att_row(a.e),
+           st * 64 * att_row(a.f));
+    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s, %lld, %d>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
+           (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, st, (long long)a.t,
            (long long)a.s, scale);
     cg_kernel_end(c, k);
     cg_launch(c, k, (a.t + 63) / 64, a.bh, ATT_THREADS, 0);
@@ -346,16 +353,19 @@ static void att_grad_mma(cg_ctx *c, const att_dims *a, bool dkdv, const char *sc
      * past it (E = F = 128 at 64 rows spills 2 KB, at 16 none) */
     int br = 64;
     while (br > 16 && 3 * (a->e + a->f) / 4 + br > 160) br /= 2;
+    int st = att_stages((size_t)(br * (le + lf) * 16 + 2 * br * 4));
     cg_src(c, "  TGC_SHARED(uint4, Qs, %lld);\n  TGC_SHARED(uint4, dOs, %lld);\n  TGC_SHARED(float, rows, %d);\n",
-           le * br, lf * br, 2 * br);
-    cg_src(c, "  tgc::attention_bwd_dkdv_mma<%d, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const float *)ws, out1, "
-              "out2, %lldLL, %lldLL, %s, Qs, dOs, rows);\n",
-           br, (long long)a->e, (long long)a->f, causal, (long long)a->heads, (long long)a->t, (long long)a->s, scale);
+           st * le * br, st * lf * br, st * 2 * br);
+    cg_src(c, "  tgc::attention_bwd_dkdv_mma<%d, %lld, %lld, %s, %lld, %d>(in0, in1, in2, in4, in5, (const float *)ws, "
+              "out1, out2, %lldLL, %lldLL, %s, Qs, dOs, rows);\n",
+           br, (long long)a->e, (long long)a->f, causal, (long long)a->heads, st, (long long)a->t, (long long)a->s,
+           scale);
   } else {
-    cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", 64 * le, 64 * lf);
-    cg_src(c, "  tgc::attention_bwd_dq_mma<%lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const float *)ws, out0, "
+    int st = att_stages((size_t)(64 * (le + lf) * 16));
+    cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", st * 64 * le, st * 64 * lf);
+    cg_src(c, "  tgc::attention_bwd_dq_mma<%lld, %lld, %s, %lld, %d>(in0, in1, in2, in4, in5, (const float *)ws, out0, "
               "%lldLL, %lldLL, %s, Ks, Vs);\n",
-           (long long)a->e, (long long)a->f, causal, (long long)a->heads, (long long)a->t, (long long)a->s, scale);
+           (long long)a->e, (long long)a->f, causal, (long long)a->heads, st, (long long)a->t, (long long)a->s, scale);
   }
 }
 

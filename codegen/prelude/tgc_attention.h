@@ -85,13 +85,14 @@ __device__ __forceinline__ void att_mac(A *acc, SX &X, SY &Y) {
   }
 }
 
-// rows[r] = lse, rows[BR + r] = D of query rows i0 + r (0 past the end).
+// rows[at + r] = lse, rows[at + BR + r] = D of query rows i0 + r (0 past the end).
 template <int BR, class A, class L, class SR>
-__device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *dsum, long long i0, long long Tq) {
+__device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *dsum, long long i0, long long Tq,
+                                              int at = 0) {
   for (int r = (int)threadIdx.x; r < BR; r += ATT_THREADS) {
     long long i = i0 + r;
-    rows[r] = i < Tq ? (A)tgc_acc(lse[i]) : (A)0;
-    rows[BR + r] = i < Tq ? dsum[i] : (A)0;
+    rows[at + r] = i < Tq ? (A)tgc_acc(lse[i]) : (A)0;
+    rows[at + BR + r] = i < Tq ? dsum[i] : (A)0;
   }
 }
 
@@ -183,7 +184,8 @@ __device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v
 }
 
 // ---------------------------------------------------------------------------
-// Forward on tensor cores (bf16 / f16). Ks[64 * (E / 8 + 1)], Vs[64 * (F / 8 + 1)] of uint4.
+// Forward on tensor cores (bf16 / f16). Ks[STAGES * 64 * (E / 8 + 1)],
+// Vs[STAGES * 64 * (F / 8 + 1)] of uint4.
 // ---------------------------------------------------------------------------
 __device__ __forceinline__ unsigned int att_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) { return tgc_pack_bf16x2(lo, hi); }
 __device__ __forceinline__ unsigned int att_pack(__half lo, __half hi) { return tgc_pack_f16x2(lo, hi); }
@@ -219,12 +221,13 @@ __device__ __forceinline__ void att_frag_a(unsigned (*a)[4], const T *x, long lo
 // so the 8 rows an ldmatrix reads fall in distinct banks (unpadded, rows of
 // 64 bf16 are 128 bytes: all 8 in the same 4 banks, 8-way conflicts).
 
-// s[16 x N] = a[16 x K] X^T, X [N][LX] uint4 rows in shared memory (its
-// first K columns): the B fragments of two 8-row groups of X per ldmatrix.x4.
+// s[16 x N] = a[16 x K] X^T, X [N][LX] uint4 rows in shared memory from
+// X[x0] (its first K columns): the B fragments of two 8-row groups of X per
+// ldmatrix.x4.
 template <int N, int K, int LX, class T, class SX>
-__device__ __forceinline__ void att_mma_abt(float (*s)[4], const unsigned (*a)[4], SX &X, int lane) {
+__device__ __forceinline__ void att_mma_abt(float (*s)[4], const unsigned (*a)[4], SX &X, int x0, int lane) {
   const int m = lane >> 3, i = lane & 7;
-  const int x4 = ((m >> 1) * 8 + i) * LX + (m & 1), x2 = i * LX + (m & 1);  // the lane's row
+  const int x4 = x0 + ((m >> 1) * 8 + i) * LX + (m & 1), x2 = x0 + i * LX + (m & 1);  // the lane's row
 #pragma unroll
   for (int n = 0; n < N / 8; n += 2) {
     s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -257,12 +260,12 @@ __device__ __forceinline__ void att_frag_acc(unsigned (*a)[4], const float (*x)[
   }
 }
 
-// acc[16 x N] += a[16 x K] X, X [K][LX] uint4 rows in shared memory, its B
-// fragments by ldmatrix.trans, two 8-column groups per x4.
+// acc[16 x N] += a[16 x K] X, X [K][LX] uint4 rows in shared memory from
+// X[x0], its B fragments by ldmatrix.trans, two 8-column groups per x4.
 template <int N, int K, int LX, class T, class SX>
-__device__ __forceinline__ void att_mma_ab(float (*acc)[4], const unsigned (*a)[4], SX &X, int lane) {
+__device__ __forceinline__ void att_mma_ab(float (*acc)[4], const unsigned (*a)[4], SX &X, int x0, int lane) {
   const int m = lane >> 3, i = lane & 7;
-  const int x4 = ((m & 1) * 8 + i) * LX + (m >> 1), x2 = ((m & 1) * 8 + i) * LX;  // the lane's row
+  const int x4 = x0 + ((m & 1) * 8 + i) * LX + (m >> 1), x2 = x0 + ((m & 1) * 8 + i) * LX;  // the lane's row
 #pragma unroll
   for (int kc = 0; kc < K / 16; kc++) {
 #pragma unroll
@@ -280,13 +283,13 @@ __device__ __forceinline__ void att_mma_ab(float (*acc)[4], const unsigned (*a)[
 }
 
 // Rows [r0, r0 + R) of a [n, C] matrix of T (rows LD elements apart; C a
-// multiple of 8) into tile[R][C / 8 + 1] of uint4, zeros past n: a 16-byte
+// multiple of 8) into tile[at..][R][C / 8 + 1] of uint4, zeros past n: a 16-byte
 // cp.async per 8 elements where x is 16-byte aligned and LD a multiple of
 // 8 (coalesced 128-byte rows at C = 64 bf16; no registers hold the data:
 // the loads of a whole tile cost none), else 8 element loads packed and
 // stored. The caller waits (tgc_cp_async_wait_all) before its barrier.
 template <int R, int C, int LD, class T, class S>
-__device__ __forceinline__ void att_fill(S &tile, const T *x, long long r0, long long n) {
+__device__ __forceinline__ void att_fill(S &tile, int at, const T *x, long long r0, long long n) {
   enum { CU = C / 8, LX = C / 8 + 1, N = R * CU, U = (N + ATT_THREADS - 1) / ATT_THREADS };
   const T *xr = x + r0 * LD;
   const bool vec = LD % 8 == 0 && ((unsigned long long)(const void *)xr & 15u) == 0;
@@ -300,23 +303,33 @@ __device__ __forceinline__ void att_fill(S &tile, const T *x, long long r0, long
     const int rr = idx / CU, cu = idx % CU;
     const T *p = xr + rr * LD + cu * 8;
     if (vec && rr < rows) {
-      tgc_cp_async_16(tile, rr * LX + cu, p);
+      tgc_cp_async_16(tile, at + rr * LX + cu, p);
       continue;
     }
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
     if (rr < rows) v = make_uint4(att_pack(p[0], p[1]), att_pack(p[2], p[3]), att_pack(p[4], p[5]), att_pack(p[6], p[7]));
-    tile[rr * LX + cu] = v;
+    tile[at + rr * LX + cu] = v;
   }
 }
 
-// Key tile j0 (64 keys) of k and v into Ks[64][att_row<E>()], Vs[64][att_row<F>()], between barriers.
-template <int E, int F, int H, class T, class SK, class SV>
-__device__ __forceinline__ void att_load_kv(SK &Ks, SV &Vs, const T *kb, const T *vb, long long j0, long long S) {
-  __syncthreads();
-  att_fill<64, E, H * E>(Ks, kb, j0, S);
-  att_fill<64, F, H * F>(Vs, vb, j0, S);
+// The software pipeline of the loops over 64-row tiles (key tiles of k, v
+// in the forward and dq; query tiles of q, do, lse, D in dk/dv): with
+// STAGES = 2 (where two tiles fit the static shared memory) tile it + 1's
+// copies are issued into the other stage as soon as tile it is ready, so
+// they land while tile it is used; one barrier per tile. With 1 stage the
+// block waits for each tile (two barriers). Block-wide; returns the stage
+// of tile it. load(stage, it) issues tile it's copies into a stage.
+template <int STAGES, class LOAD>
+__device__ __forceinline__ int att_pipeline(int it, bool has_next, LOAD load) {
+  const int cur = STAGES == 2 ? (it & 1) : 0;
+  if (STAGES == 1 || it == 0) {
+    if (STAGES == 1) __syncthreads();  // every warp is done with tile it - 1
+    load(cur, it);
+  }
   tgc_cp_async_wait_all();
-  __syncthreads();
+  __syncthreads();  // tile it is there for all; (2 stages) every warp is done with tile it - 1's stage
+  if (STAGES == 2 && has_next) load(cur ^ 1, it + 1);
+  return cur;
 }
 
 template <int N>
@@ -340,10 +353,10 @@ __device__ __forceinline__ long long att_key_end(long long ib, long long Tq, lon
   return CAUSAL ? (ilast + S - Tq < S ? ilast + S - Tq : S) : S;
 }
 
-template <int E, int F, bool CAUSAL, int H, class T, class SK, class SV>
+template <int E, int F, bool CAUSAL, int H, int STAGES, class T, class SK, class SV>
 __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const T *v, T *o, float *lse, long long Tq,
                                                   long long S, float scale, SK &Ks, SV &Vs) {
-  enum { BR = 64, BC = 64 };
+  enum { BR = 64, BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y, ib = att_block_rows<BR, CAUSAL>(), i0 = ib + warp * 16, off = S - Tq;
   const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
@@ -354,10 +367,14 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
   att_zero<F / 8>(oacc);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
   const long long jend = att_key_end<BR, CAUSAL>(ib, Tq, S);
+  auto load = [&](int stage, int it) {
+    att_fill<BC, E, H * E>(Ks, stage * BC * LE, kb, (long long)it * BC, S);
+    att_fill<BC, F, H * F>(Vs, stage * BC * LF, vb, (long long)it * BC, S);
+  };
   for (long long j0 = 0; j0 < jend; j0 += BC) {
-    att_load_kv<E, F, H>(Ks, Vs, kb, vb, j0, S);
+    const int cur = att_pipeline<STAGES>((int)(j0 / BC), j0 + BC < jend, load);
     float s[BC / 8][4];  // q k^T
-    att_mma_abt<BC, E, E / 8 + 1, T>(s, qa, Ks, lane);
+    att_mma_abt<BC, E, LE, T>(s, qa, Ks, cur * BC * LE, lane);
     // scale, mask (only a tile that reaches past S or, causal, past the
     // diagonal of the warp's first row), the rows' maxima (rows g and g+8
     // of the warp's 16)
@@ -418,7 +435,7 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
     for (int n = 0; n < F / 8; n++) oacc[n][0] *= corr[0], oacc[n][1] *= corr[0], oacc[n][2] *= corr[1], oacc[n][3] *= corr[1];
     unsigned pa[BC / 16][4];
     att_frag_acc<BC, T>(pa, s);
-    att_mma_ab<F, BC, F / 8 + 1, T>(oacc, pa, Vs, lane);  // o += p v
+    att_mma_ab<F, BC, LF, T>(oacc, pa, Vs, cur * BC * LF, lane);  // o += p v
   }
   T *ob = att_head<H>(o, bh, Tq, F);
 #pragma unroll
@@ -593,8 +610,9 @@ __device__ __forceinline__ bool att_visible(long long i, long long j, long long 
 
 // dk, dv of 64 keys: the block's warps own 16 keys each and walk the query
 // tiles (BR rows): s^T = k q^T, dp^T = v do^T, dv += p^T do, dk += ds^T q.
-// Qs[BR * (E / 8 + 1)], dOs[BR * (F / 8 + 1)] of uint4, rows[2*BR] of float (lse, D).
-template <int BR, int E, int F, bool CAUSAL, int H, class T, class SQ, class SD, class SR>
+// Qs[STAGES * BR * (E / 8 + 1)], dOs[STAGES * BR * (F / 8 + 1)] of uint4,
+// rows[STAGES * 2 * BR] of float (lse, D).
+template <int BR, int E, int F, bool CAUSAL, int H, int STAGES, class T, class SQ, class SD, class SR>
 __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, const T *v, const float *lse,
                                                        const T *dout, const float *dsum, T *dk, T *dv, long long Tq,
                                                        long long S, float scale, SQ &Qs, SD &dOs, SR &rows) {
@@ -608,37 +626,40 @@ __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, c
   att_zero<E / 8>(dka);
   att_zero<F / 8>(dva);
   long long istart = CAUSAL && jb - off > 0 ? (jb - off) / BR * BR : 0;  // the first row that sees key jb
+  const T *qb = att_head<H>(q, bh, Tq, E), *db = att_head<H>(dout, bh, Tq, F);
+  auto load = [&](int stage, int it) {
+    const long long i = istart + (long long)it * BR;
+    att_fill<BR, E, H * E>(Qs, stage * BR * LE, qb, i, Tq);
+    att_fill<BR, F, H * F>(dOs, stage * BR * LF, db, i, Tq);
+    att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i, Tq, stage * 2 * BR);
+  };
   for (long long i0 = istart; i0 < Tq; i0 += BR) {
-    __syncthreads();
-    att_fill<BR, E, H * E>(Qs, att_head<H>(q, bh, Tq, E), i0, Tq);
-    att_fill<BR, F, H * F>(dOs, att_head<H>(dout, bh, Tq, F), i0, Tq);
-    att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
-    tgc_cp_async_wait_all();
-    __syncthreads();
+    const int cur = att_pipeline<STAGES>((int)((i0 - istart) / BR), i0 + BR < Tq, load), rw = cur * 2 * BR;
     float st[BR / 8][4], dpt[BR / 8][4];  // keys x queries
-    att_mma_abt<BR, E, LE, T>(st, ka, Qs, lane);
-    att_mma_abt<BR, F, LF, T>(dpt, va, dOs, lane);
+    att_mma_abt<BR, E, LE, T>(st, ka, Qs, cur * BR * LE, lane);
+    att_mma_abt<BR, F, LF, T>(dpt, va, dOs, cur * BR * LF, lane);
 #pragma unroll
     for (int n = 0; n < BR / 8; n++)
 #pragma unroll
       for (int x = 0; x < 4; x++) {
         int c = n * 8 + 2 * t + (x & 1);
         bool visible = att_visible<CAUSAL>(i0 + c, j0 + g + (x >> 1) * 8, Tq, S);
-        att_mma_ds(st[n][x], dpt[n][x], visible, scale, rows[c], rows[BR + c]);
+        att_mma_ds(st[n][x], dpt[n][x], visible, scale, rows[rw + c], rows[rw + BR + c]);
       }
     unsigned pa[BR / 16][4], dsa[BR / 16][4];
     att_frag_acc<BR, T>(pa, st);
     att_frag_acc<BR, T>(dsa, dpt);
-    att_mma_ab<F, BR, LF, T>(dva, pa, dOs, lane);   // dv_j += sum_i p_ij do_i
-    att_mma_ab<E, BR, LE, T>(dka, dsa, Qs, lane);   // dk_j += sum_i ds_ij q_i
+    att_mma_ab<F, BR, LF, T>(dva, pa, dOs, cur * BR * LF, lane);   // dv_j += sum_i p_ij do_i
+    att_mma_ab<E, BR, LE, T>(dka, dsa, Qs, cur * BR * LE, lane);   // dk_j += sum_i ds_ij q_i
   }
   att_store<E, H * E>(att_head<H>(dk, bh, S, E), dka, scale, j0, S, g, t);
   att_store<F, H * F>(att_head<H>(dv, bh, S, F), dva, 1.0f, j0, S, g, t);
 }
 
 // dq of 64 query rows: the warps own 16 rows each and walk the key tiles:
-// s = q k^T, dp = do v^T, dq += ds k. Ks[64 * (E / 8 + 1)], Vs[64 * (F / 8 + 1)] of uint4.
-template <int E, int F, bool CAUSAL, int H, class T, class SK, class SV>
+// s = q k^T, dp = do v^T, dq += ds k. Ks[STAGES * 64 * (E / 8 + 1)],
+// Vs[STAGES * 64 * (F / 8 + 1)] of uint4.
+template <int E, int F, bool CAUSAL, int H, int STAGES, class T, class SK, class SV>
 __device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, const T *v, const float *lse,
                                                      const T *dout, const float *dsum, T *dq, long long Tq, long long S,
                                                      float scale, SK &Ks, SV &Vs) {
@@ -659,11 +680,15 @@ __device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, con
   float dqa[E / 8][4];
   att_zero<E / 8>(dqa);
   const long long jend = att_key_end<BR, CAUSAL>(ib, Tq, S);
+  auto load = [&](int stage, int it) {
+    att_fill<BC, E, H * E>(Ks, stage * BC * LE, kb, (long long)it * BC, S);
+    att_fill<BC, F, H * F>(Vs, stage * BC * LF, vb, (long long)it * BC, S);
+  };
   for (long long j0 = 0; j0 < jend; j0 += BC) {
-    att_load_kv<E, F, H>(Ks, Vs, kb, vb, j0, S);
+    const int cur = att_pipeline<STAGES>((int)(j0 / BC), j0 + BC < jend, load);
     float s[BC / 8][4], dp[BC / 8][4];
-    att_mma_abt<BC, E, LE, T>(s, qa, Ks, lane);
-    att_mma_abt<BC, F, LF, T>(dp, da, Vs, lane);
+    att_mma_abt<BC, E, LE, T>(s, qa, Ks, cur * BC * LE, lane);
+    att_mma_abt<BC, F, LF, T>(dp, da, Vs, cur * BC * LF, lane);
 #pragma unroll
     for (int n = 0; n < BC / 8; n++)
 #pragma unroll
@@ -674,7 +699,7 @@ __device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, con
       }
     unsigned dsa[BC / 16][4];
     att_frag_acc<BC, T>(dsa, dp);
-    att_mma_ab<E, BC, LE, T>(dqa, dsa, Ks, lane);  // dq_i += sum_j ds_ij k_j
+    att_mma_ab<E, BC, LE, T>(dqa, dsa, Ks, cur * BC * LE, lane);  // dq_i += sum_j ds_ij k_j
   }
   att_store<E, H * E>(att_head<H>(dq, bh, Tq, E), dqa, scale, i0, Tq, g, t);
 }
