@@ -20,7 +20,8 @@
  *   mma_tile        one warp's 16x8x16 bf16 tensor-core tile (exact: small
  *                   integer operands)
  *   ldmatrix_tile   the same tile with its fragments loaded from padded
- *                   shared rows by ldmatrix (x4 A; x2 .trans, x2 of the
+ *                   shared rows (A's copied in by cp.async) by ldmatrix
+ *                   (x4 A; x2 .trans, x2 of the
  *                   transposed B, x1 .trans B): each of the three results
  *                   exact */
 #include <math.h>
