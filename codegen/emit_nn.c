@@ -349,7 +349,7 @@ static void att_grad_mma(cg_ctx *c, const att_dims *a, bool dkdv, const char *sc
   if (dkdv) {
     /* a thread keeps 3 (E + F) / 4 registers of K, V fragments and dK, dV
      * accumulators and BR of s^T, dp^T: query tiles of 64 rows while that
-     * stays within 160 (gpt2's E = F = 64: 247 registers on sm_80), fewer
+     * stays within 160 (gpt2's E = F = 64: 243 registers on sm_80), fewer
      * past it (E = F = 128 at 64 rows spills 2 KB, at 16 none) */
     int br = 64;
     while (br > 16 && 3 * (a->e + a->f) / 4 + br > 160) br /= 2;

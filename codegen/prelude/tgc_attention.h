@@ -24,7 +24,11 @@
 //                        the A fragments of p v without leaving registers
 //                        (FlashAttention-2's register reuse); the softmax
 //                        statistics are reduced over the 4 lanes that hold
-//                        a row. E a multiple of 16, F of 8.
+//                        a row. E a multiple of 16, F of 8. K and V tiles
+//                        come by cp.async into padded shared rows, two
+//                        stages (att_pipeline), their B fragments by
+//                        ldmatrix; exponentials are ex2 of scores in log2
+//                        units (docs/cuda.md: the kernels' tiles).
 // The backward is deterministic (no atomics): attention_bwd_dkdv (a block
 // per key tile, looping over the query tiles) and attention_bwd_dq (a block
 // per query tile, looping over key tiles) recompute the probabilities from
@@ -353,6 +357,25 @@ __device__ __forceinline__ long long att_key_end(long long ib, long long Tq, lon
   return CAUSAL ? (ilast + S - Tq < S ? ilast + S - Tq : S) : S;
 }
 
+// log2(e) and ln(2): the tensor-core kernels' exponentials are exp2f of
+// scores in log2 units (the scale and log2(e) folded into one multiply, or
+// one fma with the row's lse): an ex2 and no range reduction, where expf
+// costs a multiply, its reduction and the ex2, per score.
+__device__ __forceinline__ float att_log2e() { return 1.44269504088896341f; }
+__device__ __forceinline__ float att_ln2() { return 0.693147180559945309f; }
+// 2^x: on the GPU ex2.approx.ftz (one MUFU op, relative error about 2^-22;
+// results below 2^-126 flush to 0, probabilities that vanish in the sums
+// and in bf16 / f16 P anyway); exp2f in the emulator.
+__device__ __forceinline__ float att_exp2(float x) {
+#ifdef TGC_ON_GPU
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
 template <int E, int F, bool CAUSAL, int H, int STAGES, class T, class SK, class SV>
 __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const T *v, T *o, float *lse, long long Tq,
                                                   long long S, float scale, SK &Ks, SV &Vs) {
@@ -360,7 +383,7 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y, ib = att_block_rows<BR, CAUSAL>(), i0 = ib + warp * 16, off = S - Tq;
   const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
-  const float NEG_INF = -tgc_inf_f();
+  const float NEG_INF = -tgc_inf_f(), sl2 = scale * att_log2e();  // m and the scores in log2 units
   unsigned qa[E / 16][4];  // this warp's 16 rows of q
   att_frag_a<E, H * E>(qa, qb, i0, Tq, g, t);
   float oacc[F / 8][4];
@@ -381,7 +404,7 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
 #pragma unroll
     for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-      for (int x = 0; x < 4; x++) s[n][x] *= scale;
+      for (int x = 0; x < 4; x++) s[n][x] *= sl2;
     if (j0 + BC > S || (CAUSAL && j0 + BC - 1 > i0 + off)) {
       // in the tile's coordinates (small ints): key c exists while c < lim,
       // row r sees it while c - r <= -d (d = j0 - i0 - off is in (-BC, BR))
@@ -414,13 +437,13 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
         if (om > mx[h] || om != om) mx[h] = om;
       }
       float mnew = (m[h] > mx[h] || m[h] != m[h]) ? m[h] : mx[h];
-      corr[h] = mnew == NEG_INF ? 1.0f : tgc_exp(m[h] - mnew);
+      corr[h] = mnew == NEG_INF ? 1.0f : att_exp2(m[h] - mnew);
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < BC / 8; n++)
 #pragma unroll
         for (int x = 2 * h; x < 2 * h + 2; x++) {
-          float p = mnew == NEG_INF ? 0.0f : tgc_exp(s[n][x] - mnew);
+          float p = mnew == NEG_INF ? 0.0f : att_exp2(s[n][x] - mnew);
           s[n][x] = p;
           sum += p;
         }
@@ -451,7 +474,9 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
     for (int h = 0; h < 2; h++) {
       long long i = i0 + g + h * 8;
       if (i < Tq)
-        lse[bh * Tq + i] = l[h] > 0.0f ? m[h] + tgc_log(l[h]) : (l[h] == l[h] && m[h] == NEG_INF) ? NEG_INF : tgc_nan_f();
+        lse[bh * Tq + i] = l[h] > 0.0f                             ? (m[h] + log2f(l[h])) * att_ln2()
+                           : (l[h] == l[h] && m[h] == NEG_INF) ? NEG_INF
+                                                               : tgc_nan_f();
     }
 }
 
@@ -581,10 +606,11 @@ __device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T
 // from the accumulators to A fragments rounded to T (round to nearest
 // even), as the forward's P does; scale is applied to dk and dq in fp32.
 // ---------------------------------------------------------------------------
-// p = e^(s scale - lse) where visible, and dS / scale = p (dp - D) (0 where
-// not visible: D is NaN in a row that sees no key).
-__device__ __forceinline__ void att_mma_ds(float &s, float &dp, bool visible, float scale, float lse, float d) {
-  float p = visible ? tgc_exp(s * scale - lse) : 0.0f;
+// p = e^(s scale - lse) = 2^(s sl2 - lse2) (sl2 = scale log2(e), lse2 =
+// lse log2(e)) where visible, and dS / scale = p (dp - D) (0 where not
+// visible: D is NaN in a row that sees no key).
+__device__ __forceinline__ void att_mma_ds(float &s, float &dp, bool visible, float sl2, float lse2, float d) {
+  float p = visible ? att_exp2(fmaf(s, sl2, -lse2)) : 0.0f;
   s = p;
   dp = visible ? p * (dp - d) : 0.0f;
 }
@@ -619,6 +645,7 @@ __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, c
   enum { BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y, jb = (long long)blockIdx.x * BC, j0 = jb + warp * 16, off = S - Tq;
+  const float sl2 = scale * att_log2e();
   unsigned ka[E / 16][4], va[F / 16][4];
   att_frag_a<E, H * E>(ka, att_head<H>(k, bh, S, E), j0, S, g, t);
   att_frag_a<F, H * F>(va, att_head<H>(v, bh, S, F), j0, S, g, t);
@@ -644,7 +671,7 @@ __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, c
       for (int x = 0; x < 4; x++) {
         int c = n * 8 + 2 * t + (x & 1);
         bool visible = att_visible<CAUSAL>(i0 + c, j0 + g + (x >> 1) * 8, Tq, S);
-        att_mma_ds(st[n][x], dpt[n][x], visible, scale, rows[rw + c], rows[rw + BR + c]);
+        att_mma_ds(st[n][x], dpt[n][x], visible, sl2, rows[rw + c] * att_log2e(), rows[rw + BR + c]);
       }
     unsigned pa[BR / 16][4], dsa[BR / 16][4];
     att_frag_acc<BR, T>(pa, st);
@@ -670,11 +697,12 @@ __device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, con
   unsigned qa[E / 16][4], da[F / 16][4];
   att_frag_a<E, H * E>(qa, att_head<H>(q, bh, Tq, E), i0, Tq, g, t);
   att_frag_a<F, H * F>(da, att_head<H>(dout, bh, Tq, F), i0, Tq, g, t);
+  const float sl2 = scale * att_log2e();
   float rl[2], rd[2];  // lse and D of rows g and g + 8
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     long long i = i0 + g + h * 8;
-    rl[h] = i < Tq ? lse[bh * Tq + i] : 0.0f;
+    rl[h] = i < Tq ? lse[bh * Tq + i] * att_log2e() : 0.0f;  // in log2 units
     rd[h] = i < Tq ? dsum[bh * Tq + i] : 0.0f;
   }
   float dqa[E / 8][4];
@@ -695,7 +723,7 @@ __device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, con
       for (int x = 0; x < 4; x++) {
         int h = x >> 1;
         bool visible = att_visible<CAUSAL>(i0 + g + h * 8, j0 + n * 8 + 2 * t + (x & 1), Tq, S);
-        att_mma_ds(s[n][x], dp[n][x], visible, scale, rl[h], rd[h]);
+        att_mma_ds(s[n][x], dp[n][x], visible, sl2, rl[h], rd[h]);
       }
     unsigned dsa[BC / 16][4];
     att_frag_acc<BC, T>(dsa, dp);
