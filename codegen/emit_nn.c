@@ -14,14 +14,15 @@
  *   cross_entropy_grad   a warp (or block) per position: softmax - onehot,
  *                        times g / positions
  *   attention            tgc::attention_fwd_mma for bf16 / f16 heads with E a
- *                        multiple of 16 and F of 8 (tensor cores), else
+ *                        multiple of 16 and F of 8 (tensor cores: padded
+ *                        uint4 shared rows, ldmatrix), else
  *                        tgc::attention_fwd; tiles as large as fit 48 KiB of
  *                        static shared memory
- *   attention_grad       D = rowsum(do * o) into the workspace, then the
- *                        dk/dv kernel (a block per key tile) and the dq
- *                        kernel (a block per query tile): on tensor cores
- *                        (tgc::attention_bwd_*_mma) where the forward uses
- *                        them and F is a multiple of 16 too
+ *   attention_grad       D = rowsum(do * o) into the workspace (a warp per
+ *                        row), then the dk/dv kernel (a block per key tile)
+ *                        and the dq kernel (a block per query tile): on
+ *                        tensor cores (tgc::attention_bwd_*_mma) where the
+ *                        forward uses them and F is a multiple of 16 too
  *   einsum               a thread per result element, the summed labels'
  *                        index space walked in row-major order, products
  *                        summed in double (the CPU's order and precision)
@@ -31,8 +32,7 @@
 
 #include "emit.h"
 
-/* ATT_PAD: tgc_attention.h's padding of the tensor-core backward's shared rows */
-enum { THREADS = 256, WARP_ROW_MAX = 2048, SMEM_STATIC = 48 * 1024, ATT_THREADS = 128, ATT_PAD = 8 };
+enum { THREADS = 256, WARP_ROW_MAX = 2048, SMEM_STATIC = 48 * 1024, ATT_THREADS = 128 };
 
 static int vec_width(int64_t len, size_t elem) {
   int w = (int)(16 / (elem ? elem : 1));
@@ -279,16 +279,24 @@ static int att_tile(const att_dims *a, size_t asize, bool backward) {
   return 0;
 }
 
+/* uint4s in a padded shared row of c 16-bit elements (tgc_attention.h:
+ * c / 8 + 1, the extra 16 bytes staggering the rows over the banks) */
+static long long att_row(int64_t c) { return (long long)(c / 8 + 1); }
+
+/* Stages of a tensor-core kernel's tile pipeline (tgc::att_pipeline): 2
+ * (the next tile's copies in flight while one is used) where two tiles of
+ * `bytes` fit the static shared memory, else 1. */
+static int att_stages(size_t bytes) { return 2 * bytes <= SMEM_STATIC ? 2 : 1; }
+
 /* The tensor-core kernels: bf16 / f16 with head dims the MMA shapes take
  * (E a multiple of 16, F of 8; the backward's dp = do v^T runs over F, so
- * F of 16 there) whose 64-row tiles fit the static shared memory; the
- * backward's dk/dv kernel holds a warp's 16 keys of k, v, dk and dv in
+ * F of 16 there) whose 64-row padded tiles fit the static shared memory;
+ * the backward's dk/dv kernel holds a warp's 16 keys of k, v, dk and dv in
  * registers, which spill past E + F = 256. */
 static bool att_mma(ir_dtype dt, const att_dims *a, bool backward) {
-  size_t pad = backward ? ATT_PAD : 0;
   return (dt == IR_DT_BF16 || dt == IR_DT_F16) && a->e % 16 == 0 && a->f % (backward ? 16 : 8) == 0 && a->e <= 256 &&
          a->f <= 256 && (!backward || a->e + a->f <= 256) &&
-         (size_t)64 * (size_t)(a->e + a->f + 2 * pad) * 2 + (backward ? 64 * 2 * 4 : 0) <= SMEM_STATIC;
+         (size_t)64 * (size_t)(att_row(a->e) + att_row(a->f)) * 16 + (backward ? 64 * 2 * 4 : 0) <= SMEM_STATIC;
 }
 
 int cg_emit_attention(cg_ctx *c, const ir_node *n) {
@@ -296,15 +304,17 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   if (att_dims_of(c, n, &a) != 0) return -1;
   if (a.bh * a.t == 0) return 0;
   ir_dtype dt = n->in[0]->type.dtype;
-  const char *T = cg_ctype(dt), *A = cg_acctype(dt), *L = cg_ctype(n->out[1]->type.dtype);
+  const char *A = cg_acctype(dt);
   char scale[64];
   cg_literal(scale, sizeof scale, a.scale, strcmp(A, "float") == 0 ? IR_DT_F32 : IR_DT_F64);
   int k = cg_kernel_begin(c, NULL);
   cg_kernel_signature(c, k, ATT_THREADS, false);
   if (att_mma(dt, &a, false)) {
-    cg_src(c, "  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", T, (long long)(64 * a.e), T, (long long)(64 * a.f));
-    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
-           (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, (long long)a.t,
+    int st = att_stages((size_t)(64 * (att_row(a.e) + att_row(a.f)) * 16));
+    cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", st * 64 * att_row(a.e),
+           st * 64 * att_row(a.f));
+    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s, %lld, %d>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
+           (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, st, (long long)a.t,
            (long long)a.s, scale);
     cg_kernel_end(c, k);
     cg_launch(c, k, (a.t + 63) / 64, a.bh, ATT_THREADS, 0);
@@ -319,7 +329,6 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows);\n",
          A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, (long long)a.t,
          (long long)a.s, A, scale);
-  (void)L;
   cg_kernel_end(c, k);
   cg_launch(c, k, (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
   return 0;
@@ -327,26 +336,29 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
 
 /* The body of the tensor-core dk/dv (a block per 64 keys, the query tiles
  * through shared memory) or dq kernel (a block per 64 queries). */
-static void att_grad_mma(cg_ctx *c, const att_dims *a, bool dkdv, const char *T, const char *scale) {
-  long long le = (long long)(64 * (a->e + ATT_PAD)), lf = (long long)(64 * (a->f + ATT_PAD));
+static void att_grad_mma(cg_ctx *c, const att_dims *a, bool dkdv, const char *scale) {
+  long long le = att_row(a->e), lf = att_row(a->f);
   const char *causal = a->causal ? "true" : "false";
   if (dkdv) {
     /* a thread keeps 3 (E + F) / 4 registers of K, V fragments and dK, dV
      * accumulators and BR of s^T, dp^T: query tiles of 64 rows while that
-     * stays within 160 (gpt2's E = F = 64: 247 registers on sm_80), fewer
+     * stays within 160 (gpt2's E = F = 64: 243 registers on sm_80), fewer
      * past it (E = F = 128 at 64 rows spills 2 KB, at 16 none) */
     int br = 64;
     while (br > 16 && 3 * (a->e + a->f) / 4 + br > 160) br /= 2;
-    cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, dOs, %lld);\n  TGC_SHARED(float, rows, %d);\n", T,
-           le / 64 * br, T, lf / 64 * br, 2 * br);
-    cg_src(c, "  tgc::attention_bwd_dkdv_mma<%d, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const float *)ws, out1, "
-              "out2, %lldLL, %lldLL, %s, Qs, dOs, rows);\n",
-           br, (long long)a->e, (long long)a->f, causal, (long long)a->heads, (long long)a->t, (long long)a->s, scale);
+    int st = att_stages((size_t)(br * (le + lf) * 16 + 2 * br * 4));
+    cg_src(c, "  TGC_SHARED(uint4, Qs, %lld);\n  TGC_SHARED(uint4, dOs, %lld);\n  TGC_SHARED(float, rows, %d);\n",
+           st * le * br, st * lf * br, st * 2 * br);
+    cg_src(c, "  tgc::attention_bwd_dkdv_mma<%d, %lld, %lld, %s, %lld, %d>(in0, in1, in2, in4, in5, (const float *)ws, "
+              "out1, out2, %lldLL, %lldLL, %s, Qs, dOs, rows);\n",
+           br, (long long)a->e, (long long)a->f, causal, (long long)a->heads, st, (long long)a->t, (long long)a->s,
+           scale);
   } else {
-    cg_src(c, "  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", T, le, T, lf);
-    cg_src(c, "  tgc::attention_bwd_dq_mma<%lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const float *)ws, out0, "
+    int st = att_stages((size_t)(64 * (le + lf) * 16));
+    cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", st * 64 * le, st * 64 * lf);
+    cg_src(c, "  tgc::attention_bwd_dq_mma<%lld, %lld, %s, %lld, %d>(in0, in1, in2, in4, in5, (const float *)ws, out0, "
               "%lldLL, %lldLL, %s, Ks, Vs);\n",
-           (long long)a->e, (long long)a->f, causal, (long long)a->heads, (long long)a->t, (long long)a->s, scale);
+           (long long)a->e, (long long)a->f, causal, (long long)a->heads, st, (long long)a->t, (long long)a->s, scale);
   }
 }
 
@@ -370,13 +382,13 @@ int cg_emit_attention_grad(cg_ctx *c, const ir_node *n) {
   cg_src(c, "  tgc::attention_bwd_rowdot<%s, %lld, %lld>(in3, in5, (%s *)ws, %lldLL, %lldLL);\n", A, (long long)a.f,
          (long long)a.heads, A, (long long)(a.bh * a.t), (long long)a.t);
   cg_kernel_end(c, k);
-  cg_launch(c, k, cg_blocks(a.bh * a.t, THREADS), 1, THREADS, 0);
+  cg_launch(c, k, cg_blocks(a.bh * a.t, THREADS / 32), 1, THREADS, 0); /* a warp per row */
   const char *which[2] = {"dkdv", "dq"};
   for (int w = 0; w < 2; w++) {
     k = cg_kernel_begin(c, which[w]);
     cg_kernel_signature(c, k, ATT_THREADS, true);
     if (mma) {
-      att_grad_mma(c, &a, w == 0, cg_ctype(dt), scale);
+      att_grad_mma(c, &a, w == 0, scale);
       cg_kernel_end(c, k);
       cg_launch(c, k, w == 0 ? (a.s + 63) / 64 : (a.t + 63) / 64, a.bh, ATT_THREADS, 0);
       continue;

@@ -24,7 +24,11 @@
 //                        the A fragments of p v without leaving registers
 //                        (FlashAttention-2's register reuse); the softmax
 //                        statistics are reduced over the 4 lanes that hold
-//                        a row. E a multiple of 16, F of 8.
+//                        a row. E a multiple of 16, F of 8. K and V tiles
+//                        come by cp.async into padded shared rows, two
+//                        stages (att_pipeline), their B fragments by
+//                        ldmatrix; exponentials are ex2 of scores in log2
+//                        units (docs/cuda.md: the kernels' tiles).
 // The backward is deterministic (no atomics): attention_bwd_dkdv (a block
 // per key tile, looping over the query tiles) and attention_bwd_dq (a block
 // per query tile, looping over key tiles) recompute the probabilities from
@@ -85,13 +89,14 @@ __device__ __forceinline__ void att_mac(A *acc, SX &X, SY &Y) {
   }
 }
 
-// rows[r] = lse, rows[BR + r] = D of query rows i0 + r (0 past the end).
+// rows[at + r] = lse, rows[at + BR + r] = D of query rows i0 + r (0 past the end).
 template <int BR, class A, class L, class SR>
-__device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *dsum, long long i0, long long Tq) {
+__device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *dsum, long long i0, long long Tq,
+                                              int at = 0) {
   for (int r = (int)threadIdx.x; r < BR; r += ATT_THREADS) {
     long long i = i0 + r;
-    rows[r] = i < Tq ? (A)tgc_acc(lse[i]) : (A)0;
-    rows[BR + r] = i < Tq ? dsum[i] : (A)0;
+    rows[at + r] = i < Tq ? (A)tgc_acc(lse[i]) : (A)0;
+    rows[at + BR + r] = i < Tq ? dsum[i] : (A)0;
   }
 }
 
@@ -183,7 +188,8 @@ __device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v
 }
 
 // ---------------------------------------------------------------------------
-// Forward on tensor cores (bf16 / f16). Ks[64*E], Vs[64*F] of T.
+// Forward on tensor cores (bf16 / f16). Ks[STAGES * 64 * (E / 8 + 1)],
+// Vs[STAGES * 64 * (F / 8 + 1)] of uint4.
 // ---------------------------------------------------------------------------
 __device__ __forceinline__ unsigned int att_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) { return tgc_pack_bf16x2(lo, hi); }
 __device__ __forceinline__ unsigned int att_pack(__half lo, __half hi) { return tgc_pack_f16x2(lo, hi); }
@@ -213,64 +219,135 @@ __device__ __forceinline__ void att_frag_a(unsigned (*a)[4], const T *x, long lo
     }
 }
 
-// s[16 x N] = a[16 x K] X^T, X [N][LDS] in shared memory (its first K columns).
-template <int N, int K, int LDS, class T, class SX>
-__device__ __forceinline__ void att_mma_abt(float (*s)[4], const unsigned (*a)[4], SX &X, int g, int t) {
+// Shared tiles of the tensor-core kernels are TGC_SHARED arrays of uint4
+// (8 elements of T each), rows of C elements padded by one uint4 to C / 8 + 1
+// uint4s: a row is 16 bytes further round the 32 banks than the one before,
+// so the 8 rows an ldmatrix reads fall in distinct banks (unpadded, rows of
+// 64 bf16 are 128 bytes: all 8 in the same 4 banks, 8-way conflicts).
+
+// s[16 x N] = a[16 x K] X^T, X [N][LX] uint4 rows in shared memory from
+// X[x0] (its first K columns): the B fragments of two 8-row groups of X per
+// ldmatrix.x4.
+template <int N, int K, int LX, class T, class SX>
+__device__ __forceinline__ void att_mma_abt(float (*s)[4], const unsigned (*a)[4], SX &X, int x0, int lane) {
+  const int m = lane >> 3, i = lane & 7;
+  const int x4 = x0 + ((m >> 1) * 8 + i) * LX + (m & 1), x2 = x0 + i * LX + (m & 1);  // the lane's row
 #pragma unroll
-  for (int n = 0; n < N / 8; n++) {
+  for (int n = 0; n < N / 8; n += 2) {
     s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    if (n + 1 < N / 8) s[n + 1][0] = s[n + 1][1] = s[n + 1][2] = s[n + 1][3] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < K / 16; kk++) {
-      int base = (n * 8 + g) * LDS + kk * 16 + 2 * t;
-      unsigned b[2] = {att_pack(X[base], X[base + 1]), att_pack(X[base + 8], X[base + 9])};
+      unsigned b[4];
+      if (n + 1 < N / 8) {
+        tgc_ldmatrix<4, false>(b, X, x4, n * 8 * LX + kk * 2);
+        att_mma(T(0.0f), s[n + 1], a[kk], b + 2);
+      } else {
+        tgc_ldmatrix<2, false>(b, X, x2, n * 8 * LX + kk * 2);
+      }
       att_mma(T(0.0f), s[n], a[kk], b);
     }
   }
 }
 
-// acc[16 x N] += x[16 x K] X, X [K][LDS] in shared memory; x is the
-// accumulators of an earlier product, rounded to T as A fragments without
-// leaving registers (FlashAttention-2's register reuse).
-template <int N, int K, int LDS, class T, class SX>
-__device__ __forceinline__ void att_mma_ab(float (*acc)[4], const float (*x)[4], SX &X, int g, int t) {
+// The A fragments of a 16 x K product x from its accumulators, rounded to
+// T (FlashAttention-2's register reuse: p and dS never leave registers);
+// half the registers of the floats, so the next product's loads have room.
+template <int K, class T>
+__device__ __forceinline__ void att_frag_acc(unsigned (*a)[4], const float (*x)[4]) {
 #pragma unroll
   for (int kc = 0; kc < K / 16; kc++) {
-    unsigned a[4] = {att_pack(T(x[2 * kc][0]), T(x[2 * kc][1])), att_pack(T(x[2 * kc][2]), T(x[2 * kc][3])),
-                     att_pack(T(x[2 * kc + 1][0]), T(x[2 * kc + 1][1])),
-                     att_pack(T(x[2 * kc + 1][2]), T(x[2 * kc + 1][3]))};
+    a[kc][0] = att_pack(T(x[2 * kc][0]), T(x[2 * kc][1]));
+    a[kc][1] = att_pack(T(x[2 * kc][2]), T(x[2 * kc][3]));
+    a[kc][2] = att_pack(T(x[2 * kc + 1][0]), T(x[2 * kc + 1][1]));
+    a[kc][3] = att_pack(T(x[2 * kc + 1][2]), T(x[2 * kc + 1][3]));
+  }
+}
+
+// acc[16 x N] += a[16 x K] X, X [K][LX] uint4 rows in shared memory from
+// X[x0], its B fragments by ldmatrix.trans, two 8-column groups per x4.
+template <int N, int K, int LX, class T, class SX>
+__device__ __forceinline__ void att_mma_ab(float (*acc)[4], const unsigned (*a)[4], SX &X, int x0, int lane) {
+  const int m = lane >> 3, i = lane & 7;
+  const int x4 = x0 + ((m & 1) * 8 + i) * LX + (m >> 1), x2 = x0 + ((m & 1) * 8 + i) * LX;  // the lane's row
 #pragma unroll
-    for (int n = 0; n < N / 8; n++) {
-      int key = kc * 16 + 2 * t, col = n * 8 + g;
-      unsigned b[2] = {att_pack(X[key * LDS + col], X[(key + 1) * LDS + col]),
-                       att_pack(X[(key + 8) * LDS + col], X[(key + 9) * LDS + col])};
-      att_mma(T(0.0f), acc[n], a, b);
+  for (int kc = 0; kc < K / 16; kc++) {
+#pragma unroll
+    for (int n = 0; n < N / 8; n += 2) {
+      unsigned b[4];
+      if (n + 1 < N / 8) {
+        tgc_ldmatrix<4, true>(b, X, x4, kc * 16 * LX + n);
+        att_mma(T(0.0f), acc[n + 1], a[kc], b + 2);
+      } else {
+        tgc_ldmatrix<2, true>(b, X, x2, kc * 16 * LX + n);
+      }
+      att_mma(T(0.0f), acc[n], a[kc], b);
     }
   }
 }
 
-// Rows [r0, r0 + R) of a [n, C] matrix (rows LD elements apart) into
-// tile[R][LDS] of T, zeros past n.
-template <int R, int C, int LDS, int LD, class T, class S>
-__device__ __forceinline__ void att_load_rows_t(S &tile, const T *x, long long r0, long long n) {
-  for (int idx = (int)threadIdx.x; idx < R * C; idx += ATT_THREADS) {
-    long long r = r0 + idx / C;
-    tile[idx / C * LDS + idx % C] = r < n ? x[r * LD + idx % C] : T(0.0f);
+// Rows [r0, r0 + R) of a [n, C] matrix of T (rows LD elements apart; C a
+// multiple of 8) into tile[at..][R][C / 8 + 1] of uint4, zeros past n: a 16-byte
+// cp.async per 8 elements where x is 16-byte aligned and LD a multiple of
+// 8 (coalesced 128-byte rows at C = 64 bf16; no registers hold the data:
+// the loads of a whole tile cost none), else 8 element loads packed and
+// stored. The caller waits (tgc_cp_async_wait_all) before its barrier.
+template <int R, int C, int LD, class T, class S>
+__device__ __forceinline__ void att_fill(S &tile, int at, const T *x, long long r0, long long n) {
+  enum { CU = C / 8, LX = C / 8 + 1, N = R * CU, U = (N + ATT_THREADS - 1) / ATT_THREADS };
+  const T *xr = x + r0 * LD;
+  const bool vec = LD % 8 == 0 && ((unsigned long long)(const void *)xr & 15u) == 0;
+  const int rows = n - r0 < R ? (int)(n - r0) : R, tid = (int)threadIdx.x;  // rows of the tile that exist
+  // unrolled, offsets in int: a runtime loop kept 64-bit offsets of its
+  // first iterations in registers across the kernel's main loop
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int idx = tid + u * ATT_THREADS;
+    if (N % ATT_THREADS != 0 && idx >= N) break;
+    const int rr = idx / CU, cu = idx % CU;
+    const T *p = xr + rr * LD + cu * 8;
+    if (vec && rr < rows) {
+      tgc_cp_async_16(tile, at + rr * LX + cu, p);
+      continue;
+    }
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (rr < rows) v = make_uint4(att_pack(p[0], p[1]), att_pack(p[2], p[3]), att_pack(p[4], p[5]), att_pack(p[6], p[7]));
+    tile[at + rr * LX + cu] = v;
   }
 }
 
-// Key tile j0 (64 keys) of k and v into Ks[64][LE], Vs[64][LF], between barriers.
-template <int E, int F, int LE, int LF, int H, class T, class SK, class SV>
-__device__ __forceinline__ void att_load_kv(SK &Ks, SV &Vs, const T *kb, const T *vb, long long j0, long long S) {
-  __syncthreads();
-  att_load_rows_t<64, E, LE, H * E>(Ks, kb, j0, S);
-  att_load_rows_t<64, F, LF, H * F>(Vs, vb, j0, S);
-  __syncthreads();
+// The software pipeline of the loops over 64-row tiles (key tiles of k, v
+// in the forward and dq; query tiles of q, do, lse, D in dk/dv): with
+// STAGES = 2 (where two tiles fit the static shared memory) tile it + 1's
+// copies are issued into the other stage as soon as tile it is ready, so
+// they land while tile it is used; one barrier per tile. With 1 stage the
+// block waits for each tile (two barriers). Block-wide; returns the stage
+// of tile it. load(stage, it) issues tile it's copies into a stage.
+template <int STAGES, class LOAD>
+__device__ __forceinline__ int att_pipeline(int it, bool has_next, LOAD load) {
+  const int cur = STAGES == 2 ? (it & 1) : 0;
+  if (STAGES == 1 || it == 0) {
+    if (STAGES == 1) __syncthreads();  // every warp is done with tile it - 1
+    load(cur, it);
+  }
+  tgc_cp_async_wait_all();
+  __syncthreads();  // tile it is there for all; (2 stages) every warp is done with tile it - 1's stage
+  if (STAGES == 2 && has_next) load(cur ^ 1, it + 1);
+  return cur;
 }
 
 template <int N>
 __device__ __forceinline__ void att_zero(float (*acc)[4]) {
 #pragma unroll
   for (int n = 0; n < N; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
+// The first query row of the block's BR: causal, the last tile first (it
+// sees the most keys, so the longest blocks start first and the grid's
+// tail is short ones).
+template <int BR, bool CAUSAL>
+__device__ __forceinline__ long long att_block_rows() {
+  return (long long)(CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BR;
 }
 
 // One past the last key the query rows [ib, ib + BR) see.
@@ -280,38 +357,76 @@ __device__ __forceinline__ long long att_key_end(long long ib, long long Tq, lon
   return CAUSAL ? (ilast + S - Tq < S ? ilast + S - Tq : S) : S;
 }
 
-template <int E, int F, bool CAUSAL, int H, class T, class SK, class SV>
+// log2(e) and ln(2): the tensor-core kernels' exponentials are exp2f of
+// scores in log2 units (the scale and log2(e) folded into one multiply, or
+// one fma with the row's lse): an ex2 and no range reduction, where expf
+// costs a multiply, its reduction and the ex2, per score.
+__device__ __forceinline__ float att_log2e() { return 1.44269504088896341f; }
+__device__ __forceinline__ float att_ln2() { return 0.693147180559945309f; }
+// 2^x: on the GPU ex2.approx.ftz (one MUFU op, relative error about 2^-22;
+// results below 2^-126 flush to 0, probabilities that vanish in the sums
+// and in bf16 / f16 P anyway); exp2f in the emulator.
+__device__ __forceinline__ float att_exp2(float x) {
+#ifdef TGC_ON_GPU
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+template <int E, int F, bool CAUSAL, int H, int STAGES, class T, class SK, class SV>
 __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const T *v, T *o, float *lse, long long Tq,
                                                   long long S, float scale, SK &Ks, SV &Vs) {
-  enum { BR = 64, BC = 64 };
+  enum { BR = 64, BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
-  const long long bh = blockIdx.y, ib = (long long)blockIdx.x * BR, i0 = ib + warp * 16, off = S - Tq;
+  const long long bh = blockIdx.y, ib = att_block_rows<BR, CAUSAL>(), i0 = ib + warp * 16, off = S - Tq;
   const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
-  const float NEG_INF = -tgc_inf_f();
+  const float NEG_INF = -tgc_inf_f(), sl2 = scale * att_log2e();  // m and the scores in log2 units
   unsigned qa[E / 16][4];  // this warp's 16 rows of q
   att_frag_a<E, H * E>(qa, qb, i0, Tq, g, t);
   float oacc[F / 8][4];
   att_zero<F / 8>(oacc);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
   const long long jend = att_key_end<BR, CAUSAL>(ib, Tq, S);
+  auto load = [&](int stage, int it) {
+    att_fill<BC, E, H * E>(Ks, stage * BC * LE, kb, (long long)it * BC, S);
+    att_fill<BC, F, H * F>(Vs, stage * BC * LF, vb, (long long)it * BC, S);
+  };
   for (long long j0 = 0; j0 < jend; j0 += BC) {
-    att_load_kv<E, F, E, F, H>(Ks, Vs, kb, vb, j0, S);
+    const int cur = att_pipeline<STAGES>((int)(j0 / BC), j0 + BC < jend, load);
     float s[BC / 8][4];  // q k^T
-    att_mma_abt<BC, E, E, T>(s, qa, Ks, g, t);
-    // scale, mask, the rows' maxima (rows g and g+8 of the warp's 16)
+    att_mma_abt<BC, E, LE, T>(s, qa, Ks, cur * BC * LE, lane);
+    // scale, mask (only a tile that reaches past S or, causal, past the
+    // diagonal of the warp's first row), the rows' maxima (rows g and g+8
+    // of the warp's 16)
+#pragma unroll
+    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) s[n][x] *= sl2;
+    if (j0 + BC > S || (CAUSAL && j0 + BC - 1 > i0 + off)) {
+      // in the tile's coordinates (small ints): key c exists while c < lim,
+      // row r sees it while c - r <= -d (d = j0 - i0 - off is in (-BC, BR))
+      const int lim = (int)(S - j0 < BC ? S - j0 : BC), d = CAUSAL ? (int)(j0 - i0 - off) : 0;
+#pragma unroll
+      for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+          const int r = g + (x >> 1) * 8, c = n * 8 + 2 * t + (x & 1);
+          if (c >= lim || (CAUSAL && d + c > r)) s[n][x] = NEG_INF;
+        }
+    }
+    // maxima that propagate NaN: a NaN score makes the row's m, l and so
+    // its output and lse NaN, as e^(NaN) reaching the sum does on the CPU
     float mx[2] = {NEG_INF, NEG_INF};
-    bool nan[2] = {false, false};
 #pragma unroll
     for (int n = 0; n < BC / 8; n++)
 #pragma unroll
       for (int x = 0; x < 4; x++) {
-        int h = x >> 1;
-        long long i = i0 + g + h * 8, j = j0 + n * 8 + 2 * t + (x & 1);
-        float val = s[n][x] * scale;
-        if (j >= S || (CAUSAL && j > i + off)) val = NEG_INF;
-        s[n][x] = val;
-        if (val > mx[h]) mx[h] = val;
-        nan[h] |= val != val;
+        const int h = x >> 1;
+        const float val = s[n][x];
+        if (val > mx[h] || val != val) mx[h] = val;
       }
     float corr[2];
 #pragma unroll
@@ -319,32 +434,31 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
 #pragma unroll
       for (int x = 1; x <= 2; x <<= 1) {
         float om = __shfl_xor_sync(TGC_FULL_MASK, mx[h], x);
-        mx[h] = om > mx[h] ? om : mx[h];
-        nan[h] = __shfl_xor_sync(TGC_FULL_MASK, (int)nan[h], x) || nan[h];
+        if (om > mx[h] || om != om) mx[h] = om;
       }
       float mnew = (m[h] > mx[h] || m[h] != m[h]) ? m[h] : mx[h];
-      corr[h] = mnew == NEG_INF ? 1.0f : tgc_exp(m[h] - mnew);
+      corr[h] = mnew == NEG_INF ? 1.0f : att_exp2(m[h] - mnew);
       float sum = 0.0f;
 #pragma unroll
       for (int n = 0; n < BC / 8; n++)
 #pragma unroll
         for (int x = 2 * h; x < 2 * h + 2; x++) {
-          float p = mnew == NEG_INF ? 0.0f : tgc_exp(s[n][x] - mnew);
+          float p = mnew == NEG_INF ? 0.0f : att_exp2(s[n][x] - mnew);
           s[n][x] = p;
           sum += p;
         }
       sum += __shfl_xor_sync(TGC_FULL_MASK, sum, 1);
       sum += __shfl_xor_sync(TGC_FULL_MASK, sum, 2);
-      if (mnew == NEG_INF) {
-        if (nan[h]) l[h] = tgc_nan_f();
-      } else {
+      if (mnew != NEG_INF) {  // else nothing visible yet
         l[h] = l[h] * corr[h] + sum;
         m[h] = mnew;
       }
     }
 #pragma unroll
     for (int n = 0; n < F / 8; n++) oacc[n][0] *= corr[0], oacc[n][1] *= corr[0], oacc[n][2] *= corr[1], oacc[n][3] *= corr[1];
-    att_mma_ab<F, BC, F, T>(oacc, s, Vs, g, t);  // o += p v
+    unsigned pa[BC / 16][4];
+    att_frag_acc<BC, T>(pa, s);
+    att_mma_ab<F, BC, LF, T>(oacc, pa, Vs, cur * BC * LF, lane);  // o += p v
   }
   T *ob = att_head<H>(o, bh, Tq, F);
 #pragma unroll
@@ -360,21 +474,29 @@ __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const 
     for (int h = 0; h < 2; h++) {
       long long i = i0 + g + h * 8;
       if (i < Tq)
-        lse[bh * Tq + i] = l[h] > 0.0f ? m[h] + tgc_log(l[h]) : (l[h] == l[h] && m[h] == NEG_INF) ? NEG_INF : tgc_nan_f();
+        lse[bh * Tq + i] = l[h] > 0.0f                             ? (m[h] + log2f(l[h])) * att_ln2()
+                           : (l[h] == l[h] && m[h] == NEG_INF) ? NEG_INF
+                                                               : tgc_nan_f();
     }
 }
 
 // ---------------------------------------------------------------------------
-// Backward. attention_bwd_rowdot: D_i = do_i . o_i into dsum (A), a thread
-// per row (row i = bh * Tq + t of dsum, the layout of lse).
+// Backward. attention_bwd_rowdot: D_i = do_i . o_i into dsum (A), a warp
+// per row (row i = bh * Tq + t of dsum, the layout of lse): the lanes read
+// the row's consecutive elements (coalesced; a thread per row read rows
+// H * F elements apart, a cache line per lane per load) and add by a warp
+// butterfly; warps stride over the rows.
 // ---------------------------------------------------------------------------
 template <class A, int F, int H, class T>
 __device__ __forceinline__ void attention_bwd_rowdot(const T *o, const T *dout, A *dsum, long long rows, long long Tq) {
-  TGC_GRID_STRIDE_LOOP(i, rows) {
+  const long long per_block = (long long)(blockDim.x >> 5), stride = (long long)gridDim.x * per_block;
+  const int lane = (int)tgc_lane_id();
+  for (long long i = (long long)blockIdx.x * per_block + tgc_warp_id(); i < rows; i += stride) {
     const long long at = att_head_at<H>(i / Tq, Tq, F) + (i % Tq) * (H * F);
     A s = 0;
-    for (int f = 0; f < F; f++) s += tgc_acc(dout[at + f]) * tgc_acc(o[at + f]);
-    dsum[i] = s;
+    for (int f = lane; f < F; f += 32) s += tgc_acc(dout[at + f]) * tgc_acc(o[at + f]);
+    s = tgc_warp_sum(s);
+    if (lane == 0) dsum[i] = s;
   }
 }
 
@@ -480,17 +602,15 @@ __device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T
 // two kernels as above with every product an mma.sync m16n8k16 in fp32:
 // each warp owns 16 rows of the block's tile (keys in dkdv, queries in dq)
 // as A fragments in registers, the other side's tile of 64 rows comes
-// through shared memory (rows ATT_PAD elements longer than the head, so
-// the 8 row groups of a fragment read fall in distinct banks). P and dS go
+// through shared memory (padded uint4 rows, fragments by ldmatrix). P and dS go
 // from the accumulators to A fragments rounded to T (round to nearest
 // even), as the forward's P does; scale is applied to dk and dq in fp32.
 // ---------------------------------------------------------------------------
-enum { ATT_PAD = 8 };
-
-// p = e^(s scale - lse) where visible, and dS / scale = p (dp - D) (0 where
-// not visible: D is NaN in a row that sees no key).
-__device__ __forceinline__ void att_mma_ds(float &s, float &dp, bool visible, float scale, float lse, float d) {
-  float p = visible ? tgc_exp(s * scale - lse) : 0.0f;
+// p = e^(s scale - lse) = 2^(s sl2 - lse2) (sl2 = scale log2(e), lse2 =
+// lse log2(e)) where visible, and dS / scale = p (dp - D) (0 where not
+// visible: D is NaN in a row that sees no key).
+__device__ __forceinline__ void att_mma_ds(float &s, float &dp, bool visible, float sl2, float lse2, float d) {
+  float p = visible ? att_exp2(fmaf(s, sl2, -lse2)) : 0.0f;
   s = p;
   dp = visible ? p * (dp - d) : 0.0f;
 }
@@ -516,14 +636,16 @@ __device__ __forceinline__ bool att_visible(long long i, long long j, long long 
 
 // dk, dv of 64 keys: the block's warps own 16 keys each and walk the query
 // tiles (BR rows): s^T = k q^T, dp^T = v do^T, dv += p^T do, dk += ds^T q.
-// Qs[BR*(E+ATT_PAD)], dOs[BR*(F+ATT_PAD)] of T, rows[2*BR] of float (lse, D).
-template <int BR, int E, int F, bool CAUSAL, int H, class T, class SQ, class SD, class SR>
+// Qs[STAGES * BR * (E / 8 + 1)], dOs[STAGES * BR * (F / 8 + 1)] of uint4,
+// rows[STAGES * 2 * BR] of float (lse, D).
+template <int BR, int E, int F, bool CAUSAL, int H, int STAGES, class T, class SQ, class SD, class SR>
 __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, const T *v, const float *lse,
                                                        const T *dout, const float *dsum, T *dk, T *dv, long long Tq,
                                                        long long S, float scale, SQ &Qs, SD &dOs, SR &rows) {
-  enum { BC = 64, LE = E + ATT_PAD, LF = F + ATT_PAD };
+  enum { BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y, jb = (long long)blockIdx.x * BC, j0 = jb + warp * 16, off = S - Tq;
+  const float sl2 = scale * att_log2e();
   unsigned ka[E / 16][4], va[F / 16][4];
   att_frag_a<E, H * E>(ka, att_head<H>(k, bh, S, E), j0, S, g, t);
   att_frag_a<F, H * F>(va, att_head<H>(v, bh, S, F), j0, S, g, t);
@@ -531,67 +653,81 @@ __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, c
   att_zero<E / 8>(dka);
   att_zero<F / 8>(dva);
   long long istart = CAUSAL && jb - off > 0 ? (jb - off) / BR * BR : 0;  // the first row that sees key jb
+  const T *qb = att_head<H>(q, bh, Tq, E), *db = att_head<H>(dout, bh, Tq, F);
+  auto load = [&](int stage, int it) {
+    const long long i = istart + (long long)it * BR;
+    att_fill<BR, E, H * E>(Qs, stage * BR * LE, qb, i, Tq);
+    att_fill<BR, F, H * F>(dOs, stage * BR * LF, db, i, Tq);
+    att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i, Tq, stage * 2 * BR);
+  };
   for (long long i0 = istart; i0 < Tq; i0 += BR) {
-    __syncthreads();
-    att_load_rows_t<BR, E, LE, H * E>(Qs, att_head<H>(q, bh, Tq, E), i0, Tq);
-    att_load_rows_t<BR, F, LF, H * F>(dOs, att_head<H>(dout, bh, Tq, F), i0, Tq);
-    att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
-    __syncthreads();
+    const int cur = att_pipeline<STAGES>((int)((i0 - istart) / BR), i0 + BR < Tq, load), rw = cur * 2 * BR;
     float st[BR / 8][4], dpt[BR / 8][4];  // keys x queries
-    att_mma_abt<BR, E, LE, T>(st, ka, Qs, g, t);
-    att_mma_abt<BR, F, LF, T>(dpt, va, dOs, g, t);
+    att_mma_abt<BR, E, LE, T>(st, ka, Qs, cur * BR * LE, lane);
+    att_mma_abt<BR, F, LF, T>(dpt, va, dOs, cur * BR * LF, lane);
 #pragma unroll
     for (int n = 0; n < BR / 8; n++)
 #pragma unroll
       for (int x = 0; x < 4; x++) {
         int c = n * 8 + 2 * t + (x & 1);
         bool visible = att_visible<CAUSAL>(i0 + c, j0 + g + (x >> 1) * 8, Tq, S);
-        att_mma_ds(st[n][x], dpt[n][x], visible, scale, rows[c], rows[BR + c]);
+        att_mma_ds(st[n][x], dpt[n][x], visible, sl2, rows[rw + c] * att_log2e(), rows[rw + BR + c]);
       }
-    att_mma_ab<F, BR, LF, T>(dva, st, dOs, g, t);   // dv_j += sum_i p_ij do_i
-    att_mma_ab<E, BR, LE, T>(dka, dpt, Qs, g, t);   // dk_j += sum_i ds_ij q_i
+    unsigned pa[BR / 16][4], dsa[BR / 16][4];
+    att_frag_acc<BR, T>(pa, st);
+    att_frag_acc<BR, T>(dsa, dpt);
+    att_mma_ab<F, BR, LF, T>(dva, pa, dOs, cur * BR * LF, lane);   // dv_j += sum_i p_ij do_i
+    att_mma_ab<E, BR, LE, T>(dka, dsa, Qs, cur * BR * LE, lane);   // dk_j += sum_i ds_ij q_i
   }
   att_store<E, H * E>(att_head<H>(dk, bh, S, E), dka, scale, j0, S, g, t);
   att_store<F, H * F>(att_head<H>(dv, bh, S, F), dva, 1.0f, j0, S, g, t);
 }
 
 // dq of 64 query rows: the warps own 16 rows each and walk the key tiles:
-// s = q k^T, dp = do v^T, dq += ds k. Ks[64*(E+ATT_PAD)], Vs[64*(F+ATT_PAD)] of T.
-template <int E, int F, bool CAUSAL, int H, class T, class SK, class SV>
+// s = q k^T, dp = do v^T, dq += ds k. Ks[STAGES * 64 * (E / 8 + 1)],
+// Vs[STAGES * 64 * (F / 8 + 1)] of uint4.
+template <int E, int F, bool CAUSAL, int H, int STAGES, class T, class SK, class SV>
 __device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, const T *v, const float *lse,
                                                      const T *dout, const float *dsum, T *dq, long long Tq, long long S,
                                                      float scale, SK &Ks, SV &Vs) {
-  enum { BR = 64, BC = 64, LE = E + ATT_PAD, LF = F + ATT_PAD };
+  enum { BR = 64, BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
-  const long long bh = blockIdx.y, ib = (long long)blockIdx.x * BR, i0 = ib + warp * 16;
+  const long long bh = blockIdx.y, ib = att_block_rows<BR, CAUSAL>(), i0 = ib + warp * 16;
   const T *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
   unsigned qa[E / 16][4], da[F / 16][4];
   att_frag_a<E, H * E>(qa, att_head<H>(q, bh, Tq, E), i0, Tq, g, t);
   att_frag_a<F, H * F>(da, att_head<H>(dout, bh, Tq, F), i0, Tq, g, t);
+  const float sl2 = scale * att_log2e();
   float rl[2], rd[2];  // lse and D of rows g and g + 8
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     long long i = i0 + g + h * 8;
-    rl[h] = i < Tq ? lse[bh * Tq + i] : 0.0f;
+    rl[h] = i < Tq ? lse[bh * Tq + i] * att_log2e() : 0.0f;  // in log2 units
     rd[h] = i < Tq ? dsum[bh * Tq + i] : 0.0f;
   }
   float dqa[E / 8][4];
   att_zero<E / 8>(dqa);
   const long long jend = att_key_end<BR, CAUSAL>(ib, Tq, S);
+  auto load = [&](int stage, int it) {
+    att_fill<BC, E, H * E>(Ks, stage * BC * LE, kb, (long long)it * BC, S);
+    att_fill<BC, F, H * F>(Vs, stage * BC * LF, vb, (long long)it * BC, S);
+  };
   for (long long j0 = 0; j0 < jend; j0 += BC) {
-    att_load_kv<E, F, LE, LF, H>(Ks, Vs, kb, vb, j0, S);
+    const int cur = att_pipeline<STAGES>((int)(j0 / BC), j0 + BC < jend, load);
     float s[BC / 8][4], dp[BC / 8][4];
-    att_mma_abt<BC, E, LE, T>(s, qa, Ks, g, t);
-    att_mma_abt<BC, F, LF, T>(dp, da, Vs, g, t);
+    att_mma_abt<BC, E, LE, T>(s, qa, Ks, cur * BC * LE, lane);
+    att_mma_abt<BC, F, LF, T>(dp, da, Vs, cur * BC * LF, lane);
 #pragma unroll
     for (int n = 0; n < BC / 8; n++)
 #pragma unroll
       for (int x = 0; x < 4; x++) {
         int h = x >> 1;
         bool visible = att_visible<CAUSAL>(i0 + g + h * 8, j0 + n * 8 + 2 * t + (x & 1), Tq, S);
-        att_mma_ds(s[n][x], dp[n][x], visible, scale, rl[h], rd[h]);
+        att_mma_ds(s[n][x], dp[n][x], visible, sl2, rl[h], rd[h]);
       }
-    att_mma_ab<E, BC, LE, T>(dqa, dp, Ks, g, t);  // dq_i += sum_j ds_ij k_j
+    unsigned dsa[BC / 16][4];
+    att_frag_acc<BC, T>(dsa, dp);
+    att_mma_ab<E, BC, LE, T>(dqa, dsa, Ks, cur * BC * LE, lane);  // dq_i += sum_j ds_ij k_j
   }
   att_store<E, H * E>(att_head<H>(dq, bh, Tq, E), dqa, scale, i0, Tq, g, t);
 }

@@ -313,4 +313,105 @@ __device__ __forceinline__ void tgc_mma_f16_16x8x16(float d[4], const unsigned i
 }
 #endif
 
+// ---------------------------------------------------------------------------
+// ldmatrix: NM (1, 2 or 4) 8x8 matrices of 16-bit elements from shared
+// memory, straight into mma.sync fragments. Lane 8m + i names row i of
+// matrix m: tile[lane_idx + c], a uint4 (8 elements) of a TGC_SHARED array
+// of uint4 (indices from lanes >= 8 NM are ignored); lane_idx is the
+// lane's part, c the same for all lanes (a constant once unrolled). Lane
+// L receives in r[m]
+//   row L/4, elements 2(L%4) and 2(L%4)+1 of matrix m (low half first):
+//     the A fragment of a row-major tile, the B fragment of an [N][K] one;
+//   with TRANS, column L/4, rows 2(L%4) and 2(L%4)+1: the B fragment of a
+//     [K][N] tile (ldmatrix .trans).
+// Every lane of the warp must call it. The emulator gathers the 32 lanes'
+// indices and reads the rows each lane's registers come from (racecheck sees
+// those reads). On the GPU the address of tile[lane_idx] is computed once
+// (loop-invariant) and c is added after an empty asm: otherwise the
+// compiler hoists every call's address out of the loops, one register each
+// (an inline asm operand cannot fold into an addressing mode as a plain
+// shared load's offset does), and the attention kernels spilled.
+// ---------------------------------------------------------------------------
+#ifdef TGC_ON_GPU
+template <int NM, bool TRANS, class S>
+__device__ __forceinline__ void tgc_ldmatrix(unsigned int *r, S &tile, int lane_idx, int c) {
+  static_assert(NM == 1 || NM == 2 || NM == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  unsigned int a;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }"
+      : "=r"(a)
+      : "l"((unsigned long long)(const void *)&tile[lane_idx]));
+  asm volatile("" : "+r"(a));
+  a += (unsigned int)c * 16u;
+  if (NM == 4 && TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  else if (NM == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  else if (NM == 2 && TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  else if (NM == 2)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  else if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r[0]) : "r"(a));
+}
+#else
+namespace tgc_emu {
+// Element c (0..7) of a row of 8 16-bit values.
+static inline unsigned int row_half(const uint4 &v, int c) {
+  const unsigned int w[4] = {v.x, v.y, v.z, v.w};
+  return (w[c >> 1] >> ((c & 1) * 16)) & 0xffffu;
+}
+}  // namespace tgc_emu
+template <int NM, bool TRANS, class S>
+static inline void tgc_ldmatrix(unsigned int *r, S &tile, int lane_idx, int c) {
+  static_assert(NM == 1 || NM == 2 || NM == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  tgc_emu_thread *t = tgc_emu::self();
+  int all[32], idx = lane_idx + c;
+  t->host->warp_gather(t, 0xffffffffu, &idx, all, sizeof all[0]);
+  const int lane = (int)t->lane, g = lane >> 2, q = lane & 3;
+  for (int m = 0; m < NM; m++) {
+    if (!TRANS) {
+      const uint4 row = tile[all[8 * m + g]];
+      r[m] = tgc_emu::row_half(row, 2 * q) | tgc_emu::row_half(row, 2 * q + 1) << 16;
+    } else {
+      const uint4 lo = tile[all[8 * m + 2 * q]], hi = tile[all[8 * m + 2 * q + 1]];
+      r[m] = tgc_emu::row_half(lo, g) | tgc_emu::row_half(hi, g) << 16;
+    }
+  }
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// cp.async (sm_80+): 16 bytes from global memory (16-byte aligned) straight
+// into tile[idx] of a TGC_SHARED array of uint4, without passing through
+// registers; tgc_cp_async_wait_all() waits for the thread's copies (then a
+// barrier makes them visible to the block, as for plain stores). The
+// emulator copies at once (the write is the issuing thread's, which
+// racecheck sees); it cannot tell a missing wait, which the helpers that
+// use it pair with their barrier.
+// ---------------------------------------------------------------------------
+#ifdef TGC_ON_GPU
+template <class S>
+__device__ __forceinline__ void tgc_cp_async_16(S &tile, int idx, const void *src) {
+  unsigned int a;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }"
+      : "=r"(a)
+      : "l"((unsigned long long)(const void *)&tile[idx]));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src) : "memory");
+}
+__device__ __forceinline__ void tgc_cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+#else
+template <class S>
+static inline void tgc_cp_async_16(S &tile, int idx, const void *src) {
+  TGC_CHECK_ALIGNED(src, 16, "tgc_cp_async_16");
+  uint4 v;
+  memcpy(&v, src, sizeof v);
+  tile[idx] = v;
+}
+static inline void tgc_cp_async_wait_all() {}
+#endif
+
 #endif

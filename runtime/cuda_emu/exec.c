@@ -54,7 +54,7 @@ static const char *const warp_op_names[] = {
     "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
     "__any_sync", "__all_sync", "__syncwarp", "__reduce_add_sync", "__reduce_min_sync",
     "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "__match_any_sync",
-    "tgc_mma (warp gather)"};
+    "tgc_mma / tgc_ldmatrix (warp gather)"};
 _Static_assert(sizeof warp_op_names / sizeof warp_op_names[0] == TGC_EMU_NUM_WARP_OPS + 1, "one name per op");
 
 static const char *const barrier_names[] = {"__syncthreads", "__syncthreads_count", "__syncthreads_and",

@@ -18,8 +18,14 @@
  *   matmul_tiled    a 37x45 @ 45x29 tiled matmul (tolerance 1e-5), and the
  *                   same kernel missing its first barrier: wrong
  *   mma_tile        one warp's 16x8x16 bf16 tensor-core tile (exact: small
- *                   integer operands) */
+ *                   integer operands)
+ *   ldmatrix_tile   the same tile with its fragments loaded from padded
+ *                   shared rows (A's copied in by cp.async) by ldmatrix
+ *                   (x4 A; x2 .trans, x2 of the
+ *                   transposed B, x1 .trans B): each of the three results
+ *                   exact */
 #include <math.h>
+#include <string.h>
 
 #include "check.h"
 #include "ir.h"
@@ -248,8 +254,18 @@ static void test_mma(cg_cu_module m) {
   TCU(cuLaunchKernel, t_function(m, "mma_tile"), 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
   t_download(D, dD, sizeof D);
   CHECK_EQ_INT(t_compare("mma_tile", D, want, 128, 0.0), 0);
-  cg_cu_deviceptr bufs[] = {dA, dB, dC, dD};
-  for (int i = 0; i < 4; i++) TCU(cuMemFree, bufs[i]);
+  cg_cu_deviceptr d1 = t_upload(NULL, sizeof D), d2 = t_upload(NULL, sizeof D), d3 = t_upload(NULL, sizeof D);
+  void *lparams[] = {&dA, &dB, &dC, &d1, &d2, &d3};
+  TCU(cuLaunchKernel, t_function(m, "ldmatrix_tile"), 1, 1, 1, 32, 1, 1, 0, NULL, lparams, NULL);
+  const char *names[] = {"ldmatrix_tile x4 + x2.trans", "ldmatrix_tile x4 + x2 of B^T", "ldmatrix_tile x4 + x1.trans"};
+  cg_cu_deviceptr outs[] = {d1, d2, d3};
+  for (int v = 0; v < 3; v++) {
+    memset(D, 0, sizeof D);
+    t_download(D, outs[v], sizeof D);
+    CHECK_EQ_INT(t_compare(names[v], D, want, 128, 0.0), 0);
+  }
+  cg_cu_deviceptr bufs[] = {dA, dB, dC, dD, d1, d2, d3};
+  for (int i = 0; i < 7; i++) TCU(cuMemFree, bufs[i]);
 }
 
 int main(void) {

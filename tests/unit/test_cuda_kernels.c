@@ -32,8 +32,9 @@
  *                linear_cross_entropy (the LM head with its loss, 18 rows in
  *                chunks of 8, the last one short: 3000 classes f32, w [V, D];
  *                37 classes bf16, w [D, V]; mixed precision, g f32);
- *   attention    forward and backward, causal and not, T = 37 and 100 (not
- *                multiples of the tiles), S != T, head dims 16, 24/40, f64,
+ *   attention    forward and backward, causal and not, T = 37, 100 and
+ *                250 (not multiples of the tiles; 250: 4 tiles, both
+ *                stages of the cp.async pipelines reused), S != T, head dims 16, 24/40, f64,
  *                bf16 and f16 on tensor cores (E = 16 to 128; the backward
  *                where F is a multiple of 16 too) and not (E = 24), rows
  *                that see no key (largest errors of the tensor-core
@@ -464,6 +465,9 @@ static void test_attention(void) {
   attention_case("attention bf16 mma T 45 S 37 causal (rows that see no key)", IR_DT_BF16, 2, 45, 37, 16, 16, true);
   attention_heads_case("attention heads f16 mma H 2 T 37 causal", IR_DT_F16, 2, 2, 37, 37, 32, 32, true);
   attention_heads_case("attention heads bf16 mma H 2 T 100 S 37 not causal", IR_DT_BF16, 1, 2, 100, 37, 64, 64, false);
+  /* gpt2's head dims, 4 tiles each way: both stages of the tile pipelines
+   * (tgc::att_pipeline) used twice; E = 128 above takes one stage */
+  attention_heads_case("attention heads bf16 mma H 2 T 250 causal (4 tiles)", IR_DT_BF16, 1, 2, 250, 250, 64, 64, true);
   /* wide heads: the dk/dv kernel's query tiles of 32 and 16 rows */
   attention_case("attention f16 mma E 80 T 37 causal", IR_DT_F16, 1, 37, 37, 80, 80, true);
   attention_case("attention bf16 mma E 128 T 37 S 45 causal", IR_DT_BF16, 1, 37, 45, 128, 128, true);
