@@ -307,11 +307,14 @@ typedef struct {
 } cg_part;
 
 #define CG_PART_KERNELS 16                /* kernels per part (a part ends at the chunk that reaches it) */
+#define CG_PART_KERNEL_BYTES 1024         /* a chunk counts as one kernel per this many bytes of its text, if more */
 #define CG_DEFAULT_COMPILE_THREADS_CAP 16 /* threads without TGC_COMPILE_THREADS: the online CPUs, at most this */
 #define CG_MAX_COMPILE_THREADS 256
 
 /* Splits p (named `name`, e.g. "gpt_step.cu") into parts of about
- * kernels_per_part kernels, cut at chunk boundaries: the same program
+ * kernels_per_part kernels (a chunk counting as one kernel per
+ * CG_PART_KERNEL_BYTES of its text when that is more), cut at chunk
+ * boundaries: the same program
  * gives the same parts. A program of at most kernels_per_part kernels is
  * one part whose source is p->source. Returns the number of parts (0 for a
  * program without kernels) with *parts malloc'd (cg_parts_free), or -1 out

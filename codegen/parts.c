@@ -4,7 +4,8 @@
  * One NVRTC compile of a whole training step (hundreds of kernels) runs on
  * one core for most of a minute. cg_program_parts cuts the program's source
  * at chunk boundaries (cg_chunk: the text of one step) into parts of about
- * CG_PART_KERNELS kernels each, every part the header (title comment and
+ * CG_PART_KERNELS kernels each (a chunk of more than CG_PART_KERNEL_BYTES of
+ * text per kernel counts as one kernel per such unit), every part the header (title comment and
  * prelude includes) followed by its chunks. The cut depends on the program
  * alone (not on the thread count or the machine), so the same program gives
  * the same parts and every part hits the disk cache on a second run; a
@@ -44,6 +45,18 @@ static void part_name(const char *name, int index, int of, char *buf, size_t len
   snprintf(buf, len, "%.*s.p%d%s", stem, name, index, dot ? dot : "");
 }
 
+/* What a chunk counts for against kernels_per_part: its kernels, or its
+ * text in units of CG_PART_KERNEL_BYTES when that is more: a multi-tensor
+ * group kernel over dozens of tensors (17 KB of text in GPT-2's update)
+ * compiles like a dozen small kernels, and five of them in one part made
+ * that part the update's critical path. Quantized, so that a kernel's text
+ * changing within the same KiB moves no cut. */
+static int chunk_weight(const cg_program *p, int ch) {
+  size_t begin = ch ? p->chunks[ch - 1].end : p->header_len;
+  size_t units = (p->chunks[ch].end - begin) / CG_PART_KERNEL_BYTES;
+  return units > (size_t)p->chunks[ch].n_kernels ? (int)(units < 1000000 ? units : 1000000) : p->chunks[ch].n_kernels;
+}
+
 int cg_program_parts(const cg_program *p, const char *name, int kernels_per_part, cg_part **out) {
   *out = NULL;
   if (kernels_per_part < 1) kernels_per_part = 1;
@@ -51,8 +64,9 @@ int cg_program_parts(const cg_program *p, const char *name, int kernels_per_part
   int n = 0, cap = 0;
   int *last = NULL; /* per part: its last chunk */
   for (int ch = 0, in_part = 0; ch < p->n_chunks; ch++) {
-    in_part += p->chunks[ch].n_kernels;
-    if (in_part >= kernels_per_part || ch == p->n_chunks - 1) {
+    in_part += chunk_weight(p, ch);
+    bool whole = p->n_kernels <= kernels_per_part; /* a small program stays one unit, whatever its bytes */
+    if ((!whole && in_part >= kernels_per_part) || ch == p->n_chunks - 1) {
       if (n == cap) {
         cap = cap ? 2 * cap : 16;
         int *nl = realloc(last, (size_t)cap * sizeof *nl);

@@ -5,7 +5,9 @@
  *     byte for byte; the parts' kernels are contiguous and cover every
  *     kernel once; each part starts with the program's header, defines
  *     (TGC_REGISTER) exactly its own kernels, and every part but the last
- *     has at least CG_PART_KERNELS of them; a program of at most
+ *     ends at the first chunk that brings it to CG_PART_KERNELS (a chunk
+ *     counting its kernels, or its KiB of text when more: the optimizer's
+ *     group kernels); a program of at most
  *     CG_PART_KERNELS kernels is one part, its source unchanged;
  *   - compiling (cuda-emu: the host C++ compiler, on three threads): every
  *     kernel is found in its part's module (cuModuleLoadData +
@@ -57,15 +59,26 @@ static int count(const char *s, const char *what) {
   return n;
 }
 
+/* The rule of the cut: a chunk counts its kernels, or its bytes in units of
+ * CG_PART_KERNEL_BYTES when more; a part ends at the first chunk that
+ * brings it to per_part. */
+static int weight(const cg_program *p, int ch) {
+  size_t begin = ch ? p->chunks[ch - 1].end : p->header_len;
+  int units = (int)((p->chunks[ch].end - begin) / CG_PART_KERNEL_BYTES);
+  return units > p->chunks[ch].n_kernels ? units : p->chunks[ch].n_kernels;
+}
+
 static void check_split(const cg_program *p, const cg_part *parts, int n, int per_part) {
   CHECK(n >= 1);
-  int next = 0;
+  int next = 0, ch = 0;
   for (int i = 0; i < n; i++) {
     const cg_part *pt = &parts[i];
     CHECK_EQ_INT(pt->first_kernel, next);
     next = pt->first_kernel + pt->n_kernels;
     CHECK(pt->n_kernels >= 1);
-    if (i < n - 1) CHECK(pt->n_kernels >= per_part);
+    int w = 0, last_w = 0;
+    while (ch < p->n_chunks && p->chunks[ch].first_kernel < next) last_w = weight(p, ch), w += last_w, ch++;
+    if (i < n - 1) CHECK(w >= per_part && w - last_w < per_part);
     CHECK(strlen(pt->source) == pt->len);
     CHECK(strncmp(pt->source, p->source, p->header_len) == 0);
     CHECK_EQ_INT(count(pt->source, "\nTGC_REGISTER("), pt->n_kernels);
