@@ -12,6 +12,7 @@
  * over the entry: concurrent writers of one key leave one complete entry,
  * and a crash leaves at most a stray temporary, never a torn entry. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,16 @@ struct cg_cache {
   char *dir;       /* DIR */
   char *entries;   /* DIR/cuda */
   cg_cache_stats stats;
+  pthread_mutex_t lock; /* of stats: parts compile on several threads (parts.c) */
 };
+
+static void count(cg_cache *c, int64_t *counter) {
+  pthread_mutex_lock(&c->lock);
+  (*counter)++;
+  pthread_mutex_unlock(&c->lock);
+}
+
+void cg_cache_count_compile(cg_cache *c) { count(c, &c->stats.compiles); }
 
 /* mkdir -p */
 static int make_dirs(const char *path, char *err, size_t errlen) {
@@ -80,6 +90,7 @@ cg_cache *cg_cache_open(const char *dir, char *err, size_t errlen) {
     dir = owned;
   }
   cg_cache *c = calloc(1, sizeof *c);
+  if (c) pthread_mutex_init(&c->lock, NULL);
   if (!c || !dir || !(c->dir = strdup(dir)) || !(c->entries = join(dir, "cuda"))) {
     cg_errf(err, errlen, "out of memory");
     free(owned);
@@ -96,6 +107,7 @@ cg_cache *cg_cache_open(const char *dir, char *err, size_t errlen) {
 
 void cg_cache_free(cg_cache *c) {
   if (!c) return;
+  pthread_mutex_destroy(&c->lock);
   free(c->dir);
   free(c->entries);
   free(c);
@@ -181,18 +193,18 @@ int cg_cache_get(cg_cache *c, const cg_hash *key, cg_blob *blobs, int max, void 
   uint8_t *buf = read_file(path, &size);
   *storage = NULL;
   if (!buf) {
-    c->stats.misses++;
+    count(c, &c->stats.misses);
     return 0;
   }
   int n = verify(buf, size, key, blobs, max);
   if (n < 0) {
     free(buf);
     unlink(path);
-    c->stats.corrupt++;
-    c->stats.misses++;
+    count(c, &c->stats.corrupt);
+    count(c, &c->stats.misses);
     return 0;
   }
-  c->stats.hits++;
+  count(c, &c->stats.hits);
   *storage = buf;
   return n;
 }
@@ -200,7 +212,7 @@ int cg_cache_get(cg_cache *c, const cg_hash *key, cg_blob *blobs, int max, void 
 int cg_cache_put(cg_cache *c, const cg_hash *key, const cg_blob *blobs, int n, char *err, size_t errlen) {
   if (n < 0 || n > MAX_BLOBS) {
     cg_errf(err, errlen, "cache entry of %d blobs (at most %d)", n, MAX_BLOBS);
-    c->stats.store_failures++;
+    count(c, &c->stats.store_failures);
     return -1;
   }
   size_t size = HEADER_BYTES + (size_t)n * BLOB_HEADER_BYTES + 32;
@@ -208,7 +220,7 @@ int cg_cache_put(cg_cache *c, const cg_hash *key, const cg_blob *blobs, int n, c
   uint8_t *buf = malloc(size);
   if (!buf) {
     cg_errf(err, errlen, "out of memory");
-    c->stats.store_failures++;
+    count(c, &c->stats.store_failures);
     return -1;
   }
   memcpy(buf, CACHE_MAGIC, 8);
@@ -256,7 +268,7 @@ int cg_cache_put(cg_cache *c, const cg_hash *key, const cg_blob *blobs, int n, c
     }
   }
   free(buf);
-  if (rc == 0) c->stats.stores++;
-  else c->stats.store_failures++;
+  if (rc == 0) count(c, &c->stats.stores);
+  else count(c, &c->stats.store_failures);
   return rc;
 }

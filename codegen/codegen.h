@@ -11,6 +11,7 @@
  *   sha256.c   SHA-256: cache keys and entry checksums
  *   cache.c    the disk cache ($TGC_CACHE_DIR, default ~/.cache/tgc)
  *   nvrtc.c    compile a source for an arch; ptxas info per kernel
+ *   parts.c    a program split into translation units compiled by a pool of threads
  *   cuda_api.c the checks every CUDA call goes through (cuda_api.h)
  *   prelude/   tgc_cuda.h (device side), tgc_ops.h (the ops' scalar
  *              meaning), tgc_kernels.h and tgc_attention.h (kernel bodies),
@@ -129,9 +130,25 @@ typedef struct {
   double bytes;
 } cg_step;
 
+/* The source as pieces a compile may split it on (cg_program_parts): a
+ * chunk is the text one step (or one multi-tensor group) wrote, from the
+ * end of the previous chunk (or of the header) to `end`, and the kernels
+ * it defines, first_kernel .. first_kernel + n_kernels - 1. Steps that
+ * define no kernel close no chunk: their text (if any) goes with the next
+ * chunk, and text after the last chunk goes with it. No chunk refers to
+ * another's text, so any run of chunks after the header is a complete
+ * translation unit. */
+typedef struct {
+  size_t end;
+  int first_kernel, n_kernels;
+} cg_chunk;
+
 typedef struct cg_program {
   char *source;               /* CUDA C of every kernel; includes the prelude */
   size_t source_len;
+  size_t header_len;          /* source[0, header_len): the comment lines and the prelude includes */
+  cg_chunk *chunks;           /* in source order; their kernels ascend and cover every kernel */
+  int n_chunks;
   cg_kernel *kernels;
   int n_kernels;
   cg_ref *args;
@@ -212,7 +229,8 @@ typedef struct {
 cg_cache *cg_cache_open(const char *dir, char *err, size_t errlen);
 void cg_cache_free(cg_cache *c);
 const char *cg_cache_dir(const cg_cache *c);
-cg_cache_stats *cg_cache_stats_of(cg_cache *c);
+cg_cache_stats *cg_cache_stats_of(cg_cache *c); /* read it when no compile is running */
+void cg_cache_count_compile(cg_cache *c);       /* stats.compiles++, from any thread */
 /* The entry file of key (whether or not it exists). */
 void cg_cache_entry_path(const cg_cache *c, const cg_hash *key, char *buf, size_t len);
 /* A hit returns the number of blobs (<= max) pointing into *storage, which
@@ -274,6 +292,44 @@ void cg_cuda_binary_free(cg_cuda_binary *b);
 int cg_ptxas_info_parse(const char *log, cg_kernel_info **kernels);
 /* The info of the kernel named name, or NULL. */
 const cg_kernel_info *cg_cuda_binary_kernel(const cg_cuda_binary *b, const char *name);
+
+/* ===================================================================== */
+/* parts.c — a program as several translation units, compiled concurrently */
+/* ===================================================================== */
+/* A part: the program's header and a run of its chunks, defining kernels
+ * first_kernel .. first_kernel + n_kernels - 1 (load it as its own module
+ * and look those kernels up in it). */
+typedef struct {
+  char name[192];         /* "gpt_step.p3.cu"; the program's name when it is one part */
+  char *source;
+  size_t len;
+  int first_kernel, n_kernels;
+} cg_part;
+
+#define CG_PART_KERNELS 16                /* kernels per part (a part ends at the chunk that reaches it) */
+#define CG_PART_KERNEL_BYTES 1024         /* a chunk counts as one kernel per this many bytes of its text, if more */
+#define CG_DEFAULT_COMPILE_THREADS_CAP 16 /* threads without TGC_COMPILE_THREADS: the online CPUs, at most this */
+#define CG_MAX_COMPILE_THREADS 256
+
+/* Splits p (named `name`, e.g. "gpt_step.cu") into parts of about
+ * kernels_per_part kernels (a chunk counting as one kernel per
+ * CG_PART_KERNEL_BYTES of its text when that is more), cut at chunk
+ * boundaries: the same program
+ * gives the same parts. A program of at most kernels_per_part kernels is
+ * one part whose source is p->source. Returns the number of parts (0 for a
+ * program without kernels) with *parts malloc'd (cg_parts_free), or -1 out
+ * of memory. */
+int cg_program_parts(const cg_program *p, const char *name, int kernels_per_part, cg_part **parts);
+void cg_parts_free(cg_part *parts, int n);
+/* Threads to compile with: $TGC_COMPILE_THREADS (1 .. CG_MAX_COMPILE_THREADS)
+ * if set, else the online CPUs capped at CG_DEFAULT_COMPILE_THREADS_CAP; -1
+ * with a message naming the variable when it is not such a number. */
+int cg_compile_threads(char *err, size_t errlen);
+/* Compiles parts[0..n) for arch with cg_nvrtc_compile (each cached under
+ * its own key) on `threads` threads, into bins[0..n). 0, or -1 with the
+ * first failing part's error (every bin freed). */
+int cg_nvrtc_compile_parts(const cg_cuda_api *api, cg_cache *cache, const char *arch, const cg_part *parts, int n,
+                           int threads, cg_cuda_binary *bins, char *err, size_t errlen);
 
 /* ===================================================================== */
 /* prelude/ — compiled into the binary (prelude.c, generated)             */

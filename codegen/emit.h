@@ -36,7 +36,7 @@ typedef struct cg_ctx {
   int kernel;            /* the kernel being written (-1 none) */
   char **names;          /* kernel names so far (unique) */
   int n_names, cap_names;
-  int cap_kernels, cap_args, cap_actions; /* of the program's arrays */
+  int cap_kernels, cap_args, cap_actions, cap_chunks; /* of the program's arrays */
   int *uses;             /* by value id: reads by live nodes and graph outputs (ir_use_counts) */
   int *partner_step;     /* by node index: the (deferred) earlier step whose result this node's kernels compute
                           * too: a reduce_sum {in_product} in a matmul's epilogue (pass_bias_grad_product), a

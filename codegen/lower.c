@@ -11,6 +11,10 @@
  * `// from FILE:LINE`, so a profile row, a fault or a ptxas line points
  * back at the .tg line.
  *
+ * Each step's text, with the kernels it defines, is one chunk of the
+ * source (cg_chunk): no step's kernels refer to another step's text, so
+ * codegen/parts.c can compile any run of chunks after the header apart.
+ *
  * The source starts with the prelude includes: tgc_cuda.h (the CUDA
  * surface, also under the emulator), tgc_ops.h (the ops' scalar meaning),
  * tgc_kernels.h and tgc_attention.h (the kernel bodies the generated
@@ -518,11 +522,27 @@ static int step_bytes(cg_ctx *c) {
 void cg_program_free(cg_program *p) {
   if (!p) return;
   free(p->source);
+  free(p->chunks);
   free(p->kernels);
   free(p->args);
   free(p->actions);
   free(p->steps);
   free(p);
+}
+
+/* Ends a chunk at the source written so far when kernels were defined
+ * since the last one (*chunked: kernels in chunks). */
+static void close_chunk(cg_ctx *c, int *chunked) {
+  cg_program *p = c->p;
+  if (p->n_kernels == *chunked || c->src.oom) return;
+  cg_chunk *nc = grow(p->chunks, &c->cap_chunks, p->n_chunks + 1, sizeof *nc);
+  if (!nc) {
+    c->src.oom = true;
+    return;
+  }
+  p->chunks = nc;
+  p->chunks[p->n_chunks++] = (cg_chunk){.end = c->src.len, .first_kernel = *chunked, .n_kernels = p->n_kernels - *chunked};
+  *chunked = p->n_kernels;
 }
 
 cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_options *o, char *err, size_t errlen) {
@@ -539,6 +559,8 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
          o && o->title ? o->title : (g->source_file ? g->source_file : g->name));
   cg_src(&c, "// matrix products run in cuBLASLt and are not in this file.\n");
   cg_src(&c, "#include \"tgc_cuda.h\"\n#include \"tgc_ops.h\"\n#include \"tgc_kernels.h\"\n#include \"tgc_attention.h\"\n\n");
+  p->header_len = c.src.len;
+  int chunked = 0; /* kernels in chunks so far */
   c.uses = ir_use_counts(g, &c.n_uses); /* NULL (out of memory): every result is stored */
   c.moves = malloc((size_t)(plan->n_steps > 0 ? plan->n_steps : 1) * sizeof *c.moves);
   for (int s = 0; c.moves && s < plan->n_steps; s++) c.moves[s] = -1;
@@ -551,6 +573,7 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
     if (m >= 0) c.partner_step[m] = s;
   }
   for (int s = 0; s < plan->n_steps && !c.failed; s++) {
+    close_chunk(&c, &chunked); /* the previous step's kernels */
     const ir_node *n = g->nodes[plan->steps[s].node];
     c.node = n;
     c.step = s;
@@ -574,6 +597,8 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
       break;
     }
   }
+  close_chunk(&c, &chunked);
+  if (p->n_chunks > 0) p->chunks[p->n_chunks - 1].end = c.src.len; /* trailing text goes with the last chunk */
   if (!c.failed && !c.src.oom && step_bytes(&c) != 0) c.src.oom = true;
   for (int i = 0; i < c.n_names; i++) free(c.names[i]);
   free(c.names);

@@ -305,7 +305,7 @@ static int compile_now(const cg_cuda_api *api, cg_cache *cache, const cg_cuda_so
   if (CG_NVRTC(api, src->name, err, errlen, nvrtcCreateProgram, &prog, src->source, src->name ? src->name : "kernels.cu",
                cg_prelude_count, texts, names))
     return -1;
-  if (cache) cg_cache_stats_of(cache)->compiles++;
+  if (cache) cg_cache_count_compile(cache);
   cg_nvrtc_result r = api->nvrtcCompileProgram(prog, noptions, options);
   int rc = -1;
   size_t log_size = 0;

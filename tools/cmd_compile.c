@@ -8,7 +8,9 @@
  * (pass_build_train, as `tgc train` builds them). --dtype bf16|f16 makes
  * them mixed precision (pass_mixed_precision: f32 master weights). Each is
  * planned (pass_memplan, no donation), lowered and written as
- * DIR/NAME_GRAPH.cu; its PTX as DIR/NAME_GRAPH.ARCH.ptx; the manifest,
+ * DIR/NAME_GRAPH.cu; compiled in parts as the cuda backend compiles it
+ * (codegen/parts.c: the same cache entries), the PTX of each part as
+ * DIR/NAME_GRAPH.ARCH.ptx (one part) or DIR/NAME_GRAPH.pK.ARCH.ptx; the manifest,
  * DIR/manifest.json, lists for every graph its kernels (name, IR value, op,
  * .tg file and line, grid, block, shared memory, registers, spills, stack)
  * and its cuBLASLt products (shape, transposes, batch, epilogue), the
@@ -36,7 +38,9 @@ static const char *const compile_help =
     "kernels with NVRTC for the architecture, and writes into DIR (created if needed):\n"
     "  NAME_GRAPH.cu        every kernel of a graph, each named after the IR value it computes,\n"
     "                       with the IR line and '// from FILE:LINE' above it\n"
-    "  NAME_GRAPH.ARCH.ptx  their PTX (needs libnvrtc, not a GPU)\n"
+    "  NAME_GRAPH.ARCH.ptx  their PTX (needs libnvrtc, not a GPU); a program of more than 16\n"
+    "                       kernels compiles in parts (one NVRTC program each, on TGC_COMPILE_THREADS\n"
+    "                       threads) with one NAME_GRAPH.pK.ARCH.ptx per part K\n"
     "  manifest.json        per graph: its kernels (IR value, .tg line, grid, block, shared\n"
     "                       memory, and from ptxas registers, spills, stack), its cuBLASLt\n"
     "                       products (m, n, k, batch, transposes, epilogue), arena and workspace\n"
@@ -121,8 +125,9 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
   snprintf(title, sizeof title, "%s, graph @%s, for %s", g->source_file ? g->source_file : "?", graph_name, c->arch);
   cg_lower_options lo = {.title = title};
   cg_program *p = cg_lower(g, plan, &lo, err, sizeof err);
-  int rc = -1;
-  cg_cuda_binary bin = {0};
+  int rc = -1, n_parts = 0;
+  cg_part *parts = NULL;
+  cg_cuda_binary *bins = NULL;
   bool compiled = false;
   if (!p) {
     ir_error_plain(d, "%s", err);
@@ -131,25 +136,40 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
   snprintf(cu, sizeof cu, "%s_%s.cu", stem, graph_name);
   snprintf(path, sizeof path, "%s/%s", c->out, cu);
   if (c->emit_cu && write_file(path, p->source, p->source_len, d) != 0) goto done;
-  if (api && p->n_kernels > 0) {
-    cg_cuda_source src = {cu, p->source, c->arch, NULL, 0};
-    if (cg_nvrtc_compile(api, cache, &src, &bin, err, sizeof err) != 0) {
+  if (api && p->n_kernels > 0) { /* in parts, as the cuda backend compiles it (the same cache entries) */
+    int threads = cg_compile_threads(err, sizeof err);
+    if (threads < 0 || (n_parts = cg_program_parts(p, cu, CG_PART_KERNELS, &parts)) <= 0 ||
+        !(bins = calloc((size_t)n_parts, sizeof *bins))) {
+      ir_error_plain(d, "%s", threads < 0 ? err : "out of memory");
+      goto done;
+    }
+    if (cg_nvrtc_compile_parts(api, cache, c->arch, parts, n_parts, threads, bins, err, sizeof err) != 0) {
+      free(bins);
+      bins = NULL;
       ir_error_plain(d, "%s", err);
       goto done;
     }
     compiled = true;
   }
-  char ptx[200] = "";
-  if (compiled && c->emit_ptx) {
-    snprintf(ptx, sizeof ptx, "%s_%s.%s.ptx", stem, graph_name, c->arch);
+  /* the PTX of each part: NAME_GRAPH.ARCH.ptx for a program of one part, NAME_GRAPH.pK.ARCH.ptx for part K */
+  json_t *ptxs = json_array();
+  for (int i = 0; compiled && c->emit_ptx && i < n_parts; i++) {
+    char ptx[240];
+    const char *dot = strrchr(parts[i].name, '.');
+    snprintf(ptx, sizeof ptx, "%.*s.%s.ptx", (int)(dot - parts[i].name), parts[i].name, c->arch);
     snprintf(path, sizeof path, "%s/%s", c->out, ptx);
-    if (write_file(path, bin.ptx, bin.ptx_size, d) != 0) goto done;
+    json_array_append_new(ptxs, json_string(ptx));
+    if (write_file(path, bins[i].ptx, bins[i].ptx_size, d) != 0) {
+      json_decref(ptxs);
+      goto done;
+    }
   }
   /* the manifest entry, and the summary line */
   json_t *gj = json_object(), *ks = json_array(), *gs = json_array();
   json_object_set_new(gj, "graph", json_string(graph_name));
   json_object_set_new(gj, "source", c->emit_cu ? json_string(cu) : json_null());
-  json_object_set_new(gj, "ptx", ptx[0] ? json_string(ptx) : json_null());
+  json_object_set_new(gj, "parts", compiled ? json_integer(n_parts) : json_null());
+  json_object_set_new(gj, "ptx", ptxs);
   json_object_set_new(gj, "arena_bytes", json_integer((json_int_t)plan->arena_bytes));
   json_object_set_new(gj, "workspace_bytes", json_integer((json_int_t)p->workspace_bytes));
   json_object_set_new(gj, "steps", json_integer(plan->n_steps));
@@ -180,7 +200,10 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
     json_object_set_new(kj, "grid", grid);
     json_object_set_new(kj, "block", json_integer(kk->block));
     json_object_set_new(kj, "launches", json_integer(launches)); /* 0: the fallback of a product's epilogue */
-    const cg_kernel_info *ki = compiled ? cg_cuda_binary_kernel(&bin, kk->name) : NULL;
+    int part = 0;
+    while (compiled && part < n_parts - 1 && k >= parts[part].first_kernel + parts[part].n_kernels) part++;
+    json_object_set_new(kj, "part", compiled ? json_integer(part) : json_null());
+    const cg_kernel_info *ki = compiled ? cg_cuda_binary_kernel(&bins[part], kk->name) : NULL;
     json_object_set_new(kj, "shared_static", ki ? json_integer(ki->smem_bytes) : json_null());
     json_object_set_new(kj, "shared_dynamic", json_integer(0));
     json_object_set_new(kj, "registers", ki && ki->registers >= 0 ? json_integer(ki->registers) : json_null());
@@ -231,14 +254,18 @@ static int compile_graph(const compile_opts *c, const cg_cuda_api *api, cg_cache
   json_object_set_new(gj, "memsets", json_integer(p->n_memsets));
   json_array_append_new(graphs, gj);
   printf("%-24s %4d kernels", cu, p->n_kernels);
-  if (compiled) printf(" (%s: at most %d registers, %lld bytes of spills)", c->arch, max_regs, spills);
+  if (compiled)
+    printf(" (%s, %d part%s: at most %d registers, %lld bytes of spills)", c->arch, n_parts, n_parts == 1 ? "" : "s",
+           max_regs, spills);
   printf(", %d cuBLASLt products, arena %zu bytes\n", p->n_gemms, plan->arena_bytes);
   char mb[32], vb[32];
   printf("%-24s %4d launches, %s read and written (views: %s not moved)\n", "", p->n_launches,
          human_bytes(moved, mb, sizeof mb), human_bytes(views, vb, sizeof vb));
   rc = 0;
 done:
-  cg_cuda_binary_free(&bin);
+  for (int i = 0; bins && i < n_parts; i++) cg_cuda_binary_free(&bins[i]);
+  free(bins);
+  cg_parts_free(parts, n_parts);
   cg_program_free(p);
   pass_plan_free(plan);
   return rc;

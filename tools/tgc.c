@@ -277,6 +277,8 @@ static void print_main_help(FILE *out) {
         "                     or ulimit -v when smaller); every command that allocates checks\n"
         "                     its memory plans against 80% of it first (a rank: its share)\n"
         "  TGC_CACHE_DIR      where compiled CUDA programs are cached (default ~/.cache/tgc)\n"
+        "  TGC_COMPILE_THREADS  threads that compile a CUDA program's parts at once (default:\n"
+        "                     the online CPUs, at most 16)\n"
         "  TGC_CUDA_LIB_PATH  where libcuda, libnvrtc and libcublasLt are looked for\n"
         "  TGC_MPI_LIB        the MPI library to load (default libmpi.so.40; docs/comm.md)\n"
         "  TGC_EMU_*          the cuda-emu backend's emulated device (docs/cuda.md)\n"

@@ -19,9 +19,11 @@
  *   prepare   cg_lower (the plan's steps to kernels, products, copies),
  *             compile the program's CUDA C for the device's arch through
  *             the table's NVRTC with the disk cache (a second run of the
- *             same model compiles nothing), load the module, look up every
- *             kernel, plan every product (blaslt.c), allocate the
- *             program's workspace.
+ *             same model compiles nothing) in parts of about 16 kernels on
+ *             a pool of threads (TGC_COMPILE_THREADS, default the online
+ *             CPUs up to 16; codegen/parts.c), load each part as a module,
+ *             look up every kernel in its part's, plan every product
+ *             (blaslt.c), allocate the program's workspace.
  *   run_node  the step's actions: launches with the addresses the executor
  *             hands in, products, copies, memsets. Every call is checked;
  *             a failure names the call, CUDA's error name and string, the
@@ -336,8 +338,9 @@ static int cuda_fill(rt_device *d, void *dst, size_t n, const void *pattern, siz
 typedef struct {
   cg_program *prog;
   const ir_graph *g;
-  cg_cu_module module;
-  cg_cu_function *fns;          /* per kernel */
+  cg_cu_module *modules;        /* per part of the program's source (cg_program_parts) */
+  int n_modules;
+  cg_cu_function *fns;          /* per kernel, from its part's module */
   cuda_gemm_plan *gemms;        /* per action (GEMM actions only) */
   cg_cu_deviceptr workspace;
   int *node_step;               /* node index -> plan step (-1) */
@@ -365,7 +368,9 @@ static void cuda_release(rt_device *d, void *state) {
   if (!s) return;
   for (int i = 0; s->gemms && s->prog && i < s->prog->n_actions; i++)
     if (s->prog->actions[i].kind == CG_ACT_GEMM) cuda_gemm_release(x, &s->gemms[i]);
-  if (s->module) x->api.cuModuleUnload(s->module);
+  for (int i = 0; i < s->n_modules; i++)
+    if (s->modules[i]) x->api.cuModuleUnload(s->modules[i]);
+  free(s->modules);
   if (s->workspace) x->api.cuMemFree(s->workspace);
   for (int i = 0; s->saved && s->prog && i < s->prog->n_steps; i++) free(s->saved[i]);
   free(s->saved);
@@ -384,6 +389,45 @@ static void source_name(const ir_graph *g, char *buf, size_t len) {
   if (slash) f = slash + 1;
   size_t n = strcspn(f, ".");
   snprintf(buf, len, "%.*s_%s.cu", (int)(n < 100 ? n : 100), f, g->name ? g->name : "main");
+}
+
+/* Compiles the program's kernels in parts on a pool of threads (each part
+ * from the disk cache when it is there), loads each part as a module and
+ * looks every kernel up in its part's. */
+static int load_program(cuda_ctx *x, cuda_state *s, const char *name, char *err, size_t errlen) {
+  const cg_program *p = s->prog;
+  int threads = cg_compile_threads(err, errlen);
+  if (threads < 0) return -1;
+  cg_part *parts = NULL;
+  /* cuda-emu: one part (its host compiler pays for the prelude once per
+   * part, and the test suite runs its programs two at a time on two cores) */
+  int n = cg_program_parts(p, name, x->emu ? 1 << 30 : CG_PART_KERNELS, &parts);
+  cg_cuda_binary *bins = n > 0 ? calloc((size_t)n, sizeof *bins) : NULL;
+  if (n <= 0 || !bins || !(s->modules = calloc((size_t)n, sizeof *s->modules))) {
+    cg_parts_free(parts, n);
+    free(bins);
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  int rc = cg_nvrtc_compile_parts(&x->api, x->cache, x->dev.arch, parts, n, threads, bins, err, errlen);
+  if (rc == 0) {
+    s->n_modules = n;
+    x->stats.kernels += p->n_kernels;
+  }
+  for (int i = 0; rc == 0 && i < n; i++) {
+    if (bins[i].cached) x->stats.cache_hits++;
+    else x->stats.compiles++;
+    rc = CUDA_CALL(x, parts[i].name, err, errlen, cuModuleLoadData, &s->modules[i], bins[i].image);
+    for (int k = parts[i].first_kernel; rc == 0 && k < parts[i].first_kernel + parts[i].n_kernels; k++) {
+      char ctx[400];
+      kernel_context(s, k, ctx, sizeof ctx);
+      rc = CUDA_CALL(x, ctx, err, errlen, cuModuleGetFunction, &s->fns[k], s->modules[i], p->kernels[k].name);
+    }
+  }
+  for (int i = 0; i < n; i++) cg_cuda_binary_free(&bins[i]);
+  free(bins);
+  cg_parts_free(parts, n);
+  return rc;
 }
 
 static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, void **state, char *err, size_t errlen) {
@@ -425,22 +469,7 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
     }
   }
   x->stats.programs++;
-  if (p->n_kernels > 0) {
-    cg_cuda_source src = {name, p->source, x->dev.arch, NULL, 0};
-    cg_cuda_binary bin;
-    if (cg_nvrtc_compile(&x->api, x->cache, &src, &bin, err, errlen) != 0) return -1;
-    if (bin.cached) x->stats.cache_hits++;
-    else x->stats.compiles++;
-    x->stats.kernels += p->n_kernels;
-    int rc = CUDA_CALL(x, name, err, errlen, cuModuleLoadData, &s->module, bin.image);
-    cg_cuda_binary_free(&bin);
-    if (rc) return -1;
-    for (int k = 0; k < p->n_kernels; k++) {
-      char ctx[400];
-      kernel_context(s, k, ctx, sizeof ctx);
-      if (CUDA_CALL(x, ctx, err, errlen, cuModuleGetFunction, &s->fns[k], s->module, p->kernels[k].name)) return -1;
-    }
-  }
+  if (p->n_kernels > 0 && load_program(x, s, name, err, errlen) != 0) return -1;
   if (p->n_gemms > 0 && !x->lt_workspace) { /* optional: cuBLASLt runs without one (fewer algorithms) */
     size_t want = x->emu ? LT_WORKSPACE_EMU : LT_WORKSPACE_GPU, free_b = 0, total_b = 0;
     if (x->api.cuMemGetInfo(&free_b, &total_b) == CG_CUDA_SUCCESS && free_b >= 2 * want &&
