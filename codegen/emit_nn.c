@@ -196,15 +196,24 @@ int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
   int64_t LD, CR = pass_linear_ce_chunk_rows(C, V, &LD); /* rows of a chunk, LD elements apart */
   cg_need_workspace(c, (size_t)N * 8);
   double moved = 0;
+  /* the vocabulary in pieces: [0, V8) with a multiple of 8 columns, then the
+   * rest (pass_linear_ce_main_cols); each product once per piece */
+  int64_t V8 = pass_linear_ce_main_cols(V), cuts[3] = {0, V8, V};
+  int pieces = V8 < V ? 2 : 1;
   for (int64_t r0 = 0; r0 < N; r0 += CR) {
     int64_t rows = N - r0 < CR ? N - r0 : CR;
     size_t h_at = (size_t)(r0 * D) * (size_t)es;
-    cg_gemm g = {.dtype = dt, .trans_b = tb, .m = rows, .n = V, .k = D, .lda = D, .ldb = tb ? D : V, .ldc = LD,
-                 .batch = 1, .a = {CG_REF_IN, 0, h_at, 0}, .b = {CG_REF_IN, 1, 0, 0}, .c = {CG_REF_OUT, 4, 0, 0},
-                 .fallback_kernel = -1};
-    cg_gemm_action(c, &g);
-    double buf = (double)(rows * V) * es;
-    moved += (double)(rows * D) * es + wb + buf;
+    double buf = (double)(rows * V) * es, hc = (double)(rows * D) * es;
+    for (int q = 0; q < pieces; q++) { /* logits[:, v0:v1] = h_c w[v0:v1]^T */
+      int64_t v0 = cuts[q], nv = cuts[q + 1] - cuts[q];
+      size_t w_at = (size_t)(tb ? v0 * D : v0) * (size_t)es, col = (size_t)v0 * (size_t)es;
+      cg_gemm g = {.dtype = dt, .trans_b = tb, .m = rows, .n = nv, .k = D, .lda = D, .ldb = tb ? D : V, .ldc = LD,
+                   .batch = 1, .a = {CG_REF_IN, 0, h_at, 0}, .b = {CG_REF_IN, 1, w_at, 0}, .c = {CG_REF_OUT, 4, col, 0},
+                   .fallback_kernel = -1};
+      cg_gemm_action(c, &g);
+      moved += hc;
+    }
+    moved += wb + buf;
     { /* per row: its argmax and loss, then its gradient in place (one pass of the statistics) */
       int k = cg_kernel_begin(c, "rows");
       cg_kernel_signature(c, k, THREADS, true);
@@ -222,21 +231,34 @@ int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
       cg_launch(c, k, warp ? (rows + THREADS / 32 - 1) / (THREADS / 32) : rows, 1, THREADS, 0);
       moved += 2 * buf + (double)rows * (ts + 4) + (double)ir_dtype_size(n->in[3]->type.dtype);
     }
-    g = (cg_gemm){.dtype = dt, .trans_b = !tb, .m = rows, .n = D, .k = V, .lda = LD, .ldb = tb ? D : V, .ldc = D,
-                  .batch = 1, .a = {CG_REF_OUT, 4, 0, 0}, .b = {CG_REF_IN, 1, 0, 0}, .c = {CG_REF_OUT, 1, h_at, 0},
-                  .fallback_kernel = -1};
-    cg_gemm_action(c, &g);
-    moved += buf + wb + (double)(rows * D) * es;
-    if (tb) /* dw[V, D] (+)= buffer^T h_c */
-      g = (cg_gemm){.dtype = dt, .trans_a = true, .m = V, .n = D, .k = rows, .lda = LD, .ldb = D, .ldc = D, .batch = 1,
-                    .a = {CG_REF_OUT, 4, 0, 0}, .b = {CG_REF_IN, 0, h_at, 0}, .c = {CG_REF_OUT, 2, 0, 0}};
-    else /* dw[D, V] (+)= h_c^T buffer */
-      g = (cg_gemm){.dtype = dt, .trans_a = true, .m = D, .n = V, .k = rows, .lda = D, .ldb = LD, .ldc = V, .batch = 1,
-                    .a = {CG_REF_IN, 0, h_at, 0}, .b = {CG_REF_OUT, 4, 0, 0}, .c = {CG_REF_OUT, 2, 0, 0}};
-    g.accumulate = r0 > 0;
-    g.fallback_kernel = -1;
-    cg_gemm_action(c, &g);
-    moved += buf + (double)(rows * D) * es + (r0 > 0 ? 2 : 1) * wb;
+    for (int q = 0; q < pieces; q++) { /* dh_c (+)= buffer[:, v0:v1] w[v0:v1] */
+      int64_t v0 = cuts[q], nv = cuts[q + 1] - cuts[q];
+      size_t w_at = (size_t)(tb ? v0 * D : v0) * (size_t)es, col = (size_t)v0 * (size_t)es;
+      cg_gemm g = {.dtype = dt, .trans_b = !tb, .m = rows, .n = D, .k = nv, .lda = LD, .ldb = tb ? D : V, .ldc = D,
+                   .batch = 1, .a = {CG_REF_OUT, 4, col, 0}, .b = {CG_REF_IN, 1, w_at, 0}, .c = {CG_REF_OUT, 1, h_at, 0},
+                   .fallback_kernel = -1, .accumulate = q > 0};
+      cg_gemm_action(c, &g);
+      moved += (q > 0 ? 2 : 1) * hc;
+    }
+    moved += buf + wb;
+    for (int q = 0; q < pieces; q++) {
+      int64_t v0 = cuts[q], nv = cuts[q + 1] - cuts[q];
+      size_t col = (size_t)v0 * (size_t)es;
+      cg_gemm g;
+      if (tb) /* dw[v0:v1, D] (+)= buffer[:, v0:v1]^T h_c */
+        g = (cg_gemm){.dtype = dt, .trans_a = true, .m = nv, .n = D, .k = rows, .lda = LD, .ldb = D, .ldc = D,
+                      .batch = 1, .a = {CG_REF_OUT, 4, col, 0}, .b = {CG_REF_IN, 0, h_at, 0},
+                      .c = {CG_REF_OUT, 2, (size_t)(v0 * D) * (size_t)es, 0}};
+      else /* dw[D, v0:v1] (+)= h_c^T buffer[:, v0:v1] */
+        g = (cg_gemm){.dtype = dt, .trans_a = true, .m = D, .n = nv, .k = rows, .lda = D, .ldb = LD, .ldc = V,
+                      .batch = 1, .a = {CG_REF_IN, 0, h_at, 0}, .b = {CG_REF_OUT, 4, col, 0},
+                      .c = {CG_REF_OUT, 2, col, 0}};
+      g.accumulate = r0 > 0;
+      g.fallback_kernel = -1;
+      cg_gemm_action(c, &g);
+      moved += hc;
+    }
+    moved += buf + (r0 > 0 ? 2 : 1) * wb;
   }
   ce_loss_kernel(c, N, n->out[0]->type.dtype, (cg_ref){.kind = CG_REF_OUT, .index = 0});
   cg_step_moves(c, moved + (double)ir_dtype_size(n->out[0]->type.dtype));

@@ -110,7 +110,10 @@ static void linear_ce_cost(const ir_node *n, pass_cost *c) {
   double V = (double)n->out[4]->type.dims[1], chunks = (double)((N + CR - 1) / CR);
   double es = ir_dtype_size(n->in[0]->type.dtype), w = bytes_of(n->in[1]);
   c->flops = 6 * rows * V * D + 13 * rows * V;
-  c->bytes = 2 * bytes_of(n->in[0]) + 2 * chunks * w + 5 * rows * V * es + bytes_of(n->in[2]) +
+  /* the vocabulary's last 1 to 7 columns in second products (pass_linear_ce_main_cols): h_c read again by
+   * the logits' and dw's, dh_c read and written again by dh's */
+  double split = pass_linear_ce_main_cols(n->out[4]->type.dims[1]) < n->out[4]->type.dims[1] ? 4 * bytes_of(n->in[0]) : 0;
+  c->bytes = split + 2 * bytes_of(n->in[0]) + 2 * chunks * w + 5 * rows * V * es + bytes_of(n->in[2]) +
              chunks * bytes_of(n->in[3]) + bytes_of(n->out[3]) + bytes_of(n->out[1]) + (2 * chunks - 1) * w +
              bytes_of(n->out[0]);
 }

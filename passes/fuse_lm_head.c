@@ -294,6 +294,8 @@ int64_t pass_linear_ce_chunk_rows(int64_t C, int64_t V, int64_t *ld) {
   return rows;
 }
 
+int64_t pass_linear_ce_main_cols(int64_t V) { return V > 8 ? V / 8 * 8 : V; }
+
 int pass_fuse_lm_head(ir_graph *g, const pass_options *o) {
   int fused = 0;
   if (!ir_mesh_is_single(&g->mesh)) goto done;

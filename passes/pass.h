@@ -141,6 +141,13 @@ int pass_cross_entropy_grad_of(const ir_graph *g, int r);
  * that fit C x V elements (a multiple of 8 from 8 up); returns them.
  * ld = V and C rows when V is a multiple of 64. (fuse_lm_head.c) */
 int64_t pass_linear_ce_chunk_rows(int64_t C, int64_t V, int64_t *ld);
+/* The vocabulary columns its device products take in one piece: V rounded
+ * down to a multiple of 8, the rest (1 to 7 columns) in a second, small
+ * product each. cuBLASLt ran the LM head's three products at about 140
+ * TFLOP/s with V = 50,257 on an H200 and at about 3 times that with
+ * V = 50,264 (the other dims and the leading dimensions unchanged). V when
+ * V is a multiple of 8 or below 8. (fuse_lm_head.c) */
+int64_t pass_linear_ce_main_cols(int64_t V);
 
 /* ---- analyses (memplan.c, cost.c) ----
  * The arena a backend allocates to run g: pass_memplan(g, NULL)->arena_bytes. */
