@@ -97,6 +97,14 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   char *text = ir_read_file(o->file, TOOL_MAX_FILE_BYTES, &len, d);
   if (!text) return NULL;
   *text_out = text;
+  /* neither .tg nor .ir starts with '{': a JSON dump would be a syntax error at its first byte */
+  size_t first = 0;
+  while (first < len && (text[first] == ' ' || text[first] == '\t' || text[first] == '\n' || text[first] == '\r')) first++;
+  if (first < len && text[first] == '{') {
+    ir_error_plain(d, "%s: this is a JSON dump (an output format of tgc dump --format json); tgc reads .tg "
+                   "and .ir files (the default text dump, saved as FILE.ir, reads back)", o->file);
+    return NULL;
+  }
   ir_graph *g;
   if (tool_is_ir_file(o->file)) {
     if (o->fe.n_defines || o->fe.config || o->fe.entry) {
