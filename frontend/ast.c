@@ -41,6 +41,26 @@ void fe_lex_advance(fe_parser *P, fe_span *loc, const char *text, int len) {
   loc->end = P->off;
 }
 
+/* Whether the token at loc follows, on the same line, the end of an operand
+ * (a name that is no keyword, a number, or ')'): there `//` is floor
+ * division as the user meant it, and `x.T` or `x[0]` an attribute or index. */
+bool fe_lex_follows_operand(const fe_parser *P, const fe_span *loc) {
+  static const char *const keywords[] = {"config", "let", "param", "fn", "repeat", "in", "return"};
+  size_t i = loc->start;
+  while (i > 0 && (P->text[i - 1] == ' ' || P->text[i - 1] == '\t')) i--;
+  if (i == 0) return false;
+  char c = P->text[i - 1];
+  if (c == ')') return true;
+  if (!(c == '_' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) return false;
+  size_t b = i;
+  while (b > 0 && (P->text[b - 1] == '_' || P->text[b - 1] == '.' || (P->text[b - 1] >= '0' && P->text[b - 1] <= '9') ||
+                   (P->text[b - 1] >= 'A' && P->text[b - 1] <= 'Z') || (P->text[b - 1] >= 'a' && P->text[b - 1] <= 'z')))
+    b--;
+  for (size_t k = 0; k < sizeof keywords / sizeof keywords[0]; k++)
+    if (strlen(keywords[k]) == i - b && memcmp(P->text + b, keywords[k], i - b) == 0) return false;
+  return true;
+}
+
 void fe_lex_error(fe_parser *P, const fe_span *loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

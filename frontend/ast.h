@@ -104,6 +104,7 @@ void fe_lex_advance(fe_parser *P, fe_span *loc, const char *text, int len);
 void fe_lex_error(fe_parser *P, const fe_span *loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 char *fe_lex_string(fe_parser *P, const char *text, int len); /* unescapes "..." */
+bool fe_lex_follows_operand(const fe_parser *P, const fe_span *loc);
 
 /* Constructors: one per grammar action. */
 ast *fe_ast_int(fe_parser *P, int64_t v, fe_span loc);

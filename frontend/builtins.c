@@ -190,6 +190,11 @@ static sv h_reduce(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   int64_t axes[IR_MAX_RANK];
   const ast *at;
   const sv *ax = kw(b, A, "axis", &at);
+  if (ax && ax->kind == SV_TENSOR && b->op == IR_OP_REDUCE_MAX) {
+    fe_error(S, at, "the second argument of %s is the axis to reduce, got %s; for the elementwise maximum of "
+             "two tensors write maximum(x, y)", A->what, fe_describe(S, *ax));
+    return sv_poison();
+  }
   if (!ax) {
     for (int i = 0; i < rank; i++) axes[n++] = i;
   } else {
@@ -210,6 +215,31 @@ static sv h_reduce(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   if (!kw_int(S, b, A, "keepdims", 0, &keep)) return sv_poison();
   ir_attr attrs[2] = {ir_attr_ints("axes", axes, n), ir_attr_int("keepdims", keep != 0)};
   return build(S, call, A, b->op, &x, 1, attrs, 2, NULL);
+}
+
+/* floordiv(a, b) and a % b (the parser's call "%"): integer constants only
+ * (config values, dimensions), rounding toward -inf as Python does, so that
+ * a == floordiv(a, b) * b + a % b. */
+static sv h_intdiv(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
+  bool mod = strcmp(b->name, "%") == 0;
+  for (int i = 0; i < 2; i++)
+    if (A->pos[i].kind != SV_INT) {
+      fe_error(S, A->pos_at[i], "operand %d of %s must be an integer constant (a config value or a dimension), got %s",
+               i + 1, A->what, fe_describe(S, A->pos[i]));
+      return sv_poison();
+    }
+  int64_t x = A->pos[0].i, y = A->pos[1].i;
+  if (y == 0) {
+    fe_error(S, A->pos_at[1], "division by zero in %s", A->what);
+    return sv_poison();
+  }
+  if (x == INT64_MIN && y == -1) return mod ? sv_int(0) : (fe_error(S, call, "integer overflow in %s", A->what), sv_poison());
+  int64_t q = x / y, r = x % y;
+  if (r != 0 && ((r < 0) != (y < 0))) {
+    q--;
+    r += y;
+  }
+  return sv_int(mod ? r : q);
 }
 
 /* softmax, log_softmax, argmax: one axis (default the last) */
@@ -624,6 +654,8 @@ static const bi_spec builtins[] = {
     {"arange", h_arange, IR_OP_IOTA, 1, 1, {NULL}},
     {"grad", h_grad, IR_OP_GRAD, 2, 2, {NULL}},
     {"shard", h_shard, IR_OP_SHARD_HINT, 2, 2, {NULL}},
+    {"floordiv", h_intdiv, IR_OP_DIV, 2, 2, {NULL}},
+    {"%", h_intdiv, IR_OP_DIV, 2, 2, {NULL}}, /* a % b */
 };
 #define N_BUILTINS ((int)(sizeof builtins / sizeof builtins[0]))
 
@@ -639,7 +671,7 @@ const char *fe_suggest_function(fe_sema *S, const char *name) {
   const char *best = NULL;
   int best_d = strlen(name) <= 3 ? 2 : 3;
   for (int i = 0; i < N_BUILTINS; i++) {
-    if (!builtins[i].name) continue;
+    if (!builtins[i].name || builtins[i].name[0] == '%') continue;
     int d = fe_edit_distance(name, builtins[i].name, best_d - 1);
     if (d < best_d) {
       best_d = d;
@@ -656,6 +688,20 @@ const char *fe_suggest_function(fe_sema *S, const char *name) {
     }
   }
   return best;
+}
+
+/* The name other libraries use for an attribute (torch's dim, keepdim):
+ * suggested when b has the attribute under this language's name. */
+static const char *attr_synonym(const bi_spec *b, const char *name) {
+  static const char *const syn[][2] = {{"dim", "axis"}, {"dims", "axis"}, {"axes", "axis"},
+                                       {"keepdim", "keepdims"}, {"keep_dims", "keepdims"},
+                                       {"epsilon", "eps"}, {"begin", "start"}, {"stop", "end"},
+                                       {"stride", "step"}};
+  for (size_t i = 0; i < sizeof syn / sizeof syn[0]; i++)
+    if (strcmp(syn[i][0], name) == 0)
+      for (int j = 0; j < MAX_KWS && b->kws[j]; j++)
+        if (strcmp(b->kws[j], syn[i][1]) == 0) return b->kws[j];
+  return NULL;
 }
 
 static void expected_str(int least, int most, char *buf, size_t n) {
@@ -745,8 +791,8 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
     for (int j = 0; j < MAX_KWS && b->kws[j]; j++)
       if (strcmp(b->kws[j], k->name) == 0) slot = j;
     if (slot < 0) {
-      const char *best = NULL;
-      int best_d = 3;
+      const char *best = attr_synonym(b, k->name);
+      int best_d = best ? 0 : 3;
       for (int j = 0; j < MAX_KWS && b->kws[j]; j++) {
         int d = fe_edit_distance(k->name, b->kws[j], best_d - 1);
         if (d < best_d) {

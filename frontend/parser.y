@@ -7,7 +7,9 @@
  *
  * Syntax errors are reported by yyreport_syntax_error as
  * "syntax error: unexpected X, expecting A or B" at the unexpected token;
- * the parser stops at the first one. A LEXERROR token was already reported
+ * the parser stops at the first one. A '[' right after an operand (`x[0]`)
+ * is reported as indexing, which the language does not have. `a % b` is the
+ * call of the builtin "%" (integer constants; builtins.c). A LEXERROR token was already reported
  * by the lexer and produces no second message. Bison's stack overflow
  * ("memory exhausted") can only come from pathological nesting and is
  * reported as such.
@@ -80,7 +82,7 @@ static void fe_yyerror(FE_YYLTYPE *loc, yyscan_t scanner, fe_parser *P, const ch
 %left AND
 %nonassoc EQ NE '<' LE '>' GE
 %left '+' '-'
-%left '*' '/' '@'
+%left '*' '/' '%' '@'
 %precedence UNARY
 %right POW
 
@@ -195,6 +197,7 @@ expr
   | expr POW expr                           { $$ = fe_ast_binary(P, IR_OP_POW, $1, $3, @$); }
   | expr '*' expr                           { $$ = fe_ast_binary(P, IR_OP_MUL, $1, $3, @$); }
   | expr '/' expr                           { $$ = fe_ast_binary(P, IR_OP_DIV, $1, $3, @$); }
+  | expr '%' expr                           { $$ = fe_ast_call(P, "%", fe_ast_append(P, fe_ast_append(P, fe_ast_list(P, @1), $1), $3), @$); }
   | expr '@' expr                           { $$ = fe_ast_binary(P, IR_OP_MATMUL, $1, $3, @$); }
   | expr '+' expr                           { $$ = fe_ast_binary(P, IR_OP_ADD, $1, $3, @$); }
   | expr '-' expr                           { $$ = fe_ast_binary(P, IR_OP_SUB, $1, $3, @$); }
@@ -248,7 +251,7 @@ static void fe_yyerror(FE_YYLTYPE *loc, yyscan_t scanner, fe_parser *P, const ch
 }
 
 static bool is_operator(yysymbol_kind_t k) {
-  static const char *const ops[] = {"'+'", "'-'", "'*'", "'/'", "'@'", "'**'", "'<'", "'>'",
+  static const char *const ops[] = {"'+'", "'-'", "'*'", "'/'", "'%'", "'@'", "'**'", "'<'", "'>'",
                                     "'<='", "'>='", "'=='", "'!='", "'&&'", "'||'"};
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(yysymbol_name(k), ops[i]) == 0) return true;
@@ -264,6 +267,12 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, fe_p
   const FE_YYLTYPE *loc = yypcontext_location(ctx);
   P->errors++;
   if (got == YYSYMBOL_LEXERROR || P->lex_error) return 0; /* already reported */
+  if (got == YYSYMBOL_YYEMPTY ? false : strcmp(yysymbol_name(got), "'['") == 0 && fe_lex_follows_operand(P, loc)) {
+    ir_error(P->d, (ir_loc){P->path, loc->first_line, loc->first_column},
+             "indexing with '[...]' is not in the language; for a part of a tensor write "
+             "slice(x, axis=A, start=S, end=E)");
+    return 0;
+  }
   enum { MAX_LISTED = 10 };
   yysymbol_kind_t exp[YYNTOKENS];
   int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
