@@ -49,7 +49,8 @@ static const char *const check_help =
     "\n";
 
 static const char *const dump_help =
-    "usage: tgc dump FILE [--after PASS|memplan|all] [--plan] [--format text|dot|json] [-o OUT] [options]\n"
+    "usage: tgc dump FILE [--train] [--after PASS|memplan|all] [--plan] [--format text|dot|json] [-o OUT]\n"
+    "                [options]\n"
     "\n"
     "Prints the IR of FILE. Without --after, the IR right after elaboration;\n"
     "with --after PASS, the IR after that pass of the pipeline (canonicalize);\n"
@@ -58,6 +59,15 @@ static const char *const dump_help =
     "computed in), size, lifetime, views and in-place results; with --after all,\n"
     "after elaboration, after every pass, then the plan.\n"
     "\n"
+    "With --train, the training program 'tgc train' runs, built as it builds it\n"
+    "(adam, one micro-batch, no token accuracy): the training step (forward,\n"
+    "the gradients d_PARAM of the loss, the sums; with --checkpoint POLICY the\n"
+    "recomputed forward values) and then the optimizer update. With --after PASS\n"
+    "the step after that pass (autodiff: the backward is there, checkpoint: the\n"
+    "recomputation), then the finished update; --after all: the step after every\n"
+    "pass, then both finished graphs.\n"
+    "\n"
+    "  --train              the training step and the optimizer update, not the forward\n"
     "  --after PASS|memplan|all  which point of the pipeline to print\n"
     "  --plan               the memory plan alone (text; --format json: {\"plan\": ...})\n"
     "  --format FORMAT      text (default; reads back with any tgc command), dot (Graphviz:\n"
@@ -75,7 +85,7 @@ static int usage_error(ir_diag *d, const char *cmd, const char *fmt, const char 
 /* Parses `tgc CMD FILE [common options] [extra]`; extra flags are handled by
  * the callback. Returns 0, or 1 after reporting. */
 static int parse_compile_args(const char *cmd, int argc, char **argv, tool_compile_opts *o,
-                              const char **out_path, bool *plan, ir_diag *d) {
+                              const char **out_path, bool *plan, bool *train, ir_diag *d) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(o, argc, argv, &i, d);
@@ -83,6 +93,10 @@ static int parse_compile_args(const char *cmd, int argc, char **argv, tool_compi
     if (r > 0) continue;
     if (plan && strcmp(a, "--plan") == 0) {
       *plan = true;
+      continue;
+    }
+    if (train && strcmp(a, "--train") == 0) {
+      *train = true;
       continue;
     }
     if (out_path && (strcmp(a, "-o") == 0 || strncmp(a, "--output=", 9) == 0)) {
@@ -115,7 +129,7 @@ static int cmd_check(int argc, char **argv) {
   }
   ir_diag *d = ir_diag_new(stderr);
   tool_compile_opts o = {0};
-  int rc = parse_compile_args("check", argc, argv, &o, NULL, NULL, d);
+  int rc = parse_compile_args("check", argc, argv, &o, NULL, NULL, NULL, d);
   char *text = NULL;
   if (rc == 0) {
     ir_graph *g = tool_load(&o, d, &text);
@@ -128,6 +142,37 @@ static int cmd_check(int argc, char **argv) {
   return rc;
 }
 
+static void print_graph(FILE *out, const ir_graph *g, int format, const char *title) {
+  if (title && format == 0) fprintf(out, "# %s\n", title);
+  if (title && format == 1) fprintf(out, "// %s\n", title);
+  if (format == 0) ir_print(out, g);
+  else if (format == 1) ir_print_dot(out, g);
+  else ir_print_json(out, g);
+}
+
+/* tgc dump --train: the training program as `tgc train` builds it
+ * (pass_build_train, adam, one micro-batch, no token accuracy: that needs
+ * the data's targets). --after PASS dumps the step inside the pipeline;
+ * the finished update follows (its pipeline dumps nothing); without
+ * --after, or with all, both finished graphs. Consumes g. */
+static int dump_train(ir_graph *g, const tool_compile_opts *o, FILE *out, ir_diag *d) {
+  bool all = o->after && strcmp(o->after, "all") == 0;
+  if (all && o->format == 0) fprintf(out, "# IR after elaboration (the model)\n");
+  if (all) print_graph(out, g, o->format, NULL);
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
+                     .dump_out = out, .dump_format = o->format, .checkpoint = o->checkpoint,
+                     .disabled = o->pass_disabled, .zero = o->zero, .tp_search = o->tp_search};
+  pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = 1, .targets_input = -1,
+                           .passes = &po};
+  pass_training *prog = pass_build_train(g, &to);
+  if (!prog) return 1;
+  if (!o->after || all)
+    print_graph(out, prog->step, o->format, "the training step (forward, gradients d_*, recompute)");
+  print_graph(out, prog->update, o->format, "the optimizer update (adam)");
+  pass_training_free(prog);
+  return 0;
+}
+
 static int cmd_dump(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     printf("%s%s", dump_help, tool_common_help);
@@ -137,7 +182,11 @@ static int cmd_dump(int argc, char **argv) {
   tool_compile_opts o = {0};
   const char *out_path = NULL;
   bool plan = false;
-  int rc = parse_compile_args("dump", argc, argv, &o, &out_path, &plan, d);
+  bool train = false;
+  int rc = parse_compile_args("dump", argc, argv, &o, &out_path, &plan, &train, d);
+  if (rc == 0 && train && (plan || (o.after && strcmp(o.after, "memplan") == 0)))
+    rc = usage_error(d, "dump", "%s: the memory plan is the forward graph's (leave out --train)",
+                     plan ? "--plan" : "--after memplan");
   char *text = NULL;
   FILE *out = stdout;
   if (rc == 0 && out_path && !(out = fopen(out_path, "w"))) {
@@ -148,6 +197,7 @@ static int cmd_dump(int argc, char **argv) {
   if (rc == 0) {
     ir_graph *g = tool_load(&o, d, &text);
     if (!g) rc = 1;
+    else if (train) rc = dump_train(g, &o, out, d);
     else {
       bool before = !plan && (!o.after || strcmp(o.after, "all") == 0);
       if (plan) { /* the plan alone, after the whole pipeline */
@@ -155,12 +205,7 @@ static int cmd_dump(int argc, char **argv) {
         quiet.after = NULL;
         if (tool_run_passes(g, &quiet, d, out) != 0 || tool_print_plan(out, g, o.format, false, d) != 0) rc = 1;
       }
-      if (before) {
-        if (o.after && o.format == 0) fprintf(out, "# IR after elaboration\n");
-        if (o.format == 0) ir_print(out, g);
-        else if (o.format == 1) ir_print_dot(out, g);
-        else ir_print_json(out, g);
-      }
+      if (before) print_graph(out, g, o.format, o.after ? "IR after elaboration" : NULL);
       if (!plan && o.after && tool_run_passes(g, &o, d, out) != 0) rc = 1;
       ir_graph_free(g);
     }
