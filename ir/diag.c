@@ -105,24 +105,41 @@ static void put_cut_names(FILE *out, const char *msg) {
   }
 }
 
+/* A message is composed in memory and written with one call: stderr is
+ * unbuffered, and written piece by piece the lines of several ranks under
+ * mpirun interleaved word by word ("exists and istgc: error: ..."). */
+static void report_to(ir_diag *d, FILE *out, const char *kind, ir_loc loc, const char *fmt, va_list ap);
+
 static void report(ir_diag *d, const char *kind, ir_loc loc, const char *fmt, va_list ap) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  report_to(d, m ? m : d->out, kind, loc, fmt, ap);
+  if (m && fclose(m) == 0 && text) {
+    fwrite(text, 1, len, d->out);
+    fflush(d->out);
+  }
+  free(text);
+}
+
+static void report_to(ir_diag *d, FILE *out, const char *kind, ir_loc loc, const char *fmt, va_list ap) {
   if (loc.file && loc.line > 0)
-    fprintf(d->out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col > 0 ? loc.col : 1, kind);
+    fprintf(out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col > 0 ? loc.col : 1, kind);
   else if (loc.file)
-    fprintf(d->out, "%s: %s: ", loc.file, kind);
+    fprintf(out, "%s: %s: ", loc.file, kind);
   else
-    fprintf(d->out, "tgc: %s: ", kind);
+    fprintf(out, "tgc: %s: ", kind);
   char small[512], *msg = small;
   va_list aq;
   va_copy(aq, ap);
   int n = vsnprintf(small, sizeof small, fmt, ap);
   if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1))) vsnprintf(msg, (size_t)n + 1, fmt, aq);
   va_end(aq);
-  put_cut_names(d->out, msg ? msg : small);
+  put_cut_names(out, msg ? msg : small);
   if (msg != small) free(msg);
-  fputc('\n', d->out);
+  fputc('\n', out);
   const diag_source *src = find_source(d, loc.file);
-  if (src && loc.line > 0) quote_line(d->out, src, loc.line, loc.col > 0 ? loc.col : 1);
+  if (src && loc.line > 0) quote_line(out, src, loc.line, loc.col > 0 ? loc.col : 1);
 }
 
 void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap) {
