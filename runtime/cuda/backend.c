@@ -126,13 +126,18 @@ static double now_s(void) {
 static void profile_add(cuda_ctx *x, const ir_node *n, const char *what, double seconds, int64_t launches,
                         int64_t gemms) {
   char key[120];
+  /* digits as '#' in the node's names and the kernel's (a repeat's layers
+   * share a class), not in a product's m x n x k */
+  bool keep = strncmp(what, "gemm ", 5) == 0;
   int len = snprintf(key, sizeof key, "%s %s: %s", ir_op_name(n->op), n->n_out ? n->out[0]->name : "", what);
-  for (int i = 0; i < len && key[i]; i++)
+  int end = keep ? len - (int)strlen(what) : len;
+  for (int i = 0; i < end && key[i]; i++)
     if (key[i] >= '0' && key[i] <= '9') {
       int j = i;
       while (key[j] >= '0' && key[j] <= '9') j++;
       key[i] = '#';
       memmove(key + i + 1, key + j, strlen(key + j) + 1);
+      end -= j - i - 1;
     }
   struct cuda_profile *p = x->profile;
   int k = 0;
