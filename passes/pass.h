@@ -713,6 +713,10 @@ void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, i
 /* The passes (by pass_id) the user disabled: not run after the shard pass
  * either (fuse-lm-head never is: a sharded step does not fuse the head). */
 void pass_plan_model_disable(pass_plan_model *m, const bool *disabled);
+/* The parameters' tp layouts by the shard pass's search (--tp-layout
+ * search; passes/plan_tp.c), else Megatron-LM's rule. */
+void pass_plan_model_set_tp_search(pass_plan_model *m, bool on);
+bool pass_plan_model_tp_search(const pass_plan_model *m);
 bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
 /* Whether policy ck's graph recomputes anything (selective recompute with
  * fused attention has nothing left to recompute: the search skips it). */

@@ -128,6 +128,13 @@ struct pass_plan_model {
   bool accuracy; /* a policy's graph has a cross-entropy (plan_model_accuracy) */
   plan_ck ck[PASS_PLAN_CK_COUNT];
   bool disabled[PASS_COUNT]; /* the passes after the shard pass that are not run */
+  bool tp_search;            /* the parameters' tp layouts by search (pass_plan_model_set_tp_search) */
+  struct {
+    int t;
+    bool sp;
+    plan_layouts *lay; /* NULL: the search found none (the view fails as the shard pass would) */
+  } layouts[16];             /* the search's choice per (t, sp), made once for every policy and batch */
+  int n_layouts;
 };
 
 static const char *const ck_names[PASS_PLAN_CK_COUNT] = {"none", "selective", "full"};
@@ -152,6 +159,31 @@ pass_plan_model *pass_plan_model_new(const pass_target *device) {
   m->opt_states = 2;
   m->disabled[PASS_FUSE_LM_HEAD] = true; /* a sharded step does not fuse the head (fuse-lm-head: one device only) */
   return m;
+}
+
+void pass_plan_model_set_tp_search(pass_plan_model *m, bool on) { m->tp_search = on; }
+bool pass_plan_model_tp_search(const pass_plan_model *m) { return m->tp_search; }
+
+/* The search's layouts at (t, sp): searched once, on the first policy's
+ * graph at micro-batch b0 (the layouts of one model are the same for every
+ * policy and batch, as the runtime's are for its run). */
+static const plan_layouts *layouts_at(pass_plan_model *m, int t, bool sp, bool *failed) {
+  *failed = false;
+  for (int i = 0; i < m->n_layouts; i++)
+    if (m->layouts[i].t == t && m->layouts[i].sp == sp) return *failed = !m->layouts[i].lay, m->layouts[i].lay;
+  ir_graph *g = NULL;
+  for (int c = 0; c < PASS_PLAN_CK_COUNT && !g; c++)
+    if (m->ck[c].present) g = m->ck[c].g2;
+  plan_layouts *l = g ? plan_tp_search(g, t, sp) : NULL;
+  if (m->n_layouts < (int)(sizeof m->layouts / sizeof m->layouts[0])) {
+    m->layouts[m->n_layouts].t = t, m->layouts[m->n_layouts].sp = sp, m->layouts[m->n_layouts].lay = l;
+    m->n_layouts++;
+  } else {
+    fprintf(stderr, "tgc: internal error: the planner searched more than 16 tensor-parallel layouts\n");
+    abort();
+  }
+  *failed = !l;
+  return l;
 }
 
 void pass_plan_model_disable(pass_plan_model *m, const bool *disabled) {
@@ -201,6 +233,7 @@ static void ck_free(plan_ck *k) {
 void pass_plan_model_free(pass_plan_model *m) {
   if (!m) return;
   for (int i = 0; i < PASS_PLAN_CK_COUNT; i++) ck_free(&m->ck[i]);
+  for (int i = 0; i < m->n_layouts; i++) plan_layouts_free(m->layouts[i].lay);
   free(m);
 }
 
@@ -513,8 +546,15 @@ static int match_batch(plan_view *c, const ir_graph *g4, ir_diag *d) {
 static int view_build(pass_plan_model *m, const plan_ck *k, plan_view *c, ir_diag *d) {
   ir_graph *g4 = NULL;
   c->b0 = k->b0;
-  c->g = plan_tp_shard(k->g2, c->t, c->sp, m->disabled, d);
-  if (c->g) g4 = plan_tp_shard(k->g4, c->t, c->sp, m->disabled, d);
+  const plan_layouts *lay = NULL;
+  if (m->tp_search && c->t > 1) {
+    bool failed;
+    lay = layouts_at(m, c->t, c->sp, &failed);
+    if (failed) /* as the runtime's search: every candidate refused; Megatron-LM's rule then says why */
+      lay = NULL;
+  }
+  c->g = plan_tp_shard(k->g2, c->t, c->sp, lay, m->disabled, d);
+  if (c->g) g4 = plan_tp_shard(k->g4, c->t, c->sp, lay, m->disabled, d);
   if (!c->g || !g4) {
     ir_graph_free(g4);
     return -1;

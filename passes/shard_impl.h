@@ -123,6 +123,14 @@ void sh_engine_free(sh_engine *e);
  * along dim 1 on tp, ids and targets whole), a vocabulary table split by
  * rows; the rules place the rest. -1 after reporting. */
 int sh_place_megatron(sh_engine *e, const ir_graph *g, ir_diag *d);
+/* Only the data inputs placed as sh_place_megatron places them. */
+int sh_place_data(sh_engine *e, const ir_graph *g, ir_diag *d);
+/* The vocabulary dim of parameter p on a tp of that size (shard_train.c):
+ * 0 for a table [V, D] that embedding reads at data ids, 1 for an untied
+ * LM head [D, V] (V not divisible by tp) whose product cross_entropy reads;
+ * -1 for any other parameter. A split there is padded when tp does not
+ * divide V (docs/sharding.md). */
+int sh_vocab_dim(const ir_graph *g, const ir_value *p, int tp);
 /* An attention of g whose heads tp does not divide (the runtime refuses
  * it: check_heads), or NULL. */
 const ir_node *sh_heads_conflict(const ir_graph *g, int tp);

@@ -168,11 +168,10 @@ static void candidates(const ir_graph *g, const ir_value *p, int size, const int
   add_cand(k, sh_R());
   for (int d = 0; d < p->type.rank; d++) {
     int64_t len = p->type.dims[d];
-    if (len >= size && len % size == 0) add_cand(k, sh_S(d));
+    if (len >= size && (len % size == 0 || sh_vocab_dim(g, p, size) == d)) add_cand(k, sh_S(d)); /* a vocabulary: padded */
     for (int j = 0; j < n_parts; j++)
       if (len % ((int64_t)size * parts[j]) == 0) add_cand(k, sh_Sk(d, parts[j]));
   }
-  (void)g;
 }
 
 static void layout_str(sh_st s, char *buf, size_t cap) {

@@ -59,31 +59,41 @@ static bool read_as_ids(const ir_graph *g, const ir_value *v) {
  * does not divide is padded to the next multiple of tp, Vp, each rank
  * holding Vp/tp rows (the layout carries the padding: shard.c to_shard);
  * an untied LM head's [D, V] weight the same along its columns. */
+static const ir_value *float_source(const ir_value *v) {
+  while (v->def && v->def->op == IR_OP_CAST && ir_dtype_is_float(v->type.dtype)) v = v->def->in[0];
+  return v;
+}
+
+/* The vocabulary dim of p on tp (0: a table [V, D] that embedding reads at
+ * data ids; 1: an untied LM head [D, V] whose product cross_entropy reads,
+ * only when tp does not divide V: one that divides, the rules split by
+ * themselves), or -1 when p is neither. */
+int sh_vocab_dim(const ir_graph *g, const ir_value *p, int tp) {
+  for (int i = 0; i < g->n_nodes && tp > 1; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    if (n->op == IR_OP_EMBEDDING && !n->in[1]->def && n->in[1]->role == IR_ROLE_INPUT) {
+      const ir_value *t = float_source(n->in[0]);
+      if (t == p && !t->def && t->role == IR_ROLE_PARAM && t->type.rank == 2 && t->type.dims[0] >= tp) return 0;
+    }
+    /* an untied LM head: logits = x @ W (W [D, V], a parameter or its float cast) read by cross_entropy */
+    const ir_node *mm = n->op == IR_OP_CROSS_ENTROPY ? n->in[0]->def : NULL;
+    if (!mm || mm->op != IR_OP_MATMUL || ir_node_attr_int(mm, "transpose_b", 0)) continue;
+    const ir_value *w = float_source(mm->in[1]);
+    int64_t v = w->type.rank == 2 ? w->type.dims[1] : 0;
+    if (w == p && !w->def && w->role == IR_ROLE_PARAM && v >= tp && v % tp != 0 &&
+        v == n->in[0]->type.dims[n->in[0]->type.rank - 1])
+      return 1;
+  }
+  return -1;
+}
+
 static void place_vocab(sh_engine *e, const ir_graph *g) {
   int tp = g->mesh.size[IR_AXIS_TP];
-  for (int i = 0; i < g->n_nodes && tp > 1; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->dead || n->op != IR_OP_EMBEDDING || n->in[1]->def || n->in[1]->role != IR_ROLE_INPUT) continue;
-    const ir_value *t = n->in[0];
-    while (t->def && t->def->op == IR_OP_CAST && ir_dtype_is_float(t->type.dtype)) t = t->def->in[0];
-    if (t->def || t->role != IR_ROLE_PARAM || t->type.rank != 2 || t->type.dims[0] < tp) continue;
-    if (sh_engine_layout(e, t, IR_AXIS_TP).kind == SH_UNSET) sh_engine_place(e, t, IR_AXIS_TP, sh_S(0));
-  }
-  /* an untied LM head: logits = x @ W (W [D, V], a parameter or its float
-   * cast) read by cross_entropy. A V that divides, Megatron-LM's column rule
-   * splits by itself (shard_rules.c); one that does not is padded here,
-   * as the table: the logits then stay split, padded, through the loss */
-  for (int i = 0; i < g->n_nodes && tp > 1; i++) {
-    const ir_node *n = g->nodes[i];
-    if (n->dead || n->op != IR_OP_CROSS_ENTROPY) continue;
-    const ir_node *mm = n->in[0]->def;
-    if (!mm || mm->op != IR_OP_MATMUL || ir_node_attr_int(mm, "transpose_b", 0)) continue;
-    const ir_value *w = mm->in[1];
-    while (w->def && w->def->op == IR_OP_CAST && ir_dtype_is_float(w->type.dtype)) w = w->def->in[0];
-    int64_t v = w->type.rank == 2 ? w->type.dims[1] : 0;
-    if (w->def || w->role != IR_ROLE_PARAM || v < tp || v % tp == 0 || v != n->in[0]->type.dims[n->in[0]->type.rank - 1])
-      continue;
-    if (sh_engine_layout(e, w, IR_AXIS_TP).kind == SH_UNSET) sh_engine_place(e, w, IR_AXIS_TP, sh_S(1));
+  for (int i = 0; i < g->n_params && tp > 1; i++) {
+    const ir_value *p = g->params[i];
+    int d = sh_vocab_dim(g, p, tp);
+    if (d >= 0 && sh_engine_layout(e, p, IR_AXIS_TP).kind == SH_UNSET) sh_engine_place(e, p, IR_AXIS_TP, sh_S(d));
   }
 }
 
@@ -465,6 +475,8 @@ static int check_heads(const ir_graph *g, int tp, ir_diag *d) {
            "do not divide by %d", tp, hd, q->name, (long long)q->type.dims[hd], tp);
   return -1;
 }
+
+int sh_place_data(sh_engine *e, const ir_graph *g, ir_diag *d) { return place_data(e, g, g->n_inputs, NULL, d); }
 
 int sh_place_megatron(sh_engine *e, const ir_graph *g, ir_diag *d) {
   if (place_data(e, g, g->n_inputs, NULL, d) != 0) return -1;

@@ -299,6 +299,7 @@ static int set_optimizer(const ir_graph *g, const plan_flags *f, pass_plan_model
 static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_model *m, ir_dtype dt, int *seq,
                        ir_diag *d) {
   pass_plan_model_disable(m, o->pass_disabled);
+  pass_plan_model_set_tp_search(m, o->tp_search);
   int bi = o->fe.n_defines;
   o->defines[bi] = (fe_define){"B", "2"};
   o->fe.n_defines++;

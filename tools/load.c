@@ -317,6 +317,7 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       return -1;
     }
     o->tp_search = strcmp(v, "search") == 0;
+    o->tp_layout_set = true;
     return 1;
   }
   if (strcmp(a, "--verify-each") == 0) {

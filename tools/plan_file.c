@@ -149,6 +149,13 @@ int tool_plan_read(const char *path, tool_plan *p, ir_diag *d) {
   }
   if (get_int(sched, "virtual_stages", path, 1, 1024, &x, "pipeline_schedule.virtual_stages", d)) goto fail;
   p->virtual_stages = (int)x;
+  const json_t *tl = json_object_get(root, "tp_layout"); /* absent in plans written before it: megatron */
+  if (tl && (!json_is_string(tl) || (strcmp(json_string_value(tl), "megatron") != 0 &&
+                                     strcmp(json_string_value(tl), "search") != 0))) {
+    damaged(path, "tp_layout", "megatron or search", d);
+    goto fail;
+  }
+  p->tp_search = tl && strcmp(json_string_value(tl), "search") == 0;
   const char *ck = get_str(root, "checkpoint", path, NULL, d);
   if (!ck) goto fail;
   if (!(p->checkpoint = tool_checkpoint_name(ck))) {

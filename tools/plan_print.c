@@ -336,6 +336,7 @@ static void plan_command(const plan_report *r, const pass_plan_result *b, const 
     lit(buf, n, "--mesh"), lit(buf, n, x);
     snprintf(x, sizeof x, "--zero %d --batch %d --micro-batches %d", s->zero, s->micro_batch * s->dp, b->m);
     lit(buf, n, x);
+    if (s->tp > 1 && pass_plan_model_tp_search(r->model)) lit(buf, n, "--tp-layout search");
     if (s->pp > 1) {
       if (s->schedule == PASS_SCHED_INTERLEAVED) snprintf(x, sizeof x, "--pipeline-schedule interleaved:%d", s->v);
       else snprintf(x, sizeof x, "--pipeline-schedule %s", pass_schedule_name(s->schedule));
@@ -506,6 +507,7 @@ void plan_print_json(FILE *f, const plan_report *r) {
   json_object_set_new(se, "compile_seconds", json_real(r->compile_s));
   json_object_set_new(se, "compile_cpu_seconds", json_real(r->compile_cpu_s));
   json_object_set_new(root, "search", se);
+  json_object_set_new(root, "tp_layout", json_string(pass_plan_model_tp_search(r->model) ? "search" : "megatron"));
   pass_plan_result best;
   pass_plan_detail dt;
   if (best_detail(r, &best, &dt)) {
@@ -656,6 +658,7 @@ static json_t *plan_file_json(const plan_report *r, const pass_plan_result *b, c
   free(bd);
   json_object_set_new(o, "stage_boundaries", bounds);
   json_object_set_new(o, "checkpoint", json_string(ckpt_name(s->ckpt)));
+  json_object_set_new(o, "tp_layout", json_string(pass_plan_model_tp_search(r->model) ? "search" : "megatron"));
   json_t *pred = json_object();
   json_object_set_new(pred, "step_s", json_real(b->step));
   json_object_set_new(pred, "tokens_per_s", json_real(b->tokens_per_s));

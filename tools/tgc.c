@@ -35,9 +35,10 @@ const char *const tool_common_help =
     "  --zero N             ZeRO stage 0-3 over dp: 1 shards the optimizer state, 2 also\n"
     "                       the gradients, 3 also the parameters (default 0)\n"
     "  --tp-layout L        how each parameter is laid out over tp: megatron (default: Megatron-LM's\n"
-    "                       column / row rule, what tgc plan models) or search (each layout chosen\n"
-    "                       by the modelled cost of the sharded program; the dump after shard\n"
-    "                       says why, beside the runner-up)\n";
+    "                       column / row rule) or search (each layout chosen by the modelled cost\n"
+    "                       of the sharded program; the dump after shard says why, beside the\n"
+    "                       runner-up). tgc plan models the one given and its plan file and\n"
+    "                       command carry it\n";
 
 static const char *const check_help =
     "usage: tgc check FILE [options]\n"

@@ -27,7 +27,8 @@ typedef struct {
   bool mesh_auto;          /* --mesh auto: tgc train asks the planner (tool_plan_auto_mesh) */
   int zero;                /* --zero N (zero_set: given) */
   bool zero_set;
-  bool tp_search;          /* --tp-layout search */
+  bool tp_search;          /* --tp-layout search (tp_layout_set: --tp-layout given) */
+  bool tp_layout_set;
 } tool_compile_opts;
 
 /* A --checkpoint policy in the checkpoint pass's names (none, block,
@@ -150,6 +151,7 @@ typedef struct {
   int virtual_stages;                    /* model chunks per pipeline rank (interleaved; else 1) */
   int *boundaries, n_boundaries;         /* the first layer of each virtual stage after the first */
   const char *checkpoint;                /* the checkpoint pass's policy name */
+  bool tp_search;                        /* "tp_layout": "search" (else "megatron"; absent: megatron) */
 } tool_plan;
 /* Reads and checks a plan file: 0, or -1 after reporting (one line naming it). */
 int tool_plan_read(const char *path, tool_plan *p, ir_diag *d);

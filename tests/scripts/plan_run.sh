@@ -61,6 +61,30 @@ same zero 1 "$(field "$dir/par.json" zero)"
 same "pipeline schedule" 1f1b "$(field "$dir/par.json" pipeline_schedule)"
 same checkpoint selective "$(field "$dir/par.json" checkpoint)"
 
+# layouts by search (--tp-layout search): the plan file and the command carry it, the run searches as the planner did
+# shellcheck disable=SC2086
+"$tgc" plan $planargs --mesh dp=2,tp=2 --tp-layout search --save-plan "$dir/search.json" > "$dir/search.out" ||
+  { echo "FAIL: tgc plan (search)"; exit 1; }
+same "plan file tp_layout" search "$(field "$dir/search.json" tp_layout)"
+run_printed "$dir/search.out"
+sed -n '/"parallel"/,/"micro_batches"/p' "$dir/run.json" > "$dir/par.json"
+same "tp layout" search "$(field "$dir/par.json" tp_layout)"
+same tp 2 "$(field "$dir/par.json" tp)"
+"$tgc" plan $planargs --mesh dp=2,tp=2 --tp-layout search > "$dir/search_flags.out" || { echo "FAIL: tgc plan (search, flags)"; exit 1; }
+tail -1 "$dir/search_flags.out" | grep -q -- "--tp-layout search" || { echo "FAIL: the command lacks --tp-layout search"; exit 1; }
+# a plan file that says another layout than the flag beside it is refused
+sed 's/"tp_layout": "search"/"tp_layout": "megatron"/' "$dir/search.json" > "$dir/meg.json"
+if "$tgc" train examples/gpt.tg --config tiny --plan "$dir/meg.json" --tp-layout search --data reverse --steps 1 > /dev/null 2> "$dir/err.txt"; then
+  echo "FAIL: a plan's tp_layout against --tp-layout was accepted"; exit 1
+fi
+grep -q "tp-layout search: the plan .* says --tp-layout megatron" "$dir/err.txt" || { echo "FAIL: message"; cat "$dir/err.txt"; exit 1; }
+sed 's/"tp_layout": "search"/"tp_layout": "rules"/' "$dir/search.json" > "$dir/bad.json"
+if "$tgc" train examples/gpt.tg --config tiny --plan "$dir/bad.json" --data reverse --steps 1 > /dev/null 2> "$dir/err.txt"; then
+  echo "FAIL: a damaged tp_layout was accepted"; exit 1
+fi
+grep -q "tp_layout" "$dir/err.txt" || { echo "FAIL: message"; cat "$dir/err.txt"; exit 1; }
+cat "$dir/err.txt"
+
 # an interleaved plan: 2 chunks per rank, the planner's boundaries
 # shellcheck disable=SC2086
 "$tgc" plan examples/gpt.tg --config tiny -D nL=4 --cluster cpu-host --gpus 4 --global-batch 8 --dtype fp32 \
