@@ -18,6 +18,9 @@ typedef struct {
   const fe_define *defines;  /* -D NAME=VALUE overrides */
   int n_defines;
   const char *entry;         /* --entry NAME, or NULL for the default */
+  int max_layers;            /* > 0: the outermost `repeat` unrolls at most this many iterations (the
+                              * layers' parameters and nodes of the first ones only: what the shard
+                              * pass's search costs a model on, pass_tp_search); 0: all */
 } fe_options;
 
 /* Compiles .tg source text into a graph. Every problem is reported through d

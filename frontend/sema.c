@@ -302,6 +302,7 @@ static void exec_repeat(fe_sema *S, const ast *st) {
     }
   }
   bool outermost = S->layer < 0;
+  if (outermost && S->max_layers > 0 && count > S->max_layers) hi = lo + S->max_layers; /* fe_options.max_layers */
   size_t saved_path = S->path_len;
   char seg[96];
   for (int64_t i = lo; i < hi && !S->aborted; i++) {
@@ -594,6 +595,7 @@ static void bind_let(fe_sema *S, const ast *it) {
 /* ---------------------------------------------------------------------- */
 
 static void elaborate(fe_sema *S, const ast *items, const fe_options *opt, const char *path) {
+  S->max_layers = opt->max_layers;
   /* functions */
   const ast *last_fn = NULL;
   for (int i = 0; i < items->n; i++) {

@@ -108,6 +108,7 @@ typedef struct fe_sema {
   char *path;             /* param name prefix: "l.0.block." (malloc'd) */
   size_t path_len, path_cap;
   int layer;              /* iteration index of the outermost repeat, -1 outside */
+  int max_layers;         /* fe_options.max_layers */
   int call_depth;
   long n_stmts, n_nodes;
   bool aborted;           /* a size limit was hit: stop elaborating */

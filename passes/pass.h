@@ -8,6 +8,11 @@
 
 #include "ir.h"
 
+/* The parameters' tensor-parallel layouts chosen by the shard pass's
+ * search (shard_search.c, pass_tp_search below), by parameter class (names
+ * equal but for their numeric parts, and types equal). */
+typedef struct pass_tp_layouts pass_tp_layouts;
+
 typedef struct {
   ir_diag *diag;          /* where passes report problems */
   bool verify_each;       /* run ir_verify after every pass; abort the pipeline on failure */
@@ -22,6 +27,8 @@ typedef struct {
   int zero;               /* the shard pass: ZeRO stage 0-3 (--zero) */
   bool tp_search;         /* the shard pass: the parameters' tp layouts by search (--tp-layout search), else
                            * Megatron-LM's rule (docs/sharding.md) */
+  const pass_tp_layouts *tp_layouts; /* the shard pass: the parameters' tp layouts as given (pass_tp_search;
+                                      * what tgc train and tgc plan use), else tp_search's or the rule's */
 } pass_options;
 
 typedef enum {
@@ -664,6 +671,27 @@ int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
 int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
 
 
+/* ---- the parameters' tp layouts by search (shard_search.c) ----
+ * pass_tp_search chooses every parameter class's layout on a tensor-
+ * parallel group of tp devices (sp: with sequence parallelism) by the
+ * search docs/sharding.md describes, each candidate costed on g sharded so
+ * (data inputs placed as the runtime places them, every gradient output
+ * converted to its parameter's layout, as the update receives it) by the
+ * modelled time of one rank's program. g: a training graph as the shard
+ * pass sees it (pass_build_training_graph, the passes after the shard pass
+ * disabled), possibly compiled with fewer layers than the model has
+ * (fe_options.max_layers): layers is the model's count; g's middle layers
+ * (all but its first and last) then stand for the model's middle ones, their
+ * cost weighted so. tgc plan and tgc train search the same graph
+ * (tool_tp_search_graph), so they choose alike. report: NULL, or where to
+ * print each class's layout and runner-up. NULL after reporting through d
+ * when even every parameter replicated does not shard. */
+pass_tp_layouts *pass_tp_search(ir_graph *g, int tp, bool sp, int layers, FILE *report, ir_diag *d);
+void pass_tp_layouts_free(pass_tp_layouts *l);
+/* The size of the tp axis and sp the layouts were chosen for. */
+int pass_tp_layouts_tp(const pass_tp_layouts *l);
+bool pass_tp_layouts_sp(const pass_tp_layouts *l);
+
 /* ---- the cost model of a sharded step (plan_tp.c, plan_profile.c, plan.c) ---- */
 /* Collective kinds, and the mesh axes they run on: the shared enums of
  * ir/collectives.def and ir/mesh_axes.def. A send and its recv are costed
@@ -716,6 +744,13 @@ void pass_plan_model_disable(pass_plan_model *m, const bool *disabled);
 /* The parameters' tp layouts by the shard pass's search (--tp-layout
  * search; passes/plan_tp.c), else Megatron-LM's rule. */
 void pass_plan_model_set_tp_search(pass_plan_model *m, bool on);
+/* The graph the search chooses layouts on (pass_tp_search; the model frees
+ * it): the training graph of the model's first policy at micro-batch b0 if
+ * none is given (tgc plan gives the one tgc train searches on:
+ * tool_tp_search_graph). layers: the model's layers (g may have fewer). */
+void pass_plan_model_set_search_graph(pass_plan_model *m, ir_graph *g, int layers);
+/* The layouts the search chose at (t, sp) (NULL: none searched there or it failed). */
+const pass_tp_layouts *pass_plan_model_tp_layouts(const pass_plan_model *m, int t, bool sp);
 bool pass_plan_model_tp_search(const pass_plan_model *m);
 bool pass_plan_model_has(const pass_plan_model *m, pass_plan_ckpt ck);
 /* Whether policy ck's graph recomputes anything (selective recompute with

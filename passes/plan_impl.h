@@ -8,22 +8,14 @@
 
 #include "pass.h"
 
-/* The parameters' tp layouts (g->params order) a search chose. */
-typedef struct plan_layouts plan_layouts;
-
 /* ---- plan_tp.c: a training graph on a tensor-parallel group, as the shard pass makes it ----
  * g: a policy's training graph as the shard pass sees it (the passes after
  * it not run; its mesh is set for the run and restored); one rank's step at
  * tp = t (sp as asked), the parameters placed as lay says (NULL:
- * Megatron-LM's rule, the rules placing them at their first reader), fused as the runtime fuses it (disabled: passes not
- * to run), or NULL after reporting through d. */
-ir_graph *plan_tp_shard(ir_graph *g, int t, bool sp, const plan_layouts *lay, const bool *disabled, ir_diag *d);
-/* The parameters' tp layouts at (t, sp) chosen by the shard pass's search
- * (shard_search.c; --tp-layout search) on g, each candidate costed on the
- * graph sharded as plan_tp_shard shards it (before the fusions), or NULL
- * when not even every parameter replicated shards. */
-plan_layouts *plan_tp_search(ir_graph *g, int t, bool sp);
-void plan_layouts_free(plan_layouts *l);
+ * Megatron-LM's rule, the rules placing them at their first reader), fused
+ * as the runtime fuses it (disabled: passes not to run), or NULL after
+ * reporting through d. */
+ir_graph *plan_tp_shard(ir_graph *g, int t, bool sp, const pass_tp_layouts *lay, const bool *disabled, ir_diag *d);
 /* An attention of g whose heads t does not divide (the runtime refuses t):
  * true with the heads' size, value and dim. */
 bool plan_tp_heads(const ir_graph *g, int t, int64_t *size, const ir_value **value, int *dim);

@@ -129,10 +129,12 @@ struct pass_plan_model {
   plan_ck ck[PASS_PLAN_CK_COUNT];
   bool disabled[PASS_COUNT]; /* the passes after the shard pass that are not run */
   bool tp_search;            /* the parameters' tp layouts by search (pass_plan_model_set_tp_search) */
+  ir_graph *search_graph;    /* what the search runs on (pass_plan_model_set_search_graph), or NULL */
+  int search_layers;         /* the model's layers, for search_graph */
   struct {
     int t;
     bool sp;
-    plan_layouts *lay; /* NULL: the search found none (the view fails as the shard pass would) */
+    pass_tp_layouts *lay; /* NULL: the search found none (the view fails as the shard pass would) */
   } layouts[16];             /* the search's choice per (t, sp), made once for every policy and batch */
   int n_layouts;
 };
@@ -164,17 +166,34 @@ pass_plan_model *pass_plan_model_new(const pass_target *device) {
 void pass_plan_model_set_tp_search(pass_plan_model *m, bool on) { m->tp_search = on; }
 bool pass_plan_model_tp_search(const pass_plan_model *m) { return m->tp_search; }
 
-/* The search's layouts at (t, sp): searched once, on the first policy's
- * graph at micro-batch b0 (the layouts of one model are the same for every
- * policy and batch, as the runtime's are for its run). */
-static const plan_layouts *layouts_at(pass_plan_model *m, int t, bool sp, bool *failed) {
+void pass_plan_model_set_search_graph(pass_plan_model *m, ir_graph *g, int layers) {
+  ir_graph_free(m->search_graph);
+  m->search_graph = g;
+  m->search_layers = layers;
+}
+
+const pass_tp_layouts *pass_plan_model_tp_layouts(const pass_plan_model *m, int t, bool sp) {
+  for (int i = 0; i < m->n_layouts; i++)
+    if (m->layouts[i].t == t && m->layouts[i].sp == sp) return m->layouts[i].lay;
+  return NULL;
+}
+
+/* The search's layouts at (t, sp): searched once (pass_tp_search), on the
+ * search graph tgc train searches too, else on the first policy's graph at
+ * micro-batch b0: the layouts of one model are the same for every policy
+ * and batch, as the runtime's are for its run. */
+static const pass_tp_layouts *layouts_at(pass_plan_model *m, int t, bool sp, bool *failed) {
   *failed = false;
   for (int i = 0; i < m->n_layouts; i++)
     if (m->layouts[i].t == t && m->layouts[i].sp == sp) return *failed = !m->layouts[i].lay, m->layouts[i].lay;
-  ir_graph *g = NULL;
+  ir_graph *g = m->search_graph;
+  int layers = m->search_layers;
   for (int c = 0; c < PASS_PLAN_CK_COUNT && !g; c++)
-    if (m->ck[c].present) g = m->ck[c].g2;
-  plan_layouts *l = g ? plan_tp_search(g, t, sp) : NULL;
+    if (m->ck[c].present) g = m->ck[c].g2, layers = 0;
+  ir_diag *quiet = ir_diag_new(stderr);
+  ir_diag_set_max_errors(quiet, 0);
+  pass_tp_layouts *l = g ? pass_tp_search(g, t, sp, layers, NULL, quiet) : NULL;
+  ir_diag_free(quiet);
   if (m->n_layouts < (int)(sizeof m->layouts / sizeof m->layouts[0])) {
     m->layouts[m->n_layouts].t = t, m->layouts[m->n_layouts].sp = sp, m->layouts[m->n_layouts].lay = l;
     m->n_layouts++;
@@ -233,7 +252,8 @@ static void ck_free(plan_ck *k) {
 void pass_plan_model_free(pass_plan_model *m) {
   if (!m) return;
   for (int i = 0; i < PASS_PLAN_CK_COUNT; i++) ck_free(&m->ck[i]);
-  for (int i = 0; i < m->n_layouts; i++) plan_layouts_free(m->layouts[i].lay);
+  for (int i = 0; i < m->n_layouts; i++) pass_tp_layouts_free(m->layouts[i].lay);
+  ir_graph_free(m->search_graph);
   free(m);
 }
 
@@ -546,7 +566,7 @@ static int match_batch(plan_view *c, const ir_graph *g4, ir_diag *d) {
 static int view_build(pass_plan_model *m, const plan_ck *k, plan_view *c, ir_diag *d) {
   ir_graph *g4 = NULL;
   c->b0 = k->b0;
-  const plan_layouts *lay = NULL;
+  const pass_tp_layouts *lay = NULL;
   if (m->tp_search && c->t > 1) {
     bool failed;
     lay = layouts_at(m, c->t, c->sp, &failed);

@@ -195,6 +195,19 @@ typedef int (*sh_search_eval)(void *ctx, const sh_st *tp, sh_cost *cost);
 typedef struct sh_search_report sh_search_report;
 /* The cost of one rank's program g (sharded). */
 sh_cost sh_graph_cost(const ir_graph *g);
+/* The same with node costs weighted by their layer: w[layer] (nodes of
+ * layer >= nw, and outside the layers, weight 1). */
+sh_cost sh_graph_cost_weighted(const ir_graph *g, const double *w, int nw);
+/* g sharded on tp = t alone (sp as asked; g's mesh set for the run and
+ * restored): data inputs placed as sh_place_data, the parameters at lay
+ * (NULL: Megatron-LM's rule, sh_place_megatron); the gradients converted
+ * to their parameters' layouts when grads_placed (what a search evaluates:
+ * the update receives them so), else as the step hands them over. NULL
+ * after reporting through d. */
+ir_graph *sh_shard_tp(ir_graph *g, int t, bool sp, const sh_st *lay, bool grads_placed, ir_diag *d);
+/* p's layout in l (its class: name but for numeric parts, and type): 0, or
+ * -1 when l has none. */
+int sh_tp_layouts_find(const pass_tp_layouts *l, const ir_value *p, sh_st *out);
 /* tp[i] for every parameter of g; *report (may be NULL) for printing. -1
  * when even every parameter replicated fails (eval reported nothing: the
  * caller runs it to report). */

@@ -78,7 +78,9 @@ static int ring_steps(ir_op op, int64_t n) {
   }
 }
 
-sh_cost sh_graph_cost(const ir_graph *g) {
+sh_cost sh_graph_cost(const ir_graph *g) { return sh_graph_cost_weighted(g, NULL, 0); }
+
+sh_cost sh_graph_cost_weighted(const ir_graph *g, const double *lw, int nw) {
   static const pass_target *dev;
   static const pass_cluster *node;
   if (!dev) dev = pass_target_lookup("h100-sxm");
@@ -91,20 +93,21 @@ sh_cost sh_graph_cost(const ir_graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     if (n->dead) continue;
+    double w = lw && n->layer >= 0 && n->layer < nw ? lw[n->layer] : 1;
     if (ir_op_has(n->op, IR_OPF_COMM)) {
       int64_t size = ir_node_attr_int(n, "n", 1);
       if (size <= 1 || n->n_in == 0) continue;
       const ir_type *t = &n->in[0]->type;
       double sent = pass_comm_bytes(n->op, size, (double)ir_type_numel(t) * (double)ir_dtype_size(t->dtype));
-      c.comm += sent;
-      c.seconds += ring_steps(n->op, size) * node->intra_lat + sent / node->intra_bw;
+      c.comm += w * sent;
+      c.seconds += w * (ring_steps(n->op, size) * node->intra_lat + sent / node->intra_bw);
       continue;
     }
     pass_cost k = pass_node_cost(n);
     ir_dtype dt = n->n_out ? n->out[0]->type.dtype : IR_DT_F32;
     if (!ir_dtype_is_float(dt) && n->n_in) dt = n->in[0]->type.dtype;
-    c.seconds += pass_roofline_seconds(k.flops, k.bytes, pass_target_peak(dev, ir_dtype_size(dt)), dev->bandwidth);
-    if (heavy_op(n->op)) c.heavy += k.flops;
+    c.seconds += w * pass_roofline_seconds(k.flops, k.bytes, pass_target_peak(dev, ir_dtype_size(dt)), dev->bandwidth);
+    if (heavy_op(n->op)) c.heavy += w * k.flops;
   }
   return c;
 }
@@ -451,3 +454,133 @@ void sh_search_report_free(sh_search_report *r) {
   free(r->classes);
   free(r);
 }
+
+/* ---- the layouts tgc plan and tgc train share (pass.h, pass_tp_search) ---- */
+
+ir_graph *sh_shard_tp(ir_graph *g, int t, bool sp, const sh_st *lay, bool grads_placed, ir_diag *d) {
+  ir_mesh saved = g->mesh;
+  for (int a = 0; a < IR_NUM_AXES; a++) g->mesh.size[a] = 1;
+  g->mesh.size[IR_AXIS_TP] = t;
+  g->mesh.sp = sp && t > 1;
+  g->mesh.stage = -1;
+  sh_engine *e = sh_engine_new(g, d, true);
+  ir_graph *s = NULL;
+  int rc = lay ? sh_place_data(e, g, d) : sh_place_megatron(e, g, d);
+  for (int i = 0; lay && rc == 0 && i < g->n_params; i++) sh_engine_place(e, g->params[i], IR_AXIS_TP, lay[i]);
+  if (rc == 0 && sh_engine_run(e) == 0) {
+    for (int i = 0, p = 0; i < g->n_outputs; i++) {
+      sh_st want[IR_NUM_AXES];
+      for (int a = 0; a < IR_NUM_AXES; a++) want[a] = (sh_st){SH_UNSET, 0, 1};
+      bool grad = g->outputs[i].value->role == IR_ROLE_GRAD && p < g->n_params; /* d_<param> in the parameters' order */
+      bool convert = grad && lay && grads_placed;
+      if (convert) want[IR_AXIS_TP] = lay[p];
+      p += grad;
+      sh_engine_output(e, i, convert ? want : NULL); /* else as the step hands it over */
+    }
+    s = sh_engine_finish(e);
+  }
+  sh_engine_free(e);
+  g->mesh = saved;
+  return s;
+}
+
+struct pass_tp_layouts {
+  int n, tp;
+  bool sp;
+  char **keys;
+  ir_type *types;
+  sh_st *st;
+};
+
+typedef struct {
+  ir_graph *g;
+  int t;
+  bool sp;
+  const double *w;
+  int nw;
+  ir_diag *quiet;
+} canon_ctx;
+
+static int eval_canon(void *ctx, const sh_st *tp, sh_cost *cost) {
+  const canon_ctx *x = ctx;
+  ir_graph *s = sh_shard_tp(x->g, x->t, x->sp, tp, true, x->quiet);
+  if (!s) return -1;
+  *cost = sh_graph_cost_weighted(s, x->w, x->nw);
+  ir_graph_free(s);
+  return 0;
+}
+
+pass_tp_layouts *pass_tp_search(ir_graph *g, int tp, bool sp, int layers, FILE *report, ir_diag *d) {
+  /* g's layers 0 .. K-1; with K >= 3 and a model of more, the middle ones stand for the model's middle ones */
+  int K = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->layer + 1 > K) K = g->nodes[i]->layer + 1;
+  double *w = calloc((size_t)K + 1, sizeof *w);
+  if (!w) abort();
+  for (int l = 0; l < K; l++) w[l] = 1;
+  if (K >= 3 && layers > K)
+    for (int l = 1; l < K - 1; l++) w[l] = (double)(layers - 2) / (K - 2);
+  canon_ctx x = {g, tp, sp, w, K, ir_diag_new(stderr)};
+  ir_diag_set_max_errors(x.quiet, 0);
+  sh_st *st = calloc((size_t)g->n_params + 1, sizeof *st);
+  if (!st) abort();
+  ir_mesh saved = g->mesh; /* the search reads the tp size off the graph's mesh */
+  for (int a = 0; a < IR_NUM_AXES; a++) g->mesh.size[a] = 1;
+  g->mesh.size[IR_AXIS_TP] = tp;
+  g->mesh.sp = sp && tp > 1;
+  sh_search_report *rep = NULL;
+  int rc = sh_search_tp(g, eval_canon, &x, st, report ? &rep : NULL, x.quiet);
+  g->mesh = saved;
+  ir_diag_free(x.quiet);
+  free(w);
+  if (rc != 0) { /* every parameter replicated does not shard: the engine says why */
+    for (int i = 0; i < g->n_params; i++) st[i] = sh_R();
+    ir_graph *s = sh_shard_tp(g, tp, sp, st, true, d);
+    ir_graph_free(s);
+    free(st);
+    return NULL;
+  }
+  if (rep) sh_search_print(report, rep);
+  sh_search_report_free(rep);
+  pass_tp_layouts *l = calloc(1, sizeof *l);
+  if (!l) abort();
+  l->tp = tp, l->sp = sp;
+  l->keys = calloc((size_t)g->n_params + 1, sizeof *l->keys);
+  l->types = calloc((size_t)g->n_params + 1, sizeof *l->types);
+  l->st = calloc((size_t)g->n_params + 1, sizeof *l->st);
+  if (!l->keys || !l->types || !l->st) abort();
+  for (int i = 0; i < g->n_params; i++) {
+    sh_st found;
+    if (sh_tp_layouts_find(l, g->params[i], &found) == 0) continue; /* its class has it */
+    char key[512];
+    class_key(g->params[i]->name, key, sizeof key);
+    if (!(l->keys[l->n] = strdup(key))) abort();
+    l->types[l->n] = g->params[i]->type;
+    l->st[l->n++] = st[i];
+  }
+  free(st);
+  return l;
+}
+
+int sh_tp_layouts_find(const pass_tp_layouts *l, const ir_value *p, sh_st *out) {
+  char key[512];
+  class_key(p->name, key, sizeof key);
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->keys[i], key) == 0 && ir_type_equal(&l->types[i], &p->type)) {
+      *out = l->st[i];
+      return 0;
+    }
+  return -1;
+}
+
+void pass_tp_layouts_free(pass_tp_layouts *l) {
+  if (!l) return;
+  for (int i = 0; i < l->n; i++) free(l->keys[i]);
+  free(l->keys);
+  free(l->types);
+  free(l->st);
+  free(l);
+}
+
+int pass_tp_layouts_tp(const pass_tp_layouts *l) { return l->tp; }
+bool pass_tp_layouts_sp(const pass_tp_layouts *l) { return l->sp; }

@@ -136,6 +136,24 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
 static int check_hints(const ir_graph *g, ir_diag *d);
 static int check_heads(const ir_graph *g, int tp, ir_diag *d);
 
+/* tp[i] for every parameter of g from the layouts given (pass_tp_search):
+ * 0, or -1 after reporting a parameter they have none for. */
+static int given_layouts(const ir_graph *g, const pass_tp_layouts *l, sh_st *tp, ir_diag *d) {
+  if (pass_tp_layouts_tp(l) != g->mesh.size[IR_AXIS_TP] || pass_tp_layouts_sp(l) != g->mesh.sp) {
+    ir_error_plain(d, "internal error: tp layouts chosen for tp = %d%s, the mesh has tp = %d%s", pass_tp_layouts_tp(l),
+                   pass_tp_layouts_sp(l) ? " with sp" : "", g->mesh.size[IR_AXIS_TP], g->mesh.sp ? " with sp" : "");
+    return -1;
+  }
+  for (int i = 0; i < g->n_params; i++)
+    if (sh_tp_layouts_find(l, g->params[i], &tp[i]) != 0) {
+      char t[160];
+      ir_error(d, g->params[i]->loc, "the tp layouts searched have none for parameter %%%s (%s): the search's graph "
+               "and this one differ", g->params[i]->name, ir_type_str(&g->params[i]->type, t, sizeof t));
+      return -1;
+    }
+  return 0;
+}
+
 /* g sharded over its mesh's dp and tp with the parameters' tp layouts tp
  * (NULL: replicated) and ZeRO-3's dims over dp when zero >= 3: one rank's
  * graph, or NULL after reporting through d. */
@@ -306,7 +324,12 @@ int pass_shard(ir_graph *g, const pass_options *o) {
   if (!tp) abort();
   for (int i = 0; i < g->n_params; i++) tp[i] = sh_R();
   bool placed = true;
-  if (g->mesh.size[IR_AXIS_TP] > 1 && o->tp_search) { /* the parameters' tp layouts, by search */
+  if (g->mesh.size[IR_AXIS_TP] > 1 && o->tp_layouts) { /* as given (tgc train and plan: pass_tp_search) */
+    if (given_layouts(g, o->tp_layouts, tp, o->diag) != 0) {
+      free(tp);
+      return -1;
+    }
+  } else if (g->mesh.size[IR_AXIS_TP] > 1 && o->tp_search) { /* the parameters' tp layouts, by search */
     plain_eval x = {g, o->zero, quiet_diag()};
     sh_search_report *rep = NULL;
     sh_search_tp(g, eval_plain, &x, tp, dumps_shard(o) ? &rep : NULL, o->diag);
@@ -578,7 +601,12 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
   sh_st *tp = calloc((size_t)np + 1, sizeof *tp);
   if (!tp) abort();
   for (int i = 0; i < np; i++) tp[i] = sh_R();
-  if (m->size[IR_AXIS_TP] > 1 && !o->tp_search) { /* Megatron-LM's rule: a probe run, the rules placing them */
+  if (m->size[IR_AXIS_TP] > 1 && o->tp_layouts) { /* as given (tgc train and plan: pass_tp_search) */
+    if (given_layouts(t->step, o->tp_layouts, tp, o->diag) != 0) {
+      free(tp);
+      return -1;
+    }
+  } else if (m->size[IR_AXIS_TP] > 1 && !o->tp_search) { /* Megatron-LM's rule: a probe run, the rules placing them */
     for (int i = 0; i < np; i++) tp[i] = (sh_st){SH_UNSET, 0, 1};
     ir_graph *step, *update;
     if (shard_program(t, tp, 0, &step, &update, o->diag, tp) != 0) {

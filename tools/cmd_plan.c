@@ -306,7 +306,7 @@ static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_mode
   o->fe.defines = o->defines;
   static const int b0s[] = {2, 3, 5};
   static const char *const lo[] = {"2", "3", "5"}, *const hi[] = {"4", "6", "10"};
-  int rc = 0;
+  int rc = 0, layers = 0;
   for (int ck = 0; ck < PASS_PLAN_CK_COUNT && rc == 0; ck++) {
     if (f->checkpoint && pass_plan_ckpt_from_name(f->checkpoint) != ck) continue;
     bool added = false;
@@ -320,6 +320,7 @@ static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_mode
           if (!ir_dtype_is_float(g2->inputs[i]->type.dtype)) *seq = (int)(ir_type_numel(&g2->inputs[i]->type) / b0s[t]);
         if (set_optimizer(g2, f, m, d) != 0) rc = -1;
       }
+      if (rc == 0 && layers == 0) layers = tool_graph_layers(g2);
       if (rc == 0) {
         FILE *sink = t < 2 ? tmpfile() : NULL; /* the last try says why */
         ir_diag *q = sink ? ir_diag_new(sink) : d;
@@ -336,6 +337,11 @@ static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_mode
     }
   }
   o->fe.n_defines = bi;
+  if (rc == 0 && o->tp_search) { /* the graph tgc train searches too (tool_tp_layouts): the same layouts */
+    ir_graph *sg = tool_tp_search_graph(o, dt, d);
+    if (!sg) return -1;
+    pass_plan_model_set_search_graph(m, sg, layers);
+  }
   return rc;
 }
 

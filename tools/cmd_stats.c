@@ -182,7 +182,15 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
                      .dump_out = stdout, .dump_format = o->format, .checkpoint = o->checkpoint,
                      .disabled = o->pass_disabled, .tp_search = o->tp_search};
   pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype_arg, .measure = true};
-  if (pass_build_training_graph(g, &to, &s->graph) != 0) return -1;
+  /* --tp-layout search: the layouts tgc plan and tgc train choose (tool_tp_layouts) */
+  pass_tp_layouts *tpl = NULL;
+  bool dump = o->after && (strcmp(o->after, "shard") == 0 || strcmp(o->after, "all") == 0);
+  if (tool_tp_layouts(o, g, dtype_arg, dump ? stdout : NULL, &tpl, d) != 0)
+    return -1;
+  po.tp_layouts = tpl;
+  int brc = pass_build_training_graph(g, &to, &s->graph);
+  pass_tp_layouts_free(tpl);
+  if (brc != 0) return -1;
   for (int i = 0; i < g->n_params; i++) { /* the parameters the shard pass padded (g is one rank's now) */
     char line[400];
     if (!pass_shard_padding_str(g->params[i], &g->mesh, line, sizeof line)) continue;

@@ -861,6 +861,7 @@ int tool_cmd_train(int argc, char **argv) {
   tool_compile_opts o = {0};
   train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1};
   rt_safetensors *state = NULL;
+  pass_tp_layouts *tpl = NULL; /* --tp-layout search: the layouts, as tgc plan chooses them */
   char *text = NULL, err[1024] = "";
   ir_graph *g = NULL;
   pass_training *prog = NULL;
@@ -973,6 +974,12 @@ int tool_cmd_train(int argc, char **argv) {
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
                      .disabled = o.pass_disabled, .zero = o.zero, .tp_search = o.tp_search};
+  { /* --tp-layout search: chosen on the graph tgc plan searches (tool_tp_layouts), so both choose alike */
+    int sdt = t.dtype == 1 ? IR_DT_BF16 : t.dtype == 2 ? IR_DT_F16 : -1;
+    bool dump = o.after && (strcmp(o.after, "shard") == 0 || strcmp(o.after, "all") == 0);
+    if (tool_tp_layouts(&o, g, sdt, dump ? stdout : NULL, &tpl, d) != 0) goto done;
+    po.tp_layouts = tpl;
+  }
   /* the data decides where the targets are (token accuracy), then the program */
   if (rt_data_bind(ds, g, err, sizeof err) != 0) {
     ir_error_plain(d, "%s", err);
@@ -1213,6 +1220,7 @@ done:
   tool_plan_free(&plan);
   rt_data_free(ds);
   rt_safetensors_free(state);
+  pass_tp_layouts_free(tpl);
   pass_training_free(prog);
   ir_graph_free(g);
   free(text);

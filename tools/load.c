@@ -357,3 +357,64 @@ int tool_need_file(const char *cmd, const tool_compile_opts *o, ir_diag *d) {
   ir_error_plain(d, "%s: missing FILE (see 'tgc %s --help')", cmd, cmd);
   return 1;
 }
+
+/* ---- --tp-layout search: the layouts tgc plan and tgc train choose alike ---- */
+
+ir_graph *tool_tp_search_graph(const tool_compile_opts *o, int dt, ir_diag *d) {
+  if (!o->file || tool_is_ir_file(o->file)) return NULL;
+  tool_compile_opts c = *o;
+  c.fe.defines = c.defines;
+  c.fe.max_layers = 3;
+  c.mesh_auto = c.mesh_set = c.stage_set = false; /* one device: the search shards it at each layout */
+  c.mesh = ir_mesh_single();
+  /* at B = 2 as tgc plan compiles it; a model without a constant B (which tgc plan refuses) at its own batch */
+  FILE *sink = tmpfile();
+  ir_diag *quiet = sink ? ir_diag_new(sink) : NULL;
+  char *text = NULL;
+  ir_graph *g = NULL;
+  if (quiet && tool_add_define(&c, "B", "2", quiet) == 0) g = tool_load(&c, quiet, &text);
+  ir_diag_free(quiet);
+  if (sink) fclose(sink);
+  if (!g) {
+    free(text);
+    text = NULL;
+    c.fe.n_defines = o->fe.n_defines;
+    g = tool_load(&c, d, &text);
+  }
+  if (g) {
+    /* as tgc plan compiles its policies (cmd_plan.c): the passes after the shard pass not run, no recompute */
+    bool off[PASS_COUNT];
+    for (int p = 0; p < PASS_COUNT; p++) off[p] = o->pass_disabled[p];
+    off[PASS_FUSE_LM_HEAD] = off[PASS_FUSE_ELEMENTWISE] = off[PASS_FUSE_TRANSPOSE] = true;
+    pass_options po = {.diag = d, .verify_each = o->verify_each, .disabled = off};
+    pass_train_graph_options to = {.passes = &po, .dtype = dt};
+    pass_train_graph_info info;
+    int rc = pass_build_training_graph(g, &to, &info);
+    pass_train_graph_info_free(&info);
+    if (rc != 0) {
+      ir_graph_free(g);
+      g = NULL;
+    }
+  }
+  free(text);
+  return g;
+}
+
+int tool_graph_layers(const ir_graph *g) {
+  int layers = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i]->layer + 1 > layers) layers = g->nodes[i]->layer + 1;
+  return layers;
+}
+
+int tool_tp_layouts(const tool_compile_opts *o, const ir_graph *model, int dt, FILE *report,
+                    pass_tp_layouts **out, ir_diag *d) {
+  *out = NULL;
+  const ir_mesh *m = &model->mesh;
+  if (!o->tp_search || m->size[IR_AXIS_TP] <= 1 || tool_is_ir_file(o->file)) return 0;
+  ir_graph *g = tool_tp_search_graph(o, dt, d);
+  if (!g) return -1;
+  *out = pass_tp_search(g, m->size[IR_AXIS_TP], m->sp, tool_graph_layers(model), report, d);
+  ir_graph_free(g);
+  return *out ? 0 : -1;
+}

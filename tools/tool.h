@@ -39,6 +39,19 @@ const char *tool_checkpoint_name(const char *v);
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
  * *text_out keeps the source alive for diagnostics (free after the graph). */
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out);
+/* --tp-layout search as tgc plan and tgc train share it: the graph the
+ * search chooses layouts on (the model's training graph at micro-batch 2 —
+ * -D B=2 — without recompute, in dtype dt (-1: the model's own), with at most 3 layers:
+ * fe_options.max_layers; the passes after the shard pass not run), NULL for
+ * an .ir file or after reporting; the number of layers of a graph (its
+ * nodes' largest layer + 1); and the layouts for model's mesh (tp, sp):
+ * *out NULL when there is nothing to search (--tp-layout megatron, tp = 1,
+ * an .ir file: the shard pass searches the graph itself), 0 or -1 after
+ * reporting. report: NULL, or where the search prints each class's layout. */
+ir_graph *tool_tp_search_graph(const tool_compile_opts *o, int dt, ir_diag *d);
+int tool_graph_layers(const ir_graph *g);
+int tool_tp_layouts(const tool_compile_opts *o, const ir_graph *model, int dt, FILE *report,
+                    pass_tp_layouts **out, ir_diag *d);
 /* Whether path names textual IR (.ir), not a .tg model. */
 bool tool_is_ir_file(const char *path);
 /* The configs of o->file evaluated with o's --config and -D (fe_configs);

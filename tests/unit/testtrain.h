@@ -88,6 +88,7 @@ typedef struct {
   const fe_define *defines;                  /* -D NAME=VALUE overrides (n_defines of them) */
   int n_defines;
   bool tp_search; /* the parameters' tp layouts by search (--tp-layout search) */
+  const pass_tp_layouts *tp_layouts; /* or as given (pass_tp_search) */
 } sharded_setup;
 
 static inline pass_training *sharded_program(const sharded_setup *c) {
@@ -105,7 +106,8 @@ static inline pass_training *sharded_program(const sharded_setup *c) {
     int dims[64];
     for (int i = 0; i < model->n_inputs && i < 64; i++) dims[i] = rt_data_batch_dim(ds, i);
     bool mixed = c->compute && c->compute != IR_DT_F32;
-    pass_options po = {.diag = d, .verify_each = c->verify_each, .zero = c->zero, .tp_search = c->tp_search};
+    pass_options po = {.diag = d, .verify_each = c->verify_each, .zero = c->zero, .tp_search = c->tp_search,
+                       .tp_layouts = c->tp_layouts};
     pass_train_options to = {.opt = pass_optimizer_defaults(c->opt), .micro_batches = c->micro ? c->micro : 1,
                              .targets_input = rt_data_targets_input(ds), .batch_dims = dims, .passes = &po,
                              .schedule = c->schedule, .mixed_precision = mixed,
