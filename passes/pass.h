@@ -671,6 +671,10 @@ int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
 int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
 
 
+/* One node's seconds on dev by the planner's roofline with its default
+ * efficiencies (plan_profile.c: GEMMs by their shape, attention, memory). */
+double pass_plan_node_seconds(const ir_node *n, const pass_target *dev, double flops, double bytes);
+
 /* ---- the parameters' tp layouts by search (shard_search.c) ----
  * pass_tp_search chooses every parameter class's layout on a tensor-
  * parallel group of tp devices (sp: with sequence parallelism) by the

@@ -992,3 +992,12 @@ int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, con
   }
   return 1;
 }
+
+double pass_plan_node_seconds(const ir_node *n, const pass_target *dev, double flops, double bytes) {
+  plan_node pn = {.op = n->op, .causal = ir_node_attr_int(n, "causal", 0) != 0};
+  double mnk[4];
+  gemm_dims(n, mnk);
+  ir_dtype dt = n->n_out ? n->out[0]->type.dtype : IR_DT_F32;
+  if (!ir_dtype_is_float(dt) && n->n_in) dt = n->in[0]->type.dtype;
+  return node_seconds(&default_k, dev, ir_dtype_size(dt), &pn, flops, bytes, mnk);
+}

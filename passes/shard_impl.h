@@ -205,14 +205,16 @@ sh_cost sh_graph_cost_weighted(const ir_graph *g, const double *w, int nw);
  * the update receives them so), else as the step hands them over. NULL
  * after reporting through d. */
 ir_graph *sh_shard_tp(ir_graph *g, int t, bool sp, const sh_st *lay, bool grads_placed, ir_diag *d);
+/* The same under Megatron-LM's rule, each parameter's layout the rules gave in found. */
+ir_graph *sh_shard_tp_found(ir_graph *g, int t, bool sp, sh_st *found, ir_diag *d);
 /* p's layout in l (its class: name but for numeric parts, and type): 0, or
  * -1 when l has none. */
 int sh_tp_layouts_find(const pass_tp_layouts *l, const ir_value *p, sh_st *out);
 /* tp[i] for every parameter of g; *report (may be NULL) for printing. -1
  * when even every parameter replicated fails (eval reported nothing: the
  * caller runs it to report). */
-int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, sh_st *tp, sh_search_report **report,
-                 ir_diag *d);
+int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, const sh_st *start, sh_st *tp,
+                 sh_search_report **report, ir_diag *d);
 void sh_search_print(FILE *out, const sh_search_report *r);
 void sh_search_report_free(sh_search_report *r);
 /* The part counts (2..127, at most cap of them) the graph later splits a

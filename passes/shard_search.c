@@ -104,25 +104,26 @@ sh_cost sh_graph_cost_weighted(const ir_graph *g, const double *lw, int nw) {
       continue;
     }
     pass_cost k = pass_node_cost(n);
-    ir_dtype dt = n->n_out ? n->out[0]->type.dtype : IR_DT_F32;
-    if (!ir_dtype_is_float(dt) && n->n_in) dt = n->in[0]->type.dtype;
-    c.seconds += w * pass_roofline_seconds(k.flops, k.bytes, pass_target_peak(dev, ir_dtype_size(dt)), dev->bandwidth);
+    c.seconds += w * pass_plan_node_seconds(n, dev, k.flops, k.bytes);
     if (heavy_op(n->op)) c.heavy += w * k.flops;
   }
   return c;
 }
 
-/* a better than b */
-static int cmp(double a, double b) {
-  double th = 1e-9 * fmax(fabs(a), fabs(b));
+/* a better than b, within a relative tolerance */
+static int cmp_tol(double a, double b, double tol) {
+  double th = tol * fmax(fabs(a), fabs(b));
   return a < b - th ? -1 : a > b + th ? 1 : 0;
 }
+static int cmp(double a, double b) { return cmp_tol(a, b, 1e-9); }
 
 static bool better(sh_cost a, sh_cost b) {
   if (isinf(b.heavy)) return !isinf(a.heavy);
   if (isinf(a.heavy)) return false;
-  int c = cmp(a.heavy, b.heavy);
-  if (c == 0) c = cmp(a.weights, b.weights);
+  /* FLOPs and weight bytes within 0.1% are alike: the few rows a padded vocabulary adds are no reason to
+   * prefer another split (GPT-3's 50,257-token table over tp = 8: +0.01%) */
+  int c = cmp_tol(a.heavy, b.heavy, 1e-3);
+  if (c == 0) c = cmp_tol(a.weights, b.weights, 1e-3);
   if (c == 0) c = cmp(a.seconds, b.seconds);
   return c < 0;
 }
@@ -327,8 +328,8 @@ static sh_cost descend(const ir_graph *g, int np, const int *class_of, klass *cl
   return best;
 }
 
-int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, sh_st *tp, sh_search_report **report,
-                 ir_diag *d) {
+int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, const sh_st *start, sh_st *tp,
+                 sh_search_report **report, ir_diag *d) {
   int np = g->n_params, size = g->mesh.size[IR_AXIS_TP];
   if (report) *report = NULL;
   if (size <= 1 || np == 0) {
@@ -393,10 +394,26 @@ int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, sh_st *tp, s
   second = descend(g, np, class_of, cls, nc, weight, tp, eval, ctx, second, &m);
   if (better(second, best)) {
     best = second;
-  } else {
-    for (int c = 0; c < nc; c++) cls[c].pick = picks[c];
-    best = descend(g, np, class_of, cls, nc, weight, tp, eval, ctx, best, &m);
+    for (int c = 0; c < nc; c++) picks[c] = cls[c].pick;
   }
+  if (start) { /* a third start: the caller's (Megatron-LM's placement, found by the rules) */
+    bool all = true;
+    for (int c = 0; c < nc; c++) {
+      int j = 0;
+      while (j < cls[c].n_cands && !sh_eq(cls[c].cands[j], start[cls[c].first])) j++;
+      all &= j < cls[c].n_cands;
+      cls[c].pick = j < cls[c].n_cands ? j : picks[c];
+    }
+    sh_cost third = all ? eval_assign(g, np, class_of, cls, weight, tp, eval, ctx, &m) : INFEASIBLE;
+    if (all) third = descend(g, np, class_of, cls, nc, weight, tp, eval, ctx, third, &m);
+    if (all && better(third, best)) {
+      best = third;
+      for (int c = 0; c < nc; c++) picks[c] = cls[c].pick;
+    }
+  }
+  /* the best optimum's descent once more: each class's runner-up against it */
+  for (int c = 0; c < nc; c++) cls[c].pick = picks[c];
+  best = descend(g, np, class_of, cls, nc, weight, tp, eval, ctx, best, &m);
   free(picks);
   for (int c = 0; c < nc; c++) cls[c].cost = best;
   evals = m.runs;
@@ -457,7 +474,17 @@ void sh_search_report_free(sh_search_report *r) {
 
 /* ---- the layouts tgc plan and tgc train share (pass.h, pass_tp_search) ---- */
 
+static ir_graph *shard_tp(ir_graph *g, int t, bool sp, const sh_st *lay, bool grads_placed, sh_st *found, ir_diag *d);
+
 ir_graph *sh_shard_tp(ir_graph *g, int t, bool sp, const sh_st *lay, bool grads_placed, ir_diag *d) {
+  return shard_tp(g, t, sp, lay, grads_placed, NULL, d);
+}
+
+ir_graph *sh_shard_tp_found(ir_graph *g, int t, bool sp, sh_st *found, ir_diag *d) {
+  return shard_tp(g, t, sp, NULL, false, found, d);
+}
+
+static ir_graph *shard_tp(ir_graph *g, int t, bool sp, const sh_st *lay, bool grads_placed, sh_st *found, ir_diag *d) {
   ir_mesh saved = g->mesh;
   for (int a = 0; a < IR_NUM_AXES; a++) g->mesh.size[a] = 1;
   g->mesh.size[IR_AXIS_TP] = t;
@@ -468,6 +495,7 @@ ir_graph *sh_shard_tp(ir_graph *g, int t, bool sp, const sh_st *lay, bool grads_
   int rc = lay ? sh_place_data(e, g, d) : sh_place_megatron(e, g, d);
   for (int i = 0; lay && rc == 0 && i < g->n_params; i++) sh_engine_place(e, g->params[i], IR_AXIS_TP, lay[i]);
   if (rc == 0 && sh_engine_run(e) == 0) {
+    for (int i = 0; found && i < g->n_params; i++) found[i] = sh_engine_layout(e, g->params[i], IR_AXIS_TP);
     for (int i = 0, p = 0; i < g->n_outputs; i++) {
       sh_st want[IR_NUM_AXES];
       for (int a = 0; a < IR_NUM_AXES; a++) want[a] = (sh_st){SH_UNSET, 0, 1};
@@ -529,7 +557,14 @@ pass_tp_layouts *pass_tp_search(ir_graph *g, int tp, bool sp, int layers, FILE *
   g->mesh.size[IR_AXIS_TP] = tp;
   g->mesh.sp = sp && tp > 1;
   sh_search_report *rep = NULL;
-  int rc = sh_search_tp(g, eval_canon, &x, st, report ? &rep : NULL, x.quiet);
+  /* three starts: every parameter replicated, every weight split along its last dim, and the layouts
+   * Megatron-LM's rule gives (found by the rules on the same graph), the best local optimum kept */
+  sh_st *meg = calloc((size_t)g->n_params + 1, sizeof *meg);
+  if (!meg) abort();
+  ir_graph *ms = sh_shard_tp_found(g, tp, sp, meg, x.quiet);
+  ir_graph_free(ms);
+  int rc = sh_search_tp(g, eval_canon, &x, ms ? meg : NULL, st, report ? &rep : NULL, x.quiet);
+  free(meg);
   g->mesh = saved;
   ir_diag_free(x.quiet);
   free(w);

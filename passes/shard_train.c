@@ -332,7 +332,7 @@ int pass_shard(ir_graph *g, const pass_options *o) {
   } else if (g->mesh.size[IR_AXIS_TP] > 1 && o->tp_search) { /* the parameters' tp layouts, by search */
     plain_eval x = {g, o->zero, quiet_diag()};
     sh_search_report *rep = NULL;
-    sh_search_tp(g, eval_plain, &x, tp, dumps_shard(o) ? &rep : NULL, o->diag);
+    sh_search_tp(g, eval_plain, &x, NULL, tp, dumps_shard(o) ? &rep : NULL, o->diag);
     ir_diag_free(x.quiet);
     if (rep) sh_search_print(o->dump_out ? o->dump_out : stdout, rep);
     sh_search_report_free(rep);
@@ -618,7 +618,7 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
   } else if (m->size[IR_AXIS_TP] > 1) { /* the parameters' tp layouts, by search */
     train_eval x = {t, o->zero, quiet_diag()};
     sh_search_report *rep = NULL;
-    sh_search_tp(t->step, eval_train, &x, tp, dumps_shard(o) ? &rep : NULL, o->diag);
+    sh_search_tp(t->step, eval_train, &x, NULL, tp, dumps_shard(o) ? &rep : NULL, o->diag);
     ir_diag_free(x.quiet);
     if (rep) sh_search_print(o->dump_out ? o->dump_out : stdout, rep);
     sh_search_report_free(rep);

@@ -345,7 +345,7 @@ int tool_cmd_compile(int argc, char **argv) {
   char stem[128];
   if (rc == 0) base_name(o.file, stem, sizeof stem);
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .checkpoint = o.checkpoint,
-                     .disabled = o.pass_disabled, .tp_search = o.tp_search};
+                     .disabled = o.pass_disabled, .tp_search = !o.tp_megatron};
   const cg_cuda_api *use = have_nvrtc ? &api : NULL;
   if (rc == 0 && c.train) {
     pass_train_options to = {.opt = pass_optimizer_defaults((pass_optimizer_kind)c.optimizer), .micro_batches = c.micro,

@@ -299,7 +299,7 @@ static int set_optimizer(const ir_graph *g, const plan_flags *f, pass_plan_model
 static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_model *m, ir_dtype dt, int *seq,
                        ir_diag *d) {
   pass_plan_model_disable(m, o->pass_disabled);
-  pass_plan_model_set_tp_search(m, o->tp_search);
+  pass_plan_model_set_tp_search(m, !o->tp_megatron);
   int bi = o->fe.n_defines;
   o->defines[bi] = (fe_define){"B", "2"};
   o->fe.n_defines++;
@@ -337,7 +337,7 @@ static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_mode
     }
   }
   o->fe.n_defines = bi;
-  if (rc == 0 && o->tp_search) { /* the graph tgc train searches too (tool_tp_layouts): the same layouts */
+  if (rc == 0 && !o->tp_megatron) { /* the graph tgc train searches too (tool_tp_layouts): the same layouts */
     ir_graph *sg = tool_tp_search_graph(o, dt, d);
     if (!sg) return -1;
     pass_plan_model_set_search_graph(m, sg, layers);

@@ -180,7 +180,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
   s->mixed = s->dtype_bytes == 2;
   pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
                      .dump_out = stdout, .dump_format = o->format, .checkpoint = o->checkpoint,
-                     .disabled = o->pass_disabled, .tp_search = o->tp_search};
+                     .disabled = o->pass_disabled, .tp_search = !o->tp_megatron};
   pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype_arg, .measure = true};
   /* --tp-layout search: the layouts tgc plan and tgc train choose (tool_tp_layouts) */
   pass_tp_layouts *tpl = NULL;

@@ -785,8 +785,8 @@ static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, i
     ir_error_plain(d, "--zero %d: the plan %s says --zero %d", o->zero, pf, zero);
     return -1;
   }
-  if (o->tp_layout_set && p->tp > 1 && o->tp_search != p->tp_search) {
-    ir_error_plain(d, "--tp-layout %s: the plan %s says --tp-layout %s", o->tp_search ? "search" : "megatron", pf,
+  if (o->tp_layout_set && p->tp > 1 && o->tp_megatron == p->tp_search) {
+    ir_error_plain(d, "--tp-layout %s: the plan %s says --tp-layout %s", o->tp_megatron ? "megatron" : "search", pf,
                    p->tp_search ? "search" : "megatron");
     return -1;
   }
@@ -839,7 +839,7 @@ static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, i
   o->mesh_set = true;
   o->zero = zero, o->zero_set = true;
   o->checkpoint = p->checkpoint;
-  o->tp_search = p->tp_search;
+  o->tp_megatron = !p->tp_search;
   t->batch = batch, t->batch_set = true;
   t->micro_batches = p->micro_batches, t->mb_set = true;
   t->pp_schedule = p->schedule, t->pp_schedule_set = true;
@@ -973,7 +973,7 @@ int tool_cmd_train(int argc, char **argv) {
   if (!(g = tool_load(&o, d, &text))) goto done;
   pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
-                     .disabled = o.pass_disabled, .zero = o.zero, .tp_search = o.tp_search};
+                     .disabled = o.pass_disabled, .zero = o.zero, .tp_search = !o.tp_megatron};
   { /* --tp-layout search: chosen on the graph tgc plan searches (tool_tp_layouts), so both choose alike */
     int sdt = t.dtype == 1 ? IR_DT_BF16 : t.dtype == 2 ? IR_DT_F16 : -1;
     bool dump = o.after && (strcmp(o.after, "shard") == 0 || strcmp(o.after, "all") == 0);
@@ -1154,7 +1154,7 @@ int tool_cmd_train(int argc, char **argv) {
       json_object_set_new(par, "mesh", json_pack("{s:i,s:i,s:i,s:b}", "dp", o.mesh.size[IR_AXIS_DP], "tp",
                                                  o.mesh.size[IR_AXIS_TP], "pp", o.mesh.size[IR_AXIS_PP], "sp", o.mesh.sp));
       json_object_set_new(par, "zero", json_integer(o.zero));
-      json_object_set_new(par, "tp_layout", json_string(o.tp_search ? "search" : "megatron"));
+      json_object_set_new(par, "tp_layout", json_string(o.tp_megatron ? "megatron" : "search"));
       json_object_set_new(par, "pipeline_schedule", json_string(pass_schedule_name((pass_schedule)t.pp_schedule)));
       json_object_set_new(par, "checkpoint", json_string(o.checkpoint ? o.checkpoint : "none"));
       json_object_set_new(par, "batch", t.batch_set ? json_integer(t.batch) : json_null());

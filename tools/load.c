@@ -153,7 +153,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.checkpoint = o->checkpoint;
   po.disabled = o->pass_disabled;
   po.zero = o->zero;
-  po.tp_search = o->tp_search;
+  po.tp_search = !o->tp_megatron;
   pass_id list[PASS_COUNT * 2 + 8];
   int n = tool_pipeline(o, list);
   if (pass_run_pipeline(g, list, n, &po) != 0) return -1;
@@ -316,7 +316,7 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
       ir_error_plain(d, "--tp-layout %s: expected megatron or search", v);
       return -1;
     }
-    o->tp_search = strcmp(v, "search") == 0;
+    o->tp_megatron = strcmp(v, "megatron") == 0;
     o->tp_layout_set = true;
     return 1;
   }
@@ -411,7 +411,7 @@ int tool_tp_layouts(const tool_compile_opts *o, const ir_graph *model, int dt, F
                     pass_tp_layouts **out, ir_diag *d) {
   *out = NULL;
   const ir_mesh *m = &model->mesh;
-  if (!o->tp_search || m->size[IR_AXIS_TP] <= 1 || tool_is_ir_file(o->file)) return 0;
+  if (o->tp_megatron || m->size[IR_AXIS_TP] <= 1 || tool_is_ir_file(o->file)) return 0;
   ir_graph *g = tool_tp_search_graph(o, dt, d);
   if (!g) return -1;
   *out = pass_tp_search(g, m->size[IR_AXIS_TP], m->sp, tool_graph_layers(model), report, d);

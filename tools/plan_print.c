@@ -336,7 +336,7 @@ static void plan_command(const plan_report *r, const pass_plan_result *b, const 
     lit(buf, n, "--mesh"), lit(buf, n, x);
     snprintf(x, sizeof x, "--zero %d --batch %d --micro-batches %d", s->zero, s->micro_batch * s->dp, b->m);
     lit(buf, n, x);
-    if (s->tp > 1 && pass_plan_model_tp_search(r->model)) lit(buf, n, "--tp-layout search");
+    if (s->tp > 1 && !pass_plan_model_tp_search(r->model)) lit(buf, n, "--tp-layout megatron");
     if (s->pp > 1) {
       if (s->schedule == PASS_SCHED_INTERLEAVED) snprintf(x, sizeof x, "--pipeline-schedule interleaved:%d", s->v);
       else snprintf(x, sizeof x, "--pipeline-schedule %s", pass_schedule_name(s->schedule));

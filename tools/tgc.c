@@ -34,11 +34,11 @@ const char *const tool_common_help =
     "                       show (default 0; run and train: each rank's own)\n"
     "  --zero N             ZeRO stage 0-3 over dp: 1 shards the optimizer state, 2 also\n"
     "                       the gradients, 3 also the parameters (default 0)\n"
-    "  --tp-layout L        how each parameter is laid out over tp: megatron (default: Megatron-LM's\n"
-    "                       column / row rule) or search (each layout chosen by the modelled cost\n"
-    "                       of the sharded program; the dump after shard says why, beside the\n"
-    "                       runner-up). tgc plan models the one given and its plan file and\n"
-    "                       command carry it\n";
+    "  --tp-layout L        how each parameter is laid out over tp: search (the default: each\n"
+    "                       parameter's layout chosen by the modelled cost of the sharded program;\n"
+    "                       the dump after shard says why, beside the runner-up) or megatron\n"
+    "                       (Megatron-LM's column / row rule). tgc plan models the one given; its\n"
+    "                       plan file and command carry it\n";
 
 static const char *const check_help =
     "usage: tgc check FILE [options]\n"
@@ -162,7 +162,7 @@ static int dump_train(ir_graph *g, const tool_compile_opts *o, FILE *out, ir_dia
   if (all) print_graph(out, g, o->format, NULL);
   pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
                      .dump_out = out, .dump_format = o->format, .checkpoint = o->checkpoint,
-                     .disabled = o->pass_disabled, .zero = o->zero, .tp_search = o->tp_search};
+                     .disabled = o->pass_disabled, .zero = o->zero, .tp_search = !o->tp_megatron};
   pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = 1, .targets_input = -1,
                            .passes = &po};
   pass_training *prog = pass_build_train(g, &to);

@@ -27,7 +27,7 @@ typedef struct {
   bool mesh_auto;          /* --mesh auto: tgc train asks the planner (tool_plan_auto_mesh) */
   int zero;                /* --zero N (zero_set: given) */
   bool zero_set;
-  bool tp_search;          /* --tp-layout search (tp_layout_set: --tp-layout given) */
+  bool tp_megatron;        /* --tp-layout megatron (else search, the default; tp_layout_set: --tp-layout given) */
   bool tp_layout_set;
 } tool_compile_opts;
 

@@ -61,17 +61,22 @@ same zero 1 "$(field "$dir/par.json" zero)"
 same "pipeline schedule" 1f1b "$(field "$dir/par.json" pipeline_schedule)"
 same checkpoint selective "$(field "$dir/par.json" checkpoint)"
 
-# layouts by search (--tp-layout search): the plan file and the command carry it, the run searches as the planner did
+# layouts by search (--tp-layout search, the default): the plan file and the command carry it, the run searches as
+# the planner did
 # shellcheck disable=SC2086
-"$tgc" plan $planargs --mesh dp=2,tp=2 --tp-layout search --save-plan "$dir/search.json" > "$dir/search.out" ||
+"$tgc" plan $planargs --mesh dp=2,tp=2 --save-plan "$dir/search.json" > "$dir/search.out" ||
   { echo "FAIL: tgc plan (search)"; exit 1; }
 same "plan file tp_layout" search "$(field "$dir/search.json" tp_layout)"
 run_printed "$dir/search.out"
 sed -n '/"parallel"/,/"micro_batches"/p' "$dir/run.json" > "$dir/par.json"
 same "tp layout" search "$(field "$dir/par.json" tp_layout)"
 same tp 2 "$(field "$dir/par.json" tp)"
-"$tgc" plan $planargs --mesh dp=2,tp=2 --tp-layout search > "$dir/search_flags.out" || { echo "FAIL: tgc plan (search, flags)"; exit 1; }
-tail -1 "$dir/search_flags.out" | grep -q -- "--tp-layout search" || { echo "FAIL: the command lacks --tp-layout search"; exit 1; }
+# shellcheck disable=SC2086
+"$tgc" plan $planargs --mesh dp=2,tp=2 --tp-layout megatron > "$dir/rule_flags.out" || { echo "FAIL: tgc plan (megatron, flags)"; exit 1; }
+tail -1 "$dir/rule_flags.out" | grep -q -- "--tp-layout megatron" || { echo "FAIL: the command lacks --tp-layout megatron"; exit 1; }
+run_printed "$dir/rule_flags.out"
+sed -n '/"parallel"/,/"micro_batches"/p' "$dir/run.json" > "$dir/par.json"
+same "tp layout" megatron "$(field "$dir/par.json" tp_layout)"
 # a plan file that says another layout than the flag beside it is refused
 sed 's/"tp_layout": "search"/"tp_layout": "megatron"/' "$dir/search.json" > "$dir/meg.json"
 if "$tgc" train examples/gpt.tg --config tiny --plan "$dir/meg.json" --tp-layout search --data reverse --steps 1 > /dev/null 2> "$dir/err.txt"; then
