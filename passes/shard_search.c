@@ -125,6 +125,7 @@ static bool better(sh_cost a, sh_cost b) {
   int c = cmp_tol(a.heavy, b.heavy, 1e-3);
   if (c == 0) c = cmp_tol(a.weights, b.weights, 1e-3);
   if (c == 0) c = cmp(a.seconds, b.seconds);
+  if (c == 0) c = cmp(a.comm, b.comm); /* at equal time, fewer bytes sent */
   return c < 0;
 }
 
