@@ -67,7 +67,7 @@ static int bpe(void *ctx, const char *w, size_t len) {
       return 0;
     }
   }
-  int32_t *sym = malloc(len * sizeof *sym);
+  int32_t *sym = malloc((len ? len : 1) * sizeof *sym);
   if (!sym) abort();
   size_t n = 0;
   for (size_t i = 0; i < len;) {

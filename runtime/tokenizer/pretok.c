@@ -125,7 +125,9 @@ static bool space(const uint32_t *cp, size_t n, size_t i) { return i < n && tok_
 static bool rest(const uint32_t *cp, size_t n, size_t i) {
   return i < n && !tok_is_space(cp[i]) && !tok_is_letter(cp[i]) && !tok_is_number(cp[i]);
 }
-static uint32_t fold(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+/* Case folding as (?i) does for the letters of the contractions: ASCII, and
+ * U+017F LATIN SMALL LETTER LONG S, which folds to 's'. */
+static uint32_t fold(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c == 0x17F ? 's' : c; }
 
 /* 's|'t|'re|'ve|'m|'ll|'d (case-insensitive for Llama 3): the length, 0 if none. */
 static size_t contraction(const uint32_t *cp, size_t n, size_t i, bool nocase) {
