@@ -20,8 +20,8 @@
 static const char gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 static const char llama3_pattern[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-    "\\s+(?!\\S)|\\s+";
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 typedef struct {
   const char *path;
@@ -47,7 +47,7 @@ static uint64_t hash_bytes(const char *s, size_t n) {
   return h;
 }
 
-int32_t tok_strmap_get(const tok_strmap *m, const char *s, size_t n) {
+int32_t rt_tok_strmap_get(const rt_tok_strmap *m, const char *s, size_t n) {
   if (!m->cap) return -1;
   for (size_t i = hash_bytes(s, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
     const char *k = m->keys[i];
@@ -56,7 +56,7 @@ int32_t tok_strmap_get(const tok_strmap *m, const char *s, size_t n) {
   }
 }
 
-static void strmap_put(tok_strmap *m, const char *key, int32_t id) {
+static void strmap_put(rt_tok_strmap *m, const char *key, int32_t id) {
   size_t n = strlen(key);
   for (size_t i = hash_bytes(key, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
     if (!m->keys[i]) {
@@ -81,7 +81,7 @@ static uint64_t mix64(uint64_t x) {
   return x;
 }
 
-bool tok_merges_get(const tok_merges *m, int32_t a, int32_t b, int32_t *rank, int32_t *merged) {
+bool rt_tok_merges_get(const rt_tok_merges *m, int32_t a, int32_t b, int32_t *rank, int32_t *merged) {
   if (!m->cap) return false;
   uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
   for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
@@ -140,12 +140,12 @@ static int load_vocab(loader *l, rt_tokenizer *t, json_t *vocab) {
   return 0;
 }
 
-static int32_t vocab_id(const rt_tokenizer *t, const char *s) { return tok_strmap_get(&t->vocab, s, strlen(s)); }
+static int32_t vocab_id(const rt_tokenizer *t, const char *s) { return rt_tok_strmap_get(&t->vocab, s, strlen(s)); }
 
 /* BPE merges: "a b" strings (older files) or ["a", "b"] pairs (newer). */
 static int load_merges(loader *l, rt_tokenizer *t, json_t *merges) {
   size_t n = json_array_size(merges);
-  tok_merges *m = &t->merges;
+  rt_tok_merges *m = &t->merges;
   m->cap = pow2_at_least(n);
   m->keys = malloc(m->cap * sizeof *m->keys);
   m->rank = malloc(m->cap * sizeof *m->rank);
@@ -356,7 +356,7 @@ static int load_decoder(loader *l, rt_tokenizer *t, json_t *d) {
 }
 
 static int cmp_added(const void *a, const void *b) {
-  size_t la = strlen(((const tok_added *)a)->content), lb = strlen(((const tok_added *)b)->content);
+  size_t la = strlen(((const rt_tok_added *)a)->content), lb = strlen(((const rt_tok_added *)b)->content);
   return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
@@ -371,7 +371,7 @@ static int load_added(loader *l, rt_tokenizer *t, json_t *added) {
     if (!content || !*content || !json_is_integer(id))
       return fail(l, "added_tokens[%zu]: expected a non-empty \"content\" and an integer \"id\"", i);
     if (set_token(l, t, content, json_integer_value(id))) return -1;
-    tok_added *a = &t->added[t->n_added++];
+    rt_tok_added *a = &t->added[t->n_added++];
     a->content = strdup(content);
     a->id = (int32_t)json_integer_value(id);
     a->special = json_is_true(json_object_get(e, "special"));
@@ -386,7 +386,8 @@ static int load_truncation(loader *l, rt_tokenizer *t, json_t *tr) {
   if (!tr || json_is_null(tr)) return 0;
   json_t *mx = json_object_get(tr, "max_length");
   const char *dir = json_string_value(json_object_get(tr, "direction"));
-  if (!json_is_integer(mx) || json_integer_value(mx) < 1) return fail(l, "truncation.max_length: expected an integer >= 1");
+  if (!json_is_integer(mx) || json_integer_value(mx) < 1)
+    return fail(l, "truncation.max_length: expected an integer >= 1");
   t->trunc_max = json_integer_value(mx);
   t->trunc_left = dir && strcmp(dir, "Left") == 0;
   return 0;
@@ -407,9 +408,11 @@ static int load_root(loader *l, rt_tokenizer *t, json_t *root) {
   t->tokens = calloc((size_t)t->n_tokens + 1, sizeof *t->tokens);
   t->is_special = calloc((size_t)t->n_tokens + 1, sizeof *t->is_special);
   if (!t->tokens || !t->is_special) return fail(l, "out of memory");
-  if (load_model(l, t, model) || load_added(l, t, added) || load_normalizer(l, t, json_object_get(root, "normalizer")) ||
+  if (load_model(l, t, model) || load_added(l, t, added) ||
+      load_normalizer(l, t, json_object_get(root, "normalizer")) ||
       load_pretok(l, t, json_object_get(root, "pre_tokenizer")) ||
-      load_post(l, t, json_object_get(root, "post_processor")) || load_decoder(l, t, json_object_get(root, "decoder")) ||
+      load_post(l, t, json_object_get(root, "post_processor")) ||
+      load_decoder(l, t, json_object_get(root, "decoder")) ||
       load_truncation(l, t, json_object_get(root, "truncation")))
     return -1;
   for (int i = 0; i < t->n_prefix + t->n_suffix; i++) {

@@ -21,18 +21,18 @@ static bool is_chinese(uint32_t c) {
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
-static bool bert_space(uint32_t c) { return c == '\t' || c == '\n' || c == '\r' || tok_is_space(c); }
-static bool bert_control(uint32_t c) { return c != '\t' && c != '\n' && c != '\r' && tok_is_other(c); }
+static bool bert_space(uint32_t c) { return c == '\t' || c == '\n' || c == '\r' || rt_tok_is_space(c); }
+static bool bert_control(uint32_t c) { return c != '\t' && c != '\n' && c != '\r' && rt_tok_is_other(c); }
 static bool bert_punct(uint32_t c) {
   return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126) ||
-         tok_is_punct(c);
+         rt_tok_is_punct(c);
 }
 
 /* BertNormalizer, in its order: clean text (drop NUL, U+FFFD and controls;
  * whitespace becomes a space), pad Chinese characters with spaces, strip
  * accents (NFD, drop non-spacing marks), lowercase. */
-static void bert_normalize(const rt_tokenizer *t, const uint32_t *cp, size_t n, tok_cps *out) {
-  tok_cps a = {0}, b = {0};
+static void bert_normalize(const rt_tokenizer *t, const uint32_t *cp, size_t n, rt_tok_cps *out) {
+  rt_tok_cps a = {0}, b = {0};
   for (size_t i = 0; i < n; i++) {
     uint32_t c = cp[i];
     if (t->clean_text) {
@@ -40,48 +40,48 @@ static void bert_normalize(const rt_tokenizer *t, const uint32_t *cp, size_t n, 
       if (bert_space(c)) c = ' ';
     }
     if (t->chinese_chars && is_chinese(c)) {
-      tok_cps_push(&a, ' ');
-      tok_cps_push(&a, c);
-      tok_cps_push(&a, ' ');
+      rt_tok_cps_push(&a, ' ');
+      rt_tok_cps_push(&a, c);
+      rt_tok_cps_push(&a, ' ');
     } else {
-      tok_cps_push(&a, c);
+      rt_tok_cps_push(&a, c);
     }
   }
   if (t->strip_accents) {
-    for (size_t i = 0; i < a.n; i++) tok_push_nfd(&b, a.v[i]);
+    for (size_t i = 0; i < a.n; i++) rt_tok_push_nfd(&b, a.v[i]);
     size_t k = 0;
     for (size_t i = 0; i < b.n; i++)
-      if (!tok_is_mark_nonspacing(b.v[i])) b.v[k++] = b.v[i];
+      if (!rt_tok_is_mark_nonspacing(b.v[i])) b.v[k++] = b.v[i];
     b.n = k;
   } else {
-    tok_cps tmp = a;
+    rt_tok_cps tmp = a;
     a = b;
     b = tmp;
   }
   if (t->lowercase) {
-    for (size_t i = 0; i < b.n; i++) tok_push_lower(out, b.v[i]);
+    for (size_t i = 0; i < b.n; i++) rt_tok_push_lower(out, b.v[i]);
   } else {
-    for (size_t i = 0; i < b.n; i++) tok_cps_push(out, b.v[i]);
+    for (size_t i = 0; i < b.n; i++) rt_tok_cps_push(out, b.v[i]);
   }
-  tok_cps_free(&a);
-  tok_cps_free(&b);
+  rt_tok_cps_free(&a);
+  rt_tok_cps_free(&b);
 }
 
-static int emit_cps(const uint32_t *cp, size_t n, tok_word_fn emit, void *ctx) {
+static int emit_cps(const uint32_t *cp, size_t n, rt_tok_word_fn emit, void *ctx) {
   if (n == 0) return 0;
-  tok_buf w = {0};
-  for (size_t i = 0; i < n; i++) tok_buf_cp(&w, cp[i]);
+  rt_tok_buf w = {0};
+  for (size_t i = 0; i < n; i++) rt_tok_buf_cp(&w, cp[i]);
   int rc = emit(ctx, w.s, w.n);
-  tok_buf_free(&w);
+  rt_tok_buf_free(&w);
   return rc;
 }
 
 /* BertPreTokenizer: whitespace separates words (and is dropped); every
  * punctuation character is a word of its own. */
-static int bert_words(const uint32_t *cp, size_t n, tok_word_fn emit, void *ctx) {
+static int bert_words(const uint32_t *cp, size_t n, rt_tok_word_fn emit, void *ctx) {
   size_t start = 0;
   for (size_t i = 0; i <= n; i++) {
-    if (i < n && !tok_is_space(cp[i]) && !bert_punct(cp[i])) continue;
+    if (i < n && !rt_tok_is_space(cp[i]) && !bert_punct(cp[i])) continue;
     if (emit_cps(cp + start, i - start, emit, ctx)) return -1;
     if (i < n && bert_punct(cp[i]) && emit_cps(cp + i, 1, emit, ctx)) return -1;
     start = i + 1;
@@ -95,35 +95,35 @@ static int bert_words(const uint32_t *cp, size_t n, tok_word_fn emit, void *ctx)
  * others (control, space, 127-160, 173) for 256, 257, ... in byte order. */
 static bool byte_prints(unsigned b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
 
-uint32_t tok_byte_to_cp(uint8_t b) {
+uint32_t rt_tok_byte_to_cp(uint8_t b) {
   if (byte_prints(b)) return b;
   return b <= 32 ? 256u + b : b <= 160 ? b + 162u : 323u; /* 0-32: 256-288, 127-160: 289-322, 173: 323 */
 }
 
-int tok_cp_to_byte(uint32_t c) {
+int rt_tok_cp_to_byte(uint32_t c) {
   if (c < 256) return byte_prints(c) ? (int)c : -1;
   return c <= 288 ? (int)(c - 256) : c <= 322 ? (int)(c - 162) : c == 323 ? 173 : -1;
 }
 
-static int emit_bytes(const uint32_t *cp, size_t n, tok_word_fn emit, void *ctx) {
+static int emit_bytes(const uint32_t *cp, size_t n, rt_tok_word_fn emit, void *ctx) {
   if (n == 0) return 0;
-  tok_buf w = {0};
+  rt_tok_buf w = {0};
   for (size_t i = 0; i < n; i++) {
     char u[4];
-    int k = tok_utf8_put(cp[i], u);
-    for (int j = 0; j < k; j++) tok_buf_cp(&w, tok_byte_to_cp((uint8_t)u[j]));
+    int k = rt_tok_utf8_put(cp[i], u);
+    for (int j = 0; j < k; j++) rt_tok_buf_cp(&w, rt_tok_byte_to_cp((uint8_t)u[j]));
   }
   int rc = emit(ctx, w.s, w.n);
-  tok_buf_free(&w);
+  rt_tok_buf_free(&w);
   return rc;
 }
 
-static bool letter(const uint32_t *cp, size_t n, size_t i) { return i < n && tok_is_letter(cp[i]); }
-static bool number(const uint32_t *cp, size_t n, size_t i) { return i < n && tok_is_number(cp[i]); }
-static bool space(const uint32_t *cp, size_t n, size_t i) { return i < n && tok_is_space(cp[i]); }
+static bool letter(const uint32_t *cp, size_t n, size_t i) { return i < n && rt_tok_is_letter(cp[i]); }
+static bool number(const uint32_t *cp, size_t n, size_t i) { return i < n && rt_tok_is_number(cp[i]); }
+static bool space(const uint32_t *cp, size_t n, size_t i) { return i < n && rt_tok_is_space(cp[i]); }
 /* [^\s\p{L}\p{N}] */
 static bool rest(const uint32_t *cp, size_t n, size_t i) {
-  return i < n && !tok_is_space(cp[i]) && !tok_is_letter(cp[i]) && !tok_is_number(cp[i]);
+  return i < n && !rt_tok_is_space(cp[i]) && !rt_tok_is_letter(cp[i]) && !rt_tok_is_number(cp[i]);
 }
 /* Case folding as (?i) does for the letters of the contractions: ASCII, and
  * U+017F LATIN SMALL LETTER LONG S, which folds to 's'. */
@@ -191,7 +191,7 @@ static size_t llama3_match(const uint32_t *cp, size_t n, size_t i) {
 }
 
 static int split_words(const uint32_t *cp, size_t n, size_t (*match)(const uint32_t *, size_t, size_t),
-                       tok_word_fn emit, void *ctx) {
+                       rt_tok_word_fn emit, void *ctx) {
   for (size_t i = 0; i < n;) {
     size_t m = match(cp, n, i);
     if (m == 0) m = 1; /* cannot happen: the last alternatives take any character */
@@ -201,16 +201,16 @@ static int split_words(const uint32_t *cp, size_t n, size_t (*match)(const uint3
   return 0;
 }
 
-int tok_pretokenize(const rt_tokenizer *t, const uint32_t *cp, size_t n, tok_word_fn emit, void *ctx) {
-  tok_cps norm = {0}, pre = {0};
+int rt_tok_pretokenize(const rt_tokenizer *t, const uint32_t *cp, size_t n, rt_tok_word_fn emit, void *ctx) {
+  rt_tok_cps norm = {0}, pre = {0};
   if (t->bert_norm) {
     bert_normalize(t, cp, n, &norm);
     cp = norm.v;
     n = norm.n;
   }
   if (t->add_prefix_space && n > 0 && cp[0] != ' ') {
-    tok_cps_push(&pre, ' ');
-    for (size_t i = 0; i < n; i++) tok_cps_push(&pre, cp[i]);
+    rt_tok_cps_push(&pre, ' ');
+    for (size_t i = 0; i < n; i++) rt_tok_cps_push(&pre, cp[i]);
     cp = pre.v;
     n = pre.n;
   }
@@ -222,7 +222,7 @@ int tok_pretokenize(const rt_tokenizer *t, const uint32_t *cp, size_t n, tok_wor
   case TOK_PRE_BYTES: rc = emit_bytes(cp, n, emit, ctx); break;
   default: rc = emit_cps(cp, n, emit, ctx); break;
   }
-  tok_cps_free(&norm);
-  tok_cps_free(&pre);
+  rt_tok_cps_free(&norm);
+  rt_tok_cps_free(&pre);
   return rc;
 }

@@ -8,7 +8,7 @@
 
 #include "tok_internal.h"
 
-static bool in_ranges(const tok_range *r, int n, uint32_t c) {
+static bool in_ranges(const rt_tok_range *r, int n, uint32_t c) {
   int lo = 0, hi = n - 1;
   while (lo <= hi) {
     int mid = (lo + hi) / 2;
@@ -19,20 +19,20 @@ static bool in_ranges(const tok_range *r, int n, uint32_t c) {
   return false;
 }
 
-bool tok_is_letter(uint32_t c) { return in_ranges(tok_letter_ranges, tok_letter_ranges_count, c); }
-bool tok_is_number(uint32_t c) { return in_ranges(tok_number_ranges, tok_number_ranges_count, c); }
-bool tok_is_punct(uint32_t c) { return in_ranges(tok_punct_ranges, tok_punct_ranges_count, c); }
-bool tok_is_other(uint32_t c) { return in_ranges(tok_other_ranges, tok_other_ranges_count, c); }
-bool tok_is_mark_nonspacing(uint32_t c) {
-  return in_ranges(tok_mark_nonspacing_ranges, tok_mark_nonspacing_ranges_count, c);
+bool rt_tok_is_letter(uint32_t c) { return in_ranges(rt_tok_letter_ranges, rt_tok_letter_ranges_count, c); }
+bool rt_tok_is_number(uint32_t c) { return in_ranges(rt_tok_number_ranges, rt_tok_number_ranges_count, c); }
+bool rt_tok_is_punct(uint32_t c) { return in_ranges(rt_tok_punct_ranges, rt_tok_punct_ranges_count, c); }
+bool rt_tok_is_other(uint32_t c) { return in_ranges(rt_tok_other_ranges, rt_tok_other_ranges_count, c); }
+bool rt_tok_is_mark_nonspacing(uint32_t c) {
+  return in_ranges(rt_tok_mark_nonspacing_ranges, rt_tok_mark_nonspacing_ranges_count, c);
 }
 
-bool tok_is_space(uint32_t c) {
+bool rt_tok_is_space(uint32_t c) {
   return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
          c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-void tok_cps_push(tok_cps *a, uint32_t c) {
+void rt_tok_cps_push(rt_tok_cps *a, uint32_t c) {
   if (a->n == a->cap) {
     a->cap = a->cap ? 2 * a->cap : 64;
     uint32_t *v = realloc(a->v, a->cap * sizeof *v);
@@ -42,9 +42,9 @@ void tok_cps_push(tok_cps *a, uint32_t c) {
   a->v[a->n++] = c;
 }
 
-void tok_cps_free(tok_cps *a) {
+void rt_tok_cps_free(rt_tok_cps *a) {
   free(a->v);
-  *a = (tok_cps){0};
+  *a = (rt_tok_cps){0};
 }
 
 /* The index of the entry whose first member (`from`) is c in a sorted table
@@ -63,40 +63,40 @@ static int find_from(const void *table, size_t size, int n, uint32_t c) {
   return -1;
 }
 
-void tok_push_lower(tok_cps *a, uint32_t c) {
+void rt_tok_push_lower(rt_tok_cps *a, uint32_t c) {
   if (c == 0x130) { /* LATIN CAPITAL LETTER I WITH DOT ABOVE: "i" + COMBINING DOT ABOVE */
-    tok_cps_push(a, 0x69);
-    tok_cps_push(a, 0x307);
+    rt_tok_cps_push(a, 0x69);
+    rt_tok_cps_push(a, 0x307);
     return;
   }
-  int i = find_from(tok_lower_map, sizeof *tok_lower_map, tok_lower_map_count, c);
+  int i = find_from(rt_tok_lower_map, sizeof *rt_tok_lower_map, rt_tok_lower_map_count, c);
   if (i >= 0) {
-    tok_cps_push(a, tok_lower_map[i].to);
+    rt_tok_cps_push(a, rt_tok_lower_map[i].to);
     return;
   }
-  tok_cps_push(a, c);
+  rt_tok_cps_push(a, c);
 }
 
-void tok_push_nfd(tok_cps *a, uint32_t c) {
+void rt_tok_push_nfd(rt_tok_cps *a, uint32_t c) {
   enum { S_BASE = 0xAC00, L_BASE = 0x1100, V_BASE = 0x1161, T_BASE = 0x11A7, T_COUNT = 28, N_COUNT = 588,
          S_COUNT = 11172 };
   if (c >= S_BASE && c < S_BASE + S_COUNT) { /* Hangul syllable: L V (T) */
     uint32_t s = c - S_BASE;
-    tok_cps_push(a, L_BASE + s / N_COUNT);
-    tok_cps_push(a, V_BASE + (s % N_COUNT) / T_COUNT);
-    if (s % T_COUNT) tok_cps_push(a, T_BASE + s % T_COUNT);
+    rt_tok_cps_push(a, L_BASE + s / N_COUNT);
+    rt_tok_cps_push(a, V_BASE + (s % N_COUNT) / T_COUNT);
+    if (s % T_COUNT) rt_tok_cps_push(a, T_BASE + s % T_COUNT);
     return;
   }
-  int i = find_from(tok_decomp_map, sizeof *tok_decomp_map, tok_decomp_map_count, c);
+  int i = find_from(rt_tok_decomp_map, sizeof *rt_tok_decomp_map, rt_tok_decomp_map_count, c);
   if (i >= 0) {
-    tok_push_nfd(a, tok_decomp_map[i].first);
-    if (tok_decomp_map[i].second) tok_push_nfd(a, tok_decomp_map[i].second);
+    rt_tok_push_nfd(a, rt_tok_decomp_map[i].first);
+    if (rt_tok_decomp_map[i].second) rt_tok_push_nfd(a, rt_tok_decomp_map[i].second);
     return;
   }
-  tok_cps_push(a, c);
+  rt_tok_cps_push(a, c);
 }
 
-int tok_utf8_decode(const char *s, size_t len, tok_cps *a, size_t *bad) {
+int rt_tok_utf8_decode(const char *s, size_t len, rt_tok_cps *a, size_t *bad) {
   const unsigned char *p = (const unsigned char *)s;
   size_t i = 0;
   while (i < len) {
@@ -112,7 +112,7 @@ int tok_utf8_decode(const char *s, size_t len, tok_cps *a, size_t *bad) {
     if ((extra == 1 && c < 0x80) || (extra == 2 && c < 0x800) || (extra == 3 && c < 0x10000) || c > 0x10FFFF ||
         (c >= 0xD800 && c <= 0xDFFF))
       goto fail;
-    tok_cps_push(a, c);
+    rt_tok_cps_push(a, c);
     i += (size_t)extra + 1;
   }
   return 0;
@@ -121,7 +121,7 @@ fail:
   return -1;
 }
 
-int tok_utf8_put(uint32_t c, char *out) {
+int rt_tok_utf8_put(uint32_t c, char *out) {
   if (c < 0x80) {
     out[0] = (char)c;
     return 1;
@@ -144,7 +144,7 @@ int tok_utf8_put(uint32_t c, char *out) {
   return 4;
 }
 
-void tok_buf_add(tok_buf *b, const char *s, size_t n) {
+void rt_tok_buf_add(rt_tok_buf *b, const char *s, size_t n) {
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 64;
     while (cap < b->n + n + 1) cap *= 2;
@@ -158,12 +158,12 @@ void tok_buf_add(tok_buf *b, const char *s, size_t n) {
   b->s[b->n] = 0;
 }
 
-void tok_buf_cp(tok_buf *b, uint32_t c) {
+void rt_tok_buf_cp(rt_tok_buf *b, uint32_t c) {
   char u[4];
-  tok_buf_add(b, u, (size_t)tok_utf8_put(c, u));
+  rt_tok_buf_add(b, u, (size_t)rt_tok_utf8_put(c, u));
 }
 
-void tok_buf_free(tok_buf *b) {
+void rt_tok_buf_free(rt_tok_buf *b) {
   free(b->s);
-  *b = (tok_buf){0};
+  *b = (rt_tok_buf){0};
 }

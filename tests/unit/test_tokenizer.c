@@ -18,14 +18,14 @@
 static void check_byte_map(void) {
   bool seen[512] = {0};
   for (int b = 0; b < 256; b++) {
-    uint32_t c = tok_byte_to_cp((uint8_t)b);
+    uint32_t c = rt_tok_byte_to_cp((uint8_t)b);
     CHECK(c < 512 && !seen[c]);
     if (c < 512) seen[c] = true;
-    CHECK_EQ_INT(tok_cp_to_byte(c), b);
+    CHECK_EQ_INT(rt_tok_cp_to_byte(c), b);
   }
-  CHECK_EQ_INT(tok_byte_to_cp(' '), 0x120); /* 'Ġ' */
-  CHECK_EQ_INT(tok_byte_to_cp('\n'), 0x10A); /* 'Ċ' */
-  CHECK_EQ_INT(tok_cp_to_byte(0x200), -1);
+  CHECK_EQ_INT(rt_tok_byte_to_cp(' '), 0x120); /* 'Ġ' */
+  CHECK_EQ_INT(rt_tok_byte_to_cp('\n'), 0x10A); /* 'Ċ' */
+  CHECK_EQ_INT(rt_tok_cp_to_byte(0x200), -1);
 }
 
 typedef struct {
@@ -43,11 +43,11 @@ static int add_piece(void *ctx, const char *w, size_t len) {
 static const char *split(const rt_tokenizer *t, const char *text) {
   static pieces p;
   p.out[0] = 0;
-  tok_cps cps = {0};
+  rt_tok_cps cps = {0};
   size_t bad;
-  if (tok_utf8_decode(text, strlen(text), &cps, &bad) != 0) return "(not UTF-8)";
-  tok_pretokenize(t, cps.v, cps.n, add_piece, &p);
-  tok_cps_free(&cps);
+  if (rt_tok_utf8_decode(text, strlen(text), &cps, &bad) != 0) return "(not UTF-8)";
+  rt_tok_pretokenize(t, cps.v, cps.n, add_piece, &p);
+  rt_tok_cps_free(&cps);
   return p.out;
 }
 
@@ -90,17 +90,17 @@ static void check_round_trip(const rt_tokenizer *t, const char *name) {
   unsigned seed = 12345;
   int failures = 0;
   for (int i = 0; i < 1500; i++) {
-    tok_buf text = {0};
-    tok_buf_add(&text, "", 0);
+    rt_tok_buf text = {0};
+    rt_tok_buf_add(&text, "", 0);
     int n = rand_r(&seed) % 40;
-    for (int k = 0; k < n; k++) tok_buf_cp(&text, random_cp(&seed));
+    for (int k = 0; k < n; k++) rt_tok_buf_cp(&text, random_cp(&seed));
     int32_t *ids;
     size_t nids, len;
     char err[256];
     if (rt_tokenizer_encode(t, text.s, text.n, false, &ids, &nids, err, sizeof err) != 0) {
       fprintf(stderr, "%s: encode failed: %s\n", name, err);
       failures++;
-      tok_buf_free(&text);
+      rt_tok_buf_free(&text);
       continue;
     }
     char *back = rt_tokenizer_decode(t, ids, nids, true, &len, err, sizeof err);
@@ -109,13 +109,14 @@ static void check_round_trip(const rt_tokenizer *t, const char *name) {
     }
     free(back);
     free(ids);
-    tok_buf_free(&text);
+    rt_tok_buf_free(&text);
   }
   CHECK_EQ_INT(failures, 0);
 }
 
 static void check_lossy(const rt_tokenizer *gpt2) {
-  int32_t a = tok_strmap_get(&gpt2->vocab, "Ã", strlen("Ã")), c = tok_strmap_get(&gpt2->vocab, "©", strlen("©"));
+  int32_t a = rt_tok_strmap_get(&gpt2->vocab, "Ã", strlen("Ã"));
+  int32_t c = rt_tok_strmap_get(&gpt2->vocab, "©", strlen("©"));
   CHECK(a >= 0 && c >= 0);
   if (a < 0 || c < 0) return;
   char err[256];
