@@ -285,17 +285,20 @@ typedef struct {
   const char *name;
   int (*run)(int argc, char **argv); /* argv[0] is the command's name */
   const char *help;                  /* one line for `tgc --help` */
+  const char *args;                  /* what it takes, for `tgc --help` (NULL: FILE) */
 } tool_command;
 static const tool_command commands[] = {
-    {"check", cmd_check, "parse, elaborate and verify; print nothing and exit 0 if all is well"},
-    {"dump", cmd_dump, "print the IR (after elaboration, or after a pass) as text, DOT or JSON"},
-    {"run", tool_cmd_run, "compile and run (on the CPU, or --backend cuda / cuda-emu); print the outputs"},
-    {"grad", tool_cmd_grad, "gradients (reverse mode) or tangents (forward mode) of a model"},
-    {"gradcheck", tool_cmd_gradcheck, "compare both autodiff modes with finite differences in f64"},
-    {"train", tool_cmd_train, "train a model: optimizer, data, progress, safe checkpoints"},
-    {"stats", tool_cmd_stats, "what a model costs: parameters, FLOPs, memory"},
-    {"plan", tool_cmd_plan, "the parallel plan of a training step for a cluster, simulated and explained"},
-    {"compile", tool_cmd_compile, "lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest"},
+    {"check", cmd_check, "parse, elaborate and verify; print nothing and exit 0 if all is well", NULL},
+    {"dump", cmd_dump, "print the IR (after elaboration, or after a pass) as text, DOT or JSON", NULL},
+    {"run", tool_cmd_run, "compile and run (on the CPU, or --backend cuda / cuda-emu); print the outputs", NULL},
+    {"grad", tool_cmd_grad, "gradients (reverse mode) or tangents (forward mode) of a model", NULL},
+    {"gradcheck", tool_cmd_gradcheck, "compare both autodiff modes with finite differences in f64", NULL},
+    {"train", tool_cmd_train, "train a model: optimizer, data, progress, safe checkpoints", NULL},
+    {"stats", tool_cmd_stats, "what a model costs: parameters, FLOPs, memory", NULL},
+    {"plan", tool_cmd_plan, "the parallel plan of a training step for a cluster, simulated and explained", NULL},
+    {"compile", tool_cmd_compile, "lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest", NULL},
+    {"tokenize", tool_cmd_tokenize, "text to token ids (or back) with a tokenizer.json (WordPiece, byte-level BPE)",
+     "TEXT"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -310,7 +313,7 @@ static void print_main_help(FILE *out) {
         out);
   for (int i = 0; i < N_COMMANDS; i++) {
     char usage[32];
-    snprintf(usage, sizeof usage, "%s FILE", commands[i].name);
+    snprintf(usage, sizeof usage, "%s %s", commands[i].name, commands[i].args ? commands[i].args : "FILE");
     fprintf(out, "  %-14s %s\n", usage, commands[i].help);
   }
   fputs("\n"

@@ -4,7 +4,9 @@
  * read by every reader: rt_npy_read (--input NAME=@F.npy),
  * rt_safetensors_read (--resume: header, offsets, the data_crc32 check; its
  * metadata walked), and the data sources tokens:F and text:F bound to a
- * small sequence model [2, 4] and filled for two steps.
+ * small sequence model [2, 4] and filled for two steps, and
+ * rt_tokenizer_load (--tokenizer: a tokenizer.json) with a text encoded and
+ * its ids decoded.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rt_tokenizer.h"
 #include "runtime.h"
 
 static ir_graph *sequence_model(void) {
@@ -55,6 +58,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       rt_tensor_free(in[1]);
     }
     rt_data_free(ds);
+  }
+  rt_tokenizer *tok = rt_tokenizer_load(path, err, sizeof err);
+  if (tok) {
+    static const char text[] = "Hello,  wörld! 你好 'll 123456 \xf0\x9f\x98\x80\n [CLS]";
+    int32_t *ids;
+    size_t n, len;
+    if (rt_tokenizer_encode(tok, text, sizeof text - 1, true, &ids, &n, err, sizeof err) == 0) {
+      char *back = rt_tokenizer_decode(tok, ids, n, true, &len, err, sizeof err);
+      free(back);
+      free(ids);
+    }
+    rt_tokenizer_free(tok);
   }
   return 0;
 }
