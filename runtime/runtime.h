@@ -66,6 +66,8 @@ void rt_tensor_fill(rt_tensor *t, double v);
 rt_tensor *rt_npy_read(const char *path, char *err, size_t errlen);
 /* Writes format v1.0; bf16 tensors are written as <f4 (numpy has no bf16). */
 int rt_npy_write(const char *path, const rt_tensor *t, char *err, size_t errlen);
+/* The descr a .npy file gives dtype dt ("<f4", "<i8", ...; bf16: "<f4"); NULL if none. */
+const char *rt_npy_descr(ir_dtype dt);
 
 /* Counter-based deterministic random numbers: the same (seed, stream, index)
  * always gives the same number on every machine and thread count. */
@@ -317,7 +319,11 @@ const char *rt_safetensors_meta_key(const rt_safetensors *f, int i);            
  * function of the three, so a resumed run sees exactly the same batches.
  * Specs: "xor", "regression" (vector tasks), "copy", "reverse", "sort"
  * (sequence tasks, tokens uniform in [0, vocab)), "text:PATH" (bytes; the
- * targets are the next bytes), "tokens:PATH" (uint16 little-endian tokens).
+ * targets are the next bytes), "tokens:PATH" (uint16 little-endian tokens,
+ * raw or in llm.c's format: a 1 KiB header of 256 int32, magic 20240520,
+ * version 1, the token count; a .bin file must have it), "npy:NAME=PATH,..."
+ * (.npy arrays bound to the inputs of those names; data.c says how their
+ * samples are shuffled per epoch and the last partial batch dropped).
  *
  * Binding, by input name (rt_data_bind checks every model input is fed):
  *   vector tasks: X laid out [features, batch] or x [batch, features]
@@ -327,6 +333,10 @@ const char *rt_safetensors_meta_key(const rt_safetensors *f, int i);            
  *   sequence tasks: tokens and targets, integer [batch, T]. Text and token
  *     files give random windows of T + 1 tokens: tokens = window[0..T),
  *     targets = window[1..T].
+ *   npy: every input named, every array [N, the input's dims after its
+ *     batch dim 0]; floats into float inputs, integers (<i4, <i8) into
+ *     integer ones. The targets (accuracy) are the integer input named
+ *     targets, y or Y.
  * batch and T are read from the model's input shapes. */
 typedef struct rt_data rt_data;
 /* vocab: the sequence tasks' vocabulary (0 = take it from the model). */
@@ -346,6 +356,13 @@ int rt_data_fill(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tensor 
                  size_t errlen);
 /* The index of the targets input in g->inputs (-1 if none). */
 int rt_data_targets_input(const rt_data *ds);
+/* K micro-batches a step (npy: batch q = step K + micro; default 1). */
+void rt_data_set_micro_batches(rt_data *ds, int k);
+/* Evaluation: batch k (0 <= k < rt_data_eval_batches) of the source in
+ * order (files: consecutive windows from the start, arrays: samples in
+ * file order; tasks: batches no training step draws). */
+int64_t rt_data_eval_batches(const rt_data *ds);  /* INT64_MAX for tasks */
+int rt_data_fill_eval(rt_data *ds, uint64_t seed, int64_t k, rt_tensor *const *inputs, char *err, size_t errlen);
 /* The batch dim of g->inputs[i] as bound (tokens, targets, x, y: 0; X:
  * 1), -1 when the source does not feed input i. */
 int rt_data_batch_dim(const rt_data *ds, int i);

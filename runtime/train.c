@@ -422,6 +422,7 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     if (!(t->nccl = rt_comm_open(&no, err, errlen)) || rt_mesh_bind(t->nccl, t->mesh, NULL, err, errlen) != 0) goto fail;
   }
   if (!t->sharded && rt_data_bind_inputs(c->data, sg, pt->n_data, err, errlen) != 0) goto fail;
+  rt_data_set_micro_batches(c->data, t->K);
   t->params = calloc((size_t)np + 1, sizeof *t->params);
   t->states = calloc((size_t)ns + 1, sizeof *t->states);
   t->pool = calloc((size_t)(np + ns) + 1, sizeof *t->pool);

@@ -878,7 +878,7 @@ int tool_cmd_train(int argc, char **argv) {
     if (apply_saved(&t, state, d) != 0) goto done;
   }
   if (!t.data) {
-    ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH)");
+    ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH, npy:NAME=PATH,...)");
     goto done;
   }
   if (!(ds = rt_data_open(t.data, t.vocab_set ? t.vocab : 0, err, sizeof err))) {
