@@ -482,6 +482,19 @@ int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *ch
  * found, else more. */
 size_t rt_pipeline_place(int n, const int *mb, const int *chunk, const bool *bwd, int v, const size_t *bytes,
                          size_t *off, size_t *least);
+/* Evaluation (a program built with pass_train_options.eval): runs the eval
+ * graph (the forward alone: no gradient, no update, compiled once by
+ * rt_trainer_new) on the trainer's parameter buffers for eval batches
+ * 0 .. batches-1 of src (rt_data_fill_eval; src bound to the whole model as
+ * the training source, each rank taking its block of a batch as in
+ * training), between steps. Leaves the parameters and the step alone. */
+typedef struct {
+  double loss;          /* the mean of the batches' losses */
+  double accuracy;      /* token accuracy (argmax of logits vs targets), -1 when not available */
+  double perplexity;    /* exp(loss) for a sequence source (a language model), else -1 */
+  int64_t batches;
+} rt_eval_result;
+int rt_trainer_eval(rt_trainer *t, rt_data *src, int64_t batches, rt_eval_result *r, char *err, size_t errlen);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
  * meta + {"format": "tgc-train-2", "step": N, "seed": S}. Refuses (and
  * writes nothing) when a parameter holds Inf or NaN. */
