@@ -281,8 +281,8 @@ static ir_graph *build_eval(const ir_graph *g, const ir_value *loss, const ir_va
                             const pass_train_options *o) {
   ir_diag *d = o->passes->diag;
   if (g->mesh.size[IR_AXIS_PP] > 1) {
-    ir_error_plain(d, "evaluation runs the whole forward graph on every rank: it does not support pipeline "
-                      "parallelism (pp = %d)", g->mesh.size[IR_AXIS_PP]);
+    ir_error_plain(d, "evaluation does not run pipeline-parallel (pp = %d): evaluate on a mesh without pp (a saved "
+                      "state loads on any mesh)", g->mesh.size[IR_AXIS_PP]);
     return NULL;
   }
   char *text = ir_print_to_string(g);

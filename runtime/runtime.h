@@ -455,6 +455,10 @@ rt_device *rt_trainer_device(const rt_trainer *t);
  * graphs (pass_comm_tally_of: the step graph K times, then the update):
  * what the comm layer's counters must show. */
 void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
+/* What the evaluations so far moved (rt_trainer_eval: the eval graph's tally
+ * times its runs): counted by the comm layer with the steps', taken off
+ * before the steps' are compared with rt_trainer_comm_predicted. */
+void rt_trainer_comm_eval(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
 /* The communicator the graphs' collectives run on (and count on): the
  * config's comm, or the trainer's NCCL one (rt_train_config.nccl). */
 rt_comm *rt_trainer_comm(const rt_trainer *t);

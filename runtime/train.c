@@ -579,6 +579,19 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
     }
 }
 
+void rt_trainer_comm_eval(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]) {
+  memset(tally, 0, sizeof(pass_comm_tally) * IR_NUM_OPS * IR_NUM_AXES);
+  if (!t->pt->eval || !t->eval_runs) return;
+  int zero[IR_NUM_AXES] = {0, 0, 0};
+  pass_comm_tally_of(t->pt->eval, t->sharded ? t->coord : zero, tally);
+  for (int o = 0; o < IR_NUM_OPS; o++)
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      tally[o][a].calls *= t->eval_runs;
+      tally[o][a].sent *= t->eval_runs;
+      tally[o][a].received *= t->eval_runs;
+    }
+}
+
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update) {
   if (update) return rt_program_arena_bytes(t->update_prog);
   if (t->step_prog) return rt_program_arena_bytes(t->step_prog);
@@ -687,6 +700,7 @@ int rt_trainer_eval(rt_trainer *t, rt_data *src, int64_t batches, rt_eval_result
   for (int64_t k = 0; k < batches && rc == 0; k++) {
     if (feed_from(t, src, k, err, errlen) != 0 || rt_program_run(t->eval_prog, t->data, t->params, err, errlen) != 0)
       return -1;
+    t->eval_runs++;
     loss += download_scalar(t, rt_program_output(t->eval_prog, pt->eval_loss_output), &rc, err, errlen);
     if (pt->eval_correct_output >= 0)
       correct += download_scalar(t, rt_program_output(t->eval_prog, pt->eval_correct_output), &rc, err, errlen);

@@ -673,6 +673,20 @@ static ir_op comm_op(rt_coll_kind k) { return ir_coll_op(k); }
  * {"dp": {"calls", "bytes_sent", "bytes_received", "predicted_calls",
  * "predicted_bytes_sent", "predicted_bytes_received"}}, ...},
  * "predicted_equals_measured": bool} (every step moves the same). */
+/* What the steps moved of kind k over the communicator's axis ca: the
+ * counters less what the evaluations (--eval-data) moved. */
+static rt_comm_counter steps_count(const rt_comm *c, const rt_trainer *tr, rt_coll_kind k, int ca) {
+  rt_comm_counter n = rt_comm_count(c, k, ca);
+  pass_comm_tally ev[IR_NUM_OPS][IR_NUM_AXES];
+  rt_trainer_comm_eval(tr, ev);
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if (strcmp(ir_axis_name((ir_axis)a), rt_comm_axis_name(c, ca)) == 0) {
+      const pass_comm_tally *e = &ev[comm_op(k)][a];
+      n.calls -= e->calls, n.bytes_sent -= e->sent, n.bytes_received -= e->received;
+    }
+  return n;
+}
+
 static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) {
   pass_comm_tally pred[IR_NUM_OPS][IR_NUM_AXES];
   rt_trainer_comm_predicted(tr, pred);
@@ -686,7 +700,7 @@ static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) 
     json_t *kind = json_object();
     for (int a = 0; a < IR_NUM_AXES; a++) {
       int ca = rt_comm_axis_find(c, ir_axis_name((ir_axis)a));
-      rt_comm_counter n = ca >= 0 ? rt_comm_count(c, (rt_coll_kind)k, ca) : (rt_comm_counter){0, 0, 0};
+      rt_comm_counter n = ca >= 0 ? steps_count(c, tr, (rt_coll_kind)k, ca) : (rt_comm_counter){0, 0, 0};
       const pass_comm_tally *p = &pred[comm_op((rt_coll_kind)k)][a];
       if ((!n.calls && !p->calls) || steps <= 0) continue;
       equal &= n.calls == p->calls * steps && n.bytes_sent == p->sent * steps && n.bytes_received == p->received * steps;
@@ -705,13 +719,13 @@ static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) 
   return o;
 }
 
-static void print_comm(const rt_comm *c, int64_t steps) {
+static void print_comm(const rt_comm *c, const rt_trainer *tr, int64_t steps) {
   if (steps <= 0) return;
   printf("communication of rank %d per step (of %d ranks%s):\n", rt_comm_rank(c), rt_comm_size(c),
          strcmp(rt_comm_impl(c), "nccl") == 0 ? ", through NCCL" : "");
   for (int k = 0; k < IR_NUM_COLLS; k++)
     for (int a = 0; a < rt_comm_axis_count(c); a++) {
-      rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, a);
+      rt_comm_counter n = steps_count(c, tr, (rt_coll_kind)k, a);
       if (!n.calls) continue;
       printf("  %-15s over %-3s %6lld calls  %12lld bytes sent  %12lld received\n", rt_coll_name((rt_coll_kind)k),
              rt_comm_axis_name(c, a), (long long)(n.calls / steps), (long long)(n.bytes_sent / steps),
@@ -977,7 +991,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
   if (t.plan && (tool_plan_read(t.plan, &plan, d) != 0 || apply_plan(&o, &t, &plan, d) != 0)) goto done;
   if (t.save && check_save_target(t.save, d) != 0) goto done;
-  bool data_given = t.data_set;
+  bool data_given = t.data_set, eval_batches_given = t.eval_batches_set;
   if (t.resume) {
     if (!(state = rt_safetensors_read(t.resume, err, sizeof err))) {
       ir_error_plain(d, "--resume: %s", err);
@@ -993,6 +1007,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     }
     t.eval_data = NULL;
     t.eval_every_set = false;
+    t.eval_batches_set = eval_batches_given;
   }
   if (t.eval_every_set && !t.eval_data) {
     ir_error_plain(d, "--eval-every needs --eval-data SOURCE");
@@ -1337,7 +1352,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     printf("peak activation memory: predicted %s, measured %s\n", fmt_bytes(predicted, pb, sizeof pb),
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
-    if (comm) print_comm(rt_trainer_comm(tr), done_steps);
+    if (comm) print_comm(rt_trainer_comm(tr), tr, done_steps);
   }
   if (comm && done_steps > 0) { /* every rank: what it moved is what the graphs say it moves */
     json_t *cj = comm_json(rt_trainer_comm(tr), tr, done_steps);
