@@ -1348,7 +1348,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     printf("done: %lld steps in %.2f s (%.1f steps/s, %.0f %s/s)\n", (long long)rt_trainer_steps_done(tr), elapsed, sps,
            sps * (double)items, seq ? "tokens" : "samples");
     printf("final loss %.6g (mean of the last %d steps; last %.6g)\n", mean_loss, nw, r.loss);
-    if (have_acc) printf("token accuracy %.2f%% (mean of the last %d steps)\n", 100 * mean_acc, nw);
+    if (have_acc) printf("%saccuracy %.2f%% (mean of the last %d steps)\n", seq ? "token " : "", 100 * mean_acc, nw);
     printf("peak activation memory: predicted %s, measured %s\n", fmt_bytes(predicted, pb, sizeof pb),
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
