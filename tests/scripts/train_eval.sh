@@ -10,8 +10,9 @@
 #  - a classifier on .npy arrays with integer labels (tests/data/blobs.tg)
 #    learns: its eval accuracy after 300 steps is above 80%;
 #  - with MPIRUN: tgc eval on --mesh dp=2 (2 ranks, each its block of every
-#    batch) gives one device's loss within 1e-5, and tgc train --mesh dp=2
-#    --eval-data prints its eval lines.
+#    batch) gives one device's loss within 1e-5, tgc train --mesh dp=2
+#    --eval-data prints its eval lines, and training on arrays on dp=2 (each
+#    rank its block of every shuffled batch) ends at one device's loss.
 tgc="$1"; mpirun="${2:-}"
 cd "$(dirname "$0")/../.." || exit 2
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
@@ -63,5 +64,11 @@ if [ -n "$mpirun" ]; then
   "$mpirun" --oversubscribe -np 2 "$tgc" train examples/classifier.tg --data "npy:x=$n/x.npy,y=$n/y.npy" \
     --eval-data "npy:x=$n/x_eval.npy,y=$n/y_eval.npy" --steps 300 --lr 0.01 --mesh dp=2 > "$d/cls2.out" 2>&1 || { cat "$d/cls2.out"; fail "dp=2 classifier"; }
   grep -q '^eval at step 300:' "$d/cls2.out" || { cat "$d/cls2.out"; fail "dp=2 classifier: no eval line"; }
+  # each dp rank reads its own block of every shuffled batch: the run is one device's (1e-5)
+  last() { sed -n 's/.*"last_loss": \([-0-9.e+]*\),*$/\1/p'; }
+  c1=$("$tgc" train examples/classifier.tg --data "npy:x=$n/x.npy,y=$n/y.npy" --steps 50 --lr 0.01 --json | last)
+  c2=$("$mpirun" --oversubscribe -np 2 "$tgc" train examples/classifier.tg --data "npy:x=$n/x.npy,y=$n/y.npy" --steps 50 \
+         --lr 0.01 --json --mesh dp=2 | last)
+  near "$c1" "$c2" 1e-5 || fail "dp=2 npy training's last loss '$c2', one device '$c1'"
 fi
 echo "ok: data sources and evaluation${mpirun:+ (and dp=2 under mpirun)}"
