@@ -280,6 +280,7 @@ typedef struct {
   bool mixed_precision;   /* compute in compute_dtype (bf16 or f16), parameters and update in f32 */
   ir_dtype compute_dtype;
   bool loss_scaling;      /* the loss scale input and the skipped overflowing updates (f16) */
+  bool eval;              /* also the eval graph (pass_training.eval) */
 } pass_train_options;
 typedef struct {
   ir_graph *step, *update;   /* owned */
@@ -312,6 +313,15 @@ typedef struct {
   int n_saved, fwd_saved0, bwd_saved0;
   int fwd_loss_sum_output, fwd_correct_sum_output;
   int *bwd_grad_output;
+  /* evaluation (pass_train_options.eval): the model's forward alone, no
+   * gradient, no update: inputs the step's data inputs [0, n_data), params
+   * the step's (the same types and layouts on every rank: the trainer runs
+   * it on the step's parameter buffers); outputs eval_loss_output (f64: the
+   * loss) and eval_correct_output (f64: correct predictions, -1 without
+   * accuracy), both whole on every rank (a dp partial sum all-reduced).
+   * NULL without eval; refused with pipeline parallelism. */
+  ir_graph *eval;
+  int eval_loss_output, eval_correct_output;
   int stage, n_stages;      /* this rank's stage of n_stages (n_stages 1: no pipeline) */
   int schedule;             /* pass_schedule: PASS_SCHED_GPIPE, PASS_SCHED_1F1B or PASS_SCHED_INTERLEAVED */
   int n_chunks;             /* chunks (virtual stages) per rank: v of interleaved, else 1 */

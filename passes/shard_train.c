@@ -470,6 +470,30 @@ done:
 
 static int shard_dp_tp(pass_training *t, const pass_options *o);
 
+/* The eval graph (the forward alone) sharded with the step's parameter
+ * layouts lay and its data placement, its outputs (the loss, the correct
+ * count) whole on every rank. */
+static ir_graph *shard_eval(const pass_training *t, const param_layout *lay, ir_diag *d) {
+  const ir_graph *g = t->eval;
+  sh_engine *e = sh_engine_new(g, d, true);
+  ir_graph *out = NULL;
+  if (place_data(e, g, t->n_data, t->batch_dim, d) != 0) goto done;
+  for (int i = 0; i < t->n_params; i++) {
+    sh_engine_place(e, g->params[i], IR_AXIS_DP, lay[i].param[IR_AXIS_DP]);
+    if (lay[i].param[IR_AXIS_TP].kind != SH_UNSET) sh_engine_place(e, g->params[i], IR_AXIS_TP, lay[i].param[IR_AXIS_TP]);
+  }
+  if (sh_engine_run(e) != 0) goto done;
+  for (int o = 0; o < g->n_outputs; o++) {
+    sh_st whole[IR_NUM_AXES];
+    for (int a = 0; a < IR_NUM_AXES; a++) whole[a] = sh_R();
+    sh_engine_output(e, o, whole);
+  }
+  out = sh_engine_finish(e);
+done:
+  sh_engine_free(e);
+  return out;
+}
+
 int pass_shard_training(pass_training *t, const pass_options *o) {
   ir_mesh m = t->step->mesh; /* (the graphs are replaced) */
   if (mesh_active(&m) && shard_dp_tp(t, o) != 0) return -1;
@@ -552,7 +576,7 @@ static void param_layouts(const pass_training *t, const sh_st *tp, int zero, par
 /* The step and update graphs of t sharded with the parameters' tp layouts
  * tp: 0, or -1 after reporting through d. */
 static int shard_program(const pass_training *t, const sh_st *tp, int zero, ir_graph **step, ir_graph **update,
-                         ir_diag *d, sh_st *found) {
+                         ir_graph **eval, ir_diag *d, sh_st *found) {
   int np = t->n_params;
   param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
   sh_st sums[2 * IR_NUM_AXES];
@@ -564,6 +588,10 @@ static int shard_program(const pass_training *t, const sh_st *tp, int zero, ir_g
   *step = shard_step(t, zero, lay, sums, probe, d);
   for (int i = 0; *step && found && i < np; i++) found[i] = lay[i].param[IR_AXIS_TP];
   *update = *step && !probe ? shard_update(t, zero, lay, sums, d) : NULL;
+  if (eval && *update && !(*eval = shard_eval(t, lay, d))) {
+    ir_graph_free(*update);
+    *update = NULL;
+  }
   if (probe && *step) {
     free(lay);
     *update = ir_graph_new("probe", NULL);
@@ -585,7 +613,7 @@ typedef struct {
 static int eval_train(void *ctx, const sh_st *tp, sh_cost *cost) {
   const train_eval *x = ctx;
   ir_graph *step, *update;
-  if (shard_program(x->t, tp, x->zero, &step, &update, x->quiet, NULL) != 0) return -1;
+  if (shard_program(x->t, tp, x->zero, &step, &update, NULL, x->quiet, NULL) != 0) return -1;
   sh_cost a = sh_graph_cost(step), b = sh_graph_cost(update);
   *cost = (sh_cost){.heavy = a.heavy + b.heavy, .seconds = a.seconds + b.seconds, .comm = a.comm + b.comm};
   ir_graph_free(step);
@@ -609,7 +637,7 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
   } else if (m->size[IR_AXIS_TP] > 1 && !o->tp_search) { /* Megatron-LM's rule: a probe run, the rules placing them */
     for (int i = 0; i < np; i++) tp[i] = (sh_st){SH_UNSET, 0, 1};
     ir_graph *step, *update;
-    if (shard_program(t, tp, 0, &step, &update, o->diag, tp) != 0) {
+    if (shard_program(t, tp, 0, &step, &update, NULL, o->diag, tp) != 0) {
       free(tp);
       return -1;
     }
@@ -623,10 +651,14 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
     if (rep) sh_search_print(o->dump_out ? o->dump_out : stdout, rep);
     sh_search_report_free(rep);
   }
-  ir_graph *step, *update;
-  int rc = shard_program(t, tp, o->zero, &step, &update, o->diag, NULL);
+  ir_graph *step, *update, *eval = NULL;
+  int rc = shard_program(t, tp, o->zero, &step, &update, t->eval ? &eval : NULL, o->diag, NULL);
   free(tp);
   if (rc != 0) return -1;
+  if (eval) {
+    ir_graph_free(t->eval);
+    t->eval = eval;
+  }
   if (dumps_shard(o)) print_padding(o->dump_out ? o->dump_out : stdout, step);
   ir_graph_free(t->step);
   ir_graph_free(t->update);

@@ -38,6 +38,7 @@ void pass_training_free(pass_training *t) {
   if (!t) return;
   ir_graph_free(t->step);
   ir_graph_free(t->update);
+  ir_graph_free(t->eval);
   ir_graph_free(t->fwd);
   ir_graph_free(t->bwd);
   free(t->grad_output);
@@ -273,6 +274,46 @@ int pass_build_training(ir_graph *g, const pass_options *o) {
   return rc;
 }
 
+/* The eval graph: a copy of the model as it stands (the loss and the
+ * accuracy count built, no gradient yet) whose outputs are the loss in f64
+ * and the correct count, through the passes before the shard pass. */
+static ir_graph *build_eval(const ir_graph *g, const ir_value *loss, const ir_value *correct, pass_training *t,
+                            const pass_train_options *o) {
+  ir_diag *d = o->passes->diag;
+  if (g->mesh.size[IR_AXIS_PP] > 1) {
+    ir_error_plain(d, "evaluation does not run pipeline-parallel (pp = %d): evaluate on a mesh without pp (a saved "
+                      "state loads on any mesh)", g->mesh.size[IR_AXIS_PP]);
+    return NULL;
+  }
+  char *text = ir_print_to_string(g);
+  ir_graph *e = text ? ir_parse(g->source_file ? g->source_file : "<eval graph>", text, strlen(text), d) : NULL;
+  free(text);
+  if (!e) return NULL;
+  e->mesh = g->mesh;
+  ir_value *el = ir_graph_find_value(e, loss->name), *ec = correct ? ir_graph_find_value(e, correct->name) : NULL;
+  if (!el || (correct && !ec) || e->n_params != g->n_params || e->n_inputs != g->n_inputs) {
+    ir_error_plain(d, "internal error: the eval graph's copy of the model lost its loss, accuracy or inputs");
+    ir_graph_free(e);
+    return NULL;
+  }
+  ir_attr to = ir_attr_dtype("to", IR_DT_F64);
+  if (el->type.dtype != IR_DT_F64) el = ir_graph_build1(e, IR_OP_CAST, &el, 1, &to, 1, NULL, el->loc);
+  e->n_outputs = 0;
+  t->eval_loss_output = 0;
+  ir_graph_add_output(e, "loss", el);
+  if (ec) {
+    t->eval_correct_output = 1;
+    ir_graph_add_output(e, "correct", ec);
+  }
+  static const pass_id front[] = {PASS_FUSE_ATTENTION, PASS_CANONICALIZE};
+  pass_options eo = {.diag = d, .verify_each = o->passes->verify_each, .disabled = o->passes->disabled};
+  if (ir_verify(e, d) != 0 || pass_run_pipeline(e, front, 2, &eo) != 0) {
+    ir_graph_free(e);
+    return NULL;
+  }
+  return e;
+}
+
 static ir_value *add2(ir_graph *g, ir_value *a, ir_value *b, const char *name, ir_loc at) {
   ir_value *in[2] = {a, b};
   return ir_graph_build1(g, IR_OP_ADD, in, 2, NULL, 0, name, at);
@@ -311,6 +352,8 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   if (!loss) goto fail;
   ir_value *correct = accuracy_nodes(g, o->targets_input, &t->positions);
   t->accuracy = correct != NULL;
+  t->eval_loss_output = t->eval_correct_output = -1;
+  if (o->eval && !(t->eval = build_eval(g, loss, correct, t, o))) goto fail;
   ir_value *scale = NULL, *seed = loss; /* loss scaling: the backward pass starts from f32(loss) * scale */
   if (o->loss_scaling) {
     ir_type f32 = {.dtype = IR_DT_F32, .rank = 0};
@@ -407,6 +450,10 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   }
   g = t->step;
   if (pass_run_pipeline(g, back, 3, o->passes) != 0) goto fail;
+  if (t->eval) { /* fused as the step (no dumps: those are the step's) */
+    pass_options eo = {.diag = d, .verify_each = o->passes->verify_each, .disabled = o->passes->disabled};
+    if (pass_run_pipeline(t->eval, back, 3, &eo) != 0) goto fail;
+  }
   /* the update, fused like every graph the default pipeline makes */
   pass_options uo = {.diag = d, .verify_each = o->passes->verify_each, .disabled = o->passes->disabled};
   if (pass_run_pipeline(t->update, back, 1, &uo) != 0) goto fail;

@@ -66,6 +66,8 @@ void rt_tensor_fill(rt_tensor *t, double v);
 rt_tensor *rt_npy_read(const char *path, char *err, size_t errlen);
 /* Writes format v1.0; bf16 tensors are written as <f4 (numpy has no bf16). */
 int rt_npy_write(const char *path, const rt_tensor *t, char *err, size_t errlen);
+/* The descr a .npy file gives dtype dt ("<f4", "<i8", ...; bf16: "<f4"); NULL if none. */
+const char *rt_npy_descr(ir_dtype dt);
 
 /* Counter-based deterministic random numbers: the same (seed, stream, index)
  * always gives the same number on every machine and thread count. */
@@ -317,7 +319,11 @@ const char *rt_safetensors_meta_key(const rt_safetensors *f, int i);            
  * function of the three, so a resumed run sees exactly the same batches.
  * Specs: "xor", "regression" (vector tasks), "copy", "reverse", "sort"
  * (sequence tasks, tokens uniform in [0, vocab)), "text:PATH" (bytes; the
- * targets are the next bytes), "tokens:PATH" (uint16 little-endian tokens).
+ * targets are the next bytes), "tokens:PATH" (uint16 little-endian tokens,
+ * raw or in llm.c's format: a 1 KiB header of 256 int32, magic 20240520,
+ * version 1, the token count; a .bin file must have it), "npy:NAME=PATH,..."
+ * (.npy arrays bound to the inputs of those names; data.c says how their
+ * samples are shuffled per epoch and the last partial batch dropped).
  *
  * Binding, by input name (rt_data_bind checks every model input is fed):
  *   vector tasks: X laid out [features, batch] or x [batch, features]
@@ -327,6 +333,10 @@ const char *rt_safetensors_meta_key(const rt_safetensors *f, int i);            
  *   sequence tasks: tokens and targets, integer [batch, T]. Text and token
  *     files give random windows of T + 1 tokens: tokens = window[0..T),
  *     targets = window[1..T].
+ *   npy: every input named, every array [N, the input's dims after its
+ *     batch dim 0]; floats into float inputs, integers (<i4, <i8) into
+ *     integer ones. The targets (accuracy) are the integer input named
+ *     targets, y or Y.
  * batch and T are read from the model's input shapes. */
 typedef struct rt_data rt_data;
 /* vocab: the sequence tasks' vocabulary (0 = take it from the model). */
@@ -346,6 +356,13 @@ int rt_data_fill(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tensor 
                  size_t errlen);
 /* The index of the targets input in g->inputs (-1 if none). */
 int rt_data_targets_input(const rt_data *ds);
+/* K micro-batches a step (npy: batch q = step K + micro; default 1). */
+void rt_data_set_micro_batches(rt_data *ds, int k);
+/* Evaluation: batch k (0 <= k < rt_data_eval_batches) of the source in
+ * order (files: consecutive windows from the start, arrays: samples in
+ * file order; tasks: batches no training step draws). */
+int64_t rt_data_eval_batches(const rt_data *ds);  /* INT64_MAX for tasks */
+int rt_data_fill_eval(rt_data *ds, uint64_t seed, int64_t k, rt_tensor *const *inputs, char *err, size_t errlen);
 /* The batch dim of g->inputs[i] as bound (tokens, targets, x, y: 0; X:
  * 1), -1 when the source does not feed input i. */
 int rt_data_batch_dim(const rt_data *ds, int i);
@@ -438,6 +455,10 @@ rt_device *rt_trainer_device(const rt_trainer *t);
  * graphs (pass_comm_tally_of: the step graph K times, then the update):
  * what the comm layer's counters must show. */
 void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
+/* What the evaluations so far moved (rt_trainer_eval: the eval graph's tally
+ * times its runs): counted by the comm layer with the steps', taken off
+ * before the steps' are compared with rt_trainer_comm_predicted. */
+void rt_trainer_comm_eval(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
 /* The communicator the graphs' collectives run on (and count on): the
  * config's comm, or the trainer's NCCL one (rt_train_config.nccl). */
 rt_comm *rt_trainer_comm(const rt_trainer *t);
@@ -465,6 +486,19 @@ int rt_pipeline_order(int schedule, int p, int v, int s, int K, int *mb, int *ch
  * found, else more. */
 size_t rt_pipeline_place(int n, const int *mb, const int *chunk, const bool *bwd, int v, const size_t *bytes,
                          size_t *off, size_t *least);
+/* Evaluation (a program built with pass_train_options.eval): runs the eval
+ * graph (the forward alone: no gradient, no update, compiled once by
+ * rt_trainer_new) on the trainer's parameter buffers for eval batches
+ * 0 .. batches-1 of src (rt_data_fill_eval; src bound to the whole model as
+ * the training source, each rank taking its block of a batch as in
+ * training), between steps. Leaves the parameters and the step alone. */
+typedef struct {
+  double loss;          /* the mean of the batches' losses */
+  double accuracy;      /* token accuracy (argmax of logits vs targets), -1 when not available */
+  double perplexity;    /* exp(loss) for a sequence source (a language model), else -1 */
+  int64_t batches;
+} rt_eval_result;
+int rt_trainer_eval(rt_trainer *t, rt_data *src, int64_t batches, rt_eval_result *r, char *err, size_t errlen);
 /* Saves params (by name), optimizer states ("opt/<state input name>") and
  * meta + {"format": "tgc-train-2", "step": N, "seed": S}. Refuses (and
  * writes nothing) when a parameter holds Inf or NaN. */

@@ -43,6 +43,7 @@ void rt_trainer_free(rt_trainer *t) {
   const pass_training *pt = t->pt;
   rt_program_free(t->step_prog);
   rt_program_free(t->update_prog);
+  rt_program_free(t->eval_prog);
   for (int c = 0; c < t->n_chunks; c++) {
     if (t->fwd_prog) rt_program_free(t->fwd_prog[c]);
     if (t->bwd_prog) rt_program_free(t->bwd_prog[c]);
@@ -422,6 +423,7 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     if (!(t->nccl = rt_comm_open(&no, err, errlen)) || rt_mesh_bind(t->nccl, t->mesh, NULL, err, errlen) != 0) goto fail;
   }
   if (!t->sharded && rt_data_bind_inputs(c->data, sg, pt->n_data, err, errlen) != 0) goto fail;
+  rt_data_set_micro_batches(c->data, t->K);
   t->params = calloc((size_t)np + 1, sizeof *t->params);
   t->states = calloc((size_t)ns + 1, sizeof *t->states);
   t->pool = calloc((size_t)(np + ns) + 1, sizeof *t->pool);
@@ -526,6 +528,16 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   }
   free(sdon), free(udon), free(pdon);
   if (!t->update_prog) goto fail;
+  if (pt->eval) { /* compiled once; run on the step's parameter buffers and data inputs */
+    for (int i = 0; i < np; i++)
+      if (!ir_type_equal(&pt->eval->params[i]->type, &sg->params[i]->type)) {
+        rt_errf(err, errlen, "internal error: the eval graph holds parameter '%s' in another layout than the step",
+                sg->params[i]->name);
+        goto fail;
+      }
+    rt_program_options eo = {.comm = t->sharded ? gc : NULL};
+    if (!(t->eval_prog = rt_program_new(t->dev, pt->eval, &eo, err, errlen))) goto fail;
+  }
   if (pt->fwd && pipeline_setup(t, err, errlen) != 0) goto fail;
   t->update_in[pt->lr_input] = t->lr;
   t->update_in[pt->step_input] = t->step_no;
@@ -564,6 +576,19 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
       tally[o][a].calls = tally[o][a].calls * t->K + u[o][a].calls;
       tally[o][a].sent = tally[o][a].sent * t->K + u[o][a].sent;
       tally[o][a].received = tally[o][a].received * t->K + u[o][a].received;
+    }
+}
+
+void rt_trainer_comm_eval(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]) {
+  memset(tally, 0, sizeof(pass_comm_tally) * IR_NUM_OPS * IR_NUM_AXES);
+  if (!t->pt->eval || !t->eval_runs) return;
+  int zero[IR_NUM_AXES] = {0, 0, 0};
+  pass_comm_tally_of(t->pt->eval, t->sharded ? t->coord : zero, tally);
+  for (int o = 0; o < IR_NUM_OPS; o++)
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      tally[o][a].calls *= t->eval_runs;
+      tally[o][a].sent *= t->eval_runs;
+      tally[o][a].received *= t->eval_runs;
     }
 }
 
@@ -641,10 +666,13 @@ static int fill_minus_zero(rt_tensor *x, char *err, size_t errlen) {
   return rt_fill_bytes(x->buf->dev, x->data, x->nbytes, b, es, err, errlen);
 }
 
-/* The data inputs of micro-batch k of this step (this rank's block of them). */
-static int feed(rt_trainer *t, int k, char *err, size_t errlen) {
+/* The data inputs of micro-batch k of this step (this rank's block of
+ * them), or (src given) of eval batch k of src. */
+static int feed_from(rt_trainer *t, rt_data *src, int64_t k, char *err, size_t errlen) {
   const pass_training *pt = t->pt;
-  if (rt_data_fill(t->c.data, t->c.seed, t->step, k, t->sharded ? t->data_whole : t->data_host, err, errlen) != 0)
+  rt_tensor **whole = t->sharded ? t->data_whole : t->data_host;
+  if (src ? rt_data_fill_eval(src, t->c.seed, k, whole, err, errlen) != 0
+          : rt_data_fill(t->c.data, t->c.seed, t->step, (int)k, whole, err, errlen) != 0)
     return -1;
   for (int i = 0; t->sharded && i < pt->n_data; i++)
     if (rt_shard_extract(t->data_whole[i], t->data_host[i], &pt->step->inputs[i]->shard, t->mesh, t->coord, err,
@@ -652,6 +680,36 @@ static int feed(rt_trainer *t, int k, char *err, size_t errlen) {
       return -1;
   for (int i = 0; i < pt->n_data; i++)
     if (t->data_host[i] != t->data[i] && rt_upload(t->data[i], t->data_host[i]->data, err, errlen) != 0) return -1;
+  return 0;
+}
+
+static int feed(rt_trainer *t, int k, char *err, size_t errlen) { return feed_from(t, NULL, k, err, errlen); }
+
+int rt_trainer_eval(rt_trainer *t, rt_data *src, int64_t batches, rt_eval_result *r, char *err, size_t errlen) {
+  const pass_training *pt = t->pt;
+  if (!t->eval_prog) {
+    rt_errf(err, errlen, "internal error: the training program was built without its eval graph");
+    return -1;
+  }
+  if (t->lost || t->nonfinite) {
+    rt_errf(err, errlen, "the parameters are not usable (an earlier step failed)");
+    return -1;
+  }
+  double loss = 0, correct = 0;
+  int rc = 0;
+  for (int64_t k = 0; k < batches && rc == 0; k++) {
+    if (feed_from(t, src, k, err, errlen) != 0 || rt_program_run(t->eval_prog, t->data, t->params, err, errlen) != 0)
+      return -1;
+    t->eval_runs++;
+    loss += download_scalar(t, rt_program_output(t->eval_prog, pt->eval_loss_output), &rc, err, errlen);
+    if (pt->eval_correct_output >= 0)
+      correct += download_scalar(t, rt_program_output(t->eval_prog, pt->eval_correct_output), &rc, err, errlen);
+  }
+  if (rc != 0) return -1;
+  r->batches = batches;
+  r->loss = batches ? loss / (double)batches : 0;
+  r->accuracy = pt->eval_correct_output >= 0 && batches ? correct / ((double)pt->positions * (double)batches) : -1;
+  r->perplexity = rt_data_is_sequence(src) ? exp(r->loss) : -1;
   return 0;
 }
 

@@ -18,6 +18,8 @@ struct rt_trainer {
   rt_device *dev;
   rt_comm *nccl;                 /* rt_train_config.nccl: the graphs' collectives on device memory */
   rt_program *step_prog, *update_prog;
+  rt_program *eval_prog;         /* pt->eval: the forward alone, on the same parameter buffers */
+  int64_t eval_runs;             /* its runs so far (what its collectives moved: rt_trainer_comm_eval) */
   /* pipeline parallelism (pt->fwd): each chunk's two halves (pt->chunk), run by the schedule */
   int n_chunks;                  /* v: chunks (virtual stages) of this rank */
   rt_program **fwd_prog, **bwd_prog; /* n_chunks each */

@@ -402,6 +402,7 @@ int tool_check_training_memory(const pass_training *pt, ir_diag *d) {
   for (int i = 0; i < pt->n_states; i++) don[pt->n_params + i] = true;
   for (int i = 0; i < pt->n_params; i++) pdon[i] = true;
   arenas += arena_bytes(ug, don, pdon);
+  if (pt->eval) arenas += arena_bytes(pt->eval, NULL, NULL); /* the eval program's own arena (nothing donated) */
   free(don);
   free(pdon);
   return check_fits("training", held + arenas, held, "parameters, optimizer state and inputs", d);

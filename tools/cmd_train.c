@@ -31,7 +31,8 @@ static const char *const train_help =
     "                 [--batch N] [--vocab V] [--seq-len T] [--micro-batches K] [--clip NORM]\n"
     "                 [--weight-decay W] [--warmup N] [--lr-schedule constant|cosine] [--save PATH]\n"
     "                 [--save-every N] [--resume PATH] [--log run.jsonl] [--seed N] [--dtype bf16|f16]\n"
-    "                 [--plan plan.json] [--json] [options]\n"
+    "                 [--plan plan.json] [--eval-data SOURCE [--eval-every N] [--eval-batches K]]\n"
+    "                 [--json] [options]\n"
     "\n"
     "Trains FILE: the loss is its output named 'loss' (else its first output, a float scalar);\n"
     "every parameter is trained.\n"
@@ -43,10 +44,28 @@ static const char *const train_help =
     "  copy, reverse, sort  sequence tasks: inputs tokens and targets, integer [batch, T]; tokens\n"
     "                       uniform in [0, V); targets the tokens copied, reversed or sorted\n"
     "  text:PATH            a byte-level text file (tokens = bytes, targets = the next byte)\n"
-    "  tokens:PATH          a uint16 little-endian token file (targets = the next token)\n"
+    "  tokens:PATH          uint16 little-endian tokens (targets = the next token): llm.c's .bin\n"
+    "                       files (a 1 KiB header: magic 20240520, version 1, the token count;\n"
+    "                       recognized by the magic, required of a .bin file) or raw\n"
+    "  npy:NAME=PATH,...    .npy arrays bound to the inputs of those names, dim 0 the samples\n"
+    "                       (the same N in every array), the rest the input's shape after its\n"
+    "                       batch dim; floats into float inputs, integers (<i4, <i8: labels) into\n"
+    "                       integer ones. Each epoch a fresh order from the seed; its last\n"
+    "                       N mod batch samples are dropped. Under --mesh each dp rank reads its\n"
+    "                       own block of every batch (docs/training.md)\n"
     "  --batch N            batch size: sets the config constant B (else M) with -D\n"
     "  --seq-len T          sequence length: sets the config constant T\n"
     "  --vocab V            vocabulary of copy/reverse/sort: sets the config constant V if there is one\n"
+    "\n"
+    "evaluation (held-out data; the forward graph alone, compiled once, on the parameters' own\n"
+    "            buffers: no gradient, no update):\n"
+    "  --eval-data SOURCE   a source as --data, bound the same way; evaluated after the last step\n"
+    "  --eval-every N       ... and every N steps\n"
+    "  --eval-batches K     batches per evaluation, read in order from the start of the source\n"
+    "                       (default: every complete batch of a file or arrays, 20 of a task)\n"
+    "                       prints 'eval at step S: loss L  accuracy A%  perplexity P (K batches)'\n"
+    "                       (accuracy with a 'logits' output, perplexity = exp(loss) for token\n"
+    "                       sources) and logs eval_loss, eval_accuracy, eval_perplexity\n"
     "\n"
     "optimization (defaults: vector tasks adam, lr 0.05, 1000 steps, constant schedule;\n"
     "              sequence tasks adam, lr 0.003, 200 steps, warmup 20, cosine to 0.1 lr, clip 1):\n"
@@ -116,11 +135,35 @@ static const char *const train_help =
     "accuracy (means over the last 10 steps), steps/s, and predicted vs measured peak activation bytes.\n"
     "\n";
 
+static const char *const eval_help =
+    "usage: tgc eval FILE --resume STATE --data SOURCE [--eval-batches K] [--json] [options]\n"
+    "\n"
+    "Evaluates the parameters of STATE (saved by tgc train --save) on SOURCE once: the forward\n"
+    "graph alone (no gradient, no update), compiled once on the parameters' own buffers, on\n"
+    "the backend and --mesh given (mpirun -np N for more than one rank). Prints\n"
+    "  eval STATE (step S) on SOURCE: loss L  accuracy A%  perplexity P  (K batches)\n"
+    "accuracy when the model has a 'logits' output and integer targets, perplexity = exp(loss)\n"
+    "for token sources.\n"
+    "\n"
+    "  --data SOURCE        the held-out data, any source of tgc train --data (see tgc train\n"
+    "                       --help), read in order from its start\n"
+    "  --resume STATE       the saved state; its settings (optimizer, sizes, --vocab, --dtype,\n"
+    "                       ...) build the same program, flags given override them\n"
+    "  --eval-batches K     batches to read (default: every complete batch of a file or\n"
+    "                       arrays, 20 of a task)\n"
+    "  --json               print the result as one JSON object: step, loss, accuracy,\n"
+    "                       perplexity, batches, data\n"
+    "\n";
+
 extern const char *const tool_common_help;
 
 /* Training settings; the *_set flags tell given from default (for --resume). */
 typedef struct {
   const char *data;
+  const char *eval_data;   /* --eval-data SOURCE: held-out data, evaluated every eval_every steps */
+  int64_t eval_every, eval_batches;
+  bool eval_data_set, eval_every_set, eval_batches_set;
+  bool eval_only;          /* tgc eval: --data is the held-out data, evaluated once */
   int64_t steps, batch, seq_len, vocab, warmup, save_every, stop_at, print_every;
   int optimizer, micro_batches;
   int dtype;            /* --dtype: 0 the model's (f32), 1 bf16, 2 f16 (mixed precision) */
@@ -208,6 +251,10 @@ static const train_setting settings[] = {
     INT("--vocab", "vocab", vocab, vocab_set, 1, INT64_MAX, true),
     {"--dtype", "dtype", SETTING_CHOICE, OPT(dtype), OPT(dtype_set), 0, 0, 0, 0, dtype_from_name, dtype_name,
      "f32, bf16 or f16", true, false},
+    {"--eval-data", "eval_data", SETTING_TEXT, OPT(eval_data), OPT(eval_data_set), 0, 0, 0, 0, NULL, NULL, "SOURCE",
+     true, false},
+    INT("--eval-every", "eval_every", eval_every, eval_every_set, 1, RT_MAX_STEP, true),
+    INT("--eval-batches", "eval_batches", eval_batches, eval_batches_set, 1, INT64_MAX, true),
 };
 #undef INT
 #undef NUM
@@ -533,7 +580,12 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
 #undef TAKE
     if (rc) return -1;
   }
-  if (tool_need_file("train", o, d) != 0) return -1;
+  if (tool_need_file(t->eval_only ? "eval" : "train", o, d) != 0) return -1;
+  if (t->eval_only && (t->eval_data || t->eval_every_set)) {
+    ir_error_plain(d, "eval: --data SOURCE is the data evaluated (--eval-data and --eval-every are tgc train's)");
+    return -1;
+  }
+
   if (t->save_every && !t->save) {
     ir_error_plain(d, "--save-every needs --save PATH");
     return -1;
@@ -621,6 +673,20 @@ static ir_op comm_op(rt_coll_kind k) { return ir_coll_op(k); }
  * {"dp": {"calls", "bytes_sent", "bytes_received", "predicted_calls",
  * "predicted_bytes_sent", "predicted_bytes_received"}}, ...},
  * "predicted_equals_measured": bool} (every step moves the same). */
+/* What the steps moved of kind k over the communicator's axis ca: the
+ * counters less what the evaluations (--eval-data) moved. */
+static rt_comm_counter steps_count(const rt_comm *c, const rt_trainer *tr, rt_coll_kind k, int ca) {
+  rt_comm_counter n = rt_comm_count(c, k, ca);
+  pass_comm_tally ev[IR_NUM_OPS][IR_NUM_AXES];
+  rt_trainer_comm_eval(tr, ev);
+  for (int a = 0; a < IR_NUM_AXES; a++)
+    if (strcmp(ir_axis_name((ir_axis)a), rt_comm_axis_name(c, ca)) == 0) {
+      const pass_comm_tally *e = &ev[comm_op(k)][a];
+      n.calls -= e->calls, n.bytes_sent -= e->sent, n.bytes_received -= e->received;
+    }
+  return n;
+}
+
 static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) {
   pass_comm_tally pred[IR_NUM_OPS][IR_NUM_AXES];
   rt_trainer_comm_predicted(tr, pred);
@@ -634,7 +700,7 @@ static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) 
     json_t *kind = json_object();
     for (int a = 0; a < IR_NUM_AXES; a++) {
       int ca = rt_comm_axis_find(c, ir_axis_name((ir_axis)a));
-      rt_comm_counter n = ca >= 0 ? rt_comm_count(c, (rt_coll_kind)k, ca) : (rt_comm_counter){0, 0, 0};
+      rt_comm_counter n = ca >= 0 ? steps_count(c, tr, (rt_coll_kind)k, ca) : (rt_comm_counter){0, 0, 0};
       const pass_comm_tally *p = &pred[comm_op((rt_coll_kind)k)][a];
       if ((!n.calls && !p->calls) || steps <= 0) continue;
       equal &= n.calls == p->calls * steps && n.bytes_sent == p->sent * steps && n.bytes_received == p->received * steps;
@@ -653,13 +719,13 @@ static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) 
   return o;
 }
 
-static void print_comm(const rt_comm *c, int64_t steps) {
+static void print_comm(const rt_comm *c, const rt_trainer *tr, int64_t steps) {
   if (steps <= 0) return;
   printf("communication of rank %d per step (of %d ranks%s):\n", rt_comm_rank(c), rt_comm_size(c),
          strcmp(rt_comm_impl(c), "nccl") == 0 ? ", through NCCL" : "");
   for (int k = 0; k < IR_NUM_COLLS; k++)
     for (int a = 0; a < rt_comm_axis_count(c); a++) {
-      rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, a);
+      rt_comm_counter n = steps_count(c, tr, (rt_coll_kind)k, a);
       if (!n.calls) continue;
       printf("  %-15s over %-3s %6lld calls  %12lld bytes sent  %12lld received\n", rt_coll_name((rt_coll_kind)k),
              rt_comm_axis_name(c, a), (long long)(n.calls / steps), (long long)(n.bytes_sent / steps),
@@ -851,15 +917,71 @@ static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, i
   return 0;
 }
 
-int tool_cmd_train(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s\n%s", train_help, tool_backend_help, tool_common_help);
-      return 0;
+/* "loss 2.1  accuracy 35.20%  perplexity 8.2  (4 batches)" */
+static void print_eval(FILE *f, const char *head, const rt_eval_result *e) {
+  fprintf(f, "%s: loss %.6g", head, e->loss);
+  if (e->accuracy >= 0) fprintf(f, "  accuracy %.2f%%", 100 * e->accuracy);
+  if (e->perplexity >= 0) fprintf(f, "  perplexity %.4g", e->perplexity);
+  fprintf(f, "  (%lld batch%s)\n", (long long)e->batches, e->batches == 1 ? "" : "es");
+  fflush(f);
+}
+
+static json_t *eval_json(const rt_eval_result *e, int64_t step) {
+  json_t *j = json_object();
+  json_object_set_new(j, "step", json_integer(step));
+  json_object_set_new(j, "loss", isfinite(e->loss) ? json_real(e->loss) : json_null());
+  json_object_set_new(j, "accuracy", e->accuracy >= 0 ? json_real(e->accuracy) : json_null());
+  json_object_set_new(j, "perplexity", e->perplexity >= 0 && isfinite(e->perplexity) ? json_real(e->perplexity) : json_null());
+  json_object_set_new(j, "batches", json_integer(e->batches));
+  return j;
+}
+
+/* The eval source (bound to the model as the training source is, in the
+ * same layout) and how many of its batches an evaluation reads: --eval-batches,
+ * else every complete batch of a file or arrays, 20 of a task. */
+static int open_eval_source(const train_opts *t, const ir_graph *g, rt_data *train_ds, rt_data **eval_ds,
+                            int64_t *batches, ir_diag *d) {
+  char err[1024];
+  const char *flag = t->eval_only ? "--data" : "--eval-data";
+  const char *spec = t->eval_only ? t->data : t->eval_data;
+  rt_data *e = t->eval_only ? train_ds : rt_data_open(spec, t->vocab_set ? t->vocab : 0, err, sizeof err);
+  if (!e) {
+    ir_error_plain(d, "%s: %s", flag, err);
+    return -1;
+  }
+  if (!t->eval_only) *eval_ds = e;
+  if (!t->eval_only && rt_data_bind(e, g, err, sizeof err) != 0) {
+    ir_error_plain(d, "%s: %s", flag, err);
+    return -1;
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (rt_data_batch_dim(e, i) != rt_data_batch_dim(train_ds, i)) {
+      ir_error_plain(d, "%s %s feeds input '%s' in another layout than --data %s", flag, spec, g->inputs[i]->name, t->data);
+      return -1;
     }
+  int64_t have = rt_data_eval_batches(e);
+  if (have == 0) {
+    ir_error_plain(d, "%s %s holds no complete batch of %lld %s", flag, spec, (long long)rt_data_batch_items(e),
+                   rt_data_is_sequence(e) ? "tokens (windows of T + 1, T apart)" : "samples");
+    return -1;
+  }
+  if (t->eval_batches_set && t->eval_batches > have) {
+    ir_error_plain(d, "--eval-batches %lld: %s holds %lld batches of %lld %s", (long long)t->eval_batches, spec,
+                   (long long)have, (long long)rt_data_batch_items(e), rt_data_is_sequence(e) ? "tokens" : "samples");
+    return -1;
+  }
+  *batches = t->eval_batches_set ? t->eval_batches : have == INT64_MAX ? 20 : have;
+  return 0;
+}
+
+static int train_or_eval(int argc, char **argv, bool eval_only) {
   ir_diag *d = ir_diag_new(stderr);
   tool_compile_opts o = {0};
-  train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1};
+  train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1, .eval_only = eval_only};
+  rt_data *eval_ds = NULL;  /* --eval-data */
+  int64_t eval_batches = 0;
+  json_t *last_eval = NULL; /* the last evaluation, for --json */
+  bool have_eval = false;
   rt_safetensors *state = NULL;
   pass_tp_layouts *tpl = NULL; /* --tp-layout search: the layouts, as tgc plan chooses them */
   char *text = NULL, err[1024] = "";
@@ -876,7 +998,7 @@ int tool_cmd_train(int argc, char **argv) {
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
   if (t.plan && (tool_plan_read(t.plan, &plan, d) != 0 || apply_plan(&o, &t, &plan, d) != 0)) goto done;
   if (t.save && check_save_target(t.save, d) != 0) goto done;
-  bool data_given = t.data_set;
+  bool data_given = t.data_set, eval_batches_given = t.eval_batches_set;
   if (t.resume) {
     if (!(state = rt_safetensors_read(t.resume, err, sizeof err))) {
       ir_error_plain(d, "--resume: %s", err);
@@ -884,8 +1006,26 @@ int tool_cmd_train(int argc, char **argv) {
     }
     if (apply_saved(&t, state, d) != 0) goto done;
   }
+  if (eval_only) { /* the training run's eval settings are not this command's */
+    if (!t.resume || !data_given) {
+      ir_error_plain(d, "eval: %s is required", !t.resume ? "--resume STATE (a state saved by tgc train --save)"
+                                                          : "--data SOURCE (the held-out data to evaluate on)");
+      goto done;
+    }
+    t.eval_data = NULL;
+    t.eval_every_set = false;
+    t.eval_batches_set = eval_batches_given;
+  }
+  if (t.eval_every_set && !t.eval_data) {
+    ir_error_plain(d, "--eval-every needs --eval-data SOURCE");
+    goto done;
+  }
+  if (t.eval_batches_set && !t.eval_data && !eval_only) {
+    ir_error_plain(d, "--eval-batches needs --eval-data SOURCE");
+    goto done;
+  }
   if (!t.data) {
-    ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH)");
+    ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH, npy:NAME=PATH,...)");
     goto done;
   }
   if (!(ds = rt_data_open(t.data, t.vocab_set ? t.vocab : 0, err, sizeof err))) {
@@ -985,6 +1125,7 @@ int tool_cmd_train(int argc, char **argv) {
     ir_error_plain(d, "%s", err);
     goto done;
   }
+  if ((t.eval_data || eval_only) && open_eval_source(&t, g, ds, &eval_ds, &eval_batches, d) != 0) goto done;
   int batch_dims[64];
   for (int i = 0; i < g->n_inputs && i < 64; i++) batch_dims[i] = rt_data_batch_dim(ds, i);
   pass_train_options to = {.opt = pass_optimizer_defaults((pass_optimizer_kind)t.optimizer),
@@ -995,7 +1136,8 @@ int tool_cmd_train(int argc, char **argv) {
                            .chunks = t.pp_chunks,
                            .stage_boundaries = t.n_stage_bounds ? t.stage_bounds : NULL,
                            .n_stage_boundaries = t.n_stage_bounds,
-                           .passes = &po};
+                           .passes = &po,
+                           .eval = t.eval_data || eval_only};
   to.opt.clip_norm = t.clip;
   to.opt.weight_decay = t.weight_decay;
   if (t.dtype) { /* mixed precision: f32 master weights, optimizer and gradient sums; f16 scales the loss */
@@ -1022,6 +1164,26 @@ int tool_cmd_train(int argc, char **argv) {
   if (check_sizes(prog->step, &t, ds, o.mesh_set ? o.mesh.size[IR_AXIS_DP] : 1, d) != 0) goto done;
   if (state && rt_trainer_load(tr, state, t.resume, err, sizeof err) != 0) {
     ir_error_plain(d, "--resume: %s", err);
+    goto done;
+  }
+  if (eval_only) { /* tgc eval: once, on the saved parameters */
+    rt_eval_result ev;
+    if (rt_trainer_eval(tr, ds, eval_batches, &ev, err, sizeof err) != 0) {
+      ir_error_plain(d, "eval: %s", err);
+      goto done;
+    }
+    if (t.json) {
+      json_t *j = eval_json(&ev, rt_trainer_steps_done(tr));
+      json_object_set_new(j, "data", json_string(t.data));
+      json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+      fputc('\n', stdout);
+      json_decref(j);
+    } else {
+      char head[1200];
+      snprintf(head, sizeof head, "eval %s (step %lld) on %s", t.resume, (long long)rt_trainer_steps_done(tr), t.data);
+      print_eval(stdout, head, &ev);
+    }
+    rc = 0;
     goto done;
   }
   if (t.log && !(log = fopen(t.log, rt_trainer_steps_done(tr) > 0 ? "a" : "w"))) {
@@ -1054,6 +1216,7 @@ int tool_cmd_train(int argc, char **argv) {
   rt_step_result r = {0};
   bool failed = false;
   int64_t last_saved = 0; /* the step of this run's last save */
+
   for (int64_t s = start; s < end && !interrupted; s++) {
     if (rt_trainer_step(tr, &r, err, sizeof err) != 0) {
       if (bar) fputc('\n', stderr);
@@ -1108,6 +1271,33 @@ int tool_cmd_train(int argc, char **argv) {
       failed = true;
       break;
     }
+    if (eval_ds && ((t.eval_every_set && r.step % t.eval_every == 0) || r.step == end)) {
+      rt_eval_result ev;
+      if (rt_trainer_eval(tr, eval_ds, eval_batches, &ev, err, sizeof err) != 0) {
+        if (bar) fputc('\n', stderr);
+        ir_error_plain(d, "eval at step %lld: %s", (long long)r.step, err);
+        failed = true;
+        break;
+      }
+      if (have_eval) json_decref(last_eval);
+      last_eval = eval_json(&ev, r.step);
+      have_eval = true;
+      char head[64];
+      snprintf(head, sizeof head, "eval at step %lld", (long long)r.step);
+      if (bar) fputc('\n', stderr);
+      if (!t.json) print_eval(stdout, head, &ev);
+      if (log) {
+        fprintf(log, "{\"step\":%lld", (long long)r.step);
+        json_num(log, "eval_loss", ev.loss);
+        if (ev.accuracy >= 0) json_num(log, "eval_accuracy", ev.accuracy);
+        if (ev.perplexity >= 0) json_num(log, "eval_perplexity", ev.perplexity);
+        fprintf(log, ",\"eval_batches\":%lld}\n", (long long)ev.batches);
+        if (log_failed(log, t.log, d)) {
+          failed = true;
+          break;
+        }
+      }
+    }
     if (t.save && t.save_every && r.step % t.save_every == 0 && r.step != end) {
       if (save_state(tr, &t, t.save, d) != 0) {
         failed = true;
@@ -1148,6 +1338,7 @@ int tool_cmd_train(int argc, char **argv) {
     json_object_set_new(j, "predicted_peak_bytes", json_integer((json_int_t)predicted));
     json_object_set_new(j, "measured_peak_bytes", json_integer((json_int_t)peak));
     json_object_set_new(j, "interrupted", json_boolean(interrupted));
+    if (eval_ds) json_object_set_new(j, "eval", have_eval ? json_incref(last_eval) : json_null());
     if (comm || plan.root) { /* what the run ran: the mesh and the plan's other settings */
       json_t *par = json_object();
       json_object_set_new(par, "plan", t.plan ? json_string(t.plan) : json_null());
@@ -1171,11 +1362,11 @@ int tool_cmd_train(int argc, char **argv) {
     printf("done: %lld steps in %.2f s (%.1f steps/s, %.0f %s/s)\n", (long long)rt_trainer_steps_done(tr), elapsed, sps,
            sps * (double)items, seq ? "tokens" : "samples");
     printf("final loss %.6g (mean of the last %d steps; last %.6g)\n", mean_loss, nw, r.loss);
-    if (have_acc) printf("token accuracy %.2f%% (mean of the last %d steps)\n", 100 * mean_acc, nw);
+    if (have_acc) printf("%saccuracy %.2f%% (mean of the last %d steps)\n", seq ? "token " : "", 100 * mean_acc, nw);
     printf("peak activation memory: predicted %s, measured %s\n", fmt_bytes(predicted, pb, sizeof pb),
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
-    if (comm) print_comm(rt_trainer_comm(tr), done_steps);
+    if (comm) print_comm(rt_trainer_comm(tr), tr, done_steps);
   }
   if (comm && done_steps > 0) { /* every rank: what it moved is what the graphs say it moves */
     json_t *cj = comm_json(rt_trainer_comm(tr), tr, done_steps);
@@ -1215,6 +1406,8 @@ done:
     rc = 1;
   }
   free(prof);
+  rt_data_free(eval_ds);
+  json_decref(last_eval);
   rt_trainer_free(tr);
   rt_comm_close(comm);
   tool_plan_free(&plan);
@@ -1226,4 +1419,22 @@ done:
   free(text);
   ir_diag_free(d);
   return rc;
+}
+
+int tool_cmd_train(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("%s%s\n%s", train_help, tool_backend_help, tool_common_help);
+      return 0;
+    }
+  return train_or_eval(argc, argv, false);
+}
+
+int tool_cmd_eval(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("%s%s\n%s", eval_help, tool_backend_help, tool_common_help);
+      return 0;
+    }
+  return train_or_eval(argc, argv, true);
 }

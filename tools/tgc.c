@@ -294,6 +294,7 @@ static const tool_command commands[] = {
     {"grad", tool_cmd_grad, "gradients (reverse mode) or tangents (forward mode) of a model", NULL},
     {"gradcheck", tool_cmd_gradcheck, "compare both autodiff modes with finite differences in f64", NULL},
     {"train", tool_cmd_train, "train a model: optimizer, data, progress, safe checkpoints", NULL},
+    {"eval", tool_cmd_eval, "evaluate a saved training state on held-out data: loss, accuracy, perplexity", NULL},
     {"stats", tool_cmd_stats, "what a model costs: parameters, FLOPs, memory", NULL},
     {"plan", tool_cmd_plan, "the parallel plan of a training step for a cluster, simulated and explained", NULL},
     {"compile", tool_cmd_compile, "lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest", NULL},

@@ -94,6 +94,7 @@ int tool_cmd_run(int argc, char **argv);
 int tool_cmd_grad(int argc, char **argv);      /* cmd_grad.c */
 int tool_cmd_gradcheck(int argc, char **argv); /* cmd_grad.c */
 int tool_cmd_train(int argc, char **argv);     /* cmd_train.c */
+int tool_cmd_eval(int argc, char **argv);      /* cmd_train.c */
 int tool_cmd_stats(int argc, char **argv);     /* cmd_stats.c */
 int tool_cmd_plan(int argc, char **argv);      /* cmd_plan.c */
 /* cmd_plan.c: `tgc train --mesh auto` on `ranks` ranks: the planner's

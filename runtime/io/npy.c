@@ -29,7 +29,7 @@
 
 
 /* numpy descr of each dtype as stored in a file (bf16 is widened to f32). */
-static const char *descr_of(ir_dtype dt) {
+const char *rt_npy_descr(ir_dtype dt) {
   switch (dt) {
   case IR_DT_F64: return "<f8";
   case IR_DT_F32: return "<f4";
@@ -292,7 +292,7 @@ done:
 /* ---- writing ------------------------------------------------------------ */
 
 int rt_npy_write(const char *path, const rt_tensor *t, char *err, size_t errlen) {
-  const char *descr = descr_of(t->type.dtype);
+  const char *descr = rt_npy_descr(t->type.dtype);
   if (!descr) {
     rt_path_errf(err, errlen, path, "cannot write dtype %d", (int)t->type.dtype);
     return -1;

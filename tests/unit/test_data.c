@@ -1,8 +1,12 @@
 /* tests/unit/test_data.c — the training data sources (runtime/io/data.c):
  * what each task puts in the inputs, the bias feature, both layouts,
- * determinism in (seed, step, micro-batch), text and token files, and the
- * exact errors for models whose inputs do not fit a source.
+ * determinism in (seed, step, micro-batch), text and token files (raw and
+ * llm.c's format, written here), .npy arrays bound by name (shuffled per
+ * epoch, the last partial batch dropped), evaluation batches, and the exact
+ * errors for models whose inputs or files do not fit a source.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -249,10 +253,244 @@ static void test_files(void) {
   rmdir(dir);
 }
 
+
+/* A token file in llm.c's format (dev/data/data_common.py write_datafile):
+ * 256 int32 (magic, version, count; zeros), then count uint16 tokens;
+ * `count` is what the header says, n the tokens written. */
+static void write_llmc(const char *path, int32_t magic, int32_t version, int32_t count, int n, int vocab) {
+  FILE *f = fopen(path, "wb");
+  int32_t h[256] = {magic, version, count};
+  fwrite(h, sizeof h, 1, f);
+  for (int i = 0; i < n; i++) {
+    uint16_t t = (uint16_t)((i * 7) % vocab);
+    fwrite(&t, 2, 1, f);
+  }
+  fclose(f);
+}
+
+static void test_llmc(void) {
+  char err[512], dir[] = "/tmp/tgc_llmc_XXXXXX", bin[600], raw[600], spec[700], want[1200];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(bin, sizeof bin, "%s/train.bin", dir);
+  snprintf(raw, sizeof raw, "%s/train.tok", dir);
+  write_llmc(bin, 20240520, 1, 50, 50, 40);
+  FILE *f = fopen(raw, "wb");
+  for (int i = 0; i < 50; i++) {
+    uint16_t t = (uint16_t)((i * 7) % 40);
+    fwrite(&t, 2, 1, f);
+  }
+  fclose(f);
+  /* read as tokens, not the header: eval batch 1 is windows 2 and 3 of T = 6 */
+  ir_graph *g = sequence_model(2, 6, 40);
+  snprintf(spec, sizeof spec, "tokens:%s", bin);
+  rt_data *ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK(ds != NULL);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_eval_batches(ds), 4); /* 49 / 6 = 8 windows, 4 batches of 2 */
+  rt_tensor **in = alloc_inputs(g);
+  CHECK_EQ_INT(rt_data_fill_eval(ds, 0, 1, in, err, sizeof err), 0);
+  for (int b = 0; b < 2; b++)
+    for (int t = 0; t < 6; t++) {
+      int at = (2 + b) * 6 + t;
+      CHECK_EQ_INT((int)rt_tensor_get(in[0], b * 6 + t), (at * 7) % 40);
+      CHECK_EQ_INT((int)rt_tensor_get(in[1], b * 6 + t), ((at + 1) * 7) % 40);
+    }
+  CHECK_EQ_INT(rt_data_fill_eval(ds, 0, 4, in, err, sizeof err), -1);
+  /* training windows: the same as the raw file's (the header skipped) */
+  rt_tensor **r = alloc_inputs(g);
+  snprintf(spec, sizeof spec, "tokens:%s", raw);
+  rt_data *rs = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(rs, g, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_fill(ds, 3, 9, 0, in, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_fill(rs, 3, 9, 0, r, err, sizeof err), 0);
+  CHECK(same_tensor(in[0], r[0]) && same_tensor(in[1], r[1]));
+  free_inputs(g, in);
+  free_inputs(g, r);
+  rt_data_free(ds);
+  rt_data_free(rs);
+  ir_graph_free(g);
+
+  /* malformed: each refused with its name and what was expected */
+  write_llmc(bin, 20240521, 1, 50, 50, 40);
+  snprintf(spec, sizeof spec, "tokens:%s", bin);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s: bad magic 20240521: not an llm.c token file (expected 20240520; a raw uint16 token file must not be named .bin)", bin);
+  CHECK_STR(err, want);
+  write_llmc(bin, 20240520, 2, 50, 50, 40);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s: llm.c token file version 2, expected 1 (uint16 tokens)", bin);
+  CHECK_STR(err, want);
+  write_llmc(bin, 20240520, 1, 60, 50, 40);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s: the header says 60 tokens (120 bytes after the 1024-byte header), the file has 100 bytes there (truncated)", bin);
+  CHECK_STR(err, want);
+  f = fopen(bin, "wb");
+  fwrite("\x88\xd8\x34\x01\x01\x00", 6, 1, f); /* the magic, then nothing of the header */
+  fclose(f);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s: truncated llm.c header: 6 bytes, expected 1024", bin);
+  CHECK_STR(err, want);
+  f = fopen(bin, "wb");
+  fclose(f);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s: 0 bytes: too short for llm.c's token header (1024 bytes, magic 20240520)", bin);
+  CHECK_STR(err, want);
+  remove(bin);
+  remove(raw);
+  rmdir(dir);
+}
+
+static ir_graph *npy_model(ir_dtype xdt, int64_t B, int64_t F, ir_dtype ydt) {
+  ir_graph *g = ir_graph_new("main", NULL);
+  ir_loc loc = {0};
+  ir_type xt = {.dtype = xdt, .rank = 2, .dims = {B, F}}, yt = {.dtype = ydt, .rank = 1, .dims = {B}};
+  ir_graph_add_input(g, "x", xt, loc);
+  ir_graph_add_input(g, "y", yt, loc);
+  return g;
+}
+
+/* x [n, f]: x[i][c] = 10 i + c; y [n]: i (dtype ydt) */
+static void write_arrays(const char *xp, const char *yp, int64_t n, int64_t f, ir_dtype ydt) {
+  char err[512];
+  ir_type xt = {.dtype = IR_DT_F32, .rank = 2, .dims = {n, f}}, yt = {.dtype = ydt, .rank = 1, .dims = {n}};
+  rt_tensor *x = rt_tensor_new(&xt), *y = rt_tensor_new(&yt);
+  for (int64_t i = 0; i < n; i++) {
+    for (int64_t c = 0; c < f; c++) rt_tensor_set(x, i * f + c, (double)(10 * i + c));
+    rt_tensor_set(y, i, (double)i);
+  }
+  CHECK_EQ_INT(rt_npy_write(xp, x, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_npy_write(yp, y, err, sizeof err), 0);
+  rt_tensor_free(x);
+  rt_tensor_free(y);
+}
+
+static void test_npy(void) {
+  char err[512], dir[] = "/tmp/tgc_npy_XXXXXX", xp[600], yp[600], spec[2000], want[3000];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(xp, sizeof xp, "%s/x.npy", dir);
+  snprintf(yp, sizeof yp, "%s/y.npy", dir);
+  write_arrays(xp, yp, 10, 3, IR_DT_I64); /* integer labels in i64, into an i32 input */
+  snprintf(spec, sizeof spec, "npy:x=%s,y=%s", xp, yp);
+  ir_graph *g = npy_model(IR_DT_F32, 4, 3, IR_DT_I32);
+  rt_data *ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK(ds != NULL);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  CHECK(!rt_data_is_sequence(ds));
+  CHECK_EQ_INT(rt_data_batch_items(ds), 4);
+  CHECK_EQ_INT(rt_data_batch_dim(ds, 0), 0);
+  CHECK_EQ_INT(rt_data_batch_dim(ds, 1), 0);
+  CHECK_EQ_INT(rt_data_targets_input(ds), 1);
+  CHECK_EQ_INT(rt_data_eval_batches(ds), 2);
+  /* one epoch: 2 batches of 4 distinct samples (10 = 2 x 4 + 2 dropped), rows intact */
+  rt_tensor **in = alloc_inputs(g), **again = alloc_inputs(g);
+  int seen[10] = {0};
+  for (int step = 0; step < 2; step++) {
+    CHECK_EQ_INT(rt_data_fill(ds, 5, step, 0, in, err, sizeof err), 0);
+    for (int j = 0; j < 4; j++) {
+      int s = (int)rt_tensor_get(in[1], j);
+      CHECK(s >= 0 && s < 10);
+      seen[s]++;
+      for (int c = 0; c < 3; c++) CHECK(rt_tensor_get(in[0], j * 3 + c) == 10.0 * s + c);
+    }
+  }
+  int once = 0;
+  for (int s = 0; s < 10; s++) {
+    CHECK(seen[s] <= 1);
+    once += seen[s];
+  }
+  CHECK_EQ_INT(once, 8);
+  /* a function of (seed, step, micro): the same again; another epoch another order */
+  CHECK_EQ_INT(rt_data_fill(ds, 5, 1, 0, in, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_fill(ds, 5, 7, 0, again, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_fill(ds, 5, 1, 0, again, err, sizeof err), 0);
+  CHECK(same_tensor(in[0], again[0]) && same_tensor(in[1], again[1]));
+  bool differs = false;
+  for (int e = 1; e < 6 && !differs; e++) {
+    CHECK_EQ_INT(rt_data_fill(ds, 5, 2 * e + 1, 0, again, err, sizeof err), 0);
+    differs = !same_tensor(in[1], again[1]);
+  }
+  CHECK(differs);
+  /* K = 2 micro-batches a step: (step 0, micro 1) is batch 1 */
+  rt_data_set_micro_batches(ds, 2);
+  CHECK_EQ_INT(rt_data_fill(ds, 5, 0, 1, again, err, sizeof err), 0);
+  CHECK(same_tensor(in[1], again[1]));
+  /* evaluation: samples in file order */
+  CHECK_EQ_INT(rt_data_fill_eval(ds, 5, 1, in, err, sizeof err), 0);
+  for (int j = 0; j < 4; j++) CHECK_EQ_INT((int)rt_tensor_get(in[1], j), 4 + j);
+  free_inputs(g, in);
+  free_inputs(g, again);
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* refusals, exact */
+  g = npy_model(IR_DT_F32, 4, 3, IR_DT_I32);
+  write_arrays(xp, yp, 10, 3, IR_DT_F32); /* float labels into an i32 input */
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  snprintf(want, sizeof want, "%s: dtype <f4 does not fit input 'y' i32[4]: expected integers (<i4 or <i8)", yp);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  write_arrays(xp, yp, 10, 2, IR_DT_I32); /* 2 features, the input has 3 */
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  snprintf(want, sizeof want, "%s: shape (10, 2) does not match input 'x' f32[4, 3]: expected (N, 3) (N samples of the input's shape less its batch dim)", xp);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  write_arrays(xp, yp, 3, 3, IR_DT_I32); /* fewer samples than a batch */
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  snprintf(want, sizeof want, "data source '%s' holds 3 samples, fewer than one batch of 4", spec);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  write_arrays(xp, yp, 10, 3, IR_DT_I32);
+  snprintf(spec, sizeof spec, "npy:x=%s", xp); /* y not fed */
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  snprintf(want, sizeof want, "data source '%s' feeds no array to the model's input 'y' (add y=FILE.npy)", spec);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  snprintf(spec, sizeof spec, "npy:x=%s,y=%s,z=%s", xp, yp, yp); /* an input the model lacks */
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  snprintf(want, sizeof want, "data source '%s': the model has no input 'z' (its inputs: x, y)", spec);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  ir_graph_free(g);
+  CHECK(rt_data_open("npy:x", 0, err, sizeof err) == NULL);
+  CHECK_STR(err, "data source 'npy:x': expected NAME=PATH (a model input and its .npy file), got 'x'");
+  CHECK(rt_data_open("npy:", 0, err, sizeof err) == NULL);
+  CHECK_STR(err, "data source 'npy:': expected NAME=PATH (a model input and its .npy file), got ''");
+  snprintf(spec, sizeof spec, "npy:x=%s,x=%s", xp, xp);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "data source '%s': input 'x' is given twice", spec);
+  CHECK_STR(err, want);
+  write_arrays(xp, yp, 10, 3, IR_DT_I32);
+  char y9[640];
+  snprintf(y9, sizeof y9, "%s/y9.npy", dir);
+  write_arrays(xp, y9, 9, 3, IR_DT_I32);
+  write_arrays(xp, yp, 10, 3, IR_DT_I32);
+  snprintf(spec, sizeof spec, "npy:x=%s,y=%s", xp, y9);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s holds 9 samples (dim 0) but %s holds 10: every array needs one row per sample", y9, xp);
+  CHECK_STR(err, want);
+  /* a malformed .npy: the reader's message, naming the file */
+  FILE *f = fopen(yp, "wb");
+  fputs("not numpy", f);
+  fclose(f);
+  snprintf(spec, sizeof spec, "npy:x=%s,y=%s", xp, yp);
+  CHECK(rt_data_open(spec, 0, err, sizeof err) == NULL);
+  snprintf(want, sizeof want, "%s: not a .npy file (bad magic)", yp);
+  CHECK_STR(err, want);
+  remove(xp);
+  remove(yp);
+  remove(y9);
+  rmdir(dir);
+}
+
 static void test_errors(void) {
   char err[512];
   CHECK(rt_data_open("mnist", 0, err, sizeof err) == NULL);
-  CHECK_STR(err, "unknown data source 'mnist' (known: xor, regression, copy, reverse, sort, text:PATH, tokens:PATH)");
+  CHECK_STR(err, "unknown data source 'mnist' (known: xor, regression, copy, reverse, sort, text:PATH, tokens:PATH, npy:NAME=PATH,...)");
   CHECK(rt_data_open("xor", 5, err, sizeof err) == NULL);
   CHECK_STR(err, "data source 'xor' has no vocabulary");
 
@@ -294,6 +532,8 @@ int main(void) {
   test_regression();
   test_sequences();
   test_files();
+  test_llmc();
+  test_npy();
   test_errors();
   return check_done();
 }

@@ -34,6 +34,7 @@ typedef struct {
   int dtype;                              /* 0: the model's; IR_DT_BF16 / IR_DT_F16: mixed precision (f16 scales the loss) */
   double loss_scale_init;                 /* 0: the default */
   const bool *disabled;                   /* passes left out (PASS_COUNT entries), or NULL */
+  bool eval;                              /* also the eval graph (rt_trainer_eval) */
 } setup;
 
 static inline void session_close(session *s) {
@@ -63,7 +64,7 @@ static inline int session_open(session *s, const setup *c) {
   pass_options po = {.diag = s->d, .verify_each = c->verify_each, .disabled = c->disabled};
   pass_train_options to = {.opt = c->opt, .micro_batches = c->micro, .targets_input = rt_data_targets_input(s->ds),
                            .passes = &po, .mixed_precision = c->dtype != 0, .compute_dtype = (ir_dtype)c->dtype,
-                           .loss_scaling = c->dtype == IR_DT_F16};
+                           .loss_scaling = c->dtype == IR_DT_F16, .eval = c->eval};
   if (!(s->prog = pass_build_train(model, &to))) return -1;
   s->g = s->prog->step;
   rt_train_config tc = {.prog = s->prog, .backend = c->backend, .data = s->ds, .seed = c->seed, .schedule = c->sched,
