@@ -785,6 +785,14 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
   A.pos = n_pos <= SMALL_ARGS ? pos_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos);
   A.pos_at = n_pos <= SMALL_ARGS ? pos_at_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos_at);
   for (int i = 0; i < MAX_KWS; i++) A.kw[i].kind = SV_NONE;
+  /* dropout(e, 0) is e itself, named as e would be (x = dropout(e, 0) names
+   * e's value x): its p is evaluated first (a number: no nodes) */
+  sv drop_p = {.kind = SV_NONE};
+  bool drop_zero = false;
+  if (b->fn == h_dropout && n_pos == 2) {
+    drop_p = fe_eval(S, call->kid[1], NULL, 0);
+    drop_zero = sv_is_const(drop_p) && drop_p.kind != SV_BOOL && sv_num(drop_p) == 0;
+  }
   for (int i = 0, p = 0; i < call->n; i++) {
     const ast *k = call->kid[i];
     if (k->kind != AST_KWARG && p == n_pos) { /* a keyword by position */
@@ -806,7 +814,9 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
     }
     if (k->kind != AST_KWARG) {
       A.pos_at[p] = k;
-      A.pos[p] = fe_eval(S, k, NULL, 0);
+      A.pos[p] = drop_p.kind != SV_NONE && p == 1 ? drop_p
+                 : drop_zero && p == 0            ? fe_eval(S, k, hints, n_hints)
+                                                  : fe_eval(S, k, NULL, 0);
       if (A.pos[p].kind == SV_POISON) bad = true;
       else if (A.pos[p].kind == SV_TUPLE || A.pos[p].kind == SV_NONE) {
         fe_error(S, k, "argument %d of %s cannot be %s", p + 1, what, fe_describe(S, A.pos[p]));

@@ -67,3 +67,24 @@ int pass_key_dropout(ir_graph *g) {
   ir_graph_move_tail(g, added, 0);
   return key_input;
 }
+
+int64_t pass_dropout_mask_bytes(const ir_graph *g, int *n_dropouts) {
+  /* the backward's dropout shares its forward's stream: count each stream once */
+  int64_t bytes = 0;
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *d = g->nodes[i];
+    if (d->dead || d->op != IR_OP_DROPOUT || d->n_in == 1) continue;
+    int64_t stream = ir_node_attr_int(d, "stream", -1);
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) {
+      const ir_node *e = g->nodes[j];
+      seen = !e->dead && e->op == IR_OP_DROPOUT && e->n_in > 1 && ir_node_attr_int(e, "stream", -2) == stream;
+    }
+    if (seen) continue;
+    bytes += ir_type_numel(&d->out[0]->type);
+    n++;
+  }
+  if (n_dropouts) *n_dropouts = n;
+  return bytes;
+}

@@ -326,6 +326,11 @@ typedef struct pass_pipe_chunk {
  * dropout), its stream and its positions. Called by the training builders
  * before autodiff. */
 int pass_key_dropout(ir_graph *g);
+/* The bytes of the masks of g's dropouts (training form) at 1 byte an
+ * element, each dropout once (its backward's shares its stream), and their
+ * count: what the literature counts as kept for the backward (Korthikanti
+ * et al. 2022) and tgc does not keep (the backward draws each mask again). */
+int64_t pass_dropout_mask_bytes(const ir_graph *g, int *n_dropouts);
 /* Builds both graphs from model (consumed: it becomes the step graph; freed
  * on failure). NULL after reporting through o->passes->diag. */
 pass_training *pass_build_train(ir_graph *model, const pass_train_options *o);

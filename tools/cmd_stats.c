@@ -199,6 +199,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
   pass_train_memory m = pass_training_memory((double)s->param_total, s->dtype_bytes, pass_optimizer_state_count(s->opt),
                                              (double)s->mem.activation_peak_bytes, trains);
   s->m_params = m.params, s->m_grads = m.grads, s->m_opt = m.optimizer, s->m_act = m.activations, s->m_total = m.total;
+  s->m_masks = (double)pass_dropout_mask_bytes(g, &s->n_dropouts);
   pass_step_costing sc = {s->target, s->dtype_bytes, s->opt_flops, m, (double)s->param_total, s->tokens};
   pass_roofline_of(g, &sc, &s->roof);
   return 0;
