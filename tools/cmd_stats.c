@@ -55,6 +55,9 @@ static const char *const stats_help =
     "               checkpoint policy). With bf16/fp16, mixed precision as usually trained:\n"
     "               16-bit parameters and gradients, fp32 optimizer state plus an fp32\n"
     "               master copy of the parameters (adam: 2+2+12 = 16 bytes per parameter).\n"
+    "               With dropout, its masks at 1 byte an element: not kept (the backward\n"
+    "               draws them again), shown as the literature counts them (Korthikanti\n"
+    "               et al. 2022) with the activations they would make.\n"
     "               GB = 1e9 bytes, GiB = 2^30. Also the CPU executor's predicted peak\n"
     "  roofline     per op: FLOPs, bytes moved (each operand read once, each result\n"
     "               written once), arithmetic intensity FLOP/byte, and with a target whether\n"
@@ -78,7 +81,7 @@ static const char *const stats_help =
     "  --params             list every parameter tensor\n"
     "  --json               one JSON object: {\"params\": {\"total\", \"by_group\", \"closed_form\", ...},\n"
     "                       \"flops\": {\"forward\", \"backward\", \"recompute\", \"six_n_tokens\", ...},\n"
-    "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"total\",\n"
+    "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"dropout_masks\", \"total\",\n"
     "                       \"peak_bytes\", ...}, \"target\", \"step_time_s\", \"mfu\", \"ops\", \"top_ops\"}\n"
     "\n";
 

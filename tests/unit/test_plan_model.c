@@ -10,8 +10,9 @@
  *  - Adam: 2 fp32 values per parameter (plus the fp32 master copy);
  *  - activations kept per interior layer (bytes), Korthikanti's
  *    34 s b h + 5 a s^2 b (16-bit values, 1-byte dropout masks) less the terms
- *    gpt.tg does not have (no dropout: 2 s b h of masks, a s^2 b of mask and
- *    2 a s^2 b of dropout output):
+ *    gpt.tg does not have with pdrop 0, its default (no dropout: 2 s b h of
+ *    masks, a s^2 b of mask and 2 a s^2 b of dropout output; with GPT-2's
+ *    dropout, test_dropout_activations):
  *      attention unfused, no recompute      32 s b h + 2 a s^2 b
  *      the same, t-way tensor parallel      8 s b h + (24 s b h + 2 a s^2 b) / t
  *      the same, with sequence parallelism  (32 s b h + 2 a s^2 b) / t
