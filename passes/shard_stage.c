@@ -169,6 +169,13 @@ static bool linear_in_part(const ir_node *n) {
   }
 }
 
+/* Whether n may be a table's node: not a communication or an effect, but
+ * mesh_slice (a rank's block of a table, moving nothing: dropout's
+ * positions under dp or tp, docs/ir.md). */
+static bool made_of_constants(const ir_node *n) {
+  return n->op == IR_OP_MESH_SLICE || !(ir_op_flags(n->op) & (IR_OPF_COMM | IR_OPF_EFFECT));
+}
+
 /* A value made from constants alone (iota, const, and what is computed from
  * them alone: the positions, a rotary table) is the same in every
  * micro-batch: every stage that reads it makes it, with what it is made
@@ -181,7 +188,7 @@ static void tables(stages *c) {
   if (!made_of_consts || !c->table) abort();
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    bool t = !n->dead && n->n_out > 0 && !(ir_op_flags(n->op) & (IR_OPF_COMM | IR_OPF_EFFECT));
+    bool t = !n->dead && n->n_out > 0 && made_of_constants(n);
     for (int k = 0; k < n->n_in && t; k++) t = made_of_consts[n->in[k]->id];
     for (int j = 0; j < n->n_out; j++) made_of_consts[n->out[j]->id] = t;
   }
@@ -266,12 +273,20 @@ static int assign(stages *c, ir_diag *d) {
   c->mixed_of = calloc((size_t)g->n_nodes + 1, sizeof *c->mixed_of);
   c->made = calloc((size_t)c->nv, sizeof *c->made);
   c->read = calloc((size_t)c->nv, sizeof *c->read);
-  if (!c->stage || !c->mixed_of || !c->made || !c->read) abort();
+  bool *constant = calloc((size_t)c->nv, sizeof *constant); /* made from constants alone (a table: see tables) */
+  if (!c->stage || !c->mixed_of || !c->made || !c->read || !constant) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    bool t = !n->dead && n->n_out > 0 && made_of_constants(n);
+    for (int k = 0; k < n->n_in && t; k++) t = constant[n->in[k]->id];
+    for (int j = 0; j < n->n_out; j++) constant[n->out[j]->id] = t;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     int st = UNKNOWN;
     smask from = 0;
-    for (int k = 0; k < n->n_in; k++) from |= c->made[n->in[k]->id];
+    /* a table is made where it is read: it does not place its readers (dropout's positions, shared by layers) */
+    for (int k = 0; k < n->n_in; k++) from |= constant[n->in[k]->id] ? 0 : c->made[n->in[k]->id];
     if (n->dead) st = UNKNOWN;
     else if (n->layer >= 0) st = stage_of_layer(c, n->layer, layers);
     else if (from && !(from & (from - 1))) st = __builtin_ctzll(from);
@@ -311,6 +326,7 @@ static int assign(stages *c, ir_diag *d) {
       else c->read[n->in[k]->id] |= c->made[n->in[k]->id] & c->mixed_of[i];
   }
   for (int i = 0; i < g->n_outputs; i++) c->read[g->outputs[i].value->id] |= 0; /* outputs: where made */
+  free(constant);
   tables(c);
   /* With chunks, the messages between two ranks come from several stages'
    * programs, run in the schedule's order: received in the order they are
@@ -819,12 +835,6 @@ int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {
   }
   if (t->loss_scale_input >= 0) {
     ir_error_plain(d, "pipeline parallelism with loss scaling (--dtype f16) is not built yet");
-    return -1;
-  }
-  if (t->dropout_key_input >= 0 && !(t->step->mesh.size[IR_AXIS_DP] == 1 && t->step->mesh.size[IR_AXIS_TP] == 1)) {
-    /* the positions' blocks (mesh_slice, shared by the dropouts of one shape) would cross the stage cut */
-    ir_error_plain(d, "dropout with pipeline parallelism and dp or tp in the same mesh is not built yet "
-                   "(pp alone, or dp and tp without pp, are)");
     return -1;
   }
   if (t->schedule == PASS_SCHED_INTERLEAVED && t->micro_batches % p != 0) {
