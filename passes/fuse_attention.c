@@ -19,6 +19,11 @@
  *   p  = softmax(m, axis = last)
  *   o  = matmul(p, v)             v[..,S,F]; or einsum "..ts,..sf->..tf"
  *
+ * A dropout between p and the product (GPT-2's attention dropout) is not in
+ * the pattern: that attention stays unfused, as the fused kernels draw no
+ * mask (dropout inside them would draw it in the forward's online softmax
+ * and again in the backward's recomputed scores: not built).
+ *
  * with the scale and the mask in either order — mask then scale only for a
  * constant c > 0 (or 1/c > 0), the one case where -inf * c stays -inf so the
  * result is the same. Every value from s to p must have exactly one use (p
