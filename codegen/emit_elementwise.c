@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "scalar.h"
 
 enum { MAP_THREADS = 256 };
 
@@ -438,6 +439,40 @@ int cg_emit_causal_mask(cg_ctx *c, const ir_node *n) {
            "    const long long col = i %% %lldLL, row = i / %lldLL %% %lldLL;\n"
            "    out0[i] = col > row + %lldLL ? tgc_round<%s>(%s) : tgc_round<%s>(tgc_acc(in0[i]));\n",
            (long long)S, (long long)S, (long long)T, (long long)(S - T), ot, lit, ot);
+  return simple_kernel(c, cg_numel(t), body);
+}
+
+/* dropout (ops.def): the inference form a copy; the training form keeps
+ * element i (x * scale) unless the bits at its global index g (from the
+ * positions in2.. and the unsharded strides) fall under the threshold:
+ * ir/scalar.h's generator, printed from the same macro. */
+int cg_emit_dropout(cg_ctx *c, const ir_node *n) {
+  const ir_type *t = &n->out[0]->type;
+  const char *ot = cg_ctype(t->dtype);
+  char body[4096];
+  if (n->n_in == 1) {
+    snprintf(body, sizeof body, "    out0[i] = in0[i];\n");
+    return simple_kernel(c, cg_numel(t), body);
+  }
+  double p = ir_node_attr_float(n, "p", 0);
+  const ir_attr *sa = ir_node_attr(n, "strides");
+  if (!sa || sa->n != t->rank) return cg_fail(c, "dropout without its strides");
+  uint64_t stream_mul = (uint64_t)ir_node_attr_int(n, "stream", 0) * IR_DROPOUT_STREAM;
+  char lit[64];
+  cg_literal(lit, sizeof lit, ir_round_to_dtype(t->dtype, 1.0 / (1.0 - p)), t->dtype);
+  size_t k = (size_t)snprintf(body, sizeof body,
+                              "    unsigned long long z = (unsigned long long)in1[0] ^ %lluULL;\n    %s\n"
+                              "    const unsigned long long sk = z;\n    unsigned long long g = 0;\n    long long r = i;\n",
+                              (unsigned long long)stream_mul, IR_DROPOUT_MIX_TEXT);
+  for (int d = t->rank - 1; d >= 0 && k < sizeof body; d--)
+    k += (size_t)snprintf(body + k, sizeof body - k,
+                          "    g += (unsigned long long)in%d[r %% %lldLL] * %lluULL;\n    r /= %lldLL;\n", 2 + d,
+                          (long long)t->dims[d], (unsigned long long)sa->ints[d], (long long)t->dims[d]);
+  if (k < sizeof body)
+    snprintf(body + k, sizeof body - k,
+             "    z = sk + g * %lluULL;\n    %s\n"
+             "    out0[i] = (unsigned)(z >> 32) >= %uU ? tgc_round<%s>(tgc_acc(in0[i]) * %s) : tgc_round<%s>(0.0);\n",
+             (unsigned long long)IR_DROPOUT_GOLDEN, IR_DROPOUT_MIX_TEXT, ir_dropout_threshold(p), ot, lit, ot);
   return simple_kernel(c, cg_numel(t), body);
 }
 

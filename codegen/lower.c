@@ -33,6 +33,7 @@ int cg_emit_fused(cg_ctx *c, const ir_node *n);
 int cg_emit_const(cg_ctx *c, const ir_node *n);
 int cg_emit_iota(cg_ctx *c, const ir_node *n);
 int cg_emit_causal_mask(cg_ctx *c, const ir_node *n);
+int cg_emit_dropout(cg_ctx *c, const ir_node *n);
 int cg_emit_broadcast(cg_ctx *c, const ir_node *n);
 int cg_emit_transpose(cg_ctx *c, const ir_node *n);
 int cg_emit_reshape(cg_ctx *c, const ir_node *n);
@@ -85,6 +86,7 @@ static const cg_emit_fn emitters[IR_NUM_OPS] = {
     [IR_OP_EMBEDDING] = cg_emit_embedding,
     [IR_OP_CROSS_ENTROPY] = cg_emit_cross_entropy,
     [IR_OP_CAUSAL_MASK] = cg_emit_causal_mask,
+    [IR_OP_DROPOUT] = cg_emit_dropout,
     [IR_OP_EINSUM] = cg_emit_einsum,
     [IR_OP_UNSLICE] = cg_emit_unslice,
     [IR_OP_EMBEDDING_GRAD] = cg_emit_embedding_grad,

@@ -269,6 +269,33 @@ static sv h_norm(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
   return build(S, call, A, b->op, in, A->n, &a, 1, NULL);
 }
 
+/* dropout(x, p): training's inverted dropout (ops.def). p = 0 is x itself
+ * (no node: a model with p from a config of 0 compiles to the graph it had
+ * before dropout existed); 0 < p < 1 a dropout node in its inference form,
+ * which the training builders key (pass_key_dropout) and every other
+ * compile removes (canonicalize). */
+static sv h_dropout(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
+  ir_value *x = tensor_arg(S, A, 0);
+  if (!x) return sv_poison();
+  if (!ir_dtype_is_float(x->type.dtype)) {
+    fe_error(S, A->pos_at[0], "argument 1 of %s must be a float tensor, got %s", A->what, fe_describe(S, A->pos[0]));
+    return sv_poison();
+  }
+  if (!sv_is_const(A->pos[1]) || A->pos[1].kind == SV_BOOL) {
+    fe_error(S, A->pos_at[1], "argument 2 of %s (the drop probability) must be a number, got %s", A->what,
+             fe_describe(S, A->pos[1]));
+    return sv_poison();
+  }
+  double p = sv_num(A->pos[1]);
+  if (!(p >= 0 && p < 1)) {
+    fe_error(S, A->pos_at[1], "the drop probability of %s must be in [0, 1), got %g", A->what, p);
+    return sv_poison();
+  }
+  if (p == 0) return A->pos[0];
+  ir_attr a = ir_attr_float("p", p);
+  return build(S, call, A, b->op, &x, 1, &a, 1, NULL);
+}
+
 static bool perm_arg(fe_sema *S, bi_args *A, int i, const ir_type *t, int64_t *perm) {
   int n;
   char what[96];
@@ -646,6 +673,7 @@ static const bi_spec builtins[] = {
     {"embedding", h_tensor_op, IR_OP_EMBEDDING, 2, 2, {NULL}},
     {"cross_entropy", h_tensor_op, IR_OP_CROSS_ENTROPY, 2, 2, {NULL}},
     {"causal_mask", h_tensor_op, IR_OP_CAUSAL_MASK, 1, 1, {NULL}},
+    {"dropout", h_dropout, IR_OP_DROPOUT, 2, 2, {NULL}},
     {"einsum", h_einsum, IR_OP_EINSUM, 2, -1, {NULL}},
     {"cast", h_cast, IR_OP_CAST, 2, 2, {NULL}},
     {"zeros", h_fill, IR_OP_CONST, 1, 2, {NULL}},
@@ -757,6 +785,14 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
   A.pos = n_pos <= SMALL_ARGS ? pos_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos);
   A.pos_at = n_pos <= SMALL_ARGS ? pos_at_small : ir_arena_alloc(S->arena, (size_t)n_pos * sizeof *A.pos_at);
   for (int i = 0; i < MAX_KWS; i++) A.kw[i].kind = SV_NONE;
+  /* dropout(e, 0) is e itself, named as e would be (x = dropout(e, 0) names
+   * e's value x): its p is evaluated first (a number: no nodes) */
+  sv drop_p = {.kind = SV_NONE};
+  bool drop_zero = false;
+  if (b->fn == h_dropout && n_pos == 2) {
+    drop_p = fe_eval(S, call->kid[1], NULL, 0);
+    drop_zero = sv_is_const(drop_p) && drop_p.kind != SV_BOOL && sv_num(drop_p) == 0;
+  }
   for (int i = 0, p = 0; i < call->n; i++) {
     const ast *k = call->kid[i];
     if (k->kind != AST_KWARG && p == n_pos) { /* a keyword by position */
@@ -778,7 +814,9 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
     }
     if (k->kind != AST_KWARG) {
       A.pos_at[p] = k;
-      A.pos[p] = fe_eval(S, k, NULL, 0);
+      A.pos[p] = drop_p.kind != SV_NONE && p == 1 ? drop_p
+                 : drop_zero && p == 0            ? fe_eval(S, k, hints, n_hints)
+                                                  : fe_eval(S, k, NULL, 0);
       if (A.pos[p].kind == SV_POISON) bad = true;
       else if (A.pos[p].kind == SV_TUPLE || A.pos[p].kind == SV_NONE) {
         fe_error(S, k, "argument %d of %s cannot be %s", p + 1, what, fe_describe(S, A.pos[p]));

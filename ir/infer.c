@@ -542,6 +542,36 @@ static int infer_causal_mask(ctx *c, const ir_type *x, ir_type *out) {
   return 0;
 }
 
+/* dropout (x) {p}, or (x, key i64[], pos_0 .. pos_{r-1}) with pos_d an i64
+ * of x's rank whose dims are 1 but d, which is x's (ops.def). */
+static int infer_dropout(ctx *c, const ir_type *in, int n, ir_type *out) {
+  const ir_attr *a;
+  if (get_attr(c, "p", IR_ATTR_FLOAT, true, &a) < 0) return -1;
+  if (!(a->f > 0 && a->f < 1)) return fail(c, "attribute 'p' of dropout must be in (0, 1), got %g", a->f);
+  const ir_type *x = &in[0];
+  if (need_float(c, x, false) < 0) return -1;
+  if (n != 1 && n != x->rank + 2)
+    return fail(c, "dropout takes x alone or x, a key and %d positions (one per dim of %s), got %d operands", x->rank,
+                ts(x).s, n);
+  if (n > 1 && (in[1].dtype != IR_DT_I64 || in[1].rank != 0))
+    return fail(c, "the key of dropout must be i64[], got %s", ts(&in[1]).s);
+  const int64_t *strides;
+  int ns;
+  int64_t stream;
+  if (n > 1 && (get_int(c, "stream", true, 0, &stream) < 0 || get_ints(c, "strides", &strides, &ns) < 0)) return -1;
+  if (n > 1 && ns != x->rank)
+    return fail(c, "dropout's strides must have one entry per dim of %s, got %d", ts(x).s, ns);
+  for (int d = 0; n > 1 && d < x->rank; d++) {
+    const ir_type *p = &in[2 + d];
+    bool ok = p->dtype == IR_DT_I64 && p->rank == x->rank;
+    for (int k = 0; ok && k < x->rank; k++) ok = p->dims[k] == (k == d ? x->dims[d] : 1);
+    if (!ok) return fail(c, "position %d of dropout must be i64 of %s's dim %d alone (1 elsewhere), got %s", d, ts(x).s, d,
+                         ts(p).s);
+  }
+  *out = *x;
+  return 0;
+}
+
 /* einsum {eq: "ij,jk->ik"}: explicit form only; letters a-z A-Z. */
 /* The structure of attribute `eq` (ir/expr.c), or parsed now into *tmp
  * (the caller frees it) when the attribute came without one. */
@@ -1005,6 +1035,7 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_EMBEDDING: r = infer_embedding(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CROSS_ENTROPY: r = infer_cross_entropy(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CAUSAL_MASK: r = infer_causal_mask(&c, &in[0], &out[0]); break;
+  case IR_OP_DROPOUT: r = infer_dropout(&c, in, n_in, &out[0]); break;
   case IR_OP_EINSUM: r = infer_einsum(&c, in, n_in, &out[0]); break;
   case IR_OP_GRAD: return infer_grad(&c, in, n_in, out, n_out);
   case IR_OP_UNSLICE: r = infer_unslice(&c, &in[0], &out[0]); break;

@@ -148,4 +148,39 @@ static inline float ir_round_f32(double x) {
   return (float)(fabs(x) > FLT_MAX && !isinf(x) ? big : x);
 }
 
+/* dropout's mask (ops.def): SplitMix64's finalizer, a counter-based
+ * generator: the dropout's key (the trainer's mix of seed, step and
+ * micro-batch, rt_dropout_key) with its stream (which dropout of the model)
+ * mixed in, plus g * golden (g the element's index in the unsharded value),
+ * mixed again; the high 32 bits are compared with the threshold p 2^32.
+ * The CUDA emitter prints IR_DROPOUT_MIX_TEXT, the same statements as text,
+ * so every backend draws the same bits. */
+#define IR_DROPOUT_GOLDEN 0x9E3779B97F4A7C15ULL
+#define IR_DROPOUT_STREAM 0xD6E8FEB86659FD93ULL
+#define IR_DROPOUT_MIX(z) \
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL; z ^= z >> 31;
+#define IR_DROPOUT_STR_(x) #x
+#define IR_DROPOUT_STR(x) IR_DROPOUT_STR_(x)
+#define IR_DROPOUT_MIX_TEXT IR_DROPOUT_STR(IR_DROPOUT_MIX(z))
+
+/* The per-dropout part, hoisted out of element loops. */
+static inline uint64_t ir_dropout_stream_key(uint64_t key, uint64_t stream) {
+  uint64_t z = key ^ (stream * IR_DROPOUT_STREAM);
+  IR_DROPOUT_MIX(z)
+  return z;
+}
+
+static inline uint32_t ir_dropout_bits(uint64_t stream_key, uint64_t g) {
+  uint64_t z = stream_key + g * IR_DROPOUT_GOLDEN;
+  IR_DROPOUT_MIX(z)
+  return (uint32_t)(z >> 32);
+}
+
+/* Elements whose bits are below this are dropped: round(p 2^32), at most
+ * 2^32 - 1 (p < 1). */
+static inline uint32_t ir_dropout_threshold(double p) {
+  double t = nearbyint(p * 4294967296.0);
+  return t <= 0 ? 0 : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+}
+
 #endif

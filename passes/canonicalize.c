@@ -239,6 +239,8 @@ static int try_algebra(canon *c, ir_node *n) {
     return SIMPLIFY_NONE;
   case IR_OP_TRANSPOSE:
     return simplify_transpose(c, n);
+  case IR_OP_DROPOUT: /* the inference form is the identity (dropout.c) */
+    return n->n_in == 1 ? forward(c, n, n->in[0]) : SIMPLIFY_NONE;
   default:
     return SIMPLIFY_NONE;
   }

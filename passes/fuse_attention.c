@@ -35,7 +35,11 @@
  * not a constant, a non-positive scale applied after the mask, a mask with
  * another fill or on another value (the transposed scores, K), softmax over
  * another axis, broadcast batch dims, a matmul with transpose_a or
- * transpose_b set, anything between the steps.
+ * transpose_b set, anything between the steps: a dropout between p and the
+ * product (GPT-2's attention dropout) too, so that attention stays unfused,
+ * as the fused kernels draw no mask (dropout inside them would draw it in
+ * the forward's online softmax and again in the backward's recomputed
+ * scores: not built).
  * With --time-passes it prints how many softmax nodes it fused.
  */
 #include <math.h>

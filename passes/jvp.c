@@ -71,6 +71,14 @@ static void jvp_causal_mask(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir
   ty[0] = ad_op(c, IR_OP_CAUSAL_MASK, tx, 1, &a, 1, TN(0));
 }
 
+/* dropout: the same mask over the tangent (vjp.c's rule, forward). */
+static void jvp_dropout(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
+  ir_value *in[2 + IR_MAX_RANK];
+  in[0] = tx[0];
+  for (int i = 1; i < n->n_in; i++) in[i] = n->in[i];
+  ty[0] = ad_op(c, IR_OP_DROPOUT, in, n->n_in, n->attrs, n->n_attrs, TN(0));
+}
+
 static void jvp_concat(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value **in = malloc((size_t)n->n_in * sizeof *in);
   if (!in) abort();
@@ -249,6 +257,7 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_EMBEDDING] = RULE(jvp_same),      /* table tangent; ids carry none */
     [IR_OP_CROSS_ENTROPY] = RULE(jvp_cross_entropy),
     [IR_OP_CAUSAL_MASK] = RULE(jvp_causal_mask),
+    [IR_OP_DROPOUT] = RULE(jvp_dropout),
     [IR_OP_EINSUM] = RULE(jvp_einsum),
     [IR_OP_ARGMAX] = NONDIFF("an index (integer result)"),
     [IR_OP_COUNT_NONFINITE] = NONDIFF("a count (integer result)"),

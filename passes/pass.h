@@ -292,6 +292,7 @@ typedef struct {
   int lr_input, step_input, update_loss_sum_input, update_correct_sum_input;
   int loss_output, accuracy_output, nonfinite_output;
   int loss_scale_input, overflow_output; /* -1 without loss scaling */
+  int dropout_key_input;     /* step: the i64[] key of its dropouts (pass_key_dropout), -1 without dropout */
   bool accuracy;
   int64_t positions;         /* targets per micro-batch */
   int batch_dim[64];         /* per data input: its batch dim (pass_train_options.batch_dims), -1 none */
@@ -336,6 +337,17 @@ typedef struct pass_pipe_chunk {
   int fwd_loss_sum_output, fwd_correct_sum_output;
   int *bwd_grad_output;
 } pass_pipe_chunk;
+/* dropout.c: gives every dropout of g in its inference form (x) {p} its
+ * training form (ops.def): an i64[] input "dropout_key" appended to g's
+ * inputs (its index is returned; -1, and nothing changed, when g has no
+ * dropout), its stream and its positions. Called by the training builders
+ * before autodiff. */
+int pass_key_dropout(ir_graph *g);
+/* The bytes of the masks of g's dropouts (training form) at 1 byte an
+ * element, each dropout once (its backward's shares its stream), and their
+ * count: what the literature counts as kept for the backward (Korthikanti
+ * et al. 2022) and tgc does not keep (the backward draws each mask again). */
+int64_t pass_dropout_mask_bytes(const ir_graph *g, int *n_dropouts);
 /* Builds both graphs from model (consumed: it becomes the step graph; freed
  * on failure). NULL after reporting through o->passes->diag. */
 pass_training *pass_build_train(ir_graph *model, const pass_train_options *o);

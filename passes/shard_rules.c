@@ -932,6 +932,7 @@ static const sh_rule rules[IR_NUM_OPS] = {
     [IR_OP_EMBEDDING] = rule_embedding,
     [IR_OP_CROSS_ENTROPY] = rule_cross_entropy,
     [IR_OP_CAUSAL_MASK] = rule_causal_mask,
+    [IR_OP_DROPOUT] = rule_pointwise, /* x, its positions split alike (global indices); the key replicated */
     [IR_OP_EINSUM] = rule_replicate,
     [IR_OP_UNSLICE] = rule_along_axis,
     [IR_OP_EMBEDDING_GRAD] = rule_embedding_grad,

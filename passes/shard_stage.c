@@ -169,6 +169,13 @@ static bool linear_in_part(const ir_node *n) {
   }
 }
 
+/* Whether n may be a table's node: not a communication or an effect, but
+ * mesh_slice (a rank's block of a table, moving nothing: dropout's
+ * positions under dp or tp, docs/ir.md). */
+static bool made_of_constants(const ir_node *n) {
+  return n->op == IR_OP_MESH_SLICE || !(ir_op_flags(n->op) & (IR_OPF_COMM | IR_OPF_EFFECT));
+}
+
 /* A value made from constants alone (iota, const, and what is computed from
  * them alone: the positions, a rotary table) is the same in every
  * micro-batch: every stage that reads it makes it, with what it is made
@@ -181,7 +188,7 @@ static void tables(stages *c) {
   if (!made_of_consts || !c->table) abort();
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
-    bool t = !n->dead && n->n_out > 0 && !(ir_op_flags(n->op) & (IR_OPF_COMM | IR_OPF_EFFECT));
+    bool t = !n->dead && n->n_out > 0 && made_of_constants(n);
     for (int k = 0; k < n->n_in && t; k++) t = made_of_consts[n->in[k]->id];
     for (int j = 0; j < n->n_out; j++) made_of_consts[n->out[j]->id] = t;
   }
@@ -266,12 +273,20 @@ static int assign(stages *c, ir_diag *d) {
   c->mixed_of = calloc((size_t)g->n_nodes + 1, sizeof *c->mixed_of);
   c->made = calloc((size_t)c->nv, sizeof *c->made);
   c->read = calloc((size_t)c->nv, sizeof *c->read);
-  if (!c->stage || !c->mixed_of || !c->made || !c->read) abort();
+  bool *constant = calloc((size_t)c->nv, sizeof *constant); /* made from constants alone (a table: see tables) */
+  if (!c->stage || !c->mixed_of || !c->made || !c->read || !constant) abort();
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    bool t = !n->dead && n->n_out > 0 && made_of_constants(n);
+    for (int k = 0; k < n->n_in && t; k++) t = constant[n->in[k]->id];
+    for (int j = 0; j < n->n_out; j++) constant[n->out[j]->id] = t;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     int st = UNKNOWN;
     smask from = 0;
-    for (int k = 0; k < n->n_in; k++) from |= c->made[n->in[k]->id];
+    /* a table is made where it is read: it does not place its readers (dropout's positions, shared by layers) */
+    for (int k = 0; k < n->n_in; k++) from |= constant[n->in[k]->id] ? 0 : c->made[n->in[k]->id];
     if (n->dead) st = UNKNOWN;
     else if (n->layer >= 0) st = stage_of_layer(c, n->layer, layers);
     else if (from && !(from & (from - 1))) st = __builtin_ctzll(from);
@@ -311,6 +326,7 @@ static int assign(stages *c, ir_diag *d) {
       else c->read[n->in[k]->id] |= c->made[n->in[k]->id] & c->mixed_of[i];
   }
   for (int i = 0; i < g->n_outputs; i++) c->read[g->outputs[i].value->id] |= 0; /* outputs: where made */
+  free(constant);
   tables(c);
   /* With chunks, the messages between two ranks come from several stages'
    * programs, run in the schedule's order: received in the order they are
@@ -400,7 +416,7 @@ typedef struct {
   ir_graph *g;
   int *param_of;   /* stage param j -> global param index */
   int n_params;
-  int acc0, loss_sum_input, correct_sum_input, loss_scale_input;
+  int acc0, loss_sum_input, correct_sum_input, loss_scale_input, dropout_key_input;
   int *grad_output; /* stage param j -> output */
   int loss_sum_output, correct_sum_output;
 } stage_step;
@@ -429,7 +445,7 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o, const bool
   o->param_of = calloc((size_t)S->n_params + 1, sizeof *o->param_of);
   o->grad_output = calloc((size_t)S->n_params + 1, sizeof *o->grad_output);
   if (!o->param_of || !o->grad_output) abort();
-  o->acc0 = o->loss_sum_input = o->correct_sum_input = o->loss_scale_input = -1;
+  o->acc0 = o->loss_sum_input = o->correct_sum_input = o->loss_scale_input = o->dropout_key_input = -1;
   for (int i = 0; i < S->n_inputs; i++) {
     const ir_value *v = S->inputs[i];
     int q = t->acc_input0 >= 0 && i >= t->acc_input0 && i < t->acc_input0 + t->n_params ? i - t->acc_input0 : -1;
@@ -438,6 +454,7 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o, const bool
     if (i == t->loss_sum_input) o->loss_sum_input = g->n_inputs;
     if (i == t->correct_sum_input) o->correct_sum_input = g->n_inputs;
     if (i == t->loss_scale_input) o->loss_scale_input = g->n_inputs;
+    if (i == t->dropout_key_input) o->dropout_key_input = g->n_inputs;
     ir_value *x = ir_graph_add_input(g, v->name, v->type, reloc(S, g, v->loc));
     x->role = v->role, x->shard = v->shard;
     map[v->id] = x;
@@ -866,6 +883,7 @@ int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {
   t->acc_input0 = st[0].acc0;
   t->loss_sum_input = st[0].loss_sum_input;
   t->correct_sum_input = st[0].correct_sum_input;
+  t->dropout_key_input = st[0].dropout_key_input;
   free(t->grad_output);
   t->grad_output = st[0].grad_output;
   t->loss_sum_output = st[0].loss_sum_output;

@@ -243,6 +243,7 @@ int pass_build_training_graph(ir_graph *g, const pass_train_graph_options *o, pa
   ir_diag *d = po->diag;
   memset(info, 0, sizeof *info);
   if ((o->any_model ? add_any_grad : add_training_grad)(g, info, d) != 0) return -1;
+  pass_key_dropout(g);
   if (ir_verify(g, d) != 0) return -1;
   /* the passes before checkpoint; the dtype; what the plan holds without
    * checkpointing (and without fused attention); then the rest */
@@ -411,6 +412,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
     ir_value *cs = ir_graph_add_input(g, "correct_sum", f64, none);
     cs2 = add2(g, cs, correct, "new.correct_sum", correct->loc);
   }
+  t->dropout_key_input = pass_key_dropout(g); /* the last input: the trainer sets it per micro-batch */
   g->n_outputs = 0;
   for (int i = 0; i < np; i++) {
     t->grad_output[i] = g->n_outputs;

@@ -274,6 +274,15 @@ static void vjp_causal_mask(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir
   gx[0] = ad_op(c, IR_OP_CAUSAL_MASK, gy, 1, &a, 1, DN(0));
 }
 
+/* dropout is linear in x with a fixed mask: dx = dropout(dy) with the same
+ * key and positions, the mask drawn again (nothing kept for it). */
+static void vjp_dropout(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
+  ir_value *in[2 + IR_MAX_RANK];
+  in[0] = gy[0];
+  for (int i = 1; i < n->n_in; i++) in[i] = n->in[i];
+  gx[0] = ad_op(c, IR_OP_DROPOUT, in, n->n_in, n->attrs, n->n_attrs, DN(0));
+}
+
 /* d/d operand i of einsum(terms -> out): einsum(out, other terms -> the
  * letters of term i that occur elsewhere), then reshaped and broadcast back
  * over letters only operand i has, and masked to the diagonal where term i
@@ -452,6 +461,7 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_EMBEDDING] = RULE(vjp_embedding),
     [IR_OP_CROSS_ENTROPY] = RULE(vjp_cross_entropy),
     [IR_OP_CAUSAL_MASK] = RULE(vjp_causal_mask),
+    [IR_OP_DROPOUT] = RULE(vjp_dropout),
     [IR_OP_EINSUM] = RULE(vjp_einsum),
     [IR_OP_ARGMAX] = NONDIFF("an index (integer result)"),
     [IR_OP_COUNT_NONFINITE] = NONDIFF("a count (integer result)"),

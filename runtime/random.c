@@ -24,6 +24,15 @@ static uint64_t splitmix64(uint64_t z) {
 /* The per-(seed, stream) key: hoisted out of fill loops. */
 static uint64_t stream_key(uint64_t seed, uint64_t stream) { return splitmix64(splitmix64(seed) ^ stream); }
 
+/* dropout's key of micro-batch `micro` of step `step` (0-based): the same
+ * on every rank and backend; each dropout mixes in its stream and each
+ * element its global index (ir_dropout_bits). The constant keeps it apart
+ * from the parameters' and inputs' streams. */
+uint64_t rt_dropout_key(uint64_t seed, int64_t step, int micro) {
+  uint64_t k = stream_key(seed, UINT64_C(0x64726f706f7574)); /* "dropout" */
+  return splitmix64(splitmix64(k ^ (uint64_t)step) ^ (uint64_t)micro);
+}
+
 static uint64_t random_bits(uint64_t seed, uint64_t stream, uint64_t index) {
   return splitmix64(stream_key(seed, stream) ^ index);
 }

@@ -72,6 +72,7 @@ const char *rt_npy_descr(ir_dtype dt);
 /* Counter-based deterministic random numbers: the same (seed, stream, index)
  * always gives the same number on every machine and thread count. */
 uint64_t rt_hash_name(const char *name);
+uint64_t rt_dropout_key(uint64_t seed, int64_t step, int micro); /* dropout's key (ops.def) */
 double rt_random_uniform(uint64_t seed, uint64_t stream, uint64_t index);   /* [0, 1) */
 double rt_random_normal(uint64_t seed, uint64_t stream, uint64_t index);    /* N(0, 1) */
 /* Inputs: floats standard normal, integers uniform in [0, int_high), bool 0/1;

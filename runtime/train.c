@@ -70,6 +70,7 @@ void rt_trainer_free(rt_trainer *t) {
   rt_device_tensor_free(t->correct_sum);
   rt_device_tensor_free(t->lr);
   rt_device_tensor_free(t->step_no);
+  rt_device_tensor_free(t->dropout_key);
   rt_device_tensor_free(t->loss_scale);
   rt_comm_close(t->nccl); /* after the programs, before the device whose context it uses */
   rt_device_close(t->dev);
@@ -490,6 +491,11 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     if (!(t->correct_sum = scalar_tensor(t->dev, err, errlen))) goto fail;
     t->step_in[pt->correct_sum_input] = t->correct_sum;
   }
+  if (pt->dropout_key_input >= 0) {
+    ir_type i64 = {.dtype = IR_DT_I64, .rank = 0};
+    if (!(t->dropout_key = rt_device_tensor_new(t->dev, &i64, err, errlen))) goto fail;
+    t->step_in[pt->dropout_key_input] = t->dropout_key;
+  }
   /* the programs: the sums donated to the step, states and params to the update */
   bool *sdon = calloc((size_t)sg->n_inputs + 1, sizeof *sdon), *udon = calloc((size_t)ug->n_inputs + 1, sizeof *udon),
        *pdon = calloc((size_t)np + 1, sizeof *pdon);
@@ -498,7 +504,7 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     rt_errf(err, errlen, "out of memory");
     goto fail;
   }
-  for (int i = pt->n_data; i < sg->n_inputs; i++) sdon[i] = true;
+  for (int i = pt->n_data; i < sg->n_inputs; i++) sdon[i] = i != pt->dropout_key_input; /* the key: read to the end */
   for (int i = 0; i < ns; i++) udon[np + i] = true;
   for (int i = 0; i < np; i++) pdon[i] = true;
   rt_comm *gc = rt_trainer_comm(t);
@@ -513,7 +519,7 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     for (int c = 0; c < t->n_chunks; c++) most = pt->chunk[c].bwd->n_inputs > most ? pt->chunk[c].bwd->n_inputs : most;
     bool *bdon = calloc((size_t)most + 1, sizeof *bdon);
     if (!t->fwd_prog || !t->bwd_prog || !bdon) abort();
-    for (int i = pt->n_data; i < pt->bwd_saved0; i++) bdon[i] = true;
+    for (int i = pt->n_data; i < pt->bwd_saved0; i++) bdon[i] = i != pt->dropout_key_input;
     rt_program_options bo = so;
     bo.donate_inputs = bdon;
     bool ok = true;
@@ -713,6 +719,14 @@ int rt_trainer_eval(rt_trainer *t, rt_data *src, int64_t batches, rt_eval_result
   return 0;
 }
 
+/* The dropout key of micro-batch k of this step (rt_dropout_key): the same
+ * on every rank, each of which draws its block of the mask from it. */
+static int set_dropout_key(rt_trainer *t, int k, char *err, size_t errlen) {
+  if (!t->dropout_key) return 0;
+  int64_t key = (int64_t)rt_dropout_key(t->c.seed, t->step, k);
+  return rt_upload(t->dropout_key, &key, err, errlen);
+}
+
 /* One step's halves in the schedule's order: a forward keeps the sums and
  * puts what the backward reads in its holding's place; a backward reads
  * it and keeps the gradient sums. */
@@ -725,7 +739,7 @@ static int pipeline_step(rt_trainer *t, char *err, size_t errlen) {
     const pass_pipe_chunk *ch = &pt->chunk[c];
     rt_program *fwd = t->fwd_prog[c], *bwd = t->bwd_prog[c];
     rt_tensor *held = &t->held[t->held0[t->op_hold[o]]];
-    if (feed(t, k, err, errlen) != 0) return -1;
+    if (feed(t, k, err, errlen) != 0 || set_dropout_key(t, k, err, errlen) != 0) return -1;
     if (!t->op_bwd[o]) {
       if (rt_program_run(fwd, t->step_in, t->params, err, errlen) != 0) return -1;
       if (ch->fwd_loss_sum_output >= 0 && keep_output(fwd, ch->fwd_loss_sum_output, t->loss_sum, err, errlen) != 0)
@@ -771,7 +785,7 @@ int rt_trainer_step(rt_trainer *t, rt_step_result *r, char *err, size_t errlen) 
     if (pipeline_step(t, err, errlen) != 0) return -1;
   }
   for (int k = 0; k < t->K && !pt->fwd; k++) {
-    if (feed(t, k, err, errlen) != 0) return -1;
+    if (feed(t, k, err, errlen) != 0 || set_dropout_key(t, k, err, errlen) != 0) return -1;
     if (rt_program_run(t->step_prog, t->step_in, t->params, err, errlen) != 0) return -1;
     if (keep_output(t->step_prog, pt->loss_sum_output, t->loss_sum, err, errlen) != 0) return -1;
     if (t->correct_sum && keep_output(t->step_prog, pt->correct_sum_output, t->correct_sum, err, errlen) != 0)

@@ -48,6 +48,7 @@ struct rt_trainer {
   int coord[IR_NUM_AXES];        /* this rank's coordinates (sharded) */
   rt_tensor **acc;               /* np (K > 1): the gradient sums */
   rt_tensor *loss_sum, *correct_sum, *lr, *step_no;
+  rt_tensor *dropout_key; /* i64[]: the step's dropout key, set per micro-batch (NULL without dropout) */
   rt_tensor **step_in, **update_in; /* the programs' input bindings */
   rt_tensor **new_place;         /* np + ns: scratch of the rebinding */
   bool *taken;                   /* np + ns: scratch of the rebinding */

@@ -55,6 +55,9 @@ static const char *const stats_help =
     "               checkpoint policy). With bf16/fp16, mixed precision as usually trained:\n"
     "               16-bit parameters and gradients, fp32 optimizer state plus an fp32\n"
     "               master copy of the parameters (adam: 2+2+12 = 16 bytes per parameter).\n"
+    "               With dropout, its masks at 1 byte an element: not kept (the backward\n"
+    "               draws them again), shown as the literature counts them (Korthikanti\n"
+    "               et al. 2022) with the activations they would make.\n"
     "               GB = 1e9 bytes, GiB = 2^30. Also the CPU executor's predicted peak\n"
     "  roofline     per op: FLOPs, bytes moved (each operand read once, each result\n"
     "               written once), arithmetic intensity FLOP/byte, and with a target whether\n"
@@ -78,7 +81,7 @@ static const char *const stats_help =
     "  --params             list every parameter tensor\n"
     "  --json               one JSON object: {\"params\": {\"total\", \"by_group\", \"closed_form\", ...},\n"
     "                       \"flops\": {\"forward\", \"backward\", \"recompute\", \"six_n_tokens\", ...},\n"
-    "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"total\",\n"
+    "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"dropout_masks\", \"total\",\n"
     "                       \"peak_bytes\", ...}, \"target\", \"step_time_s\", \"mfu\", \"ops\", \"top_ops\"}\n"
     "\n";
 
@@ -207,6 +210,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
   pass_train_memory m = pass_training_memory((double)s->param_total, s->dtype_bytes, pass_optimizer_state_count(s->opt),
                                              (double)s->mem.activation_peak_bytes, trains);
   s->m_params = m.params, s->m_grads = m.grads, s->m_opt = m.optimizer, s->m_act = m.activations, s->m_total = m.total;
+  s->m_masks = (double)pass_dropout_mask_bytes(g, &s->n_dropouts);
   pass_step_costing sc = {s->target, s->dtype_bytes, s->opt_flops, m, (double)s->param_total, s->tokens};
   pass_roofline_of(g, &sc, &s->roof);
   return 0;

@@ -43,6 +43,8 @@ typedef struct {
   pass_mem_report mem;          /* with the policy */
   double opt_flops;             /* the optimizer update graph */
   double m_params, m_grads, m_opt, m_act, m_total;
+  double m_masks;               /* dropout masks at 1 byte an element: the literature's count, not kept */
+  int n_dropouts;
   pass_roofline roof;           /* every op, by kind, phase and step time, MFU */
   double analysis_s;
 } stats;

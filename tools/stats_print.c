@@ -187,6 +187,11 @@ void stats_print_text(FILE *out, const stats *s) {
     else if (*mem[i].note) fprintf(out, "  %s", mem[i].note);
     fputc('\n', out);
   }
+  if (s->n_dropouts > 0) /* the literature's convention beside tgc's (docs/memory.md, dropout) */
+    fprintf(out, "  %-13s %21s bytes  (%s)  not kept: the backward draws them again; kept as 1-byte masks "
+                 "(Korthikanti et al.), activations would be %s bytes\n",
+            "dropout masks", stats_grouped(s->m_masks, a, sizeof a), both_units(s->m_masks, b, sizeof b),
+            stats_grouped(s->m_act + s->m_masks, c, sizeof c));
   if (s->target && s->target->memory > 0)
     fprintf(out, "  on %s (%s): %s\n", s->target->name, both_units(s->target->memory, a, sizeof a),
             s->m_total <= s->target->memory
@@ -346,6 +351,7 @@ void stats_print_json(FILE *out, const stats *s) {
   json_object_set_new(mem, "grads", jnum(s->m_grads));
   json_object_set_new(mem, "optimizer", jnum(s->m_opt));
   json_object_set_new(mem, "activations", jnum(s->m_act));
+  json_object_set_new(mem, "dropout_masks", jnum(s->m_masks)); /* not kept; the literature's convention */
   json_object_set_new(mem, "total", jnum(s->m_total));
   json_t *cpu = mem_json(&s->mem); /* the CPU executor's predicted peak */
   json_object_update(mem, cpu);

@@ -40,6 +40,7 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_EMBEDDING] = rt_kern_embedding,
     [IR_OP_CROSS_ENTROPY] = rt_kern_cross_entropy,
     [IR_OP_CAUSAL_MASK] = rt_kern_causal_mask,
+    [IR_OP_DROPOUT] = rt_kern_dropout,
     [IR_OP_EINSUM] = rt_kern_einsum,
     /* GRAD has no kernel: the autodiff pass expands it before anything runs */
     [IR_OP_UNSLICE] = rt_kern_unslice,

@@ -10,8 +10,10 @@
  * so the mean does not depend on the thread count.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels.h"
+#include "scalar.h"
 
 int rt_kern_const(const rt_kctx *k) {
   rt_tensor_fill(k->out[0], ir_node_attr_float(k->node, "value", 0.0));
@@ -178,6 +180,45 @@ int rt_kern_causal_mask(const rt_kctx *k) {
       int64_t i = r * S + c;
       rt_store(odt, out->data, i, c > row + (S - T) ? fill : rt_load(xdt, x->data, i));
     }
+  }
+  return 0;
+}
+
+/* dropout (ops.def): the inference form copies x; the training form keeps
+ * element e (x * scale) unless the bits at its global index g fall under
+ * the threshold. g = sum_d pos_d[e_d] strides[d] (the positions are this
+ * shard's block of the unsharded value's). */
+int rt_kern_dropout(const rt_kctx *k) {
+  const rt_tensor *x = k->in[0];
+  rt_tensor *out = k->out[0];
+  ir_dtype xdt = x->type.dtype, odt = out->type.dtype;
+  int64_t n = rt_numel(&x->type);
+  if (k->node->n_in == 1) {
+#pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)
+    for (int64_t i = 0; i < n; i++) rt_store(odt, out->data, i, rt_load(xdt, x->data, i));
+    return 0;
+  }
+  int rank = x->type.rank;
+  double p = ir_node_attr_float(k->node, "p", 0);
+  const ir_attr *sa = ir_node_attr(k->node, "strides");
+  int64_t key;
+  memcpy(&key, k->in[1]->data, sizeof key);
+  uint64_t skey = ir_dropout_stream_key((uint64_t)key, (uint64_t)ir_node_attr_int(k->node, "stream", 0));
+  uint32_t threshold = ir_dropout_threshold(p);
+  double scale = ir_round_to_dtype(odt, 1.0 / (1.0 - p));
+  const int64_t *pos[IR_MAX_RANK];
+  for (int d = 0; d < rank; d++) pos[d] = (const int64_t *)k->in[2 + d]->data;
+#pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t g = 0;
+    int64_t r = i;
+    for (int d = rank - 1; d >= 0; d--) {
+      int64_t e = r % x->type.dims[d];
+      r /= x->type.dims[d];
+      g += (uint64_t)pos[d][e] * (uint64_t)sa->ints[d];
+    }
+    bool keep = ir_dropout_bits(skey, g) >= threshold;
+    rt_store(odt, out->data, i, keep ? rt_load(xdt, x->data, i) * scale : 0.0);
   }
   return 0;
 }

@@ -80,6 +80,7 @@ int rt_kern_cross_entropy(const rt_kctx *k);
  * before it is written). Targets must be in range. -1 when out of memory. */
 int rt_ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, rt_tensor *grad, double scale);
 int rt_kern_causal_mask(const rt_kctx *k);
+int rt_kern_dropout(const rt_kctx *k);
 /* kern_einsum.c */
 int rt_kern_einsum(const rt_kctx *k);
 /* kern_grad.c */

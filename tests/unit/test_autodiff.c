@@ -260,6 +260,18 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
     }
     return true;
   }
+  case IR_OP_DROPOUT: {
+    /* the training form with the mask fixed (the key and the positions are
+     * inputs that finite differences leave alone): half the elements dropped */
+    if (var > 0) break;
+    static const int64_t strides[3] = {12, 4, 1};
+    ir_value *in[5] = {inp(c, TY(dt, 2, 3, 4), K_NORMAL, 0), inp(c, SCALAR(IR_DT_I64), K_INT, 1000),
+                       inp(c, TY(IR_DT_I64, 2, 1, 1), K_INT, 2), inp(c, TY(IR_DT_I64, 1, 3, 1), K_INT, 3),
+                       inp(c, TY(IR_DT_I64, 1, 1, 4), K_INT, 4)};
+    ir_attr at[3] = {ir_attr_float("p", 0.5), ir_attr_int("stream", 1), ir_attr_ints("strides", strides, 3)};
+    node(c, op, in, 5, at, 3);
+    return true;
+  }
   case IR_OP_EINSUM: {
     if (var >= (int)(sizeof einsum_eqs / sizeof einsum_eqs[0])) break;
     ir_value *in[2];

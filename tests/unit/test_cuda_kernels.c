@@ -50,7 +50,7 @@
  *                (the plain product + epilogue kernel path);
  *   layout       transpose, slice with a step, unslice, concat and split
  *                (axes 0, 1, last; odd sizes), broadcast, const, iota,
- *                causal_mask, einsum;
+ *                causal_mask, dropout (both forms, every float dtype), einsum;
  *   groups       consecutive fused nodes of one expression as one
  *                multi-tensor launch (odd sizes, and vectorized), and the
  *                lowering's deferred steps for them.
@@ -627,6 +627,18 @@ static void test_layout(void) {
   one_op("causal_mask", IR_OP_CAUSAL_MASK, &cm, 1, NULL, 0, 0, NULL);
   ir_attr fill = ir_attr_float("fill", -1e4);
   one_op("causal_mask fill", IR_OP_CAUSAL_MASK, &cm, 1, &fill, 1, 0, NULL);
+  /* dropout, training form: the same mask (key and positions random inputs) in every float dtype */
+  static const int64_t dstr[3] = {70, 7, 1};
+  ir_attr da[3] = {ir_attr_float("p", 0.3), ir_attr_int("stream", 5), ir_attr_ints("strides", dstr, 3)};
+  for (int i = 0; i < 4; i++) {
+    ir_type dt[5] = {T(FLOATS[i], 3, D(3), D(5), D(7)), T(IR_DT_I64, 0), T(IR_DT_I64, 3, D(3), D(1), D(1)),
+                     T(IR_DT_I64, 3, D(1), D(5), D(1)), T(IR_DT_I64, 3, D(1), D(1), D(7))};
+    char name[64];
+    snprintf(name, sizeof name, "dropout %s", ir_dtype_name(FLOATS[i]));
+    one_op(name, IR_OP_DROPOUT, dt, 5, da, 3, 1000000, NULL);
+  }
+  ir_type dx = T(IR_DT_BF16, 2, D(3), D(5));
+  one_op("dropout, inference form", IR_OP_DROPOUT, &dx, 1, da, 1, 0, NULL);
   ir_type mm[2] = {T(IR_DT_F32, 3, D(2), D(5), D(7)), T(IR_DT_F32, 3, D(2), D(7), D(3))};
   ir_attr eq = ir_attr_str("eq", "bij,bjk->bik");
   one_op("einsum bij,bjk->bik", IR_OP_EINSUM, mm, 2, &eq, 1, 0, NULL);

@@ -155,6 +155,18 @@ static int valid_case(ir_op op, tcase *c) {
     c->in[c->n_in++] = F32(3, D(4), D(5), D(5));
     c->want[0] = F32(3, D(4), D(5), D(5));
     return 1;
+  case IR_OP_DROPOUT: { /* the training form: x, key, one position per dim */
+    static const int64_t strides[2] = {3, 1};
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = T(IR_DT_I64, 0);
+    c->in[c->n_in++] = T(IR_DT_I64, 2, D(2), D(1));
+    c->in[c->n_in++] = T(IR_DT_I64, 2, D(1), D(3));
+    c->attrs[c->n_attrs++] = ir_attr_float("p", 0.1);
+    c->attrs[c->n_attrs++] = ir_attr_int("stream", 0);
+    c->attrs[c->n_attrs++] = ir_attr_ints("strides", strides, 2);
+    c->want[0] = x23;
+    return 1;
+  }
   case IR_OP_EINSUM:
     c->in[c->n_in++] = x23;
     c->in[c->n_in++] = F32(2, D(3), D(4));
@@ -707,6 +719,22 @@ static void test_model_ops(void) {
 
   in[0] = F32(1, D(5));
   EXPECT_ERR("causal_mask needs an operand of rank >= 2, got f32[5]", IR_OP_CAUSAL_MASK, in, 1, NULL, 0);
+
+  /* dropout: p in (0, 1); the training form's key and positions */
+  ir_type dr[3] = {F32(1, D(5)), T(IR_DT_I32, 0), T(IR_DT_I64, 1, D(5))};
+  ir_attr p0 = ir_attr_float("p", 0), p1[3] = {ir_attr_float("p", 0.5), ir_attr_int("stream", 0),
+                                               ir_attr_ints("strides", (const int64_t[]){1}, 1)};
+  EXPECT_ERR("attribute 'p' of dropout must be in (0, 1), got 0", IR_OP_DROPOUT, dr, 1, &p0, 1);
+  CHECK_EQ_INT(infer(IR_OP_DROPOUT, dr, 1, p1, 1, &r), 0); /* the inference form */
+  CHECK_STR(TYPE_STR(r), "f32[5]");
+  EXPECT_ERR("the key of dropout must be i64[], got i32[]", IR_OP_DROPOUT, dr, 3, p1, 3);
+  dr[1] = T(IR_DT_I64, 0);
+  CHECK_EQ_INT(infer(IR_OP_DROPOUT, dr, 3, p1, 3, &r), 0);
+  dr[2] = T(IR_DT_I64, 1, D(4));
+  EXPECT_ERR("position 0 of dropout must be i64 of f32[5]'s dim 0 alone (1 elsewhere), got i64[4]", IR_OP_DROPOUT, dr,
+             3, p1, 3);
+  EXPECT_ERR("dropout takes x alone or x, a key and 1 positions (one per dim of f32[5]), got 2 operands", IR_OP_DROPOUT,
+             dr, 2, p1, 3);
 }
 
 static void test_einsum(void) {

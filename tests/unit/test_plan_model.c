@@ -10,8 +10,9 @@
  *  - Adam: 2 fp32 values per parameter (plus the fp32 master copy);
  *  - activations kept per interior layer (bytes), Korthikanti's
  *    34 s b h + 5 a s^2 b (16-bit values, 1-byte dropout masks) less the terms
- *    gpt.tg does not have (no dropout: 2 s b h of masks, a s^2 b of mask and
- *    2 a s^2 b of dropout output):
+ *    gpt.tg does not have with pdrop 0, its default (no dropout: 2 s b h of
+ *    masks, a s^2 b of mask and 2 a s^2 b of dropout output; with GPT-2's
+ *    dropout, test_dropout_activations):
  *      attention unfused, no recompute      32 s b h + 2 a s^2 b
  *      the same, t-way tensor parallel      8 s b h + (24 s b h + 2 a s^2 b) / t
  *      the same, with sequence parallelism  (32 s b h + 2 a s^2 b) / t
@@ -46,6 +47,7 @@
 #include "plan_impl.h"
 
 static const char *model_path = "examples/gpt.tg";
+static const char *pdrop = "0"; /* gpt.tg's dropout (-D pdrop) */
 
 static ir_graph *train(const char *config, int B, pass_plan_ckpt ck, bool fuse_attention, ir_diag *d, char **text) {
   size_t len;
@@ -53,8 +55,8 @@ static ir_graph *train(const char *config, int B, pass_plan_ckpt ck, bool fuse_a
   if (!*text) return NULL;
   char bs[16];
   snprintf(bs, sizeof bs, "%d", B);
-  fe_define defs[1] = {{"B", bs}};
-  fe_options fo = {.config = config, .defines = defs, .n_defines = 1};
+  fe_define defs[2] = {{"B", bs}, {"pdrop", pdrop}};
+  fe_options fo = {.config = config, .defines = defs, .n_defines = strstr(model_path, "gpt.tg") ? 2 : 1};
   ir_graph *g = fe_compile(model_path, *text, len, &fo, d);
   bool off[PASS_COUNT] = {0};
   off[PASS_FUSE_ATTENTION] = !fuse_attention;
@@ -216,6 +218,38 @@ static void test_activations(void) {
   pass_plan_model_free(fu);
 }
 
+/* GPT-2's dropout (pdrop 0.1: attention probabilities, both residual
+ * branches, the embeddings): the masks are drawn again in the backward, so
+ * an interior layer keeps Korthikanti's 34 s b h + 5 a s^2 b less the
+ * 1-byte masks (2 s b h + a s^2 b) = 32 s b h + 4 a s^2 b: the dropped
+ * probabilities (2 a s^2 b) the product with v reads, beside the softmax
+ * output its backward reads. With the masks counted as the literature does
+ * (pass_dropout_mask_bytes: one byte an element of each dropout), exactly
+ * Korthikanti's figure. */
+static void test_dropout_activations(void) {
+  const double s = 2048, h = 768, a = 12, b = 1, sbh = s * b * h, as2b = a * s * s * b;
+  pdrop = "0.1";
+  pass_plan_model *un = model("gpt3_small", false, 1);
+  const pass_plan_group *n1 = &pass_plan_model_profile(un, PASS_PLAN_CK_NONE, 1, 1, false)->groups[6];
+  printf("dropout: interior layer keeps %.0f (32sbh + 4as^2b = %.0f; with 1-byte masks %.0f, Korthikanti %.0f)\n",
+         n1->saved, 32 * sbh + 4 * as2b, n1->saved + 2 * sbh + as2b, 34 * sbh + 5 * as2b);
+  CHECK(n1->saved == 32 * sbh + 4 * as2b);
+  pass_plan_model_free(un);
+  /* the masks of one layer, as the literature counts them */
+  char *text = NULL;
+  ir_diag *d = ir_diag_new(stderr);
+  ir_graph *g = train("gpt3_small", 1, PASS_PLAN_CK_NONE, false, d, &text);
+  CHECK(g != NULL);
+  int n = 0;
+  int64_t masks = g ? pass_dropout_mask_bytes(g, &n) : 0;
+  CHECK_EQ_INT(n, 12 * 3 + 1); /* three a layer, and the embeddings' */
+  CHECK((double)masks == 12 * (2 * sbh + as2b) + sbh);
+  ir_graph_free(g);
+  free(text);
+  ir_diag_free(d);
+  pdrop = "0";
+}
+
 /* llama-7b (l 32, h 4096, F 11008, v 32000, a 32; untied head, RMSNorm,
  * SwiGLU, no biases): its parameters, and Megatron-LM's tensor-parallel
  * collectives per layer with three separate q, k, v projections and a
@@ -264,6 +298,7 @@ static void test_llama(void) {
 int main(void) {
   test_params_175b();
   test_activations();
+  test_dropout_activations();
   test_llama();
   return check_done();
 }

@@ -897,6 +897,71 @@ static void test_causal_mask(void) {
   tc_end(&c);
 }
 
+/* dropout, training form, on a shard: rows 2..5 of a [8, 6, 8] value (as
+ * dp would give a rank), so the positions along dim 0 start at 2 and the
+ * strides are the whole value's. Exact against ir/scalar.h's generator at
+ * each element's global index; the mask keyed by seed, step, micro-batch
+ * and stream (each change draws another); about p of the elements dropped.
+ * keep[] gets the mask. */
+static void run_dropout(uint64_t key, int64_t stream, double p, bool *keep) {
+  tcase c;
+  tc_begin(&c, "dropout");
+  ir_type t = T(IR_DT_F32, 3, D(4), D(6), D(8));
+  tc_input(&c, t, 0, 1, 0);
+  tc_input(&c, T(IR_DT_I64, 0), 2, 1, 0);
+  memcpy(c.tin[1]->data, &key, sizeof key);
+  const int64_t dims[3] = {4, 6, 8}, first[3] = {2, 0, 0}, strides[3] = {48, 8, 1};
+  for (int d = 0; d < 3; d++) {
+    ir_type pt = T(IR_DT_I64, 3, D(d == 0 ? 4 : 1), D(d == 1 ? 6 : 1), D(d == 2 ? 8 : 1));
+    tc_input(&c, pt, 2, 1, 0);
+    for (int64_t e = 0; e < dims[d]; e++) rt_tensor_set(c.tin[2 + d], e, (double)(first[d] + e));
+  }
+  ir_attr at[3] = {ir_attr_float("p", p), ir_attr_int("stream", stream), ir_attr_ints("strides", strides, 3)};
+  if (tc_run(&c, IR_OP_DROPOUT, at, 3, NULL) == 0) {
+    double want[192], scale = ir_round_to_dtype(IR_DT_F32, 1.0 / (1.0 - p));
+    uint64_t sk = ir_dropout_stream_key(key, (uint64_t)stream);
+    int64_t idx[3];
+    for (int64_t o = 0; o < 192; o++) {
+      unravel(o, &t, idx);
+      uint64_t g = (uint64_t)((idx[0] + 2) * 48 + idx[1] * 8 + idx[2]);
+      keep[o] = ir_dropout_bits(sk, g) >= ir_dropout_threshold(p);
+      want[o] = keep[o] ? ir_round_to_dtype(IR_DT_F32, rt_tensor_get(c.tin[0], o) * scale) : 0.0;
+    }
+    compare("dropout", c.out[0], want, 0);
+  }
+  tc_end(&c);
+}
+
+static int mask_differences(const bool *a, const bool *b) {
+  int n = 0;
+  for (int i = 0; i < 192; i++) n += a[i] != b[i];
+  return n;
+}
+
+static void test_dropout(void) {
+  static bool base[192], other[192];
+  double p = 0.25;
+  run_dropout(rt_dropout_key(7, 0, 0), 0, p, base);
+  int dropped = 0;
+  for (int i = 0; i < 192; i++) dropped += !base[i];
+  printf("dropout p %.2f: %d of 192 dropped\n", p, dropped); /* 48 expected, sigma 6 */
+  CHECK(dropped >= 24 && dropped <= 72);
+  run_dropout(rt_dropout_key(7, 0, 0), 0, p, other); /* the same key: the same mask */
+  CHECK_EQ_INT(mask_differences(base, other), 0);
+  const struct {
+    const char *what;
+    uint64_t key;
+    int64_t stream;
+  } changes[] = {{"step", rt_dropout_key(7, 1, 0), 0}, {"seed", rt_dropout_key(8, 0, 0), 0},
+                 {"micro-batch", rt_dropout_key(7, 0, 1), 0}, {"stream", rt_dropout_key(7, 0, 0), 1}};
+  for (size_t k = 0; k < sizeof changes / sizeof changes[0]; k++) {
+    run_dropout(changes[k].key, changes[k].stream, p, other);
+    int n = mask_differences(base, other); /* independent masks differ in 2 p (1 - p) = 37.5% (72 of 192) */
+    printf("  another %s: %d of 192 elements differ\n", changes[k].what, n);
+    CHECK(n >= 36);
+  }
+}
+
 /* causal_mask {fill = 0.0}: the form the backward pass uses. */
 static void test_causal_mask_fill(void) {
   tcase c;
@@ -1434,6 +1499,7 @@ int main(void) {
   test_embedding();
   test_cross_entropy();
   test_causal_mask();
+  test_dropout();
   test_einsum();
   test_causal_mask_fill();
   test_unslice();

@@ -1,0 +1,90 @@
+/* passes/dropout.c — dropout's training form (ops.def: DROPOUT).
+ *
+ * The frontend writes dropout(x, p) as dropout(x) {p}: the inference form,
+ * the identity, which canonicalize removes from every graph that is not a
+ * training step (`tgc run`, eval, generation). The training builders call
+ * pass_key_dropout before autodiff: one i64[] input, the key the trainer
+ * sets per micro-batch (rt_dropout_key of seed, step, micro-batch), and per
+ * dropout its stream (which dropout of the model, in program order) and
+ * the positions of its elements along each dim (an iota per dim, shared by
+ * the dropouts of one shape). The shard pass splits the positions as it
+ * splits x, so every shard, dp and tp alike, draws the mask of its block
+ * of the unsharded value; the backward's dropout (vjp.c) reads the same
+ * key, stream and positions, so the mask is drawn again, never kept.
+ *
+ * requires: a verified graph; invalidates: nothing (nodes are added at the
+ * front, operands of the dropouts replaced).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+
+/* The position iota along dim d of a value of type t: i64 [1, .., t.dims[d], .., 1]. */
+static ir_value *positions(ir_graph *g, const ir_type *t, int d, int *added) {
+  ir_type pt = {.dtype = IR_DT_I64, .rank = t->rank};
+  for (int k = 0; k < t->rank; k++) pt.dims[k] = k == d ? t->dims[d] : 1;
+  char name[64];
+  snprintf(name, sizeof name, "dropout.pos%d", d);
+  ir_attr ax = ir_attr_int("axis", d);
+  char err[256];
+  ir_node *k = ir_graph_build(g, IR_OP_IOTA, NULL, 0, &ax, 1, &pt, name, (ir_loc){0}, err, sizeof err);
+  if (!k) abort(); /* the type is well formed by construction */
+  ++*added;
+  return k->out[0];
+}
+
+int pass_key_dropout(ir_graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->op == IR_OP_DROPOUT && g->nodes[i]->n_in == 1;
+  if (n == 0) return -1;
+  int key_input = g->n_inputs;
+  ir_value *key = ir_graph_add_input(g, "dropout_key", (ir_type){.dtype = IR_DT_I64, .rank = 0}, (ir_loc){0});
+  int n_nodes = g->n_nodes, added = 0, stream = 0;
+  for (int i = 0; i < n_nodes; i++) {
+    ir_node *nd = g->nodes[i];
+    if (nd->op != IR_OP_DROPOUT || nd->n_in != 1) continue;
+    const ir_type *t = &nd->in[0]->type;
+    ir_value **in = ir_arena_alloc(g->arena, (size_t)(t->rank + 2) * sizeof *in);
+    in[0] = nd->in[0];
+    in[1] = key;
+    int64_t strides[IR_MAX_RANK], s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) strides[d] = s, s *= t->dims[d];
+    for (int d = 0; d < t->rank; d++) in[2 + d] = positions(g, t, d, &added);
+    double p = ir_node_attr_float(nd, "p", 0);
+    ir_attr *at = ir_arena_alloc(g->arena, 3 * sizeof *at);
+    int64_t *kept = ir_arena_alloc(g->arena, (size_t)(t->rank > 0 ? t->rank : 1) * sizeof *kept);
+    memcpy(kept, strides, (size_t)t->rank * sizeof *kept);
+    at[0] = ir_attr_float("p", p); /* (keys are literals: they outlive the graph) */
+    at[1] = ir_attr_int("stream", stream++);
+    at[2] = ir_attr_ints("strides", kept, t->rank);
+    nd->in = in;
+    nd->n_in = t->rank + 2;
+    nd->attrs = at;
+    nd->n_attrs = 3;
+  }
+  ir_graph_move_tail(g, added, 0);
+  return key_input;
+}
+
+int64_t pass_dropout_mask_bytes(const ir_graph *g, int *n_dropouts) {
+  /* the backward's dropout shares its forward's stream: count each stream once */
+  int64_t bytes = 0;
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *d = g->nodes[i];
+    if (d->dead || d->op != IR_OP_DROPOUT || d->n_in == 1) continue;
+    int64_t stream = ir_node_attr_int(d, "stream", -1);
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) {
+      const ir_node *e = g->nodes[j];
+      seen = !e->dead && e->op == IR_OP_DROPOUT && e->n_in > 1 && ir_node_attr_int(e, "stream", -2) == stream;
+    }
+    if (seen) continue;
+    bytes += ir_type_numel(&d->out[0]->type);
+    n++;
+  }
+  if (n_dropouts) *n_dropouts = n;
+  return bytes;
+}
