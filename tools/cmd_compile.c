@@ -277,7 +277,7 @@ int tool_cmd_compile(int argc, char **argv) {
       printf("%s\n%s", compile_help, tool_common_help);
       return 0;
     }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   compile_opts c = {.arch = "sm_80", .emit_cu = true, .emit_ptx = true, .emit_report = true,
                     .optimizer = PASS_OPT_ADAM, .micro = 1, .dtype = IR_DT_F32};

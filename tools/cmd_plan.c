@@ -345,7 +345,7 @@ int tool_cmd_plan(int argc, char **argv) {
       return 0;
     }
   double t0 = now_s(CLOCK_MONOTONIC);
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   plan_flags f = {.dtype = IR_DT_BF16, .optimizer = PASS_OPT_ADAM, .top = 1, .zero = -1, .micro_batch = -1,
                   .schedule = -1, .v = -1, .sp = -1};

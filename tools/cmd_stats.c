@@ -290,7 +290,7 @@ int tool_cmd_stats(int argc, char **argv) {
       return 0;
     }
   double t0 = now_s();
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   stats_flags f = {.dtype = -1, .optimizer = PASS_OPT_ADAM, .top = 10};
   int rc = 0;

@@ -851,7 +851,7 @@ int tool_cmd_train(int argc, char **argv) {
       printf("%s%s\n%s", train_help, tool_backend_help, tool_common_help);
       return 0;
     }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1};
   rt_safetensors *state = NULL;

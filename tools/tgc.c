@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <omp.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "tool.h"
 
 const char *const tool_common_help =
@@ -127,7 +129,7 @@ static int cmd_check(int argc, char **argv) {
     printf("%s%s", check_help, tool_common_help);
     return 0;
   }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   int rc = parse_compile_args("check", argc, argv, &o, NULL, NULL, NULL, d);
   char *text = NULL;
@@ -178,7 +180,7 @@ static int cmd_dump(int argc, char **argv) {
     printf("%s%s", dump_help, tool_common_help);
     return 0;
   }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   const char *out_path = NULL;
   bool plan = false;
@@ -361,8 +363,18 @@ static int dispatch(int argc, char **argv) {
   return 1;
 }
 
+/* A failing rank other than 0 under a launcher printed nothing of what every
+ * rank met (tool_diag_new): it lingers a moment before it exits, since
+ * mpirun ends the whole job at the first non-zero exit, and rank 0 must not
+ * be killed before its message is out. */
+static int linger_if_quiet_rank(int rc) {
+  if (rc != 0 && rt_comm_under_launcher() && rt_comm_launcher_rank() != 0)
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000}, NULL);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   prefer_passive_openmp(argv);
   share_cores_between_ranks();
-  return finish_stdout(dispatch(argc, argv));
+  return linger_if_quiet_rank(finish_stdout(dispatch(argc, argv)));
 }

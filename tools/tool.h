@@ -38,6 +38,13 @@ const char *tool_checkpoint_name(const char *v);
 /* Loads FILE (.tg through the frontend, .ir through the reader), verifies it.
  * *text_out keeps the source alive for diagnostics (free after the graph). */
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out);
+/* The diagnostics of a subcommand, on stderr. Under a launcher (mpirun) every
+ * rank reads the same flags and model, so their errors would be printed once
+ * per rank, interleaved: on every rank but 0 it stays quiet (errors counted,
+ * exit status 1, nothing printed) until tool_load succeeds; what can differ
+ * between ranks after that (data, communication) is printed by the rank
+ * that meets it. */
+ir_diag *tool_diag_new(void);
 /* Whether path names textual IR (.ir), not a .tg model. */
 bool tool_is_ir_file(const char *path);
 /* The configs of o->file evaluated with o's --config and -D (fe_configs);
