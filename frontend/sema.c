@@ -21,6 +21,7 @@
  * prefixed to each `param` declared inside.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,11 +141,73 @@ static bool init_number(fe_sema *S, const ast *e, double *out) {
   return true;
 }
 
-/* zeros | ones | normal(std) | uniform(lo, hi) */
-static bool parse_init(fe_sema *S, const ast *e, ir_init *out) {
+/* xavier_uniform | xavier_normal | kaiming_uniform | kaiming_normal, each
+ * with an optional gain (positional or gain=G): resolved here, from the
+ * parameter's shape t, to uniform(-b, b) or normal(std) as PyTorch's
+ * torch.nn.init does (Glorot 2010, He 2015):
+ *   xavier_uniform  b = gain sqrt(6 / (fan_in + fan_out))      gain 1
+ *   xavier_normal   std = gain sqrt(2 / (fan_in + fan_out))    gain 1
+ *   kaiming_uniform b = gain sqrt(3 / fan_in)                  gain sqrt(2) (ReLU)
+ *   kaiming_normal  std = gain / sqrt(fan_in)                  gain sqrt(2)
+ * The fans: a weight [K, N] multiplies as x @ W (x [..., K]), so fan_in = K
+ * and fan_out = N — PyTorch's numbers for the same layer, whose nn.Linear
+ * stores the transpose [N, K]; for rank > 2 the leading dims are a batch of
+ * such matrices (per-head weights) and do not count. Returns 0 when e is
+ * none of these, 1 when resolved, -1 after an error (t NULL: the type was
+ * wrong, and reported). */
+static int parse_fan_init(fe_sema *S, const ast *e, const ir_type *t, ir_init *out) {
+  static const char *const names[] = {"xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal"};
+  int which = -1;
+  for (int i = 0; i < 4; i++)
+    if ((e->kind == AST_NAME || e->kind == AST_CALL) && strcmp(e->name, names[i]) == 0) which = i;
+  if (which < 0) return 0;
+  bool kaiming = which >= 2, uniform = which % 2 == 0;
+  double gain = kaiming ? sqrt(2.0) : 1.0;
+  int n_args = e->kind == AST_CALL ? e->n : 0;
+  if (n_args > 1) {
+    fe_error(S, e, "%s takes one optional argument, the gain (as %s(gain=1.0)), got %d", names[which], names[which], n_args);
+    return -1;
+  }
+  if (n_args == 1) {
+    const ast *g = e->kid[0];
+    if (g->kind == AST_KWARG) {
+      if (strcmp(g->name, "gain") != 0) {
+        fe_error(S, g, "unknown attribute '%s' of %s (it takes gain=G)", g->name, names[which]);
+        return -1;
+      }
+      g = g->kid[0];
+    }
+    if (!init_number(S, g, &gain)) return -1;
+    if (!(gain >= 0)) {
+      fe_error(S, g, "the gain of %s must be >= 0, got %g", names[which], gain);
+      return -1;
+    }
+  }
+  if (!t) return -1; /* the type is wrong, and was reported */
+  if (t->rank < 2) {
+    fe_error(S, e, "%s needs a parameter of rank >= 2 (its fans are those of a matrix [fan_in, fan_out]), "
+             "got rank %d", names[which], t->rank);
+    return -1;
+  }
+  double fan_in = (double)t->dims[t->rank - 2], fan_out = (double)t->dims[t->rank - 1];
+  double denom = kaiming ? fan_in : (fan_in + fan_out) / 2;
+  if (!(denom > 0)) {
+    fe_error(S, e, "%s of a parameter with no elements in its fans (fan_in %g, fan_out %g)", names[which], fan_in, fan_out);
+    return -1;
+  }
+  double std = gain / sqrt(denom);
+  if (uniform) *out = (ir_init){.kind = IR_INIT_UNIFORM, .a = -sqrt(3.0) * std, .b = sqrt(3.0) * std};
+  else *out = (ir_init){.kind = IR_INIT_NORMAL, .a = std};
+  return 1;
+}
+
+/* zeros | ones | normal(std) | uniform(lo, hi) | the fan initializers above */
+static bool parse_init(fe_sema *S, const ast *e, const ir_type *t, ir_init *out) {
   *out = (ir_init){.kind = IR_INIT_ZEROS};
   if (!e) return true;
   const char *n = e->name;
+  int fan = parse_fan_init(S, e, t, out);
+  if (fan != 0) return fan > 0;
   if (e->kind == AST_NAME && strcmp(n, "zeros") == 0) return true;
   if (e->kind == AST_NAME && strcmp(n, "ones") == 0) {
     out->kind = IR_INIT_ONES;
@@ -177,7 +240,8 @@ static bool parse_init(fe_sema *S, const ast *e, ir_init *out) {
       return true;
     }
   }
-  fe_error(S, e, "invalid initializer '%s': expected zeros, ones, normal(std) or uniform(lo, hi)", fe_src(S, e));
+  fe_error(S, e, "invalid initializer '%s': expected zeros, ones, normal(std), uniform(lo, hi), xavier_uniform, "
+           "xavier_normal, kaiming_uniform or kaiming_normal", fe_src(S, e));
   return false;
 }
 
@@ -185,7 +249,7 @@ static void declare_param(fe_sema *S, const ast *st, bool global) {
   ir_type t;
   ir_init init;
   bool ok = fe_eval_type(S, st->kid[0], &t);
-  ok = parse_init(S, st->kid[1], &init) && ok;
+  ok = parse_init(S, st->kid[1], ok ? &t : NULL, &init) && ok;
   sv v = sv_poison();
   if (ok) {
     size_t saved = S->path_len;
