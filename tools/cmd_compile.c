@@ -344,7 +344,7 @@ int tool_cmd_compile(int argc, char **argv) {
   json_t *graphs = json_array();
   char stem[128];
   if (rc == 0) base_name(o.file, stem, sizeof stem);
-  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .checkpoint = o.checkpoint,
+  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .verbose = o.verbose, .checkpoint = o.checkpoint,
                      .disabled = o.pass_disabled, .tp_search = o.tp_search};
   const cg_cuda_api *use = have_nvrtc ? &api : NULL;
   if (rc == 0 && c.train) {

@@ -116,7 +116,7 @@ static ir_value *find_leaf(const ir_graph *g, const char *name, ir_diag *d) {
 
 /* The pass settings of o: dumps to stdout, verification, timing, disabled passes. */
 static pass_options pass_settings(const tool_compile_opts *o, ir_diag *d) {
-  return (pass_options){.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes,
+  return (pass_options){.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .verbose = o->verbose,
                         .dump_after = o->after, .dump_out = stdout, .dump_format = o->format,
                         .disabled = o->pass_disabled};
 }

@@ -964,7 +964,7 @@ int tool_cmd_train(int argc, char **argv) {
     goto done;
   }
   if (!(g = tool_load(&o, d, &text))) goto done;
-  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
+  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .verbose = o.verbose, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
                      .disabled = o.pass_disabled, .zero = o.zero, .tp_search = o.tp_search};
   /* the data decides where the targets are (token accuracy), then the program */

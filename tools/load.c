@@ -162,6 +162,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.diag = d;
   po.verify_each = o->verify_each;
   po.time_passes = o->time_passes;
+  po.verbose = o->verbose;
   po.dump_after = memplan ? NULL : o->after;
   po.dump_out = dump_out;
   po.dump_format = o->format;
@@ -340,6 +341,10 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
   }
   if (strcmp(a, "--time-passes") == 0) {
     o->time_passes = true;
+    return 1;
+  }
+  if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+    o->verbose = true;
     return 1;
   }
   return 0;

@@ -44,6 +44,9 @@ typedef struct {
   double opt_flops;             /* the optimizer update graph */
   double m_params, m_grads, m_opt, m_act, m_total;
   pass_roofline roof;           /* every op, by kind, phase and step time, MFU */
+  int attn_fused;               /* attention nodes fuse-attention made */
+  pass_attention_miss *attn_miss; /* malloc'd: the softmax nodes it left, and why */
+  int n_attn_miss;
   double analysis_s;
 } stats;
 

@@ -23,6 +23,8 @@ const char *const tool_common_help =
     "  --dump-after PASS    print the IR after PASS (or 'all') to stdout\n"
     "  --verify-each        run the IR verifier after every pass\n"
     "  --time-passes        print the time and node count of every pass to stderr\n"
+    "  -v, --verbose        notes on what the passes left undone and why: every softmax\n"
+    "                       fuse-attention did not fuse (the operand that broke the pattern)\n"
     "  --disable-pass PASS  leave PASS out of the pipeline (repeatable), e.g. fuse-attention\n"
     "  --no-fuse            leave every fusion pass (fuse-*) out\n"
     "  --checkpoint POLICY  activation checkpointing for graphs with a backward pass:\n"
@@ -161,7 +163,7 @@ static int dump_train(ir_graph *g, const tool_compile_opts *o, FILE *out, ir_dia
   bool all = o->after && strcmp(o->after, "all") == 0;
   if (all && o->format == 0) fprintf(out, "# IR after elaboration (the model)\n");
   if (all) print_graph(out, g, o->format, NULL);
-  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .verbose = o->verbose, .dump_after = o->after,
                      .dump_out = out, .dump_format = o->format, .checkpoint = o->checkpoint,
                      .disabled = o->pass_disabled, .zero = o->zero, .tp_search = o->tp_search};
   pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = 1, .targets_input = -1,

@@ -18,6 +18,7 @@ typedef struct {
   const char *after;       /* --after / --dump-after: pass name or "all" */
   int format;              /* 0 text, 1 dot, 2 json */
   bool verify_each, time_passes;
+  bool verbose;            /* -v: the passes' notes on what they left undone (pass_options.verbose) */
   const char *checkpoint;  /* --checkpoint POLICY */
   bool pass_disabled[PASS_COUNT]; /* --disable-pass NAME (repeatable); --no-fuse: every fuse-* pass */
   ir_mesh mesh;            /* --mesh AXES (mesh_set: given) */
