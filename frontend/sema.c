@@ -471,6 +471,56 @@ static sv run_body(fe_sema *S, const ast *fn, const char *const *hints, int n_hi
   return (sv){.kind = SV_TUPLE, .n = m, .items = vals};
 }
 
+/* Whether name means something in the current scope (a symbol, a
+ * predefined name, a dtype, a function): else it may be a symbolic dim. */
+static bool names_something(fe_sema *S, const char *n) {
+  return fe_lookup(S, n) || strcmp(n, "pi") == 0 || strcmp(n, "e") == 0 || strcmp(n, "true") == 0 ||
+         strcmp(n, "false") == 0 || ir_dtype_from_name(n) >= 0 || fe_sym_find(&S->fns, n) || fe_is_builtin(n);
+}
+
+/* Symbolic dims (fn rope(x: f32[B, H, T, E])): a dim of an argument's type
+ * that is a bare name meaning nothing in the callee's scope (no config
+ * constant, let or predefined name) is bound, at this call, to the size the
+ * argument has there, as a compile-time integer of the callee's scope (in
+ * its body and result type too); the first argument that has it binds it.
+ * The declared types are then checked as usual with the bound values, so
+ * another argument with another size there is a type mismatch. An argument
+ * whose rank differs from its declared type's is reported here (its
+ * symbolic dims cannot be bound): *bad_rank[i]. `bound` receives "B = 2,
+ * T = 16" for the messages. */
+static void bind_symbolic_dims(fe_sema *S, const ast *fn, const ast *call, const sv *vals, bool *bad_rank,
+                               char *bound, size_t cap) {
+  const ast *args = fn->kid[0];
+  size_t len = 0;
+  bound[0] = 0;
+  for (int i = 0; i < args->n; i++) {
+    const ast *type = args->kid[i]->kid[0], *dims = type->kid[0];
+    bad_rank[i] = false;
+    if (!dims) continue;
+    bool symbolic = false;
+    for (int j = 0; j < dims->n; j++)
+      symbolic |= dims->kid[j]->kind == AST_NAME && !names_something(S, dims->kid[j]->name);
+    if (!symbolic) continue;
+    if (vals[i].kind != SV_TENSOR || vals[i].t->type.rank != dims->n) {
+      fe_error(S, call->kid[i], "argument '%s' of '%s' is %s, but its declared type %s has rank %d", args->kid[i]->name,
+               fn->name, fe_describe(S, vals[i]), fe_src(S, type), dims->n);
+      bad_rank[i] = true;
+      continue;
+    }
+    for (int j = 0; j < dims->n; j++) {
+      const ast *d = dims->kid[j];
+      if (d->kind != AST_NAME || names_something(S, d->name)) continue;
+      fe_sym *s = fe_sym_put(S->locals, d->name);
+      s->kind = SYM_LET;
+      s->decl = d;
+      s->val = sv_int(vals[i].t->type.dims[j]);
+      if (len < cap)
+        len += (size_t)snprintf(bound + len, cap - len, "%s%s = %lld", len ? ", " : "", d->name,
+                                (long long)vals[i].t->type.dims[j]);
+    }
+  }
+}
+
 sv fe_call_user(fe_sema *S, fe_sym *fn_sym, const ast *call, const char *const *hints, int n_hints) {
   const ast *fn = fn_sym->decl, *args = fn->kid[0];
   int n = 0;
@@ -515,19 +565,22 @@ sv fe_call_user(fe_sema *S, fe_sym *fn_sym, const ast *call, const char *const *
   path_push(S, ".");
   fn_sym->active++;
   S->call_depth++;
+  bool *bad_rank = ir_arena_alloc(S->arena, (size_t)(n ? n : 1) * sizeof *bad_rank);
+  char bound[256];
+  bind_symbolic_dims(S, fn, call, vals, bad_rank, bound, sizeof bound);
   for (int i = 0; i < n; i++) {
     const ast *arg = args->kid[i], *at = call->kid[i];
     ir_type t;
     sv v = vals[i];
-    if (!fe_eval_type(S, arg->kid[0], &t)) {
+    if (bad_rank[i] || !fe_eval_type(S, arg->kid[0], &t)) {
       v = sv_poison();
     } else if (sv_is_const(v) && t.rank == 0) {
       v = fe_materialize(S, at, v, t.dtype, arg->name);
     } else if (v.kind != SV_TENSOR || !ir_type_equal(&v.t->type, &t)) {
       char want[300];
       ir_type_str(&t, want, sizeof want);
-      fe_error(S, at, "argument '%s' of '%s' is %s, but its declared type is %s", arg->name, fn->name,
-               fe_describe(S, v), want);
+      fe_error(S, at, "argument '%s' of '%s' is %s, but its declared type is %s%s%s%s", arg->name, fn->name,
+               fe_describe(S, v), want, bound[0] ? " (" : "", bound, bound[0] ? " bound at this call)" : "");
       v = sv_poison();
     }
     fe_sym *s = fe_sym_put(&locals, arg->name);
