@@ -183,17 +183,17 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static sv h_reduce(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
-  ir_value *x = tensor_arg(S, A, 0);
-  if (!x) return sv_poison();
+/* The axes (sorted, normalized; default all) and keepdims of a reduction
+ * call of x (sum, mean, max, var). */
+static bool reduce_axes(fe_sema *S, const bi_spec *b, bi_args *A, const ir_value *x, int64_t *axes, int *n_out,
+                        int64_t *keep) {
   int rank = x->type.rank, n = 0;
-  int64_t axes[IR_MAX_RANK];
   const ast *at;
   const sv *ax = kw(b, A, "axis", &at);
   if (ax && ax->kind == SV_TENSOR && b->op == IR_OP_REDUCE_MAX) {
     fe_error(S, at, "the second argument of %s is the axis to reduce, got %s; for the elementwise maximum of "
              "two tensors write maximum(x, y)", A->what, fe_describe(S, *ax));
-    return sv_poison();
+    return false;
   }
   if (!ax) {
     for (int i = 0; i < rank; i++) axes[n++] = i;
@@ -201,20 +201,91 @@ static sv h_reduce(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
     int64_t raw[IR_MAX_RANK];
     char what[96];
     snprintf(what, sizeof what, "attribute 'axis' of %s", A->what);
-    if (!int_list(S, at, *ax, what, raw, IR_MAX_RANK, &n)) return sv_poison();
+    if (!int_list(S, at, *ax, what, raw, IR_MAX_RANK, &n)) return false;
     for (int i = 0; i < n; i++)
-      if (!norm_axis(S, at, raw[i], &x->type, &axes[i])) return sv_poison();
+      if (!norm_axis(S, at, raw[i], &x->type, &axes[i])) return false;
     qsort(axes, (size_t)n, sizeof axes[0], cmp_i64);
     for (int i = 1; i < n; i++)
       if (axes[i] == axes[i - 1]) {
         fe_error(S, at, "axis %lld is repeated in %s", (long long)axes[i], A->what);
-        return sv_poison();
+        return false;
       }
   }
-  int64_t keep;
-  if (!kw_int(S, b, A, "keepdims", 0, &keep)) return sv_poison();
+  *n_out = n;
+  return kw_int(S, b, A, "keepdims", 0, keep);
+}
+
+static sv h_reduce(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
+  ir_value *x = tensor_arg(S, A, 0);
+  int64_t axes[IR_MAX_RANK], keep;
+  int n = 0;
+  if (!x || !reduce_axes(S, b, A, x, axes, &n, &keep)) return sv_poison();
   ir_attr attrs[2] = {ir_attr_ints("axes", axes, n), ir_attr_int("keepdims", keep != 0)};
   return build(S, call, A, b->op, &x, 1, attrs, 2, NULL);
+}
+
+/* var(x, axis=A, keepdims=false, correction=0): the variance over the axes,
+ * sum((x - mean(x))^2) / (N - correction), N the number of elements reduced
+ * (correction=1: the sample variance, torch.var's default; 0: numpy's and
+ * torch.var(unbiased=False)). Written in primitives (mean, sub, square, sum,
+ * mul), so every backend and both autodiff modes have it. */
+static sv h_var(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
+  ir_value *x = tensor_arg(S, A, 0);
+  int64_t axes[IR_MAX_RANK], keep, correction;
+  int n = 0;
+  if (!x || !reduce_axes(S, b, A, x, axes, &n, &keep) || !kw_int(S, b, A, "correction", 0, &correction))
+    return sv_poison();
+  if (!ir_dtype_is_float(x->type.dtype)) {
+    fe_error(S, A->pos_at[0], "%s needs a floating-point tensor, got %s", A->what, ir_dtype_name(x->type.dtype));
+    return sv_poison();
+  }
+  int64_t count = 1;
+  for (int i = 0; i < n; i++) count *= x->type.dims[axes[i]];
+  if (correction < 0 || (count > 0 && correction >= count)) {
+    const ast *at = NULL;
+    kw(b, A, "correction", &at);
+    fe_error(S, at ? at : call, "correction=%lld of %s must be >= 0 and below the %lld elements reduced",
+             (long long)correction, A->what, (long long)count);
+    return sv_poison();
+  }
+  ir_attr keep_attrs[2] = {ir_attr_ints("axes", axes, n), ir_attr_int("keepdims", 1)};
+  sv mean = build(S, call, A, IR_OP_REDUCE_MEAN, &x, 1, keep_attrs, 2, NULL);
+  if (mean.kind != SV_TENSOR) return sv_poison();
+  sv dev = fe_binary(S, call, IR_OP_SUB, A->what, sv_tensor(x), mean, NULL);
+  sv sq = fe_unary(S, call, IR_OP_SQUARE, A->what, dev, NULL);
+  if (sq.kind != SV_TENSOR) return sv_poison();
+  ir_attr attrs[2] = {ir_attr_ints("axes", axes, n), ir_attr_int("keepdims", keep != 0)};
+  sv total = build(S, call, A, IR_OP_REDUCE_SUM, &sq.t, 1, attrs, 2, NULL);
+  return fe_binary(S, call, IR_OP_MUL, A->what, total, sv_float(1.0 / (double)(count - correction)), A->hint);
+}
+
+/* tril(x, k=0) and triu(x, k=0): x (rank >= 2) with the elements above
+ * (tril) or below (triu) the k-th diagonal of its last two axes set to 0, as
+ * numpy and torch: tril keeps j - i <= k, triu keeps j - i >= k. Written as
+ * where(cond, x, 0) with cond from two iotas, so it differentiates (the
+ * gradient is masked alike) and runs on every backend. */
+static sv h_tri(fe_sema *S, const ast *call, const bi_spec *b, bi_args *A) {
+  ir_value *x = tensor_arg(S, A, 0);
+  if (!x) return sv_poison();
+  int64_t k;
+  if (!kw_int(S, b, A, "k", 0, &k)) return sv_poison();
+  if (x->type.rank < 2) {
+    fe_error(S, A->pos_at[0], "%s needs a tensor of rank >= 2 (a matrix or a batch of them), got rank %d", A->what,
+             x->type.rank);
+    return sv_poison();
+  }
+  int r = x->type.rank;
+  ir_type t = {.dtype = IR_DT_I32, .rank = 2, .dims = {x->type.dims[r - 2], x->type.dims[r - 1]}};
+  ir_attr row_axis = ir_attr_int("axis", 0), col_axis = ir_attr_int("axis", 1);
+  sv row = build(S, call, A, IR_OP_IOTA, NULL, 0, &row_axis, 1, &t);
+  sv col = build(S, call, A, IR_OP_IOTA, NULL, 0, &col_axis, 1, &t);
+  sv diag = fe_binary(S, call, IR_OP_SUB, A->what, col, row, NULL);
+  bool lower = strcmp(b->name, "tril") == 0;
+  sv keep = fe_binary(S, call, lower ? IR_OP_LE : IR_OP_GE, A->what, diag, sv_int(k), NULL);
+  sv zero = fe_materialize(S, call, sv_int(0), x->type.dtype, NULL);
+  if (keep.kind != SV_TENSOR || zero.kind != SV_TENSOR) return sv_poison();
+  ir_value *in[3] = {keep.t, x, zero.t};
+  return build(S, call, A, IR_OP_WHERE, in, 3, NULL, 0, NULL);
 }
 
 /* floordiv(a, b) and a % b (the parser's call "%"): integer constants only
@@ -658,6 +729,9 @@ static const bi_spec builtins[] = {
     {"sum", h_reduce, IR_OP_REDUCE_SUM, 1, 1, {"axis", "keepdims", NULL}},
     {"mean", h_reduce, IR_OP_REDUCE_MEAN, 1, 1, {"axis", "keepdims", NULL}},
     {"max", h_reduce, IR_OP_REDUCE_MAX, 1, 1, {"axis", "keepdims", NULL}},
+    {"var", h_var, IR_OP_REDUCE_SUM, 1, 1, {"axis", "keepdims", "correction", NULL}},
+    {"tril", h_tri, IR_OP_WHERE, 1, 1, {"k", NULL}},
+    {"triu", h_tri, IR_OP_WHERE, 1, 1, {"k", NULL}},
     {"softmax", h_softmax, IR_OP_SOFTMAX, 1, 1, {"axis", NULL}},
     {"log_softmax", h_softmax, IR_OP_LOG_SOFTMAX, 1, 1, {"axis", NULL}},
     {"argmax", h_softmax, IR_OP_ARGMAX, 1, 1, {"axis", NULL}},
@@ -694,6 +768,12 @@ static const bi_spec *find_builtin(const char *name) {
 }
 
 bool fe_is_builtin(const char *name) { return find_builtin(name) != NULL; }
+
+const char *fe_builtin_name(int i) {
+  for (int k = 0; k < N_BUILTINS; k++)
+    if (builtins[k].name && builtins[k].name[0] != '%' && i-- == 0) return builtins[k].name;
+  return NULL;
+}
 
 const char *fe_suggest_function(fe_sema *S, const char *name) {
   const char *best = NULL;

@@ -76,4 +76,9 @@ void fe_config_set_free(fe_config_set *s);
 /* Constant name of c; NULL when c is NULL or does not define it. */
 const fe_const *fe_config_const(const fe_config *c, const char *name);
 
+/* The .tg builtin functions by name, i = 0, 1, ... (NULL past the last; the
+ * operator '%' is not among them): docs/language.md, "Every builtin and
+ * operator", lists exactly these (unit.test_docs_lists). */
+const char *fe_builtin_name(int i);
+
 #endif

@@ -8,7 +8,9 @@
  * Syntax errors are reported by yyreport_syntax_error as
  * "syntax error: unexpected X, expecting A or B" at the unexpected token;
  * the parser stops at the first one. A '[' right after an operand (`x[0]`)
- * is reported as indexing, which the language does not have. `a % b` is the
+ * is reported as indexing, which the language does not have, and `let`,
+ * `for`, `while`, `if` in a function as what to write instead
+ * (report_foreign_statement). `a % b` is the
  * call of the builtin "%" (integer constants; builtins.c). A LEXERROR token was already reported
  * by the lexer and produces no second message. Bison's stack overflow
  * ("memory exhausted") can only come from pathological nesting and is
@@ -258,6 +260,51 @@ static bool is_operator(yysymbol_kind_t k) {
   return false;
 }
 
+static bool expects(const yysymbol_kind_t *exp, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(yysymbol_name(exp[i]), name) == 0) return true;
+  return false;
+}
+
+/* Statements of other languages inside a function body, said in words that
+ * name what the language offers: `let y = ...` (a top-level constant; in a
+ * function a name is bound by `y = ...`), and `for`/`while`/`if`, which lex as
+ * identifiers (they are no keywords, so a model may still use them as names):
+ * such a word at a statement's start, followed by anything but '=' or ','.
+ * The error points at the word. Returns whether it reported. */
+static bool report_foreign_statement(fe_parser *P, const FE_YYLTYPE *loc, yysymbol_kind_t got,
+                                     const yysymbol_kind_t *exp, int n) {
+  if (got == YYSYMBOL_LET && expects(exp, n, "'repeat'")) {
+    ir_error(P->d, (ir_loc){P->path, loc->first_line, loc->first_column},
+             "'let' declares a constant at the top level of the file; inside a function bind a name "
+             "with 'y = expr' (no 'let')");
+    return true;
+  }
+  if (!expects(exp, n, "'='") || !expects(exp, n, "','")) return false; /* not after a statement's first name */
+  size_t end = loc->start;
+  while (end > 0 && (P->text[end - 1] == ' ' || P->text[end - 1] == '\t')) end--;
+  size_t b = end;
+  while (b > 0 && (P->text[b - 1] == '_' || (P->text[b - 1] >= 'a' && P->text[b - 1] <= 'z'))) b--;
+  if (b > 0 && (P->text[b - 1] == '_' || (P->text[b - 1] >= '0' && P->text[b - 1] <= '9') ||
+                (P->text[b - 1] >= 'A' && P->text[b - 1] <= 'Z')))
+    return false; /* the end of a longer name */
+  ir_loc at = {P->path, loc->first_line, loc->first_column - (int)(loc->start - b)};
+  const char *w = P->text + b;
+  size_t len = end - b;
+  if ((len == 3 && memcmp(w, "for", 3) == 0) || (len == 5 && memcmp(w, "while", 5) == 0)) {
+    ir_error(P->d, at, "'%.*s' loops are not in the language (a model is one straight-line graph); to repeat "
+             "statements write 'repeat i in 0..N { ... }' or 'repeat N { ... }', unrolled when the model "
+             "is compiled", (int)len, w);
+    return true;
+  }
+  if (len == 2 && memcmp(w, "if", 2) == 0) {
+    ir_error(P->d, at, "'if' is not in the language (a model is one straight-line graph); to choose "
+             "elementwise between two tensors write where(cond, a, b)");
+    return true;
+  }
+  return false;
+}
+
 /* "syntax error: unexpected X, expecting A or B or C". The binary operators
  * (allowed after any complete expression) are summarized as "an operator";
  * a list still longer than MAX_LISTED is left out. */
@@ -276,6 +323,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, fe_p
   enum { MAX_LISTED = 10 };
   yysymbol_kind_t exp[YYNTOKENS];
   int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
+  if (report_foreign_statement(P, loc, got, exp, n)) return 0;
   const char *names[YYNTOKENS];
   int m = 0, ops = 0;
   for (int i = 0; i < n; i++) ops += is_operator(exp[i]);

@@ -21,6 +21,7 @@
  * prefixed to each `param` declared inside.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,11 +141,73 @@ static bool init_number(fe_sema *S, const ast *e, double *out) {
   return true;
 }
 
-/* zeros | ones | normal(std) | uniform(lo, hi) */
-static bool parse_init(fe_sema *S, const ast *e, ir_init *out) {
+/* xavier_uniform | xavier_normal | kaiming_uniform | kaiming_normal, each
+ * with an optional gain (positional or gain=G): resolved here, from the
+ * parameter's shape t, to uniform(-b, b) or normal(std) as PyTorch's
+ * torch.nn.init does (Glorot 2010, He 2015):
+ *   xavier_uniform  b = gain sqrt(6 / (fan_in + fan_out))      gain 1
+ *   xavier_normal   std = gain sqrt(2 / (fan_in + fan_out))    gain 1
+ *   kaiming_uniform b = gain sqrt(3 / fan_in)                  gain sqrt(2) (ReLU)
+ *   kaiming_normal  std = gain / sqrt(fan_in)                  gain sqrt(2)
+ * The fans: a weight [K, N] multiplies as x @ W (x [..., K]), so fan_in = K
+ * and fan_out = N — PyTorch's numbers for the same layer, whose nn.Linear
+ * stores the transpose [N, K]; for rank > 2 the leading dims are a batch of
+ * such matrices (per-head weights) and do not count. Returns 0 when e is
+ * none of these, 1 when resolved, -1 after an error (t NULL: the type was
+ * wrong, and reported). */
+static int parse_fan_init(fe_sema *S, const ast *e, const ir_type *t, ir_init *out) {
+  static const char *const names[] = {"xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal"};
+  int which = -1;
+  for (int i = 0; i < 4; i++)
+    if ((e->kind == AST_NAME || e->kind == AST_CALL) && strcmp(e->name, names[i]) == 0) which = i;
+  if (which < 0) return 0;
+  bool kaiming = which >= 2, uniform = which % 2 == 0;
+  double gain = kaiming ? sqrt(2.0) : 1.0;
+  int n_args = e->kind == AST_CALL ? e->n : 0;
+  if (n_args > 1) {
+    fe_error(S, e, "%s takes one optional argument, the gain (as %s(gain=1.0)), got %d", names[which], names[which], n_args);
+    return -1;
+  }
+  if (n_args == 1) {
+    const ast *g = e->kid[0];
+    if (g->kind == AST_KWARG) {
+      if (strcmp(g->name, "gain") != 0) {
+        fe_error(S, g, "unknown attribute '%s' of %s (it takes gain=G)", g->name, names[which]);
+        return -1;
+      }
+      g = g->kid[0];
+    }
+    if (!init_number(S, g, &gain)) return -1;
+    if (!(gain >= 0)) {
+      fe_error(S, g, "the gain of %s must be >= 0, got %g", names[which], gain);
+      return -1;
+    }
+  }
+  if (!t) return -1; /* the type is wrong, and was reported */
+  if (t->rank < 2) {
+    fe_error(S, e, "%s needs a parameter of rank >= 2 (its fans are those of a matrix [fan_in, fan_out]), "
+             "got rank %d", names[which], t->rank);
+    return -1;
+  }
+  double fan_in = (double)t->dims[t->rank - 2], fan_out = (double)t->dims[t->rank - 1];
+  double denom = kaiming ? fan_in : (fan_in + fan_out) / 2;
+  if (!(denom > 0)) {
+    fe_error(S, e, "%s of a parameter with no elements in its fans (fan_in %g, fan_out %g)", names[which], fan_in, fan_out);
+    return -1;
+  }
+  double std = gain / sqrt(denom);
+  if (uniform) *out = (ir_init){.kind = IR_INIT_UNIFORM, .a = -sqrt(3.0) * std, .b = sqrt(3.0) * std};
+  else *out = (ir_init){.kind = IR_INIT_NORMAL, .a = std};
+  return 1;
+}
+
+/* zeros | ones | normal(std) | uniform(lo, hi) | the fan initializers above */
+static bool parse_init(fe_sema *S, const ast *e, const ir_type *t, ir_init *out) {
   *out = (ir_init){.kind = IR_INIT_ZEROS};
   if (!e) return true;
   const char *n = e->name;
+  int fan = parse_fan_init(S, e, t, out);
+  if (fan != 0) return fan > 0;
   if (e->kind == AST_NAME && strcmp(n, "zeros") == 0) return true;
   if (e->kind == AST_NAME && strcmp(n, "ones") == 0) {
     out->kind = IR_INIT_ONES;
@@ -177,7 +240,8 @@ static bool parse_init(fe_sema *S, const ast *e, ir_init *out) {
       return true;
     }
   }
-  fe_error(S, e, "invalid initializer '%s': expected zeros, ones, normal(std) or uniform(lo, hi)", fe_src(S, e));
+  fe_error(S, e, "invalid initializer '%s': expected zeros, ones, normal(std), uniform(lo, hi), xavier_uniform, "
+           "xavier_normal, kaiming_uniform or kaiming_normal", fe_src(S, e));
   return false;
 }
 
@@ -185,7 +249,7 @@ static void declare_param(fe_sema *S, const ast *st, bool global) {
   ir_type t;
   ir_init init;
   bool ok = fe_eval_type(S, st->kid[0], &t);
-  ok = parse_init(S, st->kid[1], &init) && ok;
+  ok = parse_init(S, st->kid[1], ok ? &t : NULL, &init) && ok;
   sv v = sv_poison();
   if (ok) {
     size_t saved = S->path_len;
@@ -408,6 +472,56 @@ static sv run_body(fe_sema *S, const ast *fn, const char *const *hints, int n_hi
   return (sv){.kind = SV_TUPLE, .n = m, .items = vals};
 }
 
+/* Whether name means something in the current scope (a symbol, a
+ * predefined name, a dtype, a function): else it may be a symbolic dim. */
+static bool names_something(fe_sema *S, const char *n) {
+  return fe_lookup(S, n) || strcmp(n, "pi") == 0 || strcmp(n, "e") == 0 || strcmp(n, "true") == 0 ||
+         strcmp(n, "false") == 0 || ir_dtype_from_name(n) >= 0 || fe_sym_find(&S->fns, n) || fe_is_builtin(n);
+}
+
+/* Symbolic dims (fn rope(x: f32[B, H, T, E])): a dim of an argument's type
+ * that is a bare name meaning nothing in the callee's scope (no config
+ * constant, let or predefined name) is bound, at this call, to the size the
+ * argument has there, as a compile-time integer of the callee's scope (in
+ * its body and result type too); the first argument that has it binds it.
+ * The declared types are then checked as usual with the bound values, so
+ * another argument with another size there is a type mismatch. An argument
+ * whose rank differs from its declared type's is reported here (its
+ * symbolic dims cannot be bound): *bad_rank[i]. `bound` receives "B = 2,
+ * T = 16" for the messages. */
+static void bind_symbolic_dims(fe_sema *S, const ast *fn, const ast *call, const sv *vals, bool *bad_rank,
+                               char *bound, size_t cap) {
+  const ast *args = fn->kid[0];
+  size_t len = 0;
+  bound[0] = 0;
+  for (int i = 0; i < args->n; i++) {
+    const ast *type = args->kid[i]->kid[0], *dims = type->kid[0];
+    bad_rank[i] = false;
+    if (!dims) continue;
+    bool symbolic = false;
+    for (int j = 0; j < dims->n; j++)
+      symbolic |= dims->kid[j]->kind == AST_NAME && !names_something(S, dims->kid[j]->name);
+    if (!symbolic) continue;
+    if (vals[i].kind != SV_TENSOR || vals[i].t->type.rank != dims->n) {
+      fe_error(S, call->kid[i], "argument '%s' of '%s' is %s, but its declared type %s has rank %d", args->kid[i]->name,
+               fn->name, fe_describe(S, vals[i]), fe_src(S, type), dims->n);
+      bad_rank[i] = true;
+      continue;
+    }
+    for (int j = 0; j < dims->n; j++) {
+      const ast *d = dims->kid[j];
+      if (d->kind != AST_NAME || names_something(S, d->name)) continue;
+      fe_sym *s = fe_sym_put(S->locals, d->name);
+      s->kind = SYM_LET;
+      s->decl = d;
+      s->val = sv_int(vals[i].t->type.dims[j]);
+      if (len < cap)
+        len += (size_t)snprintf(bound + len, cap - len, "%s%s = %lld", len ? ", " : "", d->name,
+                                (long long)vals[i].t->type.dims[j]);
+    }
+  }
+}
+
 sv fe_call_user(fe_sema *S, fe_sym *fn_sym, const ast *call, const char *const *hints, int n_hints) {
   const ast *fn = fn_sym->decl, *args = fn->kid[0];
   int n = 0;
@@ -452,19 +566,22 @@ sv fe_call_user(fe_sema *S, fe_sym *fn_sym, const ast *call, const char *const *
   path_push(S, ".");
   fn_sym->active++;
   S->call_depth++;
+  bool *bad_rank = ir_arena_alloc(S->arena, (size_t)(n ? n : 1) * sizeof *bad_rank);
+  char bound[256];
+  bind_symbolic_dims(S, fn, call, vals, bad_rank, bound, sizeof bound);
   for (int i = 0; i < n; i++) {
     const ast *arg = args->kid[i], *at = call->kid[i];
     ir_type t;
     sv v = vals[i];
-    if (!fe_eval_type(S, arg->kid[0], &t)) {
+    if (bad_rank[i] || !fe_eval_type(S, arg->kid[0], &t)) {
       v = sv_poison();
     } else if (sv_is_const(v) && t.rank == 0) {
       v = fe_materialize(S, at, v, t.dtype, arg->name);
     } else if (v.kind != SV_TENSOR || !ir_type_equal(&v.t->type, &t)) {
       char want[300];
       ir_type_str(&t, want, sizeof want);
-      fe_error(S, at, "argument '%s' of '%s' is %s, but its declared type is %s", arg->name, fn->name,
-               fe_describe(S, v), want);
+      fe_error(S, at, "argument '%s' of '%s' is %s, but its declared type is %s%s%s%s", arg->name, fn->name,
+               fe_describe(S, v), want, bound[0] ? " (" : "", bound, bound[0] ? " bound at this call)" : "");
       v = sv_poison();
     }
     fe_sym *s = fe_sym_put(&locals, arg->name);

@@ -26,6 +26,7 @@ typedef struct {
 struct ir_diag {
   FILE *out;
   int n_errors, max_errors;
+  bool quiet; /* count, print nothing */
   diag_source *sources;
   int n_sources, cap_sources;
 };
@@ -55,6 +56,7 @@ void ir_diag_add_source(ir_diag *d, const char *path, const char *text, size_t l
 
 int ir_diag_errors(const ir_diag *d) { return d->n_errors; }
 void ir_diag_set_max_errors(ir_diag *d, int n) { d->max_errors = n; }
+void ir_diag_set_quiet(ir_diag *d, bool quiet) { d->quiet = quiet; }
 
 static const diag_source *find_source(const ir_diag *d, const char *path) {
   if (!path) return NULL;
@@ -111,6 +113,7 @@ static void put_cut_names(FILE *out, const char *msg) {
 static void report_to(ir_diag *d, FILE *out, const char *kind, ir_loc loc, const char *fmt, va_list ap);
 
 static void report(ir_diag *d, const char *kind, ir_loc loc, const char *fmt, va_list ap) {
+  if (d->quiet) return;
   char *text = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&text, &len);
@@ -145,7 +148,7 @@ static void report_to(ir_diag *d, FILE *out, const char *kind, ir_loc loc, const
 void ir_verror(ir_diag *d, ir_loc loc, const char *fmt, va_list ap) {
   d->n_errors++;
   if (d->n_errors <= d->max_errors) report(d, "error", loc, fmt, ap);
-  else if (d->n_errors == d->max_errors + 1)
+  else if (d->n_errors == d->max_errors + 1 && !d->quiet)
     fprintf(d->out, "tgc: too many errors; stopping the list here\n");
 }
 

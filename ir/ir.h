@@ -141,6 +141,9 @@ void ir_error_plain(ir_diag *d, const char *fmt, ...) __attribute__((format(prin
 int ir_diag_errors(const ir_diag *d);
 /* After this many errors further ones are counted but not printed (default 20). */
 void ir_diag_set_max_errors(ir_diag *d, int n);
+/* Quiet: errors and notes are counted but not printed (under mpirun, the
+ * ranks but one while they read the same input and would print the same). */
+void ir_diag_set_quiet(ir_diag *d, bool quiet);
 
 /* Opens path read-only, never blocking on a FIFO or a device (it is opened
  * O_NONBLOCK, and blocking is restored only once fstat says it is a regular

@@ -93,6 +93,7 @@ static inline double ir_s_tanh(double x, double b) { return (void)b, tanh(x); }
 static inline double ir_s_relu(double x, double b) { return (void)b, (x > 0 || isnan(x)) ? x : 0.0; }
 static inline double ir_s_gelu(double x, double b) { return (void)b, ir_gelu(x); }
 static inline double ir_s_silu(double x, double b) { return isinf(x) ? (x > 0 ? x : 0.0) : x * ir_s_sigmoid(x, b); }
+static inline double ir_s_erf(double x, double b) { return (void)b, erf(x); }
 static inline double ir_s_square(double x, double b) { return (void)b, x * x; }
 static inline double ir_s_not(double x, double b) { return (void)b, x == 0 ? 1.0 : 0.0; }
 static inline double ir_s_cast(double x, double b) { return (void)b, x; } /* the rounding is the store's */

@@ -260,6 +260,10 @@ ir_value *ad_unary_apply(ad_ctx *c, ir_value *v, const char *name) {
     return ad_bin(c, IR_OP_MUL, v, d, name);
   }
   case IR_OP_SQUARE: return ad_bin(c, IR_OP_MUL, v, ad_bin(c, IR_OP_MUL, K(2), x, NULL), name);
+  case IR_OP_ERF: /* d erf x = 2/sqrt(pi) e^-x^2 */
+    return ad_bin(c, IR_OP_MUL, v,
+                  ad_bin(c, IR_OP_MUL, K(1.1283791670955126), ad_un(c, IR_OP_EXP, ad_un(c, IR_OP_NEG, ad_un(c, IR_OP_SQUARE, x, NULL), NULL), NULL), NULL),
+                  name);
   case IR_OP_SIGN: return NULL; /* piecewise constant */
   case IR_OP_GELU_GRAD: return ad_bin(c, IR_OP_MUL, v, ad_gelu_second(c, x), name);
   default: break;

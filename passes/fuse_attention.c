@@ -40,9 +40,14 @@
  * as the fused kernels draw no mask (dropout inside them would draw it in
  * the forward's online softmax and again in the backward's recomputed
  * scores: not built).
- * With --time-passes it prints how many softmax nodes it fused.
+ * With --time-passes it prints how many softmax nodes it fused; with -v
+ * (pass_options.verbose) a note at every softmax it leaves, saying which
+ * operand broke the pattern and at which line (pass_attention_misses gives
+ * the same for tgc stats).
  */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +57,29 @@ typedef struct {
   ir_node *scores, *scale, *mask, *softmax, *pv; /* scale, mask: NULL when absent */
   ir_value *q, *kt, *k, *v;                       /* k NULL: transpose kt */
   double scale_value;
+  /* when the pattern is not there: why, and the node where it broke */
+  char why[240];
+  const ir_node *at;
 } attn_match;
+
+/* Records why the pattern is not there (at: the node that broke it); false. */
+static bool miss(attn_match *m, const ir_node *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool miss(attn_match *m, const ir_node *at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->why, sizeof m->why, fmt, ap);
+  va_end(ap);
+  m->at = at;
+  return false;
+}
+
+/* "%name (line L)" of v, for the reasons above. */
+static const char *val_str(const ir_value *v, char *buf, size_t n) {
+  int line = v->def ? v->def->loc.line : v->loc.line;
+  if (line > 0) snprintf(buf, n, "%%%s (line %d)", v->name ? v->name : "?", line);
+  else snprintf(buf, n, "%%%s", v->name ? v->name : "?");
+  return buf;
+}
 
 /* The pass stays linear in the graph: use counts and each value's reader are
  * tabled once and kept up to date by the rewrites, fused nodes take the
@@ -210,16 +237,28 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
   m->scale_value = 1.0;
   ir_value *p = sm->out[0];
   int r = p->type.rank;
-  if (r < 2 || !ir_dtype_is_float(p->type.dtype) || ir_node_attr_int(sm, "axis", -1) != r - 1) return false;
-  if (uses_of(c, p) != 1) return false;
+  char a[160], b[160];
+  if (r < 2) return miss(m, sm, "its operand has rank %d (attention scores are [..., T, S])", r);
+  if (!ir_dtype_is_float(p->type.dtype)) return miss(m, sm, "it is not floating-point");
+  if (ir_node_attr_int(sm, "axis", -1) != r - 1)
+    return miss(m, sm, "it is over axis %lld, not the last (the keys)", (long long)ir_node_attr_int(sm, "axis", -1));
+  int p_uses = uses_of(c, p);
+  if (p_uses != 1)
+    return miss(m, sm, "its result %s has %d uses (an output, or read beside p @ v); the pattern needs one, the product with v",
+                val_str(p, a, sizeof a), p_uses);
   /* the one user: p v (a dead reader: p's reader was rewritten, and the
    * node that reads it now is a fused attention, no p v) */
   ir_node *pv = p->id >= 0 && p->id < c->n_uses ? c->reader[p->id] : NULL;
-  if (!pv || pv->dead || pv->n_in != 2 || pv->in[0] != p || pv->in[1] == p) return false;
-  if (!((pv->op == IR_OP_MATMUL && plain_matmul(pv)) || (pv->op == IR_OP_EINSUM && einsum_pv(pv, r)))) return false;
+  if (!pv || pv->dead) return miss(m, sm, "its result is not read by a matmul");
+  if (pv->n_in != 2 || pv->in[0] != p || pv->in[1] == p ||
+      !((pv->op == IR_OP_MATMUL && plain_matmul(pv)) || (pv->op == IR_OP_EINSUM && einsum_pv(pv, r))))
+    return miss(m, pv, "its result is read by %s %s, not by a product p @ v with p on the left",
+                ir_op_name(pv->op), val_str(pv->out[0], a, sizeof a));
   m->pv = pv;
   m->v = pv->in[1];
-  if (!same_batch(&m->v->type, &p->type) || m->v->type.dims[r - 2] != p->type.dims[r - 1]) return false;
+  if (!same_batch(&m->v->type, &p->type) || m->v->type.dims[r - 2] != p->type.dims[r - 1])
+    return miss(m, pv, "v = %s does not have the scores' batch dims and key length (broadcast or mismatched)",
+                val_str(m->v, a, sizeof a));
   /* back from the softmax: the mask and the scale, in either order */
   ir_value *x = sm->in[0];
   bool scale_first = false; /* forward order: scale, then mask */
@@ -227,7 +266,8 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
     ir_node *d = x->def;
     if (!d || d->dead || uses_of(c, x) != 1) break;
     if (!m->mask && d->op == IR_OP_CAUSAL_MASK) {
-      if (!mask_is_plain(d)) return false;
+      if (!mask_is_plain(d))
+        return miss(m, d, "the causal_mask %s fills with another value than -inf", val_str(d->out[0], a, sizeof a));
       m->mask = d;
       x = d->in[0];
       scale_first = m->scale == NULL;
@@ -238,20 +278,36 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
     }
   }
   /* mask then scale: only -inf * c == -inf (c > 0) keeps the masked entries masked */
-  if (m->mask && m->scale && !scale_first && !(m->scale_value > 0)) return false;
+  if (m->mask && m->scale && !scale_first && !(m->scale_value > 0))
+    return miss(m, m->scale, "the scale %g is applied after the mask and is not positive (-inf * c must stay -inf)",
+                m->scale_value);
   /* the scores */
   ir_node *s = x->def;
-  if (!s || s->dead || uses_of(c, x) != 1 || s->n_in != 2) return false;
+  if (!s || s->dead) return miss(m, sm, "the scores %s are not computed by a node (an input or a parameter)", val_str(x, a, sizeof a));
+  if (uses_of(c, x) != 1)
+    return miss(m, s, "the scores %s have %d uses; the pattern needs one", val_str(x, a, sizeof a), uses_of(c, x));
+  if ((s->op == IR_OP_MUL || s->op == IR_OP_DIV) && s->n_in == 2) { /* a scale, but not by a constant */
+    int other = def_op(s->in[0], IR_OP_MATMUL) || def_op(s->in[0], IR_OP_EINSUM) ? 1 : 0;
+    return miss(m, s, "the scores are scaled by %s, which is not a constant (fuse-attention needs a constant scale: "
+                "a number, a config value, 1 / sqrt(E))", val_str(s->in[other], b, sizeof b));
+  }
   bool k_t = true;
   if (s->op == IR_OP_EINSUM) {
-    if (!einsum_scores(s, r, &k_t)) return false;
-  } else if (s->op != IR_OP_MATMUL || !plain_matmul(s)) {
-    return false;
+    if (s->n_in != 2 || !einsum_scores(s, r, &k_t))
+      return miss(m, s, "the einsum %s is not q k^T (\"...te,...se->...ts\")", val_str(s->out[0], a, sizeof a));
+  } else if (s->op != IR_OP_MATMUL || s->n_in != 2) {
+    return miss(m, s, "its operand %s is computed by %s, not by q @ k^T (with at most a constant scale and a causal_mask "
+                "between)", val_str(x, a, sizeof a), ir_op_name(s->op));
+  } else if (!plain_matmul(s)) {
+    return miss(m, s, "the scores' matmul %s reads an operand transposed (transpose_a / transpose_b)",
+                val_str(s->out[0], a, sizeof a));
   }
   m->scores = s;
   m->q = s->in[0];
   ir_value *kk = s->in[1];
-  if (!same_batch(&m->q->type, &p->type) || !same_batch(&kk->type, &p->type)) return false;
+  if (!same_batch(&m->q->type, &p->type) || !same_batch(&kk->type, &p->type))
+    return miss(m, s, "q = %s or k = %s does not have the scores' batch dims (broadcast batch dims)",
+                val_str(m->q, a, sizeof a), val_str(kk, b, sizeof b));
   if (k_t) { /* kk is [.., E, S] */
     m->kt = kk;
     ir_node *t = def_op(kk, IR_OP_TRANSPOSE);
@@ -260,10 +316,13 @@ static bool match_at(const fa_ctx *c, ir_node *sm, attn_match *m) {
     m->k = kk;
   }
   const ir_type *q = &m->q->type;
-  if (q->dtype != m->v->type.dtype || !ir_dtype_is_float(q->dtype)) return false;
+  if (q->dtype != m->v->type.dtype || !ir_dtype_is_float(q->dtype))
+    return miss(m, pv, "q is %s and v %s (one floating-point dtype needed)", ir_dtype_name(q->dtype),
+                ir_dtype_name(m->v->type.dtype));
   /* nothing empty: softmax over no keys and p v over no keys disagree */
   for (int i = 0; i < r; i++)
-    if (q->dims[i] == 0 || m->v->type.dims[i] == 0 || p->type.dims[i] == 0) return false;
+    if (q->dims[i] == 0 || m->v->type.dims[i] == 0 || p->type.dims[i] == 0)
+      return miss(m, sm, "a dimension is 0 (no queries or no keys)");
   return true;
 }
 
@@ -345,6 +404,39 @@ static void rewrite(fa_ctx *c, attn_match *m) {
   ir_graph_take_place(g, att, m->pv);
 }
 
+static void free_ctx(fa_ctx *c) {
+  free(c->uses);
+  free(c->reader);
+  free(c->to);
+  free(c->olds);
+  free(c->news);
+}
+
+/* "softmax %p (line L) not fused: WHY" */
+static void miss_text(const ir_node *sm, const attn_match *m, char *buf, size_t n) {
+  char a[160];
+  snprintf(buf, n, "softmax %s not fused: %s", val_str(sm->out[0], a, sizeof a), m->why);
+}
+
+int pass_attention_misses(const ir_graph *g, pass_attention_miss *out, int max) {
+  fa_ctx c = {.g = (ir_graph *)g}; /* read only: nothing is rewritten */
+  count_uses(&c);
+  int n_miss = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    attn_match m;
+    if (n->dead || n->op != IR_OP_SOFTMAX || match_at(&c, n, &m)) continue;
+    if (n_miss < max) {
+      out[n_miss].softmax = n;
+      out[n_miss].at = m.at ? m.at : n;
+      miss_text(n, &m, out[n_miss].why, sizeof out[n_miss].why);
+    }
+    n_miss++;
+  }
+  free_ctx(&c);
+  return n_miss;
+}
+
 int pass_fuse_attention(ir_graph *g, const pass_options *o) {
   fa_ctx c = {.g = g};
   count_uses(&c);
@@ -354,16 +446,19 @@ int pass_fuse_attention(ir_graph *g, const pass_options *o) {
     if (n->dead || n->op != IR_OP_SOFTMAX) continue;
     softmaxes++;
     attn_match m;
-    if (!match_at(&c, n, &m)) continue;
+    if (!match_at(&c, n, &m)) {
+      if (o && o->verbose && o->diag) {
+        char text[512];
+        miss_text(n, &m, text, sizeof text);
+        ir_note(o->diag, n->loc, "fuse-attention: %s", text);
+      }
+      continue;
+    }
     rewrite(&c, &m);
     fused++;
   }
   ir_replace_uses_many(g, c.olds, c.news, c.n_repl);
-  free(c.uses);
-  free(c.reader);
-  free(c.to);
-  free(c.olds);
-  free(c.news);
+  free_ctx(&c);
   if (fused) ir_graph_compact(g);
   if (o && o->time_passes)
     fprintf(o->time_out ? o->time_out : stderr, "fuse-attention: fused %d of %d softmax nodes\n", fused, softmaxes);

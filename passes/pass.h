@@ -29,7 +29,20 @@ typedef struct {
                            * Megatron-LM's rule (docs/sharding.md) */
   const pass_tp_layouts *tp_layouts; /* the shard pass: the parameters' tp layouts as given (pass_tp_search;
                                       * what tgc train and tgc plan use), else tp_search's or the rule's */
+  bool verbose;           /* -v: passes say, as notes through diag, what they left undone and why
+                           * (fuse-attention: every softmax it did not fuse) */
 } pass_options;
+
+/* ---- fuse_attention.c: the softmax nodes the pattern does not match ----
+ * why: "softmax %p (line L) not fused: REASON", the reason naming the
+ * operand that broke the pattern and its line; at: the node where it broke. */
+typedef struct {
+  const ir_node *softmax, *at;
+  char why[512];
+} pass_attention_miss;
+/* The softmax nodes of g that fuse-attention would leave (after the pass:
+ * those it left), in graph order: their count, the first max in out. */
+int pass_attention_misses(const ir_graph *g, pass_attention_miss *out, int max);
 
 typedef enum {
 #define PASS(id, name, fn, help) PASS_##id,

@@ -277,7 +277,7 @@ int tool_cmd_compile(int argc, char **argv) {
       printf("%s\n%s", compile_help, tool_common_help);
       return 0;
     }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   compile_opts c = {.arch = "sm_80", .emit_cu = true, .emit_ptx = true, .emit_report = true,
                     .optimizer = PASS_OPT_ADAM, .micro = 1, .dtype = IR_DT_F32};
@@ -344,7 +344,7 @@ int tool_cmd_compile(int argc, char **argv) {
   json_t *graphs = json_array();
   char stem[128];
   if (rc == 0) base_name(o.file, stem, sizeof stem);
-  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .checkpoint = o.checkpoint,
+  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .verbose = o.verbose, .checkpoint = o.checkpoint,
                      .disabled = o.pass_disabled, .tp_search = !o.tp_megatron};
   const cg_cuda_api *use = have_nvrtc ? &api : NULL;
   if (rc == 0 && c.train) {

@@ -116,7 +116,7 @@ static ir_value *find_leaf(const ir_graph *g, const char *name, ir_diag *d) {
 
 /* The pass settings of o: dumps to stdout, verification, timing, disabled passes. */
 static pass_options pass_settings(const tool_compile_opts *o, ir_diag *d) {
-  return (pass_options){.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes,
+  return (pass_options){.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .verbose = o->verbose,
                         .dump_after = o->after, .dump_out = stdout, .dump_format = o->format,
                         .disabled = o->pass_disabled};
 }
@@ -149,7 +149,7 @@ int tool_cmd_grad(int argc, char **argv) {
     printf("%s%s\n%s", grad_help, tool_backend_help, tool_common_help);
     return 0;
   }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   tool_input_spec *specs = calloc((size_t)argc * 2 + 8, sizeof *specs);
   name_value *seeds = calloc((size_t)argc + 1, sizeof *seeds), *tangs = calloc((size_t)argc + 1, sizeof *tangs);
@@ -401,7 +401,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
     printf("%s%s\n%s", gradcheck_help, tool_backend_help, tool_common_help);
     return 0;
   }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   tool_input_spec *specs = calloc((size_t)argc + 1, sizeof *specs);
   if (!specs) abort();

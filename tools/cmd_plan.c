@@ -91,7 +91,7 @@ typedef struct {
   const char *constants[8]; /* --constant NAME=VALUE */
   int n_constants;
   int dtype, optimizer, top, zero, micro_batch, schedule, v, sp;
-  bool explain, json;
+  bool explain, json, dtype_given;
 } plan_flags;
 
 /* 1 consumed, 0 not a plan flag, -1 error (reported). */
@@ -121,6 +121,7 @@ static int parse_flag(plan_flags *f, int argc, char **argv, int *i, ir_diag *d) 
   if (tool_flag("--dtype", argc, argv, i, &v)) {
     f->dtype = !v ? -1 : strcmp(v, "bf16") == 0 ? IR_DT_BF16 : strcmp(v, "fp16") == 0 ? IR_DT_F16
                       : strcmp(v, "fp32") == 0 ? IR_DT_F32 : -1;
+    f->dtype_given = true;
     return f->dtype < 0 ? bad(d, "--dtype", v, "bf16, fp16 or fp32") : 1;
   }
   if (tool_flag("--optimizer", argc, argv, i, &v)) {
@@ -352,7 +353,7 @@ int tool_cmd_plan(int argc, char **argv) {
       return 0;
     }
   double t0 = now_s(CLOCK_MONOTONIC);
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   plan_flags f = {.dtype = IR_DT_BF16, .optimizer = PASS_OPT_ADAM, .top = 1, .zero = -1, .micro_batch = -1,
                   .schedule = -1, .v = -1, .sp = -1};
@@ -446,7 +447,7 @@ int tool_cmd_plan(int argc, char **argv) {
   }
   if (rc == 0) {
     plan_report rep = {.file = o.file, .config = cfg->chosen->name, .cluster = &cluster, .model = m, .job = &job,
-                       .found = &found, .dtype = (ir_dtype)f.dtype, .optimizer = (pass_optimizer_kind)f.optimizer,
+                       .found = &found, .dtype = (ir_dtype)f.dtype, .dtype_given = f.dtype_given, .optimizer = (pass_optimizer_kind)f.optimizer,
                        .compile_s = t_compile, .compile_cpu_s = c_compile, .explain = f.explain,
                        .config_flag = o.fe.config, .defines = o.defines, .n_defines = o.fe.n_defines,
                        .model_hash = hash, .save_plan = f.save_plan, .train_tokens = train_tokens};

@@ -77,7 +77,7 @@ int tool_cmd_run(int argc, char **argv) {
       printf("%s%s%s\n%s", run_help, tool_backend_help, run_mesh_help, tool_common_help);
       return 0;
     }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   tool_input_spec *specs = calloc((size_t)argc, sizeof *specs);
   if (!specs) abort();

@@ -181,9 +181,15 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
   s->dtype_name = dtype_label(dt);
   s->dtype_bytes = ir_dtype_size(dt);
   s->mixed = s->dtype_bytes == 2;
-  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .verbose = o->verbose, .dump_after = o->after,
                      .dump_out = stdout, .dump_format = o->format, .checkpoint = o->checkpoint,
                      .disabled = o->pass_disabled, .tp_search = !o->tp_megatron};
+  if (!o->pass_disabled[PASS_FUSE_ATTENTION]) { /* the softmax nodes fuse-attention will leave, on the forward
+                                                 * graph it sees (the backward reads p too) */
+    s->n_attn_miss = pass_attention_misses(g, NULL, 0);
+    if (s->n_attn_miss && !(s->attn_miss = calloc((size_t)s->n_attn_miss, sizeof *s->attn_miss))) abort();
+    pass_attention_misses(g, s->attn_miss, s->n_attn_miss);
+  }
   pass_train_graph_options to = {.passes = &po, .any_model = true, .dtype = dtype_arg, .measure = true};
   /* --tp-layout search: the layouts tgc plan and tgc train choose (tool_tp_layouts) */
   pass_tp_layouts *tpl = NULL;
@@ -203,6 +209,7 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
         abort();
   }
   if (pass_memplan_analyze(g, &s->mem) != 0) return -1;
+  for (int i = 0; i < g->n_nodes; i++) s->attn_fused += g->nodes[i]->op == IR_OP_ATTENTION;
   pass_graph_cost_of(g, &s->cost);
   /* optimizer: the FLOPs of its update graph; memory by the model in the help */
   bool trains = s->graph.n_wrt != 0 && g->n_params > 0;
@@ -302,7 +309,7 @@ int tool_cmd_stats(int argc, char **argv) {
       return 0;
     }
   double t0 = now_s();
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   stats_flags f = {.dtype = -1, .optimizer = PASS_OPT_ADAM, .top = 10};
   int rc = 0;
@@ -353,6 +360,7 @@ int tool_cmd_stats(int argc, char **argv) {
   }
   for (int i = 0; i < s.n_params; i++) free(s.params[i].name), free(s.params[i].padding);
   free(s.params);
+  free(s.attn_miss);
   pass_train_graph_info_free(&s.graph);
   pass_roofline_free(&s.roof);
   ir_graph_free(g);

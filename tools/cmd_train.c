@@ -975,7 +975,7 @@ static int open_eval_source(const train_opts *t, const ir_graph *g, rt_data *tra
 }
 
 static int train_or_eval(int argc, char **argv, bool eval_only) {
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1, .eval_only = eval_only};
   rt_data *eval_ds = NULL;  /* --eval-data */
@@ -1111,7 +1111,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     goto done;
   }
   if (!(g = tool_load(&o, d, &text))) goto done;
-  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .dump_after = o.after,
+  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .verbose = o.verbose, .dump_after = o.after,
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
                      .disabled = o.pass_disabled, .zero = o.zero, .tp_search = !o.tp_megatron};
   { /* --tp-layout search: chosen on the graph tgc plan searches (tool_tp_layouts), so both choose alike */
@@ -1145,6 +1145,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     to.compute_dtype = t.dtype == 1 ? IR_DT_BF16 : IR_DT_F16;
     to.loss_scaling = t.dtype == 2;
   }
+  int model_params = g->n_params; /* the whole model's (a pipeline stage holds its share) */
   prog = pass_build_train(g, &to);
   g = NULL; /* the step graph now */
   if (!prog || tool_check_training_memory(prog, d) != 0) goto done;
@@ -1199,9 +1200,14 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   int64_t start = rt_trainer_steps_done(tr), end = t.steps;
   if (t.stop_at && t.stop_at < end) end = t.stop_at;
   int64_t every = t.print_every ? t.print_every : (t.steps >= 10 ? t.steps / 10 : 1);
+  char share[96] = "";
+  if (prog->n_params != model_params)
+    snprintf(share, sizeof share, " (pipeline stage %d holds %d of them)", o.mesh.stage, prog->n_params);
   if (!t.json)
-    fprintf(stdout, "training %s: %d parameter tensors, %s, lr %g (%s%s), data %s, %s %lld per step%s\n", o.file,
-            prog->n_params, pass_optimizer_name((pass_optimizer_kind)t.optimizer), t.lr,
+    fprintf(stdout, "training %s: %d parameter tensors%s, %s, %s, lr %g (%s%s), data %s, %s %lld per step%s\n", o.file,
+            model_params, share,
+            t.dtype == 1 ? "bf16 (mixed precision)" : t.dtype == 2 ? "f16 (mixed precision)" : "f32",
+            pass_optimizer_name((pass_optimizer_kind)t.optimizer), t.lr,
             t.schedule == RT_SCHEDULE_COSINE ? "cosine" : "constant", t.warmup ? ", warmup" : "", t.data,
             seq ? "tokens" : "samples", (long long)items, start ? " (resumed)" : "");
   if (start >= t.steps && !t.json) fprintf(stdout, "already at step %lld of %lld\n", (long long)start, (long long)t.steps);

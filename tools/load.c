@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "tool.h"
 
 static bool has_suffix(const char *s, const char *suf) {
@@ -87,7 +88,21 @@ static int apply_mesh(const tool_compile_opts *o, ir_graph *g, ir_diag *d) {
   return 0;
 }
 
+ir_diag *tool_diag_new(void) {
+  ir_diag *d = ir_diag_new(stderr);
+  if (rt_comm_under_launcher() && rt_comm_launcher_rank() != 0) ir_diag_set_quiet(d, true);
+  return d;
+}
+
+static ir_graph *load(const tool_compile_opts *o, ir_diag *d, char **text_out);
+
 ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
+  ir_graph *g = load(o, d, text_out);
+  if (g) ir_diag_set_quiet(d, false); /* from here on a rank's errors may be its own */
+  return g;
+}
+
+static ir_graph *load(const tool_compile_opts *o, ir_diag *d, char **text_out) {
   size_t len = 0;
   *text_out = NULL;
   if (o->mesh_auto) { /* only tgc train chooses a mesh (it resolves auto before loading) */
@@ -147,6 +162,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.diag = d;
   po.verify_each = o->verify_each;
   po.time_passes = o->time_passes;
+  po.verbose = o->verbose;
   po.dump_after = memplan ? NULL : o->after;
   po.dump_out = dump_out;
   po.dump_format = o->format;
@@ -326,6 +342,10 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
   }
   if (strcmp(a, "--time-passes") == 0) {
     o->time_passes = true;
+    return 1;
+  }
+  if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+    o->verbose = true;
     return 1;
   }
   return 0;

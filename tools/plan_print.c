@@ -55,20 +55,28 @@ static const char *dtype_name(ir_dtype t) {
   return t == IR_DT_BF16 ? "bf16" : t == IR_DT_F16 ? "fp16" : t == IR_DT_F32 ? "fp32" : ir_dtype_name(t);
 }
 
+/* What a device of the cluster is called: a GPU, or, on a cluster of CPU
+ * devices (cpu-host: mpirun's ranks on one host's cores), a rank, whose
+ * ranks on one node talk through shared memory, not NVLink. */
+static bool host_ranks(const pass_cluster *cl) { return strncmp(cl->device.name, "cpu", 3) == 0; }
+static const char *dev(const pass_cluster *cl) { return host_ranks(cl) ? "rank" : "GPU"; }
+static const char *intra_link(const pass_cluster *cl) { return host_ranks(cl) ? "shared memory" : "NVLink"; }
+
 static void print_header(FILE *f, const plan_report *r) {
   char a[64], b[64], c[64], e[64], g[64];
   const pass_cluster *cl = r->cluster;
   const pass_plan_found *fd = r->found;
   int L = pass_plan_model_layers(r->model);
   size_t eb = pass_plan_model_elem_bytes(r->model);
-  fprintf(f, "tgc plan: %s%s%s: %s parameters, %d layers; %s%s, %s\n", r->file, r->config ? ", config " : "",
+  fprintf(f, "tgc plan: %s%s%s: %s parameters, %d layers; %s%s%s, %s\n", r->file, r->config ? ", config " : "",
           r->config ? r->config : "", stats_grouped(pass_plan_model_params(r->model), a, sizeof a), L,
           dtype_name(r->dtype), eb == 2 ? " (mixed precision: fp32 master weights and optimizer state)" : "",
+          r->dtype_given ? "" : " (tgc plan's default; tgc train runs fp32 unless --dtype bf16: --dtype fp32 plans that)",
           pass_optimizer_name(r->optimizer));
-  fprintf(f, "cluster: %s, %d node%s x %d GPUs = %s GPUs (%s: %s bf16, %s; NVLink %s, network %s per GPU per direction)\n",
-          cl->name, cl->nodes, cl->nodes == 1 ? "" : "s", cl->gpus_per_node, stats_grouped(cl->gpus, a, sizeof a),
-          cl->device.name, stats_si(cl->device.flops_bf16, "FLOP/s", b, sizeof b), gb(cl->device.memory, c, sizeof c),
-          stats_si(cl->intra_bw, "B/s", e, sizeof e), stats_si(cl->inter_bw, "B/s", g, sizeof g));
+  fprintf(f, "cluster: %s, %d node%s x %d %ss = %s %ss (%s: %s bf16, %s; %s %s, network %s per %s per direction)\n",
+          cl->name, cl->nodes, cl->nodes == 1 ? "" : "s", cl->gpus_per_node, dev(cl), stats_grouped(cl->gpus, a, sizeof a),
+          dev(cl), cl->device.name, stats_si(cl->device.flops_bf16, "FLOP/s", b, sizeof b), gb(cl->device.memory, c, sizeof c),
+          intra_link(cl), stats_si(cl->intra_bw, "B/s", e, sizeof e), stats_si(cl->inter_bw, "B/s", g, sizeof g), dev(cl));
   double tokens = (double)r->job->global_batch * r->job->seq;
   fprintf(f, "step: %s sequences x %s tokens = %s tokens\n", stats_grouped(r->job->global_batch, a, sizeof a),
           stats_grouped(r->job->seq, b, sizeof b), stats_grouped(tokens, c, sizeof c));
@@ -95,7 +103,7 @@ static void print_stages(FILE *f, const pass_plan_detail *dt, int L) {
 static void print_memory(FILE *f, const pass_plan_result *b, const pass_plan_detail *dt, const plan_report *r) {
   char x[64], y[64], z[64];
   const pass_cluster *cl = r->cluster;
-  fprintf(f, "\nmemory per GPU (stage %d, the fullest) of %s usable (%s less a %s reserve):\n", b->fullest,
+  fprintf(f, "\nmemory per %s (stage %d, the fullest) of %s usable (%s less a %s reserve):\n", dev(cl), b->fullest,
           gb(b->capacity, x, sizeof x), gb(cl->device.memory, y, sizeof y), gb(cl->reserve, z, sizeof z));
   static const char *const notes[PASS_MEM_KINDS] = {"", "", "", "micro-batches in flight", "one layer's backward",
                                                     "send/recv buffers"};
@@ -113,9 +121,9 @@ static void print_memory(FILE *f, const pass_plan_result *b, const pass_plan_det
           bytes_si(b->capacity, y, sizeof y));
 }
 
-static void print_comm(FILE *f, const pass_plan_result *b) {
+static void print_comm(FILE *f, const pass_plan_result *b, const pass_cluster *cl) {
   char x[64], y[64], z[64], w[64];
-  fprintf(f, "\ncommunication per GPU per step (stage %d):\n", b->critical);
+  fprintf(f, "\ncommunication per %s per step (stage %d):\n", dev(cl), b->critical);
   fprintf(f, "  %-15s %-9s %-24s %12s %10s %12s %12s\n", "kind", "axis", "of", "payload", "calls", "time", "exposed");
   for (int i = 0; i < b->n_comm; i++) {
     const pass_plan_comm *c = &b->comm[i];
@@ -123,7 +131,7 @@ static void print_comm(FILE *f, const pass_plan_result *b) {
             bytes_si(c->payload, x, sizeof x), stats_grouped(c->calls, y, sizeof y), stats_seconds(c->seconds, z, sizeof z),
             stats_seconds(c->exposed, w, sizeof w));
   }
-  if (b->n_comm == 0) fprintf(f, "  (none: one GPU)\n");
+  if (b->n_comm == 0) fprintf(f, "  (none: one %s)\n", dev(cl));
 }
 
 static void print_rows(FILE *f, const pass_plan_result *b, const plan_report *r) {
@@ -137,12 +145,13 @@ static void print_rows(FILE *f, const pass_plan_result *b, const plan_report *r)
   }
   fprintf(f, "  %-22s %12s\n", "total", stats_seconds(b->step, x, sizeof x));
   double tokens = (double)r->job->global_batch * r->job->seq;
-  fprintf(f, "MFU %.1f%% (6 x %s parameters x %s tokens / (%s x %s x %d GPUs)); %s tokens/s; %s per GPU of all work "
+  fprintf(f, "MFU %.1f%% (6 x %s parameters x %s tokens / (%s x %s x %d %ss)); %s tokens/s; %s per %s of all work "
              "done (recompute and replicated ops included)\n",
           100 * b->mfu, stats_si(pass_plan_model_params(r->model), "", x, sizeof x),
           stats_grouped(tokens, y, sizeof y), stats_seconds(b->step, z, sizeof z),
-          stats_si(r->cluster->device.flops_bf16, "FLOP/s", x + 32, sizeof x - 32), r->cluster->gpus,
-          stats_grouped(round(b->tokens_per_s), y + 32, sizeof y - 32), stats_si(b->hw_flops, "FLOP/s", z + 32, sizeof z - 32));
+          stats_si(r->cluster->device.flops_bf16, "FLOP/s", x + 32, sizeof x - 32), r->cluster->gpus, dev(r->cluster),
+          stats_grouped(round(b->tokens_per_s), y + 32, sizeof y - 32), stats_si(b->hw_flops, "FLOP/s", z + 32, sizeof z - 32),
+          dev(r->cluster));
   (void)sum;
 }
 
@@ -209,8 +218,8 @@ static void print_explain(FILE *f, const plan_report *r, const pass_plan_result 
              "of a matmul's M, N, K; %.2f for fused attention (over half its FLOPs when causal); 1 otherwise\n",
           stats_si(cl->device.bandwidth, "B/s", a, sizeof a), k.mem_eff, k.gemm_eff, k.gemm_half, k.attn_eff);
   fprintf(f, "  collectives: base %s + steps x alpha + bytes factor x payload / beta; all-reduce 2(n-1) steps and "
-             "2(n-1)/n, all-gather and reduce-scatter n-1 and (n-1)/n; alpha %s (NVLink), %s (network); beta %s, %s\n",
-          stats_seconds(k.nccl_base_lat, a, sizeof a), stats_seconds(cl->intra_lat, b, sizeof b),
+             "2(n-1)/n, all-gather and reduce-scatter n-1 and (n-1)/n; alpha %s (%s), %s (network); beta %s, %s\n",
+          stats_seconds(k.nccl_base_lat, a, sizeof a), stats_seconds(cl->intra_lat, b, sizeof b), intra_link(cl),
           stats_seconds(cl->inter_lat, c, sizeof c), stats_si(cl->intra_bw, "B/s", d, sizeof d),
           stats_si(cl->inter_bw, "B/s", a + 32, sizeof a - 32));
   fprintf(f, "  stages: a dynamic program over the %d layers minimizing the slowest of the %d stages; per micro-batch:\n",
@@ -378,9 +387,9 @@ static void print_train_time(FILE *f, const plan_report *r, const pass_plan_resu
   train_time t = time_to_train(r, b);
   char g[64];
   stats_grouped(r->cluster->gpus, g, sizeof g);
-  fprintf(f, "\ntime to train %s tokens: %.4g days, %s GPU-hours (%s tokens / %s tokens/s on %s GPUs)\n",
-          stats_grouped(r->train_tokens, x, sizeof x), t.days, stats_grouped(round(t.gpu_hours), y, sizeof y),
-          stats_grouped(r->train_tokens, z, sizeof z), stats_grouped(round(b->tokens_per_s), w, sizeof w), g);
+  fprintf(f, "\ntime to train %s tokens: %.4g days, %s %s-hours (%s tokens / %s tokens/s on %s %ss)\n",
+          stats_grouped(r->train_tokens, x, sizeof x), t.days, stats_grouped(round(t.gpu_hours), y, sizeof y), dev(r->cluster),
+          stats_grouped(r->train_tokens, z, sizeof z), stats_grouped(round(b->tokens_per_s), w, sizeof w), g, dev(r->cluster));
   fprintf(f, "  closed form 8 T P / (N F U) (Narayanan et al. 2021, eq. 4: 6 FLOPs per parameter and token + 2 to "
              "recompute the forward) = 8 x %.4g x %.4g / (%s x %s x %.2f%%) = %.4g days\n",
           r->train_tokens, pass_plan_model_params(r->model), g, stats_si(t.peak, "FLOP/s", x, sizeof x),
@@ -410,7 +419,7 @@ void plan_print_text(FILE *f, const plan_report *r) {
   fprintf(f, "\nplan: %s\n", describe(&best, d, sizeof d));
   print_stages(f, &dt, pass_plan_model_layers(r->model));
   print_memory(f, &best, &dt, r);
-  print_comm(f, &best);
+  print_comm(f, &best, r->cluster);
   print_rows(f, &best, r);
   if (r->train_tokens > 0) print_train_time(f, r, &best);
   print_runners_up(f, r);

@@ -12,6 +12,7 @@ typedef struct {
   const pass_plan_job *job;
   const pass_plan_found *found;
   ir_dtype dtype;
+  bool dtype_given;           /* --dtype was given (else bf16, tgc plan's default, not tgc train's f32) */
   pass_optimizer_kind optimizer;
   double compile_s, compile_cpu_s, total_s;
   bool explain;

@@ -46,6 +46,9 @@ typedef struct {
   double m_masks;               /* dropout masks at 1 byte an element: the literature's count, not kept */
   int n_dropouts;
   pass_roofline roof;           /* every op, by kind, phase and step time, MFU */
+  int attn_fused;               /* attention nodes fuse-attention made */
+  pass_attention_miss *attn_miss; /* malloc'd: the softmax nodes it left, and why */
+  int n_attn_miss;
   double analysis_s;
 } stats;
 

@@ -205,6 +205,10 @@ void stats_print_text(FILE *out, const stats *s) {
     snprintf(label, sizeof label, "with --checkpoint %s", s->policy);
     mem_row(out, label, &s->mem);
   }
+  if (s->n_attn_miss > 0) { /* the softmax nodes fuse-attention left, each with why */
+    fprintf(out, "\nfuse-attention: fused %d of %d softmax nodes; not fused:\n", s->attn_fused, s->attn_fused + s->n_attn_miss);
+    for (int i = 0; i < s->n_attn_miss; i++) fprintf(out, "  %s\n", s->attn_miss[i].why);
+  }
 
   if (s->target) {
     const pass_target *t = s->target;
@@ -360,6 +364,13 @@ void stats_print_json(FILE *out, const stats *s) {
   json_object_set_new(mem, "no_checkpoint", mem_json(&s->graph.mem_none));
   if (s->graph.have_unfused) json_object_set_new(mem, "no_fuse_attention", mem_json(&s->graph.mem_unfused));
   json_object_set_new(root, "memory", mem);
+  if (s->attn_fused + s->n_attn_miss > 0) { /* the model has softmax nodes: what fuse-attention did with them */
+    json_t *fa = json_object(), *left = json_array();
+    json_object_set_new(fa, "fused", json_integer(s->attn_fused));
+    for (int i = 0; i < s->n_attn_miss; i++) json_array_append_new(left, json_string(s->attn_miss[i].why));
+    json_object_set_new(fa, "not_fused", left);
+    json_object_set_new(root, "fuse_attention", fa);
+  }
 
   json_t *grad = json_object();
   json_object_set_new(grad, "loss", json_string(s->graph.loss_name ? s->graph.loss_name : ""));

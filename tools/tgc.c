@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <omp.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "tool.h"
 
 const char *const tool_common_help =
@@ -21,6 +23,8 @@ const char *const tool_common_help =
     "  --dump-after PASS    print the IR after PASS (or 'all') to stdout\n"
     "  --verify-each        run the IR verifier after every pass\n"
     "  --time-passes        print the time and node count of every pass to stderr\n"
+    "  -v, --verbose        notes on what the passes left undone and why: every softmax\n"
+    "                       fuse-attention did not fuse (the operand that broke the pattern)\n"
     "  --disable-pass PASS  leave PASS out of the pipeline (repeatable), e.g. fuse-attention\n"
     "  --no-fuse            leave every fusion pass (fuse-*) out\n"
     "  --checkpoint POLICY  activation checkpointing for graphs with a backward pass:\n"
@@ -128,7 +132,7 @@ static int cmd_check(int argc, char **argv) {
     printf("%s%s", check_help, tool_common_help);
     return 0;
   }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   int rc = parse_compile_args("check", argc, argv, &o, NULL, NULL, NULL, d);
   char *text = NULL;
@@ -160,7 +164,7 @@ static int dump_train(ir_graph *g, const tool_compile_opts *o, FILE *out, ir_dia
   bool all = o->after && strcmp(o->after, "all") == 0;
   if (all && o->format == 0) fprintf(out, "# IR after elaboration (the model)\n");
   if (all) print_graph(out, g, o->format, NULL);
-  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .dump_after = o->after,
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .verbose = o->verbose, .dump_after = o->after,
                      .dump_out = out, .dump_format = o->format, .checkpoint = o->checkpoint,
                      .disabled = o->pass_disabled, .zero = o->zero, .tp_search = !o->tp_megatron};
   pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = 1, .targets_input = -1,
@@ -179,7 +183,7 @@ static int cmd_dump(int argc, char **argv) {
     printf("%s%s", dump_help, tool_common_help);
     return 0;
   }
-  ir_diag *d = ir_diag_new(stderr);
+  ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   const char *out_path = NULL;
   bool plan = false;
@@ -366,8 +370,18 @@ static int dispatch(int argc, char **argv) {
   return 1;
 }
 
+/* A failing rank other than 0 under a launcher printed nothing of what every
+ * rank met (tool_diag_new): it lingers a moment before it exits, since
+ * mpirun ends the whole job at the first non-zero exit, and rank 0 must not
+ * be killed before its message is out. */
+static int linger_if_quiet_rank(int rc) {
+  if (rc != 0 && rt_comm_under_launcher() && rt_comm_launcher_rank() != 0)
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000}, NULL);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   prefer_passive_openmp(argv);
   share_cores_between_ranks();
-  return finish_stdout(dispatch(argc, argv));
+  return linger_if_quiet_rank(finish_stdout(dispatch(argc, argv)));
 }

@@ -18,6 +18,7 @@ typedef struct {
   const char *after;       /* --after / --dump-after: pass name or "all" */
   int format;              /* 0 text, 1 dot, 2 json */
   bool verify_each, time_passes;
+  bool verbose;            /* -v: the passes' notes on what they left undone (pass_options.verbose) */
   const char *checkpoint;  /* --checkpoint POLICY */
   bool pass_disabled[PASS_COUNT]; /* --disable-pass NAME (repeatable); --no-fuse: every fuse-* pass */
   ir_mesh mesh;            /* --mesh AXES (mesh_set: given) */
@@ -52,6 +53,13 @@ ir_graph *tool_tp_search_graph(const tool_compile_opts *o, int dt, ir_diag *d);
 int tool_graph_layers(const ir_graph *g);
 int tool_tp_layouts(const tool_compile_opts *o, const ir_graph *model, int dt, FILE *report,
                     pass_tp_layouts **out, ir_diag *d);
+/* The diagnostics of a subcommand, on stderr. Under a launcher (mpirun) every
+ * rank reads the same flags and model, so their errors would be printed once
+ * per rank, interleaved: on every rank but 0 it stays quiet (errors counted,
+ * exit status 1, nothing printed) until tool_load succeeds; what can differ
+ * between ranks after that (data, communication) is printed by the rank
+ * that meets it. */
+ir_diag *tool_diag_new(void);
 /* Whether path names textual IR (.ir), not a .tg model. */
 bool tool_is_ir_file(const char *path);
 /* The configs of o->file evaluated with o's --config and -D (fe_configs);

@@ -91,6 +91,8 @@ TGC_UNARY(gelu_grad, {
   return tgc_isinf(x) ? (x > (R)0 ? (R)1 : (R)0) : y;
 })
 TGC_UNARY(silu, { return tgc_isinf(x) ? (x > (R)0 ? x : (R)0) : x * tgc_s_sigmoid(x); })
+__device__ __forceinline__ float tgc_s_erf(float x) { return erff(x); }
+__device__ __forceinline__ double tgc_s_erf(double x) { return erf(x); }
 TGC_UNARY(square, { return x * x; })
 // (not, and, or are C++ operator names: no token pasting for them)
 __device__ __forceinline__ float tgc_s_not(float x) { return x == 0.0f ? 1.0f : 0.0f; }

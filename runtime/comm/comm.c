@@ -69,6 +69,15 @@ int rt_comm_local_rank(void) {
   return 0;
 }
 
+int rt_comm_launcher_rank(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    int r = env_int(vars[i], -1);
+    if (r >= 0) return r;
+  }
+  return 0;
+}
+
 /* TGC_TEST_COMM_{HANG,KILL,EXIT}=R[:K] */
 static void read_fault_hooks(rt_comm *c) {
   static const struct {

@@ -109,6 +109,9 @@ bool rt_comm_has_mpi(void);
 /* This process's rank among those of its node (OMPI_COMM_WORLD_LOCAL_RANK,
  * MPI_LOCALRANKID, SLURM_LOCALID), 0 when not known: the GPU to use. */
 int rt_comm_local_rank(void);
+/* This process's rank in the job (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
+ * SLURM_PROCID), 0 when not started by a launcher or not known. */
+int rt_comm_launcher_rank(void);
 
 /* Opens the implementation o asks for (o NULL: the defaults). Collective:
  * under MPI every rank of the job calls it. NULL and a message on failure:

@@ -229,6 +229,7 @@ static double ref_unary(ir_op op, double x, int *known) {
   case IR_OP_GELU: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * pow(x, 3))));
   case IR_OP_SILU: return x / (1 + exp(-x));
   case IR_OP_SQUARE: return x * x;
+  case IR_OP_ERF: return erf(x);
   case IR_OP_NOT: return x == 0;
   case IR_OP_CAST: return x;
   case IR_OP_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
