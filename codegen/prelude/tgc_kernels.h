@@ -466,6 +466,37 @@ __device__ __forceinline__ void embedding_grad_block(const I *ids, const T *g, O
     for (int r = 0; r < VB && v0 + r < V; r++) out[(v0 + r) * D + col] = tgc_round<O>(acc[r]);
 }
 
+// ---------------------------------------------------------------------------
+// Multi-tensor reductions (count_nonfinite / sum_squares over many tensors,
+// codegen/emit_multi.c). A tensor of n elements is cut into chunks of `per`
+// elements, one block each: the block's threads stride through the chunk
+// and the block adds their shares (a fixed order: deterministic), leaving
+// one partial per chunk. chunk_total then adds a tensor's partials, a warp
+// in a fixed order. The same code runs for every element type.
+// ---------------------------------------------------------------------------
+template <class T> __device__ __forceinline__ double chunk_squares(const T *x, long long n, long long chunk, long long per) {
+  long long hi = (chunk + 1) * per < n ? (chunk + 1) * per : n;
+  double s = 0;
+  for (long long i = chunk * per + tgc_thread_rank(); i < hi; i += tgc_block_threads()) {
+    double d = (double)tgc_acc(x[i]);
+    s += d * d;
+  }
+  return s;
+}
+template <class T>
+__device__ __forceinline__ unsigned long long chunk_nonfinite(const T *x, long long n, long long chunk, long long per) {
+  long long hi = (chunk + 1) * per < n ? (chunk + 1) * per : n;
+  unsigned long long bad = 0;
+  for (long long i = chunk * per + tgc_thread_rank(); i < hi; i += tgc_block_threads()) bad += tgc_nonfinite_bits(x[i]);
+  return bad;
+}
+// The sum of part[0..n), to every lane of the calling warp.
+template <class A> __device__ __forceinline__ A chunk_total(const A *part, long long n) {
+  A s = 0;
+  for (long long j = tgc_lane_id(); j < n; j += 32) s += part[j];
+  return warp_sum(s);
+}
+
 }  // namespace tgc
 
 #endif

@@ -25,7 +25,8 @@
  *                layernorm_grad and rmsnorm_grad (a warp per row, a block
  *                per row, column sums in registers or in the workspace),
  *                argmax (with ties and NaNs), count_nonfinite (with Inf and
- *                NaN planted);
+ *                NaN planted); count_nonfinite and sum_squares of many
+ *                tensors (5 of every float type, 300: two partials kernels);
  *   model ops    embedding and its gradient (repeated ids, 300 columns),
  *                cross_entropy and its gradient (37 and 3000 classes), and
  *                the two in one pass over the logits ({with_grad}; f32, bf16);
@@ -280,6 +281,39 @@ static void plant_argmax(rt_tensor **in, int n) {
   rt_tensor_set(x, 2 * 37 + 4, NAN);
 }
 
+/* Inf / NaN in every operand (multi-tensor count_nonfinite), at different places. */
+static void plant_specials_all(rt_tensor **in, int n) {
+  for (int k = 0; k < n; k++) {
+    int64_t N = ir_type_numel(&in[k]->type);
+    for (int64_t i = k % 5; i < N; i += 5 + k) rt_tensor_set(in[k], i, (i + k) % 3 == 0 ? NAN : INFINITY);
+  }
+}
+
+/* Multi-tensor reductions (codegen/emit_multi.c): count_nonfinite and
+ * sum_squares over n tensors of the given types, one node. */
+static void multi_case(const char *name, ir_op op, const ir_type *ts, int n, fix_fn fix) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value **ins = calloc((size_t)n, sizeof *ins);
+  for (int i = 0; i < n; i++) ins[i] = input(g, ts[i]);
+  if (node(g, op, ins, n, NULL, 0, NULL)) run_case(name, g, 0, fix);
+  free(ins);
+}
+
+static void test_multi_reductions(void) {
+  /* a tensor of several chunks (8192 elements each) with a short last one, every float type, a scalar */
+  ir_type ts[5] = {T(IR_DT_F32, 2, D(33), D(101)), T(IR_DT_BF16, 1, D(20000)), T(IR_DT_F64, 1, D(7)),
+                   T(IR_DT_F16, 2, D(3), D(3)), T(IR_DT_F32, 0)};
+  multi_case("count_nonfinite of 5 tensors", IR_OP_COUNT_NONFINITE, ts, 5, plant_specials_all);
+  multi_case("sum_squares of 5 tensors", IR_OP_SUM_SQUARES, ts, 5, NULL);
+  /* more tensors than one kernel's parameters take (256): two partials kernels */
+  enum { MANY = 300 };
+  ir_type many[MANY];
+  for (int i = 0; i < MANY; i++) many[i] = T(i % 2 ? IR_DT_F32 : IR_DT_BF16, 1, D(1 + 37 * i));
+  multi_case("sum_squares of 300 tensors", IR_OP_SUM_SQUARES, many, MANY, NULL);
+  multi_case("count_nonfinite of 300 tensors", IR_OP_COUNT_NONFINITE, many, MANY, plant_specials_all);
+}
+
 static void test_row_ops(void) {
   static const ir_op sm[2] = {IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX};
   for (int s = 0; s < 2; s++) {
@@ -339,6 +373,7 @@ static void test_row_ops(void) {
     snprintf(nm, sizeof nm, "count_nonfinite %s", ir_dtype_name(FLOATS[i]));
     one_op(nm, IR_OP_COUNT_NONFINITE, &cn, 1, NULL, 0, 0, plant_specials);
   }
+  test_multi_reductions();
 }
 
 /* ---- model ops ---- */
