@@ -27,7 +27,8 @@
  *                argmax (with ties and NaNs), count_nonfinite (with Inf and
  *                NaN planted); count_nonfinite and sum_squares of many
  *                tensors (5 of every float type, 300: two partials kernels);
- *   model ops    embedding and its gradient (repeated ids, 300 columns),
+ *   model ops    embedding and its gradient (repeated ids, 300 columns;
+ *                buckets larger than 1024; rows without positions),
  *                cross_entropy and its gradient (37 and 3000 classes), and
  *                the two in one pass over the logits ({with_grad}; f32, bf16);
  *                linear_cross_entropy (the LM head with its loss, 18 rows in
@@ -390,6 +391,15 @@ static void test_model_ops(void) {
   ir_type g2[2] = {T(IR_DT_I64, 1, D(700)), T(IR_DT_F64, 2, D(700), D(5))};
   ir_attr vocab2 = ir_attr_int("vocab", 3);
   one_op("embedding_grad f64, 700 positions", IR_OP_EMBEDDING_GRAD, g2, 2, &vocab2, 1, 3, NULL);
+  /* buckets of ~1500 positions (more than a block sorts in shared memory:
+   * those rows walk every id), bf16 with each add rounded as the cpu; and
+   * 40 rows of 4000 of which most have no position (the result stays zero) */
+  ir_type g3[2] = {T(IR_DT_I32, 1, D(3000)), T(IR_DT_BF16, 2, D(3000), D(70))};
+  ir_attr vocab3 = ir_attr_int("vocab", 2);
+  one_op("embedding_grad bf16, buckets over 1024", IR_OP_EMBEDDING_GRAD, g3, 2, &vocab3, 1, 2, NULL);
+  ir_type g4[2] = {T(IR_DT_I32, 1, D(40)), T(IR_DT_F32, 2, D(40), D(33))};
+  ir_attr vocab4 = ir_attr_int("vocab", 4000);
+  one_op("embedding_grad, rows without positions", IR_OP_EMBEDDING_GRAD, g4, 2, &vocab4, 1, 4000, NULL);
   static const int64_t classes[] = {37, 3000};
   for (int c = 0; c < 2; c++) {
     int64_t V = classes[c];
@@ -721,6 +731,41 @@ static void test_groups(void) {
   ir_graph_free(g);
 }
 
+/* The embedding gradient's lowering (codegen/emit_nn.c): the positions
+ * bucketed once (a memset of the counts, then count, scan and place
+ * kernels), then one block per row that can have positions, min(P, V) of
+ * them: every id is read twice, not once per block of rows. */
+static void test_embedding_grad_lowering(void) {
+  ir_graph *g = ir_graph_new("embgrad", "embgrad.tg");
+  ir_value *ins[2] = {ir_graph_add_input(g, "ids", T(IR_DT_I32, 2, D(4), D(25)), here()),
+                      ir_graph_add_input(g, "g", T(IR_DT_F32, 3, D(4), D(25), D(300)), here())};
+  ir_attr vocab = ir_attr_int("vocab", 5000);
+  ir_node *nd = ir_graph_build(g, IR_OP_EMBEDDING_GRAD, ins, 2, &vocab, 1, NULL, "dw", here(), NULL, 0);
+  ir_graph_add_output(g, "dw", nd->out[0]);
+  pass_plan *plan = pass_memplan(g, NULL);
+  char err[512];
+  cg_program *p = cg_lower(g, plan, NULL, err, sizeof err);
+  CHECK(p != NULL);
+  if (p) {
+    static const char *const suffix[4] = {"_count", "_scan", "_place", "k_dw"};
+    CHECK_EQ_INT(p->n_kernels, 4);
+    CHECK_EQ_INT(p->n_launches, 4);
+    CHECK_EQ_INT(p->n_memsets, 1);
+    for (int k = 0; k < p->n_kernels && k < 4; k++) {
+      size_t ln = strlen(p->kernels[k].name), ls = strlen(suffix[k]);
+      CHECK(k == 3 ? strcmp(p->kernels[k].name, suffix[k]) == 0 : ln > ls && strcmp(p->kernels[k].name + ln - ls, suffix[k]) == 0);
+    }
+    for (int a = 0; a < p->n_actions; a++)
+      if (p->actions[a].kind == CG_ACT_KERNEL && p->actions[a].kernel == 3) {
+        CHECK_EQ_INT(p->actions[a].grid[0], 100); /* min(P = 100, V = 5000) blocks */
+        CHECK_EQ_INT(p->actions[a].grid[1], 2);   /* 300 columns */
+      }
+  }
+  cg_program_free(p);
+  pass_plan_free(plan);
+  ir_graph_free(g);
+}
+
 int main(void) {
   const char *which = getenv("TGC_TEST_BACKEND");
   bool real = which && strcmp(which, "cuda") == 0;
@@ -736,6 +781,7 @@ int main(void) {
       flush();
       test_groups();
       flush();
+      test_embedding_grad_lowering();
       test_attention_choice();
     }
     test_reductions();
