@@ -218,9 +218,12 @@ int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
   int64_t D = ht->dims[ht->rank - 1], V = bt->dims[1], C = bt->dims[0], N = cg_numel(&n->in[2]->type);
   double es = (double)ir_dtype_size(dt), ts = (double)ir_dtype_size(n->in[2]->type.dtype), wb = (double)(V * D) * es;
   bool warp = V <= WARP_ROW_MAX;
-  int W = vec_width(V, ir_dtype_size(dt));
   const char *t = cg_ctype(dt);
   int64_t LD, CR = pass_linear_ce_chunk_rows(C, V, &LD); /* rows of a chunk, LD elements apart */
+  /* the rows kernel's vector width from the rows' alignment (LD), not V: an
+   * odd V (GPT-2's 50,257) would make it 1 (2-byte loads, 1.6x the time
+   * on an H200); the last V % W columns are then read one by one */
+  int W = vec_width(LD, ir_dtype_size(dt));
   cg_need_workspace(c, (size_t)N * 8);
   double moved = 0;
   /* the vocabulary in pieces: [0, V8) with a multiple of 8 columns, then the

@@ -67,12 +67,14 @@ template <class A, int OP, int W, bool WARP, class T, class S>
 __device__ __forceinline__ A reduce_row(const T *x, long long R, S &scratch) {
   typedef group<WARP> G;
   A acc = OP == 2 ? -(A)tgc_inf_d() : (A)0;
-  for (long long j = (long long)G::rank() * W; j < R; j += (long long)G::size() * W) {
+  const long long RW = R / W * W;  // R need not be a multiple of W: the last R % W elements one by one
+  for (long long j = (long long)G::rank() * W; j < RW; j += (long long)G::size() * W) {
     T v[W];
     tgc_vload<W>(x + j, v);
 #pragma unroll
     for (int k = 0; k < W; k++) acc = OP == 2 ? tgc_max_nan(acc, tgc_acc(v[k])) : acc + tgc_acc(v[k]);
   }
+  for (long long j = RW + G::rank(); j < R; j += G::size()) acc = OP == 2 ? tgc_max_nan(acc, tgc_acc(x[j])) : acc + tgc_acc(x[j]);
   acc = OP == 2 ? G::max(acc, scratch) : G::sum(acc, scratch);
   return OP == 1 ? acc / (A)R : acc;
 }
@@ -375,12 +377,14 @@ __device__ __forceinline__ float ce_row_stats(const T *x, long long V, float *su
   float mx = reduce_row<float, 2, W, WARP>(x, V, scratch);
   if (mx == -tgc_inf_f()) mx = 0.0f;
   float sum = 0;
-  for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
+  const long long VW = V / W * W;  // a tail of V % W columns one by one
+  for (long long j = (long long)G::rank() * W; j < VW; j += (long long)G::size() * W) {
     T v[W];
     tgc_vload<W>(x + j, v);
 #pragma unroll
     for (int k = 0; k < W; k++) sum += tgc_exp(tgc_acc(v[k]) - mx);
   }
+  for (long long j = VW + G::rank(); j < V; j += G::size()) sum += tgc_exp(tgc_acc(x[j]) - mx);
   *sum_out = G::sum(sum, scratch);
   return mx;
 }
@@ -409,7 +413,8 @@ __device__ __forceinline__ double ce_grad_row(const T *x, const I *targets, long
   float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
   G::sync();
   const double loss = (double)mx + (double)tgc_log(sum) - xt;
-  for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
+  const long long VW = V / W * W;  // a tail of V % W columns one by one
+  for (long long j = (long long)G::rank() * W; j < VW; j += (long long)G::size() * W) {
     T v[W];
     O o[W];
     tgc_vload<W>(x + j, v);
@@ -417,6 +422,8 @@ __device__ __forceinline__ double ce_grad_row(const T *x, const I *targets, long
     for (int k = 0; k < W; k++) o[k] = tgc_round<O>((tgc_exp(tgc_acc(v[k]) - mx) / sum - (j + k == t ? 1.0f : 0.0f)) * scale);
     tgc_vstore<W>(y + j, o);
   }
+  for (long long j = VW + G::rank(); j < V; j += G::size())
+    y[j] = tgc_round<O>((tgc_exp(tgc_acc(x[j]) - mx) / sum - (j == t ? 1.0f : 0.0f)) * scale);
   return loss;
 }
 
