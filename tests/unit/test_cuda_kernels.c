@@ -731,6 +731,22 @@ static void test_groups(void) {
   ir_graph_free(g);
 }
 
+/* g planned and lowered as the backend does (*plan to free with the program: lowered_free). */
+static cg_program *lowered(const ir_graph *g, pass_plan **plan) {
+  *plan = pass_memplan(g, NULL);
+  char err[512] = "no plan";
+  cg_program *p = *plan ? cg_lower(g, *plan, NULL, err, sizeof err) : NULL;
+  if (!p) fprintf(stderr, "lowering %s: %s\n", g->name, err);
+  CHECK(p != NULL);
+  return p;
+}
+
+static void lowered_free(cg_program *p, pass_plan *plan, ir_graph *g) {
+  cg_program_free(p);
+  pass_plan_free(plan);
+  ir_graph_free(g);
+}
+
 /* The embedding gradient's lowering (codegen/emit_nn.c): the positions
  * bucketed once (a memset of the counts, then count, scan and place
  * kernels), then one block per row that can have positions, min(P, V) of
@@ -742,10 +758,8 @@ static void test_embedding_grad_lowering(void) {
   ir_attr vocab = ir_attr_int("vocab", 5000);
   ir_node *nd = ir_graph_build(g, IR_OP_EMBEDDING_GRAD, ins, 2, &vocab, 1, NULL, "dw", here(), NULL, 0);
   ir_graph_add_output(g, "dw", nd->out[0]);
-  pass_plan *plan = pass_memplan(g, NULL);
-  char err[512];
-  cg_program *p = cg_lower(g, plan, NULL, err, sizeof err);
-  CHECK(p != NULL);
+  pass_plan *plan;
+  cg_program *p = lowered(g, &plan);
   if (p) {
     static const char *const suffix[4] = {"_count", "_scan", "_place", "k_dw"};
     CHECK_EQ_INT(p->n_kernels, 4);
@@ -761,9 +775,7 @@ static void test_embedding_grad_lowering(void) {
         CHECK_EQ_INT(p->actions[a].grid[1], 2);   /* 300 columns */
       }
   }
-  cg_program_free(p);
-  pass_plan_free(plan);
-  ir_graph_free(g);
+  lowered_free(p, plan, g);
 }
 
 /* The LM head's rows kernel takes its vector width from the chunk buffer's
@@ -780,14 +792,10 @@ static void test_lm_head_rows_width(void) {
   ir_attr at[2] = {ir_attr_int("chunk", 8), ir_attr_int("transpose_b", 1)};
   ir_node *nd = ir_graph_build(g, IR_OP_LINEAR_CROSS_ENTROPY, ins, 4, at, 2, NULL, "r", here(), NULL, 0);
   for (int r = 0; r < nd->n_out; r++) ir_graph_add_output(g, nd->out[r]->name, nd->out[r]);
-  pass_plan *plan = pass_memplan(g, NULL);
-  char err[512];
-  cg_program *p = cg_lower(g, plan, NULL, err, sizeof err);
-  CHECK(p != NULL);
+  pass_plan *plan;
+  cg_program *p = lowered(g, &plan);
   if (p) CHECK(strstr(p->source, "tgc::ce_grad_row<8, true>(x, in2 + 0LL, row, 37LL") != NULL);
-  cg_program_free(p);
-  pass_plan_free(plan);
-  ir_graph_free(g);
+  lowered_free(p, plan, g);
 }
 
 int main(void) {
