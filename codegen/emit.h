@@ -63,6 +63,10 @@ int cg_kernel_begin(cg_ctx *c, const char *suffix);
  * results as typed pointers (const for operands), in0.. / out0..; the
  * workspace as `unsigned char *ws` when workspace is true. */
 void cg_kernel_signature(cg_ctx *c, int kernel, int threads, bool workspace);
+/* The same with only operands first_in..first_in+n_in-1 (keeping their
+ * names in<i>), and the results only when results is true: a node with
+ * more operands than one kernel's 4 KiB of parameters holds. */
+void cg_kernel_signature_part(cg_ctx *c, int kernel, int threads, int first_in, int n_in, bool results, bool workspace);
 void cg_kernel_end(cg_ctx *c, int kernel);
 /* One more pointer argument of kernel (in its signature's order). */
 void cg_add_arg(cg_ctx *c, int kernel, cg_ref r);
@@ -91,6 +95,10 @@ void cg_src(cg_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* A generator failure (an op or shape this lowering does not handle):
  * "cannot lower %value (op): why". Returns -1. */
 int cg_fail(cg_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- emit_multi.c ---- */
+/* count_nonfinite (of several operands) and sum_squares: partials per chunk, then one total. */
+int cg_emit_multi_reduce(cg_ctx *c, const ir_node *n);
 
 /* ---- types ---- */
 const char *cg_ctype(ir_dtype t);          /* "float", "__nv_bfloat16", "long long", "unsigned char" (bool) ... */

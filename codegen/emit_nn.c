@@ -5,9 +5,11 @@
  *   embedding            a thread per W elements of the result, 16-byte row
  *                        copies; an id out of range fails the launch
  *                        (tgc_fail_index: the kernel's name says which value)
- *   embedding_grad       tgc::embedding_grad_block: blocks own VB rows of the
- *                        table x 256 columns, positions summed in order (no
- *                        atomics), grid (V / VB, D / 256)
+ *   embedding_grad       the positions bucketed by id once (count, scan,
+ *                        place: tgc::embedding_grad_*), then a block per row
+ *                        that has positions x 256 columns sums its bucket in
+ *                        position order (no float atomics), grid (min(P, V),
+ *                        D / 256)
  *   cross_entropy        a warp (or block) per position writes its loss in
  *                        double to the workspace; one block adds them in a
  *                        fixed order and divides by the positions
@@ -62,15 +64,40 @@ int cg_emit_embedding(cg_ctx *c, const ir_node *n) {
 int cg_emit_embedding_grad(cg_ctx *c, const ir_node *n) {
   const ir_type *idt = &n->in[0]->type, *ot = &n->out[0]->type;
   int64_t V = ot->dims[0], D = ot->rank > 1 ? ot->dims[1] : 1, P = cg_numel(idt);
-  if (V * D == 0) return 0;
-  enum { VB = 8 };
-  int k = cg_kernel_begin(c, NULL);
-  cg_kernel_signature(c, k, THREADS, false);
-  cg_src(c, "  TGC_SHARED(int, pos, %d);\n  TGC_SHARED(int, warp_counts, %d);\n", THREADS, THREADS / 32);
-  cg_src(c, "  tgc::embedding_grad_block<%d>(in0, in1, out0, %lldLL, %lldLL, %lldLL, \"%%%s\", pos, warp_counts);\n", VB,
-         (long long)P, (long long)V, (long long)D, n->in[0]->name);
+  if (V * D == 0 || P == 0) return 0; /* the result is zero-filled */
+  if (P >= INT32_MAX || V >= INT32_MAX)
+    return cg_fail(c, "embedding_grad of %lld positions into %lld rows: the bucketing counts in 32-bit integers",
+                   (long long)P, (long long)V);
+  int64_t R = P < V ? P : V; /* rows that can have positions: a block each */
+  /* the workspace, ints: cnt[V] (then the cursors), start[V + 1], nrows, rows[R], bucket[P] */
+  int64_t o_start = V, o_nrows = 2 * V + 1, o_rows = o_nrows + 1, o_bucket = o_rows + R;
+  cg_need_workspace(c, (size_t)(o_bucket + P) * 4);
+  cg_memset(c, (cg_ref){.kind = CG_REF_WORKSPACE}, (size_t)V * 4);
+  const char *name = n->in[0]->name;
+  int k = cg_kernel_begin(c, "count");
+  cg_kernel_signature(c, k, THREADS, true);
+  cg_src(c, "  tgc::embedding_grad_count(in0, (int *)ws, %lldLL, %lldLL, \"%%%s\");\n", (long long)P, (long long)V, name);
   cg_kernel_end(c, k);
-  cg_launch(c, k, (V + VB - 1) / VB, (D + THREADS - 1) / THREADS, THREADS, 0);
+  cg_launch(c, k, cg_blocks(P, THREADS), 1, THREADS, 0);
+  k = cg_kernel_begin(c, "scan"); /* one block: 512 threads, ~V / 512 counts each */
+  cg_kernel_signature(c, k, 512, true);
+  cg_src(c, "  TGC_SHARED(int, tot_s, 32);\n  TGC_SHARED(int, tot_r, 32);\n  int *w = (int *)ws;\n");
+  cg_src(c, "  tgc::embedding_grad_scan(w, w + %lldLL, w + %lldLL, w + %lldLL, %d, tot_s, tot_r);\n", (long long)o_start,
+         (long long)o_nrows, (long long)o_rows, (int)V);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, 1, 1, 512, 0);
+  k = cg_kernel_begin(c, "place");
+  cg_kernel_signature(c, k, THREADS, true);
+  cg_src(c, "  tgc::embedding_grad_place(in0, (int *)ws, (int *)ws + %lldLL, %lldLL);\n", (long long)o_bucket, (long long)P);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, cg_blocks(P, THREADS), 1, THREADS, 0);
+  k = cg_kernel_begin(c, NULL);
+  cg_kernel_signature(c, k, THREADS, true);
+  cg_src(c, "  TGC_SHARED(int, keys, tgc::EMB_BUCKET_MAX);\n  TGC_SHARED(int, order, tgc::EMB_BUCKET_MAX);\n  const int *w = (const int *)ws;\n");
+  cg_src(c, "  tgc::embedding_grad_rows(in0, in1, out0, w + %lldLL, w + %lldLL, w + %lldLL, w + %lldLL, %lldLL, %lldLL, keys, order);\n",
+         (long long)o_start, (long long)o_nrows, (long long)o_rows, (long long)o_bucket, (long long)P, (long long)D);
+  cg_kernel_end(c, k);
+  cg_launch(c, k, R, (D + THREADS - 1) / THREADS, THREADS, 0);
   return 0;
 }
 
@@ -191,9 +218,12 @@ int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
   int64_t D = ht->dims[ht->rank - 1], V = bt->dims[1], C = bt->dims[0], N = cg_numel(&n->in[2]->type);
   double es = (double)ir_dtype_size(dt), ts = (double)ir_dtype_size(n->in[2]->type.dtype), wb = (double)(V * D) * es;
   bool warp = V <= WARP_ROW_MAX;
-  int W = vec_width(V, ir_dtype_size(dt));
   const char *t = cg_ctype(dt);
   int64_t LD, CR = pass_linear_ce_chunk_rows(C, V, &LD); /* rows of a chunk, LD elements apart */
+  /* the rows kernel's vector width from the rows' alignment (LD), not V: an
+   * odd V (GPT-2's 50,257) would make it 1 (2-byte loads, 1.6x the time
+   * on an H200); the last V % W columns are then read one by one */
+  int W = vec_width(LD, ir_dtype_size(dt));
   cg_need_workspace(c, (size_t)N * 8);
   double moved = 0;
   /* the vocabulary in pieces: [0, V8) with a multiple of 8 columns, then the

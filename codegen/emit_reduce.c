@@ -436,6 +436,7 @@ int cg_emit_argmax(cg_ctx *c, const ir_node *n) {
  * into the result (zeroed by a memset first): integer sums, so the count
  * does not depend on the order. */
 int cg_emit_count_nonfinite(cg_ctx *c, const ir_node *n) {
+  if (n->n_in > 1) return cg_emit_multi_reduce(c, n); /* over many tensors: no memset, no atomics */
   const ir_type *it = &n->in[0]->type;
   int64_t N = cg_numel(it);
   cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, 8);

@@ -83,6 +83,7 @@ static const cg_emit_fn emitters[IR_NUM_OPS] = {
     [IR_OP_RMSNORM] = cg_emit_rmsnorm,
     [IR_OP_ARGMAX] = cg_emit_argmax,
     [IR_OP_COUNT_NONFINITE] = cg_emit_count_nonfinite,
+    [IR_OP_SUM_SQUARES] = cg_emit_multi_reduce,
     [IR_OP_EMBEDDING] = cg_emit_embedding,
     [IR_OP_CROSS_ENTROPY] = cg_emit_cross_entropy,
     [IR_OP_CAUSAL_MASK] = cg_emit_causal_mask,
@@ -343,16 +344,20 @@ void cg_add_arg(cg_ctx *c, int kernel, cg_ref r) {
 }
 
 void cg_kernel_signature(cg_ctx *c, int kernel, int threads, bool workspace) {
+  cg_kernel_signature_part(c, kernel, threads, 0, c->node->n_in, true, workspace);
+}
+
+void cg_kernel_signature_part(cg_ctx *c, int kernel, int threads, int first_in, int n_in, bool results, bool workspace) {
   const ir_node *n = c->node;
   cg_kernel *k = &c->p->kernels[kernel];
   k->block = (unsigned)threads;
   cg_src(c, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", threads, k->name);
   int np = 0;
-  for (int i = 0; i < n->n_in; i++, np++) {
+  for (int i = first_in; i < first_in + n_in; i++, np++) {
     cg_src(c, "%sconst %s *in%d", np ? ", " : "", cg_ctype(n->in[i]->type.dtype), i);
     cg_add_arg(c, kernel, (cg_ref){.kind = CG_REF_IN, .index = i});
   }
-  for (int i = 0; i < n->n_out; i++, np++) {
+  for (int i = 0; results && i < n->n_out; i++, np++) {
     cg_src(c, "%s%s *out%d", np ? ", " : "", cg_ctype(n->out[i]->type.dtype), i);
     cg_add_arg(c, kernel, (cg_ref){.kind = CG_REF_OUT, .index = i});
   }

@@ -459,7 +459,7 @@ static int infer_softmax(ctx *c, const ir_type *x, ir_type *out) {
   return 0;
 }
 
-/* argmax(x) {axis} -> i32 with the axis removed; count_nonfinite(x) -> i64[] */
+/* argmax(x) {axis} -> i32 with the axis removed */
 static int infer_argmax(ctx *c, const ir_type *x, ir_type *out) {
   int axis;
   if (need_numeric(c, x, false) < 0 || get_axis(c, "axis", x, &axis) < 0) return -1;
@@ -472,9 +472,11 @@ static int infer_argmax(ctx *c, const ir_type *x, ir_type *out) {
   return check_result(c, out);
 }
 
-static int infer_count_nonfinite(ctx *c, const ir_type *x, ir_type *out) {
-  if (need_float(c, x, false) < 0) return -1;
-  *out = (ir_type){.dtype = IR_DT_I64, .rank = 0};
+/* count_nonfinite(x...) -> i64[]; sum_squares(x...) -> f64[]: every operand float */
+static int infer_multi_reduce(ctx *c, const ir_type *in, int n, ir_dtype result, ir_type *out) {
+  for (int i = 0; i < n; i++)
+    if (need_float(c, &in[i], false) < 0) return -1;
+  *out = (ir_type){.dtype = result, .rank = 0};
   return 0;
 }
 
@@ -1031,7 +1033,8 @@ int ir_infer(ir_op op, const ir_type *in, int n_in, const ir_attr *attrs, int n_
   case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: r = infer_softmax(&c, &in[0], &out[0]); break;
   case IR_OP_LAYERNORM: case IR_OP_RMSNORM: r = infer_norm(&c, in, n_in, &out[0]); break;
   case IR_OP_ARGMAX: r = infer_argmax(&c, &in[0], &out[0]); break;
-  case IR_OP_COUNT_NONFINITE: r = infer_count_nonfinite(&c, &in[0], &out[0]); break;
+  case IR_OP_COUNT_NONFINITE: r = infer_multi_reduce(&c, in, n_in, IR_DT_I64, &out[0]); break;
+  case IR_OP_SUM_SQUARES: r = infer_multi_reduce(&c, in, n_in, IR_DT_F64, &out[0]); break;
   case IR_OP_EMBEDDING: r = infer_embedding(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CROSS_ENTROPY: r = infer_cross_entropy(&c, &in[0], &in[1], &out[0]); break;
   case IR_OP_CAUSAL_MASK: r = infer_causal_mask(&c, &in[0], &out[0]); break;

@@ -23,7 +23,8 @@
  *   transpose reshape broadcast slice
  *   concat split unslice embedding      0 (data movement)
  *   reduce_sum, reduce_max, argmax,
- *   count_nonfinite                     1 per input element
+ *   count_nonfinite                     1 per input element (of every operand)
+ *   sum_squares                         2 per input element (of every operand)
  *   reduce_mean                         1 per input element + 1 per result element
  *   softmax, log_softmax                5 per element (max, subtract, exp, sum, divide/log)
  *   layernorm                           8 per element (mean, subtract, square, sum,
@@ -234,7 +235,12 @@ pass_cost pass_node_cost(const ir_node *n) {
     /* a gather: the ids and the rows it reads (the result's size), not the whole table */
     c.bytes = 2 * bytes_of(n->n_out > 0 ? n->out[0] : NULL) + (n->n_in == 2 ? bytes_of(n->in[1]) : 0);
     break;
-  case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: case IR_OP_ARGMAX: case IR_OP_COUNT_NONFINITE: c.flops = in_n; break;
+  case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: case IR_OP_ARGMAX: c.flops = in_n; break;
+  case IR_OP_COUNT_NONFINITE: case IR_OP_SUM_SQUARES: /* every operand's elements: 1 (a test) or 2 (a multiply-add) */
+    c.flops = 0;
+    for (int i = 0; i < n->n_in; i++) c.flops += numel_d(&n->in[i]->type);
+    if (n->op == IR_OP_SUM_SQUARES) c.flops *= 2;
+    break;
   case IR_OP_REDUCE_MEAN: c.flops = in_n + out_n; break;
   case IR_OP_CROSS_ENTROPY: c.flops = 5 * in_n; break;
   case IR_OP_CROSS_ENTROPY_GRAD: c.flops = 7 * in_n; break;

@@ -6,7 +6,11 @@
  *           too); invalidates: node order (ids are renumbered), nothing else:
  *           every value that stays keeps its name, role and location.
  *
- * Three rewrites, in this order:
+ * Rewrites, in this order:
+ *  0. multi-tensor reductions (fuse_multi_tensor.c): a sum of per-tensor
+ *     count_nonfinite, or of per-tensor sums of squares (the optimizer's
+ *     finiteness check and gradient norm), becomes one count_nonfinite or
+ *     sum_squares over all the tensors.
  *  1. add_layernorm: layernorm(s = add(x, r)) with x, r and s of one float
  *     type becomes one add_layernorm (x, r, gamma, beta) -> (s, y); s keeps
  *     its other uses (the residual stream and the backward read it).
@@ -444,6 +448,8 @@ static void drop_unused_consts(fuse_ctx *c) {
 int pass_fuse_elementwise(ir_graph *g, const pass_options *o) {
   fuse_ctx c = {.g = g};
   int rc = -1;
+  if (pass_fuse_multi_tensor(g) != 0) goto done;
+  ir_graph_compact(g);
   if (grow(&c) != 0) goto done;
   count_uses(&c);
   if (fuse_add_layernorm(&c) != 0) goto done;

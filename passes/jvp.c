@@ -261,6 +261,7 @@ static const jvp_rule jvp_rules[IR_NUM_OPS] = {
     [IR_OP_EINSUM] = RULE(jvp_einsum),
     [IR_OP_ARGMAX] = NONDIFF("an index (integer result)"),
     [IR_OP_COUNT_NONFINITE] = NONDIFF("a count (integer result)"),
+    [IR_OP_SUM_SQUARES] = NONDIFF("a multi-tensor reduction made after autodiff (fuse-elementwise)"),
     [IR_OP_GRAD] = NONDIFF("a gradient request that is not expanded yet (run the autodiff pass first)"),
     [IR_OP_UNSLICE] = RULE(jvp_same),
     [IR_OP_EMBEDDING_GRAD] = RULE(jvp_same), /* linear in g */

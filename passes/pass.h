@@ -138,6 +138,13 @@ typedef struct {
 int pass_build_gradcheck(const ir_graph *model, pass_gradcheck *c, ir_diag *d);
 void pass_gradcheck_free(pass_gradcheck *c);
 
+/* ---- fuse-elementwise's multi-tensor reductions (fuse_multi_tensor.c) ----
+ * A left-leaning chain of scalar adds of count_nonfinite(x_k), or of
+ * reduce_sum(square(cast f64 g_k)), becomes one count_nonfinite(x...) or
+ * sum_squares(g...) (the same value; leaves after the first that does not
+ * match stay added). Merged nodes are marked dead. 0, or -1 when out of memory. */
+int pass_fuse_multi_tensor(ir_graph *g);
+
 /* ---- fuse-transpose's bias gradients (fuse_transpose.c) ----
  * The product a bias gradient folds into: node r of g is a reduce_sum of X
  * over every axis but the last (keepdims 0), and the first live node after

@@ -585,6 +585,10 @@ static void rule_argmax(sh_dec *d) {
 }
 
 static void rule_count(sh_dec *d) {
+  if (d->n_in > 1) { /* the multi-tensor form: made after the shard pass (fuse-elementwise), like sum_squares */
+    rule_replicate(d);
+    return;
+  }
   if (d->in[0].kind == SH_S && sh_padded(d, 0) && !isfinite(d->in_pad_value[0])) { /* padding not known finite */
     rule_replicate(d);
     return;
@@ -929,6 +933,7 @@ static const sh_rule rules[IR_NUM_OPS] = {
     [IR_OP_RMSNORM] = rule_norm,
     [IR_OP_ARGMAX] = rule_argmax,
     [IR_OP_COUNT_NONFINITE] = rule_count,
+    [IR_OP_SUM_SQUARES] = rule_replicate, /* made after the shard pass (fuse-elementwise), on per-rank graphs */
     [IR_OP_EMBEDDING] = rule_embedding,
     [IR_OP_CROSS_ENTROPY] = rule_cross_entropy,
     [IR_OP_CAUSAL_MASK] = rule_causal_mask,

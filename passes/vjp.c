@@ -465,6 +465,7 @@ static const vjp_rule vjp_rules[IR_NUM_OPS] = {
     [IR_OP_EINSUM] = RULE(vjp_einsum),
     [IR_OP_ARGMAX] = NONDIFF("an index (integer result)"),
     [IR_OP_COUNT_NONFINITE] = NONDIFF("a count (integer result)"),
+    [IR_OP_SUM_SQUARES] = NONDIFF("a multi-tensor reduction made after autodiff (fuse-elementwise)"),
     [IR_OP_GRAD] = NONDIFF("a gradient request that is not expanded yet (the autodiff pass expands grad nodes in "
                            "order, so differentiate the expanded graph)"),
     [IR_OP_UNSLICE] = RULE(vjp_unslice),

@@ -67,12 +67,14 @@ template <class A, int OP, int W, bool WARP, class T, class S>
 __device__ __forceinline__ A reduce_row(const T *x, long long R, S &scratch) {
   typedef group<WARP> G;
   A acc = OP == 2 ? -(A)tgc_inf_d() : (A)0;
-  for (long long j = (long long)G::rank() * W; j < R; j += (long long)G::size() * W) {
+  const long long RW = R / W * W;  // R need not be a multiple of W: the last R % W elements one by one
+  for (long long j = (long long)G::rank() * W; j < RW; j += (long long)G::size() * W) {
     T v[W];
     tgc_vload<W>(x + j, v);
 #pragma unroll
     for (int k = 0; k < W; k++) acc = OP == 2 ? tgc_max_nan(acc, tgc_acc(v[k])) : acc + tgc_acc(v[k]);
   }
+  for (long long j = RW + G::rank(); j < R; j += G::size()) acc = OP == 2 ? tgc_max_nan(acc, tgc_acc(x[j])) : acc + tgc_acc(x[j]);
   acc = OP == 2 ? G::max(acc, scratch) : G::sum(acc, scratch);
   return OP == 1 ? acc / (A)R : acc;
 }
@@ -375,12 +377,14 @@ __device__ __forceinline__ float ce_row_stats(const T *x, long long V, float *su
   float mx = reduce_row<float, 2, W, WARP>(x, V, scratch);
   if (mx == -tgc_inf_f()) mx = 0.0f;
   float sum = 0;
-  for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
+  const long long VW = V / W * W;  // a tail of V % W columns one by one
+  for (long long j = (long long)G::rank() * W; j < VW; j += (long long)G::size() * W) {
     T v[W];
     tgc_vload<W>(x + j, v);
 #pragma unroll
     for (int k = 0; k < W; k++) sum += tgc_exp(tgc_acc(v[k]) - mx);
   }
+  for (long long j = VW + G::rank(); j < V; j += G::size()) sum += tgc_exp(tgc_acc(x[j]) - mx);
   *sum_out = G::sum(sum, scratch);
   return mx;
 }
@@ -409,7 +413,8 @@ __device__ __forceinline__ double ce_grad_row(const T *x, const I *targets, long
   float sum, mx = ce_row_stats<W, WARP>(x, V, &sum, scratch);
   G::sync();
   const double loss = (double)mx + (double)tgc_log(sum) - xt;
-  for (long long j = (long long)G::rank() * W; j < V; j += (long long)G::size() * W) {
+  const long long VW = V / W * W;  // a tail of V % W columns one by one
+  for (long long j = (long long)G::rank() * W; j < VW; j += (long long)G::size() * W) {
     T v[W];
     O o[W];
     tgc_vload<W>(x + j, v);
@@ -417,53 +422,144 @@ __device__ __forceinline__ double ce_grad_row(const T *x, const I *targets, long
     for (int k = 0; k < W; k++) o[k] = tgc_round<O>((tgc_exp(tgc_acc(v[k]) - mx) / sum - (j + k == t ? 1.0f : 0.0f)) * scale);
     tgc_vstore<W>(y + j, o);
   }
+  for (long long j = VW + G::rank(); j < V; j += G::size())
+    y[j] = tgc_round<O>((tgc_exp(tgc_acc(x[j]) - mx) / sum - (j == t ? 1.0f : 0.0f)) * scale);
   return loss;
 }
 
 // ---------------------------------------------------------------------------
 // The embedding gradient, deterministic: out[ids[p]] += g[p] in position
-// order, as the CPU sums. A block owns VB consecutive rows of the table and
-// COLS columns (one per thread); it walks the ids in chunks of its size,
-// compacts the positions whose id it owns (in order: a ballot and a prefix
-// over the warps), then every thread adds those rows of g to its column.
-// No atomics: each output element has one writer.
+// order, as the CPU sums (the same bits), in four kernels over a bucketing
+// of the positions by id computed once (codegen/emit_nn.c; the workspace
+// holds cnt[V], start[V + 1], nrows, rows[R], bucket[P] as ints):
+//   count  cnt[id] += 1 per position (integer atomics: counts do not depend
+//          on the order); an id out of range fails the launch
+//   scan   one block: start = the exclusive prefix sum of cnt, cnt[v] =
+//          start[v] (a cursor), the rows that have positions in order into
+//          rows[0..nrows)
+//   place  bucket[cursor[id]++] = p: each row's positions, in any order
+//   rows   a block per row that has positions (and 256 columns): it sorts
+//          its bucket by position in shared memory (a rank sort: positions
+//          are distinct, so the order is the same every run), then every
+//          thread adds those rows of g to its column in that order. A row
+//          with more than BUCKET_MAX positions walks all the ids in order
+//          instead (at most P / BUCKET_MAX rows can).
+// Every id is read twice and every row of g once (where every block once
+// rescanned all the ids); rows without positions are not touched (the
+// result starts zeroed). No float atomics: each output element has one writer.
 // ---------------------------------------------------------------------------
-template <int VB, class I, class T, class O, class S1, class S2>
-__device__ __forceinline__ void embedding_grad_block(const I *ids, const T *g, O *out, long long P, long long V,
-                                                     long long D, const char *name, S1 &pos, S2 &warp_counts) {
-  long long v0 = (long long)blockIdx.x * VB, col = (long long)blockIdx.y * tgc_block_threads() + tgc_thread_rank();
-  typedef typename tgc_acc_t<O>::type A;
-  A acc[VB];
-#pragma unroll
-  for (int r = 0; r < VB; r++) acc[r] = (A)0;
-  const int n = (int)tgc_block_threads(), rank = (int)tgc_thread_rank();
-  for (long long base = 0; base < P; base += n) {
-    long long p = base + rank, id = p < P ? tgc_index(ids[p]) : -1;
-    if (p < P && (id < 0 || id >= V)) tgc_fail_index("embedding_grad id", id, V, name, p);
-    bool mine = id >= v0 && id < v0 + VB;
-    unsigned ballot = __ballot_sync(TGC_FULL_MASK, mine);
-    if (tgc_lane_id() == 0) warp_counts[tgc_warp_id()] = __popc(ballot);
-    __syncthreads();
-    int before = 0, total = 0;
-    for (int w = 0; w < (int)tgc_num_warps(); w++) {
-      int c = warp_counts[w];
-      if (w < (int)tgc_warp_id()) before += c;
-      total += c;
-    }
-    if (mine) pos[before + __popc(ballot & ((1u << tgc_lane_id()) - 1u))] = (int)(p - base);
-    __syncthreads();
-    for (int m = 0; m < total && col < D; m++) {
-      long long q = base + pos[m];
-      int r = (int)(tgc_index(ids[q]) - v0);
-      A gv = tgc_acc(g[q * D + col]);
-#pragma unroll
-      for (int k = 0; k < VB; k++)
-        if (k == r) acc[k] = tgc_acc(tgc_round<O>(acc[k] + gv));  // each add rounded to O, as the CPU
-    }
-    __syncthreads();
+enum { EMB_BUCKET_MAX = 1024 };
+
+template <class I>
+__device__ __forceinline__ void embedding_grad_count(const I *ids, int *cnt, long long P, long long V, const char *name) {
+  TGC_GRID_STRIDE_LOOP(p, P) {
+    long long id = tgc_index(ids[p]);
+    if (id < 0 || id >= V) tgc_fail_index("embedding_grad id", id, V, name, p);
+    else atomicAdd(cnt + id, 1);
   }
-  if (col < D)
-    for (int r = 0; r < VB && v0 + r < V; r++) out[(v0 + r) * D + col] = tgc_round<O>(acc[r]);
+}
+
+// The inclusive prefix sum of v over the block (warp_totals: TGC_SHARED(int, _, 32)).
+template <class S> __device__ __forceinline__ int block_scan_inclusive(int v, S &warp_totals) {
+  const int lane = (int)tgc_lane_id(), w = (int)tgc_warp_id();
+  for (int o = 1; o < 32; o <<= 1) {
+    int u = __shfl_up_sync(TGC_FULL_MASK, v, o);
+    if (lane >= o) v += u;
+  }
+  if (lane == 31) warp_totals[w] = v;
+  __syncthreads();
+  int before = 0;
+  for (int i = 0; i < w; i++) before += warp_totals[i];
+  __syncthreads();
+  return v + before;
+}
+
+template <class S1, class S2>
+__device__ __forceinline__ void embedding_grad_scan(int *cnt, int *start, int *nrows, int *rows, int V, S1 &tot_s,
+                                                    S2 &tot_r) {
+  const int T = (int)tgc_block_threads(), t = (int)tgc_thread_rank(), per = (V + T - 1) / T;
+  const int lo = min(t * per, V), hi = min(lo + per, V);
+  int s = 0, r = 0;
+  for (int v = lo; v < hi; v++) {
+    int c = cnt[v];
+    s += c;
+    r += c != 0;
+  }
+  int so = block_scan_inclusive(s, tot_s) - s, ro = block_scan_inclusive(r, tot_r) - r;
+  for (int v = lo; v < hi; v++) {
+    int c = cnt[v];
+    start[v] = so;
+    cnt[v] = so;
+    if (c) rows[ro++] = v;
+    so += c;
+  }
+  if (t == T - 1) {
+    start[V] = so;
+    *nrows = ro;
+  }
+}
+
+template <class I> __device__ __forceinline__ void embedding_grad_place(const I *ids, int *cursor, int *bucket, long long P) {
+  TGC_GRID_STRIDE_LOOP(p, P) bucket[atomicAdd(cursor + tgc_index(ids[p]), 1)] = (int)p;
+}
+
+template <class I, class T, class O, class S1, class S2>
+__device__ __forceinline__ void embedding_grad_rows(const I *ids, const T *g, O *out, const int *start, const int *nrows,
+                                                    const int *rows, const int *bucket, long long P, long long D,
+                                                    S1 &keys, S2 &order) {
+  if ((int)blockIdx.x >= *nrows) return;  // the whole block: fewer rows have positions than the grid's blocks
+  typedef typename tgc_acc_t<O>::type A;
+  const int v = rows[blockIdx.x], s = start[v], n = start[v + 1] - s, nt = (int)tgc_block_threads();
+  const int rank = (int)tgc_thread_rank();
+  const long long col = (long long)blockIdx.y * nt + rank;
+  A acc = (A)0;
+  if (n <= EMB_BUCKET_MAX) {
+    for (int i = rank; i < n; i += nt) keys[i] = bucket[s + i];
+    __syncthreads();
+    for (int i = rank; i < n; i += nt) {
+      int k = keys[i], r = 0;
+      for (int j = 0; j < n; j++) r += keys[j] < k;
+      order[r] = k;
+    }
+    __syncthreads();
+    if (col < D)
+      for (int m = 0; m < n; m++) acc = tgc_acc(tgc_round<O>(acc + tgc_acc(g[(long long)order[m] * D + col])));
+  } else if (col < D) {
+    for (long long p = 0; p < P; p++)
+      if (tgc_index(ids[p]) == v) acc = tgc_acc(tgc_round<O>(acc + tgc_acc(g[p * D + col])));  // each add rounded to O
+  }
+  if (col < D) out[(long long)v * D + col] = tgc_round<O>(acc);
+}
+
+// ---------------------------------------------------------------------------
+// Multi-tensor reductions (count_nonfinite / sum_squares over many tensors,
+// codegen/emit_multi.c). A tensor of n elements is cut into chunks of `per`
+// elements, one block each: the block's threads stride through the chunk
+// and the block adds their shares (a fixed order: deterministic), leaving
+// one partial per chunk. chunk_total then adds a tensor's partials, a warp
+// in a fixed order. The same code runs for every element type.
+// ---------------------------------------------------------------------------
+template <class T> __device__ __forceinline__ double chunk_squares(const T *x, long long n, long long chunk, long long per) {
+  long long hi = (chunk + 1) * per < n ? (chunk + 1) * per : n;
+  double s = 0;
+  for (long long i = chunk * per + tgc_thread_rank(); i < hi; i += tgc_block_threads()) {
+    double d = (double)tgc_acc(x[i]);
+    s += d * d;
+  }
+  return s;
+}
+template <class T>
+__device__ __forceinline__ unsigned long long chunk_nonfinite(const T *x, long long n, long long chunk, long long per) {
+  long long hi = (chunk + 1) * per < n ? (chunk + 1) * per : n;
+  unsigned long long bad = 0;
+  for (long long i = chunk * per + tgc_thread_rank(); i < hi; i += tgc_block_threads()) bad += tgc_nonfinite_bits(x[i]);
+  return bad;
+}
+// The sum of part[0..n), to every lane of the calling warp.
+template <class A> __device__ __forceinline__ A chunk_total(const A *part, long long n) {
+  A s = 0;
+  for (long long j = tgc_lane_id(); j < n; j += 32) s += part[j];
+  return warp_sum(s);
 }
 
 }  // namespace tgc

@@ -37,6 +37,7 @@ static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
     [IR_OP_RMSNORM] = rt_kern_rmsnorm,
     [IR_OP_ARGMAX] = rt_kern_argmax,
     [IR_OP_COUNT_NONFINITE] = rt_kern_count_nonfinite,
+    [IR_OP_SUM_SQUARES] = rt_kern_sum_squares,
     [IR_OP_EMBEDDING] = rt_kern_embedding,
     [IR_OP_CROSS_ENTROPY] = rt_kern_cross_entropy,
     [IR_OP_CAUSAL_MASK] = rt_kern_causal_mask,

@@ -1,6 +1,7 @@
 /* runtime/cpu/kern_reduce.c — reductions and normalizations: reduce_sum,
  * reduce_mean, reduce_max, softmax, log_softmax, layernorm, rmsnorm, and
- * the norms' backward (layernorm_grad, rmsnorm_grad).
+ * the norms' backward (layernorm_grad, rmsnorm_grad), and the multi-tensor
+ * count_nonfinite and sum_squares.
  *
  * Determinism: every result element (or row) is computed by one thread,
  * accumulating sequentially in double in row-major order of the reduced
@@ -8,6 +9,7 @@
  * result is the same for any OMP_NUM_THREADS and run to run.
  */
 #include "kernels.h"
+#include "scalar.h" /* ir_s_square: sum_squares squares as the square op does */
 
 static void row_major_strides(const ir_type *t, int64_t *s) {
   int64_t acc = 1;
@@ -350,9 +352,8 @@ int rt_kern_argmax(const rt_kctx *k) {
   return 0;
 }
 
-/* Elements that are Inf or NaN (exponent bits all ones), in one threaded pass. */
-int rt_kern_count_nonfinite(const rt_kctx *k) {
-  const rt_tensor *x = k->in[0];
+/* Elements of x that are Inf or NaN (exponent bits all ones), in one threaded pass. */
+static int64_t count_nonfinite_of(const rt_tensor *x) {
   int64_t n = rt_numel(&x->type), bad = 0;
   ir_dtype dt = x->type.dtype;
   if (dt == IR_DT_F64) {
@@ -369,6 +370,35 @@ int rt_kern_count_nonfinite(const rt_kctx *k) {
 #pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
     for (int64_t i = 0; i < n; i++) bad += (b[i] & e) == e;
   }
+  return bad;
+}
+
+/* The Inf / NaN elements of every operand (integers: any order gives the same count). */
+int rt_kern_count_nonfinite(const rt_kctx *k) {
+  int64_t bad = 0;
+  for (int i = 0; i < k->node->n_in; i++) bad += count_nonfinite_of(k->in[i]);
   *(int64_t *)k->out[0]->data = bad;
+  return 0;
+}
+
+/* sum_squares: per operand, from 0 in row-major order in double, the
+ * additions reduce_sum makes over square(f64(x)) (rt_kern_reduce's order);
+ * the operands' sums then added left to right, as the chain of adds it
+ * replaces (fuse-elementwise): the same bits. */
+int rt_kern_sum_squares(const rt_kctx *k) {
+  double total = 0;
+  for (int i = 0; i < k->node->n_in; i++) {
+    const rt_tensor *x = k->in[i];
+    int64_t n = rt_numel(&x->type);
+    double acc = 0;
+    if (x->type.dtype == IR_DT_F32) {
+      const float *f = x->data;
+      for (int64_t j = 0; j < n; j++) acc += ir_s_square((double)f[j], 0);
+    } else {
+      for (int64_t j = 0; j < n; j++) acc += ir_s_square(rt_load(x->type.dtype, x->data, j), 0);
+    }
+    total = i == 0 ? acc : total + acc;
+  }
+  *(double *)k->out[0]->data = total;
   return 0;
 }

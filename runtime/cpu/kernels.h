@@ -69,6 +69,7 @@ int rt_kern_argmax(const rt_kctx *k);
  * a NaN after index 0 never wins): argmax's line. */
 int64_t rt_argmax_line(ir_dtype dt, const void *data, int64_t base, int64_t n, int64_t inner);
 int rt_kern_count_nonfinite(const rt_kctx *k);
+int rt_kern_sum_squares(const rt_kctx *k);
 /* kern_nn.c */
 int rt_kern_const(const rt_kctx *k);
 int rt_kern_iota(const rt_kctx *k);

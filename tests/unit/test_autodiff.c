@@ -333,7 +333,7 @@ static bool build_case(ir_op op, int var, ir_dtype dt, tcase *c) {
   }
   case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_NOT: case IR_OP_EQ: case IR_OP_NE: case IR_OP_LT: case IR_OP_LE:
   case IR_OP_GT: case IR_OP_GE: case IR_OP_AND: case IR_OP_OR: case IR_OP_GRAD: case IR_OP_ARGMAX:
-  case IR_OP_COUNT_NONFINITE:
+  case IR_OP_COUNT_NONFINITE: case IR_OP_SUM_SQUARES:
   case IR_OP_ATTENTION_GRAD: case IR_OP_FUSED: case IR_OP_FUSED_MATMUL: case IR_OP_ADD_LAYERNORM:
     break; /* not differentiable (fused ops are made after autodiff) */
   default:

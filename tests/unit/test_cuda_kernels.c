@@ -25,8 +25,10 @@
  *                layernorm_grad and rmsnorm_grad (a warp per row, a block
  *                per row, column sums in registers or in the workspace),
  *                argmax (with ties and NaNs), count_nonfinite (with Inf and
- *                NaN planted);
- *   model ops    embedding and its gradient (repeated ids, 300 columns),
+ *                NaN planted); count_nonfinite and sum_squares of many
+ *                tensors (5 of every float type, 300: two partials kernels);
+ *   model ops    embedding and its gradient (repeated ids, 300 columns;
+ *                buckets larger than 1024; rows without positions),
  *                cross_entropy and its gradient (37 and 3000 classes), and
  *                the two in one pass over the logits ({with_grad}; f32, bf16);
  *                linear_cross_entropy (the LM head with its loss, 18 rows in
@@ -280,6 +282,39 @@ static void plant_argmax(rt_tensor **in, int n) {
   rt_tensor_set(x, 2 * 37 + 4, NAN);
 }
 
+/* Inf / NaN in every operand (multi-tensor count_nonfinite), at different places. */
+static void plant_specials_all(rt_tensor **in, int n) {
+  for (int k = 0; k < n; k++) {
+    int64_t N = ir_type_numel(&in[k]->type);
+    for (int64_t i = k % 5; i < N; i += 5 + k) rt_tensor_set(in[k], i, (i + k) % 3 == 0 ? NAN : INFINITY);
+  }
+}
+
+/* Multi-tensor reductions (codegen/emit_multi.c): count_nonfinite and
+ * sum_squares over n tensors of the given types, one node. */
+static void multi_case(const char *name, ir_op op, const ir_type *ts, int n, fix_fn fix) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value **ins = calloc((size_t)n, sizeof *ins);
+  for (int i = 0; i < n; i++) ins[i] = input(g, ts[i]);
+  if (node(g, op, ins, n, NULL, 0, NULL)) run_case(name, g, 0, fix);
+  free(ins);
+}
+
+static void test_multi_reductions(void) {
+  /* a tensor of several chunks (8192 elements each) with a short last one, every float type, a scalar */
+  ir_type ts[5] = {T(IR_DT_F32, 2, D(33), D(101)), T(IR_DT_BF16, 1, D(20000)), T(IR_DT_F64, 1, D(7)),
+                   T(IR_DT_F16, 2, D(3), D(3)), T(IR_DT_F32, 0)};
+  multi_case("count_nonfinite of 5 tensors", IR_OP_COUNT_NONFINITE, ts, 5, plant_specials_all);
+  multi_case("sum_squares of 5 tensors", IR_OP_SUM_SQUARES, ts, 5, NULL);
+  /* more tensors than one kernel's parameters take (256): two partials kernels */
+  enum { MANY = 300 };
+  ir_type many[MANY];
+  for (int i = 0; i < MANY; i++) many[i] = T(i % 2 ? IR_DT_F32 : IR_DT_BF16, 1, D(1 + 37 * i));
+  multi_case("sum_squares of 300 tensors", IR_OP_SUM_SQUARES, many, MANY, NULL);
+  multi_case("count_nonfinite of 300 tensors", IR_OP_COUNT_NONFINITE, many, MANY, plant_specials_all);
+}
+
 static void test_row_ops(void) {
   static const ir_op sm[2] = {IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX};
   for (int s = 0; s < 2; s++) {
@@ -339,6 +374,7 @@ static void test_row_ops(void) {
     snprintf(nm, sizeof nm, "count_nonfinite %s", ir_dtype_name(FLOATS[i]));
     one_op(nm, IR_OP_COUNT_NONFINITE, &cn, 1, NULL, 0, 0, plant_specials);
   }
+  test_multi_reductions();
 }
 
 /* ---- model ops ---- */
@@ -355,6 +391,15 @@ static void test_model_ops(void) {
   ir_type g2[2] = {T(IR_DT_I64, 1, D(700)), T(IR_DT_F64, 2, D(700), D(5))};
   ir_attr vocab2 = ir_attr_int("vocab", 3);
   one_op("embedding_grad f64, 700 positions", IR_OP_EMBEDDING_GRAD, g2, 2, &vocab2, 1, 3, NULL);
+  /* buckets of ~1500 positions (more than a block sorts in shared memory:
+   * those rows walk every id), bf16 with each add rounded as the cpu; and
+   * 40 rows of 4000 of which most have no position (the result stays zero) */
+  ir_type g3[2] = {T(IR_DT_I32, 1, D(3000)), T(IR_DT_BF16, 2, D(3000), D(70))};
+  ir_attr vocab3 = ir_attr_int("vocab", 2);
+  one_op("embedding_grad bf16, buckets over 1024", IR_OP_EMBEDDING_GRAD, g3, 2, &vocab3, 1, 2, NULL);
+  ir_type g4[2] = {T(IR_DT_I32, 1, D(40)), T(IR_DT_F32, 2, D(40), D(33))};
+  ir_attr vocab4 = ir_attr_int("vocab", 4000);
+  one_op("embedding_grad, rows without positions", IR_OP_EMBEDDING_GRAD, g4, 2, &vocab4, 1, 4000, NULL);
   static const int64_t classes[] = {37, 3000};
   for (int c = 0; c < 2; c++) {
     int64_t V = classes[c];
@@ -698,6 +743,73 @@ static void test_groups(void) {
   ir_graph_free(g);
 }
 
+/* g planned and lowered as the backend does (*plan to free with the program: lowered_free). */
+static cg_program *lowered(const ir_graph *g, pass_plan **plan) {
+  *plan = pass_memplan(g, NULL);
+  char err[512] = "no plan";
+  cg_program *p = *plan ? cg_lower(g, *plan, NULL, err, sizeof err) : NULL;
+  if (!p) fprintf(stderr, "lowering %s: %s\n", g->name, err);
+  CHECK(p != NULL);
+  return p;
+}
+
+static void lowered_free(cg_program *p, pass_plan *plan, ir_graph *g) {
+  cg_program_free(p);
+  pass_plan_free(plan);
+  ir_graph_free(g);
+}
+
+/* The embedding gradient's lowering (codegen/emit_nn.c): the positions
+ * bucketed once (a memset of the counts, then count, scan and place
+ * kernels), then one block per row that can have positions, min(P, V) of
+ * them: every id is read twice, not once per block of rows. */
+static void test_embedding_grad_lowering(void) {
+  ir_graph *g = ir_graph_new("embgrad", "embgrad.tg");
+  ir_value *ins[2] = {ir_graph_add_input(g, "ids", T(IR_DT_I32, 2, D(4), D(25)), here()),
+                      ir_graph_add_input(g, "g", T(IR_DT_F32, 3, D(4), D(25), D(300)), here())};
+  ir_attr vocab = ir_attr_int("vocab", 5000);
+  ir_node *nd = ir_graph_build(g, IR_OP_EMBEDDING_GRAD, ins, 2, &vocab, 1, NULL, "dw", here(), NULL, 0);
+  ir_graph_add_output(g, "dw", nd->out[0]);
+  pass_plan *plan;
+  cg_program *p = lowered(g, &plan);
+  if (p) {
+    static const char *const suffix[4] = {"_count", "_scan", "_place", "k_dw"};
+    CHECK_EQ_INT(p->n_kernels, 4);
+    CHECK_EQ_INT(p->n_launches, 4);
+    CHECK_EQ_INT(p->n_memsets, 1);
+    for (int k = 0; k < p->n_kernels && k < 4; k++) {
+      size_t ln = strlen(p->kernels[k].name), ls = strlen(suffix[k]);
+      CHECK(k == 3 ? strcmp(p->kernels[k].name, suffix[k]) == 0 : ln > ls && strcmp(p->kernels[k].name + ln - ls, suffix[k]) == 0);
+    }
+    for (int a = 0; a < p->n_actions; a++)
+      if (p->actions[a].kind == CG_ACT_KERNEL && p->actions[a].kernel == 3) {
+        CHECK_EQ_INT(p->actions[a].grid[0], 100); /* min(P = 100, V = 5000) blocks */
+        CHECK_EQ_INT(p->actions[a].grid[1], 2);   /* 300 columns */
+      }
+  }
+  lowered_free(p, plan, g);
+}
+
+/* The LM head's rows kernel takes its vector width from the chunk buffer's
+ * row stride (V rounded up to 64), not from V: 37 bf16 classes read 8 at a
+ * time with a tail of 5 (an odd V made it 1: 2-byte loads, 1.6x the time
+ * of GPT-2's rows kernel on an H200 at V = 50,257 against 50,264). The
+ * values are checked against the cpu by the linear_cross_entropy cases. */
+static void test_lm_head_rows_width(void) {
+  ir_graph *g = ir_graph_new("lce", "lce.tg");
+  ir_value *ins[4] = {ir_graph_add_input(g, "h", T(IR_DT_BF16, 2, D(9), D(40)), here()),
+                      ir_graph_add_input(g, "w", T(IR_DT_BF16, 2, D(37), D(40)), here()),
+                      ir_graph_add_input(g, "t", T(IR_DT_I32, 1, D(9)), here()),
+                      ir_graph_add_input(g, "gl", T(IR_DT_BF16, 0), here())};
+  ir_attr at[2] = {ir_attr_int("chunk", 8), ir_attr_int("transpose_b", 1)};
+  ir_node *nd = ir_graph_build(g, IR_OP_LINEAR_CROSS_ENTROPY, ins, 4, at, 2, NULL, "r", here(), NULL, 0);
+  for (int r = 0; r < nd->n_out; r++) ir_graph_add_output(g, nd->out[r]->name, nd->out[r]);
+  pass_plan *plan;
+  cg_program *p = lowered(g, &plan);
+  if (p) CHECK(strstr(p->source, "tgc::ce_grad_row<8, true>(x, in2 + 0LL, row, 37LL") != NULL);
+  lowered_free(p, plan, g);
+}
+
 int main(void) {
   const char *which = getenv("TGC_TEST_BACKEND");
   bool real = which && strcmp(which, "cuda") == 0;
@@ -713,6 +825,8 @@ int main(void) {
       flush();
       test_groups();
       flush();
+      test_embedding_grad_lowering();
+      test_lm_head_rows_width();
       test_attention_choice();
     }
     test_reductions();

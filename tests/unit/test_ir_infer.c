@@ -141,6 +141,12 @@ static int valid_case(ir_op op, tcase *c) {
     c->in[c->n_in++] = x23;
     c->want[0] = T(IR_DT_I64, 0);
     return 1;
+  case IR_OP_SUM_SQUARES: /* several tensors of any float types and shapes */
+    c->in[c->n_in++] = x23;
+    c->in[c->n_in++] = T(IR_DT_BF16, 1, D(5));
+    c->in[c->n_in++] = T(IR_DT_F64, 0);
+    c->want[0] = T(IR_DT_F64, 0);
+    return 1;
   case IR_OP_EMBEDDING:
     c->in[c->n_in++] = F32(2, D(100), D(16));
     c->in[c->n_in++] = T(IR_DT_I32, 2, D(2), D(7));

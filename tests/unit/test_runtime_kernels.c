@@ -695,6 +695,40 @@ static void test_argmax_nonfinite(void) {
     compare("count_nonfinite", c.out[0], &want, 0);
   }
   tc_end(&c);
+  /* several tensors (fuse-elementwise's multi-tensor form): the counts of all */
+  tc_begin(&c, "count_nonfinite of several tensors");
+  tc_input(&c, t, 0, 1, 0);
+  tc_input(&c, (ir_type){.dtype = IR_DT_BF16, .rank = 1, .dims = {9}}, 0, 1, 0);
+  tc_input(&c, (ir_type){.dtype = IR_DT_F64, .rank = 0}, 0, 1, 0);
+  rt_tensor_set(c.tin[0], 17, NAN), rt_tensor_set(c.tin[1], 8, -INFINITY), rt_tensor_set(c.tin[2], 0, INFINITY);
+  if (tc_run(&c, IR_OP_COUNT_NONFINITE, NULL, 0, NULL) == 0) {
+    double want = 3;
+    compare("count_nonfinite of several tensors", c.out[0], &want, 0);
+  }
+  tc_end(&c);
+}
+
+/* sum_squares of several tensors: each tensor's squares added in order from
+ * 0 in double, the tensors' sums left to right, as reduce_sum(square(cast
+ * f64 x)) and a chain of adds compute them (the rewrite it comes from must
+ * not change a bit). Exact. */
+static void test_sum_squares(void) {
+  tcase c;
+  tc_begin(&c, "sum_squares");
+  ir_type ts[3] = {{.dtype = IR_DT_F32, .rank = 2, .dims = {70, 100}},
+                   {.dtype = IR_DT_BF16, .rank = 1, .dims = {9}},
+                   {.dtype = IR_DT_F64, .rank = 0}};
+  for (int i = 0; i < 3; i++) tc_input(&c, ts[i], 0, 1, 0);
+  if (tc_run(&c, IR_OP_SUM_SQUARES, NULL, 0, NULL) == 0) {
+    double want = 0;
+    for (int i = 0; i < 3; i++) {
+      double s = 0;
+      for (int64_t j = 0; j < ir_type_numel(&ts[i]); j++) s += rt_tensor_get(c.tin[i], j) * rt_tensor_get(c.tin[i], j);
+      want = i == 0 ? s : want + s;
+    }
+    compare("sum_squares", c.out[0], &want, 0);
+  }
+  tc_end(&c);
 }
 
 static void test_softmax(void) {
@@ -1494,6 +1528,7 @@ int main(void) {
   test_reduce();
   test_softmax();
   test_argmax_nonfinite();
+  test_sum_squares();
   test_norms();
   test_norm_grads();
   test_embedding();
