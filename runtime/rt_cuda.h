@@ -1,5 +1,5 @@
 /* runtime/rt_cuda.h — the runtime's CUDA section: the loader that fills the
- * entry-point table (codegen/cuda_api.h) from the real libraries, opening a
+ * entry-point table (runtime/cudaapi/cuda_api.h) from the real libraries, opening a
  * device, and the cuda-emu emulator that fills the same table on the CPU.
  * (Kept apart from runtime.h while issue 8 redesigns it; it is a section of
  * the runtime layer's public interface, with the same rt_ prefix.)

@@ -27,7 +27,7 @@
 typedef struct rt_device rt_device;
 typedef struct rt_backend rt_backend;
 typedef struct rt_comm rt_comm; /* runtime/comm/comm.h: the ranks a multi-rank run talks to */
-struct cg_cuda_api;             /* codegen/cuda_api.h: the CUDA entry points (rt_backend.comm_table) */
+struct cg_cuda_api;             /* runtime/cudaapi/cuda_api.h: the CUDA entry points (rt_backend.comm_table) */
 
 /* Device memory: ptr is a host pointer on host-memory backends (cpu), a
  * device address elsewhere (never dereferenced on the host there). */

@@ -1,4 +1,4 @@
-/* tests/unit/test_cuda_abi.c — codegen/cuda_api.h is ABI-identical to the
+/* tests/unit/test_cuda_abi.c — runtime/cudaapi/cuda_api.h is ABI-identical to the
  * CUDA toolkit's headers.
  *
  * Built with the real cuda.h, nvrtc.h and cublasLt.h when CMake finds them

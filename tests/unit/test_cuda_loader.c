@@ -1,5 +1,5 @@
 /* tests/unit/test_cuda_loader.c — runtime/cuda/loader.c and the checks of
- * codegen/cuda_api.c.
+ * runtime/cudaapi/cuda_api.c.
  *
  *   - the exact messages when a library is missing: TGC_CUDA_LIB_PATH
  *     pointed at an empty directory for all three, and libcuda.so.1 for

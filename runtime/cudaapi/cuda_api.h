@@ -1,4 +1,4 @@
-/* codegen/cuda_api.h — the one table of CUDA entry points (driver API,
+/* runtime/cudaapi/cuda_api.h — the one table of CUDA entry points (driver API,
  * NVRTC, cuBLASLt, NCCL), declared without any CUDA header so that
  * tgc builds on a machine with no CUDA toolkit.
  *

@@ -1,4 +1,4 @@
-/* codegen/cuda_api.c — the checks every CUDA call goes through, and the
+/* runtime/cudaapi/cuda_api.c — the checks every CUDA call goes through, and the
  * names and strings of status codes from tgc's own tables.
  *
  * A check turns a failed status into one line: the call, the status name
