@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ir_clock.h"
 #include "pass.h"
 
 typedef struct {
@@ -41,12 +42,6 @@ int pass_lookup(const char *name) {
   for (int i = 0; i < PASS_COUNT; i++)
     if (strcmp(pass_table[i].name, name) == 0) return i;
   return -1;
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 void pass_dump_graph(const ir_graph *g, const char *pass, const pass_options *o) {
@@ -110,9 +105,9 @@ int pass_run_pipeline(ir_graph *g, const pass_id *passes, int n, const pass_opti
     if (opts.disabled && opts.disabled[p]) continue;
     timings[ran].pass = p;
     timings[ran].nodes_before = g->n_nodes;
-    double t0 = now_ms();
+    double t0 = (1e3 * ir_clock_s());
     int prc = pass_table[p].fn(g, &opts);
-    timings[ran].ms = now_ms() - t0;
+    timings[ran].ms = (1e3 * ir_clock_s()) - t0;
     timings[ran].nodes_after = g->n_nodes;
     ran++;
     if (prc != 0) {

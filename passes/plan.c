@@ -44,6 +44,7 @@
 #include <time.h>
 
 #include "plan_impl.h"
+#include "ir_clock.h"
 
 static const char *const mem_names[PASS_MEM_KINDS] = {"parameters", "gradients", "optimizer state",
                                                       "activations", "working", "comm buffers"};
@@ -792,12 +793,6 @@ int pass_plan_evaluate(pass_plan_model *m, const pass_cluster *c, const pass_pla
 }
 
 /* ---- the search ---- */
-static double clock_s(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The same family: all but the micro-batch size and the chunk count. */
 static bool same_family(const pass_plan_strategy *a, const pass_plan_strategy *b) {
   return a->dp == b->dp && a->tp == b->tp && a->pp == b->pp && a->sp == b->sp && a->zero == b->zero &&
@@ -846,7 +841,7 @@ enum { MAX_MICRO_BATCH = 64, MAX_CHUNKS = 16 };
 int pass_plan_search(pass_plan_model *m, const pass_cluster *c, const pass_plan_job *j, const pass_plan_query *q,
                      pass_plan_found *f, ir_diag *d) {
   memset(f, 0, sizeof *f);
-  double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+  double t0 = ir_clock_s(), c0 = ir_cpu_clock_s();
   plan_ctx x = {m, c, j, NULL, 0, 0, NULL};
   int N = c->gpus, L = pass_plan_model_layers(m), G = j->global_batch, top = q->top > 0 ? q->top : 1;
   f->plans = zalloc((size_t)top, sizeof *f->plans);
@@ -964,8 +959,8 @@ int pass_plan_search(pass_plan_model *m, const pass_cluster *c, const pass_plan_
   for (int i = 0; i < f->n_unfit; i++)
     if (f->n_plans && f->unfit[i].step >= f->plans[0].step) f->n_unfit = i;
   ctx_free(&x);
-  f->seconds = clock_s(CLOCK_MONOTONIC) - t0;
-  f->cpu_seconds = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+  f->seconds = ir_clock_s() - t0;
+  f->cpu_seconds = ir_cpu_clock_s() - c0;
   return f->n_plans > 0 ? 0 : 1;
 }
 

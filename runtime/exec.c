@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "ir_clock.h"
 
 struct rt_program {
   rt_device *dev;
@@ -35,12 +36,6 @@ struct rt_program {
   rt_tensor **out;       /* ... and results */
   rt_profile *profile;
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* "file:line:col: " + message into err. */
 static void loc_errf(const ir_graph *g, ir_loc loc, char *err, size_t errlen, const char *msg) {
@@ -182,7 +177,7 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
   const pass_plan *plan = p->plan;
   rt_device *d = p->dev;
   if (err && errlen) err[0] = 0;
-  double t_start = p->profile ? now_s() : 0;
+  double t_start = p->profile ? ir_clock_s() : 0;
   if (bind(p, g->inputs, g->n_inputs, inputs, PASS_SPACE_INPUT, err, errlen) != 0 ||
       bind(p, g->params, g->n_params, params, PASS_SPACE_PARAM, err, errlen) != 0)
     return -1;
@@ -194,14 +189,14 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
     if (st->view) continue; /* the result's view is its operand's bytes */
     for (int i = 0; i < n->n_in; i++) p->in[i] = &p->view[n->in[i]->id];
     for (int i = 0; i < n->n_out; i++) p->out[i] = &p->view[n->out[i]->id];
-    double t0 = p->profile ? now_s() : 0;
+    double t0 = p->profile ? ir_clock_s() : 0;
     char msg[512] = "";
     for (int i = 0; st->zero && i < n->n_out; i++)
       if (rt_fill_bytes(d, p->out[i]->data, p->out[i]->nbytes, &zero, 1, msg, sizeof msg) != 0) {
         loc_errf(g, n->loc, err, errlen, msg);
         return -1;
       }
-    double t1 = p->profile ? now_s() : 0;
+    double t1 = p->profile ? ir_clock_s() : 0;
     if (rt_is_mesh_step(n) ? rt_coll_run(p->coll, n, p->in, p->out, msg, sizeof msg) != 0
                            : d->backend->run_node(d, p->state, n, p->in, p->out, msg, sizeof msg) != 0) {
       loc_errf(g, n->loc, err, errlen, msg);
@@ -209,13 +204,13 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
     }
     d->stats.kernels++;
     if (p->profile) {
-      double t2 = now_s();
+      double t2 = ir_clock_s();
       p->profile->alloc_seconds += t1 - t0;
       p->profile->seconds[n->op] += t2 - t1;
       p->profile->calls[n->op]++;
     }
   }
-  if (p->profile) p->profile->total_seconds += now_s() - t_start;
+  if (p->profile) p->profile->total_seconds += ir_clock_s() - t_start;
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "plan_print.h"
+#include "ir_clock.h"
 
 static const char *const plan_help =
     "usage: tgc plan FILE [--config C] [-D NAME=VALUE]... (--cluster NAME[:NODES] | --cluster-file F) [--gpus N]\n"
@@ -233,12 +234,6 @@ static int apply_constants(const plan_flags *f, pass_plan_model *m, ir_diag *d) 
   return 0;
 }
 
-static double now_s(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int pick_cluster(const plan_flags *f, pass_cluster *c, char **text, ir_diag *d) {
   if (f->cluster && f->cluster_file) {
     ir_error_plain(d, "--cluster and --cluster-file: give one");
@@ -352,7 +347,7 @@ int tool_cmd_plan(int argc, char **argv) {
       printf("%s%s", plan_help, tool_common_help);
       return 0;
     }
-  double t0 = now_s(CLOCK_MONOTONIC);
+  double t0 = ir_clock_s();
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   plan_flags f = {.dtype = IR_DT_BF16, .optimizer = PASS_OPT_ADAM, .top = 1, .zero = -1, .micro_batch = -1,
@@ -421,10 +416,10 @@ int tool_cmd_plan(int argc, char **argv) {
   if (rc == 0) {
     m = pass_plan_model_new(&cluster.device);
     if (apply_constants(&f, m, d) != 0) rc = 1;
-    double tc = now_s(CLOCK_MONOTONIC), cc = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    double tc = ir_clock_s(), cc = ir_cpu_clock_s();
     if (rc == 0 && build_model(&o, &f, m, (ir_dtype)f.dtype, &seq, d) != 0) rc = 1;
-    t_compile = now_s(CLOCK_MONOTONIC) - tc;
-    c_compile = now_s(CLOCK_PROCESS_CPUTIME_ID) - cc;
+    t_compile = ir_clock_s() - tc;
+    c_compile = ir_cpu_clock_s() - cc;
   }
   pass_plan_job job = {(int)gb, seq};
   pass_plan_found found = {0};
@@ -451,7 +446,7 @@ int tool_cmd_plan(int argc, char **argv) {
                        .compile_s = t_compile, .compile_cpu_s = c_compile, .explain = f.explain,
                        .config_flag = o.fe.config, .defines = o.defines, .n_defines = o.fe.n_defines,
                        .model_hash = hash, .save_plan = f.save_plan, .train_tokens = train_tokens};
-    rep.total_s = now_s(CLOCK_MONOTONIC) - t0;
+    rep.total_s = ir_clock_s() - t0;
     if (f.save_plan && plan_save(&rep, d) != 0) rc = 1;
     else if (f.json) plan_print_json(stdout, &rep);
     else plan_print_text(stdout, &rep);

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "stats.h"
+#include "ir_clock.h"
 
 static const char *const stats_help =
     "usage: tgc stats FILE [--config C] [-D NAME=VALUE]... [--batch B] [--seq S] [--dtype bf16|fp16|fp32]\n"
@@ -165,12 +166,6 @@ static void closed_form(const fe_config *c, stats *s) {
   s->closed_form = pass_closed_form_params(l, h, v);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_config *c, int dtype_arg, stats *s,
                          ir_diag *d) {
   count_params(g, s);
@@ -308,7 +303,7 @@ int tool_cmd_stats(int argc, char **argv) {
       printf("%s%s", stats_help, tool_common_help);
       return 0;
     }
-  double t0 = now_s();
+  double t0 = ir_clock_s();
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   stats_flags f = {.dtype = -1, .optimizer = PASS_OPT_ADAM, .top = 10};
@@ -352,7 +347,7 @@ int tool_cmd_stats(int argc, char **argv) {
     s.top = f.top;
     s.list_params = f.list_params;
     if (stats_collect(g, &o, chosen, f.dtype, &s, d) != 0) rc = 1;
-    s.analysis_s = now_s() - t0;
+    s.analysis_s = ir_clock_s() - t0;
   }
   if (rc == 0) {
     if (f.json) stats_print_json(stdout, &s);

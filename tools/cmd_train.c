@@ -25,6 +25,7 @@
 #include "comm.h"
 #include "rt_cuda.h"
 #include "tool.h"
+#include "ir_clock.h"
 
 static const char *const train_help =
     "usage: tgc train FILE --data SOURCE [--steps N] [--optimizer sgd|momentum|adam|adamw] [--lr X]\n"
@@ -190,12 +191,6 @@ static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
   (void)sig;
   interrupted = 1;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---- the settings a state file records ----
@@ -1214,7 +1209,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   struct sigaction sa = {0}, old_sa;
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, &old_sa);
-  double t0 = now_s(), last_draw = 0;
+  double t0 = ir_clock_s(), last_draw = 0;
   enum { WINDOW = 10 };
   double recent_loss[WINDOW] = {0}, recent_acc[WINDOW] = {0};
   int n_recent = 0;
@@ -1234,7 +1229,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     recent_loss[n_recent % WINDOW] = r.loss;
     recent_acc[n_recent % WINDOW] = r.accuracy;
     n_recent++;
-    double el = now_s() - t0;
+    double el = ir_clock_s() - t0;
     if (log) {
       fprintf(log, "{\"step\":%lld", (long long)r.step);
       json_num(log, "loss", r.loss);
@@ -1314,7 +1309,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   }
   sigaction(SIGINT, &old_sa, NULL);
   if (bar && end > start) fputc('\n', stderr);
-  double elapsed = now_s() - t0;
+  double elapsed = ir_clock_s() - t0;
   if (failed) {
     note_kept_state(t.save, last_saved, d);
     goto done;

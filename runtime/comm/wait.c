@@ -40,16 +40,11 @@
 #include <time.h>
 
 #include "comm_internal.h"
+#include "ir_clock.h"
 
 #define GRACE_MAX_S 1.0
 #define BLAME_BUDGET_MAX_S 10.0
 #define CHAIN_MAX 64
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void backoff(unsigned idle) {
   if (idle < 64) return;
@@ -91,7 +86,7 @@ static int ask(rt_comm *c, int who, double grace) {
   char why[256];
   int32_t q = ++c->question_seq;
   if (rt_comm_stage_send(c, who, TAG_QUESTION, &q, sizeof q, why, sizeof why)) return -2;
-  double until = now_s() + grace;
+  double until = ir_clock_s() + grace;
   int32_t answer[2];
   comm_req *r = NULL;
   unsigned idle = 0;
@@ -105,7 +100,7 @@ static int ask(rt_comm *c, int who, double grace) {
       continue; /* an answer to an earlier question */
     }
     answer_questions(c);
-    if (now_s() > until) return -2; /* r stays posted: the job ends now */
+    if (ir_clock_s() > until) return -2; /* r stays posted: the job ends now */
     backoff(idle++);
   }
 }
@@ -117,10 +112,10 @@ static int blame(rt_comm *c, int peer, char *note, size_t len) {
   if (!c->be->iprobe || peer < 0 || peer == c->rank) return peer;
   double grace = c->timeout_s / 4 < GRACE_MAX_S ? c->timeout_s / 4 : GRACE_MAX_S;
   double budget = c->timeout_s < BLAME_BUDGET_MAX_S ? c->timeout_s : BLAME_BUDGET_MAX_S;
-  double deadline = now_s() + budget;
+  double deadline = ir_clock_s() + budget;
   int chain[CHAIN_MAX], n = 0;
   chain[n++] = peer;
-  while (n < CHAIN_MAX && now_s() < deadline) {
+  while (n < CHAIN_MAX && ir_clock_s() < deadline) {
     int next = ask(c, chain[n - 1], grace);
     if (next < 0) {
       if (next == -1 || n == 1) return peer; /* the one asked runs, or the first one is to blame: as it is */
@@ -177,8 +172,8 @@ static void stopped_by(rt_comm *c, int from) {
   fflush(stderr);
   int32_t ack[2] = {ACK, 0};
   if (rt_comm_stage_send(c, from, TAG_STOP, ack, sizeof ack, why, sizeof why) == 0) {
-    double until = now_s() + 4 * grace_s(c) + 1; /* the stopper aborts within its grace */
-    for (unsigned idle = 0; now_s() < until; idle++) {
+    double until = ir_clock_s() + 4 * grace_s(c) + 1; /* the stopper aborts within its grace */
+    for (unsigned idle = 0; ir_clock_s() < until; idle++) {
       if (rt_comm_progress(c, why, sizeof why) != 0) break;
       backoff(idle < 512 ? idle : 512);
     }
@@ -198,8 +193,8 @@ static void stop_others(rt_comm *c, int blamed) {
   int want = 0;
   for (int r = 0; r < c->size; r++)
     if (r != c->rank && rt_comm_stage_send(c, r, TAG_STOP, stop, sizeof stop, why, sizeof why) == 0) want++;
-  double until = now_s() + grace_s(c);
-  for (unsigned idle = 0; want > 0 && now_s() < until; idle++) {
+  double until = ir_clock_s() + grace_s(c);
+  for (unsigned idle = 0; want > 0 && ir_clock_s() < until; idle++) {
     int from = -1;
     int32_t m[2];
     if (c->be->iprobe(c, TAG_STOP, &from) == 1) {
@@ -224,7 +219,7 @@ int rt_comm_wait(rt_comm *c, const char *what, comm_req **reqs, const int *peers
   const char *outer_what = c->waiting_what;
   c->waiting_for = peers[first];
   c->waiting_what = what;
-  double since = now_s();
+  double since = ir_clock_s();
   unsigned idle = 0;
   while (left > 0) {
     bool progressed = false;
@@ -243,14 +238,14 @@ int rt_comm_wait(rt_comm *c, const char *what, comm_req **reqs, const int *peers
     }
     if (!left) break;
     if (progressed) {
-      since = now_s();
+      since = ir_clock_s();
       idle = 0;
       for (first = 0; !reqs[first]; first++) {
       }
       c->waiting_for = peers[first];
       continue;
     }
-    if (now_s() - since > c->timeout_s) {
+    if (ir_clock_s() - since > c->timeout_s) {
       char note[512], msg[1200];
       int blamed = blame(c, peers[first], note, sizeof note);
       if (recv[first] && peers[first] < 0)

@@ -50,6 +50,7 @@
 
 #include "backend_internal.h"
 #include "comm/comm.h"
+#include "ir_clock.h"
 
 enum { LT_WORKSPACE_GPU = 32 << 20, LT_WORKSPACE_EMU = 64 << 10 };
 
@@ -116,12 +117,6 @@ struct cuda_profile {
   int n;
   profile_class c[PROFILE_CLASSES];
 };
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void profile_add(cuda_ctx *x, const ir_node *n, const char *what, double seconds, int64_t launches,
                         int64_t gemms) {
@@ -550,14 +545,14 @@ static int run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor
     for (int i = 0; i < n->n_out; i++) s->saved[st][n->n_in + i] = dptr(out[i]->data);
     return 0;
   }
-  double t0 = x->profile ? now_s() : 0;
+  double t0 = x->profile ? ir_clock_s() : 0;
   for (int a = cs->first_action; a < cs->first_action + cs->n_actions; a++) {
     const cg_action *act = &p->actions[a];
     char ctx[400];
     int64_t launches = x->stats.launches, gemms = x->stats.gemms;
     if (a > cs->first_action && x->profile) {
       if (CUDA_CALL(x, "the profile", err, errlen, cuCtxSynchronize)) return -1;
-      t0 = now_s();
+      t0 = ir_clock_s();
     }
     switch (act->kind) {
     case CG_ACT_KERNEL:
@@ -599,7 +594,7 @@ static int run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor
         snprintf(what, sizeof what, "gemm %lldx%lldx%lld%s", (long long)act->gemm.m, (long long)act->gemm.n,
                  (long long)act->gemm.k, s->gemms[a].use_fallback ? " +fallback" : "");
       else snprintf(what, sizeof what, "%s", act->kind == CG_ACT_COPY ? "copy" : "memset");
-      profile_add(x, n, what, now_s() - t0, x->stats.launches - launches, x->stats.gemms - gemms);
+      profile_add(x, n, what, ir_clock_s() - t0, x->stats.launches - launches, x->stats.gemms - gemms);
     }
   }
   return 0;

@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ir_clock.h"
 #include "emu_internal.h"
 
 #define STATIC_SMEM_LIMIT RT_EMU_STATIC_SMEM_LIMIT
@@ -576,9 +577,7 @@ cg_cu_result rt_emu_cuEventRecord(cg_cu_event event, cg_cu_stream stream) {
   if (r != CG_CUDA_SUCCESS) return r;
   struct CUevent_st *e = find_event(event);
   if (!e) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not an event of this context");
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  e->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+  e->ms = 1e3 * ir_clock_s();
   e->recorded = true;
   return CG_CUDA_SUCCESS;
 }
