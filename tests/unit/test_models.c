@@ -198,20 +198,22 @@ static void test_gpt_counts(source *s) {
 
 typedef struct {
   const char *name;
-  int64_t V, nL, D, nH, F;
+  int64_t V, nL, D, nH, nKV, F, ctx;
 } llama_cfg;
 
 static const llama_cfg llama_cfgs[] = {
-    {"tiny", 64, 2, 32, 4, 96},
-    {"llama_7b", 32000, 32, 4096, 32, 11008},
-    {"llama_13b", 32000, 40, 5120, 40, 13824},
-    {"llama_33b", 32000, 60, 6656, 52, 17920},
-    {"llama_65b", 32000, 80, 8192, 64, 22016},
+    {"tiny", 64, 2, 32, 4, 4, 96, 16},
+    {"llama_7b", 32000, 32, 4096, 32, 32, 11008, 2048},
+    {"llama_13b", 32000, 40, 5120, 40, 40, 13824, 2048},
+    {"llama_33b", 32000, 60, 6656, 52, 52, 17920, 2048},
+    {"llama_65b", 32000, 80, 8192, 64, 64, 22016, 2048},
+    {"llama3_8b", 128256, 32, 4096, 32, 8, 14336, 8192}, /* grouped-query attention */
 };
 
+/* wq, wo [D, D]; wk, wv [D, nKV * Hd] (grouped-query attention shares a kv head) */
 static int64_t llama_params(const llama_cfg *c) {
-  int64_t D = c->D;
-  return 2 * c->V * D + D + c->nL * (4 * D * D + 3 * D * c->F + 2 * D);
+  int64_t D = c->D, Dkv = c->nKV * (D / c->nH);
+  return 2 * c->V * D + D + c->nL * (2 * D * D + 2 * D * Dkv + 3 * D * c->F + 2 * D);
 }
 
 static void test_llama_counts(source *s) {
@@ -219,10 +221,14 @@ static void test_llama_counts(source *s) {
   CHECK_EQ_INT(llama_params(&llama_cfgs[1]),
                INT64_C(32000) * 4096 * 2 + 32 * (INT64_C(4) * 4096 * 4096 + INT64_C(3) * 4096 * 11008 + 2 * 4096) +
                    4096);
+  /* Llama-3-8B: the published 8.03B */
+  CHECK_EQ_INT(llama_params(&llama_cfgs[5]), INT64_C(8030261248));
   for (size_t i = 0; i < sizeof llama_cfgs / sizeof llama_cfgs[0]; i++) {
     const llama_cfg *c = &llama_cfgs[i];
-    /* F = 256 * ceil((8D/3) / 256) = 256 * ceil(8D / 768) for the real models */
-    if (strcmp(c->name, "tiny") != 0) CHECK_EQ_INT(c->F, 256 * ((8 * c->D + 767) / 768));
+    /* F = 256 * ceil((8D/3) / 256) = 256 * ceil(8D / 768) for the LLaMA models;
+       Llama 3: 1024 * ceil(1.3 (8D/3) / 1024) = 1024 * ceil(104D / 30720) */
+    if (strcmp(c->name, "llama3_8b") == 0) CHECK_EQ_INT(c->F, 1024 * ((104 * c->D + 30719) / 30720));
+    else if (strcmp(c->name, "tiny") != 0) CHECK_EQ_INT(c->F, 256 * ((8 * c->D + 767) / 768));
     ir_graph *g = compile(s, c->name, NULL, 0);
     if (!g) continue;
     int64_t got = param_count(g);
@@ -230,7 +236,10 @@ static void test_llama_counts(source *s) {
     printf("llama %-10s params %" PRId64 "\n", c->name, got);
     CHECK_EQ_INT(g->n_params, 3 + 9 * c->nL);
     int64_t B = strcmp(c->name, "tiny") == 0 ? 4 : 1;
-    check_interface(g, B, strcmp(c->name, "tiny") == 0 ? 16 : 2048, c->V);
+    check_interface(g, B, c->ctx, c->V);
+    const ir_value *wk = find_param(g, "l.0.block.attention.wk");
+    CHECK(wk != NULL);
+    if (wk) CHECK_EQ_INT(wk->type.dims[1], c->nKV * (c->D / c->nH));
     const ir_value *w1 = find_param(g, "l.0.block.feed_forward.w1");
     CHECK(w1 != NULL);
     if (w1) CHECK_EQ_INT(w1->type.dims[1], c->F);
