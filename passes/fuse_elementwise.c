@@ -29,6 +29,9 @@
  *       (sub $0 (mul (cast f32 $1) (div $2 (add (sqrt $3) (const f32 1e-08)))))
  *     where every op keeps its dtype, so the kernel rounds each intermediate
  *     exactly as the unfused op would (runtime/cpu/kern_fused.c).
+ *     dropout's training form (passes/dropout.c) is a member like an
+ *     elementwise op (its x may join; its key and positions are operands):
+ *     it becomes (dropout p stream x $key g), g = sum_d pos_d * stride_d.
  *     Every group becomes a fused node, a single op too: the fused kernel
  *     computes f32 arithmetic on vectors of elements and hoists scalar
  *     operands, where the unfused kernels call ir_eval_* per element.
