@@ -86,6 +86,14 @@ if [ -n "$mpirun" ]; then
     { cat "$d/pp.out"; fail "pp=2 train"; }
   grep '^eval at step' "$d/pp.out" | diff "$d/pp1.ev" - || fail "pp=2: the eval lines differ from one device's"
   [ "$(wc -l < "$d/pp1.ev")" = 2 ] || fail "not 2 eval lines"
+  # the interleaved schedule (chunks of stages per rank): refused, saying what to do
+  # shellcheck disable=SC2086
+  if timeout 120 "$mpirun" --oversubscribe -np 2 "$tgc" train examples/gpt.tg --config tiny -D nL=4 --data copy --steps 2 \
+       --micro-batches 2 --schedule interleaved:2 --eval-data copy --mesh pp=2 > "$d/il.out" 2>&1; then
+    fail "interleaved eval was not refused"
+  fi
+  grep -q '^tgc: error: evaluation under the interleaved schedule (chunks of stages per rank) is not built: evaluate with --schedule gpipe or 1f1b, or on a mesh without pp (a saved state loads on any mesh)$' "$d/il.out" ||
+    { cat "$d/il.out"; fail "interleaved eval: not the expected message"; }
   # each dp rank reads its own block of every shuffled batch: the run is one device's (1e-5)
   last() { sed -n 's/.*"last_loss": \([-0-9.e+]*\),*$/\1/p'; }
   c1=$("$tgc" train examples/classifier.tg --data "npy:x=$n/x.npy,y=$n/y.npy" --steps 50 --lr 0.01 --json | last)
