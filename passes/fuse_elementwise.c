@@ -192,7 +192,10 @@ static bool in_group(const fuse_ctx *c, const ir_node *n) { return n && c->stamp
 /* dropout's training form (passes/dropout.c): fused as the expr's
  * (dropout p stream x $key g), its positions and strides written as
  * g = sum_d pos_d * stride_d, so the mask is the unfused one bit for bit. */
-static bool is_keyed_dropout(const ir_node *n) { return n->op == IR_OP_DROPOUT && n->n_in > 1; }
+static bool is_keyed_dropout(const ir_node *n) {
+  const ir_attr *strides = n->op == IR_OP_DROPOUT && n->n_in > 1 ? ir_node_attr(n, "strides") : NULL;
+  return strides && strides->kind == IR_ATTR_INTS && strides->n == n->n_in - 2;
+}
 
 /* Whether node n can be a member of a group (or root one). */
 static bool fusable(const ir_node *n) { return ir_op_is_elementwise(n->op) || is_keyed_dropout(n); }
