@@ -86,7 +86,17 @@ static void emit_instruction(cg_ctx *c, const ir_expr *e, int i, const ir_dtype 
     break;
   }
   case IR_EXPR_OP:
-    if (x->op == IR_OP_WHERE) {
+    if (x->op == IR_OP_DROPOUT) { /* ir/scalar.h's generator, as cg_emit_dropout prints it */
+      char lit[64];
+      cg_literal(lit, sizeof lit, ir_round_to_dtype(dt[i], 1.0 / (1.0 - x->value)), dt[i]);
+      cg_src(c,
+             "      %s v%d;\n      {\n        unsigned long long z = (unsigned long long)v%d ^ %lluULL;\n        %s\n"
+             "        z += (unsigned long long)v%d * %lluULL;\n        %s\n"
+             "        v%d = (unsigned)(z >> 32) >= %uU ? tgc_round<%s>(tgc_acc(v%d) * %s) : tgc_round<%s>(0.0);\n      }\n",
+             ct, i, x->arg[1], (unsigned long long)((uint64_t)x->index * IR_DROPOUT_STREAM), IR_DROPOUT_MIX_TEXT, x->arg[2],
+             (unsigned long long)IR_DROPOUT_GOLDEN, IR_DROPOUT_MIX_TEXT, i, ir_dropout_threshold(x->value), ct, x->arg[0],
+             lit, ct);
+    } else if (x->op == IR_OP_WHERE) {
       cg_src(c, "      const %s v%d = v%d ? v%d : v%d;\n", ct, i, x->arg[0], x->arg[1], x->arg[2]);
     } else if (x->op == IR_OP_CAST) {
       cg_src(c, "      const %s v%d = tgc_round<%s>(tgc_acc(v%d));\n", ct, i, ct, x->arg[0]);

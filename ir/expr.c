@@ -15,6 +15,14 @@
  *           | '(' 'const' DTYPE NUMBER ')'
  *           | '(' 'cast' DTYPE expr ')'
  *           | '(' OP expr+ ')'   OP an elementwise op of ops.def, with its arity
+ *           | '(' 'dropout' P STREAM expr '$' N expr ')'
+ *                              dropout's training form (ops.def) of x (the
+ *                              first expr) with probability P and stream
+ *                              STREAM, the key the operand $N (i64[], read
+ *                              as its 64 bits: an operand, never computed),
+ *                              and the element's index in the unsharded
+ *                              value g (an i64 expr: the fusion pass writes
+ *                              sum_d pos_d * stride_d)
  *   exprs  := expr (';' expr)*   one per result (fused only; at most
  *                                IR_FUSED_MAX_RESULTS)
  * Parsed into a postfix list: every instruction after its arguments.
@@ -147,6 +155,23 @@ static int eparse(eparser *p, int depth) {
     in.op = IR_OP_CAST;
     if (edtype(p, &in.dtype) < 0) return -1;
     if ((in.arg[0] = eparse(p, depth + 1)) < 0) return -1;
+  } else if (strcmp(w, "dropout") == 0) {
+    char num[64];
+    char *end = NULL;
+    in.kind = IR_EXPR_OP;
+    in.op = IR_OP_DROPOUT;
+    size_t len = eword(p, num, sizeof num);
+    in.value = len ? strtod(num, &end) : 0;
+    if (!len || !end || *end || !(in.value > 0 && in.value < 1)) return ebad(p, "expected dropout's p in (0, 1)");
+    len = eword(p, num, sizeof num);
+    long stream = len ? strtol(num, &end, 10) : -1;
+    if (!len || !end || *end || stream < 0 || stream > 1000000000) return ebad(p, "expected dropout's stream");
+    in.index = (int)stream;
+    if ((in.arg[0] = eparse(p, depth + 1)) < 0) return -1;
+    espace(p);
+    if (p->s[p->pos] != '$') return ebad(p, "expected dropout's key, an operand '$N'");
+    if ((in.arg[1] = eparse(p, depth + 1)) < 0) return -1;
+    if ((in.arg[2] = eparse(p, depth + 1)) < 0) return -1;
   } else {
     int op = ir_op_from_name(w);
     if (op < 0 || op == IR_OP_CAST || !ir_op_is_elementwise((ir_op)op))
@@ -203,6 +228,11 @@ ir_expr *ir_expr_parse(const char *text, bool multi, char *err, size_t errlen) {
 
 void ir_expr_free(ir_expr *e) { free(e); }
 
+int ir_expr_arity(const ir_expr_inst *in) {
+  if (in->kind != IR_EXPR_OP) return 0;
+  return in->op == IR_OP_CAST ? 1 : in->op == IR_OP_DROPOUT ? 3 : ir_op_num_inputs(in->op);
+}
+
 ir_expr *ir_expr_copy(const ir_expr *e, ir_arena *a) {
   return e ? expr_pack(e->ins, e->n_ins, e->results, e->n_results, a) : NULL;
 }
@@ -242,6 +272,7 @@ static void print_inst(const ir_expr *e, int i, sbuf *b) {
     return;
   case IR_EXPR_OP:
     if (in->op == IR_OP_CAST) snprintf(buf, sizeof buf, "(cast %s", ir_dtype_name(in->dtype));
+    else if (in->op == IR_OP_DROPOUT) snprintf(buf, sizeof buf, "(dropout %.17g %d", in->value, in->index);
     else snprintf(buf, sizeof buf, "(%s", ir_op_name(in->op));
     sput(b, buf);
     for (int k = 0; k < 3 && in->arg[k] >= 0; k++) {
@@ -297,7 +328,7 @@ int ir_expr_add(ir_expr_builder *b, ir_expr_inst in) {
     b->cap = cap;
   }
   for (int k = 0; k < 3; k++)
-    if (in.kind != IR_EXPR_OP || k >= (in.op == IR_OP_CAST ? 1 : ir_op_num_inputs(in.op))) in.arg[k] = -1;
+    if (k >= ir_expr_arity(&in)) in.arg[k] = -1;
   b->ins[b->n] = in;
   return b->n++;
 }

@@ -774,6 +774,22 @@ static int fexpr_rule(ctx *c, ir_op op, const ir_type *in, int n, const ir_attr 
   return 0;
 }
 
+/* dropout (x, key, g) inside an expr: x a float, key an operand of type
+ * i64[], g an i64 of x's shape or broadcast to it; p in (0, 1). The result
+ * has x's dtype and the broadcast shape. */
+static int fexpr_dropout(ctx *c, const ir_expr *e, const ir_expr_inst *in, const ir_type *t, ir_type *out) {
+  const ir_type *x = &t[in->arg[0]], *key = &t[in->arg[1]], *g = &t[in->arg[2]];
+  if (!(in->value > 0 && in->value < 1)) return fail(c, "%s: in expr: dropout's p must be in (0, 1), got %g", c->name, in->value);
+  if (!ir_dtype_is_float(x->dtype)) return fail(c, "%s: in expr: dropout of %s (a float expected)", c->name, ts(x).s);
+  if (e->ins[in->arg[1]].kind != IR_EXPR_OPERAND || key->dtype != IR_DT_I64 || key->rank != 0)
+    return fail(c, "%s: in expr: dropout's key must be an operand of type i64[], got %s", c->name, ts(key).s);
+  if (g->dtype != IR_DT_I64) return fail(c, "%s: in expr: dropout's index must be i64, got %s", c->name, ts(g).s);
+  char msg[256];
+  if (ir_broadcast_shapes(x, g, out, msg, sizeof msg) != 0) return fail(c, "%s: in expr: dropout: %s", c->name, msg);
+  out->dtype = x->dtype;
+  return 0;
+}
+
 /* Types expr (the structure of ir/expr.c) over ops[0..n_ops): every operand
  * must be used. multi (fused): one result per expression, each over the
  * same elements (equal shapes); #k reads result k. *n_res: the result count. */
@@ -818,7 +834,11 @@ static int fexpr_type(ctx *c, const ir_type *ops, int n_ops, bool multi, ir_type
     }
     case IR_EXPR_OP: {
       ir_type x[3];
-      int na = in->op == IR_OP_CAST ? 1 : ir_op_num_inputs(in->op);
+      int na = ir_expr_arity(in);
+      if (in->op == IR_OP_DROPOUT) {
+        r = fexpr_dropout(c, e, in, t, &t[i]);
+        break;
+      }
       for (int k = 0; k < na; k++) x[k] = t[in->arg[k]];
       ir_attr to = ir_attr_dtype("to", in->dtype);
       r = fexpr_rule(c, in->op, x, na, in->op == IR_OP_CAST ? &to : NULL, in->op == IR_OP_CAST, &t[i]);

@@ -463,7 +463,8 @@ typedef enum {
   IR_EXPR_OPERAND, /* $index: operand `index` of the node */
   IR_EXPR_RESULT,  /* #index: result `index` of the same node (an earlier one) */
   IR_EXPR_CONST,   /* a literal `value` of `dtype` (as written: rounding is the consumer's) */
-  IR_EXPR_OP,      /* elementwise `op` of arg[0..arity); cast converts to `dtype` */
+  IR_EXPR_OP,      /* elementwise `op` of arg[0..arity); cast converts to `dtype`;
+                    * dropout: arg (x, key, g) with `value` p and `index` its stream */
 } ir_expr_kind;
 typedef struct {
   ir_expr_kind kind;
@@ -482,6 +483,8 @@ struct ir_expr {
  * one-line message in err ("bad expr at offset 7: expected ')'", ...).
  * The result is malloc'd: ir_expr_free. */
 ir_expr *ir_expr_parse(const char *text, bool multi, char *err, size_t errlen);
+/* The number of arguments of an IR_EXPR_OP instruction (cast 1, dropout 3). */
+int ir_expr_arity(const ir_expr_inst *in);
 void ir_expr_free(ir_expr *e);
 /* A copy in arena a (NULL: malloc'd). */
 ir_expr *ir_expr_copy(const ir_expr *e, ir_arena *a);

@@ -68,23 +68,46 @@ int pass_key_dropout(ir_graph *g) {
   return key_input;
 }
 
-int64_t pass_dropout_mask_bytes(const ir_graph *g, int *n_dropouts) {
-  /* the backward's dropout shares its forward's stream: count each stream once */
-  int64_t bytes = 0;
+/* Streams of the dropouts of node d (standalone, or the dropout
+ * instructions of a fused / fused_matmul expression: fuse-elementwise's)
+ * into out (room for cap); their count. */
+static int node_streams(const ir_node *d, int64_t *out, int cap) {
+  if (d->op == IR_OP_DROPOUT) {
+    if (d->n_in == 1 || cap < 1) return 0;
+    out[0] = ir_node_attr_int(d, "stream", -1);
+    return 1;
+  }
+  const ir_attr *a = d->op == IR_OP_FUSED || d->op == IR_OP_FUSED_MATMUL ? ir_node_attr(d, "expr") : NULL;
   int n = 0;
+  for (int k = 0; a && a->expr && k < a->expr->n_ins && n < cap; k++)
+    if (a->expr->ins[k].kind == IR_EXPR_OP && a->expr->ins[k].op == IR_OP_DROPOUT) out[n++] = a->expr->ins[k].index;
+  return n;
+}
+
+int64_t pass_dropout_mask_bytes(const ir_graph *g, int *n_dropouts) {
+  /* the backward's dropout shares its forward's stream: count each stream
+   * once (a fused dropout's elements: its node's result's) */
+  int64_t bytes = 0, *seen = NULL;
+  int n = 0, cap = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *d = g->nodes[i];
-    if (d->dead || d->op != IR_OP_DROPOUT || d->n_in == 1) continue;
-    int64_t stream = ir_node_attr_int(d, "stream", -1);
-    bool seen = false;
-    for (int j = 0; j < i && !seen; j++) {
-      const ir_node *e = g->nodes[j];
-      seen = !e->dead && e->op == IR_OP_DROPOUT && e->n_in > 1 && ir_node_attr_int(e, "stream", -2) == stream;
+    int64_t st[64];
+    int ns = d->dead ? 0 : node_streams(d, st, 64);
+    for (int k = 0; k < ns; k++) {
+      bool dup = false;
+      for (int j = 0; j < n && !dup; j++) dup = seen[j] == st[k];
+      if (dup) continue;
+      if (n == cap) {
+        cap = cap ? 2 * cap : 64;
+        int64_t *ns2 = realloc(seen, (size_t)cap * sizeof *seen);
+        if (!ns2) abort(); /* a handful of streams per layer */
+        seen = ns2;
+      }
+      seen[n++] = st[k];
+      bytes += ir_type_numel(&d->out[0]->type);
     }
-    if (seen) continue;
-    bytes += ir_type_numel(&d->out[0]->type);
-    n++;
   }
+  free(seen);
   if (n_dropouts) *n_dropouts = n;
   return bytes;
 }

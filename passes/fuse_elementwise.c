@@ -29,6 +29,9 @@
  *       (sub $0 (mul (cast f32 $1) (div $2 (add (sqrt $3) (const f32 1e-08)))))
  *     where every op keeps its dtype, so the kernel rounds each intermediate
  *     exactly as the unfused op would (runtime/cpu/kern_fused.c).
+ *     dropout's training form (passes/dropout.c) is a member like an
+ *     elementwise op (its x may join; its key and positions are operands):
+ *     it becomes (dropout p stream x $key g), g = sum_d pos_d * stride_d.
  *     Every group becomes a fused node, a single op too: the fused kernel
  *     computes f32 arithmetic on vectors of elements and hoists scalar
  *     operands, where the unfused kernels call ir_eval_* per element.
@@ -186,15 +189,26 @@ static bool is_scalar_const(const ir_value *v) {
 
 static bool in_group(const fuse_ctx *c, const ir_node *n) { return n && c->stamp[n->id] == c->serial; }
 
+/* dropout's training form (passes/dropout.c): fused as the expr's
+ * (dropout p stream x $key g), its positions and strides written as
+ * g = sum_d pos_d * stride_d, so the mask is the unfused one bit for bit. */
+static bool is_keyed_dropout(const ir_node *n) {
+  const ir_attr *strides = n->op == IR_OP_DROPOUT && n->n_in > 1 ? ir_node_attr(n, "strides") : NULL;
+  return strides && strides->kind == IR_ATTR_INTS && strides->n == n->n_in - 2;
+}
+
+/* Whether node n can be a member of a group (or root one). */
+static bool fusable(const ir_node *n) { return ir_op_is_elementwise(n->op) || is_keyed_dropout(n); }
+
 /* Decides which producers join the group (marking them), and collects leaves. */
 static void collect(fuse_ctx *c, group *gr, ir_node *n) {
   for (int j = 0; j < n->n_in; j++) {
     ir_value *v = n->in[j];
     ir_node *p = v->def;
     if (is_scalar_const(v)) continue; /* a literal */
-    bool join = p && !p->dead && !in_group(c, p) && c->uses[v->id] == 1 && !c->is_output[v->id] &&
+    bool join = p && !p->dead && !(is_keyed_dropout(n) && j > 0) /* its key and positions: operands */ && !in_group(c, p) && c->uses[v->id] == 1 && !c->is_output[v->id] &&
                 gr->n_members < MAX_GROUP_OPS &&
-                (ir_op_is_elementwise(p->op) || (p->op == IR_OP_BROADCAST && gr->allow_broadcast)) &&
+                (fusable(p) || (p->op == IR_OP_BROADCAST && gr->allow_broadcast)) &&
                 (ir_type_numel(&v->type) == gr->numel || cheap_op(p->op));
     if (join) {
       c->stamp[p->id] = c->serial;
@@ -214,6 +228,31 @@ static void collect(fuse_ctx *c, group *gr, ir_node *n) {
   }
 }
 
+static int emit(fuse_ctx *c, group *gr, const ir_value *v);
+
+/* (dropout p stream x $key g), g = sum_d pos_d * stride_d (the i64 sum
+ * rt_kern_dropout computes, exact below 2^53 elements). */
+static int emit_dropout(fuse_ctx *c, group *gr, const ir_node *d, ir_dtype dt) {
+  const ir_attr *strides = ir_node_attr(d, "strides");
+  int rank = d->n_in - 2;
+  int x = emit(c, gr, d->in[0]), key = emit(c, gr, d->in[1]);
+  int g = rank > 0 ? 0 : ir_expr_add(gr->expr, (ir_expr_inst){.kind = IR_EXPR_CONST, .op = IR_OP_CONST, .dtype = IR_DT_I64});
+  for (int k = 0; k < rank && g >= 0; k++) {
+    int pos = emit(c, gr, d->in[2 + k]);
+    int stride = ir_expr_add(gr->expr, (ir_expr_inst){.kind = IR_EXPR_CONST, .op = IR_OP_CONST, .dtype = IR_DT_I64,
+                                                      .value = (double)strides->ints[k]});
+    int term = ir_expr_add(gr->expr, (ir_expr_inst){.kind = IR_EXPR_OP, .op = IR_OP_MUL, .dtype = IR_DT_I64,
+                                                    .arg = {pos, stride, -1}});
+    g = k == 0 ? term
+               : ir_expr_add(gr->expr,
+                             (ir_expr_inst){.kind = IR_EXPR_OP, .op = IR_OP_ADD, .dtype = IR_DT_I64, .arg = {g, term, -1}});
+  }
+  if (x < 0 || key < 0 || g < 0) return -1;
+  return ir_expr_add(gr->expr, (ir_expr_inst){.kind = IR_EXPR_OP, .op = IR_OP_DROPOUT, .dtype = dt,
+                                              .index = (int)ir_node_attr_int(d, "stream", 0),
+                                              .value = ir_node_attr_float(d, "p", 0), .arg = {x, key, g}});
+}
+
 /* Adds the expression of value v (an operand inside the group) to the
  * builder; its instruction, or -1 (out of memory). */
 static int emit(fuse_ctx *c, group *gr, const ir_value *v) {
@@ -223,6 +262,7 @@ static int emit(fuse_ctx *c, group *gr, const ir_value *v) {
   const ir_node *p = v->def;
   if (p && in_group(c, p)) {
     if (p->op == IR_OP_BROADCAST) return emit(c, gr, p->in[0]); /* operands broadcast in the kernel */
+    if (is_keyed_dropout(p)) return emit_dropout(c, gr, p, v->type.dtype);
     ir_expr_inst in = {.kind = IR_EXPR_OP, .op = p->op, .dtype = v->type.dtype, .arg = {-1, -1, -1}};
     for (int j = 0; j < p->n_in && j < 3; j++)
       if ((in.arg[j] = emit(c, gr, p->in[j])) < 0) return -1;
@@ -321,7 +361,7 @@ static int fuse_groups(fuse_ctx *c) {
   ir_graph *g = c->g;
   for (int i = g->n_nodes - 1; i >= 0; i--) {
     ir_node *n = g->nodes[i];
-    if (n->dead || !ir_op_is_elementwise(n->op)) continue;
+    if (n->dead || !fusable(n)) continue;
     int rc = try_group(c, n, i, true);
     if (rc == -2) rc = try_group(c, n, i, false);
     if (rc == -1) return -1;

@@ -225,6 +225,9 @@ int sh_part_counts(const ir_graph *g, int *out, int cap);
 /* Pipeline parallelism (shard_stage.c): t (already partitioned over dp and
  * tp) cut into stage `stage` of its mesh's pp. -1 after reporting. */
 int sh_cut_stages(pass_training *t, int stage, ir_diag *d);
+/* t->eval cut to the stage as the step was (after sh_cut_stages); its
+ * outputs all-reduced over pp. 0, or -1 after reporting. */
+int sh_cut_eval_stage(pass_training *t, int stage, ir_diag *d);
 /* A plain graph g (no backward: `tgc dump --after shard`) cut in place to
  * stage `stage`: the inputs and parameters it reads, its nodes with the
  * sends and receives, the outputs made on it. -1 after reporting. */

@@ -827,6 +827,77 @@ int sh_cut_graph_stage(ir_graph *g, int stage, ir_diag *d) {
   return 0;
 }
 
+/* The eval graph (t->eval, sharded over dp/tp as the step) cut to stage
+ * `stage` as the step was (t->stage_boundaries), after sh_cut_stages:
+ * every data input kept (the trainer binds the step's data buffers by
+ * index), the parameters those of the stage's step, in its order (its
+ * parameter buffers), the forward's nodes with their sends and receives;
+ * each output (the loss, the correct count) all-reduced over pp, the
+ * stages that do not make it adding zero, so every rank reads it. One run
+ * is one forward through the stages in turn (a micro-batch of the
+ * pipeline's forward schedule: evaluation has no backward to overlap). */
+int sh_cut_eval_stage(pass_training *t, int stage, ir_diag *d) {
+  ir_graph *g = t->eval;
+  int p = g->mesh.size[IR_AXIS_PP];
+  if (t->n_chunks > 1) {
+    ir_error_plain(d, "evaluation under the interleaved schedule (chunks of stages per rank) is not built: evaluate "
+                      "with --schedule gpipe or 1f1b, or on a mesh without pp (a saved state loads on any mesh)");
+    return -1;
+  }
+  stages c = {.g = g, .p = p, .ranks = p, .s = stage, .nv = ir_graph_id_bound(g) + 1,
+              .bounds = t->stage_boundaries, .n_bounds = t->n_stage_boundaries};
+  if (assign(&c, d) != 0) {
+    stages_free(&c);
+    return -1;
+  }
+  ir_graph *h = ir_graph_new(g->name, g->source_file);
+  h->mesh = g->mesh;
+  h->mesh.stage = stage;
+  ir_value **map = calloc((size_t)c.nv, sizeof *map);
+  if (!map) abort();
+  for (int i = 0; i < g->n_inputs; i++) {
+    const ir_value *v = g->inputs[i];
+    ir_value *x = ir_graph_add_input(h, v->name, v->type, reloc(g, h, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    map[v->id] = x;
+  }
+  int rc = 0;
+  for (int i = 0; i < t->step->n_params && rc == 0; i++) {
+    const ir_value *sp = t->step->params[i], *v = NULL;
+    for (int j = 0; j < g->n_params && !v; j++)
+      if (strcmp(g->params[j]->name, sp->name) == 0) v = g->params[j];
+    if (!v) v = sp; /* a parameter the forward does not read: bound, unused */
+    ir_value *x = ir_graph_add_param(h, v->name, v->type, v->init, reloc(v == sp ? t->step : g, h, v->loc));
+    x->role = v->role, x->shard = v->shard;
+    if (v != sp) map[v->id] = x;
+  }
+  for (int j = 0; j < g->n_params && rc == 0; j++)
+    if (((c.read[g->params[j]->id] >> stage) & 1) && !map[g->params[j]->id]) {
+      ir_error_plain(d, "internal error: the eval graph reads parameter '%s' on pipeline stage %d, which does not "
+                        "hold it", g->params[j]->name, stage);
+      rc = -1;
+    }
+  if (rc == 0) {
+    cut_nodes(&c, h, map);
+    for (int i = 0; i < g->n_outputs; i++) {
+      const ir_value *v = g->outputs[i].value;
+      ir_loc loc = reloc(g, h, v->loc);
+      bool here = map[v->id] && (!v->def || ((c.made[v->id] >> stage) & 1));
+      ir_value *x = here ? map[v->id] : zero_like(h, v, loc);
+      ir_graph_add_output(h, g->outputs[i].name, all_reduce_pp(h, x, p, loc));
+    }
+  }
+  free(map);
+  stages_free(&c);
+  if (rc == 0) {
+    t->eval = h;
+    ir_graph_free(g);
+  } else {
+    ir_graph_free(h);
+  }
+  return rc;
+}
+
 int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {
   int p = t->step->mesh.size[IR_AXIS_PP], v = t->n_chunks > 1 ? t->n_chunks : 1;
   if (p * v > 64) {

@@ -498,7 +498,9 @@ int pass_shard_training(pass_training *t, const pass_options *o) {
   ir_mesh m = t->step->mesh; /* (the graphs are replaced) */
   if (mesh_active(&m) && shard_dp_tp(t, o) != 0) return -1;
   if (!pipelined(&m)) return 0;
-  return sh_cut_stages(t, m.stage >= 0 ? m.stage : 0, o->diag);
+  int stage = m.stage >= 0 ? m.stage : 0;
+  if (sh_cut_stages(t, stage, o->diag) != 0) return -1;
+  return t->eval ? sh_cut_eval_stage(t, stage, o->diag) : 0;
 }
 
 const ir_node *sh_heads_conflict(const ir_graph *g, int tp) {

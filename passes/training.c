@@ -281,11 +281,6 @@ int pass_build_training(ir_graph *g, const pass_options *o) {
 static ir_graph *build_eval(const ir_graph *g, const ir_value *loss, const ir_value *correct, pass_training *t,
                             const pass_train_options *o) {
   ir_diag *d = o->passes->diag;
-  if (g->mesh.size[IR_AXIS_PP] > 1) {
-    ir_error_plain(d, "evaluation does not run pipeline-parallel (pp = %d): evaluate on a mesh without pp (a saved "
-                      "state loads on any mesh)", g->mesh.size[IR_AXIS_PP]);
-    return NULL;
-  }
   char *text = ir_print_to_string(g);
   ir_graph *e = text ? ir_parse(g->source_file ? g->source_file : "<eval graph>", text, strlen(text), d) : NULL;
   free(text);

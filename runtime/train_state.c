@@ -660,8 +660,10 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
       if (!ir_type_equal(&x->type, &want)) goto done;
     }
   }
-  if (!set.n && rt_safetensors_count(f) != n) {
-    /* name the first tensor this model does not have */
+  if (!set.n && rt_safetensors_count(f) != n && t->pt->n_stages <= 1) {
+    /* name the first tensor this model does not have (a pipeline stage
+     * holds its stages' tensors alone: the file's others are the other
+     * stages', each of which checks its own are there) */
     for (int j = 0; j < rt_safetensors_count(f); j++) {
       const char *name = rt_safetensors_name(f, j);
       bool used = false;

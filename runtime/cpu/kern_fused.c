@@ -41,6 +41,7 @@
 #endif
 
 #include "kernels.h"
+#include "scalar.h"
 
 enum {
   FUSED_MAX_OPERANDS = 64, /* as ir/infer.c types them */
@@ -57,7 +58,9 @@ typedef struct {
   bool uniform;  /* the same value for every element (scalar operands and constants only) */
   int arg[3];    /* argument instructions */
   int operand;   /* FI_LOAD: operand index */
-  double value;  /* FI_CONST: rounded to dt */
+  double value;  /* FI_CONST: rounded to dt; dropout: its scale 1/(1-p) rounded to dt */
+  uint64_t skey; /* dropout: ir_dropout_stream_key of the key operand and the stream */
+  uint32_t threshold; /* dropout: ir_dropout_threshold(p) */
 } finst;
 
 typedef struct {
@@ -126,12 +129,26 @@ static int prog_build(fprog *p, const ir_expr *e) {
       break;
     case IR_EXPR_OP: {
       ir_op op = x->op;
-      int n = op == IR_OP_CAST ? 1 : ir_op_num_inputs(op);
+      int n = ir_expr_arity(x);
       in.kind = op;
       for (int k = 0; k < n; k++) in.arg[k] = map[x->arg[k]];
       const finst *a = &p->ins[in.arg[0]];
       if (op == IR_OP_CAST) {
         in.dt = x->dtype;
+      } else if (op == IR_OP_DROPOUT) { /* (x, key, g): the key's 64 bits read here, g exact below 2^53 */
+        const ir_expr_inst *key = &e->ins[x->arg[1]];
+        if (key->kind != IR_EXPR_OPERAND || p->ops[key->index]->type.dtype != IR_DT_I64 ||
+            rt_numel(&p->ops[key->index]->type) != 1 || p->ins[in.arg[2]].dt != IR_DT_I64 || !ir_dtype_is_float(a->dt) ||
+            !(x->value > 0 && x->value < 1)) {
+          rc = prog_fail(p, "bad dropout");
+          break;
+        }
+        int64_t k64;
+        memcpy(&k64, p->ops[key->index]->data, sizeof k64);
+        in.dt = a->dt;
+        in.skey = ir_dropout_stream_key((uint64_t)k64, (uint64_t)x->index);
+        in.threshold = ir_dropout_threshold(x->value);
+        in.value = ir_round_to_dtype(a->dt, 1.0 / (1.0 - x->value));
       } else if (op == IR_OP_WHERE) {
         if (a->dt != IR_DT_BOOL || p->ins[in.arg[1]].dt != p->ins[in.arg[2]].dt) rc = prog_fail(p, "bad where dtypes");
         in.dt = p->ins[in.arg[1]].dt;
@@ -265,6 +282,12 @@ static void eval_f32(const finst *in, int i, regs *r, int n) {
     }
     for (int j = 0; j < n; j++) z[j] = rt_round_f32(r->dv[I->arg[0]][j]);
     return;
+  case IR_OP_DROPOUT: { /* as rt_kern_dropout: x * scale is exact in double, so its f32 rounding is the float product */
+    const double *g = r->dv[I->arg[2]];
+    float scale = (float)I->value;
+    for (int j = 0; j < n; j++) z[j] = ir_dropout_bits(I->skey, (uint64_t)(int64_t)g[j]) >= I->threshold ? x[j] * scale : 0.0f;
+    return;
+  }
   case IR_OP_GELU: rt_gelu_f32(z, x, n, false); return; /* vectorized: vec_math.c */
   case IR_OP_GELU_GRAD: rt_gelu_f32(z, x, n, true); return;
   default: break;
@@ -326,6 +349,13 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
   }
   if (op == IR_OP_CAST) {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, reg_val(r, in, a, j));
+    return;
+  }
+  if (op == IR_OP_DROPOUT) {
+    const double *g = r->dv[I->arg[2]];
+    for (int j = 0; j < n; j++)
+      z[j] = ir_round_to_dtype(
+          dt, ir_dropout_bits(I->skey, (uint64_t)(int64_t)g[j]) >= I->threshold ? reg_val(r, in, a, j) * I->value : 0.0);
     return;
   }
   if (ir_op_kind_of(op) == IR_OPK_BINARY) {
@@ -466,7 +496,7 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
     if (I->kind == FI_LOAD) I->uniform = rt_numel(&ops[I->operand]->type) == 1;
     else if (I->kind == FI_CONST) I->uniform = true;
     else {
-      int na = I->kind == IR_OP_WHERE ? 3 : ir_op_kind_of((ir_op)I->kind) == IR_OPK_BINARY ? 2 : 1;
+      int na = I->kind == IR_OP_WHERE || I->kind == IR_OP_DROPOUT ? 3 : ir_op_kind_of((ir_op)I->kind) == IR_OPK_BINARY ? 2 : 1;
       I->uniform = true;
       for (int a = 0; a < na; a++) I->uniform &= in[I->arg[a]].uniform;
     }

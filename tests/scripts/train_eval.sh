@@ -12,7 +12,9 @@
 #  - with MPIRUN: tgc eval on --mesh dp=2 (2 ranks, each its block of every
 #    batch) gives one device's loss within 1e-5, tgc train --mesh dp=2
 #    --eval-data prints its eval lines, and training on arrays on dp=2 (each
-#    rank its block of every shuffled batch) ends at one device's loss.
+#    rank its block of every shuffled batch) ends at one device's loss;
+#    tgc eval on --mesh pp=2 (bit for bit) and tp=2,pp=2 (1e-5), and tgc
+#    train --eval-data on pp=2 printing one device's eval lines.
 tgc="$1"; mpirun="${2:-}"
 cd "$(dirname "$0")/../.." || exit 2
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
@@ -64,6 +66,34 @@ if [ -n "$mpirun" ]; then
   "$mpirun" --oversubscribe -np 2 "$tgc" train examples/classifier.tg --data "npy:x=$n/x.npy,y=$n/y.npy" \
     --eval-data "npy:x=$n/x_eval.npy,y=$n/y_eval.npy" --steps 300 --lr 0.01 --mesh dp=2 > "$d/cls2.out" 2>&1 || { cat "$d/cls2.out"; fail "dp=2 classifier"; }
   grep -q '^eval at step 300:' "$d/cls2.out" || { cat "$d/cls2.out"; fail "dp=2 classifier: no eval line"; }
+  # pipeline parallelism: the eval graph cut into the step's stages, the loss all-reduced over pp:
+  # tgc eval on pp=2 is one device's loss bit for bit (the same sums in the same order), on
+  # tp=2,pp=2 within 1e-5; tgc train --eval-data on pp=2 (1f1b, 2 micro-batches) prints one
+  # device's eval lines, and its --resume reads a whole state (each stage its own tensors)
+  # shellcheck disable=SC2086
+  l4=$(timeout 120 "$mpirun" --oversubscribe -np 2 "$tgc" eval $gpt --resume "$d/s.safetensors" --data "tokens:$d/val.bin" \
+         --eval-batches 4 --json --mesh pp=2 | loss)
+  [ "$l4" = "$l1" ] || fail "pp=2 eval loss '$l4', one device $l1"
+  # shellcheck disable=SC2086
+  l5=$(timeout 120 "$mpirun" --oversubscribe -np 4 "$tgc" eval $gpt --resume "$d/s.safetensors" --data "tokens:$d/val.bin" \
+         --eval-batches 4 --json --mesh tp=2,pp=2 | loss)
+  near "$l1" "$l5" 1e-5 || fail "tp=2,pp=2 eval loss '$l5', one device $l1"
+  pipe="--data tokens:$d/train.bin --eval-data tokens:$d/val.bin --eval-every 5 --eval-batches 2 --steps 10 --micro-batches 2"
+  # shellcheck disable=SC2086
+  "$tgc" train $gpt $pipe | grep '^eval at step' > "$d/pp1.ev" || fail "one-device train with eval"
+  # shellcheck disable=SC2086
+  timeout 120 "$mpirun" --oversubscribe -np 2 "$tgc" train $gpt $pipe --mesh pp=2 --schedule 1f1b > "$d/pp.out" 2>&1 ||
+    { cat "$d/pp.out"; fail "pp=2 train"; }
+  grep '^eval at step' "$d/pp.out" | diff "$d/pp1.ev" - || fail "pp=2: the eval lines differ from one device's"
+  [ "$(wc -l < "$d/pp1.ev")" = 2 ] || fail "not 2 eval lines"
+  # the interleaved schedule (chunks of stages per rank): refused, saying what to do
+  # shellcheck disable=SC2086
+  if timeout 120 "$mpirun" --oversubscribe -np 2 "$tgc" train examples/gpt.tg --config tiny -D nL=4 --data copy --steps 2 \
+       --micro-batches 2 --schedule interleaved:2 --eval-data copy --mesh pp=2 > "$d/il.out" 2>&1; then
+    fail "interleaved eval was not refused"
+  fi
+  grep -q '^tgc: error: evaluation under the interleaved schedule (chunks of stages per rank) is not built: evaluate with --schedule gpipe or 1f1b, or on a mesh without pp (a saved state loads on any mesh)$' "$d/il.out" ||
+    { cat "$d/il.out"; fail "interleaved eval: not the expected message"; }
   # each dp rank reads its own block of every shuffled batch: the run is one device's (1e-5)
   last() { sed -n 's/.*"last_loss": \([-0-9.e+]*\),*$/\1/p'; }
   c1=$("$tgc" train examples/classifier.tg --data "npy:x=$n/x.npy,y=$n/y.npy" --steps 50 --lr 0.01 --json | last)
@@ -71,4 +101,4 @@ if [ -n "$mpirun" ]; then
          --lr 0.01 --json --mesh dp=2 | last)
   near "$c1" "$c2" 1e-5 || fail "dp=2 npy training's last loss '$c2', one device '$c1'"
 fi
-echo "ok: data sources and evaluation${mpirun:+ (and dp=2 under mpirun)}"
+echo "ok: data sources and evaluation${mpirun:+ (and dp=2, pp=2, tp=2 x pp=2 under mpirun)}"

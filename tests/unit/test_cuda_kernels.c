@@ -52,7 +52,8 @@
  *                (the plain product + epilogue kernel path);
  *   layout       transpose, slice with a step, unslice, concat and split
  *                (axes 0, 1, last; odd sizes), broadcast, const, iota,
- *                causal_mask, dropout (both forms, every float dtype), einsum;
+ *                causal_mask, dropout (both forms, every float dtype; and
+ *                inside a fused expression and a product's epilogue), einsum;
  *   groups       consecutive fused nodes of one expression as one
  *                multi-tensor launch (odd sizes, and vectorized), and the
  *                lowering's deferred steps for them.
@@ -614,6 +615,13 @@ static void test_products(void) {
     fused_case("fused_matmul relu bias", "(relu (add $1 $0))", a, w, bias);
     fused_case("fused_matmul dgelu", "(mul $0 (gelu_grad $1))", a, w, full);
     fused_case("fused_matmul another epilogue", "(mul (tanh $0) $1)", a, w, bias);
+    { /* dropout of the product (a matmul's dropout epilogue): key $1, positions $2 $3 $4 */
+      ir_type ts[6] = {a, w, T(IR_DT_I64, 0), T(IR_DT_I64, 3, D(2), D(1), D(1)), T(IR_DT_I64, 3, D(1), D(9), D(1)),
+                       T(IR_DT_I64, 3, D(1), D(1), D(24))};
+      ir_attr e = ir_attr_str(
+          "expr", "(dropout 0.25 3 $0 $1 (add (add (mul $2 (const i64 216)) (mul $3 (const i64 24))) (mul $4 (const i64 1))))");
+      one_op("fused_matmul dropout epilogue", IR_OP_FUSED_MATMUL, ts, 6, &e, 1, 1000000, NULL);
+    }
     bgrad_case("bias gradient in the weight-gradient product f32", IR_DT_F32, 2, 9, 24, 16);
     bgrad_case("bias gradient in the weight-gradient product bf16, 300 columns", IR_DT_BF16, 3, 37, 300, 24);
     flush();
@@ -681,6 +689,18 @@ static void test_layout(void) {
     char name[64];
     snprintf(name, sizeof name, "dropout %s", ir_dtype_name(FLOATS[i]));
     one_op(name, IR_OP_DROPOUT, dt, 5, da, 3, 1000000, NULL);
+  }
+  /* dropout inside a fused expression (fuse-elementwise's form): x + b, dropped, times b */
+  static const char *const dexpr =
+      "(mul (dropout 0.3 5 (add $0 $1) $2 (add (add (mul $3 (const i64 70)) (mul $4 (const i64 7))) (mul $5 (const i64 1)))) "
+      "$1)";
+  ir_attr fe = ir_attr_str("expr", dexpr);
+  for (int i = 0; i < 4; i++) {
+    ir_type ft[6] = {T(FLOATS[i], 3, D(3), D(5), D(7)), T(FLOATS[i], 1, D(7)), T(IR_DT_I64, 0),
+                     T(IR_DT_I64, 3, D(3), D(1), D(1)), T(IR_DT_I64, 3, D(1), D(5), D(1)), T(IR_DT_I64, 3, D(1), D(1), D(7))};
+    char name[64];
+    snprintf(name, sizeof name, "fused dropout %s", ir_dtype_name(FLOATS[i]));
+    one_op(name, IR_OP_FUSED, ft, 6, &fe, 1, 1000000, NULL);
   }
   ir_type dx = T(IR_DT_BF16, 2, D(3), D(5));
   one_op("dropout, inference form", IR_OP_DROPOUT, &dx, 1, da, 1, 0, NULL);

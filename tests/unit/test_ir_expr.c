@@ -58,6 +58,20 @@ static void test_expr(void) {
   }
   ir_expr_free(e);
 
+  /* dropout: p and stream in the instruction, (x, key, g) its arguments */
+  roundtrip("(mul (dropout 0.10000000000000001 3 (add $0 $1) $2 (add (mul $3 (const i64 8)) $4)) $5)", false);
+  e = ir_expr_parse("(dropout 0.25 7 $0 $1 $2)", false, err, sizeof err);
+  CHECK(e && e->n_ins == 4);
+  if (e) {
+    CHECK(e->ins[3].kind == IR_EXPR_OP && e->ins[3].op == IR_OP_DROPOUT && e->ins[3].value == 0.25 &&
+          e->ins[3].index == 7 && e->ins[3].arg[0] == 0 && e->ins[3].arg[1] == 1 && e->ins[3].arg[2] == 2);
+    CHECK_EQ_INT(ir_expr_arity(&e->ins[3]), 3);
+  }
+  ir_expr_free(e);
+  parse_error("(dropout 1 0 $0 $1 $2)", false, "bad expr at offset 10: expected dropout's p in (0, 1)");
+  parse_error("(dropout 0.5 x $0 $1 $2)", false, "bad expr at offset 14: expected dropout's stream");
+  parse_error("(dropout 0.5 0 $0 (neg $1) $2)", false, "bad expr at offset 18: expected dropout's key, an operand '$N'");
+
   parse_error("(add $0", false, "bad expr at offset 7: expected '$N', '#N' or '('");
   parse_error("(add $0 $1", false, "bad expr at offset 10: expected ')'");
   parse_error("(matmul $0 $1)", false, "expr uses 'matmul', which is not an elementwise op");
