@@ -553,3 +553,38 @@ int tool_parse_backend(int argc, char **argv, int *i, tool_backend *tb, ir_diag 
   ir_error_plain(d, "--backend %s: unknown backend (known: %s)", val ? val : "", known);
   return -1;
 }
+
+const char *const tool_weights_help =
+    "  --weights PATH       the parameters from a safetensors file, or an HF-style folder holding\n"
+    "                       model.safetensors (docs/weights.md); every parameter must be there\n"
+    "  --map MAP            a name map (e.g. examples/maps/hf_gpt2.map): tgc names to the file's\n"
+    "                       names, with transforms; without it the names are tgc's own\n";
+
+int tool_parse_weights_flag(int argc, char **argv, int *i, tool_weights *w, ir_diag *d) {
+  const char *val = NULL;
+  bool weights = tool_flag("--weights", argc, argv, i, &val);
+  if (!weights && !tool_flag("--map", argc, argv, i, &val)) return 0;
+  if (!val || !*val) {
+    ir_error_plain(d, "%s needs a %s", weights ? "--weights" : "--map", weights ? "PATH" : "MAP file");
+    return -1;
+  }
+  *(weights ? &w->path : &w->map) = val;
+  return 1;
+}
+
+int tool_bind_weights(const ir_graph *g, const tool_weights *w, rt_tensor **params, ir_diag *d) {
+  if (!w->path) {
+    if (w->map) ir_error_plain(d, "--map needs --weights PATH");
+    return w->map ? -1 : 0;
+  }
+  char err[2048];
+  rt_weight_map *m = NULL;
+  if (w->map && !(m = rt_weight_map_read(w->map, err, sizeof err))) {
+    ir_error_plain(d, "--map: %s", err);
+    return -1;
+  }
+  int rc = rt_weights_load(g, params, w->path, m, NULL, err, sizeof err);
+  if (rc != 0) ir_error_plain(d, "--weights: %s", err);
+  rt_weight_map_free(m);
+  return rc;
+}

@@ -1,6 +1,7 @@
 /* tools/cmd_run.c — `tgc run`: compile a model, bind its inputs (numbers,
  * lists, .npy files or seeded random), initialize its parameters from the
- * seed, run it on the CPU backend, and print the outputs (text or one JSON
+ * seed or read them (--weights, through a name map), run it on the CPU
+ * backend, and print the outputs (text or one JSON
  * object) and optionally save them as .npy. Binding and printing live in
  * bind.c (shared with `tgc grad`); a run on a mesh of MPI ranks (--mesh
  * under mpirun) in run_mesh.c. */
@@ -18,7 +19,8 @@
 
 static const char *const run_help =
     "usage: tgc run FILE [--input NAME=VALUE|NAME=@x.npy|NAME=random]... [--seed N]\n"
-    "               [-D NAME=VALUE] [--config NAME] [--out-dir DIR] [--json] [options]\n"
+    "               [-D NAME=VALUE] [--config NAME] [--weights PATH [--map MAP]] [--out-dir DIR] [--json]\n"
+    "               [options]\n"
     "       mpirun -np N tgc run FILE --mesh dp=D,tp=T,pp=P[,sp] [--zero Z] [same options]\n"
     "\n"
     "Compiles FILE, runs it (on the CPU unless --backend says otherwise) and prints its outputs.\n"
@@ -74,7 +76,7 @@ static int save_output(const char *dir, const char *name, const rt_tensor *t, ir
 int tool_cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s%s\n%s", run_help, tool_backend_help, run_mesh_help, tool_common_help);
+      printf("%s%s%s%s\n%s", run_help, tool_weights_help, tool_backend_help, run_mesh_help, tool_common_help);
       return 0;
     }
   ir_diag *d = tool_diag_new();
@@ -87,6 +89,7 @@ int tool_cmd_run(int argc, char **argv) {
   tool_backend backend = {0};
   bool json = false, profile = false;
   rt_profile prof = {0};
+  tool_weights weights = {0};
   for (int i = 1; i < argc && rc == 0; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(&o, argc, argv, &i, d);
@@ -100,6 +103,8 @@ int tool_cmd_run(int argc, char **argv) {
         rc = 1;
       }
       out_dir = val;
+    } else if ((r = tool_parse_weights_flag(argc, argv, &i, &weights, d)) != 0) {
+      if (r < 0) rc = 1;
     } else if ((r = tool_parse_backend(argc, argv, &i, &backend, d)) != 0) {
       if (r < 0) rc = 1;
     } else if (strcmp(a, "--json") == 0) {
@@ -126,6 +131,7 @@ int tool_cmd_run(int argc, char **argv) {
   rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(gw, specs, n_specs, seed, json || mr.quiet, inputs, params, mr.diag ? mr.diag : d) != 0)
     rc = 1;
+  if (rc == 0 && tool_bind_weights(gw, &weights, params, mr.diag ? mr.diag : d) != 0) rc = 1;
   rt_stats stats = {.profile = profile ? &prof : NULL};
   if (rc == 0 && !mr.comm && tool_execute(&backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
   if (rc == 0 && mr.comm && tool_mesh_run_execute(&mr, g, inputs, params, outputs, &stats, d) != 0) rc = 1;

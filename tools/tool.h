@@ -116,6 +116,7 @@ int tool_plan_auto_mesh(tool_compile_opts *o, const char *cluster, const char *c
                         int *schedule, ir_diag *d);
 int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 int tool_cmd_tokenize(int argc, char **argv);  /* cmd_tokenize.c */
+int tool_cmd_export_weights(int argc, char **argv); /* cmd_weights.c */
 
 /* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */
 #include <jansson.h>
@@ -136,6 +137,16 @@ rt_tensor *tool_bind_input(const ir_graph *g, const ir_value *in, const char *sp
 /* All inputs (from specs, else random with a note unless quiet) and params
  * (initialized from seed) into inputs[]/params[]; -1 after reporting
  * (what was allocated is left there for the caller to free). */
+/* --weights PATH and --map MAP (docs/weights.md): the parameters read from
+ * a safetensors file or an HF-style folder through a name map. */
+typedef struct {
+  const char *path, *map;
+} tool_weights;
+/* --weights / --map at argv[*i]: 1 consumed, 0 not one of them, -1 error (reported). */
+int tool_parse_weights_flag(int argc, char **argv, int *i, tool_weights *w, ir_diag *d);
+extern const char *const tool_weights_help;
+/* Replaces params[] of g by w's tensors (nothing when w->path is NULL); -1 after reporting. */
+int tool_bind_weights(const ir_graph *g, const tool_weights *w, rt_tensor **params, ir_diag *d);
 /* The tensors one run of g binds: one slot per input, param and output. */
 typedef struct {
   rt_tensor **inputs, **params, **outputs;
