@@ -60,6 +60,16 @@ int tool_cmd_export_weights(int argc, char **argv) {
   if (g) tool_alloc_slots(g, &slots);
   for (int i = 0; rc == 0 && i < g->n_params; i++)
     if (!(slots.params[i] = rt_tensor_new(&g->params[i]->type))) abort();
+  rt_safetensors *hdr = rc == 0 ? rt_safetensors_read_header(state, err, sizeof err) : NULL;
+  if (rc == 0 && !hdr) {
+    ir_error_plain(d, "--resume: %s", err);
+    rc = 1;
+  } else if (rc == 0 && rt_safetensors_meta(hdr, "sharded")) {
+    ir_error_plain(d, "--resume: %s: a state saved on a mesh (an index of per-rank files); export-weights reads a "
+                      "state saved on one device: resume it on one device and save it there", state);
+    rc = 1;
+  }
+  rt_safetensors_free(hdr);
   /* the state's parameters by tgc name; its optimizer states and nothing else left aside */
   static const char *const skip[] = {"opt/*", NULL};
   if (rc == 0 && rt_weights_load(g, slots.params, state, NULL, skip, err, sizeof err) != 0) {

@@ -359,6 +359,11 @@ static void list_add(char *list, size_t n, const char *name) {
 
 int rt_weights_load(const ir_graph *g, rt_tensor **params, const char *path, const rt_weight_map *m,
                     const char *const *skip, char *err, size_t errlen) {
+  return rt_weights_load_values((const ir_value *const *)g->params, g->n_params, params, path, m, skip, err, errlen);
+}
+
+int rt_weights_load_values(const ir_value *const *pv, int np, rt_tensor **params, const char *path,
+                           const rt_weight_map *m, const char *const *skip, char *err, size_t errlen) {
   char *file = weights_file(path);
   rt_safetensors *f = rt_safetensors_read(file, err, errlen);
   if (!f) {
@@ -369,8 +374,8 @@ int rt_weights_load(const ir_graph *g, rt_tensor **params, const char *path, con
   bool *used = calloc((size_t)n + 1, sizeof *used);
   char *missing = calloc(1, 1024), *unused = calloc(1, 1024);
   if (!used || !missing || !unused) abort();
-  for (int i = 0; i < g->n_params && rc == 0; i++) {
-    const ir_value *p = g->params[i];
+  for (int i = 0; i < np && rc == 0; i++) {
+    const ir_value *p = pv[i];
     char hf[512];
     const wt_rule *r = NULL;
     if ((rc = rule_for(m, p, hf, sizeof hf, &r, err, errlen)) != 0) break;
