@@ -347,6 +347,7 @@ int tool_cmd_stats(int argc, char **argv) {
   ir_graph *g = NULL;
   stats s = {0};
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
+  weights.model = o.file;
   if (rc == 0 && (weights.path || weights.map)) { /* the file must bind every parameter, as tgc run would */
     tool_slots slots = {0};
     tool_alloc_slots(g, &slots);
