@@ -505,8 +505,33 @@ int rt_trainer_eval(rt_trainer *t, rt_data *src, int64_t batches, rt_eval_result
  * writes nothing) when a parameter holds Inf or NaN. */
 int rt_trainer_save(const rt_trainer *t, const char *path, const rt_meta_entry *meta, int n_meta, char *err,
                     size_t errlen);
+/* weights.c — pretrained weights through a name map (docs/weights.md). A
+ * map is a text file of "tgc-pattern = file-pattern [transform...]" and
+ * "! GLOB" lines; NULL everywhere below means names as they are. */
+typedef struct rt_weight_map rt_weight_map;
+rt_weight_map *rt_weight_map_read(const char *path, char *err, size_t errlen);
+void rt_weight_map_free(rt_weight_map *m);
+/* Binds g's parameters from path (a safetensors file, or a folder holding
+ * model.safetensors) through m: params[i] replaced by the value read. Every
+ * parameter must find its tensor with its dtype and shape after the map's
+ * transforms, and every tensor of the file must be used, matched by a "!"
+ * line of m or by one of the NULL-terminated fnmatch globs skip (NULL: none). */
+int rt_weights_load(const ir_graph *g, rt_tensor **params, const char *path, const rt_weight_map *m,
+                    const char *const *skip, char *err, size_t errlen);
+/* The same for the n values pv (parameters whose names and whole types the
+ * file must give). */
+int rt_weights_load_values(const ir_value *const *pv, int n, rt_tensor **params, const char *path,
+                           const rt_weight_map *m, const char *const *skip, char *err, size_t errlen);
+/* Writes g's parameters params under m's file names (inverse transforms;
+ * split parts joined) as the safetensors file out. */
+int rt_weights_export(const ir_graph *g, rt_tensor *const *params, const rt_weight_map *m, const char *out,
+                      char *err, size_t errlen);
 /* Loads a state saved for the same model and optimizer: every tensor must
  * be there with the same dtype and shape. Sets the step from the file. */
 int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, char *err, size_t errlen);
+/* Sets the trainer's parameters (each rank its block) from pretrained
+ * weights (rt_weights_load_values through m); the optimizer state and the
+ * step stay as rt_trainer_new left them (fresh). */
+int rt_trainer_load_weights(rt_trainer *t, const char *path, const rt_weight_map *m, char *err, size_t errlen);
 
 #endif

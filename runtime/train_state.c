@@ -718,3 +718,31 @@ done:
   shards_free(&set);
   return rc;
 }
+
+int rt_trainer_load_weights(rt_trainer *t, const char *path, const rt_weight_map *m, char *err, size_t errlen) {
+  ir_value *vals = calloc((size_t)t->np + 1, sizeof *vals);
+  const ir_value **pv = calloc((size_t)t->np + 1, sizeof *pv);
+  rt_tensor **whole = calloc((size_t)t->np + 1, sizeof *whole);
+  if (!vals || !pv || !whole) abort();
+  for (int i = 0; i < t->np; i++) { /* the parameters with their whole types (a rank holds a block) */
+    vals[i] = *t->pt->step->params[i];
+    if (t->sharded) vals[i].type = ir_shard_global_type(&t->params[i]->type, layout_of(t, i), t->mesh);
+    pv[i] = &vals[i];
+  }
+  int rc = rt_weights_load_values(pv, t->np, whole, path, m, NULL, err, errlen);
+  for (int i = 0; rc == 0 && i < t->np; i++) {
+    if (t->sharded) {
+      rt_tensor *block = rt_tensor_new(&t->params[i]->type);
+      rc = block ? rt_shard_extract(whole[i], block, layout_of(t, i), t->mesh, t->coord, err, errlen) : -1;
+      if (rc == 0) rc = rt_upload(t->params[i], block->data, err, errlen);
+      rt_tensor_free(block);
+    } else {
+      rc = rt_upload(t->params[i], whole[i]->data, err, errlen);
+    }
+  }
+  for (int i = 0; i < t->np; i++) rt_tensor_free(whole[i]);
+  free(whole);
+  free(pv);
+  free(vals);
+  return rc;
+}

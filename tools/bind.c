@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "rt_tokenizer.h"
 #include "tool.h"
 
 static int parse_number(const char *s, double *out) {
@@ -552,4 +554,125 @@ int tool_parse_backend(int argc, char **argv, int *i, tool_backend *tb, ir_diag 
   }
   ir_error_plain(d, "--backend %s: unknown backend (known: %s)", val ? val : "", known);
   return -1;
+}
+
+const char *const tool_weights_help =
+    "  --weights PATH       the parameters from a safetensors file, or an HF-style folder holding\n"
+    "                       model.safetensors (docs/weights.md); every parameter must be there\n"
+    "  --map MAP            a name map (e.g. examples/maps/hf_gpt2.map): tgc names to the file's\n"
+    "                       names, with transforms; without it the names are tgc's own, or for an\n"
+    "                       HF folder maps/hf_<model_type>.map beside FILE (config.json's model_type)\n";
+
+int tool_parse_weights_flag(int argc, char **argv, int *i, tool_weights *w, ir_diag *d) {
+  const char *val = NULL;
+  bool weights = tool_flag("--weights", argc, argv, i, &val);
+  if (!weights && !tool_flag("--map", argc, argv, i, &val)) return 0;
+  if (!val || !*val) {
+    ir_error_plain(d, "%s needs a %s", weights ? "--weights" : "--map", weights ? "PATH" : "MAP file");
+    return -1;
+  }
+  *(weights ? &w->path : &w->map) = val;
+  return 1;
+}
+
+/* An HF folder's map when none is given: maps/hf_<model_type>.map beside
+ * the model file, model_type read from DIR/config.json (NULL: none). */
+static char *default_map(const tool_weights *w) {
+  struct stat st;
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "%s/config.json", w->path);
+  if (!w->model || stat(w->path, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
+  json_t *root = json_load_file(cfg, 0, NULL);
+  const char *type = root ? json_string_value(json_object_get(root, "model_type")) : NULL;
+  char *map = NULL;
+  if (type && strspn(type, "abcdefghijklmnopqrstuvwxyz0123456789_") == strlen(type)) {
+    const char *slash = strrchr(w->model, '/');
+    int dl = slash ? (int)(slash - w->model) : 1;
+    size_t n = strlen(w->model) + strlen(type) + 32;
+    map = malloc(n);
+    if (!map) abort();
+    snprintf(map, n, "%.*s/maps/hf_%s.map", dl, slash ? w->model : ".", type);
+    if (stat(map, &st) != 0) free(map), map = NULL;
+  }
+  json_decref(root);
+  return map;
+}
+
+int tool_bind_weights(const ir_graph *g, const tool_weights *w, rt_tensor **params, ir_diag *d) {
+  if (!w->path) {
+    if (w->map) ir_error_plain(d, "--map needs --weights PATH");
+    return w->map ? -1 : 0;
+  }
+  char err[2048];
+  rt_weight_map *m = NULL;
+  char *auto_map = w->map ? NULL : default_map(w);
+  const char *map = w->map ? w->map : auto_map;
+  if (map && !(m = rt_weight_map_read(map, err, sizeof err))) {
+    free(auto_map);
+    ir_error_plain(d, "--map: %s", err);
+    return -1;
+  }
+  int rc = rt_weights_load(g, params, w->path, m, NULL, err, sizeof err);
+  if (rc != 0) ir_error_plain(d, "--weights: %s%s%s%s", err, auto_map ? " (the map: " : "", auto_map ? auto_map : "",
+                              auto_map ? ", from config.json's model_type)" : "");
+  rt_weight_map_free(m);
+  free(auto_map);
+  return rc;
+}
+
+int tool_parse_text_flag(int argc, char **argv, int *i, tool_text *t, ir_diag *d) {
+  const char *val = NULL;
+  bool text = tool_flag("--text", argc, argv, i, &val);
+  if (!text && !tool_flag("--tokenizer", argc, argv, i, &val)) return 0;
+  if (!val || (!text && !*val)) {
+    ir_error_plain(d, "%s needs a %s", text ? "--text" : "--tokenizer", text ? "TEXT" : "FILE (a tokenizer.json)");
+    return -1;
+  }
+  *(text ? &t->text : &t->tokenizer) = val;
+  return 1;
+}
+
+int tool_text_prepare(tool_text *t, const tool_weights *w, tool_compile_opts *o, ir_diag *d) {
+  if (!t->text) {
+    if (t->tokenizer) ir_error_plain(d, "--tokenizer needs --text TEXT");
+    return t->tokenizer ? -1 : 0;
+  }
+  char path[4096], err[1024];
+  struct stat st;
+  if (t->tokenizer) snprintf(path, sizeof path, "%s", t->tokenizer);
+  else if (w->path && stat(w->path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/tokenizer.json", w->path);
+  else {
+    ir_error_plain(d, "--text needs a tokenizer: --tokenizer FILE, or --weights DIR holding tokenizer.json");
+    return -1;
+  }
+  rt_tokenizer *tok = rt_tokenizer_load(path, err, sizeof err);
+  if (!tok) {
+    ir_error_plain(d, "--tokenizer: %s", err);
+    return -1;
+  }
+  int32_t *ids = NULL;
+  size_t n = 0;
+  int rc = rt_tokenizer_encode(tok, t->text, strlen(t->text), true, &ids, &n, err, sizeof err);
+  rt_tokenizer_free(tok);
+  if (rc != 0 || n == 0) {
+    ir_error_plain(d, "--text: %s", rc ? err : "no tokens");
+    free(ids);
+    return -1;
+  }
+  if (!(t->ids = malloc(n * 12 + 1))) abort();
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) k += (size_t)sprintf(t->ids + k, "%s%d", i ? "," : "", (int)ids[i]);
+  free(ids);
+  snprintf(t->n, sizeof t->n, "%zu", n);
+  fe_config_set *cs = tool_configs(o);
+  rc = tool_set_constant(o, cs, "--text", "T", t->n, d);
+  fe_config_set_free(cs);
+  return rc;
+}
+
+void tool_text_specs(const tool_text *t, const ir_graph *g, tool_input_spec *specs, int *n_specs) {
+  static const char *const names[] = {"tokens", "types", "mask"};
+  for (int k = 0; t->ids && k < 3; k++)
+    for (int i = 0; i < g->n_inputs; i++)
+      if (strcmp(g->inputs[i]->name, names[k]) == 0) specs[(*n_specs)++] = (tool_input_spec){names[k], k == 0 ? t->ids : k == 1 ? "0" : "1"};
 }

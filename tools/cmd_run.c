@@ -1,6 +1,7 @@
 /* tools/cmd_run.c — `tgc run`: compile a model, bind its inputs (numbers,
  * lists, .npy files or seeded random), initialize its parameters from the
- * seed, run it on the CPU backend, and print the outputs (text or one JSON
+ * seed or read them (--weights, through a name map), run it on the CPU
+ * backend, and print the outputs (text or one JSON
  * object) and optionally save them as .npy. Binding and printing live in
  * bind.c (shared with `tgc grad`); a run on a mesh of MPI ranks (--mesh
  * under mpirun) in run_mesh.c. */
@@ -18,7 +19,8 @@
 
 static const char *const run_help =
     "usage: tgc run FILE [--input NAME=VALUE|NAME=@x.npy|NAME=random]... [--seed N]\n"
-    "               [-D NAME=VALUE] [--config NAME] [--out-dir DIR] [--json] [options]\n"
+    "               [-D NAME=VALUE] [--config NAME] [--weights PATH [--map MAP]] [--text TEXT]\n"
+    "               [--out-dir DIR] [--json] [options]\n"
     "       mpirun -np N tgc run FILE --mesh dp=D,tp=T,pp=P[,sp] [--zero Z] [same options]\n"
     "\n"
     "Compiles FILE, runs it (on the CPU unless --backend says otherwise) and prints its outputs.\n"
@@ -31,6 +33,9 @@ static const char *const run_help =
     "                       is the vocabulary/classes the input indexes (10 if it indexes nothing)\n"
     "                       Inputs not given are random, with a note on stderr.\n"
     "  --seed N             seed for random inputs and parameter initialization (default 0)\n"
+    "  --text TEXT          the input 'tokens' from TEXT's ids ([1, n], and the config's T = n;\n"
+    "                       'types' 0 and 'mask' 1 when the model has them), by --tokenizer FILE\n"
+    "                       or the tokenizer.json of --weights DIR\n"
     "  --out-dir DIR        also write every output to DIR/NAME.npy (DIR is created)\n"
     "  --json               print one JSON object:\n"
     "                       {\"outputs\": {NAME: number | {\"dtype\", \"shape\", \"data\" | \"summary\"}},\n"
@@ -74,12 +79,12 @@ static int save_output(const char *dir, const char *name, const rt_tensor *t, ir
 int tool_cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s%s\n%s", run_help, tool_backend_help, run_mesh_help, tool_common_help);
+      printf("%s%s%s%s\n%s", run_help, tool_weights_help, tool_backend_help, run_mesh_help, tool_common_help);
       return 0;
     }
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
-  tool_input_spec *specs = calloc((size_t)argc, sizeof *specs);
+  tool_input_spec *specs = calloc((size_t)argc + 3, sizeof *specs);
   if (!specs) abort();
   int n_specs = 0, rc = 0;
   uint64_t seed = 0;
@@ -87,6 +92,8 @@ int tool_cmd_run(int argc, char **argv) {
   tool_backend backend = {0};
   bool json = false, profile = false;
   rt_profile prof = {0};
+  tool_weights weights = {0};
+  tool_text text_in = {0};
   for (int i = 1; i < argc && rc == 0; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(&o, argc, argv, &i, d);
@@ -100,6 +107,10 @@ int tool_cmd_run(int argc, char **argv) {
         rc = 1;
       }
       out_dir = val;
+    } else if ((r = tool_parse_weights_flag(argc, argv, &i, &weights, d)) != 0) {
+      if (r < 0) rc = 1;
+    } else if ((r = tool_parse_text_flag(argc, argv, &i, &text_in, d)) != 0) {
+      if (r < 0) rc = 1;
     } else if ((r = tool_parse_backend(argc, argv, &i, &backend, d)) != 0) {
       if (r < 0) rc = 1;
     } else if (strcmp(a, "--json") == 0) {
@@ -111,6 +122,8 @@ int tool_cmd_run(int argc, char **argv) {
     }
   }
   if (rc == 0 && tool_need_file("run", &o, d) != 0) rc = 1;
+  weights.model = o.file;
+  if (rc == 0 && tool_text_prepare(&text_in, &weights, &o, d) != 0) rc = 1;
   char *text = NULL;
   ir_graph *g = NULL;
   tool_mesh_run mr = {0}; /* --mesh of more than one rank */
@@ -119,6 +132,7 @@ int tool_cmd_run(int argc, char **argv) {
   if (rc == 0 && tool_run_passes(g, &o, mr.diag ? mr.diag : d, stdout) != 0) rc = 1;
   if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, &o) != 0) rc = 1;
   ir_graph *gw = mr.whole ? mr.whole : g; /* the graph whose values are bound and printed: one device's */
+  if (rc == 0) tool_text_specs(&text_in, gw, specs, &n_specs);
   if (rc == 0 && tool_check_input_specs(gw, specs, n_specs, mr.diag ? mr.diag : d) != 0) rc = 1;
   if (rc == 0 && tool_check_memory(gw, mr.diag ? mr.diag : d) != 0) rc = 1;
   tool_slots slots = {0};
@@ -126,6 +140,7 @@ int tool_cmd_run(int argc, char **argv) {
   rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
   if (rc == 0 && tool_bind_all(gw, specs, n_specs, seed, json || mr.quiet, inputs, params, mr.diag ? mr.diag : d) != 0)
     rc = 1;
+  if (rc == 0 && tool_bind_weights(gw, &weights, params, mr.diag ? mr.diag : d) != 0) rc = 1;
   rt_stats stats = {.profile = profile ? &prof : NULL};
   if (rc == 0 && !mr.comm && tool_execute(&backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
   if (rc == 0 && mr.comm && tool_mesh_run_execute(&mr, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
@@ -165,6 +180,7 @@ int tool_cmd_run(int argc, char **argv) {
   ir_graph_free(g);
   free(text);
   free(specs);
+  free(text_in.ids);
   ir_diag_free(d);
   return rc;
 }

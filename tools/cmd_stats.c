@@ -30,7 +30,7 @@
 static const char *const stats_help =
     "usage: tgc stats FILE [--config C] [-D NAME=VALUE]... [--batch B] [--seq S] [--dtype bf16|fp16|fp32]\n"
     "                 [--optimizer sgd|momentum|adam|adamw] [--checkpoint POLICY] [--target NAME]\n"
-    "                 [--target-file F] [--top N] [--params] [--json] [options]\n"
+    "                 [--target-file F] [--top N] [--params] [--weights PATH [--map MAP]] [--json] [options]\n"
     "\n"
     "Compiles FILE and its training graph (gradients of the output 'loss', else of the\n"
     "first output, with respect to every parameter) without allocating anything, and\n"
@@ -80,6 +80,8 @@ static const char *const stats_help =
     "                       (flops 1e6..1e18, bandwidth 1e6..1e14, memory 0..1e15)\n"
     "  --top N              how many individual ops to list (0: none)\n"
     "  --params             list every parameter tensor\n"
+    "  --weights PATH       first check that PATH (safetensors or an HF folder; --map MAP names\n"
+    "                       its tensors) binds every parameter, as tgc run --weights would\n"
     "  --json               one JSON object: {\"params\": {\"total\", \"by_group\", \"closed_form\", ...},\n"
     "                       \"flops\": {\"forward\", \"backward\", \"recompute\", \"six_n_tokens\", ...},\n"
     "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"dropout_masks\", \"total\",\n"
@@ -307,11 +309,13 @@ int tool_cmd_stats(int argc, char **argv) {
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   stats_flags f = {.dtype = -1, .optimizer = PASS_OPT_ADAM, .top = 10};
+  tool_weights weights = {0};
   int rc = 0;
   for (int i = 1; i < argc && rc == 0; i++) {
     const char *a = argv[i];
     int r = tool_parse_common(&o, argc, argv, &i, d);
     if (r == 0) r = parse_stats_flag(&f, argc, argv, &i, d);
+    if (r == 0) r = tool_parse_weights_flag(argc, argv, &i, &weights, d);
     if (r < 0) rc = 1;
     if (r != 0) continue;
     if (tool_positional("stats", a, &o, d) != 0) rc = 1;
@@ -338,6 +342,16 @@ int tool_cmd_stats(int argc, char **argv) {
   ir_graph *g = NULL;
   stats s = {0};
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
+  weights.model = o.file;
+  if (rc == 0 && (weights.path || weights.map)) { /* the file must bind every parameter, as tgc run would */
+    tool_slots slots = {0};
+    tool_alloc_slots(g, &slots);
+    if (tool_bind_weights(g, &weights, slots.params, d) != 0) rc = 1;
+    tool_free_slots(g, &slots);
+    if (rc == 0 && !f.json)
+      printf("weights: %s binds all %d parameters%s%s\n", weights.path, g->n_params, weights.map ? " through " : "",
+             weights.map ? weights.map : "");
+  }
   if (rc == 0) {
     s.file = o.file;
     s.config = chosen ? chosen->name : NULL;

@@ -92,6 +92,8 @@ static const char *const train_help =
     "                       PATH is their index (resumable on any mesh, one device included)\n"
     "  --save-every N       ... and every N steps (each save is written to a temporary file next\n"
     "                       to PATH, fsynced, renamed over PATH; PATH must be a regular file or new)\n"
+    "  --weights PATH       start from these parameters (a safetensors file or an HF folder; --map MAP\n"
+    "                       names them: docs/weights.md); the optimizer state starts fresh\n"
     "  --resume PATH        continue from a saved state, bit-identically; its settings are the defaults\n"
     "                       (checked like the flags; flags given again override them)\n"
     "  --stop-at N          stop after step N (saving), as if interrupted; resume later\n"
@@ -174,6 +176,7 @@ typedef struct {
   bool data_set, steps_set, lr_set, opt_set, sched_set, warmup_set, mb_set, clip_set, wd_set, seed_set, batch_set,
       seq_set, vocab_set, dtype_set;
   const char *save, *resume, *log;
+  tool_weights weights;     /* --weights PATH [--map MAP]: the initial parameters */
   bool json, profile;
   tool_backend backend; /* --backend, --device */
   double comm_timeout;  /* --comm-timeout SECONDS (0: the comm layer's 300 s) */
@@ -496,6 +499,7 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
     const char *a = argv[i];
     int r = tool_parse_common(o, argc, argv, &i, d);
     if (r == 0) r = tool_parse_backend(argc, argv, &i, &t->backend, d);
+    if (r == 0) r = tool_parse_weights_flag(argc, argv, &i, &t->weights, d);
     if (r < 0) return -1;
     if (r > 0) continue;
     const char *val = NULL;
@@ -993,6 +997,12 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   if (parse_args(argc, argv, &o, &t, d) != 0) goto done;
   if (t.plan && (tool_plan_read(t.plan, &plan, d) != 0 || apply_plan(&o, &t, &plan, d) != 0)) goto done;
   if (t.save && check_save_target(t.save, d) != 0) goto done;
+  if ((t.weights.path && t.resume) || (t.weights.map && !t.weights.path)) {
+    ir_error_plain(d, "%s", t.resume ? "--weights and --resume: give one (--resume continues a state, --weights starts from "
+                                       "parameters with a fresh optimizer)"
+                                     : "--map needs --weights PATH");
+    goto done;
+  }
   bool data_given = t.data_set, eval_batches_given = t.eval_batches_set;
   if (t.resume) {
     if (!(state = rt_safetensors_read(t.resume, err, sizeof err))) {
@@ -1158,6 +1168,19 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     goto done;
   }
   if (check_sizes(prog->step, &t, ds, o.mesh_set ? o.mesh.size[IR_AXIS_DP] : 1, d) != 0) goto done;
+  if (t.weights.path) {
+    rt_weight_map *wm = NULL;
+    if (t.weights.map && !(wm = rt_weight_map_read(t.weights.map, err, sizeof err))) {
+      ir_error_plain(d, "--map: %s", err);
+      goto done;
+    }
+    int wr = rt_trainer_load_weights(tr, t.weights.path, wm, err, sizeof err);
+    rt_weight_map_free(wm);
+    if (wr != 0) {
+      ir_error_plain(d, "--weights: %s", err);
+      goto done;
+    }
+  }
   if (state && rt_trainer_load(tr, state, t.resume, err, sizeof err) != 0) {
     ir_error_plain(d, "--resume: %s", err);
     goto done;

@@ -304,6 +304,8 @@ static const tool_command commands[] = {
     {"compile", tool_cmd_compile, "lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest", NULL},
     {"tokenize", tool_cmd_tokenize, "text to token ids (or back) with a tokenizer.json (WordPiece, byte-level BPE)",
      "TEXT"},
+    {"export-weights", tool_cmd_export_weights, "a trained state's parameters as plain safetensors under a name map",
+     NULL},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -116,6 +116,7 @@ int tool_plan_auto_mesh(tool_compile_opts *o, const char *cluster, const char *c
                         int *schedule, ir_diag *d);
 int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 int tool_cmd_tokenize(int argc, char **argv);  /* cmd_tokenize.c */
+int tool_cmd_export_weights(int argc, char **argv); /* cmd_weights.c */
 
 /* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */
 #include <jansson.h>
@@ -136,6 +137,31 @@ rt_tensor *tool_bind_input(const ir_graph *g, const ir_value *in, const char *sp
 /* All inputs (from specs, else random with a note unless quiet) and params
  * (initialized from seed) into inputs[]/params[]; -1 after reporting
  * (what was allocated is left there for the caller to free). */
+/* --weights PATH and --map MAP (docs/weights.md): the parameters read from
+ * a safetensors file or an HF-style folder through a name map. */
+typedef struct {
+  const char *path, *map;
+  const char *model; /* the model FILE: an HF folder's default map is beside it, maps/hf_<model_type>.map */
+} tool_weights;
+/* --weights / --map at argv[*i]: 1 consumed, 0 not one of them, -1 error (reported). */
+int tool_parse_weights_flag(int argc, char **argv, int *i, tool_weights *w, ir_diag *d);
+extern const char *const tool_weights_help;
+/* --text TEXT [--tokenizer F] of tgc run: TEXT's ids (F, else DIR/tokenizer.json
+ * of --weights DIR) as the input `tokens` [1, n], the config's T set to n,
+ * and `types` 0 and `mask` 1 when the model has those inputs. */
+typedef struct {
+  const char *text, *tokenizer;
+  char *ids;   /* "id,id,..." (malloc'd) */
+  char n[24];  /* the count, the value of -D T */
+} tool_text;
+/* --text / --tokenizer at argv[*i]: 1 consumed, 0 not one of them, -1 error (reported). */
+int tool_parse_text_flag(int argc, char **argv, int *i, tool_text *t, ir_diag *d);
+/* Before loading: tokenizes and sets T (0, or -1 after reporting). */
+int tool_text_prepare(tool_text *t, const tool_weights *w, tool_compile_opts *o, ir_diag *d);
+/* After loading: appends the inputs' specs (room for 3 more). */
+void tool_text_specs(const tool_text *t, const ir_graph *g, tool_input_spec *specs, int *n_specs);
+/* Replaces params[] of g by w's tensors (nothing when w->path is NULL); -1 after reporting. */
+int tool_bind_weights(const ir_graph *g, const tool_weights *w, rt_tensor **params, ir_diag *d);
 /* The tensors one run of g binds: one slot per input, param and output. */
 typedef struct {
   rt_tensor **inputs, **params, **outputs;
