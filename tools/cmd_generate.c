@@ -298,6 +298,10 @@ int tool_cmd_generate(int argc, char **argv) {
     else if (r == 0 && tool_positional("generate", argv[i], &o, d) != 0) rc = 1;
   }
   if (rc == 0 && tool_need_file("generate", &o, d) != 0) rc = 1;
+  if (rc == 0 && o.mesh_set) {
+    ir_error_plain(d, "generate: --mesh is not supported yet (one device)");
+    rc = 1;
+  }
   if (rc == 0 && (!go.prompt || go.max_new == 0)) {
     ir_error_plain(d, "generate: %s is required", !go.prompt ? "--prompt TEXT" : "--max-new-tokens N");
     rc = 1;

@@ -62,4 +62,10 @@ msg=$("$tgc" generate $gpt --max-new-tokens 1 2>&1) && fail "no --prompt accepte
 [ "$msg" = "tgc: error: generate: --prompt TEXT is required" ] || fail "$msg"
 msg=$("$tgc" generate examples/mlp.tg --prompt a --max-new-tokens 1 2>&1) && fail "mlp accepted"
 case "$msg" in *'generate needs an input "tokens" and an output "logits"'*) ;; *) fail "mlp: $msg" ;; esac
+msg=$("$tgc" generate $gpt --prompt a --max-new-tokens 1 --mesh tp=2 2>&1) && fail "--mesh accepted"
+[ "$msg" = "tgc: error: generate: --mesh is not supported yet (one device)" ] || fail "$msg"
+msg=$(gen --prompt a --max-new-tokens 0 2>&1) && fail "--max-new-tokens 0 accepted"
+[ "$msg" = "tgc: error: --max-new-tokens needs an integer in [1, 1000000], not '0'" ] || fail "$msg"
+msg=$(gen --prompt a --max-new-tokens 1 --top-p 1.5 2>&1) && fail "--top-p 1.5 accepted"
+[ "$msg" = "tgc: error: --top-p needs a number in [1e-09, 1], not '1.5'" ] || fail "$msg"
 echo "generate: ok"
