@@ -265,12 +265,47 @@ static int check_model(const ir_graph *g, const char *file, ir_diag *d) {
   return 0;
 }
 
+/* At s[0..n) (n > 0): the length of the valid UTF-8 sequence there (> 0),
+ * or minus the length of its maximal ill-formed subpart (the bytes that
+ * begin some valid sequence; at least one), which Unicode (and Python's
+ * decode(errors="replace")) replaces with one U+FFFD. */
+static long utf8_seq(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  if (len == 0) return -1;
+  /* the second byte's range (E0: no overlong, ED: no surrogate, F0/F4: U+10000..U+10FFFF) */
+  unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+  for (size_t k = 1; k < len; k++) {
+    if (k >= n || s[k] < (k == 1 ? lo : 0x80) || s[k] > (k == 1 ? hi : 0xbf)) return -(long)k;
+  }
+  return (long)len;
+}
+
+/* text as valid UTF-8 for JSON, ill-formed parts replaced with U+FFFD as
+ * Python's decode(errors="replace") does. malloc'd; *out_len its bytes. */
+static char *utf8_repair(const char *text, size_t len, size_t *out_len) {
+  char *r = malloc(3 * len + 1);
+  if (!r) abort();
+  size_t o = 0;
+  for (size_t i = 0; i < len;) {
+    long k = utf8_seq((const unsigned char *)text + i, len - i);
+    if (k > 0) memcpy(r + o, text + i, (size_t)k), o += (size_t)k, i += (size_t)k;
+    else memcpy(r + o, "\xef\xbf\xbd", 3), o += 3, i += (size_t)-k;
+  }
+  r[o] = 0;
+  *out_len = o;
+  return r;
+}
+
 static void print_result(const int32_t *ids, size_t n, const char *text, size_t len, bool json) {
   if (json) {
     json_t *root = json_object(), *arr = json_array();
     for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
     json_object_set_new(root, "ids", arr);
-    json_object_set_new(root, "text", json_stringn_nocheck(text, len));
+    size_t n_ok = 0;
+    char *ok = utf8_repair(text, len, &n_ok);
+    json_object_set_new(root, "text", json_stringn(ok, n_ok));
+    free(ok);
     json_dumpf(root, stdout, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
     fputc('\n', stdout);
     json_decref(root);

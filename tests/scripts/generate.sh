@@ -55,6 +55,20 @@ n=$("$tgc" tokenize --tokenizer $tok --no-special "$p17" | wc -w)
 msg=$("$tgc" generate $gpt -D V=$V --tokenizer $tok --prompt "$p17" --max-new-tokens 1 2>&1) &&
   fail "long tokenized prompt accepted"
 [ "$msg" = "tgc: error: --prompt: the prompt is $n tokens, longer than the model's context of 16" ] || fail "$msg"
+# examples/llama.tg (random, bytes): greedy the same on cpu and cuda-emu; the
+# bytes of the output that are not UTF-8 become U+FFFD in --json's text
+l1=$("$tgc" generate examples/llama.tg --config tiny -D V=256 --prompt "ab" --max-new-tokens 12 --json) || fail "llama"
+l2=$("$tgc" generate examples/llama.tg --config tiny -D V=256 --prompt "ab" --max-new-tokens 12 --json --backend cuda-emu) ||
+  fail "llama cuda-emu"
+[ "$l1" = "$l2" ] || fail "llama cpu / cuda-emu: $l1 / $l2"
+for seed in 1 2 3; do # random bytes: many ill-formed sequences, each replaced as Python does
+  l3=$("$tgc" generate examples/llama.tg --config tiny -D V=256 --prompt "ab" --max-new-tokens 40 --temperature 1 \
+    --seed $seed --json) || fail "llama sampled"
+  echo "$l3" | python3 -c "
+import json, sys
+j = json.load(sys.stdin)
+assert j['text'] == bytes(j['ids']).decode('utf-8', 'replace'), j" || fail "llama --json text: $l3"
+done
 # refusals
 msg=$("$tgc" generate $gpt --prompt "é" --max-new-tokens 1 2>&1) && fail "byte 195 in a model of 64 accepted"
 [ "$msg" = "tgc: error: --prompt: token 195 (position 0) is outside the model's vocabulary of 64 (text is bytes: give --vocab 256 to train)" ] || fail "$msg"
