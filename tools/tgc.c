@@ -302,6 +302,7 @@ static const tool_command commands[] = {
     {"stats", tool_cmd_stats, "what a model costs: parameters, FLOPs, memory", NULL},
     {"plan", tool_cmd_plan, "the parallel plan of a training step for a cluster, simulated and explained", NULL},
     {"compile", tool_cmd_compile, "lower to CUDA C and cuBLASLt calls, compile with NVRTC: .cu, PTX, manifest", NULL},
+    {"generate", tool_cmd_generate, "sample text from a language model (a training state or the seed)", NULL},
     {"tokenize", tool_cmd_tokenize, "text to token ids (or back) with a tokenizer.json (WordPiece, byte-level BPE)",
      "TEXT"},
     {"export-weights", tool_cmd_export_weights, "a trained state's parameters as plain safetensors under a name map",

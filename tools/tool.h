@@ -117,6 +117,7 @@ int tool_plan_auto_mesh(tool_compile_opts *o, const char *cluster, const char *c
 int tool_cmd_compile(int argc, char **argv);   /* cmd_compile.c */
 int tool_cmd_tokenize(int argc, char **argv);  /* cmd_tokenize.c */
 int tool_cmd_export_weights(int argc, char **argv); /* cmd_weights.c */
+int tool_cmd_generate(int argc, char **argv);  /* cmd_generate.c */
 
 /* ---- bind.c: inputs, parameters and printing for commands that run a model ---- */
 #include <jansson.h>
