@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "sema.h"
 
 /* Parses -D text as an integer or a float. */
@@ -108,7 +109,7 @@ static void bind_entries(fe_sema *S, const ast *cfg, const fe_define *defines, i
 bool fe_bind_config(fe_sema *S, const ast *cfg, const fe_options *opt) {
   bool ok = true;
   sv *dv = calloc((size_t)(opt->n_defines > 0 ? opt->n_defines : 1), sizeof *dv);
-  if (!dv) abort();
+  if (!dv) IR_DIE("out of memory (dv)");
   for (int j = 0; j < opt->n_defines; j++) {
     const fe_define *def = &opt->defines[j];
     if (!parse_define(def->value, &dv[j])) {
@@ -166,7 +167,7 @@ fe_config_set *fe_configs(const char *path, const char *text, size_t len, const 
   char *sink_buf = NULL;
   size_t sink_len = 0;
   FILE *sink = open_memstream(&sink_buf, &sink_len);
-  if (!sink) abort();
+  if (!sink) IR_DIE("out of memory (sink)");
   ir_diag *quiet = ir_diag_new(sink);
   fe_sema S = {.d = quiet, .arena = ir_arena_new(), .text = text, .layer = -1, .const_only = true};
   S.file = ir_arena_strdup(S.arena, path); /* locations live as long as the set */

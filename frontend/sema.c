@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "sema.h"
 
 /* ---------------------------------------------------------------------- */
@@ -45,7 +46,7 @@ static bool first_report(fe_sema *S, const ast *at) {
     int64_t *old = S->reported;
     S->rep_cap = old_cap ? old_cap * 2 : 64;
     S->reported = calloc(S->rep_cap, sizeof *S->reported);
-    if (!S->reported) abort();
+    if (!S->reported) IR_DIE("out of memory (S->reported)");
     for (size_t i = 0; i < old_cap; i++) {
       if (!old[i]) continue;
       size_t j = (size_t)(old[i] * 0x9E3779B97F4A7C15ULL) & (S->rep_cap - 1);
@@ -115,7 +116,7 @@ static void path_push(fe_sema *S, const char *s) {
   if (S->path_len + n + 1 > S->path_cap) {
     S->path_cap = (S->path_len + n + 1) * 2;
     S->path = realloc(S->path, S->path_cap);
-    if (!S->path) abort();
+    if (!S->path) IR_DIE("out of memory (S->path)");
   }
   memcpy(S->path + S->path_len, s, n + 1);
   S->path_len += n;

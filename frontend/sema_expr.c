@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "sema.h"
 
 #define FE_PI 3.14159265358979323846
@@ -491,7 +492,7 @@ static sv eval_binary_chain(fe_sema *S, const ast *e, const char *hint) {
   int n = 0;
   for (const ast *k = e; k->kind == AST_BINARY; k = k->kid[0]) n++;
   const ast **spine = malloc((size_t)n * sizeof *spine);
-  if (!spine) abort();
+  if (!spine) IR_DIE("out of memory (spine)");
   int i = n;
   for (const ast *k = e; k->kind == AST_BINARY; k = k->kid[0]) spine[--i] = k;
   sv acc = fe_eval(S, spine[0]->kid[0], NULL, 0);

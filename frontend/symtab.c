@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "sema.h"
 
 static uint64_t hash_name(const char *s) { return ir_hash_bytes(s, strlen(s)); }
@@ -30,7 +31,7 @@ static void grow(fe_symtab *t) {
   fe_sym *old = t->slots;
   t->cap = old_cap ? old_cap * 2 : 16;
   t->slots = calloc(t->cap, sizeof *t->slots);
-  if (!t->slots) abort();
+  if (!t->slots) IR_DIE("out of memory (t->slots)");
   for (size_t i = 0; i < old_cap; i++)
     if (old[i].name) *probe(t, old[i].name) = old[i];
   free(old);

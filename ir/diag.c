@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ir_die.h"
 #include "ir.h"
 
 typedef struct {
@@ -33,7 +34,7 @@ struct ir_diag {
 
 ir_diag *ir_diag_new(FILE *out) {
   ir_diag *d = calloc(1, sizeof *d);
-  if (!d) abort();
+  if (!d) IR_DIE("out of memory (d)");
   d->out = out ? out : stderr;
   d->max_errors = 20;
   return d;
@@ -49,7 +50,7 @@ void ir_diag_add_source(ir_diag *d, const char *path, const char *text, size_t l
   if (d->n_sources == d->cap_sources) {
     d->cap_sources = d->cap_sources ? 2 * d->cap_sources : 4;
     d->sources = realloc(d->sources, d->cap_sources * sizeof *d->sources);
-    if (!d->sources) abort();
+    if (!d->sources) IR_DIE("out of memory (d->sources)");
   }
   d->sources[d->n_sources++] = (diag_source){path, text, len};
 }
@@ -209,7 +210,7 @@ char *ir_read_file(const char *path, size_t max_bytes, size_t *len, ir_diag *d) 
   }
   size_t cap = (size_t)st.st_size + 1, n = 0;
   char *buf = malloc(cap);
-  if (!buf) abort();
+  if (!buf) IR_DIE("out of memory (buf)");
   for (;;) {
     size_t got = fread(buf + n, 1, cap - 1 - n, f);
     n += got;
@@ -231,7 +232,7 @@ char *ir_read_file(const char *path, size_t max_bytes, size_t *len, ir_diag *d) 
     }
     cap = cap * 2 > max_bytes + 1 ? max_bytes + 1 : cap * 2;
     buf = realloc(buf, cap);
-    if (!buf) abort();
+    if (!buf) IR_DIE("out of memory (buf)");
   }
   fclose(f);
   buf[n] = 0;

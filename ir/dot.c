@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "ir.h"
 
 #define EDGE_LABEL_MAX 12 /* longer value names leave the edge unlabelled */
@@ -94,7 +95,7 @@ static void print_value_node(FILE *out, const ir_value *v, const char *color) {
   type_text(v, type, sizeof type);
   size_t n = strlen(v->name) + strlen(type) + 4;
   char *label = malloc(n);
-  if (!label) abort();
+  if (!label) IR_DIE("out of memory (label)");
   snprintf(label, n, "%%%s\n%s", v->name, type);
   fprintf(out, "  v%d [", v->id);
   put_label(out, label);
@@ -106,7 +107,7 @@ static void print_op_node(FILE *out, const ir_node *n) {
   char *label = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&label, &len);
-  if (!f) abort();
+  if (!f) IR_DIE("out of memory (f)");
   bool is_const = n->op == IR_OP_CONST;
   fputs(ir_op_name(n->op), f);
   if (n->layer >= 0) fprintf(f, " (layer %d)", n->layer);

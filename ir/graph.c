@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "ir.h"
 
 /* ---- name map: open addressing, string keys in the arena ----
@@ -52,7 +53,7 @@ static void name_grow(struct ir_name_set *ns) {
   size_t old_cap = ns->cap;
   ns->cap = old_cap ? old_cap * 2 : 64;
   ns->slots = calloc(ns->cap, sizeof *ns->slots);
-  if (!ns->slots) abort();
+  if (!ns->slots) IR_DIE("out of memory (ns->slots)");
   for (size_t i = 0; i < old_cap; i++) /* keys are unique: the first empty slot */
     if (old[i].key) {
       size_t j = old[i].hash & (ns->cap - 1);
@@ -102,7 +103,7 @@ static name_entry *unique_entry(ir_graph *g, const char *hint) {
   if (fresh) return base;
   size_t hl = strlen(hint);
   char *cand = hl + 24 <= sizeof buf ? buf : malloc(hl + 24);
-  if (!cand) abort();
+  if (!cand) IR_DIE("out of memory (cand)");
   for (;;) {
     int n = base->next_suffix++;
     snprintf(cand, hl + 24, "%s.%d", hint, n);
@@ -128,17 +129,17 @@ ir_value *ir_graph_find_value(const ir_graph *g, const char *name) {
     if ((n) == (cap)) {                                              \
       (cap) = (cap) ? 2 * (cap) : 16;                                \
       (arr) = realloc((arr), (size_t)(cap) * sizeof *(arr));         \
-      if (!(arr)) abort();                                           \
+      if (!(arr)) IR_DIE("out of memory ((arr))");                                           \
     }                                                                \
     (arr)[(n)++] = (x);                                              \
   } while (0)
 
 ir_graph *ir_graph_new(const char *name, const char *source_file) {
   ir_graph *g = calloc(1, sizeof *g);
-  if (!g) abort();
+  if (!g) IR_DIE("out of memory (g)");
   g->arena = ir_arena_new();
   g->names = calloc(1, sizeof *g->names);
-  if (!g->names) abort();
+  if (!g->names) IR_DIE("out of memory (g->names)");
   g->name = ir_arena_strdup(g->arena, name ? name : "main");
   g->source_file = source_file ? ir_arena_strdup(g->arena, source_file) : NULL;
   g->mesh = ir_mesh_single();
@@ -237,7 +238,7 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   ir_type in_types_small[MAX_IN], *in_types = in_types_small;
   if (n_in > MAX_IN) {
     in_types = malloc((size_t)n_in * sizeof *in_types);
-    if (!in_types) abort();
+    if (!in_types) IR_DIE("out of memory (in_types)");
   }
   for (int i = 0; i < n_in; i++) in_types[i] = in[i]->type;
   /* split may have many results: size the buffer by its sizes attribute */
@@ -245,7 +246,7 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   for (int i = 0; i < n_attrs; i++)
     if (attrs[i].kind == IR_ATTR_INTS && attrs[i].n + 1 > cap_out) cap_out = attrs[i].n + 1;
   ir_type *out = calloc((size_t)cap_out, sizeof *out);
-  if (!out) abort();
+  if (!out) IR_DIE("out of memory (out)");
   if (out_type) out[0] = *out_type;
   int n_out = out_type ? 1 : 0;
   ir_node *node = NULL;
@@ -256,7 +257,7 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
       ir_attr probe = attrs[i];
       ir_attr_parse(op, &probe, g->arena);
       if (probe.expr || probe.einsum) {
-        if (!(parsed = malloc((size_t)n_attrs * sizeof *parsed))) abort();
+        if (!(parsed = malloc((size_t)n_attrs * sizeof *parsed))) IR_DIE("out of memory ((parsed = malloc((size_t)n_attrs * sizeof *parsed)))");
         memcpy(parsed, attrs, (size_t)n_attrs * sizeof *parsed);
         parsed[i] = probe;
       }
@@ -264,7 +265,7 @@ ir_node *ir_graph_build(ir_graph *g, ir_op op, ir_value *const *in, int n_in,
   if (parsed) attrs = parsed;
   if (ir_infer(op, in_types, n_in, attrs, n_attrs, out, &n_out, err, errlen) == 0) {
     const char **names = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *names);
-    if (!names) abort();
+    if (!names) IR_DIE("out of memory (names)");
     char buf[256];
     for (int i = 0; i < n_out; i++) {
       if (!name_hint) continue;
@@ -308,7 +309,7 @@ void ir_replace_uses_many(ir_graph *g, ir_value *const *olds, ir_value *const *n
   if (n <= 0) return;
   int bound = ir_graph_id_bound(g);
   ir_value **to = calloc((size_t)bound + 1, sizeof *to);
-  if (!to) abort();
+  if (!to) IR_DIE("out of memory (to)");
   for (int i = 0; i < n; i++)
     if (olds[i]->id >= 0 && olds[i]->id < bound && olds[i] != news[i]) to[olds[i]->id] = news[i];
   /* follows chains (a -> b, b -> c); a cycle would be a pass bug */
@@ -391,7 +392,7 @@ void ir_graph_compact(ir_graph *g) {
   /* a declaration stays only while it is still listed (one mark per value
    * id: a scan of the lists per value was quadratic in the params) */
   bool *listed = calloc((size_t)g->n_values + 1, sizeof *listed);
-  if (!listed) abort();
+  if (!listed) IR_DIE("out of memory (listed)");
   for (int j = 0; j < g->n_inputs + g->n_params; j++) {
     const ir_value *v = j < g->n_inputs ? g->inputs[j] : g->params[j - g->n_inputs];
     if (v->id >= 0 && v->id < g->n_values && g->values[v->id] == v) listed[v->id] = true;
@@ -415,7 +416,7 @@ void ir_graph_compact(ir_graph *g) {
 void ir_graph_move_tail(ir_graph *g, int count, int pos) {
   if (count <= 0 || pos >= g->n_nodes - count) return;
   ir_node **tmp = malloc((size_t)count * sizeof *tmp);
-  if (!tmp) abort();
+  if (!tmp) IR_DIE("out of memory (tmp)");
   memcpy(tmp, g->nodes + g->n_nodes - count, (size_t)count * sizeof *tmp);
   memmove(g->nodes + pos + count, g->nodes + pos, (size_t)(g->n_nodes - count - pos) * sizeof *tmp);
   memcpy(g->nodes + pos, tmp, (size_t)count * sizeof *tmp);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "ir.h"
 
 #define MAX_LIST 1000000 /* operands / results / list items in one line */
@@ -152,7 +153,7 @@ static void sbuf_push(parser *p, char c) {
   if (p->slen + 1 >= p->scap) {
     size_t cap = p->scap ? p->scap * 2 : 64;
     char *nb = realloc(p->sbuf, cap);
-    if (!nb) abort();
+    if (!nb) IR_DIE("out of memory (nb)");
     p->sbuf = nb;
     p->scap = cap;
   }
@@ -430,7 +431,7 @@ static entry *table_insert(parser *p, name_table *t, const char *s, size_t n, in
   if ((t->count + 1) * 2 > t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 64;
     entry **slots = calloc(cap, sizeof *slots);
-    if (!slots) abort();
+    if (!slots) IR_DIE("out of memory (slots)");
     for (size_t k = 0; k < t->cap; k++) {
       entry *e = t->slots[k];
       if (!e) continue;
@@ -470,7 +471,7 @@ static entry *define_value(parser *p) {
   if (p->n_pending == p->cap_pending) {
     int cap = p->cap_pending ? p->cap_pending * 2 : 16;
     entry **np = realloc(p->pending, (size_t)cap * sizeof *np);
-    if (!np) abort();
+    if (!np) IR_DIE("out of memory (np)");
     p->pending = np;
     p->cap_pending = cap;
   }
@@ -715,7 +716,7 @@ static void record_at(parser *p, ir_loc **at, int *cap, int i, int line, int col
     int nc = *cap ? *cap : 64;
     while (nc <= i) nc *= 2;
     ir_loc *na = realloc(*at, (size_t)nc * sizeof *na);
-    if (!na) abort();
+    if (!na) IR_DIE("out of memory (na)");
     *at = na;
     *cap = nc;
   }
@@ -788,7 +789,7 @@ static bool parse_attr_value(parser *p, ir_attr *at, int64_t **ints_owned) {
       if (n == cap) {
         cap = cap ? cap * 2 : 8;
         int64_t *nb = realloc(buf, (size_t)cap * sizeof *nb);
-        if (!nb) abort();
+        if (!nb) IR_DIE("out of memory (nb)");
         buf = nb;
       }
       buf[n++] = p->tok.i;
@@ -873,7 +874,7 @@ static void grow(void **arr, int *cap, int n, size_t elem) {
   if (n < *cap) return;
   int nc = *cap ? *cap * 2 : 8;
   void *na = realloc(*arr, (size_t)nc * elem);
-  if (!na) abort();
+  if (!na) IR_DIE("out of memory (na)");
   *arr = na;
   *cap = nc;
 }
@@ -966,7 +967,7 @@ static bool parse_node_line(parser *p, node_lists *L, ir_attr *attrs, int64_t **
   if (!expect_eol(p)) return false;
 
   ir_type *types = malloc((size_t)(L->n_annots ? L->n_annots : 1) * sizeof *types);
-  if (!types) abort();
+  if (!types) IR_DIE("out of memory (types)");
   for (int r = 0; r < L->n_annots; r++) types[r] = L->annots[r].type;
   static ir_value *const no_operands[1];
   ir_node *n = ir_graph_add_node(p->g, (ir_op)op, L->n_in ? L->in : no_operands, L->n_in, types, L->n_annots, attrs,

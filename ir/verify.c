@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "ir.h"
 
 enum { UNDEFINED = 0, DEFINED = 1, DEAD_DEF = 2 };
@@ -71,7 +72,7 @@ static void set_init(name_set *s, int n) {
   s->cap = 16;
   while (s->cap < (size_t)n * 2) s->cap *= 2;
   s->slots = calloc(s->cap, sizeof *s->slots);
-  if (!s->slots) abort();
+  if (!s->slots) IR_DIE("out of memory (s->slots)");
 }
 /* Adds name; false if it was already there. */
 static bool set_add(name_set *s, const char *name) {
@@ -215,7 +216,7 @@ static void retype_node(vctx *c, const ir_node *n) {
   int cap = infer_capacity(n);
   ir_type *in = n->n_in > SMALL ? malloc((size_t)n->n_in * sizeof *in) : in_small;
   ir_type *out = cap > SMALL ? calloc((size_t)cap, sizeof *out) : out_small;
-  if (!in || !out) abort();
+  if (!in || !out) IR_DIE("out of memory (in || !out)");
   for (int i = 0; i < n->n_in; i++) in[i] = n->in[i]->type;
   if (ir_op_kind_of(n->op) == IR_OPK_NULLARY) out[0] = n->out[0]->type;
   char err[512];
@@ -346,7 +347,7 @@ int ir_verify_at(const ir_graph *g, const ir_verify_locs *at, ir_diag *d) {
   size_t nv = g->n_values > 0 ? (size_t)g->n_values : 1;
   c.state = calloc(nv, 1);
   c.declared = calloc(nv, 1);
-  if (!c.state || !c.declared) abort();
+  if (!c.state || !c.declared) IR_DIE("out of memory (c.state || !c.declared)");
   check_decls(&c, g->inputs, g->n_inputs, 1);
   check_decls(&c, g->params, g->n_params, 2);
   check_values(&c);

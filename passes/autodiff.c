@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "ir_die.h"
 #include "autodiff_impl.h"
 
 int pass_autodiff(ir_graph *g, const pass_options *o) {
@@ -31,7 +32,7 @@ int pass_autodiff(ir_graph *g, const pass_options *o) {
       return -1;
     }
     ir_value **grads = calloc((size_t)n_wrt, sizeof *grads);
-    if (!grads) abort();
+    if (!grads) IR_DIE("out of memory (grads)");
     int before = g->n_nodes;
     if (pass_vjp(g, n->in[0], n->in + 1, n_wrt, grads, o->diag) != 0) {
       free(grads);
@@ -44,7 +45,7 @@ int pass_autodiff(ir_graph *g, const pass_options *o) {
     n->dead = true;
     int bound = ir_graph_id_bound(g);
     bool *is_grad = calloc((size_t)bound + 1, sizeof *is_grad);
-    if (!is_grad) abort();
+    if (!is_grad) IR_DIE("out of memory (is_grad)");
     for (int i = 0; i < n_wrt; i++)
       if (grads[i]->id >= 0 && grads[i]->id < bound) is_grad[grads[i]->id] = true;
     for (int j = 0; j < g->n_outputs; j++) { /* a returned gradient keeps role grad */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "autodiff_impl.h"
 
 static void mark(ad_ctx *c, ir_node *n) {
@@ -43,7 +44,7 @@ void ad_op_multi(ad_ctx *c, ir_op op, ir_value *const *in, int n_in, const ir_at
     if (attrs[i].kind == IR_ATTR_INTS) sizes = &attrs[i];
   ir_type *out = tout;
   if (sizes && sizes->n > 64) out = malloc((size_t)sizes->n * sizeof *out);
-  if (!out) abort();
+  if (!out) IR_DIE("out of memory (out)");
   if (ir_infer(op, tin, n_in, attrs, n_attrs, out, &n_out, err, sizeof err) != 0) {
     fprintf(stderr, "tgc: internal error: autodiff building %s: %s\n", ir_op_name(op), err);
     abort();

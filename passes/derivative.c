@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 ir_value *pass_sum_all(ir_graph *g, ir_value *v, const char *name) {
@@ -91,7 +92,7 @@ int pass_append_gradients(ir_graph *g, const pass_grad_request *r, const pass_op
     }
   ir_value *loss = seeded_loss(g, r);
   ir_value **grads = calloc((size_t)r->n_wrt + 1, sizeof *grads);
-  if (!grads) abort();
+  if (!grads) IR_DIE("out of memory (grads)");
   int rc = pass_vjp(g, loss, r->wrt, r->n_wrt, grads, o->diag);
   for (int k = 0; rc == 0 && k < r->n_wrt; k++) {
     char name[600];
@@ -105,7 +106,7 @@ int pass_append_gradients(ir_graph *g, const pass_grad_request *r, const pass_op
 int pass_append_tangents(ir_graph *g, ir_value *const *wrt, int n, ir_value **tangent_inputs, const pass_options *o) {
   int n_model = g->n_outputs;
   ir_value **of = calloc((size_t)n_model + 1, sizeof *of), **touts = calloc((size_t)n_model + 1, sizeof *touts);
-  if (!of || !touts) abort();
+  if (!of || !touts) IR_DIE("out of memory (of || !touts)");
   for (int k = 0; k < n; k++) {
     char name[600];
     snprintf(name, sizeof name, "t_%s", wrt[k]->name);
@@ -169,7 +170,7 @@ int pass_build_gradcheck(const ir_graph *model, pass_gradcheck *c, ir_diag *d) {
   c->leaf = calloc((size_t)n_leaf + 1, sizeof *c->leaf);
   c->tangent_input = calloc((size_t)n_leaf + 1, sizeof *c->tangent_input);
   c->grad_output = calloc((size_t)n_leaf + 1, sizeof *c->grad_output);
-  if (!wv || !tv || !grads || !c->leaf || !c->tangent_input || !c->grad_output) abort();
+  if (!wv || !tv || !grads || !c->leaf || !c->tangent_input || !c->grad_output) IR_DIE("out of memory (wv || !tv || !grads || !c->leaf || !c->tangent_input || !c->grad_output)");
   for (int i = 0; i < n_leaf; i++) {
     ir_value *v = i < n_in0 ? gd->inputs[i] : gd->params[i - n_in0];
     if (!ir_dtype_is_float(v->type.dtype)) continue;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 /* The position iota along dim d of a value of type t: i64 [1, .., t.dims[d], .., 1]. */
@@ -30,7 +31,7 @@ static ir_value *positions(ir_graph *g, const ir_type *t, int d, int *added) {
   ir_attr ax = ir_attr_int("axis", d);
   char err[256];
   ir_node *k = ir_graph_build(g, IR_OP_IOTA, NULL, 0, &ax, 1, &pt, name, (ir_loc){0}, err, sizeof err);
-  if (!k) abort(); /* the type is well formed by construction */
+  if (!k) IR_DIE("out of memory (k)"); /* the type is well formed by construction */
   ++*added;
   return k->out[0];
 }
@@ -100,7 +101,7 @@ int64_t pass_dropout_mask_bytes(const ir_graph *g, int *n_dropouts) {
       if (n == cap) {
         cap = cap ? 2 * cap : 64;
         int64_t *ns2 = realloc(seen, (size_t)cap * sizeof *seen);
-        if (!ns2) abort(); /* a handful of streams per layer */
+        if (!ns2) IR_DIE("out of memory (ns2)"); /* a handful of streams per layer */
         seen = ns2;
       }
       seen[n++] = st[k];

@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 typedef struct {
@@ -100,7 +101,7 @@ static void count_uses(fa_ctx *c) {
   c->uses = ir_use_counts(c->g, &c->n_uses);
   c->reader = calloc((size_t)c->n_uses + 1, sizeof *c->reader);
   c->to = calloc((size_t)c->n_uses + 1, sizeof *c->to);
-  if (!c->uses || !c->reader || !c->to) abort();
+  if (!c->uses || !c->reader || !c->to) IR_DIE("out of memory (c->uses || !c->reader || !c->to)");
   for (int i = 0; i < c->g->n_nodes; i++) {
     ir_node *n = c->g->nodes[i];
     if (n->dead) continue;
@@ -116,7 +117,7 @@ static void grow_uses(fa_ctx *c) {
   int *u = realloc(c->uses, (size_t)bound * sizeof *u);
   ir_node **r = realloc(c->reader, (size_t)bound * sizeof *r);
   ir_value **t = realloc(c->to, (size_t)bound * sizeof *t);
-  if (!u || !r || !t) abort();
+  if (!u || !r || !t) IR_DIE("out of memory (u || !r || !t)");
   for (int i = c->n_uses; i < bound; i++) u[i] = 0, r[i] = NULL, t[i] = NULL;
   c->uses = u, c->reader = r, c->to = t, c->n_uses = bound;
 }
@@ -381,7 +382,7 @@ static void rewrite(fa_ctx *c, attn_match *m) {
     c->cap_repl = c->cap_repl ? 2 * c->cap_repl : 16;
     c->olds = realloc(c->olds, (size_t)c->cap_repl * sizeof *c->olds);
     c->news = realloc(c->news, (size_t)c->cap_repl * sizeof *c->news);
-    if (!c->olds || !c->news) abort();
+    if (!c->olds || !c->news) IR_DIE("out of memory (c->olds || !c->news)");
   }
   c->olds[c->n_repl] = old, c->news[c->n_repl++] = o;
   c->uses[o->id] = c->uses[old->id], c->uses[old->id] = 0;

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 enum { MAX_ARGMAX = 8 };
@@ -214,7 +215,7 @@ static void settle(ir_graph *g) {
   int bound = ir_graph_id_bound(g), n = g->n_nodes, done = 0, np = 0;
   unsigned char *ready = calloc((size_t)bound + 1, 1);
   ir_node **order = malloc(sizeof *order * (size_t)(n + 1)), **pend = malloc(sizeof *pend * (size_t)(n + 1));
-  if (!ready || !order || !pend) abort();
+  if (!ready || !order || !pend) IR_DIE("out of memory (ready || !order || !pend)");
   for (int i = 0; i < n; i++) {
     pend[np++] = g->nodes[i];
     for (bool moved = true; moved;) { /* emit every pending node whose operands are ready, in order */
@@ -304,7 +305,7 @@ int pass_fuse_lm_head(ir_graph *g, const pass_options *o) {
     if (!match(g, g->nodes[i], &p)) continue;
     /* g (the loss's gradient) must not come from the values the op replaces */
     unsigned char *seen = calloc((size_t)g->n_nodes + 1, 1);
-    if (!seen) abort();
+    if (!seen) IR_DIE("out of memory (seen)");
     bool cyclic = depends_on(p.cg->in[2], p.mm, seen);
     free(seen);
     if (cyclic) continue;

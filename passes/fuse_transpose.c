@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 static const char *const transpose_key[2] = {"transpose_a", "transpose_b"};
@@ -101,7 +102,7 @@ static void ix_add(reader_ix *x, const ir_value *v, ir_node *m) {
   if (x->n[i] == x->cap[i]) {
     x->cap[i] = x->cap[i] ? 2 * x->cap[i] : 4;
     x->list[i] = realloc(x->list[i], (size_t)x->cap[i] * sizeof *x->list[i]);
-    if (!x->list[i]) abort();
+    if (!x->list[i]) IR_DIE("out of memory (x->list[i])");
   }
   x->list[i][x->n[i]++] = m;
 }
@@ -111,7 +112,7 @@ static void ix_build(reader_ix *x, const ir_graph *g) {
   x->list = calloc((size_t)x->bound, sizeof *x->list);
   x->n = calloc((size_t)x->bound, sizeof *x->n);
   x->cap = calloc((size_t)x->bound, sizeof *x->cap);
-  if (!x->list || !x->n || !x->cap) abort();
+  if (!x->list || !x->n || !x->cap) IR_DIE("out of memory (x->list || !x->n || !x->cap)");
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) ix_add(x, g->nodes[i]->in[k], g->nodes[i]);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "autodiff_impl.h"
 
 typedef void (*jvp_fn)(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty);
@@ -81,7 +82,7 @@ static void jvp_dropout(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_val
 
 static void jvp_concat(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value **in = malloc((size_t)n->n_in * sizeof *in);
-  if (!in) abort();
+  if (!in) IR_DIE("out of memory (in)");
   for (int i = 0; i < n->n_in; i++) in[i] = tx[i] ? tx[i] : ad_fill(c, &n->in[i]->type, 0, NULL);
   ty[0] = ad_op(c, IR_OP_CONCAT, in, n->n_in, n->attrs, n->n_attrs, TN(0));
   free(in);
@@ -163,7 +164,7 @@ static void jvp_cross_entropy_grad(ad_ctx *c, const ir_node *n, ir_value *const 
 
 static void jvp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value **in = malloc((size_t)n->n_in * sizeof *in), *r = NULL;
-  if (!in) abort();
+  if (!in) IR_DIE("out of memory (in)");
   for (int i = 0; i < n->n_in; i++) {
     if (!tx[i]) continue;
     for (int j = 0; j < n->n_in; j++) in[j] = j == i ? tx[i] : n->in[j];
@@ -321,7 +322,7 @@ static const char *jvp_node(ir_graph *g, const ir_node *nd, ir_value **tan) {
   ir_value **tx = calloc((size_t)(nd->n_in ? nd->n_in : 1), sizeof *tx);
   ir_value **ty = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *ty);
   const char **tn = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *tn);
-  if (!tx || !ty || !tn) abort();
+  if (!tx || !ty || !tn) IR_DIE("out of memory (tx || !ty || !tn)");
   for (int i = 0; i < nd->n_in; i++) tx[i] = tan[nd->in[i]->id];
   for (int j = 0; j < nd->n_out; j++) tn[j] = ad_prefixed(g, "t_", nd->out[j]);
   ad_ctx c = {.g = g, .fwd = nd, .dn = tn};
@@ -354,7 +355,7 @@ static void jvp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_v
   ad_norm_grad_prims(c, n, e);
   int last = g->n_nodes, bound = ir_graph_id_bound(g); /* the new values' ids index tan too */
   ir_value **tan = calloc((size_t)bound, sizeof *tan);
-  if (!tan) abort();
+  if (!tan) IR_DIE("out of memory (tan)");
   for (int i = 0; i < n->n_in; i++) tan[n->in[i]->id] = tx[i];
   for (int k = first; k < last; k++)
     if (jvp_node(g, g->nodes[k], tan)) abort(); /* every primitive it writes has a rule */
@@ -374,7 +375,7 @@ int pass_jvp(ir_graph *g, ir_value *const *wrt, ir_value *const *tangents, int n
   int nv = ir_graph_id_bound(g), nn = g->n_nodes, rc = 0;
   ir_value **tan = calloc((size_t)nv, sizeof *tan);
   bool *needed = calloc((size_t)nv, sizeof *needed);
-  if (!tan || !needed) abort();
+  if (!tan || !needed) IR_DIE("out of memory (tan || !needed)");
   for (int j = 0; j < n_of; j++) needed[of[j]->id] = true;
   for (int k = nn - 1; k >= 0; k--) {
     ir_node *nd = g->nodes[k];

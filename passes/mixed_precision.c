@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 static ir_dtype model_dtype(const ir_graph *g) {
@@ -46,7 +47,7 @@ int pass_mixed_precision(ir_graph *g, ir_dtype dt, ir_diag *d) {
   if (from == dt) return 0;
   int bound = ir_graph_id_bound(g);
   ir_value **sub = calloc((size_t)bound + 1, sizeof *sub); /* value id -> the cast that replaces it */
-  if (!sub) abort();
+  if (!sub) IR_DIE("out of memory (sub)");
   /* 1. casts of the parameters and float inputs, first in the graph */
   int n0 = g->n_nodes, n_casts = 0;
   for (int k = 0; k < 2; k++) {

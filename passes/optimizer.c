@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 static const char *const optimizer_names[PASS_OPT_COUNT] = {"sgd", "momentum", "adam", "adamw"};
@@ -187,7 +188,7 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
   int ns = pass_optimizer_state_count(opt->kind);
   ir_value **p = calloc((size_t)np + 1, sizeof *p), **grad = calloc((size_t)np + 1, sizeof *grad);
   ir_value **state = calloc((size_t)np * (size_t)ns + 1, sizeof *state);
-  if (!p || !grad || !state) abort();
+  if (!p || !grad || !state) IR_DIE("out of memory (p || !grad || !state)");
   for (int i = 0; i < np; i++) {
     const ir_value *mp = model->params[i];
     p[i] = ir_graph_add_param(g, mp->name, mp->type, mp->init, mp->loc);
@@ -228,7 +229,7 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
 
   ir_value **new_state = calloc((size_t)np * (size_t)ns + 1, sizeof *new_state);
   ir_value **new_p = calloc((size_t)np + 1, sizeof *new_p);
-  if (!new_state || !new_p) abort();
+  if (!new_state || !new_p) IR_DIE("out of memory (new_state || !new_p)");
   for (int i = 0; i < np; i++) {
     b.loc = p[i]->loc;
     ir_dtype dt = p[i]->type.dtype;

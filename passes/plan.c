@@ -43,6 +43,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ir_die.h"
 #include "plan_impl.h"
 #include "ir_clock.h"
 
@@ -106,7 +107,7 @@ static void split_layers(const double *w, int n, int k, int *starts) {
   double *pre = malloc(sizeof *pre * (size_t)(n + 1));
   double *f = malloc(sizeof *f * (size_t)(k + 1) * (size_t)(n + 1));
   int *arg = malloc(sizeof *arg * (size_t)(k + 1) * (size_t)(n + 1));
-  if (!pre || !f || !arg) abort();
+  if (!pre || !f || !arg) IR_DIE("out of memory (pre || !f || !arg)");
   pre[0] = 0;
   for (int i = 0; i < n; i++) pre[i + 1] = pre[i] + w[i];
 #define F(a, b) f[(size_t)(a) * (size_t)(n + 1) + (size_t)(b)]
@@ -174,7 +175,7 @@ static plan_memo *memo_get(plan_ctx *x, const pass_plan_profile *P, int nv, bool
     int old_cap = x->memo_cap;
     x->memo_cap = old_cap ? 2 * old_cap : 1024;
     x->memo = calloc((size_t)x->memo_cap, sizeof *x->memo);
-    if (!x->memo) abort();
+    if (!x->memo) IR_DIE("out of memory (x->memo)");
     for (int i = 0; i < old_cap; i++)
       if (old[i].P) x->memo[memo_slot(x, old[i].P, old[i].nv)] = old[i];
     free(old);
@@ -226,7 +227,7 @@ static void stages_free(stages *s) {
 
 static void *zalloc(size_t n, size_t size) {
   void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
+  if (!p) IR_DIE("out of memory (p)");
   return p;
 }
 

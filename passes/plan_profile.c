@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "plan_impl.h"
 
 /* ---- the efficiencies of the roofline (docs/plan.md: sources and calibration) ---- */
@@ -154,7 +155,7 @@ int pass_plan_ckpt_from_name(const char *name) {
 
 pass_plan_model *pass_plan_model_new(const pass_target *device) {
   pass_plan_model *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  if (!m) IR_DIE("out of memory (m)");
   m->device = *device;
   m->k = default_k;
   m->layers = -1;
@@ -317,7 +318,7 @@ static int add_vg(vg_entry **v, int *n, int *cap, int value, int group) {
   if (*n == *cap) {
     *cap = *cap ? 2 * *cap : 256;
     *v = realloc(*v, (size_t)*cap * sizeof **v);
-    if (!*v) abort();
+    if (!*v) IR_DIE("out of memory (*v)");
   }
   (*v)[(*n)++] = (vg_entry){value, group};
   return 0;
@@ -351,7 +352,7 @@ static void vg_unique(vg_entry *v, int *n) {
 static int *node_phases(const plan_view *c) {
   const ir_graph *g = c->g;
   int *phase = malloc(((size_t)g->n_nodes + 1) * sizeof *phase), *first = malloc(((size_t)c->n_values + 1) * sizeof *first);
-  if (!phase || !first) abort();
+  if (!phase || !first) IR_DIE("out of memory (phase || !first)");
   for (int v = 0; v < c->n_values; v++) first[v] = -1;
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i]->n_in; k++)
@@ -404,7 +405,7 @@ static void assign_groups(plan_view *c, int layers) {
    * layernorm half belongs to the first group reading y when every reader
    * is in a later group. */
   int *first_reader = malloc((size_t)c->n_values * sizeof *first_reader);
-  if (!first_reader) abort();
+  if (!first_reader) IR_DIE("out of memory (first_reader)");
   for (int v = 0; v < c->n_values; v++) first_reader[v] = INT32_MAX;
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; k < g->nodes[i]->n_in; k++) {
@@ -432,7 +433,7 @@ static void collect_entries(plan_view *c, int layers) {
   int *seen_p = malloc((size_t)nv * sizeof *seen_p);
   int *hi_fwd = malloc((size_t)nv * sizeof *hi_fwd), *lo_bwd = malloc((size_t)nv * sizeof *lo_bwd);
   int *hi_any = malloc((size_t)nv * sizeof *hi_any); /* a gradient read by a later group (not per-sample: tied) */
-  if (!def_group || !def_phase || !seen || !seen_p || !hi_fwd || !lo_bwd || !hi_any) abort();
+  if (!def_group || !def_phase || !seen || !seen_p || !hi_fwd || !lo_bwd || !hi_any) IR_DIE("out of memory (def_group || !def_phase || !seen || !seen_p || !hi_fwd || !lo_bwd || !hi_any)");
   for (int v = 0; v < nv; v++) def_group[v] = -1, def_phase[v] = -1, seen[v] = -1, seen_p[v] = -1, hi_fwd[v] = -1,
                                 lo_bwd[v] = layers + 2, hi_any[v] = -1;
   for (int i = 0; i < g->n_nodes; i++)
@@ -485,7 +486,7 @@ static void collect_entries(plan_view *c, int layers) {
       if (c->n_cuts + 2 > cap_c) {
         cap_c = cap_c ? 2 * cap_c : 256;
         c->cuts = realloc(c->cuts, (size_t)cap_c * sizeof *c->cuts);
-        if (!c->cuts) abort();
+        if (!c->cuts) IR_DIE("out of memory (c->cuts)");
       }
       if (add) c->cuts[c->n_cuts++] = e;
       if (lo_bwd[v] < def_group[v]) c->cuts[c->n_cuts++] = (cut_entry){v, lo_bwd[v], def_group[v], false};
@@ -585,7 +586,7 @@ static int view_build(pass_plan_model *m, const plan_ck *k, plan_view *c, ir_dia
   c->nodes = calloc((size_t)c->n_nodes + 1, sizeof *c->nodes);
   c->vbytes = calloc((size_t)c->n_values + 1, sizeof *c->vbytes);
   c->batch = calloc((size_t)c->n_values + 1, 1);
-  if (!c->nodes || !c->vbytes || !c->batch) abort();
+  if (!c->nodes || !c->vbytes || !c->batch) IR_DIE("out of memory (c->nodes || !c->vbytes || !c->batch)");
   int rc = match_batch(c, g4, d);
   ir_graph_free(g4);
   if (rc != 0) return -1;
@@ -604,7 +605,7 @@ static int view_build(pass_plan_model *m, const plan_ck *k, plan_view *c, ir_dia
   m->layers = layers;
   c->def_node = malloc(((size_t)c->n_values + 1) * sizeof *c->def_node);
   c->value = calloc((size_t)c->n_values + 1, sizeof *c->value);
-  if (!c->def_node || !c->value) abort();
+  if (!c->def_node || !c->value) IR_DIE("out of memory (c->def_node || !c->value)");
   for (int v = 0; v < c->n_values; v++) c->def_node[v] = -1;
   for (int v = 0; v < g2->n_values; v++) c->value[g2->values[v]->id] = g2->values[v];
   for (int i = 0; i < g2->n_nodes; i++)
@@ -615,7 +616,7 @@ static int view_build(pass_plan_model *m, const plan_ck *k, plan_view *c, ir_dia
   for (int v = 0; v < c->n_values; v++)
     if (c->value[v]) c->vbytes[v] = numel(&c->value[v]->type) * (double)ir_dtype_size(c->value[v]->type.dtype);
   c->grad_of = malloc(((size_t)c->n_values + 1) * sizeof *c->grad_of);
-  if (!c->grad_of) abort();
+  if (!c->grad_of) IR_DIE("out of memory (c->grad_of)");
   for (int v = 0; v < c->n_values; v++) c->grad_of[v] = -1;
   for (int i = 0, p = 0; i < g2->n_outputs && p < g2->n_params; i++) /* d_<param> in the parameters' order */
     if (g2->outputs[i].value->role == IR_ROLE_GRAD) c->grad_of[g2->params[p++]->id] = g2->outputs[i].value->id;
@@ -645,7 +646,7 @@ static plan_view *view_of(pass_plan_model *m, plan_ck *k, int t, bool sp, ir_dia
   if (k->n_views == k->cap_views) {
     k->cap_views = k->cap_views ? 2 * k->cap_views : 8;
     k->views = realloc(k->views, (size_t)k->cap_views * sizeof *k->views);
-    if (!k->views) abort();
+    if (!k->views) IR_DIE("out of memory (k->views)");
   }
   plan_view *c = &k->views[k->n_views++];
   memset(c, 0, sizeof *c);
@@ -761,7 +762,7 @@ static bool *remade(const plan_view *c) {
   int nv = c->n_values + 1;
   bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward), *saved = calloc((size_t)nv, sizeof *saved);
   bool *again = calloc((size_t)nv, sizeof *again);
-  if (!forward || !saved || !again) abort();
+  if (!forward || !saved || !again) IR_DIE("out of memory (forward || !saved || !again)");
   for (int i = 0; i < c->n_saved; i++) saved[c->saved[i].value] = true;
   for (int i = 0; i < g->n_nodes; i++) forward[i] = c->nodes[i].phase == PASS_PHASE_FORWARD;
   pass_pipe_remade(g, forward, saved, again);
@@ -774,10 +775,10 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
   int ng = m->layers + 2;
   pass_plan_group *gr = calloc((size_t)ng, sizeof *gr);
   double *cut = calloc((size_t)4 * ng, sizeof *cut);
-  if (!gr || !cut) abort();
+  if (!gr || !cut) IR_DIE("out of memory (gr || !cut)");
   /* per node: FLOPs, bytes, time */
   double *max_work = calloc((size_t)ng, sizeof *max_work);
-  if (!max_work) abort();
+  if (!max_work) IR_DIE("out of memory (max_work)");
   for (int i = 0; i < c->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     const plan_node *pn = &c->nodes[i];
@@ -805,7 +806,7 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
   pass_plan_shared *shared_saved = calloc((size_t)c->n_saved + 1, sizeof *shared_saved);
   int n_shared_saved = 0;
   bool *again = remade(c);
-  if (!shared_saved) abort();
+  if (!shared_saved) IR_DIE("out of memory (shared_saved)");
   for (int i = 0; i < c->n_saved;) { /* (value, group) sorted: a value read by several groups is kept once per stage */
     int v = c->saved[i].value, j = i;
     while (j < c->n_saved && c->saved[j].value == v) j++;
@@ -840,7 +841,7 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
   /* parameters: those read by one group counted there, the others listed */
   pass_plan_shared *shared = calloc((size_t)c->n_params + 1, sizeof *shared);
   int n_shared = 0;
-  if (!shared) abort();
+  if (!shared) IR_DIE("out of memory (shared)");
   for (int i = 0; i < c->n_params;) {
     int v = c->params[i].value, j = i;
     while (j < c->n_params && c->params[j].value == v) j++;
@@ -892,7 +893,7 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
   }
   free(max_work);
   pass_plan_tied *tied = calloc((size_t)c->n_tied + 1, sizeof *tied);
-  if (!tied) abort();
+  if (!tied) IR_DIE("out of memory (tied)");
   for (int i = 0; i < c->n_tied; i++) {
     int v = c->tied[i].value;
     tied[i] = (pass_plan_tied){c->tied[i].group / 65536, c->tied[i].group % 65536,
@@ -917,7 +918,7 @@ const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_c
   if (c->n_memo == c->cap_memo) {
     c->cap_memo = c->cap_memo ? 2 * c->cap_memo : 64;
     c->memo = realloc(c->memo, (size_t)c->cap_memo * sizeof *c->memo);
-    if (!c->memo) abort();
+    if (!c->memo) IR_DIE("out of memory (c->memo)");
   }
   memo_entry *e = &c->memo[c->n_memo++];
   e->b = b, e->t = c->t, e->sp = c->sp;

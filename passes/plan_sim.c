@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 static const char *const sched_names[PASS_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved"};
@@ -187,7 +188,7 @@ void pass_pipe_in_flight(const pass_pipe *s, double *peak_act, int *peak_mb) {
   pass_pipe sv = *s;
   sv.v = v;
   op_ref *order = malloc(sizeof *order * (size_t)per_dev);
-  if (!order) abort();
+  if (!order) IR_DIE("out of memory (order)");
   for (int d = 0; d < p; d++) {
     device_order(&sv, d, order);
     double bytes = 0;
@@ -254,7 +255,7 @@ int pass_plan_write_trace(FILE *f, const pass_plan_model *m, const pass_plan_res
   pass_trace_slice *sl = calloc(cap, sizeof *sl);
   char *names = calloc(cap, 24);
   pass_pipe_op *ops = malloc(sizeof *ops * (size_t)(n_ops ? n_ops : 1));
-  if (!lanes || !sl || !names || !ops) abort();
+  if (!lanes || !sl || !names || !ops) IR_DIE("out of memory (lanes || !sl || !names || !ops)");
   memcpy(ops, d->sim.ops, sizeof *ops * (size_t)n_ops);
   qsort(ops, (size_t)n_ops, sizeof *ops, op_cmp);
   for (int s = 0; s < p; s++) {
@@ -279,7 +280,7 @@ int pass_plan_write_trace(FILE *f, const pass_plan_model *m, const pass_plan_res
     for (int l = 0; l < LANES; l++) {
       static const char *const what[LANES] = {"compute", "send, data-parallel sync", "gradients sent back"};
       lanes[s * LANES + l] = malloc(320);
-      if (!lanes[s * LANES + l]) abort();
+      if (!lanes[s * LANES + l]) IR_DIE("out of memory (lanes[s * LANES + l])");
       snprintf(lanes[s * LANES + l], 320, "stage %d (%s): %s", s, buf, what[l]);
     }
   }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "plan_impl.h"
 #include "shard_impl.h"
 
@@ -30,7 +31,7 @@ ir_graph *plan_tp_shard(ir_graph *g, int t, bool sp, const pass_tp_layouts *lay,
   sh_st *tp = NULL;
   if (lay) {
     tp = calloc((size_t)g->n_params + 1, sizeof *tp);
-    if (!tp) abort();
+    if (!tp) IR_DIE("out of memory (tp)");
     for (int i = 0; i < g->n_params; i++)
       if (sh_tp_layouts_find(lay, g->params[i], &tp[i]) != 0) {
         ir_error_plain(d, "internal error: the planner's tp layouts have none for parameter %%%s", g->params[i]->name);

@@ -11,6 +11,7 @@
  * run (`tgc gradcheck` runs a model in f64). */
 #include <stdlib.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 void pass_retype_floats(ir_graph *g, ir_dtype dt) {
@@ -43,7 +44,7 @@ static ir_type retyped(ir_type t, ir_dtype dt) {
 ir_graph *pass_retyped_copy(const ir_graph *g, ir_dtype dt, ir_diag *d) {
   ir_graph *h = ir_graph_new(g->name, g->source_file);
   ir_value **map = calloc((size_t)ir_graph_id_bound(g) + 1, sizeof *map);
-  if (!map) abort();
+  if (!map) IR_DIE("out of memory (map)");
   for (int i = 0; i < g->n_inputs; i++) {
     const ir_value *v = g->inputs[i];
     map[v->id] = ir_graph_add_input(h, v->name, retyped(v->type, dt), v->loc);
@@ -62,7 +63,7 @@ ir_graph *pass_retyped_copy(const ir_graph *g, ir_dtype dt, ir_diag *d) {
     ir_type *tout = calloc((size_t)n_out + IR_FUSED_MAX_RESULTS, sizeof *tout);
     ir_attr *attrs = calloc((size_t)(n->n_attrs > 0 ? n->n_attrs : 1), sizeof *attrs);
     const char **names = calloc((size_t)n_out, sizeof *names);
-    if (!in || !tin || !tout || !attrs || !names) abort();
+    if (!in || !tin || !tout || !attrs || !names) IR_DIE("out of memory (in || !tin || !tout || !attrs || !names)");
     for (int i = 0; i < n->n_in; i++) {
       in[i] = map[n->in[i]->id];
       tin[i] = in[i]->type;

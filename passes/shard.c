@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "shard_impl.h"
 
 typedef struct conv {
@@ -58,7 +59,7 @@ static void readers_build(const ir_graph *g, reader_index *r) {
     if (!g->nodes[i]->dead) total += g->nodes[i]->n_in;
   r->list = calloc((size_t)total + 1, sizeof *r->list);
   int *fill = calloc((size_t)nv + 1, sizeof *fill);
-  if (!r->start || !r->list || !fill) abort();
+  if (!r->start || !r->list || !fill) IR_DIE("out of memory (r->start || !r->list || !fill)");
   for (int i = 0; i < g->n_nodes; i++)
     for (int k = 0; !g->nodes[i]->dead && k < g->nodes[i]->n_in; k++) r->start[g->nodes[i]->in[k]->id + 1]++;
   for (int v = 0; v < nv; v++) r->start[v + 1] += r->start[v];
@@ -274,7 +275,7 @@ static ir_value *pad_zeros(sh_engine *e, ir_value *x, int dim, int64_t n, ir_loc
   ir_attr zero = ir_attr_float("value", 0);
   ir_type z = {.dtype = x->type.dtype, .rank = 0};
   ir_node *c = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &z, NULL, loc, err, sizeof err);
-  if (!c) abort();
+  if (!c) IR_DIE("out of memory (c)");
   c->layer = layer;
   int64_t dims[IR_MAX_RANK];
   for (int k = 0; k < x->type.rank; k++) dims[k] = k == dim ? more : x->type.dims[k];
@@ -409,7 +410,7 @@ static ir_value *convert(sh_engine *e, const ir_value *v, const sh_st *want_in, 
     set_layout(e, x, cur, &v->type);
   }
   conv *c = calloc(1, sizeof *c);
-  if (!c) abort();
+  if (!c) IR_DIE("out of memory (c)");
   memcpy(c->st, want, sizeof c->st);
   c->phase = phase;
   c->v = x;
@@ -446,7 +447,7 @@ static ir_value *scale_by(sh_engine *e, ir_value *x, double f, ir_loc loc, int l
   ir_type t = {.dtype = x->type.dtype, .rank = 0};
   char err[256];
   ir_node *k = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &c, 1, &t, NULL, loc, err, sizeof err);
-  if (!k) abort();
+  if (!k) IR_DIE("out of memory (k)");
   k->layer = layer;
   ir_value *in[2] = {x, k->out[0]};
   ir_value *r = ir_graph_build1(e->dst, IR_OP_MUL, in, 2, NULL, 0, name, loc);
@@ -466,7 +467,7 @@ static ir_value *first_only(sh_engine *e, ir_value *x, int axis, const char *nam
   ir_node *ids = ir_graph_build(e->dst, IR_OP_IOTA, NULL, 0, &ax, 1, &t, hint, loc, err, sizeof err);
   snprintf(hint, sizeof hint, "%.280s.c", x->name);
   ir_node *c = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &z, hint, loc, err, sizeof err);
-  if (!ids || !c) abort();
+  if (!ids || !c) IR_DIE("out of memory (ids || !c)");
   ids->layer = c->layer = layer;
   ir_value *coord = comm1(e, IR_OP_MESH_SLICE, ids->out[0], axis, 0, NULL, "sl", loc, layer); /* [1]: the coordinate */
   coord = ir_graph_build1(e->dst, IR_OP_RESHAPE, &coord, 1, &shape, 1, NULL, loc);
@@ -474,7 +475,7 @@ static ir_value *first_only(sh_engine *e, ir_value *x, int axis, const char *nam
   if (x->type.dtype != IR_DT_I64) { /* the coordinate's zero */
     ir_node *k = ir_graph_build(e->dst, IR_OP_CONST, NULL, 0, &zero, 1, &(ir_type){.dtype = IR_DT_I64}, NULL, loc, err,
                                 sizeof err);
-    if (!k) abort();
+    if (!k) IR_DIE("out of memory (k)");
     zi = k->out[0];
   }
   ir_value *eq_in[2] = {coord, zi};
@@ -517,7 +518,7 @@ static ir_value *x_source(const sh_x *x, ir_op op, const ir_attr *at, const ir_t
   char err[256], hint[300];
   snprintf(hint, sizeof hint, "%.200s.%s", x->node->out[0]->name, suffix);
   ir_node *k = ir_graph_build(x->e->dst, op, NULL, 0, at, 1, t, hint, x->loc, err, sizeof err);
-  if (!k) abort();
+  if (!k) IR_DIE("out of memory (k)");
   k->layer = x_layer(x);
   k->out[0]->role = x_role(x);
   return k->out[0];
@@ -549,7 +550,7 @@ ir_value *sh_x_block_ids(const sh_x *x, int64_t whole, ir_dtype dt) {
 
 void sh_x_keep(const sh_x *x, const ir_value *key, int slot, ir_value *v) {
   kept *k = calloc(1, sizeof *k);
-  if (!k) abort();
+  if (!k) IR_DIE("out of memory (k)");
   *k = (kept){key->id, slot, v, x->e->kept};
   x->e->kept = k;
 }
@@ -882,7 +883,7 @@ int sh_part_counts(const ir_graph *g, int *out, int cap) {
 
 sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
   sh_engine *e = calloc(1, sizeof *e);
-  if (!e) abort();
+  if (!e) IR_DIE("out of memory (e)");
   e->src = src;
   e->mesh = &src->mesh;
   e->megatron = megatron;
@@ -894,7 +895,7 @@ sh_engine *sh_engine_new(const ir_graph *src, ir_diag *d, bool megatron) {
   e->readers = calloc((size_t)e->nv, sizeof *e->readers);
   e->sums_on = calloc((size_t)e->nv, sizeof *e->sums_on);
   e->pad_value = calloc((size_t)e->nv, sizeof *e->pad_value);
-  if (!e->map || !e->st || !e->convs || !e->readers || !e->sums_on || !e->pad_value) abort();
+  if (!e->map || !e->st || !e->convs || !e->readers || !e->sums_on || !e->pad_value) IR_DIE("out of memory (e->map || !e->st || !e->convs || !e->readers || !e->sums_on || !e->pad_value)");
   for (int i = 0; i < src->n_nodes; i++)
     for (int k = 0; !src->nodes[i]->dead && k < src->nodes[i]->n_in; k++) e->readers[src->nodes[i]->in[k]->id]++;
   for (int i = 0; i < src->n_nodes; i++) {

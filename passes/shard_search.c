@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "shard_impl.h"
 
 enum { SWEEPS = 4, MAX_CANDS = 16 };
@@ -259,7 +260,7 @@ static void memo_grow(memo *m) {
   m->picks = calloc((size_t)m->cap * (size_t)(m->nc ? m->nc : 1), sizeof *m->picks);
   m->cost = calloc((size_t)m->cap, sizeof *m->cost);
   m->used = calloc((size_t)m->cap, sizeof *m->used);
-  if (!m->picks || !m->cost || !m->used) abort();
+  if (!m->picks || !m->cost || !m->used) IR_DIE("out of memory (m->picks || !m->cost || !m->used)");
   for (int i = 0; i < old.cap; i++) {
     if (!old.used[i]) continue;
     const int *p = &old.picks[(size_t)i * (size_t)old.nc];
@@ -340,12 +341,12 @@ int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, const sh_st 
   int parts[8];
   int n_parts = sh_part_counts(g, parts, 8);
   bool *weight = calloc((size_t)np, sizeof *weight);
-  if (!weight) abort();
+  if (!weight) IR_DIE("out of memory (weight)");
   for (int i = 0; i < np; i++) weight[i] = read_heavy(g, g->params[i], 0);
   int *class_of = calloc((size_t)np, sizeof *class_of);
   klass *cls = calloc((size_t)np, sizeof *cls);
   char **keys = calloc((size_t)np, sizeof *keys);
-  if (!class_of || !cls || !keys) abort();
+  if (!class_of || !cls || !keys) IR_DIE("out of memory (class_of || !cls || !keys)");
   int nc = 0;
   for (int i = 0; i < np; i++) {
     const ir_value *p = g->params[i];
@@ -355,7 +356,7 @@ int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, const sh_st 
     while (c < nc && !(strcmp(keys[c], key) == 0 && ir_type_equal(&g->params[cls[c].first]->type, &p->type))) c++;
     if (c == nc) {
       keys[nc] = strdup(key);
-      if (!keys[nc]) abort();
+      if (!keys[nc]) IR_DIE("out of memory (keys[nc])");
       cls[nc].first = i;
       candidates(g, p, size, parts, n_parts, &cls[nc]);
       cls[nc].runner_up = -1;
@@ -383,7 +384,7 @@ int sh_search_tp(const ir_graph *g, sh_search_eval eval, void *ctx, const sh_st 
    * give each class's runner-up against it) */
   best = descend(g, np, class_of, cls, nc, weight, tp, eval, ctx, best, &m);
   int *picks = calloc((size_t)nc, sizeof *picks);
-  if (!picks) abort();
+  if (!picks) IR_DIE("out of memory (picks)");
   for (int c = 0; c < nc; c++) {
     picks[c] = cls[c].pick;
     const ir_value *p = g->params[cls[c].first];
@@ -427,7 +428,7 @@ done:
   free(weight);
   if (rc == 0 && report) {
     sh_search_report *r = calloc(1, sizeof *r);
-    if (!r) abort();
+    if (!r) IR_DIE("out of memory (r)");
     *r = (sh_search_report){nc, cls, keys, evals, size};
     *report = r;
     return 0;
@@ -545,14 +546,14 @@ pass_tp_layouts *pass_tp_search(ir_graph *g, int tp, bool sp, int layers, FILE *
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i]->layer + 1 > K) K = g->nodes[i]->layer + 1;
   double *w = calloc((size_t)K + 1, sizeof *w);
-  if (!w) abort();
+  if (!w) IR_DIE("out of memory (w)");
   for (int l = 0; l < K; l++) w[l] = 1;
   if (K >= 3 && layers > K)
     for (int l = 1; l < K - 1; l++) w[l] = (double)(layers - 2) / (K - 2);
   canon_ctx x = {g, tp, sp, w, K, ir_diag_new(stderr)};
   ir_diag_set_max_errors(x.quiet, 0);
   sh_st *st = calloc((size_t)g->n_params + 1, sizeof *st);
-  if (!st) abort();
+  if (!st) IR_DIE("out of memory (st)");
   ir_mesh saved = g->mesh; /* the search reads the tp size off the graph's mesh */
   for (int a = 0; a < IR_NUM_AXES; a++) g->mesh.size[a] = 1;
   g->mesh.size[IR_AXIS_TP] = tp;
@@ -561,7 +562,7 @@ pass_tp_layouts *pass_tp_search(ir_graph *g, int tp, bool sp, int layers, FILE *
   /* three starts: every parameter replicated, every weight split along its last dim, and the layouts
    * Megatron-LM's rule gives (found by the rules on the same graph), the best local optimum kept */
   sh_st *meg = calloc((size_t)g->n_params + 1, sizeof *meg);
-  if (!meg) abort();
+  if (!meg) IR_DIE("out of memory (meg)");
   ir_graph *ms = sh_shard_tp_found(g, tp, sp, meg, x.quiet);
   ir_graph_free(ms);
   int rc = sh_search_tp(g, eval_canon, &x, ms ? meg : NULL, st, report ? &rep : NULL, x.quiet);
@@ -579,18 +580,18 @@ pass_tp_layouts *pass_tp_search(ir_graph *g, int tp, bool sp, int layers, FILE *
   if (rep) sh_search_print(report, rep);
   sh_search_report_free(rep);
   pass_tp_layouts *l = calloc(1, sizeof *l);
-  if (!l) abort();
+  if (!l) IR_DIE("out of memory (l)");
   l->tp = tp, l->sp = sp;
   l->keys = calloc((size_t)g->n_params + 1, sizeof *l->keys);
   l->types = calloc((size_t)g->n_params + 1, sizeof *l->types);
   l->st = calloc((size_t)g->n_params + 1, sizeof *l->st);
-  if (!l->keys || !l->types || !l->st) abort();
+  if (!l->keys || !l->types || !l->st) IR_DIE("out of memory (l->keys || !l->types || !l->st)");
   for (int i = 0; i < g->n_params; i++) {
     sh_st found;
     if (sh_tp_layouts_find(l, g->params[i], &found) == 0) continue; /* its class has it */
     char key[512];
     class_key(g->params[i]->name, key, sizeof key);
-    if (!(l->keys[l->n] = strdup(key))) abort();
+    if (!(l->keys[l->n] = strdup(key))) IR_DIE("out of memory ((l->keys[l->n] = strdup(key)))");
     l->types[l->n] = g->params[i]->type;
     l->st[l->n++] = st[i];
   }

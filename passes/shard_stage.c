@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "shard_impl.h"
 
 #define MIXED (-2)
@@ -185,7 +186,7 @@ static void tables(stages *c) {
   const ir_graph *g = c->g;
   bool *made_of_consts = calloc((size_t)c->nv, sizeof *made_of_consts);
   c->table = calloc((size_t)c->nv, sizeof *c->table);
-  if (!made_of_consts || !c->table) abort();
+  if (!made_of_consts || !c->table) IR_DIE("out of memory (made_of_consts || !c->table)");
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     bool t = !n->dead && n->n_out > 0 && made_of_constants(n);
@@ -274,7 +275,7 @@ static int assign(stages *c, ir_diag *d) {
   c->made = calloc((size_t)c->nv, sizeof *c->made);
   c->read = calloc((size_t)c->nv, sizeof *c->read);
   bool *constant = calloc((size_t)c->nv, sizeof *constant); /* made from constants alone (a table: see tables) */
-  if (!c->stage || !c->mixed_of || !c->made || !c->read || !constant) abort();
+  if (!c->stage || !c->mixed_of || !c->made || !c->read || !constant) IR_DIE("out of memory (c->stage || !c->mixed_of || !c->made || !c->read || !constant)");
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     bool t = !n->dead && n->n_out > 0 && made_of_constants(n);
@@ -432,7 +433,7 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o, const bool
   g->mesh.stage = s;
   ir_value **map = calloc((size_t)c->nv, sizeof *map);
   bool *uses = calloc((size_t)S->n_params + 1, sizeof *uses);
-  if (!map || !uses) abort();
+  if (!map || !uses) IR_DIE("out of memory (map || !uses)");
   /* the stage's parameters: those its nodes read */
   for (int i = 0; i < S->n_nodes; i++) {
     const ir_node *n = S->nodes[i];
@@ -444,7 +445,7 @@ static int cut_step(const pass_training *t, stages *c, stage_step *o, const bool
   /* inputs: the data, the sums of this stage's parameters, the scalars */
   o->param_of = calloc((size_t)S->n_params + 1, sizeof *o->param_of);
   o->grad_output = calloc((size_t)S->n_params + 1, sizeof *o->grad_output);
-  if (!o->param_of || !o->grad_output) abort();
+  if (!o->param_of || !o->grad_output) IR_DIE("out of memory (o->param_of || !o->grad_output)");
   o->acc0 = o->loss_sum_input = o->correct_sum_input = o->loss_scale_input = o->dropout_key_input = -1;
   for (int i = 0; i < S->n_inputs; i++) {
     const ir_value *v = S->inputs[i];
@@ -517,7 +518,7 @@ static bool backward_node(const ir_node *n) {
 
 void pass_pipe_remade(const ir_graph *g, const bool *forward, const bool *saved, bool *again) {
   bool *fixed = calloc((size_t)ir_graph_id_bound(g) + 1, sizeof *fixed); /* made from parameters and constants alone */
-  if (!fixed) abort();
+  if (!fixed) IR_DIE("out of memory (fixed)");
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     bool effect = ir_op_flags(n->op) & (IR_OPF_COMM | IR_OPF_EFFECT);
@@ -535,7 +536,7 @@ void pass_pipe_remade(const ir_graph *g, const bool *forward, const bool *saved,
  * pass_pipe_remade), with the operands of those it is not handed. */
 static void remade(const ir_graph *g, const bool *in_fwd, const bool *saved, bool *need) {
   bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward);
-  if (!forward) abort();
+  if (!forward) IR_DIE("out of memory (forward)");
   for (int i = 0; i < g->n_nodes; i++) forward[i] = !backward_node(g->nodes[i]);
   pass_pipe_remade(g, forward, saved, need);
   free(forward);
@@ -562,7 +563,7 @@ static int split(pass_pipe_chunk *t, const stage_step *st) {
   ir_value **mf = calloc((size_t)nv, sizeof *mf), **mb = calloc((size_t)nv, sizeof *mb);
   bool *in_fwd = calloc((size_t)nv, sizeof *in_fwd), *saved = calloc((size_t)nv, sizeof *saved);
   bool *need = calloc((size_t)nv, sizeof *need);
-  if (!mf || !mb || !in_fwd || !saved || !need) abort();
+  if (!mf || !mb || !in_fwd || !saved || !need) IR_DIE("out of memory (mf || !mb || !in_fwd || !saved || !need)");
   for (int i = 0; i < g->n_inputs; i++) {
     const ir_value *v = g->inputs[i];
     ir_value *x = ir_graph_add_input(f, v->name, v->type, reloc(g, f, v->loc)), *y = ir_graph_add_input(b, v->name, v->type, reloc(g, b, v->loc));
@@ -637,7 +638,7 @@ static int split(pass_pipe_chunk *t, const stage_step *st) {
   }
   free(t->bwd_grad_output);
   t->bwd_grad_output = calloc((size_t)st->n_params + 1, sizeof *t->bwd_grad_output);
-  if (!t->bwd_grad_output) abort();
+  if (!t->bwd_grad_output) IR_DIE("out of memory (t->bwd_grad_output)");
   for (int j = 0; j < st->n_params; j++) {
     t->bwd_grad_output[j] = st->grad_output[j] < 0 ? -1 : b->n_outputs;
     if (st->grad_output[j] < 0) continue;
@@ -665,7 +666,7 @@ static ir_graph *cut_update(const pass_training *t, const stages *c, const stage
   where *w = calloc((size_t)nv, sizeof *w);
   ir_value **map = calloc((size_t)nv, sizeof *map);
   int *pindex = malloc((size_t)(np + 1) * sizeof *pindex); /* global param -> stage param, -1 */
-  if (!w || !map || !pindex) abort();
+  if (!w || !map || !pindex) IR_DIE("out of memory (w || !map || !pindex)");
   for (int q = 0; q < np; q++) pindex[q] = -1;
   for (int j = 0; j < st->n_params; j++) pindex[st->param_of[j]] = j;
   ir_graph *g = ir_graph_new(U->name, U->source_file);
@@ -798,7 +799,7 @@ int sh_cut_graph_stage(ir_graph *g, int stage, ir_diag *d) {
   h->mesh = g->mesh;
   h->mesh.stage = stage;
   ir_value **map = calloc((size_t)c.nv, sizeof *map);
-  if (!map) abort();
+  if (!map) IR_DIE("out of memory (map)");
   for (int i = 0; i < g->n_inputs; i++) {
     const ir_value *v = g->inputs[i];
     if (!((c.read[v->id] >> stage) & 1)) continue;
@@ -854,7 +855,7 @@ int sh_cut_eval_stage(pass_training *t, int stage, ir_diag *d) {
   h->mesh = g->mesh;
   h->mesh.stage = stage;
   ir_value **map = calloc((size_t)c.nv, sizeof *map);
-  if (!map) abort();
+  if (!map) IR_DIE("out of memory (map)");
   for (int i = 0; i < g->n_inputs; i++) {
     const ir_value *v = g->inputs[i];
     ir_value *x = ir_graph_add_input(h, v->name, v->type, reloc(g, h, v->loc));
@@ -924,7 +925,7 @@ int sh_cut_stages(pass_training *t, int stage, ir_diag *d) {
   bool *rank_uses = calloc((size_t)t->n_params + 1, sizeof *rank_uses);
   stage_step *st = calloc((size_t)v, sizeof *st);
   pass_pipe_chunk *chunk = calloc((size_t)v, sizeof *chunk);
-  if (!holders || !rank_uses || !st || !chunk) abort();
+  if (!holders || !rank_uses || !st || !chunk) IR_DIE("out of memory (holders || !rank_uses || !st || !chunk)");
   for (int i = 0; i < t->step->n_nodes; i++) {
     const ir_node *n = t->step->nodes[i];
     if (n->dead) continue;

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "shard_impl.h"
 
 static const sh_st UNSET = {SH_UNSET, 0, 1};
@@ -321,7 +322,7 @@ int pass_shard(ir_graph *g, const pass_options *o) {
   if (check_hints(g, o->diag) != 0) return -1;
   if (check_heads(g, g->mesh.size[IR_AXIS_TP], o->diag) != 0) return -1;
   sh_st *tp = calloc((size_t)g->n_params + 1, sizeof *tp);
-  if (!tp) abort();
+  if (!tp) IR_DIE("out of memory (tp)");
   for (int i = 0; i < g->n_params; i++) tp[i] = sh_R();
   bool placed = true;
   if (g->mesh.size[IR_AXIS_TP] > 1 && o->tp_layouts) { /* as given (tgc train and plan: pass_tp_search) */
@@ -582,7 +583,7 @@ static int shard_program(const pass_training *t, const sh_st *tp, int zero, ir_g
   int np = t->n_params;
   param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
   sh_st sums[2 * IR_NUM_AXES];
-  if (!lay) abort();
+  if (!lay) IR_DIE("out of memory (lay)");
   for (int a = 0; a < 2 * IR_NUM_AXES; a++) sums[a] = sh_R();
   param_layouts(t, tp, zero, lay);
   bool probe = false; /* tp unplaced: the rules place the parameters (Megatron-LM's rule) */
@@ -629,7 +630,7 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
   if (check_hints(t->step, o->diag) != 0) return -1;
   int np = t->n_params;
   sh_st *tp = calloc((size_t)np + 1, sizeof *tp);
-  if (!tp) abort();
+  if (!tp) IR_DIE("out of memory (tp)");
   for (int i = 0; i < np; i++) tp[i] = sh_R();
   if (m->size[IR_AXIS_TP] > 1 && o->tp_layouts) { /* as given (tgc train and plan: pass_tp_search) */
     if (given_layouts(t->step, o->tp_layouts, tp, o->diag) != 0) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 static const char *const group_names[PASS_GROUP_COUNT] = {"embeddings", "attention", "mlp", "norms", "other"};
@@ -77,7 +78,7 @@ static pass_param_group group_of(const char *raw, unsigned uses) {
 
 void pass_param_groups(const ir_graph *g, pass_param_group *groups) {
   unsigned *uses = calloc((size_t)g->n_values + 1, sizeof *uses);
-  if (!uses) abort();
+  if (!uses) IR_DIE("out of memory (uses)");
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
     for (int k = 0; k < n->n_in; k++) {
@@ -97,7 +98,7 @@ void pass_param_groups(const ir_graph *g, pass_param_group *groups) {
 void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofline *r) {
   memset(r, 0, sizeof *r);
   r->rows = calloc((size_t)g->n_nodes + 1, sizeof *r->rows);
-  if (!r->rows) abort();
+  if (!r->rows) IR_DIE("out of memory (r->rows)");
   const pass_target *t = c->target;
   double bw = t ? t->bandwidth : 0;
   r->peak = t ? pass_target_peak(t, c->elem_bytes) : 0;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "pass.h"
 
 static int find_output(const ir_graph *g, const char *name) {
@@ -110,7 +111,7 @@ static ir_node *add_grad_of(ir_graph *g, ir_value *loss, ir_value *const *wrt, i
   ir_value **in = malloc(sizeof *in * (size_t)(np + 1));
   ir_type *types = malloc(sizeof *types * (size_t)(np + 1)), *out_types = malloc(sizeof *out_types * (size_t)(np + 1));
   const char **names = malloc(sizeof *names * (size_t)(np + 1));
-  if (!in || !types || !out_types || !names) abort();
+  if (!in || !types || !out_types || !names) IR_DIE("out of memory (in || !types || !out_types || !names)");
   in[0] = loss;
   for (int i = 0; i < np; i++) in[i + 1] = wrt ? wrt[i] : g->params[i];
   for (int i = 0; i <= np; i++) types[i] = in[i]->type;
@@ -199,7 +200,7 @@ static int add_any_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *d) {
   }
   int n = g->n_params;
   ir_value **wrt = malloc(sizeof *wrt * (size_t)(g->n_params + g->n_inputs + 1));
-  if (!wrt) abort();
+  if (!wrt) IR_DIE("out of memory (wrt)");
   for (int i = 0; i < n; i++) wrt[i] = g->params[i];
   if (n == 0) {
     info->wrt_inputs = true;
@@ -319,7 +320,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   ir_diag *d = o->passes->diag;
   pass_training *t = calloc(1, sizeof *t);
   ir_value **grads = NULL;
-  if (!t) abort();
+  if (!t) IR_DIE("out of memory (t)");
   t->micro_batches = o->micro_batches > 1 ? o->micro_batches : 1;
   t->step = g;
   t->n_data = g->n_inputs;
@@ -337,7 +338,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   /* (interleaved with one chunk runs its own order, plan_sim.c's) */
   t->n_chunks = o->schedule == PASS_SCHED_INTERLEAVED && o->chunks > 1 ? o->chunks : 1;
   if (o->stage_boundaries && o->n_stage_boundaries > 0) {
-    if (!(t->stage_boundaries = malloc(sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries))) abort();
+    if (!(t->stage_boundaries = malloc(sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries))) IR_DIE("out of memory ((t->stage_boundaries = malloc(sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries)))");
     memcpy(t->stage_boundaries, o->stage_boundaries, sizeof *t->stage_boundaries * (size_t)o->n_stage_boundaries);
     t->n_stage_boundaries = o->n_stage_boundaries;
   }
@@ -371,7 +372,7 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   ir_loc none = {0};
   grads = calloc((size_t)np + 1, sizeof *grads);
   t->grad_output = calloc((size_t)np + 1, sizeof *t->grad_output);
-  if (!grads || !t->grad_output) abort();
+  if (!grads || !t->grad_output) IR_DIE("out of memory (grads || !t->grad_output)");
   for (int i = 0; i < np; i++) {
     grads[i] = gn->out[i];
     if (scale) { /* unscaled before they are summed */

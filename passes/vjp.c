@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "autodiff_impl.h"
 
 typedef void (*vjp_fn)(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx);
@@ -158,7 +159,7 @@ static void vjp_concat(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
 
 static void vjp_split(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ir_value **parts = malloc((size_t)n->n_out * sizeof *parts);
-  if (!parts) abort();
+  if (!parts) IR_DIE("out of memory (parts)");
   for (int j = 0; j < n->n_out; j++) parts[j] = gy[j] ? gy[j] : ad_fill(c, &n->out[j]->type, 0, NULL);
   ir_attr a = ir_attr_int("axis", ir_node_attr_int(n, "axis", 0));
   gx[0] = n->n_out == 1 ? parts[0] : ad_op(c, IR_OP_CONCAT, parts, n->n_out, &a, 1, DN(0));
@@ -289,9 +290,9 @@ static void vjp_dropout(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_val
  * repeats a letter. */
 static void vjp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ad_einsum_eq e;
-  if (!ad_einsum_terms(ir_node_attr(n, "eq")->einsum, n->n_in, &e)) abort(); /* verified graphs have it */
+  if (!ad_einsum_terms(ir_node_attr(n, "eq")->einsum, n->n_in, &e)) IR_DIE("out of memory (ad_einsum_terms(ir_node_attr(n, \"eq\")->einsum, n->n_in, &e))"); /* verified graphs have it */
   ir_value **ops = malloc((size_t)(n->n_in + 1) * sizeof *ops);
-  if (!ops) abort();
+  if (!ops) IR_DIE("out of memory (ops)");
   for (int i = 0; i < n->n_in; i++) {
     if (!NEED(i)) continue;
     const char *ti = e.terms[i];
@@ -343,7 +344,7 @@ static void vjp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
         char err[256];
         ir_node *ip = ir_graph_build(c->g, IR_OP_IOTA, NULL, 0, &ap, 1, &it, NULL, n->loc, err, sizeof err);
         ir_node *iq = ir_graph_build(c->g, IR_OP_IOTA, NULL, 0, &aq, 1, &it, NULL, n->loc, err, sizeof err);
-        if (!ip || !iq) abort();
+        if (!ip || !iq) IR_DIE("out of memory (ip || !iq)");
         ip->layer = iq->layer = n->layer;
         ip->out[0]->role = iq->out[0]->role = IR_ROLE_GRAD;
         ir_value *mask = ad_bin(c, IR_OP_EQ, ip->out[0], iq->out[0], NULL);
@@ -539,7 +540,7 @@ static const char *vjp_node(ir_graph *g, const ir_node *nd, const bool *active, 
   const char **dn = calloc((size_t)m, sizeof *dn);
   ir_value **gx = calloc((size_t)m, sizeof *gx);
   ir_value **gy = calloc((size_t)(nd->n_out ? nd->n_out : 1), sizeof *gy);
-  if (!need || !dn || !gx || !gy) abort();
+  if (!need || !dn || !gx || !gy) IR_DIE("out of memory (need || !dn || !gx || !gy)");
   for (int i = 0; i < nd->n_in; i++) {
     need[i] = active[nd->in[i]->id];
     dn[i] = ad_prefixed(g, "d_", nd->in[i]);
@@ -578,7 +579,7 @@ static void vjp_norm_grad(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_v
   int last = g->n_nodes, bound = ir_graph_id_bound(g); /* the new values' ids index the arrays too */
   bool *active = calloc((size_t)bound, sizeof *active);
   ir_value **ct = calloc((size_t)bound, sizeof *ct);
-  if (!active || !ct) abort();
+  if (!active || !ct) IR_DIE("out of memory (active || !ct)");
   for (int i = 0; i < n->n_in; i++) active[n->in[i]->id] |= NEED(i);
   mark_active(g, first, last, active);
   for (int j = 0; j < n->n_out; j++) /* e[j] may be an operand itself (dbeta = dy at rank 1) */
@@ -610,7 +611,7 @@ int pass_vjp(ir_graph *g, ir_value *loss, ir_value *const *wrt, int n, ir_value 
   int nv = ir_graph_id_bound(g), nn = g->n_nodes, rc = 0;
   bool *active = calloc((size_t)nv, sizeof *active);
   ir_value **ct = calloc((size_t)nv, sizeof *ct);
-  if (!active || !ct) abort();
+  if (!active || !ct) IR_DIE("out of memory (active || !ct)");
   for (int i = 0; i < n; i++) active[wrt[i]->id] = true;
   mark_active(g, 0, nn, active);
   int loss_at = -1;

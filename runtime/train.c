@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "comm.h"
 #include "train_internal.h"
 
@@ -285,7 +286,7 @@ size_t rt_pipeline_place(int n, const int *mb, const int *chunk, const bool *bwd
   size_t *size = calloc((size_t)nh + 1, sizeof *size), *best = calloc((size_t)nh + 1, sizeof *best);
   size_t *at = calloc((size_t)nh + 1, sizeof *at);
   bool *placed = calloc((size_t)nh + 1, sizeof *placed);
-  if (!start || !end || !by_start || !by_size || !near || !of || !size || !best || !at || !placed) abort();
+  if (!start || !end || !by_start || !by_size || !near || !of || !size || !best || !at || !placed) IR_DIE("out of memory (start || !end || !by_start || !by_size || !near || !of || !size || !best || !at || !placed)");
   int h = 0;
   size_t most = 0, now = 0;
   for (int o = 0; o < n; o++) {
@@ -358,7 +359,7 @@ static int pipeline_setup(rt_trainer *t, char *err, size_t errlen) {
       rt_pipeline_place(n, t->op_mb, t->op_chunk, t->op_bwd, v, aligned, off, NULL);
   size_t n_held = 0;
   for (int c = 0; c < v; c++) n_held += (size_t)t->K * (size_t)pt->chunk[c].n_saved;
-  if (!(t->held = calloc(n_held + 1, sizeof *t->held))) abort();
+  if (!(t->held = calloc(n_held + 1, sizeof *t->held))) IR_DIE("out of memory ((t->held = calloc(n_held + 1, sizeof *t->held)))");
   if (arena > 0) {
     const unsigned char zero = 0;
     if (!(t->held_arena = rt_buffer_alloc(t->dev, arena, err, errlen)) ||
@@ -518,7 +519,7 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     int most = 0; /* bwd's inputs, the most of any chunk's (the step's, then its saved values) */
     for (int c = 0; c < t->n_chunks; c++) most = pt->chunk[c].bwd->n_inputs > most ? pt->chunk[c].bwd->n_inputs : most;
     bool *bdon = calloc((size_t)most + 1, sizeof *bdon);
-    if (!t->fwd_prog || !t->bwd_prog || !bdon) abort();
+    if (!t->fwd_prog || !t->bwd_prog || !bdon) IR_DIE("out of memory (t->fwd_prog || !t->bwd_prog || !bdon)");
     for (int i = pt->n_data; i < pt->bwd_saved0; i++) bdon[i] = i != pt->dropout_key_input;
     rt_program_options bo = so;
     bo.donate_inputs = bdon;

@@ -43,6 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir_die.h"
 #include "comm.h"
 #include "train_internal.h"
 
@@ -723,7 +724,7 @@ int rt_trainer_load_weights(rt_trainer *t, const char *path, const rt_weight_map
   ir_value *vals = calloc((size_t)t->np + 1, sizeof *vals);
   const ir_value **pv = calloc((size_t)t->np + 1, sizeof *pv);
   rt_tensor **whole = calloc((size_t)t->np + 1, sizeof *whole);
-  if (!vals || !pv || !whole) abort();
+  if (!vals || !pv || !whole) IR_DIE("out of memory (vals || !pv || !whole)");
   for (int i = 0; i < t->np; i++) { /* the parameters with their whole types (a rank holds a block) */
     vals[i] = *t->pt->step->params[i];
     if (t->sharded) vals[i].type = ir_shard_global_type(&t->params[i]->type, layout_of(t, i), t->mesh);

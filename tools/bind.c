@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ir_die.h"
 #include "rt_tokenizer.h"
 #include "tool.h"
 
@@ -115,7 +116,7 @@ rt_tensor *tool_bind_input(const ir_graph *g, const ir_value *in, const char *sp
   while (*s == ' ') s++;
   bool bracketed = *s == '[';
   char *copy = strdup(bracketed ? s + 1 : s);
-  if (!copy) abort();
+  if (!copy) IR_DIE("out of memory (copy)");
   if (bracketed) {
     char *close = strrchr(copy, ']');
     if (!close || close[1]) {
@@ -361,7 +362,7 @@ static double bound_bytes(const ir_graph *g) { /* parameters and inputs: the buf
 static double arena_bytes(const ir_graph *g, const bool *donate_inputs, const bool *donate_params) {
   pass_plan_options po = {.donate_inputs = donate_inputs, .donate_params = donate_params};
   pass_plan *p = pass_memplan(g, &po);
-  if (!p) abort();
+  if (!p) IR_DIE("out of memory (p)");
   double bytes = (double)p->arena_bytes;
   pass_plan_free(p);
   return bytes;
@@ -386,13 +387,13 @@ int tool_check_training_memory(const pass_training *pt, ir_diag *d) {
     most = n > most ? n : most;
   }
   bool *don = calloc((size_t)most + 1, sizeof *don), *pdon = calloc((size_t)pt->n_params + 1, sizeof *pdon);
-  if (!don || !pdon) abort();
+  if (!don || !pdon) IR_DIE("out of memory (don || !pdon)");
   for (int i = pt->n_data; i < sg->n_inputs; i++) don[i] = true;
   if (pt->fwd) {
     for (int c = 0; c < pt->n_chunks; c++) {
       const pass_pipe_chunk *ch = &pt->chunk[c];
       bool *bdon = calloc((size_t)ch->bwd->n_inputs + 1, sizeof *bdon);
-      if (!bdon) abort();
+      if (!bdon) IR_DIE("out of memory (bdon)");
       for (int i = pt->n_data; i < pt->bwd_saved0 && i < ch->bwd->n_inputs; i++) bdon[i] = true;
       arenas += arena_bytes(ch->fwd, don, NULL) + arena_bytes(ch->bwd, bdon, NULL);
       free(bdon);
@@ -495,7 +496,7 @@ void tool_alloc_slots(const ir_graph *g, tool_slots *s) {
   s->inputs = calloc((size_t)g->n_inputs + 1, sizeof *s->inputs);
   s->params = calloc((size_t)g->n_params + 1, sizeof *s->params);
   s->outputs = calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
-  if (!s->inputs || !s->params || !s->outputs) abort();
+  if (!s->inputs || !s->params || !s->outputs) IR_DIE("out of memory (s->inputs || !s->params || !s->outputs)");
 }
 
 void tool_free_slots(const ir_graph *g, tool_slots *s) {
@@ -590,7 +591,7 @@ static char *default_map(const tool_weights *w) {
     int dl = slash ? (int)(slash - w->model) : 1;
     size_t n = strlen(w->model) + strlen(type) + 32;
     map = malloc(n);
-    if (!map) abort();
+    if (!map) IR_DIE("out of memory (map)");
     snprintf(map, n, "%.*s/maps/hf_%s.map", dl, slash ? w->model : ".", type);
     if (stat(map, &st) != 0) free(map), map = NULL;
   }
@@ -659,7 +660,7 @@ int tool_text_prepare(tool_text *t, const tool_weights *w, tool_compile_opts *o,
     free(ids);
     return -1;
   }
-  if (!(t->ids = malloc(n * 12 + 1))) abort();
+  if (!(t->ids = malloc(n * 12 + 1))) IR_DIE("out of memory ((t->ids = malloc(n * 12 + 1)))");
   size_t k = 0;
   for (size_t i = 0; i < n; i++) k += (size_t)sprintf(t->ids + k, "%s%d", i ? "," : "", (int)ids[i]);
   free(ids);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "rt_tokenizer.h"
 #include "tool.h"
 
@@ -186,7 +187,7 @@ static int encode_prompt(const rt_tokenizer *tk, const char *text, int32_t **ids
     return 0;
   }
   *n = strlen(text);
-  if (!(*ids = malloc((*n + 1) * sizeof **ids))) abort();
+  if (!(*ids = malloc((*n + 1) * sizeof **ids))) IR_DIE("out of memory ((*ids = malloc((*n + 1) * sizeof **ids)))");
   for (size_t i = 0; i < *n; i++) (*ids)[i] = (unsigned char)text[i];
   return 0;
 }
@@ -200,7 +201,7 @@ static char *decode_ids(const rt_tokenizer *tk, const int32_t *ids, size_t n, si
     return s;
   }
   char *s = malloc(n + 1);
-  if (!s) abort();
+  if (!s) IR_DIE("out of memory (s)");
   for (size_t i = 0; i < n; i++) s[i] = (char)(ids[i] & 0xff); /* ids < 256 but for a model of a larger V */
   s[n] = 0;
   *len = n;
@@ -229,7 +230,7 @@ static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o
   if (lt->dtype != IR_DT_F32)
     return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
   cand *c = malloc((size_t)V * sizeof *c);
-  if (!c) abort();
+  if (!c) IR_DIE("out of memory (c)");
   int rc = 0;
   size_t n = n_prompt;
   for (int64_t step = 0; step < o->max_new && rc == 0; step++) {
@@ -285,7 +286,7 @@ static long utf8_seq(const unsigned char *s, size_t n) {
  * Python's decode(errors="replace") does. malloc'd; *out_len its bytes. */
 static char *utf8_repair(const char *text, size_t len, size_t *out_len) {
   char *r = malloc(3 * len + 1);
-  if (!r) abort();
+  if (!r) IR_DIE("out of memory (r)");
   size_t o = 0;
   for (size_t i = 0; i < len;) {
     long k = utf8_seq((const unsigned char *)text + i, len - i);

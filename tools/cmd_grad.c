@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "tool.h"
 
 extern const char *const tool_common_help;
@@ -154,7 +155,7 @@ int tool_cmd_grad(int argc, char **argv) {
   tool_input_spec *specs = calloc((size_t)argc * 2 + 8, sizeof *specs);
   name_value *seeds = calloc((size_t)argc + 1, sizeof *seeds), *tangs = calloc((size_t)argc + 1, sizeof *tangs);
   const char **wrt_names = calloc((size_t)argc * 2 + 64, sizeof *wrt_names);
-  if (!specs || !seeds || !tangs || !wrt_names) abort();
+  if (!specs || !seeds || !tangs || !wrt_names) IR_DIE("out of memory (specs || !seeds || !tangs || !wrt_names)");
   int n_specs = 0, n_seeds = 0, n_tangs = 0, n_wrt = 0, rc = 0;
   uint64_t seed = 0;
   bool json = false, forward = false;
@@ -176,7 +177,7 @@ int tool_cmd_grad(int argc, char **argv) {
       }
       free(wrt_copy);
       wrt_copy = strdup(val);
-      if (!wrt_copy) abort();
+      if (!wrt_copy) IR_DIE("out of memory (wrt_copy)");
       n_wrt = 0;
       char *save = NULL;
       for (char *t = strtok_r(wrt_copy, ",", &save); t && n_wrt < argc + 32; t = strtok_r(NULL, ",", &save)) {
@@ -235,7 +236,7 @@ int tool_cmd_grad(int argc, char **argv) {
   if (rc == 0 && pass_run_until_autodiff(g, &po) != 0) rc = 1;
   if (rc == 0 && tool_check_input_specs(g, specs, n_specs, d) != 0) rc = 1;
   ir_value **wrt = calloc((size_t)n_wrt + 1, sizeof *wrt);
-  if (!wrt) abort();
+  if (!wrt) IR_DIE("out of memory (wrt)");
   for (int k = 0; rc == 0 && k < n_wrt; k++) {
     if (!(wrt[k] = find_leaf(g, wrt_names[k], d))) rc = 1;
     else if (!ir_dtype_is_float(wrt[k]->type.dtype)) {
@@ -252,7 +253,7 @@ int tool_cmd_grad(int argc, char **argv) {
   ir_value **tan_inputs = calloc((size_t)n_wrt + 1, sizeof *tan_inputs);
   ir_value **outs = calloc((size_t)n_seeds + 1, sizeof *outs);
   double *weights = calloc((size_t)n_seeds + 1, sizeof *weights);
-  if (!deriv_keys || !tan_inputs || !outs || !weights) abort();
+  if (!deriv_keys || !tan_inputs || !outs || !weights) IR_DIE("out of memory (deriv_keys || !tan_inputs || !outs || !weights)");
   if (rc == 0 && !forward) {
     /* the loss: sum_k V_k * sum(out_k) for --seed-output, else the sum of one output */
     for (int s = 0; rc == 0 && s < n_seeds; s++) {
@@ -298,7 +299,7 @@ int tool_cmd_grad(int argc, char **argv) {
     /* tangents on the --tangent names, else 1 on the first --wrt name */
     int n_t = 0;
     const char **tspec = calloc((size_t)n_wrt + 1, sizeof *tspec);
-    if (!tspec) abort();
+    if (!tspec) IR_DIE("out of memory (tspec)");
     for (int k = 0; k < n_wrt; k++) {
       const char *spec = NULL;
       for (int t = 0; t < n_tangs; t++)
@@ -404,7 +405,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   tool_input_spec *specs = calloc((size_t)argc + 1, sizeof *specs);
-  if (!specs) abort();
+  if (!specs) IR_DIE("out of memory (specs)");
   int n_specs = 0, rc = 0;
   uint64_t seed = 0;
   double eps = 1e-6, tol = 1e-6;
@@ -443,7 +444,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
   bool summed = gc.loss_summed;
   int n_w = gc.n_checked;
   wrt_check *w = calloc((size_t)n_w + 1, sizeof *w);
-  if (!w) abort();
+  if (!w) IR_DIE("out of memory (w)");
   for (int k = 0; k < n_w; k++) {
     int leaf = gc.leaf[k];
     w[k].name = leaf < gl->n_inputs ? gl->inputs[leaf]->name : gl->params[leaf - gl->n_inputs]->name;
@@ -458,7 +459,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
     in_d = calloc((size_t)gd->n_inputs + 1, sizeof *in_d);
     out_l = calloc((size_t)gl->n_outputs + 1, sizeof *out_l);
     out_d = calloc((size_t)gd->n_outputs + 1, sizeof *out_d);
-    if (!in_l || !par || !in_d || !out_l || !out_d) abort();
+    if (!in_l || !par || !in_d || !out_l || !out_d) IR_DIE("out of memory (in_l || !par || !in_d || !out_l || !out_d)");
     if (tool_bind_all(gl, specs, n_specs, seed, json, in_l, par, d) != 0) rc = 1;
   }
   for (int i = 0; rc == 0 && i < gd->n_inputs; i++) {
@@ -485,7 +486,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
     c->elements = n <= ELEMENT_LIMIT && (double)n * run_cost <= ELEMENT_BUDGET;
     int n_dir = c->elements ? (int)n : RANDOM_DIRECTIONS;
     rt_tensor *x0 = rt_tensor_new(&c->x->type), *v = rt_tensor_new(&c->x->type);
-    if (!x0 || !v) abort();
+    if (!x0 || !v) IR_DIE("out of memory (x0 || !v)");
     memcpy(x0->data, c->x->data, x0->nbytes);
     double xnorm = 0; /* |x| for directions: the 2-norm, as the directions have norm 1 */
     for (int64_t e = 0; e < n; e++) xnorm += rt_tensor_get(x0, e) * rt_tensor_get(x0, e);
@@ -509,7 +510,7 @@ int tool_cmd_gradcheck(int argc, char **argv) {
       /* forward: the jvp output with tangent v */
       memcpy(c->tangent->data, v->data, v->nbytes);
       rt_tensor **o2 = calloc((size_t)gd->n_outputs, sizeof *o2);
-      if (!o2) abort();
+      if (!o2) IR_DIE("out of memory (o2)");
       if (tool_execute(&backend, gd, in_d, par, o2, NULL, d) != 0) rc = 1;
       double fwd = rc == 0 ? rt_tensor_get(o2[1], 0) : 0;
       free_tensors(o2, gd->n_outputs);

@@ -15,6 +15,7 @@
 
 #include <omp.h>
 
+#include "ir_die.h"
 #include "tool.h"
 
 static const char *const run_help =
@@ -60,7 +61,7 @@ extern const char *const tool_common_help;
 static int save_output(const char *dir, const char *name, const rt_tensor *t, ir_diag *d) {
   size_t n = strlen(dir) + strlen(name) + 8;
   char *path = malloc(n);
-  if (!path) abort();
+  if (!path) IR_DIE("out of memory (path)");
   int k = snprintf(path, n, "%s/", dir);
   for (const char *p = name; *p; p++) {
     char c = *p;
@@ -85,7 +86,7 @@ int tool_cmd_run(int argc, char **argv) {
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   tool_input_spec *specs = calloc((size_t)argc + 3, sizeof *specs);
-  if (!specs) abort();
+  if (!specs) IR_DIE("out of memory (specs)");
   int n_specs = 0, rc = 0;
   uint64_t seed = 0;
   const char *out_dir = NULL;

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ir_die.h"
 #include "stats.h"
 #include "ir_clock.h"
 
@@ -102,14 +103,14 @@ static const fe_const *cfg_first(const fe_config *c, const char *const *names) {
 static void count_params(const ir_graph *g, stats *s) {
   pass_param_group *groups = calloc((size_t)g->n_params + 1, sizeof *groups);
   s->params = calloc((size_t)g->n_params + 1, sizeof *s->params);
-  if (!groups || !s->params) abort();
+  if (!groups || !s->params) IR_DIE("out of memory (groups || !s->params)");
   pass_param_groups(g, groups);
   s->n_params = g->n_params;
   for (int i = 0; i < g->n_params; i++) {
     const ir_value *p = g->params[i];
     stats_param *sp = &s->params[i];
     *sp = (stats_param){strdup(p->name), p->type, ir_type_numel(&p->type), groups[i], NULL};
-    if (!sp->name) abort();
+    if (!sp->name) IR_DIE("out of memory (sp->name)");
     s->param_total += sp->count;
     s->group_total[sp->group] += sp->count;
     s->param_bytes += (double)sp->count * (double)ir_dtype_size(p->type.dtype);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "rt_tokenizer.h"
 #include "tool.h"
 
@@ -94,7 +95,7 @@ static int parse_ids(const char *text, int32_t **ids, size_t *n) {
     if (*n == cap) {
       cap = cap ? 2 * cap : 64;
       int32_t *q = realloc(*ids, cap * sizeof *q);
-      if (!q) abort();
+      if (!q) IR_DIE("out of memory (q)");
       *ids = q;
     }
     (*ids)[(*n)++] = (int32_t)v;

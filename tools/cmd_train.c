@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ir_die.h"
 #include "comm.h"
 #include "rt_cuda.h"
 #include "tool.h"
@@ -635,7 +636,7 @@ static json_t *pipeline_json(const pass_training *pt, const rt_trainer *tr) {
   double *act = calloc((size_t)p * v, sizeof *act), peak_act_bytes = 0;
   double *peak_act = calloc((size_t)p, sizeof *peak_act);
   int *peak_mb = calloc((size_t)p, sizeof *peak_mb);
-  if (!act || !peak_act || !peak_mb) abort();
+  if (!act || !peak_act || !peak_mb) IR_DIE("out of memory (act || !peak_act || !peak_mb)");
   for (int c = 0; c < v; c++) { /* this rank's chunks (the others' do not count on it) */
     const pass_pipe_chunk *ch = &pt->chunk[c];
     for (int j = 0; j < ch->n_saved; j++) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "tool.h"
 
 static const char *const export_help =
@@ -59,7 +60,7 @@ int tool_cmd_export_weights(int argc, char **argv) {
   tool_slots slots = {0};
   if (g) tool_alloc_slots(g, &slots);
   for (int i = 0; rc == 0 && i < g->n_params; i++)
-    if (!(slots.params[i] = rt_tensor_new(&g->params[i]->type))) abort();
+    if (!(slots.params[i] = rt_tensor_new(&g->params[i]->type))) IR_DIE("out of memory ((slots.params[i] = rt_tensor_new(&g->params[i]->type)))");
   rt_safetensors *hdr = rc == 0 ? rt_safetensors_read_header(state, err, sizeof err) : NULL;
   if (rc == 0 && !hdr) {
     ir_error_plain(d, "--resume: %s", err);

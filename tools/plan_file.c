@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "tool.h"
 
 uint64_t tool_fnv1a64(const void *data, size_t n) {
@@ -181,7 +182,7 @@ int tool_plan_read(const char *path, tool_plan *p, ir_diag *d) {
     goto fail;
   }
   p->boundaries = calloc(nb + 1, sizeof *p->boundaries);
-  if (!p->boundaries) abort();
+  if (!p->boundaries) IR_DIE("out of memory (p->boundaries)");
   for (size_t i = 0; i < nb; i++) {
     const json_t *b = json_array_get(bounds, i);
     int64_t prev = i ? p->boundaries[i - 1] : 0;

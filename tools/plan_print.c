@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ir_die.h"
 #include "plan_print.h"
 
 /* The checkpoint pass's name of a planner policy (none, selective, block):
@@ -354,7 +355,7 @@ static void plan_command(const plan_report *r, const pass_plan_result *b, const 
         snprintf(x, sizeof x, "--stage-boundaries ");
         size_t len = strlen(x);
         int *bd = malloc(sizeof *bd * (size_t)dt->n_virtual);
-        if (!bd) abort();
+        if (!bd) IR_DIE("out of memory (bd)");
         stage_boundaries(dt, bd);
         for (int k = 0; k + 1 < dt->n_virtual && len < sizeof x; k++, len = strlen(x))
           snprintf(x + len, sizeof x - len, "%s%d", k ? "," : "", bd[k]);
@@ -661,7 +662,7 @@ static json_t *plan_file_json(const plan_report *r, const pass_plan_result *b, c
                       json_pack("{s:s,s:i}", "name", pass_schedule_name(s->schedule), "virtual_stages", s->v));
   json_t *bounds = json_array();
   int *bd = malloc(sizeof *bd * (size_t)dt->n_virtual);
-  if (!bd) abort();
+  if (!bd) IR_DIE("out of memory (bd)");
   stage_boundaries(dt, bd);
   for (int k = 0; k + 1 < dt->n_virtual; k++) json_array_append_new(bounds, json_integer(bd[k]));
   free(bd);

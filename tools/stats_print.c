@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "stats.h"
 
 const char *stats_grouped(double v, char *buf, size_t n) {
@@ -98,7 +99,7 @@ static void mem_row(FILE *out, const char *label, const pass_mem_report *m) {
 
 static pass_roofline_row *rows_ranked(const stats *s) {
   pass_roofline_row *sorted = malloc((size_t)(s->roof.n_rows > 0 ? s->roof.n_rows : 1) * sizeof *sorted);
-  if (!sorted) abort();
+  if (!sorted) IR_DIE("out of memory (sorted)");
   memcpy(sorted, s->roof.rows, (size_t)s->roof.n_rows * sizeof *sorted);
   qsort(sorted, (size_t)s->roof.n_rows, sizeof *sorted, row_cmp);
   return sorted;

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ir_die.h"
 #include "internal.h"
 
 typedef enum { WT_SPLIT, WT_ROPE, WT_TRANSPOSE, WT_CAST } wt_kind;
@@ -94,7 +95,7 @@ rt_weight_map *rt_weight_map_read(const char *path, char *err, size_t errlen) {
     return NULL;
   }
   rt_weight_map *m = calloc(1, sizeof *m);
-  if (!m || !(m->path = strdup(path))) abort();
+  if (!m || !(m->path = strdup(path))) IR_DIE("out of memory (m || !(m->path = strdup(path)))");
   char buf[4096];
   int cap = 0, lineno = 0;
   while (fgets(buf, sizeof buf, f)) {
@@ -105,7 +106,7 @@ rt_weight_map *rt_weight_map_read(const char *path, char *err, size_t errlen) {
     if (!*s) continue;
     if (m->n == cap) {
       cap = cap ? 2 * cap : 32;
-      if (!(m->rules = realloc(m->rules, (size_t)cap * sizeof *m->rules))) abort();
+      if (!(m->rules = realloc(m->rules, (size_t)cap * sizeof *m->rules))) IR_DIE("out of memory ((m->rules = realloc(m->rules, (size_t)cap * sizeof *m->rules)))");
     }
     wt_rule *r = &m->rules[m->n];
     *r = (wt_rule){.line = lineno};
@@ -115,7 +116,7 @@ rt_weight_map *rt_weight_map_read(const char *path, char *err, size_t errlen) {
         rt_errf(err, errlen, "%s:%d: error: expected '! GLOB' (one pattern of tensors to leave unused)", path, lineno);
         goto fail;
       }
-      if (!(r->tgc = strdup(g))) abort();
+      if (!(r->tgc = strdup(g))) IR_DIE("out of memory ((r->tgc = strdup(g)))");
       m->n++;
       continue;
     }
@@ -134,7 +135,7 @@ rt_weight_map *rt_weight_map_read(const char *path, char *err, size_t errlen) {
               path, lineno);
       goto fail;
     }
-    if (!(r->tgc = strdup(lhs)) || !(r->hf = strdup(tok))) abort();
+    if (!(r->tgc = strdup(lhs)) || !(r->hf = strdup(tok))) IR_DIE("out of memory ((r->tgc = strdup(lhs)) || !(r->hf = strdup(tok)))");
     m->n++;
     while ((tok = strtok_r(NULL, " \t", &save))) {
       wt_transform t = {0};
@@ -227,7 +228,7 @@ static rt_tensor *do_transpose(const rt_tensor *in) {
   ir_type t = in->type;
   t.dims[0] = in->type.dims[1], t.dims[1] = in->type.dims[0];
   rt_tensor *o = rt_tensor_new(&t);
-  if (!o) abort();
+  if (!o) IR_DIE("out of memory (o)");
   size_t es = ir_dtype_size(t.dtype);
   int64_t r = in->type.dims[0], c = in->type.dims[1];
   for (int64_t i = 0; i < r; i++)
@@ -238,7 +239,7 @@ static rt_tensor *do_transpose(const rt_tensor *in) {
 /* rows [H, 2, h] -> [H, h, 2] (inverse: [H, h, 2] -> [H, 2, h]). */
 static rt_tensor *do_rope(const rt_tensor *in, int heads, bool inverse) {
   rt_tensor *o = rt_tensor_new(&in->type);
-  if (!o) abort();
+  if (!o) IR_DIE("out of memory (o)");
   int64_t rows = in->type.dims[0], h = rows / heads / 2, row_elems = rt_numel(&in->type) / rows;
   size_t rb = (size_t)row_elems * ir_dtype_size(in->type.dtype);
   for (int64_t H = 0; H < heads; H++)
@@ -255,7 +256,7 @@ static rt_tensor *do_cast(const rt_tensor *in, ir_dtype dt) {
   ir_type t = in->type;
   t.dtype = dt;
   rt_tensor *o = rt_tensor_new(&t);
-  if (!o) abort();
+  if (!o) IR_DIE("out of memory (o)");
   for (int64_t i = 0, n = rt_numel(&t); i < n; i++) rt_tensor_set(o, i, rt_tensor_get(in, i));
   return o;
 }
@@ -272,7 +273,7 @@ static rt_tensor *read_through(const wt_rule *r, const char *file, const char *h
   type_str(&ft->type, ht, sizeof ht);
   type_str(&p->type, pt, sizeof pt);
   rt_tensor *cur = rt_tensor_new(&ft->type);
-  if (!cur) abort();
+  if (!cur) IR_DIE("out of memory (cur)");
   if (ft->nbytes) memcpy(cur->data, ft->data, ft->nbytes);
   bool cast = false;
   for (int i = 0; r && i < r->n_tr; i++) {
@@ -292,7 +293,7 @@ static rt_tensor *read_through(const wt_rule *r, const char *file, const char *h
         ir_type pt2 = cur->type;
         pt2.dims[t->c] /= t->b;
         next = rt_tensor_new(&pt2);
-        if (!next) abort();
+        if (!next) IR_DIE("out of memory (next)");
         copy_slab(cur, next, t->c, t->a * pt2.dims[t->c], false);
       }
     } else {
@@ -333,7 +334,7 @@ static char *weights_file(const char *path) {
   struct stat st;
   size_t n = strlen(path) + 32;
   char *f = malloc(n);
-  if (!f) abort();
+  if (!f) IR_DIE("out of memory (f)");
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(f, n, "%s/model.safetensors", path);
   else snprintf(f, n, "%s", path);
   return f;
@@ -354,7 +355,15 @@ static void list_add(char *list, size_t n, const char *name) {
     if (!strstr(list, "...")) snprintf(list + k, n - k, ", ...");
     return;
   }
-  snprintf(list + k, n - k, "%s%s", k ? ", " : "", name);
+  /* appended piece by piece (a name longer than the room left is cut there) */
+  const char *parts[2] = {k ? ", " : "", name};
+  for (int j = 0; j < 2 && k + 1 < n; j++) {
+    size_t len = strlen(parts[j]);
+    if (len > n - 1 - k) len = n - 1 - k;
+    memcpy(list + k, parts[j], len);
+    k += len;
+    list[k] = 0;
+  }
 }
 
 int rt_weights_load(const ir_graph *g, rt_tensor **params, const char *path, const rt_weight_map *m,
@@ -373,7 +382,7 @@ int rt_weights_load_values(const ir_value *const *pv, int np, rt_tensor **params
   int rc = 0, n = rt_safetensors_count(f);
   bool *used = calloc((size_t)n + 1, sizeof *used);
   char *missing = calloc(1, 1024), *unused = calloc(1, 1024);
-  if (!used || !missing || !unused) abort();
+  if (!used || !missing || !unused) IR_DIE("out of memory (used || !missing || !unused)");
   for (int i = 0; i < np && rc == 0; i++) {
     const ir_value *p = pv[i];
     char hf[512];
@@ -427,7 +436,7 @@ typedef struct {
 int rt_weights_export(const ir_graph *g, rt_tensor *const *params, const rt_weight_map *m, const char *out,
                       char *err, size_t errlen) {
   wt_out *outs = calloc((size_t)g->n_params + 1, sizeof *outs);
-  if (!outs) abort();
+  if (!outs) IR_DIE("out of memory (outs)");
   int n_out = 0, rc = 0;
   for (int i = 0; i < g->n_params && rc == 0; i++) {
     const ir_value *p = g->params[i];
@@ -435,7 +444,7 @@ int rt_weights_export(const ir_graph *g, rt_tensor *const *params, const rt_weig
     const wt_rule *r = NULL;
     if ((rc = rule_for(m, p, hf, sizeof hf, &r, err, errlen)) != 0) break;
     rt_tensor *cur = rt_tensor_new(&params[i]->type);
-    if (!cur) abort();
+    if (!cur) IR_DIE("out of memory (cur)");
     if (cur->nbytes) memcpy(cur->data, params[i]->data, cur->nbytes);
     const wt_transform *split = NULL;
     for (int k = r ? r->n_tr - 1 : -1; k >= 0; k--) { /* the inverses, last first */
@@ -471,7 +480,7 @@ int rt_weights_export(const ir_graph *g, rt_tensor *const *params, const rt_weig
       ir_type wt = cur->type;
       wt.dims[split->c] *= split->b;
       outs[n_out++] = (wt_out){strdup(hf), rt_tensor_new(&wt), 0, split->b};
-      if (!outs[j].name || !outs[j].t) abort();
+      if (!outs[j].name || !outs[j].t) IR_DIE("out of memory (outs[j].name || !outs[j].t)");
     }
     bool fits = outs[j].t->type.rank == cur->type.rank && outs[j].t->type.dtype == cur->type.dtype;
     for (int d = 0; fits && d < cur->type.rank; d++)
@@ -497,7 +506,7 @@ int rt_weights_export(const ir_graph *g, rt_tensor *const *params, const rt_weig
       rc = -1;
     }
   rt_named_tensor *nt = calloc((size_t)n_out + 1, sizeof *nt);
-  if (!nt) abort();
+  if (!nt) IR_DIE("out of memory (nt)");
   for (int j = 0; j < n_out; j++) nt[j] = (rt_named_tensor){outs[j].name, outs[j].t};
   rt_meta_entry meta[] = {{"format", "pt"}};
   if (rc == 0 && rt_safetensors_write(out, nt, n_out, meta, 1, err, errlen) != 0) rc = -1;

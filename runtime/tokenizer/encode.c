@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "tok_internal.h"
 
 typedef struct {
@@ -32,7 +33,7 @@ static int wordpiece(void *ctx, const char *w, size_t len) {
   }
   size_t first = l->ids.n, plen = strlen(t->cont_prefix);
   char *piece = malloc(plen + len + 1);
-  if (!piece) abort();
+  if (!piece) IR_DIE("out of memory (piece)");
   memcpy(piece, t->cont_prefix, plen);
   for (size_t start = 0; start < len;) {
     int32_t found = -1;
@@ -68,7 +69,7 @@ static int bpe(void *ctx, const char *w, size_t len) {
     }
   }
   int32_t *sym = malloc((len ? len : 1) * sizeof *sym);
-  if (!sym) abort();
+  if (!sym) IR_DIE("out of memory (sym)");
   size_t n = 0;
   for (size_t i = 0; i < len;) {
     size_t k = utf8_len((unsigned char)w[i]);
@@ -150,7 +151,7 @@ int rt_tokenizer_encode(const rt_tokenizer *t, const char *text, size_t len, boo
   }
   size_t total = keep + (add_special ? (size_t)(t->n_prefix + t->n_suffix) : 0);
   int32_t *out = malloc((total ? total : 1) * sizeof *out);
-  if (!out) abort();
+  if (!out) IR_DIE("out of memory (out)");
   size_t k = 0;
   if (add_special)
     for (int i = 0; i < t->n_prefix; i++) out[k++] = t->prefix_ids[i];
@@ -172,7 +173,7 @@ static void cleanup(rt_tok_buf *out, const char *s) {
   static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", " don't", "'s", "'ve", "'re"};
   enum { N = sizeof from / sizeof from[0] };
   char *cur = strdup(s);
-  if (!cur) abort();
+  if (!cur) IR_DIE("out of memory (cur)");
   for (int r = 0; r < N; r++) { /* one replace-all after another, as str::replace */
     rt_tok_buf next = {0};
     size_t fl = strlen(from[r]);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_die.h"
 #include "tok_internal.h"
 
 static bool in_ranges(const rt_tok_range *r, int n, uint32_t c) {
@@ -36,7 +37,7 @@ void rt_tok_cps_push(rt_tok_cps *a, uint32_t c) {
   if (a->n == a->cap) {
     a->cap = a->cap ? 2 * a->cap : 64;
     uint32_t *v = realloc(a->v, a->cap * sizeof *v);
-    if (!v) abort();
+    if (!v) IR_DIE("out of memory (v)");
     a->v = v;
   }
   a->v[a->n++] = c;
@@ -149,7 +150,7 @@ void rt_tok_buf_add(rt_tok_buf *b, const char *s, size_t n) {
     size_t cap = b->cap ? b->cap : 64;
     while (cap < b->n + n + 1) cap *= 2;
     char *p = realloc(b->s, cap);
-    if (!p) abort();
+    if (!p) IR_DIE("out of memory (p)");
     b->s = p;
     b->cap = cap;
   }
