@@ -261,19 +261,7 @@ static ir_graph *compile_train(tool_compile_opts *o, int b_index, const char *b,
   o->defines[b_index].value = b;
   ir_graph *g = tool_load(o, d, text);
   if (!g) return NULL;
-  /* the plans are sharded programs, where fuse-lm-head declines (one device only): profiled without it */
-  bool off[PASS_COUNT] = {false};
-  for (int p = 0; p < PASS_COUNT; p++) off[p] = o->pass_disabled[p];
-  off[PASS_FUSE_LM_HEAD] = true;
-  /* the graph as the shard pass sees it: the model shards it at each tp and runs the passes after it (plan_tp.c) */
-  off[PASS_FUSE_ELEMENTWISE] = off[PASS_FUSE_TRANSPOSE] = true;
-  pass_options po = {.diag = d, .verify_each = o->verify_each, .checkpoint = pass_plan_ckpt_policy(ck),
-                     .disabled = off};
-  pass_train_graph_options to = {.passes = &po, .dtype = dt};
-  pass_train_graph_info info;
-  int rc = pass_build_training_graph(g, &to, &info);
-  pass_train_graph_info_free(&info);
-  if (rc != 0) {
+  if (tool_shard_view_graph(o, g, pass_plan_ckpt_policy(ck), dt, d) != 0) {
     ir_graph_free(g);
     return NULL;
   }

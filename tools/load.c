@@ -401,23 +401,26 @@ ir_graph *tool_tp_search_graph(const tool_compile_opts *o, int dt, ir_diag *d) {
     c.fe.n_defines = o->fe.n_defines;
     g = tool_load(&c, d, &text);
   }
-  if (g) {
-    /* as tgc plan compiles its policies (cmd_plan.c): the passes after the shard pass not run, no recompute */
-    bool off[PASS_COUNT];
-    for (int p = 0; p < PASS_COUNT; p++) off[p] = o->pass_disabled[p];
-    off[PASS_FUSE_LM_HEAD] = off[PASS_FUSE_ELEMENTWISE] = off[PASS_FUSE_TRANSPOSE] = true;
-    pass_options po = {.diag = d, .verify_each = o->verify_each, .disabled = off};
-    pass_train_graph_options to = {.passes = &po, .dtype = dt};
-    pass_train_graph_info info;
-    int rc = pass_build_training_graph(g, &to, &info);
-    pass_train_graph_info_free(&info);
-    if (rc != 0) {
-      ir_graph_free(g);
-      g = NULL;
-    }
+  if (g && tool_shard_view_graph(o, g, NULL, dt, d) != 0) { /* as tgc plan compiles its policies, no recompute */
+    ir_graph_free(g);
+    g = NULL;
   }
   free(text);
   return g;
+}
+
+int tool_shard_view_graph(const tool_compile_opts *o, ir_graph *g, const char *checkpoint, int dt, ir_diag *d) {
+  /* sharded programs, where fuse-lm-head declines (one device only); and the graph as the shard pass sees it:
+   * the model shards it at each tp and runs the passes after it (plan_tp.c) */
+  bool off[PASS_COUNT];
+  for (int p = 0; p < PASS_COUNT; p++) off[p] = o->pass_disabled[p];
+  off[PASS_FUSE_LM_HEAD] = off[PASS_FUSE_ELEMENTWISE] = off[PASS_FUSE_TRANSPOSE] = true;
+  pass_options po = {.diag = d, .verify_each = o->verify_each, .checkpoint = checkpoint, .disabled = off};
+  pass_train_graph_options to = {.passes = &po, .dtype = dt};
+  pass_train_graph_info info;
+  int rc = pass_build_training_graph(g, &to, &info);
+  pass_train_graph_info_free(&info);
+  return rc;
 }
 
 int tool_graph_layers(const ir_graph *g) {

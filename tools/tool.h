@@ -50,6 +50,11 @@ ir_graph *tool_load(const tool_compile_opts *o, ir_diag *d, char **text_out);
  * an .ir file: the shard pass searches the graph itself), 0 or -1 after
  * reporting. report: NULL, or where the search prints each class's layout. */
 ir_graph *tool_tp_search_graph(const tool_compile_opts *o, int dt, ir_diag *d);
+/* g made the training graph tgc plan profiles and the search costs: the
+ * checkpoint policy given (NULL: none), dtype dt (-1: the model's own), the
+ * passes after the shard pass (and fuse-lm-head) not run. 0, or -1 after
+ * reporting. */
+int tool_shard_view_graph(const tool_compile_opts *o, ir_graph *g, const char *checkpoint, int dt, ir_diag *d);
 int tool_graph_layers(const ir_graph *g);
 int tool_tp_layouts(const tool_compile_opts *o, const ir_graph *model, int dt, FILE *report,
                     pass_tp_layouts **out, ir_diag *d);
