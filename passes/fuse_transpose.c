@@ -261,15 +261,26 @@ static void drop_unread_transposes(ir_graph *g) {
   free(uses);
 }
 
+/* What lets mark_partners scan a little of the graph per candidate: use
+ * counts (ir_use_counts), and per value the last live node that reads it
+ * or a reshape of it, past which no partner can be. */
+typedef struct {
+  int *uses, *reach;
+} partner_ix;
+
 /* The first live node after r that `is_partner` accepts, provided no node
  * reads r's result before it and some node reads it after (or it is a
- * graph output): where a later kernel can compute r's result instead. */
-static int partner_after(const ir_graph *g, int r, bool (*is_partner)(const ir_node *r, const ir_node *m)) {
+ * graph output): where a later kernel can compute r's result instead.
+ * With x (or NULL: the whole graph), the scan ends at the partner (with no
+ * reader before it, every reader the counts hold comes after) and at
+ * reach[v], v the value every partner reads (or reads reshaped). */
+static int partner_after(const ir_graph *g, int r, bool (*is_partner)(const ir_node *r, const ir_node *m),
+                         const partner_ix *x, const ir_value *v) {
   const ir_node *n = g->nodes[r];
   const ir_value *res = n->out[0];
-  bool read_later = is_output(g, res);
-  int found = -1;
-  for (int i = r + 1; i < g->n_nodes && !(found >= 0 && read_later); i++) {
+  bool read_later = x ? x->uses[res->id] > 0 : is_output(g, res);
+  int found = -1, end = x ? x->reach[v->id] + 1 : g->n_nodes;
+  for (int i = r + 1; i < end && !(found >= 0 && read_later); i++) {
     const ir_node *m = g->nodes[i];
     if (m->dead) continue;
     bool reads = false;
@@ -291,7 +302,7 @@ static bool weight_grad_of(const ir_node *r, const ir_node *m) {
          m->in[0]->type.rank == 2 && ir_node_attr_int(m, "transpose_a", 0) != 0 && ir_node_attr_int(m, "transpose_b", 0) == 0;
 }
 
-int pass_bias_grad_product(const ir_graph *g, int r) {
+static int bias_grad_product(const ir_graph *g, int r, const partner_ix *x) {
   if (r < 0 || r >= g->n_nodes) return -1;
   const ir_node *n = g->nodes[r];
   if (n->dead || n->op != IR_OP_REDUCE_SUM || n->n_in != 1 || n->n_out != 1) return -1;
@@ -302,33 +313,51 @@ int pass_bias_grad_product(const ir_graph *g, int r) {
     return -1;
   for (int i = 0; i < axes->n; i++)
     if (axes->ints[i] != i) return -1;
-  return partner_after(g, r, weight_grad_of);
+  return partner_after(g, r, weight_grad_of, x, n->in[0]);
 }
+
+int pass_bias_grad_product(const ir_graph *g, int r) { return bias_grad_product(g, r, NULL); }
 
 /* m = cross_entropy_grad of r's logits and targets. */
 static bool ce_grad_of(const ir_node *r, const ir_node *m) {
   return m->op == IR_OP_CROSS_ENTROPY_GRAD && m->n_in == 3 && m->in[0] == r->in[0] && m->in[1] == r->in[1];
 }
 
-int pass_cross_entropy_grad_of(const ir_graph *g, int r) {
+static int cross_entropy_grad_of(const ir_graph *g, int r, const partner_ix *x) {
   if (r < 0 || r >= g->n_nodes) return -1;
   const ir_node *n = g->nodes[r];
   if (n->dead || n->op != IR_OP_CROSS_ENTROPY || n->n_in != 2 || n->n_out != 1) return -1;
-  return partner_after(g, r, ce_grad_of);
+  return partner_after(g, r, ce_grad_of, x, n->in[0]);
 }
+
+int pass_cross_entropy_grad_of(const ir_graph *g, int r) { return cross_entropy_grad_of(g, r, NULL); }
 
 /* Marks what pass_bias_grad_product and pass_cross_entropy_grad_of pair:
  * counts[0] bias gradients, counts[1] losses. */
 static void mark_partners(ir_graph *g, int counts[2]) {
   static const char *const key[2] = {"in_product", "with_grad"};
+  int bound = 0;
+  partner_ix x = {ir_use_counts(g, &bound), NULL}; /* marking adds attributes only: the index holds throughout */
+  x.reach = malloc(((size_t)bound + 1) * sizeof *x.reach);
+  if (!x.uses || !x.reach) IR_DIE("out of memory (x.uses || x.reach)");
+  for (int v = 0; v < bound; v++) x.reach[v] = -1;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++) x.reach[g->nodes[i]->in[j]->id] = i;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (!n->dead && n->op == IR_OP_RESHAPE && n->n_in == 1 && n->n_out == 1 && x.reach[n->out[0]->id] > x.reach[n->in[0]->id])
+      x.reach[n->in[0]->id] = x.reach[n->out[0]->id];
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = g->nodes[i];
     int k = n->op == IR_OP_REDUCE_SUM ? 0 : n->op == IR_OP_CROSS_ENTROPY ? 1 : -1;
-    if (k < 0 || ir_node_attr(n, key[k]) || (k ? pass_cross_entropy_grad_of(g, i) : pass_bias_grad_product(g, i)) < 0)
+    if (k < 0 || ir_node_attr(n, key[k]) || (k ? cross_entropy_grad_of(g, i, &x) : bias_grad_product(g, i, &x)) < 0)
       continue;
     add_attr(g, n, ir_attr_int(key[k], 1));
     counts[k]++;
   }
+  free(x.uses);
+  free(x.reach);
 }
 
 int pass_fuse_transpose(ir_graph *g, const pass_options *o) {

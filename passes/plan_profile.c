@@ -105,6 +105,7 @@ typedef struct {
   int n_cuts;
   memo_entry *memo;
   int n_memo, cap_memo;
+  bool *again;         /* per value id, made at the first profile: what a pipelined stage's bwd makes again */
 } plan_view;
 
 /* One checkpoint policy: its training graph as the shard pass sees it (the
@@ -237,6 +238,7 @@ static void view_free(plan_view *c) {
   free(c->tied);
   free(c->gathers);
   free(c->cuts);
+  free(c->again);
   memo_clear(c);
   free(c->memo);
   memset(c, 0, sizeof *c);
@@ -756,8 +758,10 @@ static bool shared_in(const pass_plan_shared *s, int lo, int hi) {
 }
 
 /* The kept values a pipelined stage's bwd makes again rather than being
- * handed per micro-batch (pass_pipe_remade, the shard pass's rule). */
-static bool *remade(const plan_view *c) {
+ * handed per micro-batch (pass_pipe_remade, the shard pass's rule): the
+ * same at every micro-batch, so made once per view. */
+static const bool *remade(plan_view *c) {
+  if (c->again) return c->again;
   const ir_graph *g = c->g;
   int nv = c->n_values + 1;
   bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward), *saved = calloc((size_t)nv, sizeof *saved);
@@ -767,7 +771,7 @@ static bool *remade(const plan_view *c) {
   for (int i = 0; i < g->n_nodes; i++) forward[i] = c->nodes[i].phase == PASS_PHASE_FORWARD;
   pass_pipe_remade(g, forward, saved, again);
   free(forward), free(saved);
-  return again;
+  return c->again = again;
 }
 
 static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, int b, pass_plan_profile *out) {
@@ -805,7 +809,7 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
   }
   pass_plan_shared *shared_saved = calloc((size_t)c->n_saved + 1, sizeof *shared_saved);
   int n_shared_saved = 0;
-  bool *again = remade(c);
+  const bool *again = remade(c);
   if (!shared_saved) IR_DIE("out of memory (shared_saved)");
   for (int i = 0; i < c->n_saved;) { /* (value, group) sorted: a value read by several groups is kept once per stage */
     int v = c->saved[i].value, j = i;
@@ -815,7 +819,6 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     else shared_saved[n_shared_saved].again = again[v], shared_entry(&shared_saved[n_shared_saved++], x, c->saved + i, j - i);
     i = j;
   }
-  free(again);
   /* what else the trainer keeps across the backward (the memory plan of the
    * step graph has it): the loss (its sum over micro-batches is the
    * trainer's), the count of correct predictions (f64) beside a
