@@ -3,8 +3,9 @@
 # all-MiniLM-L6-v2 (fetched by tools/fetch-test-data.sh; skipped, exit 77,
 # when it is not there).
 # 1. Against the reference library: for every sentence
-#    tests/data/minilm/NN.txt, `tgc tokenize` gives exactly the ids
-#    sentence-transformers gave (NN.ids.npy), and `tgc run --config minilm_l6
+#    tests/data/minilm/NN.txt, `tgc tokenize --max-length 256` gives exactly
+#    the ids sentence-transformers gave (NN.ids.npy; 11.txt is truncated to
+#    256 ids as its max_seq_length says), and `tgc run --config minilm_l6
 #    --weights DIR --text T --json` (the map found from DIR/config.json's
 #    model_type, the tokenizer DIR/tokenizer.json) prints an embedding whose
 #    every component is within 1e-5 of sentence-transformers' own
@@ -36,12 +37,15 @@ npy_values() {
   od -An -v -t $t -j $((10 + hlen)) "$1" | tr -s ' ' '\n' | grep -v '^$'
 }
 refdir=tests/data/minilm
+# sentence-transformers truncates to its max_seq_length (256), not to
+# tokenizer.json's 128: tgc run --text reads it from sentence_bert_config.json
+maxlen=$(jq -e .max_seq_length "$dir/sentence_bert_config.json") || { fail "no max_seq_length in $dir/sentence_bert_config.json"; maxlen=256; }
 worst=0; count=0
 for txt in "$refdir"/[0-9][0-9].txt; do
   nn=$(basename "$txt" .txt)
   count=$((count + 1))
   npy_values "$refdir/$nn.ids.npy" '<i4' > "$tmp/ref_ids" || { status=1; continue; }
-  if ! "$tgc" tokenize --tokenizer "$dir/tokenizer.json" < "$txt" | tr -s ' ' '\n' | grep -v '^$' > "$tmp/ids"; then
+  if ! "$tgc" tokenize --tokenizer "$dir/tokenizer.json" --max-length "$maxlen" < "$txt" | tr -s ' ' '\n' | grep -v '^$' > "$tmp/ids"; then
     fail "$nn: tgc tokenize"; continue
   fi
   cmp -s "$tmp/ids" "$tmp/ref_ids" || fail "$nn: ids $(tr '\n' ' ' < "$tmp/ids")differ from the reference's $(tr '\n' ' ' < "$tmp/ref_ids")"

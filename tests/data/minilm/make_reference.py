@@ -9,7 +9,8 @@ Python: tests/scripts/bert_minilm.sh compares with sh, od and awk.
 
   NN.txt            a test sentence (UTF-8, no newline at the end)
   NN.ids.npy        int32 [n]: the ids sentence-transformers' tokenizer gave
-                    ([CLS] ... [SEP]; model.tokenize, no padding)
+                    ([CLS] ... [SEP]; model.tokenize, no padding, truncated
+                    to the model's max_seq_length, 256)
   NN.embedding.npy  float32 [384]: model.encode(sentence), normalized
   cosine.txt        the cosine similarity of every pair of sentences
                     (sentence_transformers.util.cos_sim), for the README
@@ -53,6 +54,21 @@ SENTENCES = [
     "about funding, environmental impact and the timetable for construction unresolved.",
     # UPPER CASE (the tokenizer lowercases), and whitespace runs
     "UPPER   case\tand\twhitespace    runs",
+    # longer than max_seq_length (256; tokenizer.json says 128): truncated to 256 ids
+    " ".join([
+        "The river begins as a thin stream of meltwater high in the mountains, where snow lingers",
+        "on the northern slopes well into the summer months and the air is cold even at noon.",
+        "From there it gathers the water of hundreds of small creeks, cuts a narrow gorge through",
+        "granite and limestone, and widens into a broad valley dotted with farms, orchards, mills",
+        "and small towns whose names appear on maps from the fourteenth century onwards.",
+        "Engineers dammed it twice in the twentieth century, first for irrigation and later for",
+        "hydroelectric power, and the reservoirs changed the fish, the birds and the floods alike.",
+        "Today conservation groups, fishermen, farmers and city councils argue about how much water",
+        "may be taken, when the sluices should open, and whether the older dam should be removed;",
+        "each side commissions studies, holds public meetings, writes letters to newspapers and",
+        "petitions the regional government, which postpones its decision every spring while the",
+        "snow melts, the river rises, and the valley waits to see what the next year will bring.",
+    ] * 2),
 ]
 
 
