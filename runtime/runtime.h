@@ -8,7 +8,7 @@
  *               node's kernel on device tensors). cpu.c is the CPU's.
  *   rt_device   an opened backend, counting what it allocates and moves.
  *   rt_program  a graph prepared on a device (exec.c): its memory plan
- *               (passes/memplan.c) and the one arena the plan asks for,
+ *               (analysis/memplan.c) and the one arena the plan asks for,
  *               allocated once; each run walks the plan's steps on the
  *               backend. Scheduling, liveness, in-place execution and
  *               donation are the plan's, written once for every backend.
@@ -22,7 +22,7 @@
 #include <stdio.h>
 
 #include "ir.h"
-#include "pass.h"
+#include "analysis.h"
 
 typedef struct rt_device rt_device;
 typedef struct rt_backend rt_backend;

@@ -149,7 +149,7 @@ static rt_tensor *scalar_tensor(rt_device *d, char *err, size_t errlen) {
 
 /* The order of one step's micro-batch halves on stage s of p (K
  * micro-batches, v chunks: chunk c is virtual stage c p + s), as the
- * planner simulates them (passes/plan_sim.c):
+ * planner simulates them (plan/plan_sim.c):
  *   gpipe        every forward, then every backward, the last micro-batch first;
  *   1f1b         min(p - s - 1, K) forwards, then a forward and a backward in
  *                turn, then the remaining backwards (PipeDream-Flush);
