@@ -354,7 +354,12 @@ int pass_cluster_set_gpus(pass_cluster *c, const char *gpus, ir_diag *d);
  * "path:line:col: error: ..." for every bad line. c->source is path (keep it). */
 int pass_cluster_parse(const char *path, const char *text, size_t len, pass_cluster *c, ir_diag *d);
 
-/* ---- pipeline schedules (plan/plan_sim.c simulates them; runtime/train.c runs them) ---- */
+/* ---- the optimizers (passes/optimizer.c builds their updates; program.c) ---- */
+typedef enum { PASS_OPT_SGD, PASS_OPT_MOMENTUM, PASS_OPT_ADAM, PASS_OPT_ADAMW, PASS_OPT_COUNT } pass_optimizer_kind;
+const char *pass_optimizer_name(pass_optimizer_kind kind);    /* "sgd" "momentum" "adam" "adamw" */
+int pass_optimizer_from_name(const char *name);                /* -1 if unknown */
+
+/* ---- pipeline schedules (plan/plan_sim.c simulates them; runtime/train.c runs them; program.c) ---- */
 typedef enum { PASS_SCHED_GPIPE, PASS_SCHED_1F1B, PASS_SCHED_INTERLEAVED, PASS_SCHED_COUNT } pass_schedule;
 const char *pass_schedule_name(pass_schedule s);   /* "gpipe" "1f1b" "interleaved" */
 int pass_schedule_from_name(const char *name);     /* -1 if unknown */

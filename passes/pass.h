@@ -161,7 +161,6 @@ int pass_fuse_multi_tensor(ir_graph *g);
  * Graph inputs must have role input (the verifier's rule), so gradients and
  * states are told apart by position; their new values carry roles grad /
  * opt_state. Returns NULL after reporting through d. */
-typedef enum { PASS_OPT_SGD, PASS_OPT_MOMENTUM, PASS_OPT_ADAM, PASS_OPT_ADAMW, PASS_OPT_COUNT } pass_optimizer_kind;
 typedef struct {
   pass_optimizer_kind kind;
   double momentum;      /* momentum: v = mu v + g (mu, default 0.9) */
@@ -172,8 +171,6 @@ typedef struct {
 } pass_optimizer;
 /* The defaults above for kind. */
 pass_optimizer pass_optimizer_defaults(pass_optimizer_kind kind);
-const char *pass_optimizer_name(pass_optimizer_kind kind);    /* "sgd" "momentum" "adam" "adamw" */
-int pass_optimizer_from_name(const char *name);                /* -1 if unknown */
 int pass_optimizer_state_count(pass_optimizer_kind kind);      /* state tensors per parameter: 0, 1 or 2 */
 ir_graph *pass_build_update(const ir_graph *model, const pass_optimizer *opt, ir_diag *d);
 /* The FLOPs of one optimizer step of model's parameters (the cost model's

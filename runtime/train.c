@@ -586,6 +586,31 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
     }
 }
 
+void rt_trainer_comm_check(const rt_trainer *t, int64_t steps, rt_comm_check *out) {
+  pass_comm_tally pred[IR_NUM_OPS][IR_NUM_AXES], ev[IR_NUM_OPS][IR_NUM_AXES];
+  memset(out, 0, sizeof *out);
+  out->steps = steps;
+  rt_trainer_comm_predicted(t, pred);
+  rt_trainer_comm_eval(t, ev);
+  const rt_comm *c = rt_trainer_comm(t);
+  bool equal = steps > 0;
+  for (int k = 0; k < IR_NUM_COLLS; k++)
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      ir_op op = ir_coll_op((ir_coll)k);
+      int ca = rt_comm_axis_find(c, ir_axis_name((ir_axis)a));
+      pass_comm_tally *m = &out->measured[k][a], *e = &ev[op][a];
+      if (ca >= 0) {
+        rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, ca);
+        *m = (pass_comm_tally){n.calls - e->calls, n.bytes_sent - e->sent, n.bytes_received - e->received};
+      }
+      const pass_comm_tally *p = &pred[op][a];
+      out->predicted[k][a] = *p;
+      if ((m->calls || p->calls) && steps > 0)
+        equal &= m->calls == p->calls * steps && m->sent == p->sent * steps && m->received == p->received * steps;
+    }
+  out->equal = equal;
+}
+
 void rt_trainer_comm_eval(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]) {
   memset(tally, 0, sizeof(pass_comm_tally) * IR_NUM_OPS * IR_NUM_AXES);
   if (!t->pt->eval || !t->eval_runs) return;
