@@ -1,4 +1,4 @@
-/* tests/unit/test_memplan.c — the memory plan (passes/memplan.c) is valid
+/* tests/unit/test_memplan.c — the memory plan (analysis/memplan.c) is valid
  * and is what the executor allocates, on: every example (forward, and its
  * training graph from the autodiff pass), the textual-IR corner cases
  * (outputs that are inputs or params or listed twice, results nobody reads,

@@ -3,7 +3,7 @@
  * of pp, chunks v and micro-batches K, every rank's sequence of
  * (forward | backward, micro-batch, chunk) from rt_pipeline_order (what
  * runtime/train.c runs) equals the order pass_pipe_simulate
- * (passes/plan_sim.c) runs device by device, so the two have the same
+ * (plan/plan_sim.c) runs device by device, so the two have the same
  * bubble; and the most (micro-batch, chunk) pairs the trainer keeps in
  * flight, counted as it counts them, equal the simulation's peak_mb and
  * pass_pipe_in_flight's. Stage times differ per virtual stage (the order
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "pass.h"
+#include "plan.h"
 #include "runtime.h"
 
 static void one(pass_schedule sc, int p, int v, int K) {

@@ -1,4 +1,4 @@
-/* passes/memplan.c — the memory plan: where every value of a graph lives,
+/* analysis/memplan.c — the memory plan: where every value of a graph lives,
  * as data every backend follows.
  *
  * pass_memplan gives each value a location: graph inputs and params are
@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pass.h"
+#include "analysis.h"
 
 static size_t value_bytes(const ir_value *v) {
   if ((int)v->type.dtype < 0 || v->type.dtype >= IR_NUM_DTYPES) return 0;

@@ -1,4 +1,4 @@
-/* passes/plan_sim.c — the pipeline of a training step, simulated event by
+/* plan/plan_sim.c — the pipeline of a training step, simulated event by
  * event (gpipe, 1f1b, interleaved 1f1b; pass.h describes the orders), and
  * the Chrome trace writer.
  *
@@ -15,17 +15,8 @@
 #include <string.h>
 
 #include "ir_die.h"
-#include "pass.h"
+#include "plan.h"
 
-static const char *const sched_names[PASS_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved"};
-
-const char *pass_schedule_name(pass_schedule s) { return (unsigned)s < PASS_SCHED_COUNT ? sched_names[s] : "?"; }
-
-int pass_schedule_from_name(const char *name) {
-  for (int i = 0; name && i < PASS_SCHED_COUNT; i++)
-    if (strcmp(name, sched_names[i]) == 0) return i;
-  return -1;
-}
 
 typedef struct {
   int chunk, mb;
