@@ -200,6 +200,13 @@ typedef struct {
 } pass_plan_options;
 pass_plan *pass_memplan(const ir_graph *g, const pass_plan_options *o); /* NULL: out of memory */
 void pass_plan_free(pass_plan *p);
+/* What NCCL requires of a collective's buffers, which the comm layer's own
+ * algorithms do not (they stage overlapping buffers aside first): a result
+ * never overlaps its operand, but for an all_reduce or comm_broadcast in
+ * place (the same bytes exactly). The plan's rules give that (a collective
+ * is not IR_OPF_INPLACE, and operand and result are live at its step);
+ * rt_program_new checks it of every plan. 0, or -1 with the pair in why. */
+int pass_plan_check_comm(const ir_graph *g, const pass_plan *p, char *why, size_t n);
 /* One line per result: step, name, bytes, where, lifetime, view / in place / zeroed. */
 void pass_plan_print(FILE *out, const ir_graph *g, const pass_plan *p);
 
