@@ -444,8 +444,10 @@ static void collect_entries(plan_view *c, int layers) {
         continue;
       }
       if (def_group[v] < 0) continue; /* inputs: every stage loads its own */
+      /* (a constant is made where it is read: the trainer's step makes a
+       * backward's constants in the backward, whatever order this graph has) */
       if ((ph == PASS_PHASE_BACKWARD || ph == PASS_PHASE_RECOMPUTE) && def_phase[v] == PASS_PHASE_FORWARD &&
-          seen[v] != grp)
+          !(x->def && x->def->op == IR_OP_CONST) && seen[v] != grp)
         add_vg(&c->saved, &c->n_saved, &cap_s, v, grp), seen[v] = grp;
       if (def_phase[v] == PASS_PHASE_FORWARD && grp > def_group[v] && grp > hi_fwd[v]) hi_fwd[v] = grp;
       if (def_phase[v] != PASS_PHASE_FORWARD && grp < def_group[v] && grp < lo_bwd[v]) lo_bwd[v] = grp;
