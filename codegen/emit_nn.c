@@ -361,7 +361,8 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   cg_literal(scale, sizeof scale, a.scale, strcmp(A, "float") == 0 ? IR_DT_F32 : IR_DT_F64);
   int k = cg_kernel_begin(c, NULL);
   cg_kernel_signature(c, k, ATT_THREADS, false);
-  if (att_mma(dt, &a, false)) {
+  bool qpos = n->n_in == 4; /* a decode step's query offset: the scalar kernel reads it */
+  if (!qpos && att_mma(dt, &a, false)) {
     int st = att_stages((size_t)(64 * (att_row(a.e) + att_row(a.f)) * 16));
     cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", st * 64 * att_row(a.e),
            st * 64 * att_row(a.f));
@@ -378,9 +379,9 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", A,
          (long long)(b * a.e), A, (long long)(b * a.e), A, (long long)(b * a.f));
   cg_src(c, "  TGC_SHARED(%s, Ss, %d);\n  TGC_SHARED(%s, rows, %d);\n", A, b * b, A, 3 * b);
-  cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows);\n",
+  cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows%s);\n",
          A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, (long long)a.t,
-         (long long)a.s, A, scale);
+         (long long)a.s, A, scale, qpos ? ", in3" : "");
   cg_kernel_end(c, k);
   cg_launch(c, k, (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
   return 0;

@@ -734,7 +734,17 @@ static int infer_attention_core(ctx *c, const ir_type *in, ir_type *o, ir_type *
 
 static int infer_attention(ctx *c, const ir_type *in, int n_in, ir_type *out, int *n_out) {
   ir_type o, lse;
+  if (c->op == IR_OP_ATTENTION && n_in != 3 && n_in != 4)
+    return fail(c, "%s takes 3 or 4 operands (q, k, v [, qpos]), got %d", c->name, n_in);
   if (infer_attention_core(c, in, &o, &lse) < 0) return -1;
+  if (c->op == IR_OP_ATTENTION && n_in == 4) {
+    const ir_type *p = &in[3];
+    if (p->dtype != IR_DT_I32 || ir_type_numel(p) != 1 || p->rank > 1)
+      return fail(c, "%s: qpos must be i32[1], got %s", c->name, ts(p).s);
+    int64_t heads = 0;
+    if (get_int(c, "heads", false, 0, &heads) < 0) return -1;
+    if (heads > 0) return fail(c, "%s: qpos with the heads layout is not supported", c->name);
+  }
   if (c->op == IR_OP_ATTENTION) {
     out[0] = o;
     out[1] = lse;

@@ -182,6 +182,7 @@ static void jvp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_valu
  * Masked entries have p = 0, so ts needs no mask. */
 static void jvp_attention(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value *q = n->in[0], *k = n->in[1], *v = n->in[2];
+  if (n->n_in != 3) IR_DIE("the JVP of attention with a qpos operand (a decode step) is not defined");
   ir_dtype dt = q->type.dtype;
   int r = q->type.rank;
   ir_value *scale = ad_scalar(c, dt, ir_node_attr_float(n, "scale", 1.0));

@@ -367,6 +367,7 @@ static void vjp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
  *   dq += scale ds k;  dk += scale ds^T q. */
 static void vjp_attention(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ir_value *q = n->in[0], *k = n->in[1];
+  if (n->n_in != 3) IR_DIE("the VJP of attention with a qpos operand (a decode step) is not defined");
   if (gy[0]) {
     ir_value *in[6] = {q, k, n->in[2], n->out[0], n->out[1], gy[0]}, *outs[3];
     const char *names[3] = {gy[1] ? NULL : DN(0), gy[1] ? NULL : DN(1), DN(2)};

@@ -7,9 +7,12 @@
  * last one: greedy (temperature 0, the default), or sampled with
  * temperature, top-k and top-p, deterministic by --seed. Prompt text is
  * token ids through --tokenizer tokenizer.json, else bytes (ids 0..255, the
- * vocabulary of `tgc train --data text:PATH`). No KV cache yet: every step
- * recomputes the full forward (--no-kv-cache names that, and is the only
- * mode). */
+ * vocabulary of `tgc train --data text:PATH`).
+ * With the KV cache (the default) the model is compiled twice, once each:
+ * a prefill graph (the window, with the cache of every layer as outputs)
+ * and a decode graph (one token at a position, the cache read and updated
+ * in place; passes/kv_cache.c), run by rt_generator. --no-kv-cache runs the
+ * whole forward over the window at every step instead. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -25,7 +28,10 @@ static const char *const generate_help =
     "                    [--no-kv-cache] [--config NAME] [-D NAME=VALUE] [--backend NAME]\n"
     "\n"
     "Continues TEXT with N tokens from a model with an input tokens [B, T] and an output\n"
-    "logits [B, T, V] (examples/gpt.tg), compiled once at B = 1.\n"
+    "logits [B, T, V] (examples/gpt.tg), at B = 1. With the KV cache (the default) it is\n"
+    "compiled twice, once each: a prefill graph over the prompt that outputs every layer's\n"
+    "keys and values, and a decode graph (-D T=1) that reads one token at a position and\n"
+    "the cache, writing its row in place.\n"
     "\n"
     "  --resume STATE       parameters from a state saved by tgc train --save (its --vocab and\n"
     "                       --seq-len are the model's V and T); else initialized from --seed\n"
@@ -37,7 +43,7 @@ static const char *const generate_help =
     "  --top-p P            sample among the most likely tokens whose probabilities add up to P\n"
     "  --seed S             the sampling stream and parameter initialization (default 0)\n"
     "  --json               print {\"ids\": [the new ids], \"text\": \"their text\"}\n"
-    "  --no-kv-cache        recompute the full forward at every step (the only mode for now)\n"
+    "  --no-kv-cache        recompute the full forward over the window at every step\n"
     "\n"
     "A prompt longer than the context T is refused; once prompt and output fill T, the\n"
     "oldest tokens leave the window.\n";
@@ -49,7 +55,7 @@ typedef struct {
   int64_t max_new, top_k;
   double temperature, top_p;
   uint64_t seed;
-  bool json;
+  bool json, no_cache;
 } gen_opts;
 
 /* A float flag's value in [lo, hi]. */
@@ -94,7 +100,7 @@ static int parse_gen_flag(gen_opts *g, int argc, char **argv, int *i, ir_diag *d
   } else if (strcmp(argv[*i], "--json") == 0) {
     g->json = true;
   } else if (strcmp(argv[*i], "--no-kv-cache") == 0) {
-    /* the only mode for now */
+    g->no_cache = true;
   } else {
     return 0;
   }
@@ -251,6 +257,92 @@ static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o
   return rc;
 }
 
+/* The same loop over the KV cache: the prefill of the prompt, then one
+ * decode step per token while the positions fit the window T; past it,
+ * each step is a prefill of the last T tokens (the window slides: the
+ * positions of the cached rows would change), exactly what --no-kv-cache
+ * computes. */
+static int generate_cached(const tool_backend *tb, const ir_graph *pre, const ir_graph *dec, int pos_input,
+                           const gen_opts *o,
+                           int32_t *ids, size_t n_prompt, rt_tensor *const *params, ir_diag *d) {
+  int li = output_index(pre, "logits");
+  const ir_type *lt = &pre->outputs[li].value->type;
+  int64_t T = pre->inputs[input_index(pre, "tokens")]->type.dims[1], V = lt->dims[lt->rank - 1];
+  if (lt->dtype != IR_DT_F32)
+    return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
+  char err[1024] = "";
+  const rt_backend *b = tb && tb->backend ? tb->backend : &rt_cpu_backend;
+  rt_generator *gen = rt_generator_new(b, &tb->device, pre, dec, pos_input, params, err, sizeof err);
+  if (!gen) return ir_error_plain(d, "%s", err), -1;
+  cand *c = malloc((size_t)V * sizeof *c);
+  float *row = malloc((size_t)V * sizeof *row);
+  if (!c || !row) IR_DIE("out of memory (c, row)");
+  int rc = 0;
+  size_t n = n_prompt;
+  for (int64_t step = 0; step < o->max_new && rc == 0; step++) {
+    if (step == 0 || n > (size_t)T) { /* the window: the last T tokens */
+      size_t start = n > (size_t)T ? n - (size_t)T : 0;
+      rc = rt_generator_prefill(gen, ids + start, (int64_t)(n - start), row, err, sizeof err);
+    } else {
+      rc = rt_generator_decode(gen, ids[n - 1], (int64_t)(n - 1), row, err, sizeof err);
+    }
+    if (rc != 0) {
+      ir_error_plain(d, "%s", err);
+      break;
+    }
+    ids[n++] = pick(row, V, o, rt_random_uniform(o->seed, 0x67656eu, (uint64_t)step), c);
+  }
+  free(c);
+  free(row);
+  rt_generator_free(gen);
+  return rc;
+}
+
+/* -D NAME=VALUE in o, replacing one given before. */
+static int set_define(tool_compile_opts *o, const char *name, const char *value, ir_diag *d) {
+  for (int i = 0; i < o->fe.n_defines; i++)
+    if (strcmp(o->defines[i].name, name) == 0) {
+      o->defines[i].value = value;
+      return 0;
+    }
+  return tool_add_define(o, name, value, d);
+}
+
+/* The first passes of the cache's graphs: canonicalize (the inference
+ * form of dropout goes) and fuse-attention. */
+static int front_passes(ir_graph *g, ir_diag *d) {
+  static const pass_id front[] = {PASS_CANONICALIZE, PASS_FUSE_ATTENTION};
+  pass_options po = {.diag = d};
+  return pass_run_pipeline(g, front, 2, &po);
+}
+
+/* The decode graph: the model loaded again at T = 1, made a decode step
+ * over a cache of `window` rows; NULL after reporting. */
+static ir_graph *decode_graph(const tool_compile_opts *o, int64_t window, int *pos_input, ir_diag *d) {
+  fe_config_set *cs = tool_configs(o);
+  bool has_t = cs && cs->chosen && fe_config_const(cs->chosen, "T");
+  fe_config_set_free(cs);
+  if (!has_t) {
+    ir_error_plain(d, "%s: generate with the KV cache compiles the model at T = 1 and needs the window as a config "
+                      "constant T (as examples/gpt.tg); --no-kv-cache runs without it",
+                   o->file);
+    return NULL;
+  }
+  tool_compile_opts o1 = *o;
+  o1.after = NULL;
+  if (set_define(&o1, "T", "1", d) != 0) return NULL;
+  char *text = NULL;
+  ir_graph *g = tool_load(&o1, d, &text);
+  free(text);
+  int n_layers = 0;
+  if (g && (front_passes(g, d) != 0 || pass_kv_decode(g, window, &n_layers, pos_input, d) != 0 ||
+            tool_run_passes(g, &o1, d, stdout) != 0)) {
+    ir_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
 /* The model's shape for generation: an input tokens i32[1, T], an output logits [1, T, V]. */
 static int check_model(const ir_graph *g, const char *file, ir_diag *d) {
   int ti = input_index(g, "tokens"), li = output_index(g, "logits");
@@ -358,6 +450,8 @@ int tool_cmd_generate(int argc, char **argv) {
   ir_graph *g = NULL;
   if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
   if (rc == 0 && check_model(g, o.file, d) != 0) rc = 1;
+  int n_layers = 0;
+  if (rc == 0 && !go.no_cache && (front_passes(g, d) != 0 || pass_kv_prefill(g, &n_layers, d) != 0)) rc = 1;
   if (rc == 0 && tool_run_passes(g, &o, d, stdout) != 0) rc = 1;
   if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
   tool_slots slots = {0};
@@ -388,7 +482,16 @@ int tool_cmd_generate(int argc, char **argv) {
       }
   }
   if (rc == 0 && !(ids = realloc(ids, (n_prompt + (size_t)go.max_new) * sizeof *ids))) abort();
-  if (rc == 0 && generate(&backend, g, &go, ids, n_prompt, &slots, d) != 0) rc = 1;
+  ir_graph *dec = NULL;
+  if (rc == 0 && !go.no_cache) {
+    int64_t T = g->inputs[input_index(g, "tokens")]->type.dims[1];
+    int pos_input = -1;
+    if (!(dec = decode_graph(&o, T, &pos_input, d))) rc = 1;
+    if (rc == 0 && generate_cached(&backend, g, dec, pos_input, &go, ids, n_prompt, slots.params, d) != 0) rc = 1;
+  } else if (rc == 0 && generate(&backend, g, &go, ids, n_prompt, &slots, d) != 0) {
+    rc = 1;
+  }
+  ir_graph_free(dec);
   size_t len = 0;
   char *out = rc == 0 ? decode_ids(tk, ids + n_prompt, (size_t)go.max_new, &len, d) : NULL;
   if (rc == 0 && !out) rc = 1;

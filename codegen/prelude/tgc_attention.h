@@ -2,7 +2,9 @@
 // style: the T x S scores never leave shared memory or registers.
 //
 //   attention(q[BH,T,E], k[BH,S,E], v[BH,S,F]) {scale, causal} -> o[BH,T,F], lse[BH,T]
-//     s_ij = scale q_i . k_j, masked where j > i + (S - T) when causal;
+//     s_ij = scale q_i . k_j, masked where j > i + (S - T) when causal
+//     (j > i + qpos[0] with attention's optional 4th operand, a decode step;
+//     the scalar kernel only);
 //     o_i = softmax(s_i) v, lse_i = log sum_j e^(s_ij)
 //   backward (FlashAttention-2's): p_ij = e^(s_ij - lse_i), D_i = do_i . o_i,
 //     dv_j = sum_i p_ij do_i, ds_ij = p_ij (do_i . v_j - D_i),
@@ -107,8 +109,11 @@ __device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *d
 template <class A, int BR, int BC, int E, int F, bool CAUSAL, int H, class T, class L, class SQ, class SK, class SV,
           class SS, class SR>
 __device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v, T *o, L *lse, long long Tq, long long S,
-                                              A scale, SQ &Qs, SK &Ks, SV &Vs, SS &Ss, SR &rows) {
-  const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = S - Tq;
+                                              A scale, SQ &Qs, SK &Ks, SV &Vs, SS &Ss, SR &rows,
+                                              const int *qpos = nullptr) {
+  // qpos (attention's 4th operand, a decode step over a KV cache): row i
+  // sees keys j <= i + qpos[0]; without it j <= i + S - Tq
+  const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = qpos ? (long long)qpos[0] : S - Tq;
   const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
   const int tid = (int)threadIdx.x;
   enum { NO = (BR * F + ATT_THREADS - 1) / ATT_THREADS };

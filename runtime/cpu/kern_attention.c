@@ -2,8 +2,10 @@
  * style) for the ATTENTION and ATTENTION_GRAD ops the fuse-attention pass
  * makes.
  *
- *   attention(q[..,T,E], k[..,S,E], v[..,S,F]) {scale, causal} -> (o[..,T,F], lse[..,T])
- *     s_ij = scale * q_i . k_j, masked (-inf) where j > i + (S - T) if causal
+ *   attention(q[..,T,E], k[..,S,E], v[..,S,F] [, qpos]) {scale, causal} -> (o[..,T,F], lse[..,T])
+ *     s_ij = scale * q_i . k_j, masked (-inf) where j > i + off if causal,
+ *     off = S - T, or qpos[0] when given (a decode step: q's rows are the
+ *     positions qpos[0].. of a KV cache k, v of S rows, the later rows unread)
  *     o_i = sum_j softmax(s_i)_j v_j,  lse_i = log sum_j exp(s_ij)
  *   attention_grad(q, k, v, o, lse, do) -> (dq, dk, dv)
  *
@@ -78,7 +80,7 @@ static void ATT_FN(att_axpy_rows)(ATT_REAL *restrict acc, int64_t n, const ATT_R
  * o must be zeroed. Returns -1 if scratch memory ran out. */
 static int ATT_FN(att_forward)(const ATT_REAL *restrict q, const ATT_REAL *restrict k, const ATT_REAL *restrict v,
                                ATT_REAL *restrict o, ATT_REAL *restrict lse, const att_dims *d) {
-  const int64_t T = d->t, S = d->s, E = d->e, F = d->f, off = S - T;
+  const int64_t T = d->t, S = d->s, E = d->e, F = d->f, off = d->off;
   const int64_t nqb = (T + ATT_BR - 1) / ATT_BR, tasks = d->bh * nqb;
   const ATT_REAL scale = (ATT_REAL)d->scale;
   int failed = 0;
@@ -247,6 +249,7 @@ enum { ATT_BR = 32, ATT_BC = 64 }; /* query rows per forward task, keys per bloc
 
 typedef struct {
   int64_t bh, t, s, e, f; /* batch elements (product of the batch dims), T, S, E, F */
+  int64_t off;            /* row i sees keys j <= i + off when causal: S - T, or qpos[0] (attention's 4th operand) */
   double scale;
   bool causal;
 } att_dims;
@@ -321,6 +324,8 @@ static att_dims att_dims_of(const rt_kctx *k) {
   d.f = v->dims[r - 1];
   d.scale = ir_node_attr_float(k->node, "scale", 1.0);
   d.causal = ir_node_attr_int(k->node, "causal", 0) != 0;
+  d.off = d.s - d.t;
+  if (k->node->op == IR_OP_ATTENTION && k->node->n_in == 4) d.off = *(const int32_t *)k->in[3]->data;
   return d;
 }
 

@@ -1,9 +1,12 @@
 #!/bin/bash
-# tests/scripts/generate.sh TGC — `tgc generate` (issue 18, item 4, without
-# the KV cache): a tiny GPT (examples/gpt.tg) trained on a text file of one
-# repeated sentence, bytes as tokens (--data text:PATH --vocab 256), then
+# tests/scripts/generate.sh TGC — `tgc generate` (issue 18, item 4): a tiny
+# GPT (examples/gpt.tg) trained on a text file of one repeated sentence,
+# bytes as tokens (--data text:PATH --vocab 256), then
 #  - greedy generation from its state continues the sentence, the same on
-#    cpu and cuda-emu, with and without --no-kv-cache;
+#    cpu and cuda-emu, with the KV cache (the default) and with
+#    --no-kv-cache, token for token, also past the context (the window
+#    slides); examples/llama.tg with grouped-query attention (nKV 2 < nH 4)
+#    the same with and without the cache on cpu and cuda-emu;
 #  - --json prints {"ids": [...], "text": "..."} with the ids of the text;
 #  - sampling (--temperature, --top-k, --top-p) is the same for the same
 #    --seed, and stays inside the top-k;
@@ -25,6 +28,18 @@ out=$(gen --prompt "the quick" --max-new-tokens 30) || fail "generate"
 for b in cpu cuda-emu; do
   o2=$(gen --prompt "the quick" --max-new-tokens 30 --backend $b --no-kv-cache) || fail "generate --backend $b"
   [ "$o2" = "$out" ] || fail "$b --no-kv-cache: '$o2' != '$out'"
+  o2=$(gen --prompt "the quick" --max-new-tokens 30 --backend $b) || fail "generate --backend $b (KV cache)"
+  [ "$o2" = "$out" ] || fail "$b KV cache: '$o2' != '$out'"
+  # past the context of 16: the window slides (each step a prefill of the last 16)
+  c1=$(gen --prompt "over" --max-new-tokens 24 --backend $b --json) || fail "$b 24 tokens (cache)"
+  c2=$(gen --prompt "over" --max-new-tokens 24 --backend $b --json --no-kv-cache) || fail "$b 24 tokens"
+  [ "$c1" = "$c2" ] || fail "$b past the context, cache / no cache: $c1 / $c2"
+  # llama-style, grouped-query (2 kv heads for 4 query heads), random weights
+  # and a context of 24 (so 20 of the 30 steps are decode steps)
+  ll="examples/llama.tg --config tiny -D V=256 -D ctx=24 -D nKV=2 --prompt abcd --max-new-tokens 30 --json --backend $b"
+  l1=$("$tgc" generate $ll) || fail "$b llama GQA (cache)"
+  l2=$("$tgc" generate $ll --no-kv-cache) || fail "$b llama GQA"
+  [ "$l1" = "$l2" ] || fail "$b llama GQA cache / no cache: $l1 / $l2"
 done
 # past the context (16): the window slides, the sentence goes on
 long=$(gen --prompt "the lazy dog. the" --max-new-tokens 2 2>&1) && fail "17-byte prompt accepted: $long"
