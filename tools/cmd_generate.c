@@ -23,7 +23,8 @@
 #include "tool.h"
 
 static const char *const generate_help =
-    "usage: tgc generate FILE --prompt TEXT --max-new-tokens N [--resume STATE] [--tokenizer F]\n"
+    "usage: tgc generate FILE --prompt TEXT --max-new-tokens N [--resume STATE | --weights PATH [--map MAP]]\n"
+    "                    [--tokenizer F]\n"
     "                    [--temperature T] [--top-k K] [--top-p P] [--seed S] [--json]\n"
     "                    [--no-kv-cache] [--config NAME] [-D NAME=VALUE] [--backend NAME]\n"
     "\n"
@@ -43,10 +44,12 @@ static const char *const generate_help =
     "  --top-p P            sample among the most likely tokens whose probabilities add up to P\n"
     "  --seed S             the sampling stream and parameter initialization (default 0)\n"
     "  --json               print {\"ids\": [the new ids], \"text\": \"their text\"}\n"
-    "  --no-kv-cache        recompute the full forward over the window at every step\n"
+    "  --no-kv-cache        recompute the full forward over the window at every step\n";
+static const char *const generate_help_tail =
     "\n"
     "A prompt longer than the context T is refused; once prompt and output fill T, the\n"
-    "oldest tokens leave the window.\n";
+    "oldest tokens leave the window (each step is then a prefill of the last T tokens).\n"
+    "Greedy output with the cache equals --no-kv-cache's, token for token.\n";
 
 extern const char *const tool_common_help;
 
@@ -411,16 +414,19 @@ static void print_result(const int32_t *ids, size_t n, const char *text, size_t 
 int tool_cmd_generate(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s\n%s", generate_help, tool_backend_help, tool_common_help);
+      printf("%s%s%s%s\n%s", generate_help, tool_weights_help, tool_backend_help, generate_help_tail,
+             tool_common_help);
       return 0;
     }
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   gen_opts go = {0};
   tool_backend backend = {0};
+  tool_weights weights = {0};
   int rc = 0, r;
   for (int i = 1; i < argc && rc == 0; i++) {
-    if ((r = tool_parse_common(&o, argc, argv, &i, d)) == 0 && (r = parse_gen_flag(&go, argc, argv, &i, d)) == 0)
+    if ((r = tool_parse_common(&o, argc, argv, &i, d)) == 0 && (r = parse_gen_flag(&go, argc, argv, &i, d)) == 0 &&
+        (r = tool_parse_weights_flag(argc, argv, &i, &weights, d)) == 0)
       r = tool_parse_backend(argc, argv, &i, &backend, d);
     if (r < 0) rc = 1;
     else if (r == 0 && tool_positional("generate", argv[i], &o, d) != 0) rc = 1;
@@ -430,6 +436,11 @@ int tool_cmd_generate(int argc, char **argv) {
     ir_error_plain(d, "generate: --mesh is not supported yet (one device)");
     rc = 1;
   }
+  if (rc == 0 && go.resume && weights.path) {
+    ir_error_plain(d, "generate: give the parameters by --resume STATE or by --weights PATH, not both");
+    rc = 1;
+  }
+  weights.model = o.file;
   if (rc == 0 && (!go.prompt || go.max_new == 0)) {
     ir_error_plain(d, "generate: %s is required", !go.prompt ? "--prompt TEXT" : "--max-new-tokens N");
     rc = 1;
@@ -460,6 +471,7 @@ int tool_cmd_generate(int argc, char **argv) {
   if (g) tool_alloc_slots(g, &slots);
   if (rc == 0 && tool_bind_all(g, specs, g->n_inputs, go.seed, true, slots.inputs, slots.params, d) != 0) rc = 1;
   if (rc == 0 && st && load_params(g, st, go.resume, slots.params, d) != 0) rc = 1;
+  if (rc == 0 && tool_bind_weights(g, &weights, slots.params, d) != 0) rc = 1;
   int32_t *ids = NULL;
   size_t n_prompt = 0;
   if (rc == 0 && encode_prompt(tk, go.prompt, &ids, &n_prompt, d) != 0) rc = 1;

@@ -8,6 +8,8 @@
 #    slides); examples/llama.tg with grouped-query attention (nKV 2 < nH 4)
 #    the same with and without the cache on cpu and cuda-emu;
 #  - --json prints {"ids": [...], "text": "..."} with the ids of the text;
+#  - --weights (a plain safetensors file, tgc's names or HF GPT-2's through
+#    examples/maps/hf_gpt2.map) gives what --resume gives;
 #  - sampling (--temperature, --top-k, --top-p) is the same for the same
 #    --seed, and stays inside the top-k;
 #  - --tokenizer encodes the prompt with a tokenizer.json (a random model of
@@ -41,6 +43,19 @@ for b in cpu cuda-emu; do
   l2=$("$tgc" generate $ll --no-kv-cache) || fail "$b llama GQA"
   [ "$l1" = "$l2" ] || fail "$b llama GQA cache / no cache: $l1 / $l2"
 done
+# --weights: the state exported as plain safetensors (tgc's names, and HF
+# GPT-2's through the shipped map) gives the same continuation
+"$tgc" export-weights $gpt -D V=256 --resume "$d/s.st" -o "$d/w.safetensors" >/dev/null || fail "export-weights"
+"$tgc" export-weights $gpt -D V=256 --resume "$d/s.st" --map examples/maps/hf_gpt2.map -o "$d/hf.safetensors" >/dev/null ||
+  fail "export-weights --map"
+w1=$("$tgc" generate $gpt -D V=256 --weights "$d/w.safetensors" --prompt "the quick" --max-new-tokens 30) ||
+  fail "generate --weights"
+[ "$w1" = "$out" ] || fail "--weights: '$w1' != '$out'"
+w2=$("$tgc" generate $gpt -D V=256 --weights "$d/hf.safetensors" --map examples/maps/hf_gpt2.map --prompt "the quick" \
+  --max-new-tokens 30) || fail "generate --weights --map"
+[ "$w2" = "$out" ] || fail "--weights --map hf_gpt2: '$w2' != '$out'"
+msg=$(gen --weights "$d/w.safetensors" --prompt a --max-new-tokens 1 2>&1) && fail "--resume and --weights accepted"
+[ "$msg" = "tgc: error: generate: give the parameters by --resume STATE or by --weights PATH, not both" ] || fail "$msg"
 # past the context (16): the window slides, the sentence goes on
 long=$(gen --prompt "the lazy dog. the" --max-new-tokens 2 2>&1) && fail "17-byte prompt accepted: $long"
 [ "$long" = "tgc: error: --prompt: the prompt is 17 tokens, longer than the model's context of 16" ] ||
