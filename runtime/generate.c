@@ -7,7 +7,11 @@
  * decode program's cache input of that name (one copy per generation).
  * Decode: tokens [1, 1] and pos; the cache inputs are donated, so the plan
  * computes the updated cache in their buffers (the outputs live there: no
- * copy; were one placed elsewhere it would be copied back). */
+ * copy; were one placed elsewhere it would be copied back).
+ * Sharded graphs (a mesh, o->comm): each rank runs its block of both; the
+ * shard pass makes every output whole, so a cache output is the whole
+ * cache and each rank takes its block of it into its cache input
+ * (rt_shard_extract: host memory, the cpu backend). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +23,11 @@ struct rt_generator {
   const ir_graph *g[2];    /* prefill, decode */
   rt_program *p[2];
   rt_tensor **in[2];       /* device tensors of each graph's inputs */
-  rt_tensor **params;      /* shared: the prefill graph's order */
-  rt_tensor **dparams;     /* the decode graph's order (the same tensors) */
+  rt_tensor **params;      /* the prefill graph's */
+  rt_tensor **dparams;     /* the decode graph's (the prefill's tensor where both bind one host tensor) */
+  bool *downed;            /* per decode param: its own tensor (not the prefill's) */
+  rt_comm *comm;
+  const int *coord;
   bool *donate;            /* per decode input: the caches */
   int tokens[2], pos, logits[2];
   int *cache_src;          /* per prefill output: the decode input it fills, or -1 */
@@ -46,8 +53,11 @@ void rt_generator_free(rt_generator *r) {
     free(r->in[k]);
   }
   for (int i = 0; r->params && i < r->g[0]->n_params; i++) rt_device_tensor_free(r->params[i]);
+  for (int i = 0; r->dparams && r->downed && i < r->g[1]->n_params; i++)
+    if (r->downed[i]) rt_device_tensor_free(r->dparams[i]);
   free(r->params);
   free(r->dparams);
+  free(r->downed);
   free(r->donate);
   free(r->cache_src);
   free(r->host_logits);
@@ -56,19 +66,23 @@ void rt_generator_free(rt_generator *r) {
 }
 
 rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dopt, const ir_graph *prefill,
-                               const ir_graph *decode, int pos_input, rt_tensor *const *params, char *err,
+                               const ir_graph *decode, int pos_input, rt_tensor *const *params,
+                               rt_tensor *const *dec_params, const rt_generator_options *go, char *err,
                                size_t errlen) {
   rt_generator *r = calloc(1, sizeof *r);
   if (!r) return rt_errf(err, errlen, "out of memory"), NULL;
   r->g[0] = prefill, r->g[1] = decode;
+  r->comm = go ? go->comm : NULL;
+  r->coord = go ? go->coord : NULL;
   if (!(r->dev = rt_device_open_with(b, dopt, err, errlen))) return free(r), NULL;
   const ir_graph *P = prefill, *D = decode;
   r->params = calloc((size_t)P->n_params + 1, sizeof *r->params);
   r->dparams = calloc((size_t)D->n_params + 1, sizeof *r->dparams);
+  r->downed = calloc((size_t)D->n_params + 1, sizeof *r->downed);
   r->donate = calloc((size_t)D->n_inputs + 1, sizeof *r->donate);
   r->cache_src = calloc((size_t)P->n_outputs + 1, sizeof *r->cache_src);
   for (int k = 0; k < 2; k++) r->in[k] = calloc((size_t)r->g[k]->n_inputs + 1, sizeof *r->in[k]);
-  if (!r->params || !r->dparams || !r->donate || !r->cache_src || !r->in[0] || !r->in[1]) {
+  if (!r->params || !r->dparams || !r->downed || !r->donate || !r->cache_src || !r->in[0] || !r->in[1]) {
     rt_errf(err, errlen, "out of memory");
     goto fail;
   }
@@ -76,19 +90,16 @@ rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dop
     if (!(r->params[i] = rt_device_tensor_new(r->dev, &P->params[i]->type, err, errlen))) goto fail;
     if (rt_upload(r->params[i], params[i]->data, err, errlen) != 0) goto fail;
   }
-  if (D->n_params != P->n_params) {
-    rt_errf(err, errlen, "internal error: the decode graph has %d parameters, the prefill graph %d", D->n_params,
-            P->n_params);
-    goto fail;
-  }
   for (int i = 0; i < D->n_params; i++) {
     int j = 0;
-    while (j < P->n_params && strcmp(P->params[j]->name, D->params[i]->name) != 0) j++;
-    if (j == P->n_params || !ir_type_equal(&P->params[j]->type, &D->params[i]->type)) {
-      rt_errf(err, errlen, "internal error: decode parameter %s is not one of the prefill graph", D->params[i]->name);
-      goto fail;
+    while (j < P->n_params && params[j] != dec_params[i]) j++;
+    if (j < P->n_params && ir_type_equal(&P->params[j]->type, &D->params[i]->type)) {
+      r->dparams[i] = r->params[j];
+      continue;
     }
-    r->dparams[i] = r->params[j];
+    r->downed[i] = true;
+    if (!(r->dparams[i] = rt_device_tensor_new(r->dev, &D->params[i]->type, err, errlen))) goto fail;
+    if (rt_upload(r->dparams[i], dec_params[i]->data, err, errlen) != 0) goto fail;
   }
   for (int k = 0; k < 2; k++)
     for (int i = 0; i < r->g[k]->n_inputs; i++)
@@ -106,7 +117,7 @@ rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dop
     r->cache_src[o] = strncmp(P->outputs[o].name, "cache.", 6) == 0 ? find_input(D, P->outputs[o].name) : -1;
     if (r->cache_src[o] >= 0) r->donate[r->cache_src[o]] = true;
   }
-  rt_program_options po = {0};
+  rt_program_options po = {.comm = r->comm};
   if (!(r->p[0] = rt_program_new(r->dev, P, &po, err, errlen))) goto fail;
   po.donate_inputs = r->donate;
   if (!(r->p[1] = rt_program_new(r->dev, D, &po, err, errlen))) goto fail;
@@ -130,6 +141,21 @@ static int read_row(rt_generator *r, int k, int64_t row, float *out, char *err, 
   return 0;
 }
 
+/* The cache output t into the decode graph's cache input i: a copy, or
+ * (sharded: t is the whole cache) this rank's block of it. */
+static int to_cache(rt_generator *r, int i, const rt_tensor *t, char *err, size_t errlen) {
+  rt_tensor *c = r->in[1][i];
+  if (t->data == c->data) return 0;
+  if (ir_type_equal(&t->type, &c->type)) return rt_copy(c, t, err, errlen);
+  const ir_graph *D = r->g[1];
+  if (!r->comm || !r->dev->backend->host_memory) {
+    rt_errf(err, errlen, "internal error: cache output %s is %lld bytes, its input %lld", D->inputs[i]->name,
+            (long long)t->nbytes, (long long)c->nbytes);
+    return -1;
+  }
+  return rt_shard_extract(t, c, &D->inputs[i]->shard, &D->mesh, r->coord, err, errlen);
+}
+
 int rt_generator_prefill(rt_generator *r, const int32_t *ids, int64_t n, float *logits, char *err, size_t errlen) {
   rt_tensor *tok = r->in[0][r->tokens[0]];
   int64_t T = tok->type.dims[1];
@@ -140,7 +166,7 @@ int rt_generator_prefill(rt_generator *r, const int32_t *ids, int64_t n, float *
   free(buf);
   if (rc == 0) rc = rt_program_run(r->p[0], r->in[0], r->params, err, errlen);
   for (int o = 0; rc == 0 && o < r->g[0]->n_outputs; o++)
-    if (r->cache_src[o] >= 0) rc = rt_copy(r->in[1][r->cache_src[o]], rt_program_output(r->p[0], o), err, errlen);
+    if (r->cache_src[o] >= 0) rc = to_cache(r, r->cache_src[o], rt_program_output(r->p[0], o), err, errlen);
   if (rc == 0) rc = read_row(r, 0, n - 1, logits, err, errlen);
   return rc;
 }
@@ -154,8 +180,7 @@ int rt_generator_decode(rt_generator *r, int32_t id, int64_t pos, float *logits,
   for (int o = 0; o < D->n_outputs; o++) {
     int i = strncmp(D->outputs[o].name, "cache.", 6) == 0 ? find_input(D, D->outputs[o].name) : -1;
     if (i < 0) continue;
-    const rt_tensor *t = rt_program_output(r->p[1], o);
-    if (t->data != r->in[1][i]->data && rt_copy(r->in[1][i], t, err, errlen) != 0) return -1;
+    if (to_cache(r, i, rt_program_output(r->p[1], o), err, errlen) != 0) return -1;
   }
   return read_row(r, 1, 0, logits, err, errlen);
 }

@@ -12,7 +12,9 @@
  * a prefill graph (the window, with the cache of every layer as outputs)
  * and a decode graph (one token at a position, the cache read and updated
  * in place; passes/kv_cache.c), run by rt_generator. --no-kv-cache runs the
- * whole forward over the window at every step instead. */
+ * whole forward over the window at every step instead. Under mpirun with
+ * --mesh each rank runs its block of the graphs (run_mesh.c binds the
+ * parameters on the one-device graph and hands each rank its blocks). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -49,7 +51,11 @@ static const char *const generate_help_tail =
     "\n"
     "A prompt longer than the context T is refused; once prompt and output fill T, the\n"
     "oldest tokens leave the window (each step is then a prefill of the last T tokens).\n"
-    "Greedy output with the cache equals --no-kv-cache's, token for token.\n";
+    "Greedy output with the cache equals --no-kv-cache's, token for token.\n"
+    "\n"
+    "On a mesh (the cpu backend, MPI ranks): mpirun -np N tgc generate FILE --mesh tp=N ...\n"
+    "runs each rank's block of both graphs (the shard pass's layouts); rank 0 prints, the\n"
+    "same tokens as one device.\n";
 
 extern const char *const tool_common_help;
 
@@ -231,10 +237,10 @@ static int output_index(const ir_graph *g, const char *name) {
 
 /* The generation loop on a compiled g: ids (room for max_new more) grows
  * by max_new tokens; -1 after reporting. */
-static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o, int32_t *ids, size_t n_prompt,
-                    tool_slots *s, ir_diag *d) {
-  int ti = input_index(g, "tokens"), li = output_index(g, "logits");
-  const ir_type *tt = &g->inputs[ti]->type, *lt = &g->outputs[li].value->type;
+static int generate(const tool_backend *tb, tool_mesh_run *mr, const ir_graph *g, const ir_graph *gw,
+                    const gen_opts *o, int32_t *ids, size_t n_prompt, tool_slots *s, ir_diag *d) {
+  int ti = input_index(gw, "tokens"), li = output_index(gw, "logits");
+  const ir_type *tt = &gw->inputs[ti]->type, *lt = &gw->outputs[li].value->type;
   int64_t T = tt->dims[1], V = lt->dims[lt->rank - 1];
   if (lt->dtype != IR_DT_F32)
     return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
@@ -247,9 +253,10 @@ static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o
     int32_t *tok = s->inputs[ti]->data;
     memset(tok, 0, (size_t)T * sizeof *tok);
     memcpy(tok, ids + start, len * sizeof *tok);
-    for (int k = 0; k < g->n_outputs; k++) rt_tensor_free(s->outputs[k]), s->outputs[k] = NULL;
+    for (int k = 0; k < gw->n_outputs; k++) rt_tensor_free(s->outputs[k]), s->outputs[k] = NULL;
     rt_stats stats = {0};
-    if (tool_execute(tb, g, s->inputs, s->params, s->outputs, &stats, d) != 0) {
+    if (mr->comm ? tool_mesh_run_execute(mr, g, s->inputs, s->params, s->outputs, &stats, d) != 0
+                 : tool_execute(tb, g, s->inputs, s->params, s->outputs, &stats, d) != 0) {
       rc = -1;
       break;
     }
@@ -265,9 +272,9 @@ static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o
  * each step is a prefill of the last T tokens (the window slides: the
  * positions of the cached rows would change), exactly what --no-kv-cache
  * computes. */
-static int generate_cached(const tool_backend *tb, const ir_graph *pre, const ir_graph *dec, int pos_input,
-                           const gen_opts *o,
-                           int32_t *ids, size_t n_prompt, rt_tensor *const *params, ir_diag *d) {
+static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, const ir_graph *pre, const ir_graph *dec,
+                           int pos_input, const gen_opts *o, int32_t *ids, size_t n_prompt,
+                           rt_tensor *const *params, rt_tensor *const *dec_params, ir_diag *d) {
   int li = output_index(pre, "logits");
   const ir_type *lt = &pre->outputs[li].value->type;
   int64_t T = pre->inputs[input_index(pre, "tokens")]->type.dims[1], V = lt->dims[lt->rank - 1];
@@ -275,7 +282,8 @@ static int generate_cached(const tool_backend *tb, const ir_graph *pre, const ir
     return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
   char err[1024] = "";
   const rt_backend *b = tb && tb->backend ? tb->backend : &rt_cpu_backend;
-  rt_generator *gen = rt_generator_new(b, &tb->device, pre, dec, pos_input, params, err, sizeof err);
+  rt_generator_options go = {.comm = mr->comm, .coord = mr->coord};
+  rt_generator *gen = rt_generator_new(b, &tb->device, pre, dec, pos_input, params, dec_params, &go, err, sizeof err);
   if (!gen) return ir_error_plain(d, "%s", err), -1;
   cand *c = malloc((size_t)V * sizeof *c);
   float *row = malloc((size_t)V * sizeof *row);
@@ -432,10 +440,6 @@ int tool_cmd_generate(int argc, char **argv) {
     else if (r == 0 && tool_positional("generate", argv[i], &o, d) != 0) rc = 1;
   }
   if (rc == 0 && tool_need_file("generate", &o, d) != 0) rc = 1;
-  if (rc == 0 && o.mesh_set) {
-    ir_error_plain(d, "generate: --mesh is not supported yet (one device)");
-    rc = 1;
-  }
   if (rc == 0 && go.resume && weights.path) {
     ir_error_plain(d, "generate: give the parameters by --resume STATE or by --weights PATH, not both");
     rc = 1;
@@ -457,51 +461,71 @@ int tool_cmd_generate(int argc, char **argv) {
     rc = 1;
   }
   if (rc == 0 && model_sizes(&o, st, store, d) != 0) rc = 1;
+  /* --mesh of more than one rank: each rank runs its block of the graphs
+   * (run_mesh.c); the parameters are bound on the one-device graph */
+  tool_mesh_run mr = {.command = "generate"};
+  if (rc == 0 && o.mesh_set && ir_mesh_ranks(&o.mesh) > 1 && tool_mesh_run_open(&mr, &o, &backend, d) != 0) rc = 1;
+  ir_diag *ed = mr.diag ? mr.diag : d; /* ranks other than 0 print nothing */
   char *text = NULL;
   ir_graph *g = NULL;
-  if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
-  if (rc == 0 && check_model(g, o.file, d) != 0) rc = 1;
+  if (rc == 0 && !(g = tool_load(&o, ed, &text))) rc = 1;
+  if (rc == 0 && check_model(g, o.file, ed) != 0) rc = 1;
   int n_layers = 0;
-  if (rc == 0 && !go.no_cache && (front_passes(g, d) != 0 || pass_kv_prefill(g, &n_layers, d) != 0)) rc = 1;
-  if (rc == 0 && tool_run_passes(g, &o, d, stdout) != 0) rc = 1;
-  if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
+  if (rc == 0 && !go.no_cache && (front_passes(g, ed) != 0 || pass_kv_prefill(g, &n_layers, ed) != 0)) rc = 1;
+  if (rc == 0 && tool_run_passes(g, &o, ed, stdout) != 0) rc = 1;
+  if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, &o) != 0) rc = 1;
+  ir_graph *gw = mr.whole ? mr.whole : g; /* the graph whose values are bound: one device's */
+  if (rc == 0 && tool_check_memory(g, ed) != 0) rc = 1;
   tool_slots slots = {0};
-  tool_input_spec *specs = g ? calloc((size_t)g->n_inputs + 1, sizeof *specs) : NULL;
-  for (int i = 0; g && i < g->n_inputs; i++) specs[i] = (tool_input_spec){g->inputs[i]->name, "0"};
-  if (g) tool_alloc_slots(g, &slots);
-  if (rc == 0 && tool_bind_all(g, specs, g->n_inputs, go.seed, true, slots.inputs, slots.params, d) != 0) rc = 1;
-  if (rc == 0 && st && load_params(g, st, go.resume, slots.params, d) != 0) rc = 1;
-  if (rc == 0 && tool_bind_weights(g, &weights, slots.params, d) != 0) rc = 1;
+  tool_input_spec *specs = gw ? calloc((size_t)gw->n_inputs + 1, sizeof *specs) : NULL;
+  for (int i = 0; gw && i < gw->n_inputs; i++) specs[i] = (tool_input_spec){gw->inputs[i]->name, "0"};
+  if (gw) tool_alloc_slots(gw, &slots);
+  if (rc == 0 && tool_bind_all(gw, specs, gw->n_inputs, go.seed, true, slots.inputs, slots.params, ed) != 0) rc = 1;
+  if (rc == 0 && st && load_params(gw, st, go.resume, slots.params, ed) != 0) rc = 1;
+  if (rc == 0 && tool_bind_weights(gw, &weights, slots.params, ed) != 0) rc = 1;
   int32_t *ids = NULL;
   size_t n_prompt = 0;
-  if (rc == 0 && encode_prompt(tk, go.prompt, &ids, &n_prompt, d) != 0) rc = 1;
+  if (rc == 0 && encode_prompt(tk, go.prompt, &ids, &n_prompt, ed) != 0) rc = 1;
   if (rc == 0) {
-    int ti = input_index(g, "tokens"), li = output_index(g, "logits");
-    int64_t T = g->inputs[ti]->type.dims[1], V = g->outputs[li].value->type.dims[2];
+    int ti = input_index(gw, "tokens"), li = output_index(gw, "logits");
+    int64_t T = gw->inputs[ti]->type.dims[1], V = gw->outputs[li].value->type.dims[2];
     if (n_prompt == 0) {
-      ir_error_plain(d, "--prompt: the prompt has no tokens");
+      ir_error_plain(ed, "--prompt: the prompt has no tokens");
       rc = 1;
     } else if ((int64_t)n_prompt > T) {
-      ir_error_plain(d, "--prompt: the prompt is %zu tokens, longer than the model's context of %lld", n_prompt,
+      ir_error_plain(ed, "--prompt: the prompt is %zu tokens, longer than the model's context of %lld", n_prompt,
                      (long long)T);
       rc = 1;
     }
     for (size_t i = 0; rc == 0 && i < n_prompt; i++)
       if (ids[i] >= V) {
-        ir_error_plain(d, "--prompt: token %lld (position %zu) is outside the model's vocabulary of %lld%s",
+        ir_error_plain(ed, "--prompt: token %lld (position %zu) is outside the model's vocabulary of %lld%s",
                        (long long)ids[i], i, (long long)V, tk ? "" : " (text is bytes: give --vocab 256 to train)");
         rc = 1;
       }
   }
   if (rc == 0 && !(ids = realloc(ids, (n_prompt + (size_t)go.max_new) * sizeof *ids))) abort();
   ir_graph *dec = NULL;
+  rt_tensor **local[2] = {NULL, NULL}; /* with a mesh: this rank's blocks of the parameters of g, dec */
   if (rc == 0 && !go.no_cache) {
     int64_t T = g->inputs[input_index(g, "tokens")]->type.dims[1];
     int pos_input = -1;
-    if (!(dec = decode_graph(&o, T, &pos_input, d))) rc = 1;
-    if (rc == 0 && generate_cached(&backend, g, dec, pos_input, &go, ids, n_prompt, slots.params, d) != 0) rc = 1;
-  } else if (rc == 0 && generate(&backend, g, &go, ids, n_prompt, &slots, d) != 0) {
+    if (!(dec = decode_graph(&o, T, &pos_input, ed))) rc = 1;
+    const ir_graph *gs[2] = {g, dec};
+    for (int k = 0; k < 2 && rc == 0 && mr.comm; k++) {
+      if (!(local[k] = calloc((size_t)gs[k]->n_params + 1, sizeof *local[k]))) IR_DIE("out of memory (local)");
+      if (tool_mesh_run_params(&mr, gs[k], slots.params, local[k], ed) != 0) rc = 1;
+    }
+    if (rc == 0 && generate_cached(&backend, &mr, g, dec, pos_input, &go, ids, n_prompt,
+                                   mr.comm ? local[0] : slots.params, mr.comm ? local[1] : slots.params, ed) != 0)
+      rc = 1;
+  } else if (rc == 0 && generate(&backend, &mr, g, gw, &go, ids, n_prompt, &slots, ed) != 0) {
     rc = 1;
+  }
+  for (int k = 0; k < 2; k++) {
+    const ir_graph *gk = k ? dec : g;
+    for (int i = 0; local[k] && i < gk->n_params; i++) rt_tensor_free(local[k][i]);
+    free(local[k]);
   }
   ir_graph_free(dec);
   size_t len = 0;
@@ -511,7 +535,8 @@ int tool_cmd_generate(int argc, char **argv) {
   free(out);
   free(ids);
   free(specs);
-  if (g) tool_free_slots(g, &slots);
+  if (gw) tool_free_slots(gw, &slots);
+  tool_mesh_run_close(&mr);
   ir_graph_free(g);
   free(text);
   rt_tokenizer_free(tk);

@@ -106,8 +106,9 @@ msg=$("$tgc" generate $gpt --max-new-tokens 1 2>&1) && fail "no --prompt accepte
 [ "$msg" = "tgc: error: generate: --prompt TEXT is required" ] || fail "$msg"
 msg=$("$tgc" generate examples/mlp.tg --prompt a --max-new-tokens 1 2>&1) && fail "mlp accepted"
 case "$msg" in *'generate needs an input "tokens" and an output "logits"'*) ;; *) fail "mlp: $msg" ;; esac
-msg=$("$tgc" generate $gpt --prompt a --max-new-tokens 1 --mesh tp=2 2>&1) && fail "--mesh accepted"
-[ "$msg" = "tgc: error: generate: --mesh is not supported yet (one device)" ] || fail "$msg"
+# --mesh tp=2 runs under mpirun (tests/cli/generate_tp.tg); one process is refused
+msg=$("$tgc" generate $gpt --prompt a --max-new-tokens 1 --mesh tp=2 2>&1) && fail "--mesh without mpirun accepted"
+[ "$msg" = "tgc: error: --mesh tp=2 needs 2 ranks, but tgc runs as 1 process (start it with mpirun -np 2)" ] || fail "$msg"
 msg=$(gen --prompt a --max-new-tokens 0 2>&1) && fail "--max-new-tokens 0 accepted"
 [ "$msg" = "tgc: error: --max-new-tokens needs an integer in [1, 1000000], not '0'" ] || fail "$msg"
 msg=$(gen --prompt a --max-new-tokens 1 --top-p 1.5 2>&1) && fail "--top-p 1.5 accepted"
