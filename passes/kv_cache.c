@@ -24,20 +24,24 @@
  * fusion, the memory plan) runs on them as on any graph.
  * requires: the graph after fuse-attention; invalidates: node indices. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir_die.h"
 #include "pass.h"
 
-/* The attention nodes of g, in graph order (at most max; the count). */
-static int attentions(const ir_graph *g, ir_node **out, int max) {
-  int n = 0;
+/* The attention nodes of g, in graph order (malloc'd; *n their count);
+ * NULL after reporting when there is none. */
+static ir_node **attentions(const ir_graph *g, int *n, ir_diag *d) {
+  ir_node **out = malloc((size_t)(g->n_nodes + 1) * sizeof *out);
+  if (!out) IR_DIE("out of memory (out)");
+  *n = 0;
   for (int i = 0; i < g->n_nodes; i++)
-    if (!g->nodes[i]->dead && g->nodes[i]->op == IR_OP_ATTENTION) {
-      if (n < max) out[n] = g->nodes[i];
-      n++;
-    }
-  return n;
+    if (!g->nodes[i]->dead && g->nodes[i]->op == IR_OP_ATTENTION) out[(*n)++] = g->nodes[i];
+  if (*n > 0) return out;
+  free(out);
+  ir_error_plain(d, "generate: the model has no attention, so no KV cache to keep (--no-kv-cache runs it)");
+  return NULL;
 }
 
 /* How many attention nodes must read the cache: every softmax fused. */
@@ -51,16 +55,11 @@ static int check_fused(const ir_graph *g, const char *what, ir_diag *d) {
   return 0;
 }
 
-enum { KV_MAX_LAYERS = 1024 };
-
 int pass_kv_prefill(ir_graph *g, int *n_layers, ir_diag *d) {
   if (check_fused(g, "generate", d) != 0) return -1;
-  static ir_node *att[KV_MAX_LAYERS];
-  int n = attentions(g, att, KV_MAX_LAYERS);
-  if (n == 0 || n > KV_MAX_LAYERS) {
-    ir_error_plain(d, "generate: the model has %d attention ops; the KV cache needs 1 to %d", n, KV_MAX_LAYERS);
-    return -1;
-  }
+  int n = 0;
+  ir_node **att = attentions(g, &n, d);
+  if (!att) return -1;
   for (int l = 0; l < n; l++) {
     char name[64];
     snprintf(name, sizeof name, "cache.k.%d", l);
@@ -68,6 +67,7 @@ int pass_kv_prefill(ir_graph *g, int *n_layers, ir_diag *d) {
     snprintf(name, sizeof name, "cache.v.%d", l);
     ir_graph_add_output(g, name, att[l]->in[2]);
   }
+  free(att);
   *n_layers = n;
   return 0;
 }
@@ -105,17 +105,14 @@ static ir_value *cache_write(ir_graph *g, ir_value *row, ir_value *cache, ir_val
 
 int pass_kv_decode(ir_graph *g, int64_t window, int *n_layers, int *pos_input, ir_diag *d) {
   if (check_fused(g, "generate", d) != 0) return -1;
-  static ir_node *att[KV_MAX_LAYERS];
-  int n = attentions(g, att, KV_MAX_LAYERS);
-  if (n == 0 || n > KV_MAX_LAYERS) {
-    ir_error_plain(d, "generate: the model has %d attention ops; the KV cache needs 1 to %d", n, KV_MAX_LAYERS);
-    return -1;
-  }
+  int n = 0;
+  ir_node **att = attentions(g, &n, d);
+  if (!att) return -1;
   ir_type pt = {.dtype = IR_DT_I32, .rank = 1, .dims = {1}};
   *pos_input = g->n_inputs;
   ir_value *pos = ir_graph_add_input(g, ir_graph_unique_name(g, "pos"), pt, g->nodes[0]->loc);
-  /* the positions: pos (cast to their dtype) */
-  int found = 0;
+  /* the positions: pos (cast to their dtype); a model without positions (no
+   * position embedding, no rotary angles) has none */
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *nd = g->nodes[i];
     if (nd->dead || nd->n_out != 1 || !is_positions(nd->out[0])) continue;
@@ -127,9 +124,7 @@ int pass_kv_decode(ir_graph *g, int64_t window, int *n_layers, int *pos_input, i
       i++;
     }
     ir_replace_all_uses(g, nd->out[0], p);
-    found++;
   }
-  (void)found; /* a model without positions (no position embedding, no rotary) reads none */
   for (int l = 0; l < n; l++) {
     ir_node *a = att[l];
     int at = 0;
@@ -141,6 +136,7 @@ int pass_kv_decode(ir_graph *g, int64_t window, int *n_layers, int *pos_input, i
       char b[128];
       ir_error(d, a->loc, "generate: the KV cache needs causal attention over one new row (q[..., 1, E]), got q %s",
                ir_type_str(&q->type, b, sizeof b));
+      free(att);
       return -1;
     }
     char name[64];
@@ -175,6 +171,7 @@ int pass_kv_decode(ir_graph *g, int64_t window, int *n_layers, int *pos_input, i
     snprintf(name, sizeof name, "cache.v.%d", l);
     ir_graph_add_output(g, name, v2);
   }
+  free(att);
   ir_graph_compact(g);
   *n_layers = n;
   return 0;

@@ -327,9 +327,30 @@ static int front_passes(ir_graph *g, ir_diag *d) {
   return pass_run_pipeline(g, front, 2, &po);
 }
 
+/* Every parameter of dec (the model at T = 1) is one of whole's (the model
+ * at the window), of the same type: both graphs bind the same tensors. */
+static int same_params(const ir_graph *dec, const ir_graph *whole, const char *file, ir_diag *d) {
+  for (int i = 0; i < dec->n_params; i++) {
+    const ir_value *p = dec->params[i], *w = NULL;
+    for (int j = 0; j < whole->n_params && !w; j++)
+      if (strcmp(whole->params[j]->name, p->name) == 0) w = whole->params[j];
+    char a[128], b[128];
+    if (!w || !ir_type_equal(&w->type, &p->type)) {
+      ir_error(d, p->loc,
+               "generate: parameter %s is %s in the model at its window but %s at T = 1 (the decode graph): the KV "
+               "cache needs parameters that do not depend on T; --no-kv-cache runs %s",
+               p->name, w ? ir_type_str(&w->type, a, sizeof a) : "absent", ir_type_str(&p->type, b, sizeof b), file);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* The decode graph: the model loaded again at T = 1, made a decode step
- * over a cache of `window` rows; NULL after reporting. */
-static ir_graph *decode_graph(const tool_compile_opts *o, int64_t window, int *pos_input, ir_diag *d) {
+ * over a cache of `window` rows (its parameters those of whole, the model
+ * on one device); NULL after reporting. */
+static ir_graph *decode_graph(const tool_compile_opts *o, const ir_graph *whole, int64_t window, int *pos_input,
+                              ir_diag *d) {
   fe_config_set *cs = tool_configs(o);
   bool has_t = cs && cs->chosen && fe_config_const(cs->chosen, "T");
   fe_config_set_free(cs);
@@ -346,7 +367,8 @@ static ir_graph *decode_graph(const tool_compile_opts *o, int64_t window, int *p
   ir_graph *g = tool_load(&o1, d, &text);
   free(text);
   int n_layers = 0;
-  if (g && (front_passes(g, d) != 0 || pass_kv_decode(g, window, &n_layers, pos_input, d) != 0 ||
+  if (g && (same_params(g, whole, o->file, d) != 0 || front_passes(g, d) != 0 ||
+            pass_kv_decode(g, window, &n_layers, pos_input, d) != 0 ||
             tool_run_passes(g, &o1, d, stdout) != 0)) {
     ir_graph_free(g);
     return NULL;
@@ -510,7 +532,7 @@ int tool_cmd_generate(int argc, char **argv) {
   if (rc == 0 && !go.no_cache) {
     int64_t T = g->inputs[input_index(g, "tokens")]->type.dims[1];
     int pos_input = -1;
-    if (!(dec = decode_graph(&o, T, &pos_input, ed))) rc = 1;
+    if (!(dec = decode_graph(&o, gw, T, &pos_input, ed))) rc = 1;
     const ir_graph *gs[2] = {g, dec};
     for (int k = 0; k < 2 && rc == 0 && mr.comm; k++) {
       if (!(local[k] = calloc((size_t)gs[k]->n_params + 1, sizeof *local[k]))) IR_DIE("out of memory (local)");
