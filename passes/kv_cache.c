@@ -44,7 +44,7 @@ static ir_node **attentions(const ir_graph *g, int *n, ir_diag *d) {
   return NULL;
 }
 
-/* How many attention nodes must read the cache: every softmax fused. */
+/* Every attention must read the cache: no softmax left unfused. */
 static int check_fused(const ir_graph *g, const char *what, ir_diag *d) {
   pass_attention_miss m;
   if (pass_attention_misses(g, &m, 1) > 0) {
@@ -76,7 +76,9 @@ int pass_kv_prefill(ir_graph *g, int *n_layers, ir_diag *d) {
  * 1, or slice {axis 0, start 0, step 1} of such an iota. */
 static bool is_positions(const ir_value *v) {
   const ir_node *n = v->def;
-  if (!n || n->dead || v->type.rank != 1 || v->type.dims[0] != 1 || (v->type.dtype != IR_DT_I32 && v->type.dtype != IR_DT_I64)) return false;
+  if (!n || n->dead || v->type.rank != 1 || v->type.dims[0] != 1 ||
+      (v->type.dtype != IR_DT_I32 && v->type.dtype != IR_DT_I64))
+    return false;
   if (n->op == IR_OP_SLICE) {
     if (ir_node_attr_int(n, "axis", -1) != 0 || ir_node_attr_int(n, "start", -1) != 0 ||
         ir_node_attr_int(n, "step", 1) != 1)

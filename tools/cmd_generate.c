@@ -348,9 +348,10 @@ static int same_params(const ir_graph *dec, const ir_graph *whole, const char *f
 
 /* The decode graph: the model loaded again at T = 1, made a decode step
  * over a cache of `window` rows (its parameters those of whole, the model
- * on one device); NULL after reporting. */
+ * on one device); NULL after reporting. *text: its source, which d quotes
+ * in messages (the caller frees it after the last one). */
 static ir_graph *decode_graph(const tool_compile_opts *o, const ir_graph *whole, int64_t window, int *pos_input,
-                              ir_diag *d) {
+                              char **text, ir_diag *d) {
   fe_config_set *cs = tool_configs(o);
   bool has_t = cs && cs->chosen && fe_config_const(cs->chosen, "T");
   fe_config_set_free(cs);
@@ -363,9 +364,7 @@ static ir_graph *decode_graph(const tool_compile_opts *o, const ir_graph *whole,
   tool_compile_opts o1 = *o;
   o1.after = NULL;
   if (set_define(&o1, "T", "1", d) != 0) return NULL;
-  char *text = NULL;
-  ir_graph *g = tool_load(&o1, d, &text);
-  free(text);
+  ir_graph *g = tool_load(&o1, d, text);
   int n_layers = 0;
   if (g && (same_params(g, whole, o->file, d) != 0 || front_passes(g, d) != 0 ||
             pass_kv_decode(g, window, &n_layers, pos_input, d) != 0 ||
@@ -528,11 +527,12 @@ int tool_cmd_generate(int argc, char **argv) {
   }
   if (rc == 0 && !(ids = realloc(ids, (n_prompt + (size_t)go.max_new) * sizeof *ids))) abort();
   ir_graph *dec = NULL;
+  char *dec_text = NULL;
   rt_tensor **local[2] = {NULL, NULL}; /* with a mesh: this rank's blocks of the parameters of g, dec */
   if (rc == 0 && !go.no_cache) {
     int64_t T = g->inputs[input_index(g, "tokens")]->type.dims[1];
     int pos_input = -1;
-    if (!(dec = decode_graph(&o, gw, T, &pos_input, ed))) rc = 1;
+    if (!(dec = decode_graph(&o, gw, T, &pos_input, &dec_text, ed))) rc = 1;
     const ir_graph *gs[2] = {g, dec};
     for (int k = 0; k < 2 && rc == 0 && mr.comm; k++) {
       if (!(local[k] = calloc((size_t)gs[k]->n_params + 1, sizeof *local[k]))) IR_DIE("out of memory (local)");
@@ -561,6 +561,7 @@ int tool_cmd_generate(int argc, char **argv) {
   tool_mesh_run_close(&mr);
   ir_graph_free(g);
   free(text);
+  free(dec_text);
   rt_tokenizer_free(tk);
   rt_safetensors_free(st);
   ir_diag_free(d);
