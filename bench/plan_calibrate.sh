@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/plan_calibrate.sh — fits the planner's two GEMM constants (gemm_eff,
-# gemm_half: passes/plan_profile.c, default_k) to the calibration rows of
+# gemm_half: analysis/target.c, default_k) to the calibration rows of
 # bench/plan_validate.sh, and to nothing else, by a grid search that
 # minimizes the sum over those rows of (log(predicted / published))^2.
 # Prints every grid point's error and the best one; it changes no file (the

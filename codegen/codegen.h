@@ -26,7 +26,7 @@
 
 #include "cuda_api.h"
 #include "ir.h"
-#include "pass.h"
+#include "analysis.h"
 
 /* ===================================================================== */
 /* lower.c — a planned graph to a program                                 */

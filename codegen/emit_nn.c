@@ -199,7 +199,7 @@ int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n) {
  * product; dw's product, accumulating from the second chunk (beta = 1).
  * Then the loss kernel adds the row losses in order. A kernel per chunk
  * (the chunk's first row is a constant of its source). The step moves what
- * every action reads and writes (cg_step_moves; passes/cost.c counts the
+ * every action reads and writes (cg_step_moves; analysis/cost.c counts the
  * same).
  * The buffer's rows are LD = V rounded up to 64 elements apart (50,304 for
  * GPT-2's 50,257), in chunks of fewer rows so that they fit it

@@ -2,7 +2,7 @@
  * "Calls") as one table: name, handler, IR op, positional arity and the
  * keyword attributes each accepts.
  *
- * fe_call_builtin checks a call against the table (positional count,
+ * fe_builtins.call checks a call against the table (positional count,
  * keyword names, duplicates) and evaluates the arguments; each handler
  * then turns frontend conventions into the IR's: negative axes normalized,
  * default axes filled in, reshape's -1 resolved, 1-D matmul operands
@@ -782,7 +782,7 @@ const char *fe_builtin_name(int i) {
   return NULL;
 }
 
-const char *fe_suggest_function(fe_sema *S, const char *name) {
+static const char *suggest_function(fe_sema *S, const char *name) {
   const char *best = NULL;
   int best_d = strlen(name) <= 3 ? 2 : 3;
   for (int i = 0; i < N_BUILTINS; i++) {
@@ -826,7 +826,7 @@ static void expected_str(int least, int most, char *buf, size_t n) {
   else snprintf(buf, n, "%d to %d", least, most);
 }
 
-sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_hints) {
+static sv call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_hints) {
   const bi_spec *b = find_builtin(call->name);
   bi_args A = {.hints = hints, .n_hints = n_hints, .hint = n_hints > 0 ? hints[0] : NULL};
   /* per-call scratch on the stack (the arena would keep it for the whole
@@ -946,3 +946,5 @@ sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_
   if (bad || S->aborted) return sv_poison();
   return b->fn(S, call, b, &A);
 }
+
+const fe_builtin_table fe_builtins = {fe_is_builtin, call_builtin, suggest_function};

@@ -169,7 +169,8 @@ fe_config_set *fe_configs(const char *path, const char *text, size_t len, const 
   FILE *sink = open_memstream(&sink_buf, &sink_len);
   if (!sink) IR_DIE("out of memory (sink)");
   ir_diag *quiet = ir_diag_new(sink);
-  fe_sema S = {.d = quiet, .arena = ir_arena_new(), .text = text, .layer = -1, .const_only = true};
+  fe_sema S = {.d = quiet, .arena = ir_arena_new(), .text = text, .layer = -1, .const_only = true,
+               .builtins = &fe_builtins};
   S.file = ir_arena_strdup(S.arena, path); /* locations live as long as the set */
   ir_diag_add_source(d ? d : quiet, path, text, len);
   fe_parser P = {.arena = S.arena, .d = d ? d : quiet, .path = path, .text = text, .len = len};

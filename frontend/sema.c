@@ -30,70 +30,6 @@
 #include "ir_die.h"
 #include "sema.h"
 
-/* ---------------------------------------------------------------------- */
-/* diagnostics                                                             */
-/* ---------------------------------------------------------------------- */
-
-ir_loc fe_loc(const fe_sema *S, const ast *at) {
-  return (ir_loc){S->file, at ? at->line : 0, at ? at->col : 0};
-}
-
-/* Inserts (line, col) into the reported set; returns whether it was new. */
-static bool first_report(fe_sema *S, const ast *at) {
-  int64_t key = ((int64_t)at->line << 32 | (uint32_t)at->col) + 1;
-  if ((S->rep_count + 1) * 2 > S->rep_cap) {
-    size_t old_cap = S->rep_cap;
-    int64_t *old = S->reported;
-    S->rep_cap = old_cap ? old_cap * 2 : 64;
-    S->reported = calloc(S->rep_cap, sizeof *S->reported);
-    if (!S->reported) IR_DIE("out of memory (S->reported)");
-    for (size_t i = 0; i < old_cap; i++) {
-      if (!old[i]) continue;
-      size_t j = (size_t)(old[i] * 0x9E3779B97F4A7C15ULL) & (S->rep_cap - 1);
-      while (S->reported[j]) j = (j + 1) & (S->rep_cap - 1);
-      S->reported[j] = old[i];
-    }
-    free(old);
-  }
-  size_t j = (size_t)(key * 0x9E3779B97F4A7C15ULL) & (S->rep_cap - 1);
-  while (S->reported[j]) {
-    if (S->reported[j] == key) return false;
-    j = (j + 1) & (S->rep_cap - 1);
-  }
-  S->reported[j] = key;
-  S->rep_count++;
-  return true;
-}
-
-bool fe_error(fe_sema *S, const ast *at, const char *fmt, ...) {
-  S->errors++;
-  if (at && !first_report(S, at)) return false;
-  va_list ap;
-  va_start(ap, fmt);
-  ir_verror(S->d, fe_loc(S, at), fmt, ap);
-  va_end(ap);
-  return true;
-}
-
-void fe_note(fe_sema *S, const ast *at, const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  ir_note(S->d, fe_loc(S, at), "%s", buf);
-}
-
-void fe_abort(fe_sema *S, const ast *at, const char *fmt, ...) {
-  if (S->aborted) return;
-  S->aborted = true;
-  S->errors++;
-  va_list ap;
-  va_start(ap, fmt);
-  ir_verror(S->d, fe_loc(S, at), fmt, ap);
-  va_end(ap);
-}
-
 static const char *article(const char *noun) { return strchr("aeiou", noun[0]) ? "an" : "a"; }
 
 static void redefinition(fe_sema *S, const ast *at, sym_kind kind, const char *name, const fe_sym *prev) {
@@ -842,7 +778,8 @@ ir_graph *fe_compile(const char *path, const char *text, size_t len, const fe_op
   if (!text) text = "";
   int errors_before = ir_diag_errors(d);
   ir_diag_add_source(d, path, text, len);
-  fe_sema S = {.d = d, .arena = ir_arena_new(), .file = path, .text = text, .layer = -1};
+  fe_sema S = {.d = d, .arena = ir_arena_new(), .file = path, .text = text, .layer = -1, .call_user = fe_call_user,
+               .builtins = &fe_builtins};
   fe_parser P = {.arena = S.arena, .d = d, .path = path, .text = text, .len = len};
   const ast *items = fe_parse(&P);
   if (items) elaborate(&S, items, opt, path);

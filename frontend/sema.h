@@ -116,9 +116,15 @@ typedef struct fe_sema {
   int errors;             /* every error, printed or deduplicated */
   int64_t *reported;      /* hash set of (line << 32 | col) already reported */
   size_t rep_cap, rep_count;
+  /* Calls, dispatched by the layer above the expressions, which sets them
+   * (sema.c; configs.c, whose constants call builtins alone): a user
+   * function's instance (fe_call_user) and the builtins (fe_builtins). */
+  sv (*call_user)(struct fe_sema *S, fe_sym *fn, const ast *call, const char *const *hints, int n_hints);
+  const struct fe_builtin_table *builtins;
 } fe_sema;
 
-/* Reports at at's position unless an error was already reported there (the
+/* ---- diag.c ----
+ * Reports at at's position unless an error was already reported there (the
  * same line is elaborated once per `repeat` iteration and per call).
  * Returns whether it printed. */
 bool fe_error(fe_sema *S, const ast *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -162,11 +168,17 @@ int64_t fe_numel(const int64_t *dims, int rank);
 /* Looks a name up in the current function instance, then globals. */
 fe_sym *fe_lookup(fe_sema *S, const char *name);
 
-/* ---- builtins.c ---- */
+/* ---- builtins.c ----
+ * The builtin functions, for the expressions to call through
+ * fe_sema.builtins (builtins.c evaluates their arguments with
+ * sema_expr.c: the table keeps the files from calling each other). */
+typedef struct fe_builtin_table {
+  bool (*is_builtin)(const char *name);
+  sv (*call)(fe_sema *S, const ast *call, const char *const *hints, int n_hints);
+  const char *(*suggest)(fe_sema *S, const char *name); /* closest builtin or user function name, or NULL */
+} fe_builtin_table;
+extern const fe_builtin_table fe_builtins;
 bool fe_is_builtin(const char *name);
-sv fe_call_builtin(fe_sema *S, const ast *call, const char *const *hints, int n_hints);
-/* Closest builtin or user function name to name, or NULL. */
-const char *fe_suggest_function(fe_sema *S, const char *name);
 
 /* ---- sema.c ---- */
 sv fe_call_user(fe_sema *S, fe_sym *fn, const ast *call, const char *const *hints, int n_hints);

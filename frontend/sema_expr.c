@@ -438,7 +438,7 @@ static sv eval_name(fe_sema *S, const ast *e) {
   if (strcmp(n, "false") == 0) return sv_bool(false);
   int dt = ir_dtype_from_name(n);
   if (dt >= 0) return (sv){.kind = SV_DTYPE, .i = dt};
-  if (fe_sym_find(&S->fns, n) || fe_is_builtin(n)) {
+  if (fe_sym_find(&S->fns, n) || S->builtins->is_builtin(n)) {
     fe_error(S, e, "'%s' is a function; call it as %s(...)", n, n);
   } else {
     const char *best = NULL;
@@ -536,9 +536,9 @@ sv fe_eval(fe_sema *S, const ast *e, const char *const *hints, int n_hints) {
   case AST_BINARY: return eval_binary_chain(S, e, hint);
   case AST_CALL: {
     fe_sym *fn = fe_sym_find(&S->fns, e->name);
-    if (fn) return fe_call_user(S, fn, e, hints, n_hints);
-    if (fe_is_builtin(e->name)) return fe_call_builtin(S, e, hints, n_hints);
-    const char *best = S->errors < FE_MAX_SUGGESTIONS ? fe_suggest_function(S, e->name) : NULL;
+    if (fn) return S->call_user(S, fn, e, hints, n_hints);
+    if (S->builtins->is_builtin(e->name)) return S->builtins->call(S, e, hints, n_hints);
+    const char *best = S->errors < FE_MAX_SUGGESTIONS ? S->builtins->suggest(S, e->name) : NULL;
     if (best) fe_error(S, e, "unknown function '%s' (did you mean '%s'?)", e->name, best);
     else fe_error(S, e, "unknown function '%s'", e->name);
     for (int i = 0; i < e->n; i++) /* still report mistakes in the arguments */

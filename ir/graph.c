@@ -365,6 +365,12 @@ int ir_graph_id_bound(const ir_graph *g) {
   return bound;
 }
 
+bool ir_graph_is_output(const ir_graph *g, const ir_value *v) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i].value == v) return true;
+  return false;
+}
+
 int *ir_use_counts(const ir_graph *g, int *bound) {
   int max_id = ir_graph_id_bound(g);
   int *uses = calloc((size_t)(max_id > 0 ? max_id : 1), sizeof *uses);

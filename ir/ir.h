@@ -106,7 +106,7 @@ ir_op_kind ir_op_kind_of(ir_op op);
 unsigned ir_op_flags(ir_op op);             /* IR_OPF_* */
 static inline bool ir_op_has(ir_op op, unsigned flag) { return (ir_op_flags(op) & flag) != 0; }
 /* FLOPs per element of the (first) result when a constant, else -1 (a
- * formula in passes/cost.c). */
+ * formula in analysis/cost.c). */
 int ir_op_flops_per_element(ir_op op);
 bool ir_op_is_elementwise(ir_op op);        /* UNARY, BINARY or WHERE */
 bool ir_op_is_comparison(ir_op op);         /* IR_OPF_CMP: result is bool */
@@ -361,7 +361,7 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *key);
  * fused; i's type equal to r's), and for reshape (the bytes are the
  * result's, unchanged). The CPU executor (runtime/cpu/cpu.c) reuses buffers by
  * this rule, giving each result the first operand not already taken, and
- * the memory prediction (passes/memplan.c) replays it: one definition. */
+ * the memory prediction (analysis/memplan.c) replays it: one definition. */
 bool ir_node_may_reuse(const ir_node *n, int r, int i);
 int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt);
 double ir_node_attr_float(const ir_node *n, const char *key, double dflt);
@@ -434,6 +434,8 @@ int ir_count_uses(const ir_graph *g, const ir_value *v);
  * indexed by value id, of *bound entries (the largest id + 1); uses by dead
  * nodes are not counted. NULL when out of memory. */
 int *ir_use_counts(const ir_graph *g, int *bound);
+/* Whether v is one of g's outputs. */
+bool ir_graph_is_output(const ir_graph *g, const ir_value *v);
 /* The largest id a value of g carries (a declared value or a node result,
  * dead nodes included) + 1: the size of a table indexed by value id. */
 int ir_graph_id_bound(const ir_graph *g);

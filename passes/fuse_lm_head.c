@@ -44,7 +44,7 @@
  * w and read-modify-write dw once more per chunk (4 V D bytes of the dtype
  * each): at 256 MiB gpt2-124m's head (V = 50257, bf16) takes 2048 rows, 8
  * chunks, and its bytes stay below its FLOPs at an H100's ridge point
- * (passes/cost.c counts them).
+ * (analysis/cost.c counts them).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,16 +286,6 @@ static void fuse(ir_graph *g, lm_head *p) {
   if (sum) ir_graph_take_place(g, sum, p->dw); /* the product, dead, goes to the tail */
   ir_graph_move_tail(g, tail, cg->id);
 }
-
-int64_t pass_linear_ce_chunk_rows(int64_t C, int64_t V, int64_t *ld) {
-  int64_t LD = (V + 63) / 64 * 64, rows = LD > 0 ? C * V / LD : C;
-  if (rows >= 8) rows = rows / 8 * 8;
-  if (rows < 1 || LD == V) LD = V, rows = C;
-  *ld = LD;
-  return rows;
-}
-
-int64_t pass_linear_ce_main_cols(int64_t V) { return V > 8 ? V / 8 * 8 : V; }
 
 int pass_fuse_lm_head(ir_graph *g, const pass_options *o) {
   int fused = 0;

@@ -78,12 +78,6 @@ static bool swaps_heads(const ir_node *t) {
   return a->ints[r - 3] == r - 2 && a->ints[r - 2] == r - 3 && a->ints[r - 1] == r - 1;
 }
 
-static bool is_output(const ir_graph *g, const ir_value *v) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].value == v) return true;
-  return false;
-}
-
 enum { MAX_READERS = 16 };
 
 /* The readers of every value (one entry per operand slot), kept up to date
@@ -166,7 +160,7 @@ static void ix_replace_all(reader_ix *x, ir_graph *g, ir_value *old, ir_value *v
 static bool only_swaps(const ir_graph *g, const reader_ix *x, const ir_value *v) {
   ir_node *r[MAX_READERS];
   int n = ix_readers(x, v, r, MAX_READERS);
-  if (n < 0 || is_output(g, v)) return false;
+  if (n < 0 || ir_graph_is_output(g, v)) return false;
   for (int i = 0; i < n; i++)
     if (!swaps_heads(r[i])) return false;
   return true;
@@ -216,7 +210,7 @@ static int fold_attention(ir_graph *g, reader_ix *x, ir_node *a) {
   ir_value *o = a->out[0], *lse = a->out[1];
   ir_node *r[MAX_READERS], *grads[MAX_READERS];
   int nr = ix_readers(x, o, r, MAX_READERS), ng = 0;
-  if (nr < 0 || is_output(g, o) || is_output(g, lse)) return 0;
+  if (nr < 0 || ir_graph_is_output(g, o) || ir_graph_is_output(g, lse)) return 0;
   for (int i = 0; i < nr; i++) {
     if (swaps_heads(r[i])) continue;
     ir_node *b = r[i];
@@ -254,81 +248,29 @@ static void drop_unread_transposes(ir_graph *g) {
   int *uses = ir_use_counts(g, &bound);
   for (int i = g->n_nodes - 1; uses && i >= 0; i--) {
     ir_node *t = g->nodes[i];
-    if (t->dead || t->op != IR_OP_TRANSPOSE || uses[t->out[0]->id] != 0 || is_output(g, t->out[0])) continue;
+    if (t->dead || t->op != IR_OP_TRANSPOSE || uses[t->out[0]->id] != 0 || ir_graph_is_output(g, t->out[0])) continue;
     t->dead = true;
     uses[t->in[0]->id]--;
   }
   free(uses);
 }
 
-/* The first live node after r that `is_partner` accepts, provided no node
- * reads r's result before it and some node reads it after (or it is a
- * graph output): where a later kernel can compute r's result instead. */
-static int partner_after(const ir_graph *g, int r, bool (*is_partner)(const ir_node *r, const ir_node *m)) {
-  const ir_node *n = g->nodes[r];
-  const ir_value *res = n->out[0];
-  bool read_later = is_output(g, res);
-  int found = -1;
-  for (int i = r + 1; i < g->n_nodes && !(found >= 0 && read_later); i++) {
-    const ir_node *m = g->nodes[i];
-    if (m->dead) continue;
-    bool reads = false;
-    for (int k = 0; k < m->n_in; k++) reads |= m->in[k] == res;
-    if (reads && found < 0) return -1; /* read before its partner */
-    read_later |= reads;
-    if (found < 0 && is_partner(n, m)) found = i;
-  }
-  return found >= 0 && read_later ? found : -1;
-}
-
-/* m = matmul(A, reshape(X) or X) {transpose_a}, 2-D: the weight gradient of r's X. */
-static bool weight_grad_of(const ir_node *r, const ir_node *m) {
-  const ir_value *x = r->in[0], *b = m->n_in == 2 ? m->in[1] : NULL;
-  const ir_type *xt = &x->type;
-  int64_t n = xt->dims[xt->rank - 1], rows = n > 0 ? ir_type_numel(xt) / n : 0;
-  return m->op == IR_OP_MATMUL && b && (b == x || (b->def && !b->def->dead && b->def->op == IR_OP_RESHAPE && b->def->in[0] == x)) &&
-         b->type.rank == 2 && b->type.dims[0] == rows && b->type.dims[1] == n && b->type.dtype == xt->dtype &&
-         m->in[0]->type.rank == 2 && ir_node_attr_int(m, "transpose_a", 0) != 0 && ir_node_attr_int(m, "transpose_b", 0) == 0;
-}
-
-int pass_bias_grad_product(const ir_graph *g, int r) {
-  if (r < 0 || r >= g->n_nodes) return -1;
-  const ir_node *n = g->nodes[r];
-  if (n->dead || n->op != IR_OP_REDUCE_SUM || n->n_in != 1 || n->n_out != 1) return -1;
-  const ir_type *xt = &n->in[0]->type;
-  const ir_attr *axes = ir_node_attr(n, "axes");
-  if (xt->rank < 2 || !ir_dtype_is_float(xt->dtype) || ir_node_attr_int(n, "keepdims", 0) != 0 || !axes ||
-      axes->kind != IR_ATTR_INTS || axes->n != xt->rank - 1)
-    return -1;
-  for (int i = 0; i < axes->n; i++)
-    if (axes->ints[i] != i) return -1;
-  return partner_after(g, r, weight_grad_of);
-}
-
-/* m = cross_entropy_grad of r's logits and targets. */
-static bool ce_grad_of(const ir_node *r, const ir_node *m) {
-  return m->op == IR_OP_CROSS_ENTROPY_GRAD && m->n_in == 3 && m->in[0] == r->in[0] && m->in[1] == r->in[1];
-}
-
-int pass_cross_entropy_grad_of(const ir_graph *g, int r) {
-  if (r < 0 || r >= g->n_nodes) return -1;
-  const ir_node *n = g->nodes[r];
-  if (n->dead || n->op != IR_OP_CROSS_ENTROPY || n->n_in != 2 || n->n_out != 1) return -1;
-  return partner_after(g, r, ce_grad_of);
-}
-
-/* Marks what pass_bias_grad_product and pass_cross_entropy_grad_of pair:
- * counts[0] bias gradients, counts[1] losses. */
+/* Marks what pass_bias_grad_product and pass_cross_entropy_grad_of pair
+ * (pass_partners_of finds them all at once): counts[0] bias gradients,
+ * counts[1] losses. Marking adds attributes only: the pairs hold throughout. */
 static void mark_partners(ir_graph *g, int counts[2]) {
   static const char *const key[2] = {"in_product", "with_grad"};
+  int *partner = malloc(((size_t)g->n_nodes + 1) * sizeof *partner);
+  if (!partner) IR_DIE("out of memory (partner)");
+  pass_partners_of(g, partner);
   for (int i = 0; i < g->n_nodes; i++) {
     ir_node *n = g->nodes[i];
     int k = n->op == IR_OP_REDUCE_SUM ? 0 : n->op == IR_OP_CROSS_ENTROPY ? 1 : -1;
-    if (k < 0 || ir_node_attr(n, key[k]) || (k ? pass_cross_entropy_grad_of(g, i) : pass_bias_grad_product(g, i)) < 0)
-      continue;
+    if (k < 0 || ir_node_attr(n, key[k]) || partner[i] < 0) continue;
     add_attr(g, n, ir_attr_int(key[k], 1));
     counts[k]++;
   }
+  free(partner);
 }
 
 int pass_fuse_transpose(ir_graph *g, const pass_options *o) {

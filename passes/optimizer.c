@@ -39,18 +39,6 @@
 #include "ir_die.h"
 #include "pass.h"
 
-static const char *const optimizer_names[PASS_OPT_COUNT] = {"sgd", "momentum", "adam", "adamw"};
-
-const char *pass_optimizer_name(pass_optimizer_kind kind) {
-  return (unsigned)kind < PASS_OPT_COUNT ? optimizer_names[kind] : "?";
-}
-
-int pass_optimizer_from_name(const char *name) {
-  for (int i = 0; i < PASS_OPT_COUNT; i++)
-    if (name && strcmp(name, optimizer_names[i]) == 0) return i;
-  return -1;
-}
-
 int pass_optimizer_state_count(pass_optimizer_kind kind) {
   switch (kind) {
   case PASS_OPT_MOMENTUM: return 1;

@@ -619,5 +619,24 @@ void pass_tp_layouts_free(pass_tp_layouts *l) {
   free(l);
 }
 
+ir_graph *pass_shard_tp_graph(ir_graph *g, int t, bool sp, const pass_tp_layouts *lay, ir_diag *d) {
+  sh_st *tp = NULL;
+  if (lay) {
+    tp = calloc((size_t)g->n_params + 1, sizeof *tp);
+    if (!tp) IR_DIE("out of memory (tp)");
+    for (int i = 0; i < g->n_params; i++)
+      if (sh_tp_layouts_find(lay, g->params[i], &tp[i]) != 0) {
+        ir_error_plain(d, "internal error: the tp layouts have none for parameter %%%s", g->params[i]->name);
+        free(tp);
+        return NULL;
+      }
+  }
+  ir_graph *s = sh_shard_tp(g, t, sp, tp, false, d);
+  free(tp);
+  return s;
+}
+
+const ir_node *pass_tp_heads_conflict(const ir_graph *g, int t) { return sh_heads_conflict(g, t); }
+
 int pass_tp_layouts_tp(const pass_tp_layouts *l) { return l->tp; }
 bool pass_tp_layouts_sp(const pass_tp_layouts *l) { return l->sp; }

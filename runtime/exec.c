@@ -70,6 +70,11 @@ rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_opt
     rt_errf(err, errlen, "out of memory planning the graph");
     goto fail;
   }
+  char why[512];
+  if (pass_plan_check_comm(g, p->plan, why, sizeof why) != 0) {
+    rt_errf(err, errlen, "internal error: the memory plan: %s", why);
+    goto fail;
+  }
   int max_args = 1;
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i]->n_in > max_args) max_args = g->nodes[i]->n_in;

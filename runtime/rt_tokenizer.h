@@ -33,6 +33,12 @@ int64_t rt_tokenizer_vocab_size(const rt_tokenizer *t);
 int rt_tokenizer_encode(const rt_tokenizer *t, const char *text, size_t len, bool add_special, int32_t **ids,
                         size_t *n, char *err, size_t errlen);
 
+/* Truncation to max_length ids (special tokens included) from now on, in
+ * place of the file's: as the reference library's encode(...,
+ * truncation=True, max_length=N) does (sentence-transformers passes its
+ * max_seq_length so). The file's direction is kept (right without one). */
+void rt_tokenizer_set_max_length(rt_tokenizer *t, int64_t max_length);
+
 /* The text of ids (malloc'd, NUL-terminated; *len its bytes: the text may
  * hold a NUL itself); skip_special leaves special tokens out, as the
  * reference library's decode does by default. NULL with err when an id is

@@ -8,7 +8,7 @@
  *               node's kernel on device tensors). cpu.c is the CPU's.
  *   rt_device   an opened backend, counting what it allocates and moves.
  *   rt_program  a graph prepared on a device (exec.c): its memory plan
- *               (passes/memplan.c) and the one arena the plan asks for,
+ *               (analysis/memplan.c) and the one arena the plan asks for,
  *               allocated once; each run walks the plan's steps on the
  *               backend. Scheduling, liveness, in-place execution and
  *               donation are the plan's, written once for every backend.
@@ -22,7 +22,7 @@
 #include <stdio.h>
 
 #include "ir.h"
-#include "pass.h"
+#include "analysis.h"
 
 typedef struct rt_device rt_device;
 typedef struct rt_backend rt_backend;
@@ -426,6 +426,48 @@ typedef struct {
   int64_t total;        /* cosine: decays from lr (after warmup) to floor * lr at step total */
   double floor;         /* cosine: the final lr as a fraction of lr (e.g. 0.1) */
 } rt_schedule;
+
+/* ---- the settings a state file records (io/settings.c) ----
+ * What `tgc train --save` writes as metadata beside the tensors and what
+ * --resume and `tgc eval` read back: one table parses both the flag
+ * (`--lr X`) and the saved value, so a resumed setting gets the flag's
+ * checks (a state saying lr=-1 is refused, naming the file). The *_set
+ * flags tell given from default. */
+typedef struct {
+  const char *data;
+  const char *eval_data;   /* --eval-data SOURCE: held-out data, evaluated every eval_every steps */
+  int64_t eval_every, eval_batches;
+  int64_t steps, batch, seq_len, vocab, warmup;
+  int optimizer, micro_batches; /* optimizer: a pass_optimizer_kind */
+  int dtype;               /* --dtype: 0 the model's (f32), 1 bf16, 2 f16 (mixed precision) */
+  rt_schedule_kind schedule;
+  double lr, clip, weight_decay;
+  uint64_t seed;
+  bool data_set, eval_data_set, eval_every_set, eval_batches_set, steps_set, lr_set, opt_set, sched_set, warmup_set,
+      mb_set, clip_set, wd_set, seed_set, batch_set, seq_set, vocab_set, dtype_set;
+} rt_train_settings;
+enum { RT_SETTINGS_MAX = 24 };
+int rt_settings_count(void);
+const char *rt_settings_flag(int k);      /* "--lr" ...; NULL out of range */
+int rt_settings_find(const char *key);    /* the row of metadata key ("schedule"), -1 if none */
+/* Parses v into setting k of s; flag: the spelling to name in a message
+ * (NULL: the row's). 0, or -1 after reporting "FLAG V: expected ...". */
+int rt_settings_set(rt_train_settings *s, int k, const char *flag, const char *v, ir_diag *d);
+/* Applies the settings saved in state file f (read from path) to those not
+ * given as flags; every saved value is checked, used or not, and a key tgc
+ * does not write is an error ("PATH: unknown metadata key ..."). 0 or -1. */
+int rt_settings_apply_saved(rt_train_settings *s, const rt_safetensors *f, const char *path, ir_diag *d);
+/* The settings as metadata (at most RT_SETTINGS_MAX entries; text holds the
+ * formatted numbers): the sizes and eval settings only when given, the seed
+ * left to rt_trainer_save. Returns the count. */
+int rt_settings_meta(const rt_train_settings *s, rt_meta_entry *meta, char text[][40]);
+/* An integer flag that is not a setting: text in [lo, INT64_MAX], else -1
+ * after reporting "FLAG V: expected an integer >= LO". */
+int rt_settings_parse_int(const char *flag, const char *v, int64_t lo, int64_t *out, ir_diag *d);
+/* Integer text in [lo, hi]: 0, or -1 with "expected ..." in why. */
+int rt_settings_check_int(const char *v, int64_t lo, int64_t hi, int64_t *out, char *why, size_t n);
+/* v cut to 40 bytes, non-printing bytes as '?', for messages. */
+const char *rt_settings_shown(const char *v, char buf[48]);
 /* The learning rate of 0-based step s. */
 double rt_schedule_lr(const rt_schedule *s, int64_t step);
 
@@ -490,6 +532,18 @@ void rt_trainer_comm_eval(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS]
 /* The communicator the graphs' collectives run on (and count on): the
  * config's comm, or the trainer's NCCL one (rt_train_config.nccl). */
 rt_comm *rt_trainer_comm(const rt_trainer *t);
+/* The communication check of `tgc train` (its "comm" JSON and summary): what
+ * this rank's collectives moved over `steps` training steps, by collective
+ * kind and mesh axis, beside what the graphs predict per step. measured:
+ * the comm layer's counters less what evaluations moved; equal: measured =
+ * steps x predicted for every kind and axis (false when steps <= 0). */
+typedef struct {
+  pass_comm_tally measured[IR_NUM_COLLS][IR_NUM_AXES];  /* the steps' totals */
+  pass_comm_tally predicted[IR_NUM_COLLS][IR_NUM_AXES]; /* per step */
+  int64_t steps;
+  bool equal;
+} rt_comm_check;
+void rt_trainer_comm_check(const rt_trainer *t, int64_t steps, rt_comm_check *out);
 /* The arena bytes of the step and update programs. */
 size_t rt_trainer_arena_bytes(const rt_trainer *t, bool update);
 /* Pipeline parallelism: the most (micro-batch, chunk) pairs whose saved

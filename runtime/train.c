@@ -149,7 +149,7 @@ static rt_tensor *scalar_tensor(rt_device *d, char *err, size_t errlen) {
 
 /* The order of one step's micro-batch halves on stage s of p (K
  * micro-batches, v chunks: chunk c is virtual stage c p + s), as the
- * planner simulates them (passes/plan_sim.c):
+ * planner simulates them (plan/plan_sim.c):
  *   gpipe        every forward, then every backward, the last micro-batch first;
  *   1f1b         min(p - s - 1, K) forwards, then a forward and a backward in
  *                turn, then the remaining backwards (PipeDream-Flush);
@@ -584,6 +584,31 @@ void rt_trainer_comm_predicted(const rt_trainer *t, pass_comm_tally tally[IR_NUM
       tally[o][a].sent = tally[o][a].sent * t->K + u[o][a].sent;
       tally[o][a].received = tally[o][a].received * t->K + u[o][a].received;
     }
+}
+
+void rt_trainer_comm_check(const rt_trainer *t, int64_t steps, rt_comm_check *out) {
+  pass_comm_tally pred[IR_NUM_OPS][IR_NUM_AXES], ev[IR_NUM_OPS][IR_NUM_AXES];
+  memset(out, 0, sizeof *out);
+  out->steps = steps;
+  rt_trainer_comm_predicted(t, pred);
+  rt_trainer_comm_eval(t, ev);
+  const rt_comm *c = rt_trainer_comm(t);
+  bool equal = steps > 0;
+  for (int k = 0; k < IR_NUM_COLLS; k++)
+    for (int a = 0; a < IR_NUM_AXES; a++) {
+      ir_op op = ir_coll_op((ir_coll)k);
+      int ca = rt_comm_axis_find(c, ir_axis_name((ir_axis)a));
+      pass_comm_tally *m = &out->measured[k][a], *e = &ev[op][a];
+      if (ca >= 0) {
+        rt_comm_counter n = rt_comm_count(c, (rt_coll_kind)k, ca);
+        *m = (pass_comm_tally){n.calls - e->calls, n.bytes_sent - e->sent, n.bytes_received - e->received};
+      }
+      const pass_comm_tally *p = &pred[op][a];
+      out->predicted[k][a] = *p;
+      if ((m->calls || p->calls) && steps > 0)
+        equal &= m->calls == p->calls * steps && m->sent == p->sent * steps && m->received == p->received * steps;
+    }
+  out->equal = equal;
 }
 
 void rt_trainer_comm_eval(const rt_trainer *t, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]) {

@@ -633,6 +633,29 @@ int tool_parse_text_flag(int argc, char **argv, int *i, tool_text *t, ir_diag *d
   return 1;
 }
 
+/* A sentence-transformers folder's sentence_bert_config.json: its
+ * max_seq_length (0 when the folder has no such file or the file no such
+ * key; -1 with an error when it is not an integer >= 1 or the file not JSON).
+ * sentence-transformers truncates to it, not to tokenizer.json's own
+ * truncation (all-MiniLM-L6-v2: 256, where tokenizer.json says 128). */
+static int64_t sentence_max_seq_length(const char *dir, ir_diag *d) {
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
+  if (stat(path, &st) != 0) return 0;
+  json_error_t je;
+  json_t *root = json_load_file(path, 0, &je);
+  if (!root) {
+    ir_error_plain(d, "--text: %s:%d:%d: %s", path, je.line, je.column, je.text);
+    return -1;
+  }
+  json_t *mx = json_is_object(root) ? json_object_get(root, "max_seq_length") : NULL;
+  int64_t n = mx ? (json_is_integer(mx) && json_integer_value(mx) >= 1 ? json_integer_value(mx) : -1) : 0;
+  json_decref(root);
+  if (n < 0) ir_error_plain(d, "--text: %s: max_seq_length: expected an integer >= 1", path);
+  return n;
+}
+
 int tool_text_prepare(tool_text *t, const tool_weights *w, tool_compile_opts *o, ir_diag *d) {
   if (!t->text) {
     if (t->tokenizer) ir_error_plain(d, "--tokenizer needs --text TEXT");
@@ -640,17 +663,21 @@ int tool_text_prepare(tool_text *t, const tool_weights *w, tool_compile_opts *o,
   }
   char path[4096], err[1024];
   struct stat st;
+  bool dir = w->path && stat(w->path, &st) == 0 && S_ISDIR(st.st_mode);
   if (t->tokenizer) snprintf(path, sizeof path, "%s", t->tokenizer);
-  else if (w->path && stat(w->path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/tokenizer.json", w->path);
+  else if (dir) snprintf(path, sizeof path, "%s/tokenizer.json", w->path);
   else {
     ir_error_plain(d, "--text needs a tokenizer: --tokenizer FILE, or --weights DIR holding tokenizer.json");
     return -1;
   }
+  int64_t max_len = dir ? sentence_max_seq_length(w->path, d) : 0;
+  if (max_len < 0) return -1;
   rt_tokenizer *tok = rt_tokenizer_load(path, err, sizeof err);
   if (!tok) {
     ir_error_plain(d, "--tokenizer: %s", err);
     return -1;
   }
+  if (max_len) rt_tokenizer_set_max_length(tok, max_len);
   int32_t *ids = NULL;
   size_t n = 0;
   int rc = rt_tokenizer_encode(tok, t->text, strlen(t->text), true, &ids, &n, err, sizeof err);

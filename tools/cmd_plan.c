@@ -1,6 +1,6 @@
 /* tools/cmd_plan.c — `tgc plan`: the parallel plan of a training step for a
  * cluster, searched (or evaluated, when the user gives it), simulated and
- * explained. The planner itself lives in passes/ (plan*.c, cluster.c); this
+ * explained. The planner itself lives in plan/ (its clusters in analysis/cluster.c); this
  * file parses the flags, compiles the training graph the planner reads
  * (once per checkpoint policy at micro-batch 2 and 4), runs the search and
  * hands the result to plan_print.c.
@@ -31,7 +31,7 @@ static const char *const plan_help =
     "the model's training graph (the one `tgc stats` costs) and docs/plan.md's model. The\n"
     "output ends with the command that runs the plan (`tgc train`; the data source is yours).\n"
     "\n"
-    "  --cluster NAME[:NODES]  a built-in node kind (dgx-a100, dgx-h100, cpu-host; passes/clusters.def)\n"
+    "  --cluster NAME[:NODES]  a built-in node kind (dgx-a100, dgx-h100, cpu-host; analysis/clusters.def)\n"
     "                          and how many nodes\n"
     "  --cluster-file F        your own: lines 'key = value', keys name, gpus_per_node, nodes,\n"
     "                          target (a --target of tgc stats), intra_bandwidth, inter_bandwidth\n"

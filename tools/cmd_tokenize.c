@@ -12,6 +12,7 @@
 
 static const char *const tokenize_help =
     "usage: tgc tokenize --tokenizer FILE [TEXT] [--decode] [--json] [--no-special] [--keep-special]\n"
+    "                    [--max-length N]\n"
     "\n"
     "Prints the token ids of TEXT (or of standard input when TEXT is left out, all of\n"
     "it, newlines included) under the tokenizer FILE, a Hugging Face tokenizer.json,\n"
@@ -33,6 +34,10 @@ static const char *const tokenize_help =
     "  --json               print {\"ids\": [...]} (with --decode: {\"text\": \"...\"})\n"
     "  --no-special         leave out the post-processor's special tokens ([CLS], [SEP])\n"
     "  --keep-special       --decode: print special tokens too (by default they are skipped)\n"
+    "  --max-length N       truncate to N ids (special tokens included) in place of the file's\n"
+    "                       truncation, as the reference's encode with max_length=N does\n"
+    "                       (sentence-transformers passes its max_seq_length: 256 for\n"
+    "                       all-MiniLM-L6-v2, whose tokenizer.json says 128)\n"
     "\n"
     "Example:\n"
     "  tgc tokenize --tokenizer tokenizer.json \"Hello, world!\"\n"
@@ -148,6 +153,7 @@ static int print_encoded(const rt_tokenizer *t, const char *text, size_t len, bo
 int tool_cmd_tokenize(int argc, char **argv) {
   const char *path = NULL, *text = NULL;
   bool decode = false, json = false, special = true, keep_special = false;
+  long long max_length = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -173,6 +179,15 @@ int tool_cmd_tokenize(int argc, char **argv) {
       special = false;
     } else if (strcmp(a, "--keep-special") == 0) {
       keep_special = true;
+    } else if (strcmp(a, "--max-length") == 0 || strncmp(a, "--max-length=", 13) == 0) {
+      const char *v = a[12] == '=' ? a + 13 : i + 1 < argc ? argv[++i] : "";
+      char *end;
+      errno = 0;
+      max_length = strtoll(v, &end, 10);
+      if (!*v || *end || errno || max_length < 1) {
+        fprintf(stderr, "tgc: error: --max-length needs an integer >= 1, got '%s' (see 'tgc tokenize --help')\n", v);
+        return 1;
+      }
     } else if (a[0] == '-' && a[1] && strcmp(a, "--") != 0) {
       fprintf(stderr, "tgc: error: unknown option '%s' (see 'tgc tokenize --help')\n", a);
       return 1;
@@ -194,6 +209,10 @@ int tool_cmd_tokenize(int argc, char **argv) {
     fprintf(stderr, "tgc: error: tokenize: --no-special is for encoding (with --decode: --keep-special)\n");
     return 1;
   }
+  if (decode && max_length) {
+    fprintf(stderr, "tgc: error: tokenize: --max-length is for encoding\n");
+    return 1;
+  }
   if (!decode && keep_special) {
     fprintf(stderr, "tgc: error: tokenize: --keep-special is for --decode (encoding: --no-special)\n");
     return 1;
@@ -204,6 +223,7 @@ int tool_cmd_tokenize(int argc, char **argv) {
     fprintf(stderr, "tgc: error: --tokenizer: %s\n", err);
     return 1;
   }
+  if (max_length) rt_tokenizer_set_max_length(t, max_length);
   size_t len = 0;
   char *input = NULL;
   if (!text) {

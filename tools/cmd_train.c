@@ -12,7 +12,6 @@
  * on to the same end.
  */
 #include <errno.h>
-#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -161,21 +160,12 @@ static const char *const eval_help =
 
 extern const char *const tool_common_help;
 
-/* Training settings; the *_set flags tell given from default (for --resume). */
+/* Training options: the settings a state file records (rt_train_settings,
+ * runtime/io/settings.c), and the run's own. */
 typedef struct {
-  const char *data;
-  const char *eval_data;   /* --eval-data SOURCE: held-out data, evaluated every eval_every steps */
-  int64_t eval_every, eval_batches;
-  bool eval_data_set, eval_every_set, eval_batches_set;
+  rt_train_settings s;
   bool eval_only;          /* tgc eval: --data is the held-out data, evaluated once */
-  int64_t steps, batch, seq_len, vocab, warmup, save_every, stop_at, print_every;
-  int optimizer, micro_batches;
-  int dtype;            /* --dtype: 0 the model's (f32), 1 bf16, 2 f16 (mixed precision) */
-  rt_schedule_kind schedule;
-  double lr, clip, weight_decay;
-  uint64_t seed;
-  bool data_set, steps_set, lr_set, opt_set, sched_set, warmup_set, mb_set, clip_set, wd_set, seed_set, batch_set,
-      seq_set, vocab_set, dtype_set;
+  int64_t save_every, stop_at, print_every;
   const char *save, *resume, *log;
   tool_weights weights;     /* --weights PATH [--map MAP]: the initial parameters */
   bool json, profile;
@@ -197,198 +187,15 @@ static void on_sigint(int sig) {
   interrupted = 1;
 }
 
-/* ---- the settings a state file records ----
- * One row per setting: its flag, its metadata key, how it is parsed and its
- * range. The same row parses `--lr X` and the "lr" of a state file given to
- * --resume, so a resumed setting gets exactly the checks of the flag (a
- * state saying micro_batches=1000000000, lr=-1 or seed=abc is refused,
- * naming the file). Float settings must be finite in f32 (the parameters'
- * precision): --lr 1e39 is refused before any work. */
-typedef enum { SETTING_INT, SETTING_NUM, SETTING_CHOICE, SETTING_TEXT } setting_kind;
-typedef struct {
-  const char *flag, *key;
-  setting_kind kind;
-  size_t value, set;                 /* offsetof the value and its *_set flag in train_opts */
-  int width;                         /* SETTING_INT: sizeof the field (int or int64_t) */
-  int64_t lo, hi;                    /* SETTING_INT: the range */
-  double min;                        /* SETTING_NUM: the lower bound (the upper is FLT_MAX) */
-  int (*from_name)(const char *);    /* SETTING_CHOICE: name -> value, -1 if unknown */
-  const char *(*to_name)(int);       /* SETTING_CHOICE: value -> name */
-  const char *choices;               /* SETTING_CHOICE: the names, for messages; SETTING_TEXT: what it is */
-  bool only_if_given;                /* saved only when given (the model's sizes) */
-  bool saved_by_trainer;             /* rt_trainer_save writes it (the seed) */
-} train_setting;
-
-static int schedule_from_name(const char *v) {
-  return strcmp(v, "constant") == 0 ? RT_SCHEDULE_CONSTANT : strcmp(v, "cosine") == 0 ? RT_SCHEDULE_COSINE : -1;
-}
-static const char *schedule_name(int k) { return k == RT_SCHEDULE_COSINE ? "cosine" : "constant"; }
-static const char *optimizer_name(int k) { return pass_optimizer_name((pass_optimizer_kind)k); }
-static int dtype_from_name(const char *v) {
-  return !strcmp(v, "f32") || !strcmp(v, "fp32") ? 0 : !strcmp(v, "bf16") ? 1 : !strcmp(v, "f16") || !strcmp(v, "fp16") ? 2 : -1;
-}
-static const char *dtype_name(int k) { return k == 1 ? "bf16" : k == 2 ? "f16" : "f32"; }
-
-#define OPT(f) offsetof(train_opts, f)
-#define INT(flag, key, f, set, lo, hi, only) {flag, key, SETTING_INT, OPT(f), OPT(set), (int)sizeof(((train_opts *)0)->f), lo, hi, 0, NULL, NULL, NULL, only, false}
-#define NUM(flag, key, f, set) {flag, key, SETTING_NUM, OPT(f), OPT(set), 0, 0, 0, 0, NULL, NULL, NULL, false, false}
-static const train_setting settings[] = {
-    {"--data", "data", SETTING_TEXT, OPT(data), OPT(data_set), 0, 0, 0, 0, NULL, NULL, "SOURCE", false, false},
-    INT("--steps", "steps", steps, steps_set, 1, RT_MAX_STEP, false),
-    {"--optimizer", "optimizer", SETTING_CHOICE, OPT(optimizer), OPT(opt_set), 0, 0, 0, 0, pass_optimizer_from_name,
-     optimizer_name, "sgd, momentum, adam or adamw", false, false},
-    NUM("--lr", "lr", lr, lr_set),
-    {"--lr-schedule", "schedule", SETTING_CHOICE, OPT(schedule), OPT(sched_set), 0, 0, 0, 0, schedule_from_name,
-     schedule_name, "constant or cosine", false, false},
-    INT("--warmup", "warmup", warmup, warmup_set, 0, RT_MAX_STEP, false),
-    INT("--micro-batches", "micro_batches", micro_batches, mb_set, 1, 1000000, false),
-    NUM("--clip", "clip", clip, clip_set),
-    NUM("--weight-decay", "weight_decay", weight_decay, wd_set),
-    INT("--seed", "seed", seed, seed_set, 0, INT64_MAX, false),
-    INT("--batch", "batch", batch, batch_set, 1, INT64_MAX, true),
-    INT("--seq-len", "seq_len", seq_len, seq_set, 1, INT64_MAX, true),
-    INT("--vocab", "vocab", vocab, vocab_set, 1, INT64_MAX, true),
-    {"--dtype", "dtype", SETTING_CHOICE, OPT(dtype), OPT(dtype_set), 0, 0, 0, 0, dtype_from_name, dtype_name,
-     "f32, bf16 or f16", true, false},
-    {"--eval-data", "eval_data", SETTING_TEXT, OPT(eval_data), OPT(eval_data_set), 0, 0, 0, 0, NULL, NULL, "SOURCE",
-     true, false},
-    INT("--eval-every", "eval_every", eval_every, eval_every_set, 1, RT_MAX_STEP, true),
-    INT("--eval-batches", "eval_batches", eval_batches, eval_batches_set, 1, INT64_MAX, true),
-};
-#undef INT
-#undef NUM
-#define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
-/* metadata keys that are not settings: read by the trainer (format, step,
- * the sharded index's), by the reader (the checksums) or for people (data_rng) */
-static const char *const other_keys[] = {"format",     "step",   RT_SAFETENSORS_CRC_KEY, RT_SAFETENSORS_HEADER_CRC_KEY,
-                                         "data_rng",   "loss_scale", "loss_scale_good_steps", "sharded",
-                                         "shards",     "mesh_sizes", "replaced"};
-
-/* v cut to 40 bytes, non-printing bytes as '?', for messages. */
-static const char *shown(const char *v, char buf[48]) {
-  size_t n = 0;
-  for (; v && v[n] && n < 40; n++) buf[n] = v[n] >= 32 && v[n] < 127 ? v[n] : '?';
-  buf[n] = 0;
-  if (v && v[n]) strcpy(buf + n, "...");
-  return buf;
-}
-
-/* Integer text in [lo, hi]: 0, or -1 with "expected ..." in why. */
-static int check_int(const char *v, int64_t lo, int64_t hi, int64_t *out, char *why, size_t n) {
-  char *end;
-  errno = 0;
-  long long x = v && *v ? strtoll(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno || x < lo || x > hi) {
-    if (hi == INT64_MAX) snprintf(why, n, "expected an integer >= %lld", (long long)lo);
-    else snprintf(why, n, "expected an integer in [%lld, %lld]", (long long)lo, (long long)hi);
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
-
-/* Number text >= lo and finite in f32: 0, or -1 with the reason in why. */
-static int check_num(const char *v, double lo, double *out, char *why, size_t n) {
-  char *end;
-  errno = 0;
-  double x = v && *v ? strtod(v, &end) : 0;
-  if (!v || !*v || *end || errno || !(x >= lo && x <= FLT_MAX)) {
-    snprintf(why, n, "expected a number in [%g, %g] (finite in f32)", lo, (double)FLT_MAX);
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
-
-/* Parses v into setting s of t. origin is NULL for the flag, else the state
- * file's path (for the message). 0, or -1 after reporting. */
-static int set_setting(train_opts *t, const train_setting *s, const char *v, const char *origin, ir_diag *d) {
-  char why[160] = "", b[48];
-  char *base = (char *)t;
-  int rc = 0;
-  if (s->kind == SETTING_INT) {
-    int64_t x = 0;
-    rc = check_int(v, s->lo, s->hi, &x, why, sizeof why);
-    if (rc == 0 && s->width == (int)sizeof(int)) *(int *)(base + s->value) = (int)x;
-    else if (rc == 0) *(int64_t *)(base + s->value) = x;
-  } else if (s->kind == SETTING_NUM) {
-    rc = check_num(v, s->min, (double *)(base + s->value), why, sizeof why);
-  } else if (s->kind == SETTING_CHOICE) {
-    int k = v ? s->from_name(v) : -1;
-    if (k < 0) rc = -1, snprintf(why, sizeof why, "expected %s", s->choices);
-    else *(int *)(base + s->value) = k;
-  } else {
-    if (!v || !*v) rc = -1, snprintf(why, sizeof why, "expected a non-empty value");
-    else *(const char **)(base + s->value) = v;
-  }
-  if (rc != 0) {
-    if (origin) ir_error_plain(d, "%s: metadata \"%s\" is \"%s\": %s", origin, s->key, shown(v, b), why);
-    else if (s->kind == SETTING_TEXT) ir_error_plain(d, "%s needs a %s", s->flag, s->choices);
-    else ir_error_plain(d, "%s %s: %s", s->flag, shown(v, b), why);
-    return -1;
-  }
-  *(bool *)(base + s->set) = true;
-  return 0;
-}
-
-/* Applies the settings saved in a state file to those not given on the
- * command line. Every saved value is checked, used or not, and a key tgc
- * does not write is an error: the file is not what tgc saved. */
-static int apply_saved(train_opts *t, const rt_safetensors *f, ir_diag *d) {
-  for (int m = 0; m < rt_safetensors_meta_count(f); m++) {
-    const char *key = rt_safetensors_meta_key(f, m), *v = rt_safetensors_meta(f, key);
-    int k = 0;
-    while (k < N_SETTINGS && strcmp(settings[k].key, key) != 0) k++;
-    if (k == N_SETTINGS) {
-      bool other = false;
-      for (size_t i = 0; i < sizeof other_keys / sizeof other_keys[0]; i++) other |= strcmp(other_keys[i], key) == 0;
-      char b[48];
-      if (other) continue;
-      ir_error_plain(d, "%s: unknown metadata key \"%s\" (not written by tgc train)", t->resume, shown(key, b));
-      return -1;
-    }
-    bool given = *(bool *)((char *)t + settings[k].set);
-    train_opts scratch = *t; /* a setting given as a flag wins; its saved value is still checked */
-    if (set_setting(given ? &scratch : t, &settings[k], v, t->resume, d) != 0) return -1;
-  }
-  return 0;
-}
-
-/* The settings as state-file metadata; text holds the formatted numbers. */
-static int settings_meta(const train_opts *t, rt_meta_entry *meta, char text[][40]) {
-  const char *base = (const char *)t;
-  int n = 0;
-  for (int k = 0; k < N_SETTINGS; k++) {
-    const train_setting *s = &settings[k];
-    if (s->saved_by_trainer || (s->only_if_given && !*(const bool *)(base + s->set))) continue;
-    const char *v = text[n];
-    if (s->kind == SETTING_INT && s->width == (int)sizeof(int)) snprintf(text[n], 40, "%d", *(const int *)(base + s->value));
-    else if (s->kind == SETTING_INT) snprintf(text[n], 40, "%lld", (long long)*(const int64_t *)(base + s->value));
-    else if (s->kind == SETTING_NUM) snprintf(text[n], 40, "%.17g", *(const double *)(base + s->value));
-    else if (s->kind == SETTING_CHOICE) v = s->to_name(*(const int *)(base + s->value));
-    else v = *(const char *const *)(base + s->value);
-    meta[n++] = (rt_meta_entry){s->key, v};
-  }
-  return n;
-}
-
-/* Other integer flags (not saved): 0, or -1 after reporting. */
-static int parse_i64(const char *flag, const char *v, int64_t lo, int64_t *out, ir_diag *d) {
-  char why[160], b[48];
-  if (check_int(v, lo, INT64_MAX, out, why, sizeof why) == 0) return 0;
-  ir_error_plain(d, "%s %s: %s", flag, shown(v, b), why);
-  return -1;
-}
-
 /* Defaults by task family (see the help text). */
 static void apply_defaults(train_opts *t, bool sequence) {
-  if (!t->opt_set) t->optimizer = PASS_OPT_ADAM;
-  if (!t->lr_set) t->lr = sequence ? 0.003 : 0.05;
-  if (!t->steps_set) t->steps = sequence ? 200 : 1000;
-  if (!t->sched_set) t->schedule = sequence ? RT_SCHEDULE_COSINE : RT_SCHEDULE_CONSTANT;
-  if (!t->warmup_set) t->warmup = sequence ? 20 : 0;
-  if (!t->clip_set) t->clip = sequence ? 1.0 : 0.0;
-  if (!t->mb_set) t->micro_batches = 1;
+  if (!t->s.opt_set) t->s.optimizer = PASS_OPT_ADAM;
+  if (!t->s.lr_set) t->s.lr = sequence ? 0.003 : 0.05;
+  if (!t->s.steps_set) t->s.steps = sequence ? 200 : 1000;
+  if (!t->s.sched_set) t->s.schedule = sequence ? RT_SCHEDULE_COSINE : RT_SCHEDULE_CONSTANT;
+  if (!t->s.warmup_set) t->s.warmup = sequence ? 20 : 0;
+  if (!t->s.clip_set) t->s.clip = sequence ? 1.0 : 0.0;
+  if (!t->s.mb_set) t->s.micro_batches = 1;
 }
 
 static int add_define(tool_compile_opts *o, const char *name, int64_t v, char *store, ir_diag *d) {
@@ -412,9 +219,9 @@ static void fmt_eta(double s, char *buf, size_t n) {
 
 /* Saves the state with the run's settings as metadata. */
 static int save_state(const rt_trainer *tr, const train_opts *t, const char *path, ir_diag *d) {
-  rt_meta_entry meta[N_SETTINGS + 1];
-  char text[N_SETTINGS][40];
-  int n = settings_meta(t, meta, text);
+  rt_meta_entry meta[RT_SETTINGS_MAX + 1];
+  char text[RT_SETTINGS_MAX][40];
+  int n = rt_settings_meta(&t->s, meta, text);
   /* the data stream is a function of (seed, step, micro-batch): its position is the step */
   meta[n++] = (rt_meta_entry){"data_rng", "counter: (seed, step, micro-batch)"};
   char err[1024];
@@ -520,10 +327,7 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
                  val);
         continue;
       }
-      train_setting lr = settings[0];
-      while (strcmp(lr.key, "schedule") != 0) lr = settings[++k];
-      lr.flag = "--schedule";
-      if (set_setting(t, &lr, val, NULL, d) != 0) return -1;
+      if (rt_settings_set(&t->s, rt_settings_find("schedule"), "--schedule", val, d) != 0) return -1;
       snprintf(t->notes[1], sizeof t->notes[1], "--schedule %s: the learning-rate schedule is spelled --lr-schedule", val);
       continue;
     }
@@ -532,9 +336,9 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       t->pp_schedule_set = true;
       continue;
     }
-    while (k < N_SETTINGS && !TAKE(settings[k].flag)) k++;
-    if (k < N_SETTINGS) {
-      rc = set_setting(t, &settings[k], val, NULL, d);
+    while (k < rt_settings_count() && !TAKE(rt_settings_flag(k))) k++;
+    if (k < rt_settings_count()) {
+      rc = rt_settings_set(&t->s, k, NULL, val, d);
     } else if (TAKE("--plan")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--plan needs a FILE (written by tgc plan --save-plan)");
       t->plan = val;
@@ -542,12 +346,12 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
       if (!val || !*val) rc = -1, ir_error_plain(d, "--save needs a PATH");
       t->save = val;
     } else if (TAKE("--save-every")) {
-      rc = parse_i64("--save-every", val, 1, &t->save_every, d);
+      rc = rt_settings_parse_int("--save-every", val, 1, &t->save_every, d);
     } else if (TAKE("--resume")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--resume needs a PATH");
       t->resume = val;
     } else if (TAKE("--stop-at")) {
-      rc = parse_i64("--stop-at", val, 1, &t->stop_at, d);
+      rc = rt_settings_parse_int("--stop-at", val, 1, &t->stop_at, d);
     } else if (TAKE("--log")) {
       if (!val || !*val) rc = -1, ir_error_plain(d, "--log needs a FILE");
       t->log = val;
@@ -569,7 +373,7 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
         rc = -1, ir_error_plain(d, "--comm %s: expected auto, mpi or nccl", val ? val : "");
       t->comm = val;
     } else if (TAKE("--print-every")) {
-      rc = parse_i64("--print-every", val, 1, &t->print_every, d);
+      rc = rt_settings_parse_int("--print-every", val, 1, &t->print_every, d);
     } else if (strcmp(a, "--json") == 0) {
       t->json = true;
     } else if (strcmp(a, "--profile") == 0) {
@@ -581,7 +385,7 @@ static int parse_args(int argc, char **argv, tool_compile_opts *o, train_opts *t
     if (rc) return -1;
   }
   if (tool_need_file(t->eval_only ? "eval" : "train", o, d) != 0) return -1;
-  if (t->eval_only && (t->eval_data || t->eval_every_set)) {
+  if (t->eval_only && (t->s.eval_data || t->s.eval_every_set)) {
     ir_error_plain(d, "eval: --data SOURCE is the data evaluated (--eval-data and --eval-every are tgc train's)");
     return -1;
   }
@@ -666,70 +470,52 @@ static json_t *pipeline_json(const pass_training *pt, const rt_trainer *tr) {
 }
 
 /* The IR op of a comm layer kind (collectives.def). */
-static ir_op comm_op(rt_coll_kind k) { return ir_coll_op(k); }
-
 /* What this rank moved per step, by kind and mesh axis, beside what the
- * graphs predict: {"rank", "ranks", "steps", "per_step": {"all_reduce":
- * {"dp": {"calls", "bytes_sent", "bytes_received", "predicted_calls",
- * "predicted_bytes_sent", "predicted_bytes_received"}}, ...},
- * "predicted_equals_measured": bool} (every step moves the same). */
-/* What the steps moved of kind k over the communicator's axis ca: the
- * counters less what the evaluations (--eval-data) moved. */
-static rt_comm_counter steps_count(const rt_comm *c, const rt_trainer *tr, rt_coll_kind k, int ca) {
-  rt_comm_counter n = rt_comm_count(c, k, ca);
-  pass_comm_tally ev[IR_NUM_OPS][IR_NUM_AXES];
-  rt_trainer_comm_eval(tr, ev);
-  for (int a = 0; a < IR_NUM_AXES; a++)
-    if (strcmp(ir_axis_name((ir_axis)a), rt_comm_axis_name(c, ca)) == 0) {
-      const pass_comm_tally *e = &ev[comm_op(k)][a];
-      n.calls -= e->calls, n.bytes_sent -= e->sent, n.bytes_received -= e->received;
-    }
-  return n;
-}
-
-static json_t *comm_json(const rt_comm *c, const rt_trainer *tr, int64_t steps) {
-  pass_comm_tally pred[IR_NUM_OPS][IR_NUM_AXES];
-  rt_trainer_comm_predicted(tr, pred);
+ * graphs predict (rt_trainer_comm_check): {"rank", "ranks", "steps",
+ * "per_step": {"all_reduce": {"dp": {"calls", "bytes_sent",
+ * "bytes_received", "predicted_calls", "predicted_bytes_sent",
+ * "predicted_bytes_received"}}, ...}, "predicted_equals_measured": bool}
+ * (every step moves the same). */
+static json_t *comm_json(const rt_comm *c, const rt_comm_check *ck) {
+  int64_t steps = ck->steps;
   json_t *o = json_object(), *per = json_object();
   json_object_set_new(o, "rank", json_integer(rt_comm_rank(c)));
   json_object_set_new(o, "ranks", json_integer(rt_comm_size(c)));
   json_object_set_new(o, "impl", json_string(rt_comm_impl(c)));
   json_object_set_new(o, "steps", json_integer(steps));
-  bool equal = steps > 0;
   for (int k = 0; k < IR_NUM_COLLS; k++) {
     json_t *kind = json_object();
     for (int a = 0; a < IR_NUM_AXES; a++) {
-      int ca = rt_comm_axis_find(c, ir_axis_name((ir_axis)a));
-      rt_comm_counter n = ca >= 0 ? steps_count(c, tr, (rt_coll_kind)k, ca) : (rt_comm_counter){0, 0, 0};
-      const pass_comm_tally *p = &pred[comm_op((rt_coll_kind)k)][a];
-      if ((!n.calls && !p->calls) || steps <= 0) continue;
-      equal &= n.calls == p->calls * steps && n.bytes_sent == p->sent * steps && n.bytes_received == p->received * steps;
+      const pass_comm_tally *n = &ck->measured[k][a], *p = &ck->predicted[k][a];
+      if ((!n->calls && !p->calls) || steps <= 0) continue;
       json_object_set_new(kind, ir_axis_name((ir_axis)a),
-                          json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "calls", (json_int_t)(n.calls / steps), "bytes_sent",
-                                    (json_int_t)(n.bytes_sent / steps), "bytes_received",
-                                    (json_int_t)(n.bytes_received / steps), "predicted_calls", (json_int_t)p->calls,
-                                    "predicted_bytes_sent", (json_int_t)p->sent, "predicted_bytes_received",
-                                    (json_int_t)p->received));
+                          json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "calls", (json_int_t)(n->calls / steps), "bytes_sent",
+                                    (json_int_t)(n->sent / steps), "bytes_received", (json_int_t)(n->received / steps),
+                                    "predicted_calls", (json_int_t)p->calls, "predicted_bytes_sent", (json_int_t)p->sent,
+                                    "predicted_bytes_received", (json_int_t)p->received));
     }
     if (json_object_size(kind)) json_object_set_new(per, rt_coll_name((rt_coll_kind)k), kind);
     else json_decref(kind);
   }
   json_object_set_new(o, "per_step", per);
-  json_object_set_new(o, "predicted_equals_measured", json_boolean(equal));
+  json_object_set_new(o, "predicted_equals_measured", json_boolean(ck->equal));
   return o;
 }
 
-static void print_comm(const rt_comm *c, const rt_trainer *tr, int64_t steps) {
+/* The same as lines, the communicator's axes in its order. */
+static void print_comm(const rt_comm *c, const rt_comm_check *ck) {
+  int64_t steps = ck->steps;
   if (steps <= 0) return;
   printf("communication of rank %d per step (of %d ranks%s):\n", rt_comm_rank(c), rt_comm_size(c),
          strcmp(rt_comm_impl(c), "nccl") == 0 ? ", through NCCL" : "");
   for (int k = 0; k < IR_NUM_COLLS; k++)
     for (int a = 0; a < rt_comm_axis_count(c); a++) {
-      rt_comm_counter n = steps_count(c, tr, (rt_coll_kind)k, a);
-      if (!n.calls) continue;
-      printf("  %-15s over %-3s %6lld calls  %12lld bytes sent  %12lld received\n", rt_coll_name((rt_coll_kind)k),
-             rt_comm_axis_name(c, a), (long long)(n.calls / steps), (long long)(n.bytes_sent / steps),
-             (long long)(n.bytes_received / steps));
+      const char *name = rt_comm_axis_name(c, a);
+      int ax = ir_axis_from_name(name, strlen(name));
+      const pass_comm_tally *n = ax >= 0 ? &ck->measured[k][ax] : NULL;
+      if (!n || !n->calls) continue;
+      printf("  %-15s over %-3s %6lld calls  %12lld bytes sent  %12lld received\n", rt_coll_name((rt_coll_kind)k), name,
+             (long long)(n->calls / steps), (long long)(n->sent / steps), (long long)(n->received / steps));
     }
 }
 
@@ -739,12 +525,12 @@ static int map_size_flags(tool_compile_opts *o, train_opts *t, const char *text,
   fe_config_set *cs = fe_configs(o->file, text, strlen(text), &o->fe, NULL);
   const fe_config *c = cs ? cs->chosen : NULL;
   int rc = 0;
-  if (t->batch_set) {
+  if (t->s.batch_set) {
     const char *name = fe_config_const(c, "B") ? "B" : fe_config_const(c, "M") ? "M" : NULL;
-    if (name && add_define(o, name, t->batch, store[0], d) != 0) rc = -1;
+    if (name && add_define(o, name, t->s.batch, store[0], d) != 0) rc = -1;
   }
-  if (rc == 0 && t->seq_set && fe_config_const(c, "T") && add_define(o, "T", t->seq_len, store[1], d) != 0) rc = -1;
-  if (rc == 0 && t->vocab_set && fe_config_const(c, "V") && add_define(o, "V", t->vocab, store[2], d) != 0) rc = -1;
+  if (rc == 0 && t->s.seq_set && fe_config_const(c, "T") && add_define(o, "T", t->s.seq_len, store[1], d) != 0) rc = -1;
+  if (rc == 0 && t->s.vocab_set && fe_config_const(c, "V") && add_define(o, "V", t->s.vocab, store[2], d) != 0) rc = -1;
   fe_config_set_free(cs);
   return rc;
 }
@@ -757,14 +543,14 @@ static int check_sizes(const ir_graph *g, const train_opts *t, rt_data *ds, int 
   int64_t T = 0, B = items;
   for (int i = 0; i < g->n_inputs; i++)
     if (seq && strcmp(g->inputs[i]->name, "tokens") == 0) B = g->inputs[i]->type.dims[0] * dp, T = g->inputs[i]->type.dims[1];
-  if (t->batch_set && B != t->batch) {
+  if (t->s.batch_set && B != t->s.batch) {
     ir_error_plain(d, "--batch %lld: the model's batch is %lld and its config has no constant B or M to set",
-                   (long long)t->batch, (long long)B);
+                   (long long)t->s.batch, (long long)B);
     return -1;
   }
-  if (seq && t->seq_set && T != t->seq_len) {
+  if (seq && t->s.seq_set && T != t->s.seq_len) {
     ir_error_plain(d, "--seq-len %lld: the model's sequence length is %lld and its config has no constant T to set",
-                   (long long)t->seq_len, (long long)T);
+                   (long long)t->s.seq_len, (long long)T);
     return -1;
   }
   return 0;
@@ -861,17 +647,17 @@ static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, i
     return -1;
   }
   int64_t batch = (int64_t)p->micro_batch * p->dp;
-  if (t->batch_set && t->batch != batch) {
-    ir_error_plain(d, "--batch %lld: the plan %s says --batch %lld (micro-batch %d x dp %d)", (long long)t->batch, pf,
+  if (t->s.batch_set && t->s.batch != batch) {
+    ir_error_plain(d, "--batch %lld: the plan %s says --batch %lld (micro-batch %d x dp %d)", (long long)t->s.batch, pf,
                    (long long)batch, p->micro_batch, p->dp);
     return -1;
   }
-  if (t->mb_set && t->micro_batches != p->micro_batches) {
-    ir_error_plain(d, "--micro-batches %d: the plan %s says --micro-batches %d", t->micro_batches, pf, p->micro_batches);
+  if (t->s.mb_set && t->s.micro_batches != p->micro_batches) {
+    ir_error_plain(d, "--micro-batches %d: the plan %s says --micro-batches %d", t->s.micro_batches, pf, p->micro_batches);
     return -1;
   }
-  if (t->seq_set && t->seq_len != p->seq) {
-    ir_error_plain(d, "--seq-len %lld: the plan %s is for sequences of %lld tokens", (long long)t->seq_len, pf,
+  if (t->s.seq_set && t->s.seq_len != p->seq) {
+    ir_error_plain(d, "--seq-len %lld: the plan %s is for sequences of %lld tokens", (long long)t->s.seq_len, pf,
                    (long long)p->seq);
     return -1;
   }
@@ -906,8 +692,8 @@ static int apply_plan(tool_compile_opts *o, train_opts *t, const tool_plan *p, i
   o->zero = zero, o->zero_set = true;
   o->checkpoint = p->checkpoint;
   o->tp_megatron = !p->tp_search;
-  t->batch = batch, t->batch_set = true;
-  t->micro_batches = p->micro_batches, t->mb_set = true;
+  t->s.batch = batch, t->s.batch_set = true;
+  t->s.micro_batches = p->micro_batches, t->s.mb_set = true;
   t->pp_schedule = p->schedule, t->pp_schedule_set = true;
   t->pp_chunks = chunks;
   /* the plan's stage boundaries (the first layer of every virtual stage
@@ -943,8 +729,8 @@ static int open_eval_source(const train_opts *t, const ir_graph *g, rt_data *tra
                             int64_t *batches, ir_diag *d) {
   char err[1024];
   const char *flag = t->eval_only ? "--data" : "--eval-data";
-  const char *spec = t->eval_only ? t->data : t->eval_data;
-  rt_data *e = t->eval_only ? train_ds : rt_data_open(spec, t->vocab_set ? t->vocab : 0, err, sizeof err);
+  const char *spec = t->eval_only ? t->s.data : t->s.eval_data;
+  rt_data *e = t->eval_only ? train_ds : rt_data_open(spec, t->s.vocab_set ? t->s.vocab : 0, err, sizeof err);
   if (!e) {
     ir_error_plain(d, "%s: %s", flag, err);
     return -1;
@@ -956,7 +742,7 @@ static int open_eval_source(const train_opts *t, const ir_graph *g, rt_data *tra
   }
   for (int i = 0; i < g->n_inputs; i++)
     if (rt_data_batch_dim(e, i) != rt_data_batch_dim(train_ds, i)) {
-      ir_error_plain(d, "%s %s feeds input '%s' in another layout than --data %s", flag, spec, g->inputs[i]->name, t->data);
+      ir_error_plain(d, "%s %s feeds input '%s' in another layout than --data %s", flag, spec, g->inputs[i]->name, t->s.data);
       return -1;
     }
   int64_t have = rt_data_eval_batches(e);
@@ -965,19 +751,19 @@ static int open_eval_source(const train_opts *t, const ir_graph *g, rt_data *tra
                    rt_data_is_sequence(e) ? "tokens (windows of T + 1, T apart)" : "samples");
     return -1;
   }
-  if (t->eval_batches_set && t->eval_batches > have) {
-    ir_error_plain(d, "--eval-batches %lld: %s holds %lld batches of %lld %s", (long long)t->eval_batches, spec,
+  if (t->s.eval_batches_set && t->s.eval_batches > have) {
+    ir_error_plain(d, "--eval-batches %lld: %s holds %lld batches of %lld %s", (long long)t->s.eval_batches, spec,
                    (long long)have, (long long)rt_data_batch_items(e), rt_data_is_sequence(e) ? "tokens" : "samples");
     return -1;
   }
-  *batches = t->eval_batches_set ? t->eval_batches : have == INT64_MAX ? 20 : have;
+  *batches = t->s.eval_batches_set ? t->s.eval_batches : have == INT64_MAX ? 20 : have;
   return 0;
 }
 
 static int train_or_eval(int argc, char **argv, bool eval_only) {
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
-  train_opts t = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1, .eval_only = eval_only};
+  train_opts t = {.s = {.optimizer = PASS_OPT_ADAM, .micro_batches = 1}, .eval_only = eval_only};
   rt_data *eval_ds = NULL;  /* --eval-data */
   int64_t eval_batches = 0;
   json_t *last_eval = NULL; /* the last evaluation, for --json */
@@ -1004,13 +790,13 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
                                      : "--map needs --weights PATH");
     goto done;
   }
-  bool data_given = t.data_set, eval_batches_given = t.eval_batches_set;
+  bool data_given = t.s.data_set, eval_batches_given = t.s.eval_batches_set;
   if (t.resume) {
     if (!(state = rt_safetensors_read(t.resume, err, sizeof err))) {
       ir_error_plain(d, "--resume: %s", err);
       goto done;
     }
-    if (apply_saved(&t, state, d) != 0) goto done;
+    if (rt_settings_apply_saved(&t.s, state, t.resume, d) != 0) goto done;
   }
   if (eval_only) { /* the training run's eval settings are not this command's */
     if (!t.resume || !data_given) {
@@ -1018,23 +804,23 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
                                                           : "--data SOURCE (the held-out data to evaluate on)");
       goto done;
     }
-    t.eval_data = NULL;
-    t.eval_every_set = false;
-    t.eval_batches_set = eval_batches_given;
+    t.s.eval_data = NULL;
+    t.s.eval_every_set = false;
+    t.s.eval_batches_set = eval_batches_given;
   }
-  if (t.eval_every_set && !t.eval_data) {
+  if (t.s.eval_every_set && !t.s.eval_data) {
     ir_error_plain(d, "--eval-every needs --eval-data SOURCE");
     goto done;
   }
-  if (t.eval_batches_set && !t.eval_data && !eval_only) {
+  if (t.s.eval_batches_set && !t.s.eval_data && !eval_only) {
     ir_error_plain(d, "--eval-batches needs --eval-data SOURCE");
     goto done;
   }
-  if (!t.data) {
+  if (!t.s.data) {
     ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH, npy:NAME=PATH,...)");
     goto done;
   }
-  if (!(ds = rt_data_open(t.data, t.vocab_set ? t.vocab : 0, err, sizeof err))) {
+  if (!(ds = rt_data_open(t.s.data, t.s.vocab_set ? t.s.vocab : 0, err, sizeof err))) {
     if (data_given) ir_error_plain(d, "--data: %s", err);
     else ir_error_plain(d, "%s: metadata \"data\": %s", t.resume, err);
     goto done;
@@ -1078,8 +864,8 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
       goto done;
     }
     int ranks = comm ? rt_comm_size(comm) : 1;
-    ir_dtype dt = t.dtype == 1 ? IR_DT_BF16 : t.dtype == 2 ? IR_DT_F16 : IR_DT_F32;
-    if (tool_plan_auto_mesh(&o, t.cluster, t.cluster_file, ranks, t.micro_batches, dt, t.optimizer, !comm || rt_comm_rank(comm) == 0,
+    ir_dtype dt = t.s.dtype == 1 ? IR_DT_BF16 : t.s.dtype == 2 ? IR_DT_F16 : IR_DT_F32;
+    if (tool_plan_auto_mesh(&o, t.cluster, t.cluster_file, ranks, t.s.micro_batches, dt, t.s.optimizer, !comm || rt_comm_rank(comm) == 0,
                             &t.pp_schedule, d) != 0)
       goto done;
     if (ranks == 1) rt_comm_close(comm), comm = NULL;
@@ -1109,8 +895,8 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   if (plan.root && !t.json) {
     char m[64];
     printf("plan %s: --mesh %s --zero %d --batch %lld --micro-batches %d --pipeline-schedule %s --checkpoint %s\n",
-           plan.path, mesh_flag(plan.dp, plan.tp, plan.pp, plan.sp, m, sizeof m), o.zero, (long long)t.batch,
-           t.micro_batches, pass_schedule_name((pass_schedule)t.pp_schedule), o.checkpoint);
+           plan.path, mesh_flag(plan.dp, plan.tp, plan.pp, plan.sp, m, sizeof m), o.zero, (long long)t.s.batch,
+           t.s.micro_batches, pass_schedule_name((pass_schedule)t.pp_schedule), o.checkpoint);
   }
   if (t.n_stage_bounds && !(o.mesh_set && o.mesh.size[IR_AXIS_PP] > 1)) {
     ir_error_plain(d, "--stage-boundaries places the layers on pipeline stages: it needs pp > 1 (--mesh pp=P,...)");
@@ -1121,7 +907,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
                      .dump_out = stdout, .dump_format = o.format, .checkpoint = o.checkpoint,
                      .disabled = o.pass_disabled, .zero = o.zero, .tp_search = !o.tp_megatron};
   { /* --tp-layout search: chosen on the graph tgc plan searches (tool_tp_layouts), so both choose alike */
-    int sdt = t.dtype == 1 ? IR_DT_BF16 : t.dtype == 2 ? IR_DT_F16 : -1;
+    int sdt = t.s.dtype == 1 ? IR_DT_BF16 : t.s.dtype == 2 ? IR_DT_F16 : -1;
     bool dump = o.after && (strcmp(o.after, "shard") == 0 || strcmp(o.after, "all") == 0);
     if (tool_tp_layouts(&o, g, sdt, dump ? stdout : NULL, &tpl, d) != 0) goto done;
     po.tp_layouts = tpl;
@@ -1131,11 +917,11 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     ir_error_plain(d, "%s", err);
     goto done;
   }
-  if ((t.eval_data || eval_only) && open_eval_source(&t, g, ds, &eval_ds, &eval_batches, d) != 0) goto done;
+  if ((t.s.eval_data || eval_only) && open_eval_source(&t, g, ds, &eval_ds, &eval_batches, d) != 0) goto done;
   int batch_dims[64];
   for (int i = 0; i < g->n_inputs && i < 64; i++) batch_dims[i] = rt_data_batch_dim(ds, i);
-  pass_train_options to = {.opt = pass_optimizer_defaults((pass_optimizer_kind)t.optimizer),
-                           .micro_batches = t.micro_batches,
+  pass_train_options to = {.opt = pass_optimizer_defaults((pass_optimizer_kind)t.s.optimizer),
+                           .micro_batches = t.s.micro_batches,
                            .targets_input = rt_data_targets_input(ds),
                            .batch_dims = batch_dims,
                            .schedule = t.pp_schedule,
@@ -1143,27 +929,27 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
                            .stage_boundaries = t.n_stage_bounds ? t.stage_bounds : NULL,
                            .n_stage_boundaries = t.n_stage_bounds,
                            .passes = &po,
-                           .eval = t.eval_data || eval_only};
-  to.opt.clip_norm = t.clip;
-  to.opt.weight_decay = t.weight_decay;
-  if (t.dtype) { /* mixed precision: f32 master weights, optimizer and gradient sums; f16 scales the loss */
+                           .eval = t.s.eval_data || eval_only};
+  to.opt.clip_norm = t.s.clip;
+  to.opt.weight_decay = t.s.weight_decay;
+  if (t.s.dtype) { /* mixed precision: f32 master weights, optimizer and gradient sums; f16 scales the loss */
     to.mixed_precision = true;
-    to.compute_dtype = t.dtype == 1 ? IR_DT_BF16 : IR_DT_F16;
-    to.loss_scaling = t.dtype == 2;
+    to.compute_dtype = t.s.dtype == 1 ? IR_DT_BF16 : IR_DT_F16;
+    to.loss_scaling = t.s.dtype == 2;
   }
   int model_params = g->n_params; /* the whole model's (a pipeline stage holds its share) */
   prog = pass_build_train(g, &to);
   g = NULL; /* the step graph now */
   if (!prog || tool_check_training_memory(prog, d) != 0) goto done;
   rt_train_config cfg = {.prog = prog, .backend = t.backend.backend, .device = t.backend.device, .data = ds,
-                         .seed = t.seed, .comm = comm};
+                         .seed = t.s.seed, .comm = comm};
   if (comm && use_nccl(&t, rt_comm_rank(comm) == 0, d, &cfg.nccl) != 0) goto done;
   if (t.profile && !(prof = calloc(2, sizeof *prof))) {
     ir_error_plain(d, "out of memory");
     goto done;
   }
   if (prof) cfg.profile = &prof[0], cfg.update_profile = &prof[1];
-  cfg.schedule = (rt_schedule){.kind = t.schedule, .lr = t.lr, .warmup = t.warmup, .total = t.steps, .floor = 0.1};
+  cfg.schedule = (rt_schedule){.kind = t.s.schedule, .lr = t.s.lr, .warmup = t.s.warmup, .total = t.s.steps, .floor = 0.1};
   if (!(tr = rt_trainer_new(&cfg, err, sizeof err))) {
     ir_error_plain(d, "%s", err);
     goto done;
@@ -1194,13 +980,13 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     }
     if (t.json) {
       json_t *j = eval_json(&ev, rt_trainer_steps_done(tr));
-      json_object_set_new(j, "data", json_string(t.data));
+      json_object_set_new(j, "data", json_string(t.s.data));
       json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
       fputc('\n', stdout);
       json_decref(j);
     } else {
       char head[1200];
-      snprintf(head, sizeof head, "eval %s (step %lld) on %s", t.resume, (long long)rt_trainer_steps_done(tr), t.data);
+      snprintf(head, sizeof head, "eval %s (step %lld) on %s", t.resume, (long long)rt_trainer_steps_done(tr), t.s.data);
       print_eval(stdout, head, &ev);
     }
     rc = 0;
@@ -1213,23 +999,23 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
 
   size_t predicted = rt_trainer_arena_bytes(tr, false); /* the step program's plan */
   bool seq = rt_data_is_sequence(ds);
-  int64_t items = rt_data_batch_items(ds) * t.micro_batches;
+  int64_t items = rt_data_batch_items(ds) * t.s.micro_batches;
   bool bar = isatty(STDERR_FILENO);
   FILE *lines = stdout;
-  int64_t start = rt_trainer_steps_done(tr), end = t.steps;
+  int64_t start = rt_trainer_steps_done(tr), end = t.s.steps;
   if (t.stop_at && t.stop_at < end) end = t.stop_at;
-  int64_t every = t.print_every ? t.print_every : (t.steps >= 10 ? t.steps / 10 : 1);
+  int64_t every = t.print_every ? t.print_every : (t.s.steps >= 10 ? t.s.steps / 10 : 1);
   char share[96] = "";
   if (prog->n_params != model_params)
     snprintf(share, sizeof share, " (pipeline stage %d holds %d of them)", o.mesh.stage, prog->n_params);
   if (!t.json)
     fprintf(stdout, "training %s: %d parameter tensors%s, %s, %s, lr %g (%s%s), data %s, %s %lld per step%s\n", o.file,
             model_params, share,
-            t.dtype == 1 ? "bf16 (mixed precision)" : t.dtype == 2 ? "f16 (mixed precision)" : "f32",
-            pass_optimizer_name((pass_optimizer_kind)t.optimizer), t.lr,
-            t.schedule == RT_SCHEDULE_COSINE ? "cosine" : "constant", t.warmup ? ", warmup" : "", t.data,
+            t.s.dtype == 1 ? "bf16 (mixed precision)" : t.s.dtype == 2 ? "f16 (mixed precision)" : "f32",
+            pass_optimizer_name((pass_optimizer_kind)t.s.optimizer), t.s.lr,
+            t.s.schedule == RT_SCHEDULE_COSINE ? "cosine" : "constant", t.s.warmup ? ", warmup" : "", t.s.data,
             seq ? "tokens" : "samples", (long long)items, start ? " (resumed)" : "");
-  if (start >= t.steps && !t.json) fprintf(stdout, "already at step %lld of %lld\n", (long long)start, (long long)t.steps);
+  if (start >= t.s.steps && !t.json) fprintf(stdout, "already at step %lld of %lld\n", (long long)start, (long long)t.s.steps);
   struct sigaction sa = {0}, old_sa;
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, &old_sa);
@@ -1270,7 +1056,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     }
     double rate = (double)(r.step - start) / (el > 0 ? el : 1e-9);
     char eta[32], acc[80] = "";
-    fmt_eta((double)(t.steps - r.step) / rate, eta, sizeof eta);
+    fmt_eta((double)(t.s.steps - r.step) / rate, eta, sizeof eta);
     if (r.accuracy >= 0) snprintf(acc, sizeof acc, "  acc %5.1f%%", 100 * r.accuracy);
     if (r.loss_scale > 0) { /* f16: the loss scale, and whether this step's update was skipped */
       size_t used = strlen(acc);
@@ -1278,15 +1064,15 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     }
     if (bar && (el - last_draw > 0.1 || r.step == end)) {
       last_draw = el;
-      int width = 24, filled = (int)(width * (double)r.step / (double)t.steps);
+      int width = 24, filled = (int)(width * (double)r.step / (double)t.s.steps);
       char b[32];
       for (int k = 0; k < width; k++) b[k] = k < filled ? '#' : '.';
       b[width] = 0;
-      fprintf(stderr, "\r[%s] %lld/%lld  loss %.4g%s  %.0f %s/s  ETA %s   ", b, (long long)r.step, (long long)t.steps,
+      fprintf(stderr, "\r[%s] %lld/%lld  loss %.4g%s  %.0f %s/s  ETA %s   ", b, (long long)r.step, (long long)t.s.steps,
               r.loss, acc, rate * (double)items, seq ? "tok" : "samples", eta);
       fflush(stderr);
     } else if (!bar && !t.json && (r.step % every == 0 || r.step == end)) {
-      fprintf(lines, "step %lld/%lld  loss %.6g%s  lr %.3g  %.0f %s/s  ETA %s\n", (long long)r.step, (long long)t.steps,
+      fprintf(lines, "step %lld/%lld  loss %.6g%s  lr %.3g  %.0f %s/s  ETA %s\n", (long long)r.step, (long long)t.s.steps,
               r.loss, acc, r.lr, rate * (double)items, seq ? "tokens" : "samples", eta);
       fflush(lines);
     }
@@ -1296,7 +1082,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
       failed = true;
       break;
     }
-    if (eval_ds && ((t.eval_every_set && r.step % t.eval_every == 0) || r.step == end)) {
+    if (eval_ds && ((t.s.eval_every_set && r.step % t.s.eval_every == 0) || r.step == end)) {
       rt_eval_result ev;
       if (rt_trainer_eval(tr, eval_ds, eval_batches, &ev, err, sizeof err) != 0) {
         if (bar) fputc('\n', stderr);
@@ -1349,6 +1135,8 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   if (nw) mean_loss /= nw, mean_acc /= nw;
   bool have_acc = nw && r.accuracy >= 0;
   int64_t done_steps = rt_trainer_steps_done(tr) - start;
+  rt_comm_check ck;
+  if (comm) rt_trainer_comm_check(tr, done_steps, &ck); /* every rank: what it moved beside what its graphs say */
   double sps = elapsed > 0 ? (double)done_steps / elapsed : 0;
   if (t.json) {
     json_t *j = json_object();
@@ -1373,11 +1161,11 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
       json_object_set_new(par, "tp_layout", json_string(o.tp_megatron ? "megatron" : "search"));
       json_object_set_new(par, "pipeline_schedule", json_string(pass_schedule_name((pass_schedule)t.pp_schedule)));
       json_object_set_new(par, "checkpoint", json_string(o.checkpoint ? o.checkpoint : "none"));
-      json_object_set_new(par, "batch", t.batch_set ? json_integer(t.batch) : json_null());
-      json_object_set_new(par, "micro_batches", json_integer(t.micro_batches));
+      json_object_set_new(par, "batch", t.s.batch_set ? json_integer(t.s.batch) : json_null());
+      json_object_set_new(par, "micro_batches", json_integer(t.s.micro_batches));
       json_object_set_new(j, "parallel", par);
     }
-    if (comm) json_object_set_new(j, "comm", comm_json(rt_trainer_comm(tr), tr, done_steps));
+    if (comm) json_object_set_new(j, "comm", comm_json(rt_trainer_comm(tr), &ck));
     if (prog->fwd && done_steps > 0) json_object_set_new(j, "pipeline", pipeline_json(prog, tr));
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
@@ -1391,13 +1179,10 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     printf("peak activation memory: predicted %s, measured %s\n", fmt_bytes(predicted, pb, sizeof pb),
            fmt_bytes(peak, mb, sizeof mb));
     if (t.save) printf("saved %s\n", t.save);
-    if (comm) print_comm(rt_trainer_comm(tr), tr, done_steps);
+    if (comm) print_comm(rt_trainer_comm(tr), &ck);
   }
   if (comm && done_steps > 0) { /* every rank: what it moved is what the graphs say it moves */
-    json_t *cj = comm_json(rt_trainer_comm(tr), tr, done_steps);
-    bool same = json_is_true(json_object_get(cj, "predicted_equals_measured"));
-    json_decref(cj);
-    if (!same) {
+    if (!ck.equal) {
       ir_error_plain(d, "internal error: rank %d moved other bytes than its graphs predict (see --json's \"comm\")",
                      rt_comm_rank(comm));
       goto done;
@@ -1421,7 +1206,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
   }
   if (prof) {
     int64_t runs = rt_trainer_steps_done(tr) - start;
-    tool_print_profile(stderr, &prof[0], "training graph (forward + backward)", runs * t.micro_batches);
+    tool_print_profile(stderr, &prof[0], "training graph (forward + backward)", runs * t.s.micro_batches);
     tool_print_profile(stderr, &prof[1], "optimizer update", runs);
   }
   rc = 0;

@@ -1,5 +1,5 @@
 /* tools/memplan_dump.c — printing a graph's memory plan (tgc dump --after
- * memplan, --plan): the listing of passes/memplan.c, or JSON with every
+ * memplan, --plan): the listing of analysis/memplan.c, or JSON with every
  * value's location, the buffers and the steps. */
 #include <jansson.h>
 #include <stdlib.h>

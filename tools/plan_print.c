@@ -4,7 +4,7 @@
  * the "nothing fits" error, the Chrome trace file, the plan file
  * (--save-plan), the command that runs the plan (the text's last line, the
  * JSON's "command") and the time to train (--train-tokens). cmd_plan.c runs
- * the search; passes/plan*.c hold the model. */
+ * the search; plan/plan*.c hold the model. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>

@@ -5,7 +5,7 @@
 
 #include "frontend.h"
 #include "ir.h"
-#include "pass.h"
+#include "plan.h"
 #include "runtime.h"
 
 #define TOOL_MAX_FILE_BYTES (64u << 20) /* model files larger than this are refused */

@@ -151,4 +151,12 @@ int rt_comm_stage_send(rt_comm *c, int to, int tag, const void *buf, size_t byte
 /* "message" into err. */
 void rt_comm_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Shared by the files of the comm layer (comm.c, mesh.c, stage.c, op.c). */
+void comm_fault_hook(rt_comm *c); /* the test hook TGC_COMM_FAULT: hang, die or exit at a given call (comm.c) */
+int comm_copy(rt_comm *c, void *dst, const void *src, size_t bytes, char *err, size_t errlen); /* (stage.c) */
+/* send/recv with this rank itself: through the loopback queue (stage.c) */
+int comm_loopback(rt_comm *c, const comm_group *g, const rt_coll_args *a, char *err, size_t errlen);
+/* one operation on group g (axis: its mesh axis, or -1): checked, then run (op.c) */
+int comm_run_group(rt_comm *c, comm_group *g, int axis, const rt_coll_args *a, char *err, size_t errlen);
+
 #endif

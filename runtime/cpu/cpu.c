@@ -5,7 +5,7 @@
  * table below is indexed by the op enum, elementwise ops run by their kind;
  * an op without an entry is not supported (test_runtime_kernels loops over
  * ops.def and fails on a gap). Scheduling, buffers and in-place execution
- * are the executor's (exec.c) and the memory plan's (passes/memplan.c).
+ * are the executor's (exec.c) and the memory plan's (analysis/memplan.c).
  */
 #include <stdarg.h>
 #include <stdio.h>

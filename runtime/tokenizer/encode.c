@@ -141,8 +141,8 @@ int rt_tokenizer_encode(const rt_tokenizer *t, const char *text, size_t len, boo
     start = i + 1;
   }
   size_t keep = l.ids.n, from = 0;
-  if (add_special && t->trunc_max) {
-    int64_t room = t->trunc_max - t->n_prefix - t->n_suffix;
+  if (t->trunc_max) { /* the reference truncates without the special tokens too, then counting none */
+    int64_t room = t->trunc_max - (add_special ? t->n_prefix + t->n_suffix : 0);
     if (room < 0) room = 0;
     if ((int64_t)keep > room) {
       if (t->trunc_left) from = keep - (size_t)room;

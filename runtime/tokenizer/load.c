@@ -474,4 +474,7 @@ void rt_tokenizer_free(rt_tokenizer *t) {
 }
 
 const char *rt_tokenizer_model(const rt_tokenizer *t) { return t->bpe ? "BPE" : "WordPiece"; }
+
 int64_t rt_tokenizer_vocab_size(const rt_tokenizer *t) { return t->n_tokens; }
+
+void rt_tokenizer_set_max_length(rt_tokenizer *t, int64_t max_length) { t->trunc_max = max_length; }

@@ -4,7 +4,7 @@
 # examples/gpt.tg --config tiny -D nL=NL for 2 steps on NP ranks with
 # --mesh MESH --micro-batches MICRO --pipeline-schedule SCHEDULE, where
 # every rank compares the most (micro-batch, chunk) activations, and their
-# bytes, it kept at once with pass_pipe_in_flight's (passes/plan_sim.c) and
+# bytes, it kept at once with pass_pipe_in_flight's (plan/plan_sim.c) and
 # fails on a difference; rank 0's --json "pipeline" must say they are equal
 # and name the schedule. And the memory reserved for them (one arena shared
 # by a rank's chunks, runtime/train.c) is the plan's peak: rank 0's

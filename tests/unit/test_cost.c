@@ -1,4 +1,4 @@
-/* tests/unit/test_cost.c — the cost model (passes/cost.c).
+/* tests/unit/test_cost.c — the cost model (analysis/cost.c).
  *  - the three fp16 matmuls of the transformer issue: 4096x4096 @ 4096x4096,
  *    4096x32 @ 32x4096 and 32x4096 @ 4096x32 have arithmetic intensity 1365.3,
  *    31.5 and 15.9 FLOP/byte (each operand read once, the result written once;

@@ -1,6 +1,6 @@
 /* tests/unit/test_cost_lowering.c — the cost model counts what the lowered
  * program moves: for every step of a training graph, pass_node_cost's
- * bytes (passes/cost.c, what `tgc stats` sums into its roofline) equal
+ * bytes (analysis/cost.c, what `tgc stats` sums into its roofline) equal
  * cg_step.bytes of cg_lower's program (codegen/lower.c: the operands and
  * results the step's actions touch), so the prediction and the program
  * cannot drift apart again.

@@ -22,6 +22,7 @@
 #include "check.h"
 #include "codegen.h"
 #include "frontend.h"
+#include "pass.h"
 #include "rt_cuda.h"
 
 /* g lowered under its memory plan (NULL: a message went to stderr). */

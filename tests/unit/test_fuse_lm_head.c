@@ -75,7 +75,7 @@ static void set_chunk(ir_graph *g, ir_node *f, int64_t rows) {
   CHECK_EQ_INT(ir_verify(g, diag), 0);
 }
 
-/* The op's step in the lowered program moves what passes/cost.c counts
+/* The op's step in the lowered program moves what analysis/cost.c counts
  * (exactly: both are sums of whole tensor sizes), with several chunks (w and
  * dw re-read per chunk; test_cost_lowering's graphs have one). */
 static void check_bytes(const ir_graph *g, const ir_node *f) {

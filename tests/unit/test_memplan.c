@@ -1,4 +1,4 @@
-/* tests/unit/test_memplan.c — the memory plan (passes/memplan.c) is valid
+/* tests/unit/test_memplan.c — the memory plan (analysis/memplan.c) is valid
  * and is what the executor allocates, on: every example (forward, and its
  * training graph from the autodiff pass), the textual-IR corner cases
  * (outputs that are inputs or params or listed twice, results nobody reads,
@@ -222,7 +222,54 @@ static void test_chain(void) {
   ir_graph_free(g);
 }
 
+/* NCCL's rule for a collective's buffers (pass_plan_check_comm): the plan
+ * never overlaps a result with its operand but for an all_reduce in place;
+ * a planted overlap is caught and named, and so is any on a real sharded
+ * step (every rt_program_new checks its plan). */
+static const char *comm_ir =
+    "tgc.ir 1\n"
+    "graph @comm\n"
+    "  mesh tp = 2\n"
+    "  input %x : f32[4, 6] loc 1:1\n"
+    "  %a = exp %x : f32[4, 6] loc 1:1\n"
+    "  %s = all_reduce %a {axis = \"tp\", n = 2} : f32[4, 6] loc 2:1\n"
+    "  %g = all_gather %s {axis = \"tp\", n = 2, dim = 0} : f32[8, 6] loc 3:1\n"
+    "  %r = reduce_scatter %g {axis = \"tp\", n = 2, dim = 1} : f32[8, 3] loc 4:1\n"
+    "  output \"r\" = %r\n"
+    "end\n";
+
+static void test_comm_overlap(void) {
+  ir_diag *d = ir_diag_new(stderr);
+  ir_graph *g = ir_parse("comm.ir", comm_ir, strlen(comm_ir), d);
+  CHECK(g != NULL);
+  if (g) {
+    CHECK_EQ_INT(ir_verify(g, d), 0);
+    pass_plan *p = pass_memplan(g, NULL);
+    char why[512] = "";
+    CHECK_EQ_INT(pass_plan_check_comm(g, p, why, sizeof why), 0);
+    const ir_value *a = g->nodes[0]->out[0], *s = g->nodes[1]->out[0], *ag = g->nodes[2]->out[0];
+    const ir_value *rs = g->nodes[3]->out[0];
+    CHECK(p->loc[ag->id].offset + p->loc[ag->id].bytes <= p->loc[s->id].offset ||
+          p->loc[s->id].offset + p->loc[s->id].bytes <= p->loc[ag->id].offset);
+    pass_loc keep = p->loc[a->id];
+    p->loc[a->id].space = p->loc[s->id].space, p->loc[a->id].offset = p->loc[s->id].offset; /* all_reduce in place: allowed */
+    CHECK_EQ_INT(pass_plan_check_comm(g, p, why, sizeof why), 0);
+    p->loc[a->id].offset += 32; /* partly over its result: refused */
+    CHECK_EQ_INT(pass_plan_check_comm(g, p, why, sizeof why), -1);
+    CHECK(strstr(why, "all_reduce %s overlaps its operand %a") != NULL);
+    p->loc[a->id] = keep;
+    p->loc[rs->id].space = p->loc[ag->id].space, p->loc[rs->id].offset = p->loc[ag->id].offset; /* reduce_scatter into its operand */
+    CHECK_EQ_INT(pass_plan_check_comm(g, p, why, sizeof why), -1);
+    CHECK(strstr(why, "reduce_scatter %r overlaps its operand %g") != NULL);
+    printf("  planted overlap: %s\n", why);
+    pass_plan_free(p);
+  }
+  ir_graph_free(g);
+  ir_diag_free(d);
+}
+
 int main(void) {
+  test_comm_overlap();
   test_chain();
   test_corners();
   test_examples();

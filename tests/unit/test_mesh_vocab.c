@@ -11,7 +11,7 @@
 #include "check.h"
 #include "comm.h"
 #include "ir.h"
-#include "pass.h"
+#include "plan.h"
 
 static void test_axes(void) {
   int rows = 0;

@@ -1,4 +1,4 @@
-/* tests/unit/test_plan.c — the cost of a plan and the search (passes/plan.c)
+/* tests/unit/test_plan.c — the cost of a plan and the search (plan/plan.c)
  * on examples/gpt.tg gpt3-small (12 layers) in bf16, over every strategy of
  * a 16-GPU cluster (2 dgx-a100 nodes; a reserve that leaves 3 GB per GPU, so
  * memory decides between plans):
@@ -27,7 +27,7 @@
 
 #include "check.h"
 #include "frontend.h"
-#include "pass.h"
+#include "plan.h"
 
 static ir_graph *train(int B, pass_plan_ckpt ck, ir_diag *d, char **text) {
   size_t len;

@@ -1,5 +1,5 @@
 /* tests/unit/test_plan_cluster.c — the clusters of the planner
- * (passes/cluster.c, clusters.def, keyvalue.c):
+ * (analysis/cluster.c, clusters.def, keyvalue.c):
  *  - the built-in figures, each as its source quotes it: dgx-a100 NVLink3
  *    600 GB/s bidirectional = 300e9 bytes/s per direction, 8 x 200 Gb/s HDR
  *    = 25e9 bytes/s per GPU per direction; dgx-h100 NVLink4 900 GB/s
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "pass.h"
+#include "plan.h"
 
 /* Runs fn with a diagnostics sink; the messages land in msgs. */
 #define WITH_DIAG(msgs, call)                            \

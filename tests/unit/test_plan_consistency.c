@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "plan.h"
 #include "testtrain.h"
 
 typedef struct {

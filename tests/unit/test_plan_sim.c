@@ -1,5 +1,5 @@
 /* tests/unit/test_plan_sim.c — the pipeline simulator and the trace writer
- * (passes/plan_sim.c). Durations are binary fractions, so every sum below
+ * (plan/plan_sim.c). Durations are binary fractions, so every sum below
  * is exact in double and the checks are equalities:
  *  - uniform stages, free sends: the bubble (makespan minus the ideal
  *    m * (tf + tb) of one device) is exactly (p - 1) / m of the ideal for
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "pass.h"
+#include "plan.h"
 
 static double run(pass_schedule sc, int p, int v, int m, double tf, double tb, double c, pass_pipe_result *r,
                   bool record) {

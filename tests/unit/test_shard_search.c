@@ -19,7 +19,7 @@
 #include "check.h"
 #include "frontend.h"
 #include "ir.h"
-#include "pass.h"
+#include "plan.h"
 
 typedef struct {
   int64_t calls, sent;       /* over tp, every kind */

@@ -1,4 +1,4 @@
-/* tests/unit/test_stats.c — the figures behind `tgc stats` (passes/target.c,
+/* tests/unit/test_stats.c — the figures behind `tgc stats` (analysis/target.c,
  * targets.def, cost.c), exact where the arithmetic is exact:
  *  - the closed form 12*l*h^2 + 2*v*h at h = 4096, l = 32, v = 32000 is
  *    6,704,594,944 (exact in double);
@@ -27,7 +27,7 @@
 
 #include "check.h"
 #include "frontend.h"
-#include "pass.h"
+#include "plan.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -112,7 +112,7 @@ static void test_roofline(void) {
   CHECK(pass_mfu(1e9, 0, 1, 1) == 0 && pass_mfu(1e9, 1, 0, 1) == 0);
 }
 
-/* Parameter groups by use and name (passes/step_report.c). */
+/* Parameter groups by use and name (analysis/step_report.c). */
 static void test_param_groups(void) {
   const char *src = "tgc.ir 1\n"
                     "graph @main\n"

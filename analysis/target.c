@@ -1,4 +1,4 @@
-/* passes/target.c — hardware targets for the cost reports: the built-in
+/* analysis/target.c — hardware targets for the cost reports: the built-in
  * table (one row per entry of targets.def), lookup by name, the parser of a
  * user's target file, and the two roofline formulas `tgc stats` applies to
  * every op, and the small formulas of a training-step estimate (closed-form
@@ -19,7 +19,7 @@
  */
 #include <string.h>
 
-#include "pass.h"
+#include "analysis.h"
 
 static const pass_target builtin_targets[] = {
 #define TARGET(id, nm, bf16, fp32, bw, mem, src) {nm, bf16, fp32, bw, mem, src},
@@ -117,4 +117,61 @@ pass_train_memory pass_training_memory(double n, size_t elem_bytes, int opt_stat
 double pass_mfu(double n, double tokens, double step_seconds, double peak) {
   if (!(step_seconds > 0) || !(peak > 0) || !(n > 0) || !(tokens > 0)) return 0;
   return 6 * n * tokens / (step_seconds * peak);
+}
+
+/* ---- the roofline of one node, as the planner and the layout search cost it ---- */
+
+/* The efficiencies (docs/plan.md: sources and calibration). */
+static const pass_plan_constants default_k = {
+    .gemm_eff = 0.58,     /* calibrated by bench/plan_calibrate.sh on two rows of Narayanan et al. 2021 (docs/plan.md) */
+    .gemm_half = 16,      /* calibrated with it */
+    .attn_eff = 0.50,     /* FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward, less backward */
+    .mem_eff = 0.85,      /* assumed: a streaming kernel's share of the HBM peak */
+    .nccl_base_lat = 8.4e-6, /* NCCL tuning.cc baseLat, ring, Simple protocol */
+};
+
+pass_plan_constants pass_plan_default_constants(void) { return default_k; }
+
+void pass_gemm_dims(const ir_node *n, double mnk[4]) {
+  mnk[0] = mnk[1] = mnk[2] = 0, mnk[3] = 1;
+  if ((n->op != IR_OP_MATMUL && n->op != IR_OP_FUSED_MATMUL) || n->n_in < 2) return;
+  const ir_type *a = &n->in[0]->type, *o = &n->out[0]->type;
+  if (a->rank < 1 || o->rank < 1) return;
+  bool ta = ir_node_attr_int(n, "transpose_a", 0) != 0 && a->rank >= 2;
+  mnk[2] = (double)a->dims[a->rank - (ta ? 2 : 1)];
+  mnk[1] = (double)o->dims[o->rank - 1];
+  mnk[0] = o->rank >= 2 ? (double)o->dims[o->rank - 2] : 1;
+  for (int i = 0; i < o->rank - 2; i++) mnk[3] *= (double)o->dims[i];
+}
+
+double pass_node_roofline_seconds(const pass_plan_constants *k, const pass_target *dev, size_t elem, ir_op op, bool causal,
+                                  double flops, double bytes, const double mnk[4]) {
+  double peak = pass_target_peak(dev, elem), bw = dev->bandwidth * k->mem_eff;
+  double tc;
+  switch (op) {
+  case IR_OP_RESHAPE: case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_GRAD: return 0; /* views and constants */
+  case IR_OP_MATMUL: case IR_OP_FUSED_MATMUL: {
+    const double *d = mnk;
+    double eff = k->gemm_eff;
+    for (int i = 0; i < 3; i++) eff *= d[i] / (d[i] + k->gemm_half);
+    tc = flops / (peak * eff);
+    break;
+  }
+  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD:
+    tc = flops * (causal ? 0.5 : 1.0) / (peak * k->attn_eff);
+    break;
+  case IR_OP_EINSUM: tc = flops / (peak * k->gemm_eff); break;
+  default: tc = flops / peak; break;
+  }
+  double tm = bytes / bw;
+  return tc > tm ? tc : tm;
+}
+
+double pass_plan_node_seconds(const ir_node *n, const pass_target *dev, double flops, double bytes) {
+  double mnk[4];
+  pass_gemm_dims(n, mnk);
+  ir_dtype dt = n->n_out ? n->out[0]->type.dtype : IR_DT_F32;
+  if (!ir_dtype_is_float(dt) && n->n_in) dt = n->in[0]->type.dtype;
+  return pass_node_roofline_seconds(&default_k, dev, ir_dtype_size(dt), n->op, ir_node_attr_int(n, "causal", 0) != 0, flops,
+                                    bytes, mnk);
 }

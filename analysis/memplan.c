@@ -1,4 +1,4 @@
-/* passes/memplan.c — the memory plan: where every value of a graph lives,
+/* analysis/memplan.c — the memory plan: where every value of a graph lives,
  * as data every backend follows.
  *
  * pass_memplan gives each value a location: graph inputs and params are
@@ -44,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pass.h"
+#include "analysis.h"
 
 static size_t value_bytes(const ir_value *v) {
   if ((int)v->type.dtype < 0 || v->type.dtype >= IR_NUM_DTYPES) return 0;
@@ -272,6 +272,36 @@ oom:
   free(P.b);
   pass_plan_free(p);
   return NULL;
+}
+
+/* The bytes of value v in plan p overlap those of w: the same caller buffer
+ * or arena ranges that intersect. */
+static bool same_bytes_overlap(const pass_plan *p, const ir_value *v, const ir_value *w, bool *same_start) {
+  const pass_loc *a = &p->loc[v->id], *b = &p->loc[w->id];
+  *same_start = false;
+  if (a->space == PASS_SPACE_NONE || a->space != b->space || !a->bytes || !b->bytes) return false;
+  if (a->space != PASS_SPACE_ARENA && a->index != b->index) return false;
+  *same_start = a->offset == b->offset;
+  return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+}
+
+int pass_plan_check_comm(const ir_graph *g, const pass_plan *p, char *why, size_t n) {
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *x = g->nodes[p->steps[s].node];
+    if (!ir_op_has(x->op, IR_OPF_COMM) || x->n_in < 1 || x->n_out < 1) continue;
+    bool in_place_ok = x->op == IR_OP_ALL_REDUCE || x->op == IR_OP_COMM_BROADCAST;
+    for (int i = 0; i < x->n_in; i++) {
+      bool same;
+      if (!same_bytes_overlap(p, x->out[0], x->in[i], &same)) continue;
+      if (in_place_ok && same && p->loc[x->out[0]->id].bytes == p->loc[x->in[i]->id].bytes) continue;
+      snprintf(why, n, "%s %%%s overlaps its operand %%%s in memory (%s %zu..%zu and %zu..%zu): NCCL leaves that undefined",
+               ir_op_name(x->op), x->out[0]->name, x->in[i]->name, pass_space_name(p->loc[x->out[0]->id].space),
+               p->loc[x->out[0]->id].offset, p->loc[x->out[0]->id].offset + p->loc[x->out[0]->id].bytes,
+               p->loc[x->in[i]->id].offset, p->loc[x->in[i]->id].offset + p->loc[x->in[i]->id].bytes);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 void pass_plan_free(pass_plan *p) {

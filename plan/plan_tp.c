@@ -1,4 +1,4 @@
-/* passes/plan_tp.c — the planner's training graph on a tensor-parallel
+/* plan/plan_tp.c — the planner's training graph on a tensor-parallel
  * group of t devices, made by the shard pass itself: no second copy of the
  * sharding rules, so what the planner predicts is what the runtime runs, on
  * any graph.
@@ -25,22 +25,9 @@
 
 #include "ir_die.h"
 #include "plan_impl.h"
-#include "shard_impl.h"
 
 ir_graph *plan_tp_shard(ir_graph *g, int t, bool sp, const pass_tp_layouts *lay, const bool *disabled, ir_diag *d) {
-  sh_st *tp = NULL;
-  if (lay) {
-    tp = calloc((size_t)g->n_params + 1, sizeof *tp);
-    if (!tp) IR_DIE("out of memory (tp)");
-    for (int i = 0; i < g->n_params; i++)
-      if (sh_tp_layouts_find(lay, g->params[i], &tp[i]) != 0) {
-        ir_error_plain(d, "internal error: the planner's tp layouts have none for parameter %%%s", g->params[i]->name);
-        free(tp);
-        return NULL;
-      }
-  }
-  ir_graph *s = sh_shard_tp(g, t, sp, tp, false, d);
-  free(tp);
+  ir_graph *s = pass_shard_tp_graph(g, t, sp, lay, d);
   static const pass_id after[] = {PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE, PASS_FUSE_LM_HEAD};
   pass_options po = {.diag = d, .disabled = disabled};
   if (s && pass_run_pipeline(s, after, 3, &po) != 0) {
@@ -51,7 +38,7 @@ ir_graph *plan_tp_shard(ir_graph *g, int t, bool sp, const pass_tp_layouts *lay,
 }
 
 bool plan_tp_heads(const ir_graph *g, int t, int64_t *size, const ir_value **value, int *dim) {
-  const ir_node *n = sh_heads_conflict(g, t);
+  const ir_node *n = pass_tp_heads_conflict(g, t);
   if (!n) return false;
   const ir_value *q = n->in[0];
   *dim = q->type.rank - 3, *size = q->type.dims[*dim], *value = q;

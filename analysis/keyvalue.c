@@ -1,4 +1,4 @@
-/* passes/keyvalue.c — the reader of `key = value` files that describe
+/* analysis/keyvalue.c — the reader of `key = value` files that describe
  * hardware: target files (target.c) and cluster files (cluster.c).
  *
  * A file is lines of `key = value`; '#' starts a comment; blank lines are
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pass.h"
+#include "analysis.h"
 
 static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 

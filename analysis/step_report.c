@@ -1,4 +1,4 @@
-/* passes/step_report.c — what one training step costs, as `tgc stats`
+/* analysis/step_report.c — what one training step costs, as `tgc stats`
  * reports it: the parameters by group, and the roofline of every op on a
  * target with the step time and MFU it adds up to. The command prints.
  *
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "ir_die.h"
-#include "pass.h"
+#include "analysis.h"
 
 static const char *const group_names[PASS_GROUP_COUNT] = {"embeddings", "attention", "mlp", "norms", "other"};
 

@@ -1,4 +1,4 @@
-/* passes/plan.c — the cost of a parallel plan for a training step, and the
+/* plan/plan.c — the cost of a parallel plan for a training step, and the
  * search for the best one (pass.h, section "plan.c"; docs/plan.md has the
  * model with every formula and constant).
  *

@@ -1,4 +1,4 @@
-/* passes/plan_impl.h — private to the planner's files of passes/
+/* plan/plan_impl.h — private to the planner's files of passes/
  * (plan_tp.c, plan_profile.c, plan_sim.c, plan.c): a training graph on a
  * tensor-parallel group as the shard pass's engine shards it, and the
  * per-layer profile of a training graph. The public side is the "planner" section of pass.h.
@@ -6,7 +6,7 @@
 #ifndef TGC_PLAN_IMPL_H
 #define TGC_PLAN_IMPL_H
 
-#include "pass.h"
+#include "plan.h"
 
 /* ---- plan_tp.c: a training graph on a tensor-parallel group, as the shard pass makes it ----
  * g: a policy's training graph as the shard pass sees it (the passes after

@@ -1,4 +1,4 @@
-/* passes/plan_profile.c — the planner's model of a training step, read off
+/* plan/plan_profile.c — the planner's model of a training step, read off
  * its training graph: what every layer computes, keeps and sends, per
  * micro-batch and per device of a tensor-parallel group (pass.h, section
  * "planner", pass_plan_model).
@@ -46,14 +46,6 @@
 #include "ir_die.h"
 #include "plan_impl.h"
 
-/* ---- the efficiencies of the roofline (docs/plan.md: sources and calibration) ---- */
-static const pass_plan_constants default_k = {
-    .gemm_eff = 0.58,     /* calibrated by bench/plan_calibrate.sh on two rows of Narayanan et al. 2021 (docs/plan.md) */
-    .gemm_half = 16,      /* calibrated with it */
-    .attn_eff = 0.50,     /* FlashAttention-2 (Dao 2023): 50-73% of A100 peak forward, less backward */
-    .mem_eff = 0.85,      /* assumed: a streaming kernel's share of the HBM peak */
-    .nccl_base_lat = 8.4e-6, /* NCCL tuning.cc baseLat, ring, Simple protocol */
-};
 
 typedef struct {
   int op, group, phase;
@@ -105,6 +97,7 @@ typedef struct {
   int n_cuts;
   memo_entry *memo;
   int n_memo, cap_memo;
+  bool *again;         /* per value id, made at the first profile: what a pipelined stage's bwd makes again */
 } plan_view;
 
 /* One checkpoint policy: its training graph as the shard pass sees it (the
@@ -157,7 +150,7 @@ pass_plan_model *pass_plan_model_new(const pass_target *device) {
   pass_plan_model *m = calloc(1, sizeof *m);
   if (!m) IR_DIE("out of memory (m)");
   m->device = *device;
-  m->k = default_k;
+  m->k = pass_plan_default_constants();
   m->layers = -1;
   m->opt_states = 2;
   m->disabled[PASS_FUSE_LM_HEAD] = true; /* a sharded step does not fuse the head (fuse-lm-head: one device only) */
@@ -237,6 +230,7 @@ static void view_free(plan_view *c) {
   free(c->tied);
   free(c->gathers);
   free(c->cuts);
+  free(c->again);
   memo_clear(c);
   free(c->memo);
   memset(c, 0, sizeof *c);
@@ -281,7 +275,6 @@ const ir_graph *pass_plan_model_graph(const pass_plan_model *m, pass_plan_ckpt c
   return pass_plan_model_has(m, ck) && m->ck[ck].views[0].rc == 0 ? m->ck[ck].views[0].g : NULL;
 }
 const pass_target *plan_model_device(const pass_plan_model *m) { return &m->device; }
-pass_plan_constants pass_plan_default_constants(void) { return default_k; }
 const pass_plan_constants *pass_plan_model_constants(const pass_plan_model *m) { return &m->k; }
 void pass_plan_model_set_constants(pass_plan_model *m, const pass_plan_constants *k) {
   m->k = *k;
@@ -301,18 +294,6 @@ static double numel(const ir_type *t) {
   return n;
 }
 
-/* M, N, K and the batch count of a matmul-like node (zeros for others). */
-static void gemm_dims(const ir_node *n, double mnk[4]) {
-  mnk[0] = mnk[1] = mnk[2] = 0, mnk[3] = 1;
-  if ((n->op != IR_OP_MATMUL && n->op != IR_OP_FUSED_MATMUL) || n->n_in < 2) return;
-  const ir_type *a = &n->in[0]->type, *o = &n->out[0]->type;
-  if (a->rank < 1 || o->rank < 1) return;
-  bool ta = ir_node_attr_int(n, "transpose_a", 0) != 0 && a->rank >= 2;
-  mnk[2] = (double)a->dims[a->rank - (ta ? 2 : 1)];
-  mnk[1] = (double)o->dims[o->rank - 1];
-  mnk[0] = o->rank >= 2 ? (double)o->dims[o->rank - 2] : 1;
-  for (int i = 0; i < o->rank - 2; i++) mnk[3] *= (double)o->dims[i];
-}
 
 static int add_vg(vg_entry **v, int *n, int *cap, int value, int group) {
   if (*n == *cap) {
@@ -556,8 +537,8 @@ static int match_batch(plan_view *c, const ir_graph *g4, ir_diag *d) {
                n->n_out ? n->out[0]->name : "?", ir_op_name(n->op), c2.flops, c->b0, c4.flops, 2 * c->b0);
       return -1;
     }
-    gemm_dims(n, pn->mnk2);
-    gemm_dims(g4->nodes[i], pn->mnk4);
+    pass_gemm_dims(n, pn->mnk2);
+    pass_gemm_dims(g4->nodes[i], pn->mnk4);
   }
   return 0;
 }
@@ -694,28 +675,6 @@ int pass_plan_model_add(pass_plan_model *m, pass_plan_ckpt ck, int b0, ir_graph 
 }
 
 /* ---- the profile at (b, t, sp) ---- */
-static double node_seconds(const pass_plan_constants *k, const pass_target *dev, size_t elem, const plan_node *n, double flops, double bytes,
-                           const double mnk[4]) {
-  double peak = pass_target_peak(dev, elem), bw = dev->bandwidth * k->mem_eff;
-  double tc;
-  switch (n->op) {
-  case IR_OP_RESHAPE: case IR_OP_CONST: case IR_OP_IOTA: case IR_OP_GRAD: return 0; /* views and constants */
-  case IR_OP_MATMUL: case IR_OP_FUSED_MATMUL: {
-    const double *d = mnk;
-    double eff = k->gemm_eff;
-    for (int i = 0; i < 3; i++) eff *= d[i] / (d[i] + k->gemm_half);
-    tc = flops / (peak * eff);
-    break;
-  }
-  case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD:
-    tc = flops * (n->causal ? 0.5 : 1.0) / (peak * k->attn_eff);
-    break;
-  case IR_OP_EINSUM: tc = flops / (peak * k->gemm_eff); break;
-  default: tc = flops / peak; break;
-  }
-  double tm = bytes / bw;
-  return tc > tm ? tc : tm;
-}
 
 /* Bytes of value v (of the sharded graph: one device's) at micro-batch b. */
 static double dev_bytes(const plan_view *c, int v, int b) {
@@ -756,8 +715,10 @@ static bool shared_in(const pass_plan_shared *s, int lo, int hi) {
 }
 
 /* The kept values a pipelined stage's bwd makes again rather than being
- * handed per micro-batch (pass_pipe_remade, the shard pass's rule). */
-static bool *remade(const plan_view *c) {
+ * handed per micro-batch (pass_pipe_remade, the shard pass's rule): the
+ * same at every micro-batch, so made once per view. */
+static const bool *remade(plan_view *c) {
+  if (c->again) return c->again;
   const ir_graph *g = c->g;
   int nv = c->n_values + 1;
   bool *forward = calloc((size_t)g->n_nodes + 1, sizeof *forward), *saved = calloc((size_t)nv, sizeof *saved);
@@ -767,7 +728,7 @@ static bool *remade(const plan_view *c) {
   for (int i = 0; i < g->n_nodes; i++) forward[i] = c->nodes[i].phase == PASS_PHASE_FORWARD;
   pass_pipe_remade(g, forward, saved, again);
   free(forward), free(saved);
-  return again;
+  return c->again = again;
 }
 
 static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, int b, pass_plan_profile *out) {
@@ -800,12 +761,12 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     for (int j = 0; j < 4; j++) mnk[j] = pn->mnk2[j] + (pn->mnk4[j] - pn->mnk2[j]) * rel;
     G->flops[pn->phase] += flops;
     if (pn->op == IR_OP_MATMUL || pn->op == IR_OP_FUSED_MATMUL) G->gemm_flops[pn->phase] += 2 * mnk[0] * mnk[1] * mnk[2] * mnk[3];
-    G->seconds[pn->phase] += node_seconds(&m->k, &m->device, m->elem_bytes, pn, flops, bytes, mnk);
+    G->seconds[pn->phase] += pass_node_roofline_seconds(&m->k, &m->device, m->elem_bytes, pn->op, pn->causal, flops, bytes, mnk);
     if (pn->phase == PASS_PHASE_BACKWARD && work > max_work[pn->group]) max_work[pn->group] = work;
   }
   pass_plan_shared *shared_saved = calloc((size_t)c->n_saved + 1, sizeof *shared_saved);
   int n_shared_saved = 0;
-  bool *again = remade(c);
+  const bool *again = remade(c);
   if (!shared_saved) IR_DIE("out of memory (shared_saved)");
   for (int i = 0; i < c->n_saved;) { /* (value, group) sorted: a value read by several groups is kept once per stage */
     int v = c->saved[i].value, j = i;
@@ -815,7 +776,6 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     else shared_saved[n_shared_saved].again = again[v], shared_entry(&shared_saved[n_shared_saved++], x, c->saved + i, j - i);
     i = j;
   }
-  free(again);
   /* what else the trainer keeps across the backward (the memory plan of the
    * step graph has it): the loss (its sum over micro-batches is the
    * trainer's), the count of correct predictions (f64) beside a
@@ -994,11 +954,3 @@ int pass_plan_model_tp_check(const pass_plan_model *m, int t, int64_t *size, con
   return 1;
 }
 
-double pass_plan_node_seconds(const ir_node *n, const pass_target *dev, double flops, double bytes) {
-  plan_node pn = {.op = n->op, .causal = ir_node_attr_int(n, "causal", 0) != 0};
-  double mnk[4];
-  gemm_dims(n, mnk);
-  ir_dtype dt = n->n_out ? n->out[0]->type.dtype : IR_DT_F32;
-  if (!ir_dtype_is_float(dt) && n->n_in) dt = n->in[0]->type.dtype;
-  return node_seconds(&default_k, dev, ir_dtype_size(dt), &pn, flops, bytes, mnk);
-}

@@ -1,4 +1,4 @@
-/* passes/cost.c — the cost model: FLOPs and bytes moved of every op, and the
+/* analysis/cost.c — the cost model: FLOPs and bytes moved of every op, and the
  * totals of a graph split by phase (forward, backward, recompute, optimizer)
  * and by op kind. `tgc stats` (its roofline table and step-time prediction,
  * with the targets of target.c) and the checkpoint pass read it.
@@ -78,7 +78,7 @@
  */
 #include <string.h>
 
-#include "pass.h"
+#include "analysis.h"
 
 static double numel_d(const ir_type *t) {
   double n = 1;
@@ -320,3 +320,15 @@ void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
     if (k.comm > 0 && a >= 0) c->comm[n->op][a] += k.comm;
   }
 }
+
+/* linear_cross_entropy's chunk layout (analysis.h): what the lowering lays
+ * out and this model counts. */
+int64_t pass_linear_ce_chunk_rows(int64_t C, int64_t V, int64_t *ld) {
+  int64_t LD = (V + 63) / 64 * 64, rows = LD > 0 ? C * V / LD : C;
+  if (rows >= 8) rows = rows / 8 * 8;
+  if (rows < 1 || LD == V) LD = V, rows = C;
+  *ld = LD;
+  return rows;
+}
+
+int64_t pass_linear_ce_main_cols(int64_t V) { return V > 8 ? V / 8 * 8 : V; }

@@ -1,4 +1,4 @@
-/* passes/plan_sim.c — the pipeline of a training step, simulated event by
+/* plan/plan_sim.c — the pipeline of a training step, simulated event by
  * event (gpipe, 1f1b, interleaved 1f1b; pass.h describes the orders), and
  * the Chrome trace writer.
  *
@@ -15,59 +15,43 @@
 #include <string.h>
 
 #include "ir_die.h"
-#include "pass.h"
+#include "plan.h"
 
-static const char *const sched_names[PASS_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved"};
-
-const char *pass_schedule_name(pass_schedule s) { return (unsigned)s < PASS_SCHED_COUNT ? sched_names[s] : "?"; }
-
-int pass_schedule_from_name(const char *name) {
-  for (int i = 0; name && i < PASS_SCHED_COUNT; i++)
-    if (strcmp(name, sched_names[i]) == 0) return i;
-  return -1;
-}
 
 typedef struct {
   int chunk, mb;
   bool backward;
 } op_ref;
 
-/* The order of device s's operations; returns their count (2 m v). */
-static int device_order(const pass_pipe *s, int dev, op_ref *ops) {
-  int p = s->p, v = s->v, m = s->m, n = 0;
+/* Device dev's forwards before its first backward (w), out of its m v. */
+static int warmup(const pass_pipe *s, int dev) {
+  int p = s->p, v = s->v, m = s->m, total = m * v, w;
   switch (s->schedule) {
-  case PASS_SCHED_GPIPE:
-    for (int i = 0; i < m; i++) ops[n++] = (op_ref){0, i, false};
-    for (int i = m - 1; i >= 0; i--) ops[n++] = (op_ref){0, i, true};
-    break;
-  case PASS_SCHED_1F1B: {
-    int w = p - dev - 1 < m ? p - dev - 1 : m;
-    for (int i = 0; i < w; i++) ops[n++] = (op_ref){0, i, false};
-    for (int i = 0; i < m - w; i++) {
-      ops[n++] = (op_ref){0, w + i, false};
-      ops[n++] = (op_ref){0, i, true};
-    }
-    for (int i = m - w; i < m; i++) ops[n++] = (op_ref){0, i, true};
-    break;
+  case PASS_SCHED_GPIPE: return m;
+  case PASS_SCHED_1F1B: w = p - dev - 1; break;
+  case PASS_SCHED_INTERLEAVED: w = (p - dev - 1) * 2 + (v - 1) * p; break;
+  default: w = 0; break;
   }
-  case PASS_SCHED_INTERLEAVED: {
-    int total = m * v, w = (p - dev - 1) * 2 + (v - 1) * p;
-    if (w > total) w = total;
-#define FWD(k) (op_ref){((k) / p) % v, ((k) / (p * v)) * p + (k) % p, false}
-#define BWD(k) (op_ref){v - 1 - ((k) / p) % v, ((k) / (p * v)) * p + (k) % p, true}
-    for (int k = 0; k < w; k++) ops[n++] = FWD(k);
-    for (int i = 0; i < total - w; i++) {
-      ops[n++] = FWD(w + i);
-      ops[n++] = BWD(i);
-    }
-    for (int k = total - w; k < total; k++) ops[n++] = BWD(k);
-#undef FWD
-#undef BWD
-    break;
-  }
-  case PASS_SCHED_COUNT: break;
-  }
-  return n;
+  return w < total ? w : total;
+}
+
+/* The k-th forward or backward of a device, in the order micro-batches go
+ * through its chunks (interleaved: p micro-batches per chunk in turn). */
+static op_ref nth_op(const pass_pipe *s, int k, bool backward) {
+  int p = s->p, v = s->v;
+  if (s->schedule != PASS_SCHED_INTERLEAVED) return (op_ref){0, backward && s->schedule == PASS_SCHED_GPIPE ? s->m - 1 - k : k, backward};
+  int chunk = (k / p) % v;
+  return (op_ref){backward ? v - 1 - chunk : chunk, (k / (p * v)) * p + k % p, backward};
+}
+
+/* Operation j of device dev (of 2 m v): w forwards, then a forward and a
+ * backward in turn, then the backwards left. */
+static op_ref op_at(const pass_pipe *s, int dev, int j) {
+  int total = s->m * s->v, w = warmup(s, dev);
+  if (j < w) return nth_op(s, j, false);
+  int t = j - w;
+  if (t < 2 * (total - w)) return nth_op(s, t % 2 ? t / 2 : w + t / 2, t % 2 != 0);
+  return nth_op(s, j - total, true);
 }
 
 void pass_pipe_result_free(pass_pipe_result *r) {
@@ -89,7 +73,6 @@ int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record) {
   pass_pipe sv = *s;
   sv.v = v;
   int nvs = p * v, per_dev = 2 * m * v;
-  op_ref *order = malloc((size_t)p * per_dev * sizeof *order);
   int *next = calloc((size_t)p, sizeof *next);
   int *queue = malloc(sizeof *queue * (size_t)(p + 1));
   bool *queued = calloc((size_t)p, sizeof *queued);
@@ -104,11 +87,10 @@ int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record) {
   r->last_b_start = calloc((size_t)nvs, sizeof *r->last_b_start);
   r->last_b_end = calloc((size_t)nvs, sizeof *r->last_b_end);
   if (record) r->ops = malloc((size_t)p * per_dev * sizeof *r->ops);
-  if (!order || !next || !queue || !queued || !free_at || !fend || !bend || !inflight || !inflight_mb || !r->busy ||
+  if (!next || !queue || !queued || !free_at || !fend || !bend || !inflight || !inflight_mb || !r->busy ||
       !r->end || !r->peak_act || !r->peak_mb || !r->last_b_start || !r->last_b_end || (record && !r->ops))
     abort();
   for (int i = 0; i < m * nvs; i++) fend[i] = bend[i] = -1;
-  for (int d = 0; d < p; d++) device_order(&sv, d, order + (size_t)d * per_dev);
   /* a ring of devices to look at: every device once, then each device an
    * operation's end may have unblocked (the one running the next stage's
    * forward, or the previous stage's backward) */
@@ -120,7 +102,7 @@ int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record) {
     count--;
     queued[d] = false;
     while (next[d] < per_dev) {
-      op_ref o = order[(size_t)d * per_dev + next[d]];
+      op_ref o = op_at(&sv, d, next[d]);
       int k = o.chunk * p + d; /* virtual stage */
       double ready;
       if (!o.backward) {
@@ -168,7 +150,6 @@ int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record) {
     }
   }
   int rc = done == p * per_dev ? 0 : -1; /* not all ran: the order deadlocks (never for the schedules above) */
-  free(order);
   free(next);
   free(queue);
   free(queued);
@@ -184,25 +165,34 @@ int pass_pipe_simulate(const pass_pipe *s, pass_pipe_result *r, bool record) {
 /* The most bytes (and micro-batch chunks) each device keeps in flight: it
  * depends on the order alone, not on the times. peak_act, peak_mb: p each. */
 void pass_pipe_in_flight(const pass_pipe *s, double *peak_act, int *peak_mb) {
-  int p = s->p, v = s->schedule == PASS_SCHED_INTERLEAVED ? s->v : 1, per_dev = 2 * s->m * v;
+  int p = s->p, v = s->schedule == PASS_SCHED_INTERLEAVED ? s->v : 1, total = s->m * v;
   pass_pipe sv = *s;
   sv.v = v;
-  op_ref *order = malloc(sizeof *order * (size_t)per_dev);
-  if (!order) IR_DIE("out of memory (order)");
+  /* After the last forward only backwards run, which lower the bytes
+   * (activations are >= 0) and the count. Between, pairs of a forward and a
+   * backward whose activations repeat every p v pairs (every pair with one
+   * chunk): once a period leaves the bytes exactly where it found them,
+   * every later period does the same in floating point too, and no new peak
+   * follows. The additions are the ones the order runs, in its order. */
+  int period = v > 1 ? p * v : 1;
   for (int d = 0; d < p; d++) {
-    device_order(&sv, d, order);
-    double bytes = 0;
+    int w = warmup(&sv, d), last_f = total > w ? w + 2 * (total - w) - 2 : w - 1;
+    double bytes = 0, at_period = 0;
     int n = 0;
     peak_act[d] = 0, peak_mb[d] = 0;
-    for (int i = 0; i < per_dev; i++) {
-      double a = s->act ? s->act[order[i].chunk * p + d] : 0;
-      if (order[i].backward) bytes -= a, n--;
+    for (int j = 0; j <= last_f; j++) {
+      if (j >= w && (j - w) % (2 * period) == 0) {
+        if (j > w && bytes == at_period) break;
+        at_period = bytes;
+      }
+      op_ref o = op_at(&sv, d, j);
+      double a = s->act ? s->act[o.chunk * p + d] : 0;
+      if (o.backward) bytes -= a, n--;
       else bytes += a, n++;
       if (bytes > peak_act[d]) peak_act[d] = bytes;
       if (n > peak_mb[d]) peak_mb[d] = n;
     }
   }
-  free(order);
 }
 
 /* ---- the Chrome trace ---- */

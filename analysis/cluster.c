@@ -1,4 +1,4 @@
-/* passes/cluster.c — the clusters `tgc plan` plans for: the built-in node
+/* analysis/cluster.c — the clusters `tgc plan` plans for: the built-in node
  * kinds (one row per entry of clusters.def), `NAME:NODES` specs, `--gpus N`,
  * and the parser of a user's cluster file; declared in pass.h, section
  * "planner".
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pass.h"
+#include "analysis.h"
 
 static pass_cluster builtin_clusters[] = {
 #define CLUSTER(id, nm, gpn, tgt, ibw, ilat, xbw, xlat, res, src) \
