@@ -300,6 +300,7 @@ int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n) {
 typedef struct {
   int64_t bh, t, s, e, f;
   int64_t heads; /* the `heads` attribute: q[..., T, H, E] (1: q[..., T, E], one head per batch element) */
+  int64_t group; /* grouped-query: query heads per kv head (k, v have bh / group heads); 1 */
   double scale;
   bool causal;
 } att_dims;
@@ -317,6 +318,8 @@ static int att_dims_of(cg_ctx *c, const ir_node *n, att_dims *a) {
   if (x) a->bh *= a->heads; /* B... x H heads */
   a->scale = ir_node_attr_float(n, "scale", 1.0);
   a->causal = ir_node_attr_int(n, "causal", 0) != 0;
+  /* grouped-query: k, v with fewer heads (the dim before S) than q */
+  a->group = !x && r >= 3 && k->dims[r - 3] > 0 ? q->dims[r - 3] / k->dims[r - 3] : 1;
   return 0;
 }
 
@@ -361,13 +364,14 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   cg_literal(scale, sizeof scale, a.scale, strcmp(A, "float") == 0 ? IR_DT_F32 : IR_DT_F64);
   int k = cg_kernel_begin(c, NULL);
   cg_kernel_signature(c, k, ATT_THREADS, false);
-  if (att_mma(dt, &a, false)) {
+  bool qpos = n->n_in == 4; /* a decode step's query offset: the scalar kernel reads it */
+  if (!qpos && att_mma(dt, &a, false)) {
     int st = att_stages((size_t)(64 * (att_row(a.e) + att_row(a.f)) * 16));
     cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", st * 64 * att_row(a.e),
            st * 64 * att_row(a.f));
-    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s, %lld, %d>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs);\n",
+    cg_src(c, "  tgc::attention_fwd_mma<%lld, %lld, %s, %lld, %d>(in0, in1, in2, out0, out1, %lldLL, %lldLL, %s, Ks, Vs, %lldLL);\n",
            (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, st, (long long)a.t,
-           (long long)a.s, scale);
+           (long long)a.s, scale, (long long)a.group);
     cg_kernel_end(c, k);
     cg_launch(c, k, (a.t + 63) / 64, a.bh, ATT_THREADS, 0);
     return 0;
@@ -378,9 +382,9 @@ int cg_emit_attention(cg_ctx *c, const ir_node *n) {
   cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", A,
          (long long)(b * a.e), A, (long long)(b * a.e), A, (long long)(b * a.f));
   cg_src(c, "  TGC_SHARED(%s, Ss, %d);\n  TGC_SHARED(%s, rows, %d);\n", A, b * b, A, 3 * b);
-  cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows);\n",
+  cg_src(c, "  tgc::attention_fwd<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, out0, out1, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, Ss, rows, %s, %lldLL);\n",
          A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, (long long)a.t,
-         (long long)a.s, A, scale);
+         (long long)a.s, A, scale, qpos ? "in3" : "nullptr", (long long)a.group);
   cg_kernel_end(c, k);
   cg_launch(c, k, (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
   return 0;

@@ -121,8 +121,15 @@ static bool int_list(fe_sema *S, const ast *at, sv v, const char *what, int64_t 
   }
   for (int i = 0; i < v.n; i++) {
     if (v.items[i].kind != SV_INT) {
-      fe_error(S, at, "%s must be a list of integers, but entry %d is %s", what, i + 1,
-               fe_describe(S, v.items[i]));
+      /* a list written out: point at the entry and show its text (nH / nKV
+       * where nKV does not divide nH names the division) */
+      const ast *e = at && at->kind == AST_LISTLIT && at->n == v.n ? at->kid[i] : NULL;
+      if (e && e->kind != AST_INT && e->kind != AST_FLOAT)
+        fe_error(S, e, "%s must be a list of integers, but entry %d, %s, is %s", what, i + 1, fe_src(S, e),
+                 fe_describe(S, v.items[i]));
+      else
+        fe_error(S, at, "%s must be a list of integers, but entry %d is %s", what, i + 1,
+                 fe_describe(S, v.items[i]));
       return false;
     }
     out[i] = v.items[i].i;

@@ -699,6 +699,10 @@ static int infer_cross_entropy_grad(ctx *c, const ir_type *in, ir_type *out) {
  *   f16: the kernels work in f32 there). scale is finite; causal is 0 or 1.
  * attention_grad (q, k, v, o, lse, do) {scale, causal} -> (dq, dk, dv): o, lse
  *   and do must have exactly the types attention gives (do: o's type).
+ * Grouped-query attention: attention's k and v may have Hkv heads on the
+ *   dim before T (q[..., Hq, T, E], k[..., Hkv, S, E]) where Hkv divides Hq:
+ *   query head h reads kv head h / (Hq / Hkv) (fuse-attention folds the
+ *   repeat of the kv heads into it; attention_grad takes them repeated).
  * Optional {heads: int H >= 1} (made by passes/fuse_transpose.c, which folds
  *   the head split / merge transposes): the heads axis sits between T and E,
  *   q[...,T,H,E], k[...,S,H,E], v[...,S,H,F] -> o[...,T,H,F], lse[...,H,T];
@@ -718,7 +722,13 @@ static int infer_attention_core(ctx *c, const ir_type *in, ir_type *o, ir_type *
     return fail(c, "%s needs q, k, v of one rank >= %d, got %s, %s, %s", c->name, 2 + x, ts(q).s, ts(k).s, ts(v).s);
   int r = q->rank;
   bool ok = q->dims[r - 1] == k->dims[r - 1] && k->dims[r - 2 - x] == v->dims[r - 2 - x];
-  for (int i = 0; ok && i < r - 2 - x; i++) ok = q->dims[i] == k->dims[i] && q->dims[i] == v->dims[i];
+  /* grouped-query attention (attention only, no heads layout): k and v
+   * have Hkv heads on the dim before T, dividing q's Hq; query head h reads
+   * kv head h / (Hq / Hkv) */
+  bool gqa = c->op == IR_OP_ATTENTION && !x && r >= 3 && k->dims[r - 3] != q->dims[r - 3] && k->dims[r - 3] > 0 &&
+             q->dims[r - 3] % k->dims[r - 3] == 0 && v->dims[r - 3] == k->dims[r - 3];
+  for (int i = 0; ok && i < r - 2 - x; i++)
+    ok = (gqa && i == r - 3) || (q->dims[i] == k->dims[i] && q->dims[i] == v->dims[i]);
   if (x) ok = ok && q->dims[r - 2] == a->i && k->dims[r - 2] == a->i && v->dims[r - 2] == a->i;
   if (!ok)
     return fail(c, "shape mismatch in %s: q %s, k %s, v %s (want %s)", c->name, ts(q).s, ts(k).s, ts(v).s,
@@ -734,7 +744,17 @@ static int infer_attention_core(ctx *c, const ir_type *in, ir_type *o, ir_type *
 
 static int infer_attention(ctx *c, const ir_type *in, int n_in, ir_type *out, int *n_out) {
   ir_type o, lse;
+  if (c->op == IR_OP_ATTENTION && n_in != 3 && n_in != 4)
+    return fail(c, "%s takes 3 or 4 operands (q, k, v [, qpos]), got %d", c->name, n_in);
   if (infer_attention_core(c, in, &o, &lse) < 0) return -1;
+  if (c->op == IR_OP_ATTENTION && n_in == 4) {
+    const ir_type *p = &in[3];
+    if (p->dtype != IR_DT_I32 || ir_type_numel(p) != 1 || p->rank > 1)
+      return fail(c, "%s: qpos must be i32[1], got %s", c->name, ts(p).s);
+    int64_t heads = 0;
+    if (get_int(c, "heads", false, 0, &heads) < 0) return -1;
+    if (heads > 0) return fail(c, "%s: qpos with the heads layout is not supported", c->name);
+  }
   if (c->op == IR_OP_ATTENTION) {
     out[0] = o;
     out[1] = lse;

@@ -159,6 +159,33 @@ ir_value *ad_swap_last2_named(ad_ctx *c, ir_value *x, const char *name) {
 
 ir_value *ad_swap_last2(ad_ctx *c, ir_value *x) { return ad_swap_last2_named(c, x, NULL); }
 
+ir_value *ad_repeat_kv(ad_ctx *c, ir_value *kv, int64_t hq) {
+  const ir_type *t = &kv->type;
+  int r = t->rank;
+  int64_t hkv = t->dims[r - 3], d5[IR_MAX_RANK + 1];
+  if (hkv == hq) return kv;
+  for (int i = 0; i < r - 2; i++) d5[i] = t->dims[i];
+  d5[r - 2] = 1, d5[r - 1] = t->dims[r - 2], d5[r] = t->dims[r - 1]; /* [.., Hkv, 1, S, E] */
+  ir_value *x = ad_reshape(c, kv, d5, r + 1, NULL);
+  ir_type bt = x->type;
+  bt.dims[r - 2] = hq / hkv;
+  x = ad_broadcast(c, x, &bt, NULL);
+  ir_type out = *t;
+  out.dims[r - 3] = hq;
+  return ad_reshape(c, x, out.dims, r, NULL);
+}
+
+ir_value *ad_sum_kv(ad_ctx *c, ir_value *g, int64_t hkv, const char *name) {
+  const ir_type *t = &g->type;
+  int r = t->rank;
+  int64_t hq = t->dims[r - 3], d5[IR_MAX_RANK + 1];
+  if (hkv == hq) return g;
+  for (int i = 0; i < r - 3; i++) d5[i] = t->dims[i];
+  d5[r - 3] = hkv, d5[r - 2] = hq / hkv, d5[r - 1] = t->dims[r - 2], d5[r] = t->dims[r - 1]; /* [.., Hkv, G, S, E] */
+  int64_t axis = r - 2;
+  return ad_reduce(c, IR_OP_REDUCE_SUM, ad_reshape(c, g, d5, r + 1, NULL), &axis, 1, false, name);
+}
+
 ir_value *ad_cast(ad_ctx *c, ir_value *x, ir_dtype to, const char *name) {
   if (x->type.dtype == to) return x;
   ir_attr a = ir_attr_dtype("to", to);

@@ -42,6 +42,12 @@ ir_value *ad_reshape(ad_ctx *c, ir_value *x, const int64_t *dims, int rank, cons
 ir_value *ad_broadcast(ad_ctx *c, ir_value *x, const ir_type *t, const char *name);
 ir_value *ad_transpose(ad_ctx *c, ir_value *x, const int64_t *perm, const char *name);
 ir_value *ad_swap_last2(ad_ctx *c, ir_value *x);
+/* Grouped-query attention's kv heads: kv [.., Hkv, S, E] repeated to
+ * [.., Hq, S, E] (query head h reads kv head h / (Hq / Hkv)); the adjoint,
+ * g [.., Hq, S, E] summed over each group to [.., Hkv, S, E]. Identities
+ * when Hkv = Hq. */
+ir_value *ad_repeat_kv(ad_ctx *c, ir_value *kv, int64_t hq);
+ir_value *ad_sum_kv(ad_ctx *c, ir_value *g, int64_t hkv, const char *name);
 ir_value *ad_swap_last2_named(ad_ctx *c, ir_value *x, const char *name);
 ir_value *ad_cast(ad_ctx *c, ir_value *x, ir_dtype to, const char *name);
 ir_value *ad_slice(ad_ctx *c, ir_value *x, int axis, int64_t start, int64_t end, int64_t step, const char *name);

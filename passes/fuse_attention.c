@@ -95,6 +95,7 @@ typedef struct {
   int n_uses;       /* entries of the three */
   ir_value **olds, **news; /* replacements, applied at the end */
   int n_repl, cap_repl;
+  int gqa;          /* fused attentions reading shared kv heads */
 } fa_ctx;
 
 static void count_uses(fa_ctx *c) {
@@ -224,6 +225,40 @@ static bool match_scale(const ir_node *n, ir_value **x, double *scale) {
     return true;
   }
   return false;
+}
+
+/* Grouped-query attention's shared kv heads: k = reshape(rep) where rep is
+ * broadcast(x5) or x5 times a splat 1 (llama.tg's repeat_kv before and
+ * after canonicalize), x5 = reshape(kv): kv [.., Hkv, S, E] -> x5
+ * [.., Hkv, 1, S, E] -> rep [.., Hkv, G, S, E] -> k [.., Hkv * G, S, E].
+ * Returns kv (the attention reads it, query head h its head h / G), or
+ * NULL. */
+static ir_value *repeated_kv(ir_value *k) {
+  ir_node *r1 = def_op(k, IR_OP_RESHAPE);
+  if (!r1) return NULL;
+  ir_value *rep = r1->in[0], *x5 = NULL;
+  ir_node *b = rep->def;
+  if (!b || b->dead) return NULL;
+  if (b->op == IR_OP_BROADCAST) x5 = b->in[0];
+  for (int side = 0; b->op == IR_OP_MUL && side < 2 && !x5; side++) {
+    ir_node *cn = def_op(b->in[1 - side], IR_OP_CONST);
+    const ir_attr *a = cn ? ir_node_attr(cn, "value") : NULL;
+    if (a && a->kind == IR_ATTR_FLOAT && a->f == 1.0) x5 = b->in[side];
+  }
+  ir_node *r0 = x5 ? def_op(x5, IR_OP_RESHAPE) : NULL;
+  if (!r0) return NULL;
+  ir_value *kv = r0->in[0];
+  const ir_type *t = &k->type, *tk = &kv->type, *t5 = &x5->type, *tr = &rep->type;
+  int r = t->rank;
+  if (r < 3 || tk->rank != r || t5->rank != r + 1 || tr->rank != r + 1 || tk->dtype != t->dtype ||
+      tr->dtype != t->dtype || t5->dtype != t->dtype)
+    return NULL;
+  int64_t hkv = tk->dims[r - 3], g = tr->dims[r - 2];
+  bool ok = hkv > 0 && g > 1 && t5->dims[r - 2] == 1 && t->dims[r - 3] == hkv * g && t5->dims[r - 3] == hkv &&
+            tr->dims[r - 3] == hkv;
+  for (int i = 0; ok && i < r - 3; i++) ok = tk->dims[i] == t->dims[i] && t5->dims[i] == t->dims[i] && tr->dims[i] == t->dims[i];
+  for (int i = r - 2; ok && i < r; i++) ok = tk->dims[i] == t->dims[i] && t5->dims[i + 1] == t->dims[i] && tr->dims[i + 1] == t->dims[i];
+  return ok ? kv : NULL;
 }
 
 static bool mask_is_plain(const ir_node *m) {
@@ -359,9 +394,16 @@ static void rewrite(fa_ctx *c, attn_match *m) {
     k->def->layer = m->scores->layer;
     k->role = m->scores->out[0]->role;
   }
-  ir_value *in[3] = {m->q, k, m->v};
+  /* grouped-query: the kv heads themselves, not their repeat (no copy) */
+  ir_value *v = m->v, *kv = repeated_kv(k), *vv = repeated_kv(v), *reps[2] = {NULL, NULL};
+  if (kv && vv && kv->type.dims[kv->type.rank - 3] == vv->type.dims[vv->type.rank - 3]) {
+    reps[0] = k, reps[1] = v;
+    k = kv, v = vv;
+    c->gqa++;
+  }
+  ir_value *in[3] = {m->q, k, v};
   ir_attr attrs[2] = {ir_attr_float("scale", m->scale_value), ir_attr_int("causal", m->mask != NULL)};
-  ir_type in_t[3] = {m->q->type, k->type, m->v->type}, out_t[3];
+  ir_type in_t[3] = {m->q->type, k->type, v->type}, out_t[3];
   int n_out = 0;
   char err[256];
   if (ir_infer(IR_OP_ATTENTION, in_t, 3, attrs, 2, out_t, &n_out, err, sizeof err) != 0) {
@@ -399,6 +441,20 @@ static void rewrite(fa_ctx *c, attn_match *m) {
   if (m->scale)
     for (int j = 0; j < m->scale->n_in; j++) kill_if_unused(c, m->scale->in[j]);
   if (m->k && m->kt != m->k) kill_if_unused(c, m->kt);
+  /* the repeats nothing else reads: reshape, broadcast (or the multiply
+   * and its splat), reshape */
+  for (int i = 0; i < 2; i++)
+    for (ir_value *x = reps[i]; x && x->def && !x->def->dead && uses_of(c, x) == 0;) {
+      ir_node *dn = x->def;
+      kill(c, dn);
+      x = NULL;
+      for (int j = 0; j < dn->n_in; j++) {
+        ir_value *o = resolve(c, dn->in[j]);
+        if (o->def && def_op(o, IR_OP_CONST)) kill_if_unused(c, o);
+        else x = o;
+      }
+      if (x == (i ? v : k)) break; /* the kv heads: read by the attention */
+    }
   /* att at p v's place (after q, k, v); a new transpose of kt at the
    * softmax's (after the scores, so after kt; before att) */
   if (!m->k) ir_graph_take_place(g, k->def, m->softmax);
@@ -462,6 +518,7 @@ int pass_fuse_attention(ir_graph *g, const pass_options *o) {
   free_ctx(&c);
   if (fused) ir_graph_compact(g);
   if (o && o->time_passes)
-    fprintf(o->time_out ? o->time_out : stderr, "fuse-attention: fused %d of %d softmax nodes\n", fused, softmaxes);
+    fprintf(o->time_out ? o->time_out : stderr, "fuse-attention: fused %d of %d softmax nodes (%d with shared kv heads)\n",
+            fused, softmaxes, c.gqa);
   return 0;
 }

@@ -182,8 +182,17 @@ static void jvp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_valu
  * Masked entries have p = 0, so ts needs no mask. */
 static void jvp_attention(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_value **ty) {
   ir_value *q = n->in[0], *k = n->in[1], *v = n->in[2];
+  if (n->n_in != 3) IR_DIE("the JVP of attention with a qpos operand (a decode step) is not defined");
   ir_dtype dt = q->type.dtype;
   int r = q->type.rank;
+  /* grouped-query: the kv heads (and their tangents) repeated per query head */
+  ir_value *tk = tx[1], *tv = tx[2];
+  if (r >= 3 && k->type.dims[r - 3] != q->type.dims[r - 3]) {
+    int64_t hq = q->type.dims[r - 3];
+    k = ad_repeat_kv(c, k, hq), v = ad_repeat_kv(c, v, hq);
+    if (tk) tk = ad_repeat_kv(c, tk, hq);
+    if (tv) tv = ad_repeat_kv(c, tv, hq);
+  }
   ir_value *scale = ad_scalar(c, dt, ir_node_attr_float(n, "scale", 1.0));
   ir_value *kt = ad_swap_last2(c, k);
   ir_value *qk[2] = {q, kt};
@@ -196,8 +205,8 @@ static void jvp_attention(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_v
     ir_value *in[2] = {tx[0], kt};
     ts = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL);
   }
-  if (tx[1]) {
-    ir_value *in[2] = {q, ad_swap_last2(c, tx[1])};
+  if (tk) {
+    ir_value *in[2] = {q, ad_swap_last2(c, tk)};
     ts = ad_add(c, ts, ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL), NULL);
   }
   ir_value *to = NULL, *tlse = NULL;
@@ -210,8 +219,8 @@ static void jvp_attention(ad_ctx *c, const ir_node *n, ir_value *const *tx, ir_v
     ir_value *in[2] = {tp, v};
     to = ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL);
   }
-  if (tx[2]) {
-    ir_value *in[2] = {p, tx[2]};
+  if (tv) {
+    ir_value *in[2] = {p, tv};
     to = ad_add(c, to, ad_op(c, IR_OP_MATMUL, in, 2, NULL, 0, NULL), NULL);
   }
   ty[0] = to;

@@ -46,6 +46,19 @@ typedef struct {
  * those it left), in graph order: their count, the first max in out. */
 int pass_attention_misses(const ir_graph *g, pass_attention_miss *out, int max);
 
+/* ---- generation with a KV cache (kv_cache.c) ----
+ * On the model after fuse-attention. pass_kv_prefill adds the outputs
+ * "cache.k.L" / "cache.v.L" (attention L's k and v, L in graph order);
+ * pass_kv_decode turns the model at T = 1 into one decode step: a new input
+ * "pos" i32[1] (its index: *pos_input; named pos.1 when the model has a pos), the positions become it, inputs cache.k.L / cache.v.L of
+ * `window` rows, the new row written at pos, attention over the cache with
+ * qpos = pos, the updated caches as outputs of the same names (computed in
+ * the inputs' buffers when those are donated). *n_layers: L's count. 0, or
+ * -1 after reporting through d (an attention left unfused, or not a
+ * causal one over one row). */
+int pass_kv_prefill(ir_graph *g, int *n_layers, ir_diag *d);
+int pass_kv_decode(ir_graph *g, int64_t window, int *n_layers, int *pos_input, ir_diag *d);
+
 typedef enum {
 #define PASS(id, name, fn, help) PASS_##id,
 #include "passes.def"

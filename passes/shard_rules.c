@@ -900,16 +900,18 @@ static void rule_attention(sh_dec *d) {
    * only a graph read back from .ir gets here so) q is [..., T, H, E] and
    * lse [..., H, T]: only the leading batch dims are shared */
   int nb = rank_in(d, 0) - (ir_node_attr(d->node, "heads") ? 3 : 2);
+  /* a decode step's qpos (attention's 4th operand) is one number: replicated */
+  int n = d->node->op == IR_OP_ATTENTION && d->n_in == 4 ? 3 : d->n_in;
   int dim = -1;
-  for (int i = 0; i < d->n_in && dim < 0; i++)
+  for (int i = 0; i < n && dim < 0; i++)
     if (d->in[i].kind == SH_S && d->in[i].dim < nb) dim = d->in[i].dim;
-  for (int i = 0; i < d->n_in && dim >= 0; i++)
+  for (int i = 0; i < n && dim >= 0; i++)
     if (!(d->in[i].kind == SH_S && d->in[i].dim == dim) && !sh_can_split(d, i, dim)) dim = -1;
   if (dim < 0) {
     rule_replicate(d);
     return;
   }
-  for (int i = 0; i < d->n_in; i++) d->in[i] = sh_S(dim);
+  for (int i = 0; i < d->n_in; i++) d->in[i] = i < n ? sh_S(dim) : sh_R();
   all_out(d, sh_S(dim));
 }
 

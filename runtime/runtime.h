@@ -256,6 +256,33 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
            rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);
 
 /* ===================================================================== */
+/* generate.c — generation with a KV cache                                */
+/* ===================================================================== */
+/* The prefill and decode graphs of passes/kv_cache.c (already through the
+ * pipeline) prepared once on a device of backend b, as two programs sharing
+ * the parameters (params / dec_params: host tensors of each graph's
+ * parameters, uploaded once; one tensor where both give the same one) and the cache (the decode graph's donated inputs
+ * cache.k.L / cache.v.L: the plan computes the new cache in them).
+ * prefill: ids[0..n) (n <= T) at positions 0..n-1, the cache of the window
+ * filled; decode (its input pos_input the position i32[1]): token id at position pos (< T) read and written in the
+ * cache. Both write the V logits of the last row into logits. 0, or -1
+ * with err. */
+typedef struct rt_generator rt_generator;
+typedef struct {
+  rt_comm *comm;    /* NULL (one device), or the communicator of the graphs' mesh (rt_mesh_bind) */
+  const int *coord; /* with comm: this rank's coordinates; the graphs' cache outputs are whole
+                     * (the shard pass's rule), each rank keeps its block (the cpu backend) */
+} rt_generator_options;
+rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dopt, const ir_graph *prefill,
+                               const ir_graph *decode, int pos_input, rt_tensor *const *params,
+                               rt_tensor *const *dec_params, const rt_generator_options *go, char *err,
+                               size_t errlen);
+int rt_generator_prefill(rt_generator *r, const int32_t *ids, int64_t n, float *logits, char *err, size_t errlen);
+int rt_generator_decode(rt_generator *r, int32_t id, int64_t pos, float *logits, char *err, size_t errlen);
+size_t rt_generator_arena_bytes(const rt_generator *r, bool decode);
+void rt_generator_free(rt_generator *r);
+
+/* ===================================================================== */
 /* safetensors.c — training state files                                   */
 /* ===================================================================== */
 /* The safetensors format: an 8-byte little-endian header length N, N bytes

@@ -7,9 +7,14 @@
  * last one: greedy (temperature 0, the default), or sampled with
  * temperature, top-k and top-p, deterministic by --seed. Prompt text is
  * token ids through --tokenizer tokenizer.json, else bytes (ids 0..255, the
- * vocabulary of `tgc train --data text:PATH`). No KV cache yet: every step
- * recomputes the full forward (--no-kv-cache names that, and is the only
- * mode). */
+ * vocabulary of `tgc train --data text:PATH`).
+ * With the KV cache (the default) the model is compiled twice, once each:
+ * a prefill graph (the window, with the cache of every layer as outputs)
+ * and a decode graph (one token at a position, the cache read and updated
+ * in place; passes/kv_cache.c), run by rt_generator. --no-kv-cache runs the
+ * whole forward over the window at every step instead. Under mpirun with
+ * --mesh each rank runs its block of the graphs (run_mesh.c binds the
+ * parameters on the one-device graph and hands each rank its blocks). */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,12 +25,16 @@
 #include "tool.h"
 
 static const char *const generate_help =
-    "usage: tgc generate FILE --prompt TEXT --max-new-tokens N [--resume STATE] [--tokenizer F]\n"
+    "usage: tgc generate FILE --prompt TEXT --max-new-tokens N [--resume STATE | --weights PATH [--map MAP]]\n"
+    "                    [--tokenizer F]\n"
     "                    [--temperature T] [--top-k K] [--top-p P] [--seed S] [--json]\n"
     "                    [--no-kv-cache] [--config NAME] [-D NAME=VALUE] [--backend NAME]\n"
     "\n"
     "Continues TEXT with N tokens from a model with an input tokens [B, T] and an output\n"
-    "logits [B, T, V] (examples/gpt.tg), compiled once at B = 1.\n"
+    "logits [B, T, V] (examples/gpt.tg), at B = 1. With the KV cache (the default) it is\n"
+    "compiled twice, once each: a prefill graph over the prompt that outputs every layer's\n"
+    "keys and values, and a decode graph (-D T=1) that reads one token at a position and\n"
+    "the cache, writing its row in place.\n"
     "\n"
     "  --resume STATE       parameters from a state saved by tgc train --save (its --vocab and\n"
     "                       --seq-len are the model's V and T); else initialized from --seed\n"
@@ -37,10 +46,16 @@ static const char *const generate_help =
     "  --top-p P            sample among the most likely tokens whose probabilities add up to P\n"
     "  --seed S             the sampling stream and parameter initialization (default 0)\n"
     "  --json               print {\"ids\": [the new ids], \"text\": \"their text\"}\n"
-    "  --no-kv-cache        recompute the full forward at every step (the only mode for now)\n"
+    "  --no-kv-cache        recompute the full forward over the window at every step\n";
+static const char *const generate_help_tail =
     "\n"
     "A prompt longer than the context T is refused; once prompt and output fill T, the\n"
-    "oldest tokens leave the window.\n";
+    "oldest tokens leave the window (each step is then a prefill of the last T tokens).\n"
+    "Greedy output with the cache equals --no-kv-cache's, token for token.\n"
+    "\n"
+    "On a mesh (the cpu backend, MPI ranks): mpirun -np N tgc generate FILE --mesh tp=N ...\n"
+    "runs each rank's block of both graphs (the shard pass's layouts); rank 0 prints, the\n"
+    "same tokens as one device.\n";
 
 extern const char *const tool_common_help;
 
@@ -49,7 +64,7 @@ typedef struct {
   int64_t max_new, top_k;
   double temperature, top_p;
   uint64_t seed;
-  bool json;
+  bool json, no_cache;
 } gen_opts;
 
 /* A float flag's value in [lo, hi]. */
@@ -94,7 +109,7 @@ static int parse_gen_flag(gen_opts *g, int argc, char **argv, int *i, ir_diag *d
   } else if (strcmp(argv[*i], "--json") == 0) {
     g->json = true;
   } else if (strcmp(argv[*i], "--no-kv-cache") == 0) {
-    /* the only mode for now */
+    g->no_cache = true;
   } else {
     return 0;
   }
@@ -222,10 +237,10 @@ static int output_index(const ir_graph *g, const char *name) {
 
 /* The generation loop on a compiled g: ids (room for max_new more) grows
  * by max_new tokens; -1 after reporting. */
-static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o, int32_t *ids, size_t n_prompt,
-                    tool_slots *s, ir_diag *d) {
-  int ti = input_index(g, "tokens"), li = output_index(g, "logits");
-  const ir_type *tt = &g->inputs[ti]->type, *lt = &g->outputs[li].value->type;
+static int generate(const tool_backend *tb, tool_mesh_run *mr, const ir_graph *g, const ir_graph *gw,
+                    const gen_opts *o, int32_t *ids, size_t n_prompt, tool_slots *s, ir_diag *d) {
+  int ti = input_index(gw, "tokens"), li = output_index(gw, "logits");
+  const ir_type *tt = &gw->inputs[ti]->type, *lt = &gw->outputs[li].value->type;
   int64_t T = tt->dims[1], V = lt->dims[lt->rank - 1];
   if (lt->dtype != IR_DT_F32)
     return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
@@ -238,9 +253,10 @@ static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o
     int32_t *tok = s->inputs[ti]->data;
     memset(tok, 0, (size_t)T * sizeof *tok);
     memcpy(tok, ids + start, len * sizeof *tok);
-    for (int k = 0; k < g->n_outputs; k++) rt_tensor_free(s->outputs[k]), s->outputs[k] = NULL;
+    for (int k = 0; k < gw->n_outputs; k++) rt_tensor_free(s->outputs[k]), s->outputs[k] = NULL;
     rt_stats stats = {0};
-    if (tool_execute(tb, g, s->inputs, s->params, s->outputs, &stats, d) != 0) {
+    if (mr->comm ? tool_mesh_run_execute(mr, g, s->inputs, s->params, s->outputs, &stats, d) != 0
+                 : tool_execute(tb, g, s->inputs, s->params, s->outputs, &stats, d) != 0) {
       rc = -1;
       break;
     }
@@ -249,6 +265,114 @@ static int generate(const tool_backend *tb, const ir_graph *g, const gen_opts *o
   }
   free(c);
   return rc;
+}
+
+/* The same loop over the KV cache: the prefill of the prompt, then one
+ * decode step per token while the positions fit the window T; past it,
+ * each step is a prefill of the last T tokens (the window slides: the
+ * positions of the cached rows would change), exactly what --no-kv-cache
+ * computes. */
+static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, const ir_graph *pre, const ir_graph *dec,
+                           int pos_input, const gen_opts *o, int32_t *ids, size_t n_prompt,
+                           rt_tensor *const *params, rt_tensor *const *dec_params, ir_diag *d) {
+  int li = output_index(pre, "logits");
+  const ir_type *lt = &pre->outputs[li].value->type;
+  int64_t T = pre->inputs[input_index(pre, "tokens")]->type.dims[1], V = lt->dims[lt->rank - 1];
+  if (lt->dtype != IR_DT_F32)
+    return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
+  char err[1024] = "";
+  const rt_backend *b = tb && tb->backend ? tb->backend : &rt_cpu_backend;
+  rt_generator_options go = {.comm = mr->comm, .coord = mr->coord};
+  rt_generator *gen = rt_generator_new(b, &tb->device, pre, dec, pos_input, params, dec_params, &go, err, sizeof err);
+  if (!gen) return ir_error_plain(d, "%s", err), -1;
+  cand *c = malloc((size_t)V * sizeof *c);
+  float *row = malloc((size_t)V * sizeof *row);
+  if (!c || !row) IR_DIE("out of memory (c, row)");
+  int rc = 0;
+  size_t n = n_prompt;
+  for (int64_t step = 0; step < o->max_new && rc == 0; step++) {
+    if (step == 0 || n > (size_t)T) { /* the window: the last T tokens */
+      size_t start = n > (size_t)T ? n - (size_t)T : 0;
+      rc = rt_generator_prefill(gen, ids + start, (int64_t)(n - start), row, err, sizeof err);
+    } else {
+      rc = rt_generator_decode(gen, ids[n - 1], (int64_t)(n - 1), row, err, sizeof err);
+    }
+    if (rc != 0) {
+      ir_error_plain(d, "%s", err);
+      break;
+    }
+    ids[n++] = pick(row, V, o, rt_random_uniform(o->seed, 0x67656eu, (uint64_t)step), c);
+  }
+  free(c);
+  free(row);
+  rt_generator_free(gen);
+  return rc;
+}
+
+/* -D NAME=VALUE in o, replacing one given before. */
+static int set_define(tool_compile_opts *o, const char *name, const char *value, ir_diag *d) {
+  for (int i = 0; i < o->fe.n_defines; i++)
+    if (strcmp(o->defines[i].name, name) == 0) {
+      o->defines[i].value = value;
+      return 0;
+    }
+  return tool_add_define(o, name, value, d);
+}
+
+/* The first passes of the cache's graphs: canonicalize (the inference
+ * form of dropout goes) and fuse-attention. */
+static int front_passes(ir_graph *g, ir_diag *d) {
+  static const pass_id front[] = {PASS_CANONICALIZE, PASS_FUSE_ATTENTION};
+  pass_options po = {.diag = d};
+  return pass_run_pipeline(g, front, 2, &po);
+}
+
+/* Every parameter of dec (the model at T = 1) is one of whole's (the model
+ * at the window), of the same type: both graphs bind the same tensors. */
+static int same_params(const ir_graph *dec, const ir_graph *whole, const char *file, ir_diag *d) {
+  for (int i = 0; i < dec->n_params; i++) {
+    const ir_value *p = dec->params[i], *w = NULL;
+    for (int j = 0; j < whole->n_params && !w; j++)
+      if (strcmp(whole->params[j]->name, p->name) == 0) w = whole->params[j];
+    char a[128], b[128];
+    if (!w || !ir_type_equal(&w->type, &p->type)) {
+      ir_error(d, p->loc,
+               "generate: parameter %s is %s in the model at its window but %s at T = 1 (the decode graph): the KV "
+               "cache needs parameters that do not depend on T; --no-kv-cache runs %s",
+               p->name, w ? ir_type_str(&w->type, a, sizeof a) : "absent", ir_type_str(&p->type, b, sizeof b), file);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The decode graph: the model loaded again at T = 1, made a decode step
+ * over a cache of `window` rows (its parameters those of whole, the model
+ * on one device); NULL after reporting. *text: its source, which d quotes
+ * in messages (the caller frees it after the last one). */
+static ir_graph *decode_graph(const tool_compile_opts *o, const ir_graph *whole, int64_t window, int *pos_input,
+                              char **text, ir_diag *d) {
+  fe_config_set *cs = tool_configs(o);
+  bool has_t = cs && cs->chosen && fe_config_const(cs->chosen, "T");
+  fe_config_set_free(cs);
+  if (!has_t) {
+    ir_error_plain(d, "%s: generate with the KV cache compiles the model at T = 1 and needs the window as a config "
+                      "constant T (as examples/gpt.tg); --no-kv-cache runs without it",
+                   o->file);
+    return NULL;
+  }
+  tool_compile_opts o1 = *o;
+  o1.after = NULL;
+  if (set_define(&o1, "T", "1", d) != 0) return NULL;
+  ir_graph *g = tool_load(&o1, d, text);
+  int n_layers = 0;
+  if (g && (same_params(g, whole, o->file, d) != 0 || front_passes(g, d) != 0 ||
+            pass_kv_decode(g, window, &n_layers, pos_input, d) != 0 ||
+            tool_run_passes(g, &o1, d, stdout) != 0)) {
+    ir_graph_free(g);
+    return NULL;
+  }
+  return g;
 }
 
 /* The model's shape for generation: an input tokens i32[1, T], an output logits [1, T, V]. */
@@ -319,25 +443,29 @@ static void print_result(const int32_t *ids, size_t n, const char *text, size_t 
 int tool_cmd_generate(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("%s%s\n%s", generate_help, tool_backend_help, tool_common_help);
+      printf("%s%s%s%s\n%s", generate_help, tool_weights_help, tool_backend_help, generate_help_tail,
+             tool_common_help);
       return 0;
     }
   ir_diag *d = tool_diag_new();
   tool_compile_opts o = {0};
   gen_opts go = {0};
   tool_backend backend = {0};
+  tool_weights weights = {0};
   int rc = 0, r;
   for (int i = 1; i < argc && rc == 0; i++) {
-    if ((r = tool_parse_common(&o, argc, argv, &i, d)) == 0 && (r = parse_gen_flag(&go, argc, argv, &i, d)) == 0)
+    if ((r = tool_parse_common(&o, argc, argv, &i, d)) == 0 && (r = parse_gen_flag(&go, argc, argv, &i, d)) == 0 &&
+        (r = tool_parse_weights_flag(argc, argv, &i, &weights, d)) == 0)
       r = tool_parse_backend(argc, argv, &i, &backend, d);
     if (r < 0) rc = 1;
     else if (r == 0 && tool_positional("generate", argv[i], &o, d) != 0) rc = 1;
   }
   if (rc == 0 && tool_need_file("generate", &o, d) != 0) rc = 1;
-  if (rc == 0 && o.mesh_set) {
-    ir_error_plain(d, "generate: --mesh is not supported yet (one device)");
+  if (rc == 0 && go.resume && weights.path) {
+    ir_error_plain(d, "generate: give the parameters by --resume STATE or by --weights PATH, not both");
     rc = 1;
   }
+  weights.model = o.file;
   if (rc == 0 && (!go.prompt || go.max_new == 0)) {
     ir_error_plain(d, "generate: %s is required", !go.prompt ? "--prompt TEXT" : "--max-new-tokens N");
     rc = 1;
@@ -354,41 +482,74 @@ int tool_cmd_generate(int argc, char **argv) {
     rc = 1;
   }
   if (rc == 0 && model_sizes(&o, st, store, d) != 0) rc = 1;
+  /* --mesh of more than one rank: each rank runs its block of the graphs
+   * (run_mesh.c); the parameters are bound on the one-device graph */
+  tool_mesh_run mr = {.command = "generate"};
+  if (rc == 0 && o.mesh_set && ir_mesh_ranks(&o.mesh) > 1 && tool_mesh_run_open(&mr, &o, &backend, d) != 0) rc = 1;
+  ir_diag *ed = mr.diag ? mr.diag : d; /* ranks other than 0 print nothing */
   char *text = NULL;
   ir_graph *g = NULL;
-  if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
-  if (rc == 0 && check_model(g, o.file, d) != 0) rc = 1;
-  if (rc == 0 && tool_run_passes(g, &o, d, stdout) != 0) rc = 1;
-  if (rc == 0 && tool_check_memory(g, d) != 0) rc = 1;
+  if (rc == 0 && !(g = tool_load(&o, ed, &text))) rc = 1;
+  if (rc == 0 && check_model(g, o.file, ed) != 0) rc = 1;
+  int n_layers = 0;
+  if (rc == 0 && !go.no_cache && (front_passes(g, ed) != 0 || pass_kv_prefill(g, &n_layers, ed) != 0)) rc = 1;
+  if (rc == 0 && tool_run_passes(g, &o, ed, stdout) != 0) rc = 1;
+  if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, &o) != 0) rc = 1;
+  ir_graph *gw = mr.whole ? mr.whole : g; /* the graph whose values are bound: one device's */
+  if (rc == 0 && tool_check_memory(g, ed) != 0) rc = 1;
   tool_slots slots = {0};
-  tool_input_spec *specs = g ? calloc((size_t)g->n_inputs + 1, sizeof *specs) : NULL;
-  for (int i = 0; g && i < g->n_inputs; i++) specs[i] = (tool_input_spec){g->inputs[i]->name, "0"};
-  if (g) tool_alloc_slots(g, &slots);
-  if (rc == 0 && tool_bind_all(g, specs, g->n_inputs, go.seed, true, slots.inputs, slots.params, d) != 0) rc = 1;
-  if (rc == 0 && st && load_params(g, st, go.resume, slots.params, d) != 0) rc = 1;
+  tool_input_spec *specs = gw ? calloc((size_t)gw->n_inputs + 1, sizeof *specs) : NULL;
+  for (int i = 0; gw && i < gw->n_inputs; i++) specs[i] = (tool_input_spec){gw->inputs[i]->name, "0"};
+  if (gw) tool_alloc_slots(gw, &slots);
+  if (rc == 0 && tool_bind_all(gw, specs, gw->n_inputs, go.seed, true, slots.inputs, slots.params, ed) != 0) rc = 1;
+  if (rc == 0 && st && load_params(gw, st, go.resume, slots.params, ed) != 0) rc = 1;
+  if (rc == 0 && tool_bind_weights(gw, &weights, slots.params, ed) != 0) rc = 1;
   int32_t *ids = NULL;
   size_t n_prompt = 0;
-  if (rc == 0 && encode_prompt(tk, go.prompt, &ids, &n_prompt, d) != 0) rc = 1;
+  if (rc == 0 && encode_prompt(tk, go.prompt, &ids, &n_prompt, ed) != 0) rc = 1;
   if (rc == 0) {
-    int ti = input_index(g, "tokens"), li = output_index(g, "logits");
-    int64_t T = g->inputs[ti]->type.dims[1], V = g->outputs[li].value->type.dims[2];
+    int ti = input_index(gw, "tokens"), li = output_index(gw, "logits");
+    int64_t T = gw->inputs[ti]->type.dims[1], V = gw->outputs[li].value->type.dims[2];
     if (n_prompt == 0) {
-      ir_error_plain(d, "--prompt: the prompt has no tokens");
+      ir_error_plain(ed, "--prompt: the prompt has no tokens");
       rc = 1;
     } else if ((int64_t)n_prompt > T) {
-      ir_error_plain(d, "--prompt: the prompt is %zu tokens, longer than the model's context of %lld", n_prompt,
+      ir_error_plain(ed, "--prompt: the prompt is %zu tokens, longer than the model's context of %lld", n_prompt,
                      (long long)T);
       rc = 1;
     }
     for (size_t i = 0; rc == 0 && i < n_prompt; i++)
       if (ids[i] >= V) {
-        ir_error_plain(d, "--prompt: token %lld (position %zu) is outside the model's vocabulary of %lld%s",
+        ir_error_plain(ed, "--prompt: token %lld (position %zu) is outside the model's vocabulary of %lld%s",
                        (long long)ids[i], i, (long long)V, tk ? "" : " (text is bytes: give --vocab 256 to train)");
         rc = 1;
       }
   }
   if (rc == 0 && !(ids = realloc(ids, (n_prompt + (size_t)go.max_new) * sizeof *ids))) abort();
-  if (rc == 0 && generate(&backend, g, &go, ids, n_prompt, &slots, d) != 0) rc = 1;
+  ir_graph *dec = NULL;
+  char *dec_text = NULL;
+  rt_tensor **local[2] = {NULL, NULL}; /* with a mesh: this rank's blocks of the parameters of g, dec */
+  if (rc == 0 && !go.no_cache) {
+    int64_t T = g->inputs[input_index(g, "tokens")]->type.dims[1];
+    int pos_input = -1;
+    if (!(dec = decode_graph(&o, gw, T, &pos_input, &dec_text, ed))) rc = 1;
+    const ir_graph *gs[2] = {g, dec};
+    for (int k = 0; k < 2 && rc == 0 && mr.comm; k++) {
+      if (!(local[k] = calloc((size_t)gs[k]->n_params + 1, sizeof *local[k]))) IR_DIE("out of memory (local)");
+      if (tool_mesh_run_params(&mr, gs[k], slots.params, local[k], ed) != 0) rc = 1;
+    }
+    if (rc == 0 && generate_cached(&backend, &mr, g, dec, pos_input, &go, ids, n_prompt,
+                                   mr.comm ? local[0] : slots.params, mr.comm ? local[1] : slots.params, ed) != 0)
+      rc = 1;
+  } else if (rc == 0 && generate(&backend, &mr, g, gw, &go, ids, n_prompt, &slots, ed) != 0) {
+    rc = 1;
+  }
+  for (int k = 0; k < 2; k++) {
+    const ir_graph *gk = k ? dec : g;
+    for (int i = 0; local[k] && i < gk->n_params; i++) rt_tensor_free(local[k][i]);
+    free(local[k]);
+  }
+  ir_graph_free(dec);
   size_t len = 0;
   char *out = rc == 0 ? decode_ids(tk, ids + n_prompt, (size_t)go.max_new, &len, d) : NULL;
   if (rc == 0 && !out) rc = 1;
@@ -396,9 +557,11 @@ int tool_cmd_generate(int argc, char **argv) {
   free(out);
   free(ids);
   free(specs);
-  if (g) tool_free_slots(g, &slots);
+  if (gw) tool_free_slots(gw, &slots);
+  tool_mesh_run_close(&mr);
   ir_graph_free(g);
   free(text);
+  free(dec_text);
   rt_tokenizer_free(tk);
   rt_safetensors_free(st);
   ir_diag_free(d);

@@ -24,8 +24,8 @@ int tool_mesh_run_open(tool_mesh_run *mr, tool_compile_opts *o, const tool_backe
     return -1;
   }
   if (tb->backend && tb->backend != &rt_cpu_backend) {
-    ir_error_plain(d, "--backend %s: tgc run --mesh runs on the cpu backend (tgc train --mesh runs on the others)",
-                   tb->backend->name);
+    ir_error_plain(d, "--backend %s: tgc %s --mesh runs on the cpu backend (tgc train --mesh runs on the others)",
+                   tb->backend->name, mr->command ? mr->command : "run");
     return -1;
   }
   rt_comm_options co = {0};
@@ -76,6 +76,17 @@ static int blocks(const ir_graph *g, ir_value *const *vs, int n, ir_value *const
       return -1;
     }
     if (rt_shard_extract(whole[j], local[i], &vs[i]->shard, &g->mesh, coord, err, errlen) != 0) return -1;
+  }
+  return 0;
+}
+
+int tool_mesh_run_params(tool_mesh_run *mr, const ir_graph *g, rt_tensor *const *whole, rt_tensor **local,
+                         ir_diag *d) {
+  char err[1024] = "";
+  const ir_graph *w = mr->whole;
+  if (blocks(g, g->params, g->n_params, w->params, w->n_params, whole, mr->coord, local, err, sizeof err) != 0) {
+    ir_error_plain(d, "%s", err);
+    return -1;
   }
   return 0;
 }

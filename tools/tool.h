@@ -231,6 +231,7 @@ typedef struct {
   const tool_backend *backend;
   ir_diag *d;
   ir_graph *whole;               /* tool_mesh_run_compile_whole */
+  const char *command;           /* in: "run" (NULL) or "generate", for messages */
   char *whole_text;
 } tool_mesh_run;
 /* --mesh of more than one rank: the communicator (-1 after reporting: a
@@ -244,6 +245,10 @@ int tool_mesh_run_compile_whole(tool_mesh_run *mr, const tool_compile_opts *o);
  * (and on every rank without pp). -1 after reporting through d. */
 int tool_mesh_run_execute(tool_mesh_run *mr, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
                           rt_tensor **outputs, rt_stats *stats, ir_diag *d);
+/* local[i] (new host tensors, the caller frees): this rank's block of the
+ * parameter of mr->whole (whole: its tensors) that g's parameter i is. */
+int tool_mesh_run_params(tool_mesh_run *mr, const ir_graph *g, rt_tensor *const *whole, rt_tensor **local,
+                         ir_diag *d);
 void tool_mesh_run_close(tool_mesh_run *mr);
 
 /* ---- profile.c ---- */

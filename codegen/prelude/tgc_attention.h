@@ -2,7 +2,9 @@
 // style: the T x S scores never leave shared memory or registers.
 //
 //   attention(q[BH,T,E], k[BH,S,E], v[BH,S,F]) {scale, causal} -> o[BH,T,F], lse[BH,T]
-//     s_ij = scale q_i . k_j, masked where j > i + (S - T) when causal;
+//     s_ij = scale q_i . k_j, masked where j > i + (S - T) when causal
+//     (j > i + qpos[0] with attention's optional 4th operand, a decode step;
+//     the scalar kernel only);
 //     o_i = softmax(s_i) v, lse_i = log sum_j e^(s_ij)
 //   backward (FlashAttention-2's): p_ij = e^(s_ij - lse_i), D_i = do_i . o_i,
 //     dv_j = sum_i p_ij do_i, ds_ij = p_ij (do_i . v_j - D_i),
@@ -36,6 +38,9 @@
 // with E and F multiples of 16 run them on tensor cores
 // (attention_bwd_dkdv_mma, attention_bwd_dq_mma), otherwise operands are
 // widened to float in shared memory.
+// Grouped-query attention (the forward kernels' group argument, H = 1):
+// k, v hold BH / group heads, query head bh reads kv head bh / group (no
+// copy); the backward takes them repeated (the VJP repeats them).
 // Layouts: H = 1, q[BH,T,E] and the rest as above; H > 1 (the op's `heads`
 // attribute), q[B,T,H,E], k[B,S,H,E], v[B,S,H,F], o and do [B,T,H,F], dq,
 // dk, dv as q, k, v, lse[B,H,T]: head bh = b*H + h is rows t*H*E + h*E of
@@ -107,9 +112,13 @@ __device__ __forceinline__ void att_load_rows(SR &rows, const L *lse, const A *d
 template <class A, int BR, int BC, int E, int F, bool CAUSAL, int H, class T, class L, class SQ, class SK, class SV,
           class SS, class SR>
 __device__ __forceinline__ void attention_fwd(const T *q, const T *k, const T *v, T *o, L *lse, long long Tq, long long S,
-                                              A scale, SQ &Qs, SK &Ks, SV &Vs, SS &Ss, SR &rows) {
-  const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = S - Tq;
-  const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
+                                              A scale, SQ &Qs, SK &Ks, SV &Vs, SS &Ss, SR &rows,
+                                              const int *qpos = nullptr, long long group = 1) {
+  // qpos (attention's 4th operand, a decode step over a KV cache): row i
+  // sees keys j <= i + qpos[0]; without it j <= i + S - Tq. group: query
+  // heads per kv head (grouped-query), kv head bh / group read in place
+  const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = qpos ? (long long)qpos[0] : S - Tq;
+  const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh / group, S, E), *vb = att_head<H>(v, bh / group, S, F);
   const int tid = (int)threadIdx.x;
   enum { NO = (BR * F + ATT_THREADS - 1) / ATT_THREADS };
   A acc[NO];
@@ -378,11 +387,12 @@ __device__ __forceinline__ float att_exp2(float x) {
 
 template <int E, int F, bool CAUSAL, int H, int STAGES, class T, class SK, class SV>
 __device__ __forceinline__ void attention_fwd_mma(const T *q, const T *k, const T *v, T *o, float *lse, long long Tq,
-                                                  long long S, float scale, SK &Ks, SV &Vs) {
+                                                  long long S, float scale, SK &Ks, SV &Vs, long long group = 1) {
   enum { BR = 64, BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y, ib = att_block_rows<BR, CAUSAL>(), i0 = ib + warp * 16, off = S - Tq;
-  const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
+  // grouped-query (group query heads per kv head): kv head bh / group, read in place
+  const T *qb = att_head<H>(q, bh, Tq, E), *kb = att_head<H>(k, bh / group, S, E), *vb = att_head<H>(v, bh / group, S, F);
   const float NEG_INF = -tgc_inf_f(), sl2 = scale * att_log2e();  // m and the scores in log2 units
   unsigned qa[E / 16][4];  // this warp's 16 rows of q
   att_frag_a<E, H * E>(qa, qb, i0, Tq, g, t);

@@ -2,8 +2,13 @@
  * style) for the ATTENTION and ATTENTION_GRAD ops the fuse-attention pass
  * makes.
  *
- *   attention(q[..,T,E], k[..,S,E], v[..,S,F]) {scale, causal} -> (o[..,T,F], lse[..,T])
- *     s_ij = scale * q_i . k_j, masked (-inf) where j > i + (S - T) if causal
+ *   attention(q[..,T,E], k[..,S,E], v[..,S,F] [, qpos]) {scale, causal} -> (o[..,T,F], lse[..,T])
+ *     s_ij = scale * q_i . k_j, masked (-inf) where j > i + off if causal,
+ *     off = S - T, or qpos[0] when given (a decode step: q's rows are the
+ *     positions qpos[0].. of a KV cache k, v of S rows, the later rows unread);
+ *     grouped-query (k, v with Hkv of q's Hq heads on the dim before T):
+ *     query head h reads kv head h / (Hq / Hkv) in place, no copy
+ *     (attention_grad takes k and v repeated: its VJP repeats them)
  *     o_i = sum_j softmax(s_i)_j v_j,  lse_i = log sum_j exp(s_ij)
  *   attention_grad(q, k, v, o, lse, do) -> (dq, dk, dv)
  *
@@ -78,7 +83,7 @@ static void ATT_FN(att_axpy_rows)(ATT_REAL *restrict acc, int64_t n, const ATT_R
  * o must be zeroed. Returns -1 if scratch memory ran out. */
 static int ATT_FN(att_forward)(const ATT_REAL *restrict q, const ATT_REAL *restrict k, const ATT_REAL *restrict v,
                                ATT_REAL *restrict o, ATT_REAL *restrict lse, const att_dims *d) {
-  const int64_t T = d->t, S = d->s, E = d->e, F = d->f, off = S - T;
+  const int64_t T = d->t, S = d->s, E = d->e, F = d->f, off = d->off;
   const int64_t nqb = (T + ATT_BR - 1) / ATT_BR, tasks = d->bh * nqb;
   const ATT_REAL scale = (ATT_REAL)d->scale;
   int failed = 0;
@@ -97,7 +102,8 @@ static int ATT_FN(att_forward)(const ATT_REAL *restrict q, const ATT_REAL *restr
     for (int64_t task = 0; task < tasks; task++) {
       if (!ok) continue;
       int64_t bh = task / nqb, i0 = (task % nqb) * ATT_BR, i1 = i0 + ATT_BR < T ? i0 + ATT_BR : T;
-      const ATT_REAL *qb = q + bh * T * E, *kb = k + bh * S * E, *vb = v + bh * S * F;
+      const int64_t kvh = bh / d->group; /* grouped-query: the kv head query head bh reads */
+      const ATT_REAL *qb = q + bh * T * E, *kb = k + kvh * S * E, *vb = v + kvh * S * F;
       ATT_REAL *ob = o + bh * T * F, *lb = lse + bh * T;
       for (int64_t r = 0; r < i1 - i0; r++) m[r] = -INFINITY, l[r] = 0;
       int64_t jend = d->causal ? (i1 + off < S ? i1 + off : S) : S; /* keys any row of the block sees */
@@ -247,6 +253,8 @@ enum { ATT_BR = 32, ATT_BC = 64 }; /* query rows per forward task, keys per bloc
 
 typedef struct {
   int64_t bh, t, s, e, f; /* batch elements (product of the batch dims), T, S, E, F */
+  int64_t off;            /* row i sees keys j <= i + off when causal: S - T, or qpos[0] (attention's 4th operand) */
+  int64_t group;          /* query heads per kv head (grouped-query attention: k, v have bh / group heads); 1 */
   double scale;
   bool causal;
 } att_dims;
@@ -309,6 +317,15 @@ static inline float att_expf(float x) {
 #undef ATT_EXP
 #undef ATT_LOG
 
+/* Grouped-query: an attention (not its grad, not the heads layout) whose
+ * k has fewer heads (the dim before S) than q. */
+static bool att_gqa(const rt_kctx *k) {
+  const ir_type *q = &k->in[0]->type, *kk = &k->in[1]->type;
+  int r = q->rank;
+  return k->node->op == IR_OP_ATTENTION && !ir_node_attr(k->node, "heads") && r >= 3 && kk->rank == r &&
+         kk->dims[r - 3] > 0 && kk->dims[r - 3] != q->dims[r - 3] && q->dims[r - 3] % kk->dims[r - 3] == 0;
+}
+
 /* Reads the dims from the q, k, v tensors (verified types) and the node's attributes. */
 static att_dims att_dims_of(const rt_kctx *k) {
   const ir_type *q = &k->in[0]->type, *kk = &k->in[1]->type, *v = &k->in[2]->type;
@@ -321,6 +338,9 @@ static att_dims att_dims_of(const rt_kctx *k) {
   d.f = v->dims[r - 1];
   d.scale = ir_node_attr_float(k->node, "scale", 1.0);
   d.causal = ir_node_attr_int(k->node, "causal", 0) != 0;
+  d.off = d.s - d.t;
+  d.group = att_gqa(k) ? q->dims[r - 3] / kk->dims[r - 3] : 1;
+  if (k->node->op == IR_OP_ATTENTION && k->node->n_in == 4) d.off = *(const int32_t *)k->in[3]->data;
   return d;
 }
 
@@ -330,8 +350,9 @@ static bool att_shapes_ok(const rt_kctx *k, int n_in) {
   const ir_type *q = &k->in[0]->type, *kk = &k->in[1]->type, *v = &k->in[2]->type;
   int r = q->rank;
   if (r < 2 || kk->rank != r || v->rank != r || kk->dtype != q->dtype || v->dtype != q->dtype) return false;
-  bool ok = q->dims[r - 1] == kk->dims[r - 1] && kk->dims[r - 2] == v->dims[r - 2];
-  for (int i = 0; ok && i < r - 2; i++) ok = q->dims[i] == kk->dims[i] && q->dims[i] == v->dims[i];
+  bool ok = q->dims[r - 1] == kk->dims[r - 1] && kk->dims[r - 2] == v->dims[r - 2], gqa = att_gqa(k);
+  for (int i = 0; ok && i < r - 2; i++)
+    ok = gqa && i == r - 3 ? v->dims[i] == kk->dims[i] : q->dims[i] == kk->dims[i] && q->dims[i] == v->dims[i];
   if (!ok) return false;
   ir_type o = *q, lse = *q;
   o.dims[r - 1] = v->dims[r - 1];

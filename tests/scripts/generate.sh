@@ -1,10 +1,15 @@
 #!/bin/bash
-# tests/scripts/generate.sh TGC — `tgc generate` (issue 18, item 4, without
-# the KV cache): a tiny GPT (examples/gpt.tg) trained on a text file of one
-# repeated sentence, bytes as tokens (--data text:PATH --vocab 256), then
+# tests/scripts/generate.sh TGC — `tgc generate` (issue 18, item 4): a tiny
+# GPT (examples/gpt.tg) trained on a text file of one repeated sentence,
+# bytes as tokens (--data text:PATH --vocab 256), then
 #  - greedy generation from its state continues the sentence, the same on
-#    cpu and cuda-emu, with and without --no-kv-cache;
+#    cpu and cuda-emu, with the KV cache (the default) and with
+#    --no-kv-cache, token for token, also past the context (the window
+#    slides); examples/llama.tg with grouped-query attention (nKV 2 < nH 4)
+#    the same with and without the cache on cpu and cuda-emu;
 #  - --json prints {"ids": [...], "text": "..."} with the ids of the text;
+#  - --weights (a plain safetensors file, tgc's names or HF GPT-2's through
+#    examples/maps/hf_gpt2.map) gives what --resume gives;
 #  - sampling (--temperature, --top-k, --top-p) is the same for the same
 #    --seed, and stays inside the top-k;
 #  - --tokenizer encodes the prompt with a tokenizer.json (a random model of
@@ -25,7 +30,32 @@ out=$(gen --prompt "the quick" --max-new-tokens 30) || fail "generate"
 for b in cpu cuda-emu; do
   o2=$(gen --prompt "the quick" --max-new-tokens 30 --backend $b --no-kv-cache) || fail "generate --backend $b"
   [ "$o2" = "$out" ] || fail "$b --no-kv-cache: '$o2' != '$out'"
+  o2=$(gen --prompt "the quick" --max-new-tokens 30 --backend $b) || fail "generate --backend $b (KV cache)"
+  [ "$o2" = "$out" ] || fail "$b KV cache: '$o2' != '$out'"
+  # past the context of 16: the window slides (each step a prefill of the last 16)
+  c1=$(gen --prompt "over" --max-new-tokens 24 --backend $b --json) || fail "$b 24 tokens (cache)"
+  c2=$(gen --prompt "over" --max-new-tokens 24 --backend $b --json --no-kv-cache) || fail "$b 24 tokens"
+  [ "$c1" = "$c2" ] || fail "$b past the context, cache / no cache: $c1 / $c2"
+  # llama-style, grouped-query (2 kv heads for 4 query heads), random weights
+  # and a context of 24 (so 20 of the 30 steps are decode steps)
+  ll="examples/llama.tg --config tiny -D V=256 -D ctx=24 -D nKV=2 --prompt abcd --max-new-tokens 30 --json --backend $b"
+  l1=$("$tgc" generate $ll) || fail "$b llama GQA (cache)"
+  l2=$("$tgc" generate $ll --no-kv-cache) || fail "$b llama GQA"
+  [ "$l1" = "$l2" ] || fail "$b llama GQA cache / no cache: $l1 / $l2"
 done
+# --weights: the state exported as plain safetensors (tgc's names, and HF
+# GPT-2's through the shipped map) gives the same continuation
+"$tgc" export-weights $gpt -D V=256 --resume "$d/s.st" -o "$d/w.safetensors" >/dev/null || fail "export-weights"
+"$tgc" export-weights $gpt -D V=256 --resume "$d/s.st" --map examples/maps/hf_gpt2.map -o "$d/hf.safetensors" >/dev/null ||
+  fail "export-weights --map"
+w1=$("$tgc" generate $gpt -D V=256 --weights "$d/w.safetensors" --prompt "the quick" --max-new-tokens 30) ||
+  fail "generate --weights"
+[ "$w1" = "$out" ] || fail "--weights: '$w1' != '$out'"
+w2=$("$tgc" generate $gpt -D V=256 --weights "$d/hf.safetensors" --map examples/maps/hf_gpt2.map --prompt "the quick" \
+  --max-new-tokens 30) || fail "generate --weights --map"
+[ "$w2" = "$out" ] || fail "--weights --map hf_gpt2: '$w2' != '$out'"
+msg=$(gen --weights "$d/w.safetensors" --prompt a --max-new-tokens 1 2>&1) && fail "--resume and --weights accepted"
+[ "$msg" = "tgc: error: generate: give the parameters by --resume STATE or by --weights PATH, not both" ] || fail "$msg"
 # past the context (16): the window slides, the sentence goes on
 long=$(gen --prompt "the lazy dog. the" --max-new-tokens 2 2>&1) && fail "17-byte prompt accepted: $long"
 [ "$long" = "tgc: error: --prompt: the prompt is 17 tokens, longer than the model's context of 16" ] ||
@@ -76,8 +106,9 @@ msg=$("$tgc" generate $gpt --max-new-tokens 1 2>&1) && fail "no --prompt accepte
 [ "$msg" = "tgc: error: generate: --prompt TEXT is required" ] || fail "$msg"
 msg=$("$tgc" generate examples/mlp.tg --prompt a --max-new-tokens 1 2>&1) && fail "mlp accepted"
 case "$msg" in *'generate needs an input "tokens" and an output "logits"'*) ;; *) fail "mlp: $msg" ;; esac
-msg=$("$tgc" generate $gpt --prompt a --max-new-tokens 1 --mesh tp=2 2>&1) && fail "--mesh accepted"
-[ "$msg" = "tgc: error: generate: --mesh is not supported yet (one device)" ] || fail "$msg"
+# --mesh tp=2 runs under mpirun (tests/cli/generate_tp.tg); one process is refused
+msg=$("$tgc" generate $gpt --prompt a --max-new-tokens 1 --mesh tp=2 2>&1) && fail "--mesh without mpirun accepted"
+[ "$msg" = "tgc: error: --mesh tp=2 needs 2 ranks, but tgc runs as 1 process (start it with mpirun -np 2)" ] || fail "$msg"
 msg=$(gen --prompt a --max-new-tokens 0 2>&1) && fail "--max-new-tokens 0 accepted"
 [ "$msg" = "tgc: error: --max-new-tokens needs an integer in [1, 1000000], not '0'" ] || fail "$msg"
 msg=$(gen --prompt a --max-new-tokens 1 --top-p 1.5 2>&1) && fail "--top-p 1.5 accepted"

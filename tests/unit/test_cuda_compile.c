@@ -2,7 +2,9 @@
  * compiles with the real NVRTC and assembles with ptxas for sm_80 and
  * sm_90, with 0 bytes of spills.
  *
- * The graphs: each example's forward graph (the default pipeline), and for
+ * The graphs: each example's forward graph (the default pipeline); llama
+ * tiny's generation graphs with grouped-query attention (prefill and the
+ * decode step over the KV cache, f32 and bf16); and for
  * the examples that train (a scalar loss and parameters) the training
  * program's step graph (forward + backward) and update graph (Adam with
  * clipping); each in f32 and mixed precision bf16 and f16 (f16 with loss
@@ -106,6 +108,38 @@ static void compile_example(const char *path, const char *config, bool trains, i
   ir_diag_free(d);
 }
 
+/* Generation's graphs (passes/kv_cache.c) of llama tiny with grouped-query
+ * attention (2 kv heads for 4 query heads): the prefill (the fused
+ * attention reading the kv heads in place) and the decode step (the
+ * attention over the cache with its qpos operand, the cache row written by
+ * a fused where), in dtype dt (0: f32). */
+static void compile_generation(int dt) {
+  const char *path = "examples/llama.tg", *dn = dt ? ir_dtype_name((ir_dtype)dt) : "f32";
+  ir_diag *d = ir_diag_new(stderr);
+  size_t len;
+  char *text = ir_read_file(path, 1 << 22, &len, d);
+  for (int decode = 0; decode < 2 && text; decode++) {
+    fe_define defs[3] = {{"nKV", "2"}, {"B", "1"}, {"T", "1"}};
+    fe_options fo = {.config = "tiny", .defines = defs, .n_defines = decode ? 3 : 2};
+    ir_graph *g = fe_compile(path, text, len, &fo, d);
+    CHECK(g != NULL);
+    pass_options po = {.diag = d};
+    static const pass_id front[2] = {PASS_CANONICALIZE, PASS_FUSE_ATTENTION};
+    int n_layers = 0, pos = -1;
+    if (g && dt) CHECK_EQ_INT(pass_mixed_precision(g, (ir_dtype)dt, d), 0);
+    if (g) CHECK_EQ_INT(pass_run_pipeline(g, front, 2, &po), 0);
+    if (g) CHECK_EQ_INT(decode ? pass_kv_decode(g, 16, &n_layers, &pos, d) : pass_kv_prefill(g, &n_layers, d), 0);
+    if (g && pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &po) == 0) {
+      char what[128];
+      snprintf(what, sizeof what, "%s tiny nKV=2 %s %s", path, decode ? "decode" : "prefill", dn);
+      compile_graph(g, what);
+    }
+    ir_graph_free(g);
+  }
+  free(text);
+  ir_diag_free(d);
+}
+
 int main(void) {
   char err[1024];
 #if defined(__SANITIZE_ADDRESS__)
@@ -132,6 +166,7 @@ int main(void) {
   static const int dtypes[3] = {0, IR_DT_BF16, IR_DT_F16};
   for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++)
     for (int k = 0; k < 3; k++) compile_example(examples[e].path, examples[e].config, examples[e].trains, dtypes[k]);
+  for (int k = 0; k < 2; k++) compile_generation(dtypes[k]);
   printf("%d programs compiled, %d kernels assembled with 0 spills\n", programs, kernels_checked);
   cg_cache_free(cache);
   return check_done();

@@ -446,6 +446,13 @@ static void test_model_ops(void) {
   }
 }
 
+/* The inputs q, k, v of an attention case. */
+static void att_inputs(ir_graph *g, ir_value **in, ir_type q, ir_type k, ir_type v) {
+  in[0] = input(g, q);
+  in[1] = input(g, k);
+  in[2] = input(g, v);
+}
+
 /* attention and its gradient in one graph: (o, lse) = attention(q, k, v);
  * (dq, dk, dv) = attention_grad(q, k, v, o, lse, do). */
 static void attention_case(const char *name, ir_dtype dt, int64_t bh, int64_t t, int64_t s, int64_t e, int64_t f,
@@ -453,9 +460,7 @@ static void attention_case(const char *name, ir_dtype dt, int64_t bh, int64_t t,
   ir_graph *g = new_graph();
   begin_case();
   ir_value *qkv[6];
-  qkv[0] = input(g, T(dt, 3, bh, t, e));
-  qkv[1] = input(g, T(dt, 3, bh, s, e));
-  qkv[2] = input(g, T(dt, 3, bh, s, f));
+  att_inputs(g, qkv, T(dt, 3, bh, t, e), T(dt, 3, bh, s, e), T(dt, 3, bh, s, f));
   ir_attr a[2] = {ir_attr_float("scale", 1.0 / sqrt((double)e)), ir_attr_int("causal", causal)};
   ir_node *fw = node(g, IR_OP_ATTENTION, qkv, 3, a, 2, NULL);
   if (!fw) return;
@@ -463,6 +468,21 @@ static void attention_case(const char *name, ir_dtype dt, int64_t bh, int64_t t,
   qkv[4] = fw->out[1];
   qkv[5] = input(g, T(dt, 3, bh, t, f));
   if (node(g, IR_OP_ATTENTION_GRAD, qkv, 6, a, 2, NULL)) run_case(name, g, 0, NULL);
+}
+
+/* The forward alone on q[B, Hq, T, E], k[B, Hkv, S, E], v[B, Hkv, S, F]:
+ * grouped-query when Hkv < Hq (query head h reads kv head h / (Hq / Hkv),
+ * in place), and with qpos (a decode step over a KV cache: row i sees keys
+ * j <= i + qpos[0]; qpos random in [0, S), the int inputs' range). */
+static void attention_fwd_case(const char *name, ir_dtype dt, int64_t b, int64_t hq, int64_t hkv, int64_t t, int64_t s,
+                               int64_t e, int64_t f, bool causal, bool qpos) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value *in[4];
+  att_inputs(g, in, T(dt, 4, b, hq, t, e), T(dt, 4, b, hkv, s, e), T(dt, 4, b, hkv, s, f));
+  if (qpos) in[3] = input(g, T(IR_DT_I32, 1, D(1)));
+  ir_attr a[2] = {ir_attr_float("scale", 1.0 / sqrt((double)e)), ir_attr_int("causal", causal)};
+  if (node(g, IR_OP_ATTENTION, in, qpos ? 4 : 3, a, 2, NULL)) run_case(name, g, qpos ? s - t + 1 : 0, NULL);
 }
 
 /* The same in the `heads` layout fuse-transpose makes: q[B,T,H,E],
@@ -473,9 +493,7 @@ static void attention_heads_case(const char *name, ir_dtype dt, int64_t b, int64
   ir_graph *g = new_graph();
   begin_case();
   ir_value *qkv[6];
-  qkv[0] = input(g, T(dt, 4, b, t, h, e));
-  qkv[1] = input(g, T(dt, 4, b, s, h, e));
-  qkv[2] = input(g, T(dt, 4, b, s, h, f));
+  att_inputs(g, qkv, T(dt, 4, b, t, h, e), T(dt, 4, b, s, h, e), T(dt, 4, b, s, h, f));
   ir_attr a[3] = {ir_attr_float("scale", 1.0 / sqrt((double)e)), ir_attr_int("causal", causal), ir_attr_int("heads", h)};
   ir_node *fw = node(g, IR_OP_ATTENTION, qkv, 3, a, 3, NULL);
   if (!fw) return;
@@ -517,6 +535,13 @@ static void test_attention(void) {
   /* wide heads: the dk/dv kernel's query tiles of 32 and 16 rows */
   attention_case("attention f16 mma E 80 T 37 causal", IR_DT_F16, 1, 37, 37, 80, 80, true);
   attention_case("attention bf16 mma E 128 T 37 S 45 causal", IR_DT_BF16, 1, 37, 45, 128, 128, true);
+  /* grouped-query (the kv heads read in place) and decode steps (qpos) */
+  attention_fwd_case("attention GQA f32 Hq 4 Hkv 2 T 37 causal", IR_DT_F32, 2, 4, 2, 37, 37, 16, 16, true, false);
+  attention_fwd_case("attention GQA f32 Hq 6 Hkv 2 T 20 S 45 not causal", IR_DT_F32, 1, 6, 2, 20, 45, 8, 24, false, false);
+  attention_fwd_case("attention GQA bf16 mma Hq 4 Hkv 1 T 100 causal", IR_DT_BF16, 1, 4, 1, 100, 100, 32, 32, true, false);
+  attention_fwd_case("attention qpos f32 T 1 S 150", IR_DT_F32, 1, 4, 4, 1, 150, 16, 16, true, true);
+  attention_fwd_case("attention qpos GQA f32 Hq 4 Hkv 2 T 1 S 150", IR_DT_F32, 2, 4, 2, 1, 150, 8, 8, true, true);
+  attention_fwd_case("attention qpos bf16 (scalar) T 3 S 80", IR_DT_BF16, 1, 2, 2, 3, 80, 32, 32, true, true);
 }
 
 /* Which attention kernels the lowering picks: the tensor cores for bf16 /

@@ -14,8 +14,11 @@
  *    one key block and across three), causal with T < S; f64 versions are
  *    the same graphs with every f32 made f64. Parameters are N(0, 0.3) so
  *    the softmax rows are far from uniform;
+ *    llama tiny with nKV = 2 (grouped-query: the fused attention reads the 2
+ *    kv heads in place, the backward repeats them and sums dk, dv per group)
+ *    is among them;
  *  - forward mode: the JVP of the loss through the fused op equals the
- *    unfused one (f64, 1e-12);
+ *    unfused one (f64, 1e-12), llama GQA too;
  *  - the kernels are deterministic: 1 and 2 OpenMP threads give identical bits;
  *  - peak memory at T = 2048 (gpt tiny, -D ctx=2048, forward): the predicted
  *    peak (pass_predict_peak_bytes, equal to what the executor measures) of
@@ -215,6 +218,11 @@ static double compare_fused(const char *what, make_fn make, bool f64, int want_a
 /* ---- the models ---- */
 static ir_graph *make_gpt(bool f64) { return load_tg("examples/gpt.tg", "tiny", NULL, 0, f64); }
 static ir_graph *make_reverse(bool f64) { return load_tg("examples/reverse.tg", "tiny", NULL, 0, f64); }
+/* grouped-query attention: 2 kv heads for 4 query heads (llama.tg's repeat_kv) */
+static ir_graph *make_llama_gqa(bool f64) {
+  static const fe_define d[] = {{"nKV", "2"}};
+  return load_tg("examples/llama.tg", "tiny", d, 1, f64);
+}
 static ir_graph *make_block(bool f64) {
   static const fe_define d[] = {{"L", "12"}};
   return load_tg("examples/transformer_block.tg", NULL, d, 1, f64);
@@ -357,6 +365,7 @@ static void test_equivalence(void) {
       {"non-causal T=5 S=7 einsum", make_noncausal, 1, 0},
       {"non-causal T=40 S=150", make_long, 1, 0},
       {"causal T=70 S=100", make_causal, 1, 0},
+      {"llama tiny nKV=2 (GQA)", make_llama_gqa, 2, 64},
   };
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     compare_fused(models[i].what, models[i].make, false, models[i].attn, models[i].int_high, 1e-5);
@@ -404,6 +413,35 @@ static void test_jvp(void) {
   CHECK_NEAR(f, u, 1e-12);
   f = jvp_of(true, make_noncausal, 0), u = jvp_of(false, make_noncausal, 0);
   CHECK_NEAR(f, u, 1e-12);
+  f = jvp_of(true, make_llama_gqa, 64), u = jvp_of(false, make_llama_gqa, 64);
+  printf("jvp of the llama tiny nKV=2 loss (f64): fused %.17g, unfused %.17g\n", f, u);
+  CHECK_NEAR(f, u, 1e-12);
+}
+
+/* Grouped-query: the fused attention reads the 2 kv heads themselves (no
+ * broadcast, no multiply by ones left in the forward), [B, 2, T, Hd]. */
+static void test_gqa_pattern(void) {
+  ir_graph *g = make_llama_gqa(false);
+  if (!g) return;
+  pass_options o = {.diag = diag};
+  pass_id p[2] = {PASS_FUSE_ATTENTION, PASS_CANONICALIZE};
+  CHECK_EQ_INT(pass_run_pipeline(g, p, 2, &o), 0);
+  CHECK_EQ_INT(count_op(g, IR_OP_ATTENTION), 2);
+  CHECK_EQ_INT(count_op(g, IR_OP_BROADCAST), 0);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_ATTENTION) continue;
+    CHECK_EQ_INT((int)n->in[0]->type.dims[1], 4);
+    CHECK_EQ_INT((int)n->in[1]->type.dims[1], 2);
+    CHECK_EQ_INT((int)n->in[2]->type.dims[1], 2);
+    /* the cost model reads the smaller k and v: q, k, v, o and lse once */
+    double bytes = 0;
+    for (int j = 0; j < 3; j++) bytes += 4.0 * (double)ir_type_numel(&n->in[j]->type);
+    for (int j = 0; j < 2; j++) bytes += 4.0 * (double)ir_type_numel(&n->out[j]->type);
+    CHECK_NEAR(pass_node_cost(n).bytes, bytes, 0.5);
+    CHECK(4.0 * (double)ir_type_numel(&n->in[1]->type) * 2 == 4.0 * (double)ir_type_numel(&n->in[0]->type));
+  }
+  ir_graph_free(g);
 }
 
 /* The fused training graph gives the same bits on 1 and 2 threads. */
@@ -479,6 +517,7 @@ int main(void) {
   test_pattern();
   test_equivalence();
   test_jvp();
+  test_gqa_pattern();
   test_determinism();
   test_peak_memory();
   ir_diag_free(diag);

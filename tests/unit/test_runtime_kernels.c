@@ -1186,6 +1186,8 @@ typedef struct {
   int64_t bh, t, s, e, f;
   double scale;
   bool causal;
+  bool has_qpos; /* attention's 4th operand (a decode step over a KV cache): row i sees j <= i + qpos */
+  int64_t qpos;
 } att_case;
 
 /* p[i * S + j] for batch element b from q, k (NaN rows where no key is visible). */
@@ -1198,7 +1200,7 @@ static void att_ref_probs(const att_case *a, const rt_tensor *q, const rt_tensor
       for (int64_t e = 0; e < a->e; e++)
         s += rt_tensor_get(q, (b * a->t + i) * a->e + e) * rt_tensor_get(k, (b * a->s + j) * a->e + e);
       s *= a->scale;
-      if (a->causal && j > i + (a->s - a->t)) s = -INFINITY;
+      if (a->causal && j > i + (a->has_qpos ? a->qpos : a->s - a->t)) s = -INFINITY;
       p[i * a->s + j] = s;
       if (s > mx) mx = s;
     }
@@ -1223,6 +1225,13 @@ static void check_attention(ir_dtype dt, const att_case *a, double tol) {
   tc_input(&c, tq, 0, 1, 0);
   tc_input(&c, tk, 0, 1, 0);
   tc_input(&c, tv, 0, 1, 0);
+  if (a->has_qpos) { /* the position; the cache's keys after the last visible one are NaN: never read */
+    tc_input(&c, T(IR_DT_I32, 1, D(1)), 1, 1, 0);
+    rt_tensor_set(c.tin[3], 0, (double)a->qpos);
+    for (int64_t b = 0; b < a->bh; b++)
+      for (int64_t j = a->qpos + a->t; j < a->s; j++)
+        for (int64_t e = 0; e < a->e; e++) rt_tensor_set(c.tin[1], (b * a->s + j) * a->e + e, NAN);
+  }
   if (tc_run(&c, IR_OP_ATTENTION, attrs, 2, NULL) == 0) {
     CHECK_EQ_INT(c.node->n_out, 2);
     double *wo = alloc_want(c.out[0]), *wl = alloc_want(c.out[1]);
@@ -1245,6 +1254,10 @@ static void check_attention(ir_dtype dt, const att_case *a, double tol) {
     free(wl);
   }
   tc_end(&c);
+  if (a->has_qpos) { /* no backward (a decode step is not differentiated) */
+    free(p), free(lse);
+    return;
+  }
   /* backward: o and lse consistent with q, k, v (from the reference) */
   tc_begin(&c, "attention_grad");
   tc_input(&c, tq, 0, 1, 0);
@@ -1307,11 +1320,11 @@ static void check_attention(ir_dtype dt, const att_case *a, double tol) {
 
 static void test_attention(void) {
   static const att_case cases[] = {
-      {2, 5, 7, 4, 3, 0.5, false},     /* one block, T != S */
-      {2, 37, 150, 5, 3, 0.3, false},  /* three key blocks, two row blocks */
-      {3, 70, 150, 4, 6, 0.4, true},   /* causal, T < S: the diagonal shifted by S - T */
-      {1, 150, 37, 3, 2, -0.7, true},  /* causal, T > S: the first T - S rows see no key (NaN) */
-      {1, 1, 1, 1, 1, 1.0, true},
+      {2, 5, 7, 4, 3, 0.5, false, false, 0},     /* one block, T != S */
+      {2, 37, 150, 5, 3, 0.3, false, false, 0},  /* three key blocks, two row blocks */
+      {3, 70, 150, 4, 6, 0.4, true, false, 0},   /* causal, T < S: the diagonal shifted by S - T */
+      {1, 150, 37, 3, 2, -0.7, true, false, 0},  /* causal, T > S: the first T - S rows see no key (NaN) */
+      {1, 1, 1, 1, 1, 1.0, true, false, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     check_attention(IR_DT_F64, &cases[i], 1e-12);
@@ -1319,6 +1332,18 @@ static void test_attention(void) {
   }
   check_attention(IR_DT_BF16, &cases[2], 2e-2);
   check_attention(IR_DT_F16, &cases[1], 2e-2);
+  /* with qpos: one query row (and three) over a cache of 150 rows, of which
+   * the first qpos + i + 1 are visible; the rows after are never read */
+  static const att_case cached[] = {
+      {4, 1, 150, 8, 8, 0.35, true, true, 0},
+      {4, 1, 150, 8, 8, 0.35, true, true, 70},
+      {4, 1, 150, 8, 8, 0.35, true, true, 149},
+      {2, 3, 150, 5, 4, 0.5, true, true, 100},
+  };
+  for (size_t i = 0; i < sizeof cached / sizeof cached[0]; i++) {
+    check_attention(IR_DT_F64, &cached[i], 1e-12);
+    check_attention(IR_DT_F32, &cached[i], 1e-5);
+  }
 }
 
 /* ---- fused elementwise ops (kern_fused.c) -----------------------------------------
