@@ -78,8 +78,9 @@ static void ukr_d_generic(int64_t kc, const double *a, const double *b, double *
 
 #ifdef RT_GEMM_X86
 /* A vector micro-kernel: MR rows x NV vectors of W lanes; every accumulator
- * lane is one element's chain (vfmadd: one rounding, as fma). */
-#define UKERNEL(name, isa, T, V, W, MR, NV, zero, load, store, set1, fmadd)                             \
+ * lane is one element's chain (vfmadd: one rounding, as fma). The packed A
+ * holds AS values per step (AS > MR: the first MR rows of a taller strip). */
+#define UKERNEL(name, isa, T, V, W, MR, AS, NV, zero, load, store, set1, fmadd)                         \
   __attribute__((target(isa))) static void name(int64_t kc, const T *a, const T *b, T *c, int64_t ldc,  \
                                                   bool first) {                                           \
     V acc[MR][NV];                                                                                        \
@@ -89,21 +90,28 @@ static void ukr_d_generic(int64_t kc, const double *a, const double *b, double *
       V bv[NV];                                                                                           \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = load(b + k * (NV * W) + v * W);        \
       _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                             \
-        V ar = set1(a[k * MR + r]);                                                                       \
+        V ar = set1(a[k * AS + r]);                                                                       \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] = fmadd(ar, bv[v], acc[r][v]);     \
       }                                                                                                   \
     }                                                                                                     \
     _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                                 \
     _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) store(c + r * ldc + v * W, acc[r][v]);           \
   }
-UKERNEL(ukr_s_avx512, "avx512f", float, __m512, 16, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+UKERNEL(ukr_s_avx512, "avx512f", float, __m512, 16, 12, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
         _mm512_set1_ps, _mm512_fmadd_ps)
-UKERNEL(ukr_s_avx2, "avx2,fma", float, __m256, 8, 6, 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+UKERNEL(ukr_s_avx2, "avx2,fma", float, __m256, 8, 6, 6, 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
         _mm256_set1_ps, _mm256_fmadd_ps)
-UKERNEL(ukr_d_avx512, "avx512f", double, __m512d, 8, 12, 2, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+UKERNEL(ukr_d_avx512, "avx512f", double, __m512d, 8, 12, 12, 2, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
         _mm512_set1_pd, _mm512_fmadd_pd)
-UKERNEL(ukr_d_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+UKERNEL(ukr_d_avx2, "avx2,fma", double, __m256d, 4, 6, 6, 2, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd,
         _mm256_set1_pd, _mm256_fmadd_pd)
+/* The bottom edge of the f32 AVX-512 tiles: the first 4 or 8 rows of a
+ * 12-row strip, for M % 12 (gpt2's 256 rows: 4), instead of 12 rows of
+ * which most are padding. */
+UKERNEL(ukr_s_avx512_4, "avx512f", float, __m512, 16, 4, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+        _mm512_set1_ps, _mm512_fmadd_ps)
+UKERNEL(ukr_s_avx512_8, "avx512f", float, __m512, 16, 8, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+        _mm512_set1_ps, _mm512_fmadd_ps)
 
 /* r[j] := column j of the 16 x 16 matrix whose row i is r[i]. */
 __attribute__((target("avx512f"))) static inline void transpose16(__m512 r[16]) {
@@ -150,6 +158,19 @@ __attribute__((target("avx512f"))) static void pack_across_s_avx512(float *d, in
     }
   }
 }
+
+/* PACK's contiguous case (B untransposed, A transposed) for f32: two
+ * (masked) vector copies per step instead of a memcpy call. */
+__attribute__((target("avx512f"))) static void pack_along_s_avx512(float *d, int64_t width, int64_t w, int64_t kc,
+                                                                   const float *X, int64_t ld, int64_t k0,
+                                                                   int64_t l0) {
+  for (int64_t g = 0; g < width; g += 16) {
+    int64_t lanes = width - g < 16 ? width - g : 16, have = w - g < 0 ? 0 : w - g < lanes ? w - g : lanes;
+    __mmask16 sm = (__mmask16)((1u << lanes) - 1), lm = (__mmask16)((1u << have) - 1);
+    const float *src = X + k0 * ld + l0 + g;
+    for (int64_t k = 0; k < kc; k++) _mm512_mask_storeu_ps(d + k * width + g, sm, _mm512_maskz_loadu_ps(lm, src + k * ld));
+  }
+}
 #endif
 
 /* The micro-kernels this machine runs, chosen once. */
@@ -159,13 +180,14 @@ typedef struct {
   int dmr, dnr;
   ukernel_d d;
   const char *isa;
-  bool pack_avx512; /* PACK's strided f32 case through pack_across_s_avx512 */
+  bool pack_avx512; /* PACK's f32 cases through pack_across_s_avx512 / pack_along_s_avx512 */
+  ukernel_s s4, s8; /* the f32 kernel's first 4 / 8 rows (bottom edge tiles), or NULL */
 } gemm_arch;
 
 /* The best micro-kernels the machine has, or those named `want` (NULL:
  * the best); false when the machine lacks them. */
 static bool pick_arch(const char *want, gemm_arch *g) {
-  *g = (gemm_arch){GENERIC_MR, GENERIC_NR, ukr_s_generic, GENERIC_MR, GENERIC_NR, ukr_d_generic, "generic", false};
+  *g = (gemm_arch){GENERIC_MR, GENERIC_NR, ukr_s_generic, GENERIC_MR, GENERIC_NR, ukr_d_generic, "generic", false, NULL, NULL};
   bool avx512 = false, avx2 = false;
 #ifdef RT_GEMM_X86
   __builtin_cpu_init();
@@ -180,8 +202,8 @@ static bool pick_arch(const char *want, gemm_arch *g) {
     if (strcmp(want, "generic") != 0) return false;
     avx512 = avx2 = false;
   }
-  if (avx512) *g = (gemm_arch){12, 32, ukr_s_avx512, 12, 16, ukr_d_avx512, "avx512", true};
-  else if (avx2) *g = (gemm_arch){6, 16, ukr_s_avx2, 6, 8, ukr_d_avx2, "avx2", false};
+  if (avx512) *g = (gemm_arch){12, 32, ukr_s_avx512, 12, 16, ukr_d_avx512, "avx512", true, ukr_s_avx512_4, ukr_s_avx512_8};
+  else if (avx2) *g = (gemm_arch){6, 16, ukr_s_avx2, 6, 8, ukr_d_avx2, "avx2", false, NULL, NULL};
 #else
   if (want && strcmp(want, "generic") != 0) return false;
 #endif
@@ -278,8 +300,10 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 #ifdef RT_GEMM_X86
 #define PACK_S(T, dst, width, w, kc, X, ld, along, k0, l0)                          \
   do {                                                                              \
-    if (!(along) && arch.pack_avx512)                                               \
+    if (arch.pack_avx512 && !(along))                                               \
       pack_across_s_avx512((dst), (width), (w), (kc), (X), (ld), (k0), (l0));       \
+    else if (arch.pack_avx512)                                                      \
+      pack_along_s_avx512((dst), (width), (w), (kc), (X), (ld), (k0), (l0));        \
     else                                                                            \
       PACK(T, dst, width, w, kc, X, ld, along, k0, l0);                             \
   } while (0)
@@ -287,7 +311,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 #define PACK_S PACK
 #endif
 
-#define GEMM_BODY(T, MR_, NR_, UK, PK)                                                                           \
+#define GEMM_BODY(T, MR_, NR_, UK, PK, EDGE)                                                                           \
   const int mr = MR_, nr = NR_;                                                                             \
   int64_t nc_max = min64(NC, (N + nr - 1) / nr * nr);                                                       \
   int64_t kc_max = min64(KC, K);                                                                            \
@@ -311,10 +335,12 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
             T *cij = C + i0 * ldc + j0;                                                                     \
             if (h == mr && w == nr) {                                                                       \
               UK(kc, ap + p * kc * mr, bp + q * kc * nr, cij, ldc, first);                                  \
+            } else if (w == nr && EDGE(h) != UK && h == (h <= 4 ? 4 : 8)) { /* the kernel's own height */    \
+              EDGE(h)(kc, ap + p * kc * mr, bp + q * kc * nr, cij, ldc, first);                             \
             } else { /* an edge tile: through a full-size copy */                                           \
               T tile[MAX_MR * MAX_NR];                                                                      \
               for (int64_t r = 0; r < h && !first; r++) memcpy(tile + r * nr, cij + r * ldc, (size_t)w * sizeof(T)); \
-              UK(kc, ap + p * kc * mr, bp + q * kc * nr, tile, nr, first);                                  \
+              EDGE(h)(kc, ap + p * kc * mr, bp + q * kc * nr, tile, nr, first);                             \
               for (int64_t r = 0; r < h; r++) memcpy(cij + r * ldc, tile + r * nr, (size_t)w * sizeof(T)); \
             }                                                                                               \
           }                                                                                                 \
@@ -322,6 +348,10 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
       }                                                                                                     \
     }                                                                                                       \
   }
+
+/* The kernel for a bottom-edge tile of h rows: a shorter one where there is one. */
+#define EDGE_S(h) ((h) <= 4 && arch.s4 ? arch.s4 : (h) <= 8 && arch.s8 ? arch.s8 : arch.s)
+#define EDGE_D(h) (arch.d)
 
 static size_t scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) {
   int64_t nc = min64(NC, (N + nr - 1) / nr * nr), mc = min64(MC, (M + mr - 1) / mr * mr), kc = min64(KC, K);
@@ -331,11 +361,11 @@ static size_t scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) {
 /* One thread's product (its own packing buffer). */
 static void sgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc, float *buf) {
-  GEMM_BODY(float, arch.mr, arch.nr, arch.s, PACK_S)
+  GEMM_BODY(float, arch.mr, arch.nr, arch.s, PACK_S, EDGE_S)
 }
 static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
                          const double *B, int64_t ldb, double *C, int64_t ldc, double *buf) {
-  GEMM_BODY(double, arch.dmr, arch.dnr, arch.d, PACK)
+  GEMM_BODY(double, arch.dmr, arch.dnr, arch.d, PACK, EDGE_D)
 }
 
 /* Work below which a product runs on one thread (thread start-up costs more). */

@@ -10,6 +10,7 @@
  *     several KC blocks, N across several NC blocks, M across MC blocks,
  *     tall (split by rows) and wide (split by columns) products;
  *   - 1, 2 and 3 threads, and a call made inside a parallel region;
+ *   - bottom-edge tiles of 4 and 8 rows (the shorter kernels);
  *   - K = 0 (zeros) and M or N = 0 (nothing written).
  * rt_gemm_bf16 (vdpbf16ps, where the machine has it) against the same f32
  * chain over the bf16 operands widened, bit for bit on operands and sums
@@ -108,6 +109,7 @@ static void test_shapes(void) {
       {1, 1, 1},   {3, 5, 7},    {13, 33, 17}, {12, 32, 256}, {25, 70, 300},  /* edges; K across 2 KC blocks */
       {200, 9, 40}, {7, 400, 40}, {150, 40, 33},                               /* tall, wide, M across MC */
       {5, 3100, 3}, {64, 64, 64}, {2, 1, 600},                                  /* N across NC; K across 3 blocks */
+      {20, 64, 300}, {256, 96, 40},                                            /* bottom edges of 8 and 4 rows */
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int t = 0; t < 4; t++) run_case(shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t & 2, i % 3 == 1 ? 3 : 0);
