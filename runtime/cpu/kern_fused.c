@@ -222,6 +222,12 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
     return;
   }
   double *z = r->ds + (size_t)i * r->w;
+  if (dt == IR_DT_BF16 && step != 0) { /* rt_load's value, inline */
+    const uint16_t *h = (const uint16_t *)t->data + off;
+    for (int j = 0; j < n; j++) z[j] = rt_bf16_value(h[j * step]);
+    r->dv[i] = z;
+    return;
+  }
   if (step == 0) {
     double v = rt_load(dt, t->data, off);
     for (int j = 0; j < n; j++) z[j] = v;
@@ -347,6 +353,11 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
       z[j] = ir_round_to_dtype(dt, reg_val(r, in, a, j) != 0 ? reg_val(r, in, b, j) : reg_val(r, in, I->arg[2], j));
     return;
   }
+  if (op == IR_OP_CAST && dt == IR_DT_BF16 && in[a].f32) { /* f32 -> bf16 (mixed precision's weights) */
+    const float *x = r->fv[a];
+    for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(x[j]));
+    return;
+  }
   if (op == IR_OP_CAST) {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, reg_val(r, in, a, j));
     return;
@@ -374,6 +385,14 @@ static void store_root(const finst *in, const regs *r, int root, int n, rt_tenso
   } else if (odt == IR_DT_F64 && !in[root].f32) {
     double *o = (double *)out->data + base;
     if (o != r->dv[root]) memmove(o, r->dv[root], (size_t)n * sizeof *o);
+  } else if (odt == IR_DT_BF16 && in[root].f32) {
+    uint16_t *o = (uint16_t *)out->data + base;
+    const float *x = r->fv[root];
+    for (int j = 0; j < n; j++) o[j] = rt_bf16_bits(x[j]);
+  } else if (odt == IR_DT_BF16 && (in[root].dt == IR_DT_BF16 || in[root].dt == IR_DT_F16)) { /* floats exactly */
+    uint16_t *o = (uint16_t *)out->data + base;
+    const double *x = r->dv[root];
+    for (int j = 0; j < n; j++) o[j] = rt_bf16_bits((float)x[j]);
   } else {
     for (int j = 0; j < n; j++) rt_store(odt, out->data, base + j, reg_val(r, in, root, j));
   }

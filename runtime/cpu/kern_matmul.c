@@ -165,7 +165,10 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
     }
     if (!native) {
       int64_t n = s.batches * M * N;
-      for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, of[i]);
+      if (dt == IR_DT_BF16)
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = rt_bf16_bits(of[i]);
+      else
+        for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, of[i]);
     }
     rt_scratch_pop(mark);
     return rc ? mm_oom(k) : 0;
