@@ -348,6 +348,21 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
     }
     return;
   }
+  if (dt == IR_DT_BF16 && in[a].dt == IR_DT_BF16 && in[b].dt == IR_DT_BF16 && !in[a].f32 && !in[b].f32 &&
+      (op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV)) {
+    /* bf16 operands: the double result rounded to f32, then to bf16, is the
+     * exact result rounded to bf16 (each rounding keeps more than twice the
+     * next one's bits plus 2: the double rounding is innocuous), as
+     * ir_round_to_dtype rounds it, without its generic rounding per element */
+    const double *x = r->dv[a], *y = r->dv[b];
+    switch (op) {
+    case IR_OP_ADD: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] + y[j]))); break;
+    case IR_OP_SUB: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] - y[j]))); break;
+    case IR_OP_MUL: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] * y[j]))); break;
+    default: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] / y[j]))); break;
+    }
+    return;
+  }
   if (op == IR_OP_WHERE) {
     for (int j = 0; j < n; j++)
       z[j] = ir_round_to_dtype(dt, reg_val(r, in, a, j) != 0 ? reg_val(r, in, b, j) : reg_val(r, in, I->arg[2], j));

@@ -113,6 +113,10 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
     else rc |= lce_gemm(&t, true, false, D, V, c, hc, D, gp, V, into, V);
     if (into == dw->data || rc != 0) continue;
     /* dw (+)= part, rounded to dw's dtype: a sum of two floats in double rounds to the float sum */
+    if (r0 == 0 && !t.f64 && dw->type.dtype == IR_DT_BF16) { /* the first chunk's floats, rounded (kernels.h) */
+      lce_store(&t, IR_DT_BF16, dw->data, part, V * D);
+      continue;
+    }
 #pragma omp parallel for schedule(static) if (V * D > RT_PAR_MIN)
     for (int64_t i = 0; i < V * D; i++) {
       double p = t.f64 ? ((double *)part)[i] : ((float *)part)[i];
