@@ -384,8 +384,12 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
           dt, ir_dropout_bits(I->skey, (uint64_t)(int64_t)g[j]) >= I->threshold ? reg_val(r, in, a, j) * I->value : 0.0);
     return;
   }
-  if (ir_op_kind_of(op) == IR_OPK_BINARY) {
+  if (ir_op_kind_of(op) == IR_OPK_BINARY && dt == IR_DT_BF16) {
+    for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
+  } else if (ir_op_kind_of(op) == IR_OPK_BINARY) {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
+  } else if (dt == IR_DT_BF16) {
+    for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_unary(op, reg_val(r, in, a, j)));
   } else {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_unary(op, reg_val(r, in, a, j)));
   }
