@@ -21,7 +21,13 @@
  * and reloaded exactly), so the blocking does not change the chain. Threads
  * share the packing and split the micro-tiles of a block between them.
  * Packing buffers are kept per thread across calls (no allocation in the
- * steady state) and freed at exit.
+ * steady state) and freed at exit. On AVX-512, f32 operands are packed by
+ * vector copies (contiguous strips) and 16 x 16 register transposes
+ * (strided ones), and bottom-edge tiles of up to 4 or 8 rows run 4- and
+ * 8-row kernels: the same values and chains.
+ *
+ * rt_gemm_bf16 (bf16 operands, f32 C) is the same scheme with vdpbf16ps
+ * (AVX512-BF16), K packed in pairs: see the section below.
  */
 #include <math.h>
 #include <omp.h>
