@@ -443,10 +443,10 @@ static void pack_bf16(uint32_t *d, int64_t width, int64_t w, int64_t kc, const u
   int64_t np = (kc + 1) / 2;
   if (along) {
     for (int64_t p = 0; p < np; p++) {
-      const uint16_t *r0 = X + (k0 + 2 * p) * ld + l0, *r1 = r0 + ld;
+      const uint16_t *r0 = X + (k0 + 2 * p) * ld + l0;
       uint32_t *o = d + p * width;
       if (2 * p + 1 < kc)
-        for (int64_t l = 0; l < w; l++) o[l] = BF_PAIR(r0[l], r1[l]);
+        for (int64_t l = 0; l < w; l++) o[l] = BF_PAIR(r0[l], r0[ld + l]);
       else
         for (int64_t l = 0; l < w; l++) o[l] = BF_PAIR(r0[l], 0);
       for (int64_t l = w; l < width; l++) o[l] = 0;
