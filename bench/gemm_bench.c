@@ -2,9 +2,11 @@
  * training step (B=4, T=64: 256 rows), GFLOP/s per shape, best of REPS.
  * A measurement, not a test:
  *   cc -O2 -fopenmp -Iruntime/cpu bench/gemm_bench.c BUILD/runtime/libtgc_gemm.a -lm -o gemm_bench
- *   OMP_NUM_THREADS=2 ./gemm_bench [REPS [WHAT]]   (WHAT: only the shapes whose name contains it)
+ *   OMP_NUM_THREADS=2 ./gemm_bench [REPS [WHAT [bf16]]]   (WHAT: only the shapes whose name contains
+ *   it, "" for all; bf16: rt_gemm_bf16 on the operands rounded to bf16, with TGC_GEMM_BF16=1 set)
  * The "check" column: the largest |difference| from the same product on one
- * thread (0: the result does not depend on the thread count). "cpu": the
+ * thread with rt_sgemm (0: the result does not depend on the thread count;
+ * with bf16, nor on the instruction: the same chain over the same values). "cpu": the
  * best process CPU time per product over the thread count (with
  * OMP_WAIT_POLICY=passive, the busy time of a thread), which other processes
  * on a shared machine disturb less than the wall time. */
@@ -42,6 +44,11 @@ static double cpu(void) {
 
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 3;
+  bool bf16 = argc > 3 && strcmp(argv[3], "bf16") == 0;
+  if (bf16 && !rt_gemm_bf16_native()) {
+    printf("rt_gemm_bf16 is off: set TGC_GEMM_BF16=1 (on a machine with vdpbf16ps)\n");
+    return 1;
+  }
   printf("isa %s, %d threads\n", rt_gemm_isa(), omp_get_max_threads());
   double tot_flop = 0, tot_s = 0, tot_cpu = 0;
   for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
@@ -55,11 +62,24 @@ int main(int argc, char **argv) {
     for (long j = 0; j < M * K; j++) A[j] = (float)rand() / RAND_MAX - 0.5f;
     for (long j = 0; j < K * N; j++) B[j] = (float)rand() / RAND_MAX - 0.5f;
     long lda = s->ta ? M : K, ldb = s->tb ? K : N;
+    uint16_t *Ah = bf16 ? malloc(2 * M * K) : NULL, *Bh = bf16 ? malloc(2 * K * N) : NULL;
+    if (bf16 && (!Ah || !Bh)) return 1;
+    for (long j = 0; bf16 && j < M * K; j++) {
+      uint32_t u;
+      memcpy(&u, &A[j], 4);
+      Ah[j] = (uint16_t)(u >> 16), u &= 0xffff0000u, memcpy(&A[j], &u, 4); /* truncated: A holds the same values */
+    }
+    for (long j = 0; bf16 && j < K * N; j++) {
+      uint32_t u;
+      memcpy(&u, &B[j], 4);
+      Bh[j] = (uint16_t)(u >> 16), u &= 0xffff0000u, memcpy(&B[j], &u, 4);
+    }
     double best = 1e30, best_cpu = 1e30;
     int nt = omp_get_max_threads();
     for (int r = 0; r < reps; r++) {
       double t0 = now(), c0 = cpu();
-      rt_sgemm(s->ta, s->tb, M, N, K, A, lda, B, ldb, C, N);
+      if (bf16) rt_gemm_bf16(s->ta, s->tb, M, N, K, Ah, lda, Bh, ldb, C, N);
+      else rt_sgemm(s->ta, s->tb, M, N, K, A, lda, B, ldb, C, N);
       double dt = now() - t0, dc = (cpu() - c0) / nt;
       if (dt < best) best = dt;
       if (dc < best_cpu) best_cpu = dc;
@@ -75,7 +95,7 @@ int main(int argc, char **argv) {
     tot_cpu += best_cpu;
     printf("%-18s ta%d tb%d %5ld x %5ld x %5ld  %8.2f ms  %6.1f GFLOP/s  cpu %6.1f GFLOP/s  check %g\n", s->what,
            s->ta, s->tb, M, N, K, best * 1e3, flop / best * 1e-9, flop / best_cpu * 1e-9, diff);
-    free(A), free(B), free(C), free(C1);
+    free(A), free(B), free(C), free(C1), free(Ah), free(Bh);
   }
   printf("all: %.1f GFLOP/s, cpu %.1f GFLOP/s\n", tot_flop / tot_s * 1e-9, tot_flop / tot_cpu * 1e-9);
   return 0;

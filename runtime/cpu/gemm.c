@@ -491,8 +491,12 @@ __attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(int64_
 }
 #endif
 
-/* The vdpbf16ps kernel when the machine has it and nothing turned it off
- * (TGC_GEMM_BF16=0 in the environment, rt_gemm_use_bf16(false)), else NULL. */
+/* The vdpbf16ps kernel when the machine has it and it was asked for
+ * (TGC_GEMM_BF16=1 in the environment, or rt_gemm_use_bf16(true)), else
+ * NULL. Not by default: on the Sapphire Rapids cores measured (issue 22)
+ * one vdpbf16ps a cycle does no more products than two f32 vfmadd, and its
+ * pair packing made the gpt2-124m bf16 step 1.12x slower than widening the
+ * operands for rt_sgemm (bench/README.md). */
 static ukernel_bf16 bf16_kernel;
 static int bf16_state; /* 0: not decided yet; 1: decided */
 
@@ -509,7 +513,7 @@ static void ensure_bf16(void) {
 #pragma omp critical(rt_gemm_bf16)
   if (!bf16_state) {
     const char *e = getenv("TGC_GEMM_BF16");
-    bf16_kernel = e && strcmp(e, "0") == 0 ? NULL : bf16_detect();
+    bf16_kernel = e && strcmp(e, "1") == 0 ? bf16_detect() : NULL;
     __atomic_store_n(&bf16_state, 1, __ATOMIC_RELEASE);
   }
 }

@@ -21,9 +21,10 @@ int rt_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
  * layout of rt_sgemm) with vdpbf16ps (AVX512-BF16): every element the f32
  * fma chain of rt_sgemm over the operands widened to f32, except that
  * denormal operands and partial sums are flushed to zero (the instruction's
- * DAZ / FTZ). -2 when the instruction is not in use (the machine lacks it,
- * TGC_GEMM_BF16=0 is set in the environment, or rt_gemm_use_bf16(false)):
- * the caller widens and calls rt_sgemm. -1 when out of memory. */
+ * DAZ / FTZ). Off unless asked for (TGC_GEMM_BF16=1 in the environment or
+ * rt_gemm_use_bf16(true); see gemm.c for why): -2 when not in use (not asked
+ * for, or the machine lacks the instruction): the caller widens and calls
+ * rt_sgemm. -1 when out of memory. */
 int rt_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                  const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
 /* Whether rt_gemm_bf16 runs (not -2). */

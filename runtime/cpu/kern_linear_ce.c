@@ -13,7 +13,7 @@
  * The loss is the mean of the row losses added in row order. Every product
  * is rt_sgemm / rt_dgemm (bf16 / f16 widened to f32, the product rounded
  * to the dtype as matmul rounds it; bf16 operands read as stored by
- * rt_gemm_bf16 where the machine has vdpbf16ps, the same chain), so logits, loss and dh are the bits of
+ * rt_gemm_bf16 where vdpbf16ps is asked for, the same chain), so logits, loss and dh are the bits of
  * the unfused graph's matmul, cross_entropy and matmul; dw differs from its
  * one product over every row only by the partial sums of the chunks.
  */
@@ -38,7 +38,10 @@ static int lce_gemm(const lce_kind *t, bool ta, bool tb, int64_t M, int64_t N, i
 static void *lce_widen(const lce_kind *t, ir_dtype dt, const void *x, int64_t n) {
   if (t->native || t->bf) return (void *)x;
   float *p = rt_scratch_push((size_t)(n ? n : 1) * sizeof *p);
-  for (int64_t i = 0; p && i < n; i++) p[i] = (float)rt_load(dt, x, i);
+  if (p && dt == IR_DT_BF16) /* inline: the loop vectorizes */
+    for (int64_t i = 0; i < n; i++) p[i] = rt_bf16_value(((const uint16_t *)x)[i]);
+  else
+    for (int64_t i = 0; p && i < n; i++) p[i] = (float)rt_load(dt, x, i);
   return p;
 }
 

@@ -8,8 +8,8 @@
  * x @ W with W shared by every batch, one product over all rows at once, and
  * for many small products, the batches spread over the threads. bf16/f16
  * operands are widened to f32, multiplied in f32 and rounded back (two bf16
- * operands go as stored to rt_gemm_bf16 where the machine has vdpbf16ps:
- * the same f32 chain, denormals flushed); integer
+ * operands go as stored to rt_gemm_bf16 where vdpbf16ps is asked for with
+ * TGC_GEMM_BF16=1: the same f32 chain, denormals flushed); integer
  * operands use a plain loop accumulating in double. Rank-1 operands follow
  * numpy (a[K] is a row, b[K] a column, and that dim is dropped from the
  * result).
@@ -89,7 +89,10 @@ static float *widen_to_f32(const rt_tensor *t) {
   int64_t n = rt_numel(&t->type);
   float *p = rt_scratch_push((size_t)(n ? n : 1) * sizeof *p);
   if (!p) return NULL;
-  for (int64_t i = 0; i < n; i++) p[i] = (float)rt_load(t->type.dtype, t->data, i);
+  if (t->type.dtype == IR_DT_BF16) /* inline: the loop vectorizes */
+    for (int64_t i = 0; i < n; i++) p[i] = rt_bf16_value(((const uint16_t *)t->data)[i]);
+  else
+    for (int64_t i = 0; i < n; i++) p[i] = (float)rt_load(t->type.dtype, t->data, i);
   return p;
 }
 
