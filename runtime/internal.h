@@ -52,8 +52,25 @@ static inline float rt_round_f32(double x) {
   return (float)ir_round_to_dtype(IR_DT_F32, x);
 }
 
+/* ir_round_to_dtype(IR_DT_BF16, x) with its common case inline: a normal x
+ * whose bf16 rounding is normal and finite, rounded to 8 significant bits
+ * to nearest even on the double's own bits; zeros as they are; the rest
+ * (bf16 subnormals, overflow, Inf, NaN) out of line. */
+static inline double rt_round_bf16(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  if ((b << 1) == 0) return x;
+  uint64_t e = (b >> 52) & 0x7FF;
+  if (e < 1023 - 126 || e > 1023 + 127) return ir_round_to_dtype(IR_DT_BF16, x);
+  const uint64_t low = (1ull << 45) - 1; /* below bf16's last significand bit */
+  b = (b + (low >> 1) + ((b >> 45) & 1)) & ~low;
+  if (((b >> 52) & 0x7FF) > 1023 + 127) return ir_round_to_dtype(IR_DT_BF16, x); /* rounded up past the maximum */
+  memcpy(&x, &b, sizeof x);
+  return x;
+}
+
 static inline void rt_store(ir_dtype dt, void *p, int64_t i, double v) {
-  double r = ir_round_to_dtype(dt, v);
+  double r = dt == IR_DT_BF16 ? rt_round_bf16(v) : ir_round_to_dtype(dt, v);
   switch (dt) {
   case IR_DT_F64: ((double *)p)[i] = r; break;
   case IR_DT_F32: ((float *)p)[i] = (float)r; break;

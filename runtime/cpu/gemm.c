@@ -21,7 +21,13 @@
  * and reloaded exactly), so the blocking does not change the chain. Threads
  * share the packing and split the micro-tiles of a block between them.
  * Packing buffers are kept per thread across calls (no allocation in the
- * steady state) and freed at exit.
+ * steady state) and freed at exit. On AVX-512, f32 operands are packed by
+ * vector copies (contiguous strips) and 16 x 16 register transposes
+ * (strided ones), and bottom-edge tiles of up to 4 or 8 rows run 4- and
+ * 8-row kernels: the same values and chains.
+ *
+ * rt_gemm_bf16 (bf16 operands, f32 C) is the same scheme with vdpbf16ps
+ * (AVX512-BF16), K packed in pairs: see the section below.
  */
 #include <math.h>
 #include <omp.h>
@@ -78,8 +84,9 @@ static void ukr_d_generic(int64_t kc, const double *a, const double *b, double *
 
 #ifdef RT_GEMM_X86
 /* A vector micro-kernel: MR rows x NV vectors of W lanes; every accumulator
- * lane is one element's chain (vfmadd: one rounding, as fma). */
-#define UKERNEL(name, isa, T, V, W, MR, NV, zero, load, store, set1, fmadd)                             \
+ * lane is one element's chain (vfmadd: one rounding, as fma). The packed A
+ * holds AS values per step (AS > MR: the first MR rows of a taller strip). */
+#define UKERNEL(name, isa, T, V, W, MR, AS, NV, zero, load, store, set1, fmadd)                         \
   __attribute__((target(isa))) static void name(int64_t kc, const T *a, const T *b, T *c, int64_t ldc,  \
                                                   bool first) {                                           \
     V acc[MR][NV];                                                                                        \
@@ -89,21 +96,87 @@ static void ukr_d_generic(int64_t kc, const double *a, const double *b, double *
       V bv[NV];                                                                                           \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = load(b + k * (NV * W) + v * W);        \
       _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {                                             \
-        V ar = set1(a[k * MR + r]);                                                                       \
+        V ar = set1(a[k * AS + r]);                                                                       \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[r][v] = fmadd(ar, bv[v], acc[r][v]);     \
       }                                                                                                   \
     }                                                                                                     \
     _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++)                                                 \
     _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) store(c + r * ldc + v * W, acc[r][v]);           \
   }
-UKERNEL(ukr_s_avx512, "avx512f", float, __m512, 16, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+UKERNEL(ukr_s_avx512, "avx512f", float, __m512, 16, 12, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
         _mm512_set1_ps, _mm512_fmadd_ps)
-UKERNEL(ukr_s_avx2, "avx2,fma", float, __m256, 8, 6, 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
+UKERNEL(ukr_s_avx2, "avx2,fma", float, __m256, 8, 6, 6, 2, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_storeu_ps,
         _mm256_set1_ps, _mm256_fmadd_ps)
-UKERNEL(ukr_d_avx512, "avx512f", double, __m512d, 8, 12, 2, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+UKERNEL(ukr_d_avx512, "avx512f", double, __m512d, 8, 12, 12, 2, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd,
         _mm512_set1_pd, _mm512_fmadd_pd)
-UKERNEL(ukr_d_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd,
+UKERNEL(ukr_d_avx2, "avx2,fma", double, __m256d, 4, 6, 6, 2, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_storeu_pd,
         _mm256_set1_pd, _mm256_fmadd_pd)
+/* The bottom edge of the f32 AVX-512 tiles: the first 4 or 8 rows of a
+ * 12-row strip, for M % 12 (gpt2's 256 rows: 4), instead of 12 rows of
+ * which most are padding. */
+UKERNEL(ukr_s_avx512_4, "avx512f", float, __m512, 16, 4, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+        _mm512_set1_ps, _mm512_fmadd_ps)
+UKERNEL(ukr_s_avx512_8, "avx512f", float, __m512, 16, 8, 12, 2, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps,
+        _mm512_set1_ps, _mm512_fmadd_ps)
+
+/* r[j] := column j of the 16 x 16 matrix whose row i is r[i]. */
+__attribute__((target("avx512f"))) static inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]); /* per 128-bit lane: a0 b0 a1 b1 */
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) { /* r[i + j], lane q: column 4q + j of rows i..i+3 */
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int j = 0; j < 4; j++) {
+      t[h + j] = _mm512_shuffle_f32x4(r[h + j], r[h + j + 4], 0x88);
+      t[h + j + 4] = _mm512_shuffle_f32x4(r[h + j], r[h + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+/* PACK's strided case (the strip's lines are rows of X: A untransposed, B
+ * transposed) for f32, 16 lines x 16 steps at a time through registers
+ * instead of one scattered store per element: the same values in the same
+ * places. */
+__attribute__((target("avx512f"))) static void pack_across_s_avx512(float *d, int64_t width, int64_t w, int64_t kc,
+                                                                    const float *X, int64_t ld, int64_t k0,
+                                                                    int64_t l0) {
+  for (int64_t g = 0; g < width; g += 16) {
+    int64_t lanes = width - g < 16 ? width - g : 16;
+    __mmask16 sm = (__mmask16)((1u << lanes) - 1);
+    for (int64_t k = 0; k < kc; k += 16) {
+      int64_t kr = kc - k < 16 ? kc - k : 16;
+      __mmask16 lm = (__mmask16)((1u << kr) - 1);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; i++)
+        r[i] = i < lanes && g + i < w ? _mm512_maskz_loadu_ps(lm, X + (l0 + g + i) * ld + k0 + k) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t j = 0; j < kr; j++) _mm512_mask_storeu_ps(d + (k + j) * width + g, sm, r[j]);
+    }
+  }
+}
+
+/* PACK's contiguous case (B untransposed, A transposed) for f32: two
+ * (masked) vector copies per step instead of a memcpy call. */
+__attribute__((target("avx512f"))) static void pack_along_s_avx512(float *d, int64_t width, int64_t w, int64_t kc,
+                                                                   const float *X, int64_t ld, int64_t k0,
+                                                                   int64_t l0) {
+  for (int64_t g = 0; g < width; g += 16) {
+    int64_t lanes = width - g < 16 ? width - g : 16, have = w - g < 0 ? 0 : w - g < lanes ? w - g : lanes;
+    __mmask16 sm = (__mmask16)((1u << lanes) - 1), lm = (__mmask16)((1u << have) - 1);
+    const float *src = X + k0 * ld + l0 + g;
+    for (int64_t k = 0; k < kc; k++) _mm512_mask_storeu_ps(d + k * width + g, sm, _mm512_maskz_loadu_ps(lm, src + k * ld));
+  }
+}
 #endif
 
 /* The micro-kernels this machine runs, chosen once. */
@@ -113,12 +186,14 @@ typedef struct {
   int dmr, dnr;
   ukernel_d d;
   const char *isa;
+  bool pack_avx512; /* PACK's f32 cases through pack_across_s_avx512 / pack_along_s_avx512 */
+  ukernel_s s4, s8; /* the f32 kernel's first 4 / 8 rows (bottom edge tiles), or NULL */
 } gemm_arch;
 
 /* The best micro-kernels the machine has, or those named `want` (NULL:
  * the best); false when the machine lacks them. */
 static bool pick_arch(const char *want, gemm_arch *g) {
-  *g = (gemm_arch){GENERIC_MR, GENERIC_NR, ukr_s_generic, GENERIC_MR, GENERIC_NR, ukr_d_generic, "generic"};
+  *g = (gemm_arch){GENERIC_MR, GENERIC_NR, ukr_s_generic, GENERIC_MR, GENERIC_NR, ukr_d_generic, "generic", false, NULL, NULL};
   bool avx512 = false, avx2 = false;
 #ifdef RT_GEMM_X86
   __builtin_cpu_init();
@@ -133,8 +208,8 @@ static bool pick_arch(const char *want, gemm_arch *g) {
     if (strcmp(want, "generic") != 0) return false;
     avx512 = avx2 = false;
   }
-  if (avx512) *g = (gemm_arch){12, 32, ukr_s_avx512, 12, 16, ukr_d_avx512, "avx512"};
-  else if (avx2) *g = (gemm_arch){6, 16, ukr_s_avx2, 6, 8, ukr_d_avx2, "avx2"};
+  if (avx512) *g = (gemm_arch){12, 32, ukr_s_avx512, 12, 16, ukr_d_avx512, "avx512", true, ukr_s_avx512_4, ukr_s_avx512_8};
+  else if (avx2) *g = (gemm_arch){6, 16, ukr_s_avx2, 6, 8, ukr_d_avx2, "avx2", false, NULL, NULL};
 #else
   if (want && strcmp(want, "generic") != 0) return false;
 #endif
@@ -228,7 +303,21 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
     }                                                                                       \
   } while (0)
 
-#define GEMM_BODY(T, MR_, NR_, UK)                                                                           \
+#ifdef RT_GEMM_X86
+#define PACK_S(T, dst, width, w, kc, X, ld, along, k0, l0)                          \
+  do {                                                                              \
+    if (arch.pack_avx512 && !(along))                                               \
+      pack_across_s_avx512((dst), (width), (w), (kc), (X), (ld), (k0), (l0));       \
+    else if (arch.pack_avx512)                                                      \
+      pack_along_s_avx512((dst), (width), (w), (kc), (X), (ld), (k0), (l0));        \
+    else                                                                            \
+      PACK(T, dst, width, w, kc, X, ld, along, k0, l0);                             \
+  } while (0)
+#else
+#define PACK_S PACK
+#endif
+
+#define GEMM_BODY(T, MR_, NR_, UK, PK, EDGE)                                                                           \
   const int mr = MR_, nr = NR_;                                                                             \
   int64_t nc_max = min64(NC, (N + nr - 1) / nr * nr);                                                       \
   int64_t kc_max = min64(KC, K);                                                                            \
@@ -239,12 +328,12 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
       int64_t kc = min64(KC, K - pc);                                                                       \
       bool first = pc == 0;                                                                                 \
       for (int64_t q = 0; q < npanels; q++) {                                                              \
-        PACK(T, bp + q * kc * nr, nr, min64(nr, N - (jc + q * nr)), kc, B, ldb, !tb, pc, jc + q * nr);      \
+        PK(T, bp + q * kc * nr, nr, min64(nr, N - (jc + q * nr)), kc, B, ldb, !tb, pc, jc + q * nr);        \
       }                                                                                                     \
       for (int64_t ic = 0; ic < M; ic += MC) {                                                              \
         int64_t mc = min64(MC, M - ic), mpanels = (mc + mr - 1) / mr;                                       \
         for (int64_t p = 0; p < mpanels; p++) {                                                            \
-          PACK(T, ap + p * kc * mr, mr, min64(mr, M - (ic + p * mr)), kc, A, lda, ta, pc, ic + p * mr);     \
+          PK(T, ap + p * kc * mr, mr, min64(mr, M - (ic + p * mr)), kc, A, lda, ta, pc, ic + p * mr);       \
         }                                                                                                   \
         for (int64_t q = 0; q < npanels; q++) {                                                             \
           for (int64_t p = 0; p < mpanels; p++) {                                                           \
@@ -252,10 +341,12 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
             T *cij = C + i0 * ldc + j0;                                                                     \
             if (h == mr && w == nr) {                                                                       \
               UK(kc, ap + p * kc * mr, bp + q * kc * nr, cij, ldc, first);                                  \
+            } else if (w == nr && EDGE(h) != UK && h == (h <= 4 ? 4 : 8)) { /* the kernel's own height */    \
+              EDGE(h)(kc, ap + p * kc * mr, bp + q * kc * nr, cij, ldc, first);                             \
             } else { /* an edge tile: through a full-size copy */                                           \
               T tile[MAX_MR * MAX_NR];                                                                      \
               for (int64_t r = 0; r < h && !first; r++) memcpy(tile + r * nr, cij + r * ldc, (size_t)w * sizeof(T)); \
-              UK(kc, ap + p * kc * mr, bp + q * kc * nr, tile, nr, first);                                  \
+              EDGE(h)(kc, ap + p * kc * mr, bp + q * kc * nr, tile, nr, first);                             \
               for (int64_t r = 0; r < h; r++) memcpy(cij + r * ldc, tile + r * nr, (size_t)w * sizeof(T)); \
             }                                                                                               \
           }                                                                                                 \
@@ -263,6 +354,10 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
       }                                                                                                     \
     }                                                                                                       \
   }
+
+/* The kernel for a bottom-edge tile of h rows: a shorter one where there is one. */
+#define EDGE_S(h) ((h) <= 4 && arch.s4 ? arch.s4 : (h) <= 8 && arch.s8 ? arch.s8 : arch.s)
+#define EDGE_D(h) (arch.d)
 
 static size_t scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) {
   int64_t nc = min64(NC, (N + nr - 1) / nr * nr), mc = min64(MC, (M + mr - 1) / mr * mr), kc = min64(KC, K);
@@ -272,11 +367,11 @@ static size_t scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) {
 /* One thread's product (its own packing buffer). */
 static void sgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *B, int64_t ldb, float *C, int64_t ldc, float *buf) {
-  GEMM_BODY(float, arch.mr, arch.nr, arch.s)
+  GEMM_BODY(float, arch.mr, arch.nr, arch.s, PACK_S, EDGE_S)
 }
 static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
                          const double *B, int64_t ldb, double *C, int64_t ldc, double *buf) {
-  GEMM_BODY(double, arch.dmr, arch.dnr, arch.d)
+  GEMM_BODY(double, arch.dmr, arch.dnr, arch.d, PACK, EDGE_D)
 }
 
 /* Work below which a product runs on one thread (thread start-up costs more). */
@@ -287,8 +382,8 @@ static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
  * packing its own panels: no barrier, no shared buffer. (The packing of the
  * operand every block reads in full is repeated per thread: M*K or K*N
  * copies against M*N*K/threads multiply-adds.) */
-#define GEMM_ENTRY(T, fn, serial, MR, NR)                                                                 \
-  int fn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb, \
+#define GEMM_ENTRY(TI, T, TB, fn, serial, MR, NR)                                                         \
+  int fn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const TI *A, int64_t lda, const TI *B, int64_t ldb, \
          T *C, int64_t ldc) {                                                                             \
     ensure_arch();                                                                                        \
     if (M <= 0 || N <= 0) return 0;                                                                       \
@@ -311,10 +406,10 @@ static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
       if (b1 > lim) b1 = lim;                                                                             \
       if (b1 > b0) {                                                                                      \
         int64_t m = by_rows ? b1 - b0 : M, n = by_rows ? N : b1 - b0;                                     \
-        const T *a = by_rows ? A + (ta ? b0 : b0 * lda) : A;                                              \
-        const T *b = by_rows ? B : B + (tb ? b0 * ldb : b0);                                              \
+        const TI *a = by_rows ? A + (ta ? b0 : b0 * lda) : A;                                             \
+        const TI *b = by_rows ? B : B + (tb ? b0 * ldb : b0);                                             \
         T *c = C + (by_rows ? b0 * ldc : b0);                                                             \
-        T *buf = scratch_get(slot, scratch_elems(m, n, K, MR, NR) * sizeof(T));                           \
+        TB *buf = scratch_get(slot, scratch_elems(m, n, K, MR, NR) * sizeof(TB));                         \
         if (buf) serial(ta, tb, m, n, K, a, lda, b, ldb, c, ldc, buf);                                    \
         else failed = 1;                                                                                  \
       }                                                                                                   \
@@ -322,5 +417,161 @@ static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
     return failed ? -1 : 0;                                                                               \
   }
 
-GEMM_ENTRY(float, rt_sgemm, sgemm_serial, arch.mr, arch.nr)
-GEMM_ENTRY(double, rt_dgemm, dgemm_serial, arch.dmr, arch.dnr)
+GEMM_ENTRY(float, float, float, rt_sgemm, sgemm_serial, arch.mr, arch.nr)
+GEMM_ENTRY(double, double, double, rt_dgemm, dgemm_serial, arch.dmr, arch.dnr)
+
+/* ---------------------------------------------------------------------- */
+/* bf16 operands, f32 products: vdpbf16ps (AVX512-BF16)                    */
+/* ---------------------------------------------------------------------- */
+/* vdpbf16ps c, a, b adds, per f32 lane i, the exact product of the odd
+ * bf16 pair elements a[2i+1] b[2i+1] to c (rounded: one fma), then that of
+ * the even ones a[2i] b[2i], with denormal inputs and results flushed to
+ * zero. The packing puts step k in the odd (high) half of a 32-bit pair and
+ * k + 1 in the even (low) half, so one instruction is two links of the chain
+ * in order: the f32 chain over the widened operands, twice as many products
+ * per instruction. An odd K pads the last pair with zeros (adding +0 * +0 to
+ * a chain that never holds -0 leaves it as it is). */
+enum { BF_MR = 12, BF_NR = 32 };
+
+/* The pair of steps k (high half) and k + 1 (low half; 0 past kc) of line l. */
+#define BF_PAIR(hi, lo) ((uint32_t)(lo) | (uint32_t)(hi) << 16)
+
+/* d[p * width + l], p < ceil(kc / 2): the pairs of steps 2p, 2p + 1 of
+ * lines l < w (zero past w) of X; `along` as in PACK. */
+static void pack_bf16(uint32_t *d, int64_t width, int64_t w, int64_t kc, const uint16_t *X, int64_t ld, bool along,
+                      int64_t k0, int64_t l0) {
+  int64_t np = (kc + 1) / 2;
+  if (along) {
+    for (int64_t p = 0; p < np; p++) {
+      const uint16_t *r0 = X + (k0 + 2 * p) * ld + l0;
+      uint32_t *o = d + p * width;
+      if (2 * p + 1 < kc)
+        for (int64_t l = 0; l < w; l++) o[l] = BF_PAIR(r0[l], r0[ld + l]);
+      else
+        for (int64_t l = 0; l < w; l++) o[l] = BF_PAIR(r0[l], 0);
+      for (int64_t l = w; l < width; l++) o[l] = 0;
+    }
+    return;
+  }
+  for (int64_t l = 0; l < width; l++) {
+    if (l >= w) {
+      for (int64_t p = 0; p < np; p++) d[p * width + l] = 0;
+      continue;
+    }
+    const uint16_t *src = X + (l0 + l) * ld + k0;
+    for (int64_t p = 0; p < kc / 2; p++) d[p * width + l] = BF_PAIR(src[2 * p], src[2 * p + 1]);
+    if (kc & 1) d[(np - 1) * width + l] = BF_PAIR(src[kc - 1], 0);
+  }
+}
+
+typedef void (*ukernel_bf16)(int64_t np, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, bool first);
+
+#ifdef RT_GEMM_X86
+__attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(int64_t np, const uint32_t *a,
+                                                                           const uint32_t *b, float *c, int64_t ldc,
+                                                                           bool first) {
+  __m512 acc[BF_MR][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < BF_MR; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(c + r * ldc + v * 16);
+  for (int64_t p = 0; p < np; p++) {
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * BF_NR), b1 = (__m512bh)_mm512_loadu_si512(b + p * BF_NR + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < BF_MR; r++) {
+      __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[p * BF_MR + r]);
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < BF_MR; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) _mm512_storeu_ps(c + r * ldc + v * 16, acc[r][v]);
+}
+#endif
+
+/* The vdpbf16ps kernel when the machine has it and it was asked for
+ * (TGC_GEMM_BF16=1 in the environment, or rt_gemm_use_bf16(true)), else
+ * NULL. Not by default: on the Sapphire Rapids cores measured (issue 22)
+ * one vdpbf16ps a cycle does no more products than two f32 vfmadd, and its
+ * pair packing made the gpt2-124m bf16 step 1.12x slower than widening the
+ * operands for rt_sgemm (bench/README.md). */
+static ukernel_bf16 bf16_kernel;
+static int bf16_state; /* 0: not decided yet; 1: decided */
+
+static ukernel_bf16 bf16_detect(void) {
+#ifdef RT_GEMM_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) return ukr_bf16_avx512;
+#endif
+  return NULL;
+}
+
+static void ensure_bf16(void) {
+  if (__atomic_load_n(&bf16_state, __ATOMIC_ACQUIRE)) return;
+#pragma omp critical(rt_gemm_bf16)
+  if (!bf16_state) {
+    const char *e = getenv("TGC_GEMM_BF16");
+    bf16_kernel = e && strcmp(e, "1") == 0 ? bf16_detect() : NULL;
+    __atomic_store_n(&bf16_state, 1, __ATOMIC_RELEASE);
+  }
+}
+
+bool rt_gemm_bf16_native(void) {
+  ensure_bf16();
+  return bf16_kernel != NULL;
+}
+
+int rt_gemm_use_bf16(bool on) {
+  ensure_bf16();
+  ukernel_bf16 k = on ? bf16_detect() : NULL;
+  if (on && !k) return -1;
+  bf16_kernel = k;
+  return 0;
+}
+
+static void bgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                         const uint16_t *B, int64_t ldb, float *C, int64_t ldc, uint32_t *buf) {
+  const int mr = BF_MR, nr = BF_NR;
+  int64_t nc_max = min64(NC, (N + nr - 1) / nr * nr), kp_max = (min64(KC, K) + 1) / 2;
+  uint32_t *bp = buf, *ap = bp + kp_max * nc_max;
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    int64_t nc = min64(NC, N - jc), npanels = (nc + nr - 1) / nr;
+    for (int64_t pc = 0; pc < K; pc += KC) { /* KC is even: a block starts a pair */
+      int64_t kc = min64(KC, K - pc), np = (kc + 1) / 2;
+      bool first = pc == 0;
+      for (int64_t q = 0; q < npanels; q++)
+        pack_bf16(bp + q * np * nr, nr, min64(nr, N - (jc + q * nr)), kc, B, ldb, !tb, pc, jc + q * nr);
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        int64_t mc = min64(MC, M - ic), mpanels = (mc + mr - 1) / mr;
+        for (int64_t p = 0; p < mpanels; p++)
+          pack_bf16(ap + p * np * mr, mr, min64(mr, M - (ic + p * mr)), kc, A, lda, ta, pc, ic + p * mr);
+        for (int64_t q = 0; q < npanels; q++)
+          for (int64_t p = 0; p < mpanels; p++) {
+            int64_t i0 = ic + p * mr, j0 = jc + q * nr, h = min64(mr, M - i0), w = min64(nr, N - j0);
+            float *cij = C + i0 * ldc + j0;
+            if (h == mr && w == nr) {
+              bf16_kernel(np, ap + p * np * mr, bp + q * np * nr, cij, ldc, first);
+            } else { /* an edge tile: through a full-size copy */
+              float tile[BF_MR * BF_NR];
+              for (int64_t r = 0; r < h && !first; r++) memcpy(tile + r * nr, cij + r * ldc, (size_t)w * sizeof(float));
+              bf16_kernel(np, ap + p * np * mr, bp + q * np * nr, tile, nr, first);
+              for (int64_t r = 0; r < h; r++) memcpy(cij + r * ldc, tile + r * nr, (size_t)w * sizeof(float));
+            }
+          }
+      }
+    }
+  }
+}
+
+static int bgemm_run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
+GEMM_ENTRY(uint16_t, float, uint32_t, bgemm_run, bgemm_serial, BF_MR, BF_NR)
+
+int rt_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                 const uint16_t *B, int64_t ldb, float *C, int64_t ldc) {
+  ensure_bf16();
+  if (!bf16_kernel) return -2;
+  return bgemm_run(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+}

@@ -222,6 +222,12 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
     return;
   }
   double *z = r->ds + (size_t)i * r->w;
+  if (dt == IR_DT_BF16 && step != 0) { /* rt_load's value, inline */
+    const uint16_t *h = (const uint16_t *)t->data + off;
+    for (int j = 0; j < n; j++) z[j] = rt_bf16_value(h[j * step]);
+    r->dv[i] = z;
+    return;
+  }
   if (step == 0) {
     double v = rt_load(dt, t->data, off);
     for (int j = 0; j < n; j++) z[j] = v;
@@ -342,9 +348,29 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
     }
     return;
   }
+  if (dt == IR_DT_BF16 && in[a].dt == IR_DT_BF16 && in[b].dt == IR_DT_BF16 && !in[a].f32 && !in[b].f32 &&
+      (op == IR_OP_ADD || op == IR_OP_SUB || op == IR_OP_MUL || op == IR_OP_DIV)) {
+    /* bf16 operands: the double result rounded to f32, then to bf16, is the
+     * exact result rounded to bf16 (each rounding keeps more than twice the
+     * next one's bits plus 2: the double rounding is innocuous), as
+     * ir_round_to_dtype rounds it, without its generic rounding per element */
+    const double *x = r->dv[a], *y = r->dv[b];
+    switch (op) {
+    case IR_OP_ADD: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] + y[j]))); break;
+    case IR_OP_SUB: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] - y[j]))); break;
+    case IR_OP_MUL: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] * y[j]))); break;
+    default: for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(rt_round_f32(x[j] / y[j]))); break;
+    }
+    return;
+  }
   if (op == IR_OP_WHERE) {
     for (int j = 0; j < n; j++)
       z[j] = ir_round_to_dtype(dt, reg_val(r, in, a, j) != 0 ? reg_val(r, in, b, j) : reg_val(r, in, I->arg[2], j));
+    return;
+  }
+  if (op == IR_OP_CAST && dt == IR_DT_BF16 && in[a].f32) { /* f32 -> bf16 (mixed precision's weights) */
+    const float *x = r->fv[a];
+    for (int j = 0; j < n; j++) z[j] = rt_bf16_value(rt_bf16_bits(x[j]));
     return;
   }
   if (op == IR_OP_CAST) {
@@ -358,8 +384,12 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
           dt, ir_dropout_bits(I->skey, (uint64_t)(int64_t)g[j]) >= I->threshold ? reg_val(r, in, a, j) * I->value : 0.0);
     return;
   }
-  if (ir_op_kind_of(op) == IR_OPK_BINARY) {
+  if (ir_op_kind_of(op) == IR_OPK_BINARY && dt == IR_DT_BF16) {
+    for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
+  } else if (ir_op_kind_of(op) == IR_OPK_BINARY) {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
+  } else if (dt == IR_DT_BF16) {
+    for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_unary(op, reg_val(r, in, a, j)));
   } else {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_unary(op, reg_val(r, in, a, j)));
   }
@@ -374,6 +404,14 @@ static void store_root(const finst *in, const regs *r, int root, int n, rt_tenso
   } else if (odt == IR_DT_F64 && !in[root].f32) {
     double *o = (double *)out->data + base;
     if (o != r->dv[root]) memmove(o, r->dv[root], (size_t)n * sizeof *o);
+  } else if (odt == IR_DT_BF16 && in[root].f32) {
+    uint16_t *o = (uint16_t *)out->data + base;
+    const float *x = r->fv[root];
+    for (int j = 0; j < n; j++) o[j] = rt_bf16_bits(x[j]);
+  } else if (odt == IR_DT_BF16 && (in[root].dt == IR_DT_BF16 || in[root].dt == IR_DT_F16)) { /* floats exactly */
+    uint16_t *o = (uint16_t *)out->data + base;
+    const double *x = r->dv[root];
+    for (int j = 0; j < n; j++) o[j] = rt_bf16_bits((float)x[j]);
   } else {
     for (int j = 0; j < n; j++) rt_store(odt, out->data, base + j, reg_val(r, in, root, j));
   }

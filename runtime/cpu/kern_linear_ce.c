@@ -12,7 +12,8 @@
  *         dw's dtype after every chunk (what a GPU's C += A B in that dtype does)
  * The loss is the mean of the row losses added in row order. Every product
  * is rt_sgemm / rt_dgemm (bf16 / f16 widened to f32, the product rounded
- * to the dtype as matmul rounds it), so logits, loss and dh are the bits of
+ * to the dtype as matmul rounds it; bf16 operands read as stored by
+ * rt_gemm_bf16 where vdpbf16ps is asked for, the same chain), so logits, loss and dh are the bits of
  * the unfused graph's matmul, cross_entropy and matmul; dw differs from its
  * one product over every row only by the partial sums of the chunks.
  */
@@ -20,27 +21,37 @@
 
 typedef struct {
   bool f64, native; /* f64: dgemm; native: f32 or f64 operands used as stored */
+  bool bf;          /* bf16 operands read as stored by rt_gemm_bf16 (vdpbf16ps), products in f32 */
   size_t es;        /* bytes per element of the float products (4 or 8) */
+  size_t in_es;     /* bytes per element of the operands the products read */
 } lce_kind;
 
 /* C[M,N] = op(A) op(B) in the product's precision. */
 static int lce_gemm(const lce_kind *t, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                     const void *B, int64_t ldb, void *C, int64_t ldc) {
   if (t->f64) return rt_dgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+  if (t->bf) return rt_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
   return rt_sgemm(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 /* n elements of x (dtype dt) as the product's floats: x itself when native. */
 static void *lce_widen(const lce_kind *t, ir_dtype dt, const void *x, int64_t n) {
-  if (t->native) return (void *)x;
+  if (t->native || t->bf) return (void *)x;
   float *p = rt_scratch_push((size_t)(n ? n : 1) * sizeof *p);
-  for (int64_t i = 0; p && i < n; i++) p[i] = (float)rt_load(dt, x, i);
+  if (p && dt == IR_DT_BF16) /* inline: the loop vectorizes */
+    for (int64_t i = 0; i < n; i++) p[i] = rt_bf16_value(((const uint16_t *)x)[i]);
+  else
+    for (int64_t i = 0; p && i < n; i++) p[i] = (float)rt_load(dt, x, i);
   return p;
 }
 
 /* The product's floats p[0..n) rounded into x (dtype dt); nothing when native and p is x. */
 static void lce_store(const lce_kind *t, ir_dtype dt, void *x, const void *p, int64_t n) {
   if (t->native && p == x) return;
+  if (dt == IR_DT_BF16 && !t->f64) {
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)x)[i] = rt_bf16_bits(((const float *)p)[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; i++) rt_store(dt, x, i, t->f64 ? ((const double *)p)[i] : ((const float *)p)[i]);
 }
 
@@ -63,7 +74,9 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
     return -1;
   }
   lce_kind t = {.f64 = dt == IR_DT_F64, .native = dt == IR_DT_F64 || dt == IR_DT_F32};
+  t.bf = dt == IR_DT_BF16 && w->type.dtype == IR_DT_BF16 && rt_gemm_bf16_native();
   t.es = t.f64 ? 8 : 4;
+  t.in_es = t.bf ? 2 : t.es;
   size_t mark = rt_scratch_mark();
   double *row_loss = rt_scratch_push((size_t)N * sizeof *row_loss);
   const char *hp = lce_widen(&t, dt, h->data, N * D), *wp = lce_widen(&t, dt, w->data, V * D);
@@ -76,7 +89,7 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
   double scale = rt_load(gs->type.dtype, gs->data, 0) / (double)N;
   for (int64_t r0 = 0; r0 < N && rc == 0; r0 += C) {
     int64_t c = N - r0 < C ? N - r0 : C;
-    const char *hc = hp + (size_t)(r0 * D) * t.es;
+    const char *hc = hp + (size_t)(r0 * D) * t.in_es;
     rc |= lce_gemm(&t, false, tb, c, V, D, hc, D, wp, tb ? D : V, lp, V);
     lce_store(&t, dt, buf->data, lp, c * V);
     lce_argmax(dt, buf->data, c, V, (int32_t *)pred->data + r0);
@@ -91,17 +104,22 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
       rc |= rt_ce_rows(&lv, &tv, row_loss + r0, &gv, scale);
       lce_store(&t, dt, buf->data, lp, c * V);
     }
-    if (!t.native)
+    if (!t.native && !t.bf)
       for (int64_t i = 0; i < c * V; i++) ((float *)lp)[i] = (float)rt_load(dt, buf->data, i);
+    const char *gp = t.bf ? buf->data : lp; /* the logits' gradient as the products read it */
     /* dh rows = dlogits w (w^T); dw part = dlogits^T h_c (h_c^T dlogits) */
     char *dhc = t.native ? dhp + (size_t)(r0 * D) * t.es : dhp;
-    rc |= lce_gemm(&t, false, !tb, c, D, V, lp, V, wp, tb ? D : V, dhc, D);
+    rc |= lce_gemm(&t, false, !tb, c, D, V, gp, V, wp, tb ? D : V, dhc, D);
     lce_store(&t, dt, (char *)dh->data + (size_t)(r0 * D) * ir_dtype_size(dt), dhc, c * D);
     char *into = dw_native && r0 == 0 ? dw->data : part;
-    if (tb) rc |= lce_gemm(&t, true, false, V, D, c, lp, V, hc, D, into, D);
-    else rc |= lce_gemm(&t, true, false, D, V, c, hc, D, lp, V, into, V);
+    if (tb) rc |= lce_gemm(&t, true, false, V, D, c, gp, V, hc, D, into, D);
+    else rc |= lce_gemm(&t, true, false, D, V, c, hc, D, gp, V, into, V);
     if (into == dw->data || rc != 0) continue;
     /* dw (+)= part, rounded to dw's dtype: a sum of two floats in double rounds to the float sum */
+    if (r0 == 0 && !t.f64 && dw->type.dtype == IR_DT_BF16) { /* the first chunk's floats, rounded (kernels.h) */
+      lce_store(&t, IR_DT_BF16, dw->data, part, V * D);
+      continue;
+    }
 #pragma omp parallel for schedule(static) if (V * D > RT_PAR_MIN)
     for (int64_t i = 0; i < V * D; i++) {
       double p = t.f64 ? ((double *)part)[i] : ((float *)part)[i];

@@ -44,6 +44,24 @@ void rt_scratch_pop(size_t mark);
 /* The threads whose scratch is held now (a thread's is freed when it exits). */
 int rt_scratch_threads(void);
 
+/* bf16 <-> f32 inline, so that loops over them vectorize: the bits of
+ * ir_f32_to_bf16 / ir_bf16_to_f32 (ir/dtype.c). For a value x that is a
+ * float, rt_bf16_bits(x) is also ir_round_to_dtype(IR_DT_BF16, x) stored
+ * (rounding the float's bits to nearest even is rounding its value: bf16
+ * has f32's exponent range); tests/unit/test_runtime_kernels.c checks both. */
+static inline uint16_t rt_bf16_bits(float x) {
+  uint32_t b;
+  memcpy(&b, &x, sizeof b);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((b >> 16) | 0x0040u); /* quiet NaN */
+  return (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+static inline float rt_bf16_value(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+
 /* kern_elementwise.c */
 int rt_kern_unary(const rt_kctx *k);
 int rt_kern_binary(const rt_kctx *k);

@@ -5,7 +5,9 @@
  *   - every example (each .tg file of examples/, default config): the forward outputs;
  *   - gpt and llama `tiny`: one training step (loss, logits, every
  *     gradient) and the optimizer update graphs (sgd, momentum, adam, adamw
- *     with decay and clipping) fused vs unfused;
+ *     with decay and clipping) fused vs unfused; gpt tiny's step also in
+ *     bf16 (pass_mixed_precision: the fused kernels' bf16 fast paths, casts
+ *     and arithmetic, against the unfused kernels' generic rounding);
  *   - the kernel count of gpt tiny, forward and training graph, before and
  *     after (printed; after < before);
  *   - a long f32 chain (an Adam step over 2M + 123 elements): bytes equal,
@@ -168,14 +170,18 @@ static void pair_free(pair *p) {
 }
 
 /* Compiles path both ways, runs both with the same seed; 0 when both ran. */
-static int pair_run(pair *p, const char *path, const char *config, bool training, ir_diag *d) {
+static int pair_run_as(pair *p, const char *path, const char *config, bool training, ir_dtype mp, ir_diag *d) {
   memset(p, 0, sizeof *p);
   for (int f = 0; f < 2; f++) {
     if (!(p->g[f] = compile(path, config, d, &p->text[f]))) return -1;
+    if (mp != IR_DT_F32 && pass_mixed_precision(p->g[f], mp, d) != 0) return -1;
     if (pipeline(p->g[f], f == 1, training, d) != 0) return -1;
     if (run_graph(p->g[f], 11, NULL, false, &p->r[f]) != 0) return -1;
   }
   return 0;
+}
+static int pair_run(pair *p, const char *path, const char *config, bool training, ir_diag *d) {
+  return pair_run_as(p, path, config, training, IR_DT_F32, d);
 }
 
 /* ---- every example, forward ---------------------------------------------------------- */
@@ -280,6 +286,22 @@ static void test_training(const char *path) {
     check_update(p.g[1], &p.r[1], mom, "momentum", d);
     check_update(p.g[1], &p.r[1], adam, "adam", d);
     check_update(p.g[1], &p.r[1], adamw, "adamw + decay + clip", d);
+  }
+  pair_free(&p);
+  ir_diag_free(d);
+}
+
+/* The bf16 (mixed precision) training step, fused vs unfused. */
+static void test_training_bf16(const char *path) {
+  ir_diag *d = ir_diag_new(stderr);
+  pair p;
+  int rc = pair_run_as(&p, path, "tiny", true, IR_DT_BF16, d);
+  CHECK_EQ_INT(rc, 0);
+  if (rc == 0) {
+    bool same = same_outputs(path, p.g[1], &p.r[0], &p.r[1]);
+    CHECK(same);
+    printf("%s tiny training step in bf16: loss, logits and %d gradients %s\n", path, p.g[1]->n_params,
+           same ? "bit-identical" : "DIFFER");
   }
   pair_free(&p);
   ir_diag_free(d);
@@ -684,6 +706,7 @@ int main(void) {
   test_kernel_counts();
   test_training("examples/gpt.tg");
   test_training("examples/llama.tg");
+  test_training_bf16("examples/gpt.tg");
   test_long_chain();
   return check_done();
 }

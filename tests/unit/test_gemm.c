@@ -10,7 +10,13 @@
  *     several KC blocks, N across several NC blocks, M across MC blocks,
  *     tall (split by rows) and wide (split by columns) products;
  *   - 1, 2 and 3 threads, and a call made inside a parallel region;
+ *   - bottom-edge tiles of 4 and 8 rows (the shorter kernels);
  *   - K = 0 (zeros) and M or N = 0 (nothing written).
+ * rt_gemm_bf16 (vdpbf16ps, where the machine has it) against the same f32
+ * chain over the bf16 operands widened, bit for bit on operands and sums
+ * in the normal range (its one documented difference: denormals flush to
+ * zero; checked too), odd K (a padded pair) and K across KC blocks; and
+ * turned off, it declines (-2) so the caller widens.
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -103,6 +109,7 @@ static void test_shapes(void) {
       {1, 1, 1},   {3, 5, 7},    {13, 33, 17}, {12, 32, 256}, {25, 70, 300},  /* edges; K across 2 KC blocks */
       {200, 9, 40}, {7, 400, 40}, {150, 40, 33},                               /* tall, wide, M across MC */
       {5, 3100, 3}, {64, 64, 64}, {2, 1, 600},                                  /* N across NC; K across 3 blocks */
+      {20, 64, 300}, {256, 96, 40},                                            /* bottom edges of 8 and 4 rows */
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int t = 0; t < 4; t++) run_case(shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t & 2, i % 3 == 1 ? 3 : 0);
@@ -121,6 +128,57 @@ static void test_degenerate(void) {
   CHECK(c == 0.0f && !signbit(c));
 }
 
+static uint16_t bf16_of(float x) { /* x is rounded already: its top 16 bits */
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)(u >> 16);
+}
+
+static void run_bf16_case(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int pad) {
+  int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  size_t na = (size_t)((ta ? K : M) * lda + 1), nb = (size_t)((tb ? N : K) * ldb + 1), nc = (size_t)(M * ldc + 1);
+  float *A = malloc(na * 4), *B = malloc(nb * 4), *C = malloc(nc * 4), *R = malloc(nc * 4);
+  uint16_t *Ah = malloc(na * 2), *Bh = malloc(nb * 2);
+  uint64_t s = (uint64_t)(M * 31 + N * 17 + K * 5 + ta * 2 + tb);
+  for (size_t i = 0; i < na; i++) Ah[i] = bf16_of(A[i] = ir_bf16_to_f32(ir_f32_to_bf16(frand(&s))));
+  for (size_t i = 0; i < nb; i++) Bh[i] = bf16_of(B[i] = ir_bf16_to_f32(ir_f32_to_bf16(frand(&s))));
+  for (size_t i = 0; i < nc; i++) R[i] = C[i] = 12345.0f;
+  ref_s(ta, tb, M, N, K, A, lda, B, ldb, R, ldc);
+  char what[160];
+  snprintf(what, sizeof what, "bf16 M%lld N%lld K%lld%s%s pad %d", (long long)M, (long long)N, (long long)K,
+           ta ? " ta" : "", tb ? " tb" : "", pad);
+  for (int t = 1; t <= 3; t++) {
+    omp_set_num_threads(t);
+    CHECK_EQ_INT(rt_gemm_bf16(ta, tb, M, N, K, Ah, lda, Bh, ldb, C, ldc), 0);
+    CHECK_EQ_INT(compare(what, C, R, M, N + pad, ldc, 4), 0);
+  }
+  free(A), free(B), free(C), free(R), free(Ah), free(Bh);
+}
+
+static void test_bf16(void) {
+  if (rt_gemm_use_bf16(true) != 0) {
+    printf("gemm bf16     vdpbf16ps not available on this machine\n");
+  } else {
+    static const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {13, 33, 17}, {12, 32, 256}, {25, 70, 301},
+                                        {200, 9, 40}, {7, 400, 41}, {5, 3100, 3}, {64, 64, 64}, {2, 1, 601}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      for (int t = 0; t < 4; t++) run_bf16_case(shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t & 2, i % 3 == 1 ? 3 : 0);
+    /* denormals: an operand of 2^-130 counts as 0, a sum below 2^-126 flushes */
+    uint16_t a[2] = {bf16_of(0x1p-130f), bf16_of(1.0f)}, b[2] = {bf16_of(1.0f), bf16_of(0x1p-127f)};
+    float c = 1.0f;
+    CHECK_EQ_INT(rt_gemm_bf16(false, false, 1, 1, 2, a, 2, b, 1, &c, 1), 0);
+    CHECK(c == 0.0f);
+    CHECK(rt_gemm_bf16_native());
+    printf("gemm bf16     every element the f32 fma chain of the widened operands (4 transpose cases; 1-3 threads)\n");
+  }
+  CHECK_EQ_INT(rt_gemm_use_bf16(false), 0);
+  CHECK(!rt_gemm_bf16_native());
+  uint16_t one = bf16_of(1.0f);
+  float c = 7.0f;
+  CHECK_EQ_INT(rt_gemm_bf16(false, false, 1, 1, 1, &one, 1, &one, 1, &c, 1), -2);
+  CHECK(c == 7.0f);
+}
+
 int main(void) {
   int max = omp_get_max_threads();
   const char *isas[] = {"generic", "avx2", "avx512"};
@@ -134,6 +192,7 @@ int main(void) {
     printf("gemm %-8s every element the fma chain (f32, f64; 4 transpose cases; 1-3 threads; nested)\n", isas[i]);
   }
   CHECK_EQ_INT(rt_gemm_use_isa("sse9"), -1);
+  test_bf16();
   omp_set_num_threads(max);
   return check_done();
 }

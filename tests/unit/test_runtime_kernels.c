@@ -18,6 +18,12 @@
  * the same bytes in every dtype.
  * layernorm_grad and rmsnorm_grad against the primitive ops of the
  * expansion they replaced (1e-12 f64, 1e-5 f32).
+ * rt_bf16_bits / rt_bf16_value (kernels.h, the inline conversions of the
+ * bf16 fast paths) against ir_f32_to_bf16, ir_bf16_to_f32 and
+ * ir_round_to_dtype: every bf16 pattern, each with low halves at the ties,
+ * around them, 0, the maximum and random ones (NaNs: both a NaN); and
+ * rt_round_bf16 (internal.h) against ir_round_to_dtype on doubles of every
+ * bf16 exponent and beyond (ties, near-ties, random; specials).
  * Also: the missing-kernel loop over ops.def (grad is the one op with no
  * kernel: the autodiff pass expands it).
  */
@@ -1538,8 +1544,53 @@ static void test_scratch_threads(void) {
   CHECK_EQ_INT(rt_scratch_threads(), before);
 }
 
+static void test_bf16_inline(void) {
+  static const uint32_t lows[] = {0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234, 0xC000};
+  uint64_t seed = 99;
+  int bad = 0;
+  for (uint32_t hi = 0; hi < 0x10000; hi++) {
+    uint16_t h = (uint16_t)hi;
+    float v = rt_bf16_value(h);
+    if (memcmp(&v, &(float){ir_bf16_to_f32(h)}, 4) != 0) bad++;
+    for (int l = 0; l < 10; l++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      uint32_t b = hi << 16 | (l < 8 ? lows[l] : (uint32_t)(seed >> 48));
+      float x;
+      memcpy(&x, &b, 4);
+      uint16_t got = rt_bf16_bits(x), want = ir_f32_to_bf16(x);
+      double r = ir_round_to_dtype(IR_DT_BF16, x);
+      bool nan = isnan(x);
+      if (nan ? !(isnan(rt_bf16_value(got)) && got == want) : got != want || rt_bf16_value(got) != r ||
+                                                                      !signbit(rt_bf16_value(got)) != !signbit(r))
+        if (bad++ < 3) fprintf(stderr, "  bf16 of %a (0x%08x): 0x%04x, want 0x%04x (%a)\n", x, b, got, want, r);
+    }
+  }
+  CHECK_EQ_INT(bad, 0);
+  /* rt_round_bf16 (internal.h) on doubles: ties and near-ties of every
+   * bf16 exponent, random significands, subnormal, overflow, Inf, NaN */
+  bad = 0;
+  for (int e = -140; e <= 130; e++)
+    for (int l = 0; l < 200; l++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      uint64_t sig = l < 4 ? (uint64_t[]){1ull << 44, (1ull << 44) - 1, (1ull << 44) + 1, 3ull << 44}[l] : seed >> 12;
+      double x = ldexp(1.0 + (double)((seed >> 40 & 0x7F) << 45 | (sig & ((1ull << 45) - 1))) * 0x1p-52, e);
+      for (int sgn = 0; sgn < 2; sgn++, x = -x) {
+        double got = rt_round_bf16(x), want = ir_round_to_dtype(IR_DT_BF16, x);
+        if (memcmp(&got, &want, 8) != 0 && bad++ < 3) fprintf(stderr, "  rt_round_bf16(%a) = %a, want %a\n", x, got, want);
+      }
+    }
+  double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, DBL_MAX, 0x1.ffp127, 0x1.fep127, 0x1.fe8p127, 0x1p-126, 0x1p-127, 0x1.01p-126};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
+    double got = rt_round_bf16(specials[i]), want = ir_round_to_dtype(IR_DT_BF16, specials[i]);
+    if (!(isnan(got) && isnan(want)) && memcmp(&got, &want, 8) != 0 && bad++ < 6)
+      fprintf(stderr, "  rt_round_bf16(%a) = %a, want %a\n", specials[i], got, want);
+  }
+  CHECK_EQ_INT(bad, 0);
+}
+
 int main(void) {
   test_scratch_threads();
+  test_bf16_inline();
   test_every_op_has_kernel();
   test_vec_math();
   test_unary();
