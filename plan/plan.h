@@ -52,7 +52,7 @@ void pass_plan_model_free(pass_plan_model *m);
  * with the passes after the shard pass disabled (fuse-elementwise,
  * fuse-transpose, fuse-lm-head). For every tp the planner asks about, the
  * model runs the shard pass on both and then those passes, as the runtime
- * builds a rank's step (passes/plan_tp.c). The two must be the same graph but for the
+ * builds a rank's step (plan/plan_tp.c). The two must be the same graph but for the
  * batch dims (when a per-sample dim equals another dim at b0 the passes may
  * build another graph: try another b0). Returns 0, or -1 after reporting
  * through d. */
@@ -64,7 +64,7 @@ void pass_plan_model_set_optimizer(pass_plan_model *m, double flops_per_param, i
  * either (fuse-lm-head never is: a sharded step does not fuse the head). */
 void pass_plan_model_disable(pass_plan_model *m, const bool *disabled);
 /* The parameters' tp layouts by the shard pass's search (--tp-layout
- * search; passes/plan_tp.c), else Megatron-LM's rule. */
+ * search; plan/plan_tp.c), else Megatron-LM's rule. */
 void pass_plan_model_set_tp_search(pass_plan_model *m, bool on);
 /* The graph the search chooses layouts on (pass_tp_search; the model frees
  * it): the training graph of the model's first policy at micro-batch b0 if
