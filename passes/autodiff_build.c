@@ -102,6 +102,7 @@ void ad_send(ad_ctx *c, ir_value *x, const ir_attr *attrs, int n_attrs) {
 }
 
 const char *ad_node_nondiff(const ir_node *n) {
+  if (n->op == IR_OP_ATTENTION && n->n_in == 4) return "a decode step over a KV cache (its qpos operand has no derivative rule)";
   if (n->op != IR_OP_ALL_REDUCE && n->op != IR_OP_REDUCE_SCATTER) return NULL;
   const ir_attr *r = ir_node_attr(n, "reduce");
   return r && r->kind == IR_ATTR_STR && strcmp(r->s, "max") == 0 ? "a maximum over ranks (reduce = \"max\")" : NULL;
