@@ -3,15 +3,18 @@
  *
  * Layers of execution:
  *   rt_backend  a small vtable (ggml-style): a context, device memory
- *               (alloc, free, upload, download, copy, fill), prepare (what
- *               the backend compiles for a graph, once) and run_node (one
- *               node's kernel on device tensors). cpu.c is the CPU's.
+ *               (alloc, free, upload, download, copy, fill), prepare (bind
+ *               a program's kernel actions to what the backend runs, once)
+ *               and run (one kernel action on device tensors). cpu.c is
+ *               the CPU's.
  *   rt_device   an opened backend, counting what it allocates and moves.
  *   rt_program  a graph prepared on a device (exec.c): its memory plan
- *               (analysis/memplan.c) and the one arena the plan asks for,
- *               allocated once; each run walks the plan's steps on the
- *               backend. Scheduling, liveness, in-place execution and
- *               donation are the plan's, written once for every backend.
+ *               (analysis/memplan.c), the one arena the plan asks for,
+ *               allocated once, and one list of actions (rt_action: fill,
+ *               kernel, collective) with their tensors resolved, which
+ *               every backend walks the same way. Scheduling, liveness,
+ *               in-place execution and donation are the plan's, written
+ *               once for every backend.
  *   rt_trainer  training on any device (train.c).
  * Tensors are views: a type, a buffer and an offset. Host tensors
  * (rt_tensor_new) own their memory.
@@ -26,6 +29,7 @@
 
 typedef struct rt_device rt_device;
 typedef struct rt_backend rt_backend;
+typedef struct rt_action rt_action;
 typedef struct rt_comm rt_comm; /* runtime/comm/comm.h: the ranks a multi-rank run talks to */
 struct cg_cuda_api;             /* runtime/cudaapi/cuda_api.h: the CUDA entry points (rt_backend.comm_table) */
 
@@ -124,7 +128,9 @@ int rt_outputs_to_first_stage(rt_comm *c, const ir_graph *whole, const ir_graph 
 typedef struct {
   double seconds[IR_NUM_OPS];
   int64_t calls[IR_NUM_OPS];
-  double alloc_seconds;  /* zero-filling results (the arena is allocated once) */
+  double fill_seconds;   /* the program's fill actions: zero-filling results (the arena is allocated once) */
+  int64_t fills;         /* ... how many ran */
+  double fill_bytes;     /* ... and the bytes they wrote */
   double total_seconds;  /* whole program runs */
 } rt_profile;
 
@@ -140,6 +146,33 @@ typedef struct {
   int64_t kernels;                          /* nodes run */
 } rt_device_stats;
 
+/* One action of a program (exec.c builds the list from the memory plan
+ * once, when the program is made; each run walks it in order):
+ *   RT_ACT_FILL        zero result `index` of the node (an IR_OPF_ZEROED
+ *                      op accumulates into its results), a device fill
+ *   RT_ACT_KERNEL      the node's computation: the backend's run, with
+ *                      what its prepare bound in `impl` (the CPU: the
+ *                      node's entry of its kernel table; CUDA: the lowered
+ *                      step's kernels, cuBLASLt products, copies, memsets)
+ *   RT_ACT_COLLECTIVE  a communication op or mesh_slice: collective
+ *                      `index` of the program, bound to its communicator
+ *                      and its attributes read when the program was made
+ * A view step (reshape, a shard hint that moves nothing) has no action.
+ * in / out are the node's operands and results as tensors of the program:
+ * arena tensors fixed when it is made, inputs' and params' rebound at each
+ * run at the same addresses, so an action's pointers never change. */
+typedef enum { RT_ACT_FILL, RT_ACT_KERNEL, RT_ACT_COLLECTIVE } rt_action_kind;
+struct rt_action {
+  rt_action_kind kind;
+  int step;                      /* its step of the memory plan (plan->steps[step]) */
+  const ir_node *node;
+  const rt_tensor *const *in;    /* node->n_in operands */
+  rt_tensor *const *out;         /* node->n_out results */
+  int index;                     /* FILL: which result; COLLECTIVE: which collective */
+  void *impl;                    /* KERNEL: the backend's, set by its prepare */
+};
+const char *rt_action_kind_name(rt_action_kind k); /* "fill" "kernel" "collective" */
+
 struct rt_backend {
   const char *name;
   bool host_memory;  /* device pointers are host pointers: host tensors are bound without copies */
@@ -154,13 +187,14 @@ struct rt_backend {
   int (*copy)(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen);
   /* n bytes at dst = the pattern of pattern_bytes (1, 2, 4 or 8) repeated */
   int (*fill)(rt_device *d, void *dst, size_t n, const void *pattern, size_t pattern_bytes, char *err, size_t errlen);
-  /* programs: prepare once per graph (state: what the backend keeps), run
-   * one node's kernel on device tensors (results preallocated; zero-filled
-   * for IR_OPF_ZEROED ops), release */
+  /* programs: prepare once per program (state: what the backend keeps;
+   * it may set each kernel action's `impl`: what run calls for it), run
+   * one kernel action on device tensors (results preallocated; zero-filled
+   * by the fill actions before it), release. prepare may be NULL. */
   bool (*supports_op)(const ir_node *n);
-  int (*prepare)(rt_device *d, const ir_graph *g, const pass_plan *plan, void **state, char *err, size_t errlen);
-  int (*run_node)(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                  char *err, size_t errlen);
+  int (*prepare)(rt_device *d, const ir_graph *g, const pass_plan *plan, rt_action *actions, int n_actions,
+                 void **state, char *err, size_t errlen);
+  int (*run)(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen);
   void (*release)(rt_device *d, void *state);
   /* GPU backends: the CUDA table with NCCL loaded for this device (its
    * context current), for the comm layer's nccl implementation; NULL (the
@@ -233,6 +267,12 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
  * param buffer it lives in; valid until the next run or rebinding. */
 const rt_tensor *rt_program_output(const rt_program *p, int i);
 const pass_plan *rt_program_plan(const rt_program *p);
+/* The program's actions, in the order a run performs them (n: how many). */
+const rt_action *rt_program_actions(const rt_program *p, int *n);
+/* One line per action, numbered: "   3 kernel     %h = matmul  [step 2]",
+ * "   4 fill       %dw: 4096 bytes  [step 3]", "   9 collective %g = all_reduce
+ * over dp (2 ranks)  [step 7]" (tgc run --print-actions, tests). */
+void rt_program_print_actions(FILE *f, const rt_program *p);
 size_t rt_program_arena_bytes(const rt_program *p);
 rt_device *rt_program_device(const rt_program *p);
 
@@ -251,6 +291,7 @@ typedef struct {
   const rt_device_options *device; /* in: NULL, or how to open the device */
   rt_comm *comm;         /* in: NULL (one process), or the communicator of g's mesh (a
                           * sharded graph: rt_mesh_bind; host memory, the collectives through it) */
+  FILE *print_actions;   /* in: NULL, or where to print the program's actions before it runs */
 } rt_stats;
 int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
            rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);

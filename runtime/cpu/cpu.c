@@ -1,7 +1,8 @@
 /* runtime/cpu/cpu.c — the CPU backend: host memory and the kernel table.
  *
  * Device memory is host memory (256-byte aligned), so host tensors are
- * bound without copies. run_node calls the node's kernel (kern_*.c): the
+ * bound without copies. prepare binds each kernel action of a program to
+ * its node's kernel (kern_*.c) and run calls it: the
  * table below is indexed by the op enum, elementwise ops run by their kind;
  * an op without an entry is not supported (test_runtime_kernels loops over
  * ops.def and fails on a gap). Scheduling, buffers and in-place execution
@@ -132,10 +133,28 @@ int rt_cpu_run_node(const ir_node *n, const rt_tensor *const *in, rt_tensor *con
   return cpu_kernel(n->op)(&k);
 }
 
-static int cpu_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in,
-                        rt_tensor *const *out, char *err, size_t errlen) {
+/* A program's kernel actions, bound to their entries of the kernel table:
+ * a run calls each through the pointer, nothing looked up. */
+static int cpu_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, rt_action *actions, int n_actions,
+                       void **state, char *err, size_t errlen) {
+  (void)d, (void)g, (void)plan;
+  *state = NULL;
+  for (int i = 0; i < n_actions; i++) {
+    if (actions[i].kind != RT_ACT_KERNEL) continue;
+    kernel_fn fn = cpu_kernel(actions[i].node->op);
+    if (!fn) {
+      rt_errf(err, errlen, "the cpu backend has no kernel for '%s'", ir_op_name(actions[i].node->op));
+      return -1;
+    }
+    actions[i].impl = (void *)fn;
+  }
+  return 0;
+}
+
+static int cpu_run(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen) {
   (void)d, (void)state;
-  return rt_cpu_run_node(n, in, out, err, errlen);
+  rt_kctx k = {.node = a->node, .in = a->in, .out = a->out, .err = err, .errlen = errlen};
+  return ((kernel_fn)a->impl)(&k);
 }
 
 const rt_backend rt_cpu_backend = {
@@ -148,5 +167,6 @@ const rt_backend rt_cpu_backend = {
     .copy = cpu_move,
     .fill = cpu_fill,
     .supports_op = cpu_supports_op,
-    .run_node = cpu_run_node,
+    .prepare = cpu_prepare,
+    .run = cpu_run,
 };

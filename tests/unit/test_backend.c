@@ -4,7 +4,7 @@
  *
  * The "copy" backend keeps device memory in its own allocations and hands
  * out device pointers that are NOT host addresses (a high bit flipped: any
- * dereference by the runtime would fault). Its run_node copies the
+ * dereference by the runtime would fault). Its run copies the
  * operands to host tensors, runs the CPU backend's kernel
  * (rt_cpu_run_node: the kernel table), and copies the results back,
  * counting the copies. So:
@@ -62,8 +62,10 @@ static bool no_matmul(const ir_node *n) { return n->op != IR_OP_MATMUL && cb_sup
 
 /* Host copies of the operands and results (results carry what the device
  * holds: zeros for accumulating ops), the CPU kernel, the results back. */
-static int cb_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                       char *err, size_t errlen) {
+static int cb_run(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen) {
+  const ir_node *n = a->node;
+  const rt_tensor *const *in = a->in;
+  rt_tensor *const *out = a->out;
   rt_tensor **hin = calloc((size_t)n->n_in + 1, sizeof *hin), **hout = calloc((size_t)n->n_out + 1, sizeof *hout);
   int rc = 0;
   for (int i = 0; i < n->n_in && rc == 0; i++) {
@@ -97,7 +99,7 @@ static const rt_backend copy_backend = {
     .copy = cb_copy,
     .fill = cb_fill,
     .supports_op = cb_supports,
-    .run_node = cb_run_node,
+    .run = cb_run,
 };
 
 /* Every output of running example `path` (config, forward) on both backends. */
