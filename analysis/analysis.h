@@ -55,6 +55,9 @@ typedef struct {
   double flops;  /* floating-point operations (a multiply-add counts 2) */
   double bytes;  /* bytes read (each operand once) + bytes written (each result once) */
   double comm;   /* communication ops: bytes one rank sends over its mesh axis (pass_comm_bytes) */
+  double fill;   /* of bytes: what the executor's fill actions write before the kernel (each result of an
+                  * IR_OPF_ZEROED op, zeroed; runtime/exec.c), and */
+  int fills;     /* ... how many fill actions (one per result) */
 } pass_cost;
 pass_cost pass_node_cost(const ir_node *n);
 /* Bytes one rank of a group of n sends for a communication op whose
@@ -151,6 +154,8 @@ typedef struct {
   double op_flops[IR_NUM_OPS], op_bytes[IR_NUM_OPS]; /* all phases, by op kind */
   int op_count[IR_NUM_OPS];
   double comm[IR_NUM_OPS][IR_NUM_AXES];  /* bytes one rank sends, by op and mesh axis */
+  double fill_bytes;                     /* the fill actions' bytes (pass_cost.fill), in bytes[] too */
+  int64_t fills;                         /* ... and how many */
 } pass_graph_cost;
 void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c);
 

@@ -218,7 +218,7 @@ void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tal
 }
 
 pass_cost pass_node_cost(const ir_node *n) {
-  pass_cost c = {0, 0, 0};
+  pass_cost c = {0};
   if (!n || (int)n->op < 0 || n->op >= IR_NUM_OPS) return c;
   for (int i = 0; i < n->n_in; i++) c.bytes += bytes_of(n->in[i]);
   for (int i = 0; i < n->n_out; i++) c.bytes += bytes_of(n->out[i]);
@@ -269,8 +269,9 @@ pass_cost pass_node_cost(const ir_node *n) {
   if ((n->op == IR_OP_REDUCE_SUM && ir_node_attr_int(n, "in_product", 0)) ||
       (n->op == IR_OP_CROSS_ENTROPY && ir_node_attr_int(n, "with_grad", 0)))
     c.bytes = n->n_out == 1 ? bytes_of(n->out[0]) : 0; /* computed by a later node's kernels (fuse_transpose.c) */
-  if (ir_op_has(n->op, IR_OPF_ZEROED)) /* the executor's zero-fill before the kernel: each result written once more */
-    for (int i = 0; i < n->n_out; i++) c.bytes += bytes_of(n->out[i]);
+  if (ir_op_has(n->op, IR_OPF_ZEROED)) /* the executor's fill actions before the kernel: each result written once more */
+    for (int i = 0; i < n->n_out; i++) c.fill += bytes_of(n->out[i]), c.fills++;
+  c.bytes += c.fill;
   if (ir_op_has(n->op, IR_OPF_COMM)) c.comm = pass_comm_bytes(n->op, ir_node_attr_int(n, "n", 1), n->n_in ? bytes_of(n->in[0]) : 0);
   return c;
 }
@@ -316,6 +317,8 @@ void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
     c->op_flops[n->op] += k.flops;
     c->op_bytes[n->op] += k.bytes;
     c->op_count[n->op]++;
+    c->fill_bytes += k.fill;
+    c->fills += k.fills;
     int a = ir_op_has(n->op, IR_OPF_COMM) ? ir_node_mesh_axis(n) : -1;
     if (k.comm > 0 && a >= 0) c->comm[n->op][a] += k.comm;
   }
