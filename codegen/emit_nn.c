@@ -98,6 +98,10 @@ int cg_emit_embedding_grad(cg_ctx *c, const ir_node *n) {
          (long long)o_start, (long long)o_nrows, (long long)o_rows, (long long)o_bucket, (long long)P, (long long)D);
   cg_kernel_end(c, k);
   cg_launch(c, k, R, (D + THREADS - 1) / THREADS, THREADS, 0);
+  /* the ids are read twice (count, place); the rows kernel reads the
+   * buckets (workspace), not the ids, while no id has more than
+   * EMB_BUCKET_MAX positions (past it, a row's block rescans every id) */
+  cg_reads_part(c, 0, 2 * (double)P * (double)ir_dtype_size(idt->dtype));
   return 0;
 }
 
