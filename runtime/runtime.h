@@ -143,6 +143,7 @@ typedef struct {
   size_t bytes_uploaded, bytes_downloaded;  /* host -> device, device -> host */
   size_t bytes_copied, bytes_filled;        /* device -> device, fills */
   int64_t uploads, downloads, copies, fills;
+  int64_t async_uploads;                    /* of the uploads, from page-locked host memory (rt_upload_async) */
   int64_t kernels;                          /* nodes run */
 } rt_device_stats;
 
@@ -200,6 +201,15 @@ struct rt_backend {
    * context current), for the comm layer's nccl implementation; NULL (the
    * hook, or -1 and a message) where there is none */
   int (*comm_table)(rt_device *d, const struct cg_cuda_api **api, char *err, size_t errlen);
+  /* GPU backends: page-locked host memory (cuMemHostAlloc), which an
+   * upload_async reads on the device's stream while the host goes on; the
+   * host writes it again only after host_wait (every such upload has read
+   * its source). host_alloc gives *ptr NULL where the device has none to
+   * give (TGC_CUDA_PINNED=0). NULL hooks: none (host-memory backends). */
+  int (*host_alloc)(rt_device *d, size_t bytes, void **ptr, char *err, size_t errlen);
+  void (*host_free)(rt_device *d, void *ptr);
+  int (*upload_async)(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen);
+  int (*host_wait)(rt_device *d, char *err, size_t errlen);
 };
 
 /* How to open a device: which one, and backend-specific checks. */
@@ -235,6 +245,17 @@ rt_buffer *rt_buffer_alloc(rt_device *d, size_t bytes, char *err, size_t errlen)
 rt_buffer rt_buffer_wrap(rt_device *d, void *host, size_t bytes);
 void rt_buffer_free(rt_buffer *b);       /* rt_buffer_alloc's buffers */
 int rt_upload(const rt_tensor *dst, const void *src, char *err, size_t errlen);   /* dst->nbytes */
+/* Host tensors for what the host hands a device step after step (the
+ * trainer's batch): rt_pinned_tensor_new gives one whose data is the
+ * device's page-locked host memory, or NULL with err empty where the device
+ * has none (a host-memory backend; the caller uses rt_tensor_new), NULL with
+ * err when it fails. rt_upload_async uploads such a tensor's data on the
+ * device's stream and returns before the copy is done: the host may write
+ * the source again only after rt_host_wait. */
+rt_tensor *rt_pinned_tensor_new(rt_device *d, const ir_type *type, char *err, size_t errlen);
+void rt_pinned_tensor_free(rt_device *d, rt_tensor *t);
+int rt_upload_async(const rt_tensor *dst, const rt_tensor *src, char *err, size_t errlen); /* same nbytes */
+int rt_host_wait(rt_device *d, char *err, size_t errlen);
 int rt_download(void *dst, const rt_tensor *src, char *err, size_t errlen);       /* src->nbytes */
 int rt_copy(const rt_tensor *dst, const rt_tensor *src, char *err, size_t errlen); /* same nbytes */
 int rt_fill_bytes(rt_device *d, void *dst, size_t n, const void *pattern, size_t pattern_bytes, char *err,

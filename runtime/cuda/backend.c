@@ -15,7 +15,10 @@
  *   memory    cuMemAlloc after cuMemGetInfo: a request beyond the free
  *             memory is refused before allocating, naming both numbers;
  *             copies and memsets on the default stream; fills of 2-, 4-
- *             and 8-byte patterns by a small kernel (no transfer).
+ *             and 8-byte patterns by a small kernel (no transfer);
+ *             page-locked host memory (cuMemHostAlloc) for the trainer's
+ *             batch, uploaded by cuMemcpyHtoDAsync on the kernels' stream
+ *             with an event the host waits on before writing it again.
  *   prepare   cg_lower (the plan's steps to kernels, products, copies),
  *             compile the program's CUDA C for the device's arch through
  *             the table's NVRTC with the disk cache (a second run of the
@@ -223,6 +226,7 @@ static void cuda_close(rt_device *d) {
     free(x->profile);
   }
   if (x->fill_module) x->api.cuModuleUnload(x->fill_module);
+  if (x->upload_done) x->api.cuEventDestroy(x->upload_done);
   if (x->lt_workspace) x->api.cuMemFree(x->lt_workspace);
   if (x->lt) x->api.cublasLtDestroy(x->lt);
   if (x->dev.context) rt_cuda_close_device(&x->api, &x->dev);
@@ -270,6 +274,49 @@ static void cuda_free(rt_device *d, void *ptr) {
 
 static int cuda_upload(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
   return CUDA_CALL((cuda_ctx *)d->impl, "an upload", err, errlen, cuMemcpyHtoD, dptr(dst), src, n);
+}
+
+/* ---- page-locked host memory and asynchronous uploads ----
+ * The trainer's batch goes up from cuMemHostAlloc memory by
+ * cuMemcpyHtoDAsync on the stream the kernels run on (the legacy one), so
+ * the host prepares the next batch while the device works; an event
+ * recorded after each such upload is what host_wait waits for before the
+ * host writes the memory again (on a GPU the copy reads it when its turn
+ * comes). TGC_CUDA_PINNED=0: no page-locked memory (pageable uploads). */
+
+static int cuda_host_alloc(rt_device *d, size_t bytes, void **ptr, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  *ptr = NULL;
+  const char *v = getenv("TGC_CUDA_PINNED");
+  if (v && strcmp(v, "0") == 0) return 0;
+  if (CUDA_CALL(x, "page-locked host memory", err, errlen, cuMemHostAlloc, ptr, bytes, 0)) return -1;
+  x->stats.host_buffers++;
+  return 0;
+}
+
+static void cuda_host_free(rt_device *d, void *ptr) {
+  cuda_ctx *x = d->impl;
+  if (ptr) x->api.cuMemFreeHost(ptr);
+}
+
+static int cuda_upload_async(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  if (!x->upload_done && CUDA_CALL(x, "an asynchronous upload", err, errlen, cuEventCreate, &x->upload_done,
+                                   CG_CU_EVENT_DISABLE_TIMING))
+    return -1;
+  if (CUDA_CALL(x, "an asynchronous upload", err, errlen, cuMemcpyHtoDAsync, dptr(dst), src, n, NULL) ||
+      CUDA_CALL(x, "an asynchronous upload", err, errlen, cuEventRecord, x->upload_done, NULL))
+    return -1;
+  x->upload_pending = true;
+  x->stats.async_uploads++;
+  return 0;
+}
+
+static int cuda_host_wait(rt_device *d, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  if (!x->upload_pending) return 0;
+  x->upload_pending = false;
+  return CUDA_CALL(x, "waiting for the asynchronous uploads", err, errlen, cuEventSynchronize, x->upload_done);
 }
 
 static int cuda_download(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
@@ -649,6 +696,10 @@ static int cuda_comm_table(rt_device *d, const struct cg_cuda_api **api, char *e
       .run = cuda_run,                                                                                       \
       .release = cuda_release,                                                                               \
       .comm_table = cuda_comm_table,                                                                         \
+      .host_alloc = cuda_host_alloc,                                                                         \
+      .host_free = cuda_host_free,                                                                           \
+      .upload_async = cuda_upload_async,                                                                     \
+      .host_wait = cuda_host_wait,                                                                           \
   };
 CUDA_BACKEND(rt_cuda_backend, "cuda", cuda_open)
 CUDA_BACKEND(rt_cuda_emu_backend, "cuda-emu", cuda_emu_open)
