@@ -181,14 +181,13 @@ static double reduce_launches(const ir_node *n) {
   return G > 1 ? 2 : 1;
 }
 
-static double linear_ce_launches(const ir_node *n, pass_launches *l) {
-  if (n->n_in != 4 || n->n_out != 5) return 0;
+static void linear_ce_launches(const ir_node *n, pass_launches *l) {
+  if (n->n_in != 4 || n->n_out != 5) return;
   int64_t N = numel_of(n->in[2]), C = n->out[4]->type.dims[0], V = n->out[4]->type.dims[1], ld;
   int64_t rows = pass_linear_ce_chunk_rows(C, V, &ld), chunks = rows > 0 ? (N + rows - 1) / rows : 0;
   double pieces = pass_linear_ce_main_cols(V) < V ? 2 : 1;
   l->products += (double)chunks * 3 * pieces;
   l->kernels += (double)chunks + 1;
-  return 0;
 }
 
 pass_launches pass_node_launches(const ir_node *n) {
