@@ -282,7 +282,7 @@ static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, cons
     return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
   char err[1024] = "";
   const rt_backend *b = tb && tb->backend ? tb->backend : &rt_cpu_backend;
-  rt_generator_options go = {.comm = mr->comm, .coord = mr->coord};
+  rt_generator_options go = {.comm = mr->comm};
   rt_generator *gen = rt_generator_new(b, &tb->device, pre, dec, pos_input, params, dec_params, &go, err, sizeof err);
   if (!gen) return ir_error_plain(d, "%s", err), -1;
   cand *c = malloc((size_t)V * sizeof *c);
