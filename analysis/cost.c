@@ -48,7 +48,11 @@
  *                                       recompute 2TSE + TS scale (+ TS mask) + 2TS
  *                                       (exp(s - lse)); 2TF (rowsum(do o)); 2TSF (dv)
  *                                       + 2TSF (dp); 2TS (ds = p (dp - rowsum));
- *                                       2TSE (dq) + 2TSE (dk)
+ *                                       2TSE (dq) + 2TSE (dk); grouped-query (k, v
+ *                                       with Hkv < Hq heads): per query head, the
+ *                                       same (the group's dk, dv sums are the dk,
+ *                                       dv accumulations); bytes: k, v, dk, dv at
+ *                                       their Hkv heads
  *   fused {expr}                        1 per result element for every elementwise op
  *                                       mnemonic of ops.def (cast excepted) named in expr
  *   fused_matmul {expr}                 matmul's 2*M*N*K + fused's count for its epilogue

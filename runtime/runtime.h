@@ -331,9 +331,8 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
  * with err. */
 typedef struct rt_generator rt_generator;
 typedef struct {
-  rt_comm *comm;    /* NULL (one device), or the communicator of the graphs' mesh (rt_mesh_bind) */
-  const int *coord; /* with comm: this rank's coordinates; the graphs' cache outputs are whole
-                     * (the shard pass's rule), each rank keeps its block (the cpu backend) */
+  rt_comm *comm; /* NULL (one device), or the communicator of the graphs' mesh (rt_mesh_bind); the
+                  * graphs' cache inputs and outputs are this rank's kv heads (the shard pass's rule) */
 } rt_generator_options;
 rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dopt, const ir_graph *prefill,
                                const ir_graph *decode, int pos_input, rt_tensor *const *params,
