@@ -8,6 +8,8 @@
  * index space. Threads only split the set of result elements, so the
  * result is the same for any OMP_NUM_THREADS and run to run.
  */
+#include <omp.h>
+
 #include "kernels.h"
 #include "scalar.h" /* ir_s_square: sum_squares squares as the square op does */
 
@@ -352,23 +354,19 @@ int rt_kern_argmax(const rt_kctx *k) {
   return 0;
 }
 
-/* Elements of x that are Inf or NaN (exponent bits all ones), in one threaded pass. */
+/* Elements of x that are Inf or NaN (exponent bits all ones), in one
+ * threaded pass: each thread counts a contiguous range (vec_math.c). */
 static int64_t count_nonfinite_of(const rt_tensor *x) {
   int64_t n = rt_numel(&x->type), bad = 0;
   ir_dtype dt = x->type.dtype;
-  if (dt == IR_DT_F64) {
-    const uint64_t *b = x->data;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
-  } else if (dt == IR_DT_F32) {
-    const uint32_t *b = x->data;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
-  } else if (dt == IR_DT_BF16 || dt == IR_DT_F16) {
-    const uint16_t *b = x->data;
-    uint16_t e = dt == IR_DT_BF16 ? 0x7f80 : 0x7c00;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & e) == e;
+  if (!ir_dtype_is_float(dt)) return 0;
+#pragma omp parallel reduction(+ : bad) if (n > RT_PAR_MIN)
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
+    if (dt == IR_DT_F64) bad += rt_count_ones_u64((const uint64_t *)x->data + i0, i1 - i0, 0x7ff0000000000000ull);
+    else if (dt == IR_DT_F32) bad += rt_count_ones_u32((const uint32_t *)x->data + i0, i1 - i0, 0x7f800000u);
+    else bad += rt_count_ones_u16((const uint16_t *)x->data + i0, i1 - i0, dt == IR_DT_BF16 ? 0x7f80 : 0x7c00);
   }
   return bad;
 }

@@ -185,6 +185,11 @@ void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double 
 /* o[j] = f32((e[j] / sum) * scale), j < n. */
 void rt_softmax_scaled_f32(float *o, const double *e, double sum, double scale, int64_t n);
 
+/* vec_math.c: elements of b[0..n) with every bit of mask set (mask: the
+ * exponent bits of a float type, the Inf / NaN elements). */
+int64_t rt_count_ones_u16(const uint16_t *b, int64_t n, uint16_t mask);
+int64_t rt_count_ones_u32(const uint32_t *b, int64_t n, uint32_t mask);
+int64_t rt_count_ones_u64(const uint64_t *b, int64_t n, uint64_t mask);
 /* sum of e[0..n) in 16 interleaved lanes, then the lanes in order (vec_math.c) */
 double rt_sum_lanes(const double *e, int64_t n);
 

@@ -714,6 +714,31 @@ static void test_argmax_nonfinite(void) {
   tc_end(&c);
 }
 
+/* count_nonfinite's vector loops (vec_math.c: 16 lanes in blocks of 2^15
+ * elements, one contiguous range per thread) against isfinite element by
+ * element: every float dtype, a length that is no multiple of 16 and spans
+ * several blocks and threads, Inf, -Inf and NaN of either sign planted at
+ * the lanes', blocks' and halves' edges. Exact. */
+static void test_count_nonfinite_long(void) {
+  static const ir_dtype dts[] = {IR_DT_F32, IR_DT_F64, IR_DT_BF16, IR_DT_F16};
+  const int64_t n = 3 * 32768 + 4103;
+  const int64_t at[] = {0, 1, 15, 16, 17, 32767, 32768, 32769, n / 2 - 1, n / 2, 65535, 65536, n - 17, n - 2, n - 1};
+  const double special[] = {NAN, INFINITY, -INFINITY, -NAN};
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+    tcase c;
+    tc_begin(&c, "count_nonfinite long");
+    tc_input(&c, (ir_type){.dtype = dts[d], .rank = 1, .dims = {n}}, 0, 1e3, 0);
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+      if (i % 5 != 3) rt_tensor_set(c.tin[0], at[i], special[i % 4]); /* a few edges stay finite */
+    rt_tensor_set(c.tin[0], 1000, 1e300); /* f32 and narrower: overflows to Inf as stored */
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) want += !isfinite(rt_tensor_get(c.tin[0], i));
+    CHECK(want >= 11);
+    if (tc_run(&c, IR_OP_COUNT_NONFINITE, NULL, 0, NULL) == 0) compare(ir_dtype_name(dts[d]), c.out[0], &want, 0);
+    tc_end(&c);
+  }
+}
+
 /* sum_squares of several tensors: each tensor's squares added in order from
  * 0 in double, the tensors' sums left to right, as reduce_sum(square(cast
  * f64 x)) and a chain of adds compute them (the rewrite it comes from must
@@ -1604,6 +1629,7 @@ int main(void) {
   test_reduce();
   test_softmax();
   test_argmax_nonfinite();
+  test_count_nonfinite_long();
   test_sum_squares();
   test_norms();
   test_norm_grads();
