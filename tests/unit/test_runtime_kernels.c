@@ -906,6 +906,66 @@ static void test_norm_grads(void) {
       }
 }
 
+/* layernorm_grad / rmsnorm_grad in f32 (kern_reduce.c's f32 rows, several
+ * rows' sums interleaved) against the formulas of its comment computed here
+ * one row and one column at a time, in double, each sum in order: exact.
+ * Row counts below, at and past the interleave and not a multiple of it. */
+static void test_norm_grads_f32_exact(void) {
+  static const int64_t shapes[][2] = {{7, 37}, {8, 5}, {300, 96}, {19, 768}};
+  for (int rms = 0; rms < 2; rms++)
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+      ir_op op = rms ? IR_OP_RMSNORM_GRAD : IR_OP_LAYERNORM_GRAD;
+      int64_t R = shapes[sh][0], Dm = shapes[sh][1];
+      tcase c;
+      tc_begin(&c, "norm_grad f32 exact");
+      tc_input(&c, T(IR_DT_F32, 2, D(R), D(Dm)), 2, 2, 0.5);
+      tc_input(&c, T(IR_DT_F32, 1, D(Dm)), 2, 1, 1);
+      tc_input(&c, T(IR_DT_F32, 2, D(R), D(Dm)), 2, 1, 0);
+      ir_attr eps = ir_attr_float("eps", 1e-5);
+      if (tc_run(&c, op, &eps, 1, NULL) == 0) {
+        double *dx = calloc((size_t)(R * Dm), sizeof *dx), *dg = calloc((size_t)Dm, sizeof *dg);
+        double *db = calloc((size_t)Dm, sizeof *db), *mu = calloc((size_t)R, sizeof *mu);
+        double *rs = calloc((size_t)R, sizeof *rs);
+        const rt_tensor *x = c.tin[0], *gm = c.tin[1], *dy = c.tin[2];
+        for (int64_t r = 0; r < R; r++) {
+          double mean = 0, var = 0, m1 = 0, m2 = 0;
+          for (int64_t j = 0; j < Dm && !rms; j++) mean += rt_tensor_get(x, r * Dm + j);
+          mean = rms ? 0 : mean / (double)Dm;
+          for (int64_t j = 0; j < Dm; j++) {
+            double d = rt_tensor_get(x, r * Dm + j) - mean;
+            var += d * d;
+          }
+          double rstd = 1.0 / sqrt(var / (double)Dm + 1e-5);
+          for (int64_t j = 0; j < Dm; j++) {
+            double gh = rt_tensor_get(dy, r * Dm + j) * rt_tensor_get(gm, j);
+            m1 += gh;
+            m2 += gh * (rt_tensor_get(x, r * Dm + j) - mean) * rstd;
+          }
+          m1 = rms ? 0 : m1 / (double)Dm;
+          m2 /= (double)Dm;
+          for (int64_t j = 0; j < Dm; j++) {
+            double gh = rt_tensor_get(dy, r * Dm + j) * rt_tensor_get(gm, j);
+            double xhat = (rt_tensor_get(x, r * Dm + j) - mean) * rstd;
+            dx[r * Dm + j] = (float)((gh - xhat * m2 - m1) * rstd);
+          }
+          mu[r] = mean, rs[r] = rstd;
+        }
+        for (int64_t j = 0; j < Dm; j++)
+          for (int64_t r = 0; r < R; r++) {
+            double g = rt_tensor_get(dy, r * Dm + j);
+            dg[j] += g * (rt_tensor_get(x, r * Dm + j) - mu[r]) * rs[r];
+            db[j] += g;
+          }
+        for (int64_t j = 0; j < Dm; j++) dg[j] = (float)dg[j], db[j] = (float)db[j];
+        compare("norm_grad f32 dx", c.out[0], dx, 0);
+        compare("norm_grad f32 dgamma", c.out[1], dg, 0);
+        if (!rms) compare("norm_grad f32 dbeta", c.out[2], db, 0);
+        free(dx), free(dg), free(db), free(mu), free(rs);
+      }
+      tc_end(&c);
+    }
+}
+
 static void test_embedding(void) {
   tcase c;
   tc_begin(&c, "embedding");
@@ -1633,6 +1693,7 @@ int main(void) {
   test_sum_squares();
   test_norms();
   test_norm_grads();
+  test_norm_grads_f32_exact();
   test_embedding();
   test_cross_entropy();
   test_causal_mask();
