@@ -408,27 +408,35 @@ int rt_kern_argmax(const rt_kctx *k) {
   return 0;
 }
 
+int64_t rt_count_nonfinite_range(const rt_tensor *x, int64_t i0, int64_t n) {
+  ir_dtype dt = x->type.dtype;
+  if (dt == IR_DT_F64) return rt_count_ones_u64((const uint64_t *)x->data + i0, n, 0x7ff0000000000000ull);
+  if (dt == IR_DT_F32) return rt_count_ones_u32((const uint32_t *)x->data + i0, n, 0x7f800000u);
+  if (dt == IR_DT_BF16 || dt == IR_DT_F16)
+    return rt_count_ones_u16((const uint16_t *)x->data + i0, n, dt == IR_DT_BF16 ? 0x7f80 : 0x7c00);
+  return 0;
+}
+
 /* Elements of x that are Inf or NaN (exponent bits all ones), in one
  * threaded pass: each thread counts a contiguous range (vec_math.c). */
 static int64_t count_nonfinite_of(const rt_tensor *x) {
   int64_t n = rt_numel(&x->type), bad = 0;
-  ir_dtype dt = x->type.dtype;
-  if (!ir_dtype_is_float(dt)) return 0;
 #pragma omp parallel reduction(+ : bad) if (n > RT_PAR_MIN)
   {
     int t = omp_get_thread_num(), nt = omp_get_num_threads();
     int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
-    if (dt == IR_DT_F64) bad += rt_count_ones_u64((const uint64_t *)x->data + i0, i1 - i0, 0x7ff0000000000000ull);
-    else if (dt == IR_DT_F32) bad += rt_count_ones_u32((const uint32_t *)x->data + i0, i1 - i0, 0x7f800000u);
-    else bad += rt_count_ones_u16((const uint16_t *)x->data + i0, i1 - i0, dt == IR_DT_BF16 ? 0x7f80 : 0x7c00);
+    bad += rt_count_nonfinite_range(x, i0, i1 - i0);
   }
   return bad;
 }
 
-/* The Inf / NaN elements of every operand (integers: any order gives the same count). */
+/* The Inf / NaN elements of every operand (integers: any order gives the
+ * same count); an operand its producer counted (k->operand_nonfinite) is not
+ * read again. */
 int rt_kern_count_nonfinite(const rt_kctx *k) {
   int64_t bad = 0;
-  for (int i = 0; i < k->node->n_in; i++) bad += count_nonfinite_of(k->in[i]);
+  for (int i = 0; i < k->node->n_in; i++)
+    bad += k->operand_nonfinite && k->operand_nonfinite[i] >= 0 ? k->operand_nonfinite[i] : count_nonfinite_of(k->in[i]);
   *(int64_t *)k->out[0]->data = bad;
   return 0;
 }

@@ -739,6 +739,65 @@ static void test_count_nonfinite_long(void) {
   }
 }
 
+/* The count folded into its producer (cpu.c's prepare, kern_fused.c): a
+ * count_nonfinite over two results of one fused node (f32, and bf16 that
+ * overflows only as stored) and over an input it must still read. prepare
+ * folds the two; the count run through a program equals the elements of
+ * the results, computed here from the definitions, and of the input that
+ * are Inf or NaN. Rows longer than a chunk, split between threads. */
+static void test_count_folded(void) {
+  const int64_t R = 9, C = 1300;
+  tcase c;
+  tc_begin(&c, "count folded");
+  ir_value *ops[2] = {tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0), tc_input(&c, T(IR_DT_F32, 1, D(C)), 0, 1, 0)};
+  tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0);
+  rt_tensor *x = c.tin[0], *y = c.tin[1], *z = c.tin[2];
+  rt_tensor_set(x, 3, NAN), rt_tensor_set(x, 2 * C + 700, INFINITY), rt_tensor_set(x, 5 * C + 1299, -INFINITY);
+  rt_tensor_set(x, 4 * C + 10, 3e38), rt_tensor_set(y, 10, 1.5f); /* x y overflows f32 */
+  rt_tensor_set(x, 6 * C + 20, 3.4e38), rt_tensor_set(y, 20, 1);   /* x / y: finite f32, Inf as bf16 */
+  rt_tensor_set(y, 600, 0);                                       /* x / 0: Inf in every row */
+  rt_tensor_set(z, 7, NAN), rt_tensor_set(z, R * C - 1, INFINITY);
+  char err[512];
+  ir_attr ex = ir_attr_str("expr", "(mul $0 $1);(cast bf16 (div $0 $1))");
+  ir_node *f = ir_graph_build(c.g, IR_OP_FUSED, ops, 2, &ex, 1, NULL, "r", NOLOC, err, sizeof err);
+  CHECK(f != NULL);
+  if (!f) {
+    fprintf(stderr, "%s\n", err);
+    tc_end(&c);
+    return;
+  }
+  ir_value *cin[3] = {f->out[0], f->out[1], c.in[2]};
+  ir_node *cn = ir_graph_build(c.g, IR_OP_COUNT_NONFINITE, cin, 3, NULL, 0, NULL, "bad", NOLOC, err, sizeof err);
+  CHECK(cn != NULL);
+  if (!cn) {
+    tc_end(&c);
+    return;
+  }
+  ir_graph_add_output(c.g, "bad", cn->out[0]);
+  ir_graph_add_output(c.g, "r0", f->out[0]); /* a result that is also an output (the new parameters) */
+  ir_diag *dg = ir_diag_new(stderr);
+  CHECK_EQ_INT(ir_verify(c.g, dg), 0);
+  ir_diag_free(dg);
+  void *state = NULL;
+  CHECK_EQ_INT(rt_cpu_backend.prepare(NULL, c.g, NULL, &state, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_cpu_folded_counts(state), 2);
+  rt_cpu_backend.release(NULL, state);
+  double want = 0;
+  for (int64_t i = 0; i < R * C; i++) {
+    double a = rt_tensor_get(x, i), b = rt_tensor_get(y, i % C);
+    double r0 = ir_round_to_dtype(IR_DT_F32, a * b);
+    double r1 = ir_round_to_dtype(IR_DT_BF16, ir_round_to_dtype(IR_DT_F32, a / b));
+    want += !isfinite(r0) + !isfinite(r1) + !isfinite(rt_tensor_get(z, i));
+  }
+  CHECK(want == R + 10); /* the planted ones */
+  rt_stats st = {0};
+  int rc = rt_run(&rt_cpu_backend, c.g, c.tin, NULL, c.out, &st, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "count folded: %s\n", err);
+  CHECK_EQ_INT(rc, 0);
+  if (rc == 0) compare("count folded", c.out[0], &want, 0);
+  tc_end(&c);
+}
+
 /* sum_squares of several tensors: each tensor's squares added in order from
  * 0 in double, the tensors' sums left to right, as reduce_sum(square(cast
  * f64 x)) and a chain of adds compute them (the rewrite it comes from must
@@ -1690,6 +1749,7 @@ int main(void) {
   test_softmax();
   test_argmax_nonfinite();
   test_count_nonfinite_long();
+  test_count_folded();
   test_sum_squares();
   test_norms();
   test_norm_grads();
