@@ -410,6 +410,7 @@ int rt_kern_argmax(const rt_kctx *k) {
 
 int64_t rt_count_nonfinite_range(const rt_tensor *x, int64_t i0, int64_t n) {
   ir_dtype dt = x->type.dtype;
+  if (n <= 0) return 0; /* an empty tensor's data may be NULL */
   if (dt == IR_DT_F64) return rt_count_ones_u64((const uint64_t *)x->data + i0, n, 0x7ff0000000000000ull);
   if (dt == IR_DT_F32) return rt_count_ones_u32((const uint32_t *)x->data + i0, n, 0x7f800000u);
   if (dt == IR_DT_BF16 || dt == IR_DT_F16)
