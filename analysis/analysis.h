@@ -55,6 +55,10 @@ typedef struct {
   double flops;  /* floating-point operations (a multiply-add counts 2) */
   double bytes;  /* bytes read (each operand once) + bytes written (each result once) */
   double comm;   /* communication ops: bytes one rank sends over its mesh axis (pass_comm_bytes) */
+  double fill;   /* of bytes: what the executor's fill actions write before the kernel (each result of an
+                  * IR_OPF_ZEROED op, zeroed; runtime/exec.c), and */
+  int fills;     /* ... how many fill actions (one per result) */
+  double launches; /* device calls of the lowered program: pass_launch_total(pass_node_launches(n)) */
 } pass_cost;
 pass_cost pass_node_cost(const ir_node *n);
 /* Bytes one rank of a group of n sends for a communication op whose
@@ -74,6 +78,45 @@ typedef struct {
   int64_t calls, sent, received;
 } pass_comm_tally;
 void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tally[IR_NUM_OPS][IR_NUM_AXES]);
+
+/* ---- launches.c: what the lowered program issues for a node ----
+ * Counted as codegen's cg_lower lowers it (the table at the top of
+ * launches.c); test_cost_lowering holds the count to the program's actions
+ * step by step. An action counts for the node whose results it writes (the
+ * loss kernel a cross_entropy_grad's step launches for a {with_grad}
+ * cross_entropy counts for that cross_entropy). */
+typedef struct {
+  double kernels;     /* kernel launches */
+  double products;    /* cuBLASLt matmul calls */
+  double stream_ops;  /* memsets and copies of the program, and the executor's zero-fills */
+} pass_launches;
+pass_launches pass_node_launches(const ir_node *n);
+double pass_launch_total(pass_launches l);
+/* A product a[..., M, K] @ b[..., K, N] (transposed as the flags say) as
+ * the lowering issues it: merged batch dims (both operands walk them
+ * contiguously; stride 0 for an operand broadcast along one), the innermost
+ * of them one strided-batched call, a call per index of the outer ones;
+ * x @ W with W shared by every batch and x not transposed one call over
+ * batches * M rows (rows_merged). codegen/emit_gemm.c lowers by it. */
+typedef struct {
+  bool ta, tb;
+  int64_t m, k, n;
+  int nb;                           /* merged batch dims */
+  int64_t ext[IR_MAX_RANK];         /* their extents */
+  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK], sc[IR_MAX_RANK]; /* their strides, in matrices (0: broadcast) */
+  int64_t batches;                  /* product of the batch dims */
+  bool rows_merged;                 /* one product over batches * M rows */
+  int inner;                        /* the strided-batch dim, -1: none */
+  int64_t calls;                    /* products issued: the outer dims' indices */
+} pass_mm_shape;
+void pass_matmul_shape(const ir_type *a, const ir_type *b, bool ta, bool tb, pass_mm_shape *s);
+/* The epilogue of a fused_matmul cuBLASLt computes (codegen's cg_epilogue
+ * has the same members first): (add $0 $1) with a bias along N, relu or
+ * gelu of it, (mul $0 (gelu_grad $1)) with $1 of the product's shape; NONE
+ * for any other expression (an elementwise kernel after the product) and
+ * for a plain matmul. */
+typedef enum { PASS_EPI_NONE, PASS_EPI_BIAS, PASS_EPI_RELU_BIAS, PASS_EPI_GELU_BIAS, PASS_EPI_DGELU } pass_epilogue;
+pass_epilogue pass_matmul_epilogue(const ir_node *n);
 
 /* ---- training programs as data (built by pass_build_train, passes/pass.h,
  * which describes every binding) ---- */
@@ -151,6 +194,8 @@ typedef struct {
   double op_flops[IR_NUM_OPS], op_bytes[IR_NUM_OPS]; /* all phases, by op kind */
   int op_count[IR_NUM_OPS];
   double comm[IR_NUM_OPS][IR_NUM_AXES];  /* bytes one rank sends, by op and mesh axis */
+  double fill_bytes;                     /* the fill actions' bytes (pass_cost.fill), in bytes[] too */
+  int64_t fills;                         /* ... and how many */
 } pass_graph_cost;
 void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c);
 
@@ -237,12 +282,13 @@ typedef struct {
   double bandwidth;    /* memory bandwidth, bytes/s */
   double memory;       /* memory capacity, bytes (0: not given) */
   const char *source;  /* where the figures come from (a target file: its path) */
+  double launch;       /* seconds a device call takes at least (targets.def; 0: no floor) */
 } pass_target;
 int pass_target_count(void);
 const pass_target *pass_target_at(int i);                 /* NULL when out of range */
 const pass_target *pass_target_lookup(const char *name);  /* NULL if unknown */
 /* Parses a target file: `key = value` lines (keys name, flops_bf16,
- * flops_fp32, bandwidth, memory; numbers such as 312e12), '#' comments and
+ * flops_fp32, bandwidth, memory, launch; numbers such as 312e12), '#' comments and
  * blank lines. flops_bf16, flops_fp32 and bandwidth are required; name
  * defaults to the path. Reports "path:line:col: error: ..." through d for
  * every bad line (path's text is registered with d) and returns -1; else 0.
@@ -279,7 +325,9 @@ typedef enum {
 const char *pass_param_group_name(pass_param_group g); /* "embeddings" "attention" "mlp" "norms" "other" */
 void pass_param_groups(const ir_graph *g, pass_param_group *groups);
 /* The roofline of every live node of g, by node and by op kind; with a
- * target the time of each phase (the optimizer's: its update as one fused
+ * target a node takes max(its roofline time, its device calls x the
+ * target's launch time) (a kernel issued back to back takes at least
+ * that), and the time of each phase (the optimizer's: its update as one fused
  * pass over parameters, gradients and state), of the step, and its MFU. */
 typedef struct {
   const pass_target *target;  /* NULL: FLOPs and bytes only */
@@ -292,10 +340,13 @@ typedef struct {
   const ir_node *n;
   double flops, bytes, time;
   bool compute_bound;
+  double launches;            /* device calls (pass_node_launches) */
+  bool launch_bound;          /* time is launches x the target's launch time, above the roofline's */
 } pass_roofline_row;
 typedef struct {
   double flops, bytes, time;
   int nodes, compute_nodes;
+  double launches;
 } pass_roofline_kind;
 typedef struct {
   pass_roofline_row *rows;    /* every live node, in order (pass_roofline_free) */
@@ -303,6 +354,8 @@ typedef struct {
   pass_roofline_kind kinds[IR_NUM_OPS];
   double peak;                /* FLOP/s; 0 without a target */
   double phase_time[PASS_NUM_PHASES], step_time, mfu;
+  double launches;            /* device calls of the step's nodes (the optimizer's update not counted) */
+  double launch_time;         /* what the launch floor adds to the nodes' roofline times */
 } pass_roofline;
 void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofline *r);
 void pass_roofline_free(pass_roofline *r);

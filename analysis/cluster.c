@@ -30,7 +30,7 @@
 
 static pass_cluster builtin_clusters[] = {
 #define CLUSTER(id, nm, gpn, tgt, ibw, ilat, xbw, xlat, res, src) \
-  {nm, gpn, 1, gpn, {{0}, 0, 0, 0, 0, NULL}, ibw, ilat, xbw, xlat, res, src, tgt},
+  {nm, gpn, 1, gpn, {{0}, 0, 0, 0, 0, NULL, 0}, ibw, ilat, xbw, xlat, res, src, tgt},
 #include "clusters.def"
 #undef CLUSTER
 };

@@ -48,7 +48,11 @@
  *                                       recompute 2TSE + TS scale (+ TS mask) + 2TS
  *                                       (exp(s - lse)); 2TF (rowsum(do o)); 2TSF (dv)
  *                                       + 2TSF (dp); 2TS (ds = p (dp - rowsum));
- *                                       2TSE (dq) + 2TSE (dk)
+ *                                       2TSE (dq) + 2TSE (dk); grouped-query (k, v
+ *                                       with Hkv < Hq heads): per query head, the
+ *                                       same (the group's dk, dv sums are the dk,
+ *                                       dv accumulations); bytes: k, v, dk, dv at
+ *                                       their Hkv heads
  *   fused {expr}                        1 per result element for every elementwise op
  *                                       mnemonic of ops.def (cast excepted) named in expr
  *   fused_matmul {expr}                 matmul's 2*M*N*K + fused's count for its epilogue
@@ -60,6 +64,12 @@
  *     gives the result its operand's bytes and the program has no action;
  *   - embedding, which reads only the gathered rows (the result's size) and
  *     the ids, not the whole table;
+ *   - embedding_grad, which reads its ids twice (a kernel counts the
+ *     positions of each id, another places them in their rows' buckets;
+ *     the rows' kernel then reads the buckets, in the workspace, not
+ *     counted: 2 reads per id while no id has more than 1,024 positions,
+ *     codegen/emit_nn.c: 32,768 id reads in a gpt2 step of B = 16,
+ *     T = 1024, where every block used to rescan all B T ids, ~309M);
  *   - a reduce_sum marked {in_product} (a bias gradient fuse-transpose folds
  *     into its weight-gradient product, pass_bias_grad_product): its result
  *     written by the product's epilogue, which reads the operand anyway;
@@ -218,7 +228,7 @@ void pass_comm_tally_of(const ir_graph *g, const int *coord, pass_comm_tally tal
 }
 
 pass_cost pass_node_cost(const ir_node *n) {
-  pass_cost c = {0, 0, 0};
+  pass_cost c = {0};
   if (!n || (int)n->op < 0 || n->op >= IR_NUM_OPS) return c;
   for (int i = 0; i < n->n_in; i++) c.bytes += bytes_of(n->in[i]);
   for (int i = 0; i < n->n_out; i++) c.bytes += bytes_of(n->out[i]);
@@ -244,7 +254,11 @@ pass_cost pass_node_cost(const ir_node *n) {
   case IR_OP_REDUCE_MEAN: c.flops = in_n + out_n; break;
   case IR_OP_CROSS_ENTROPY: c.flops = 5 * in_n; break;
   case IR_OP_CROSS_ENTROPY_GRAD: c.flops = 7 * in_n; break;
-  case IR_OP_EMBEDDING_GRAD: c.flops = n->n_in == 2 ? numel_d(&n->in[1]->type) : 0; break;
+  case IR_OP_EMBEDDING_GRAD: /* the ids read twice: counted, then placed in their rows' buckets */
+    c.flops = n->n_in == 2 ? numel_d(&n->in[1]->type) : 0;
+    if (n->n_in == 2 && ir_type_numel(&n->in[1]->type) > 0 && n->n_out == 1 && ir_type_numel(&n->out[0]->type) > 0)
+      c.bytes += bytes_of(n->in[0]);
+    break;
   case IR_OP_GRAD: c.bytes = 0; break;
   case IR_OP_ATTENTION: case IR_OP_ATTENTION_GRAD: {
     double b, t, s, e, f, causal = ir_node_attr_int(n, "causal", 0) ? 1 : 0;
@@ -269,8 +283,10 @@ pass_cost pass_node_cost(const ir_node *n) {
   if ((n->op == IR_OP_REDUCE_SUM && ir_node_attr_int(n, "in_product", 0)) ||
       (n->op == IR_OP_CROSS_ENTROPY && ir_node_attr_int(n, "with_grad", 0)))
     c.bytes = n->n_out == 1 ? bytes_of(n->out[0]) : 0; /* computed by a later node's kernels (fuse_transpose.c) */
-  if (ir_op_has(n->op, IR_OPF_ZEROED)) /* the executor's zero-fill before the kernel: each result written once more */
-    for (int i = 0; i < n->n_out; i++) c.bytes += bytes_of(n->out[i]);
+  if (ir_op_has(n->op, IR_OPF_ZEROED)) /* the executor's fill actions before the kernel: each result written once more */
+    for (int i = 0; i < n->n_out; i++) c.fill += bytes_of(n->out[i]), c.fills++;
+  c.bytes += c.fill;
+  c.launches = pass_launch_total(pass_node_launches(n));
   if (ir_op_has(n->op, IR_OPF_COMM)) c.comm = pass_comm_bytes(n->op, ir_node_attr_int(n, "n", 1), n->n_in ? bytes_of(n->in[0]) : 0);
   return c;
 }
@@ -316,6 +332,8 @@ void pass_graph_cost_of(const ir_graph *g, pass_graph_cost *c) {
     c->op_flops[n->op] += k.flops;
     c->op_bytes[n->op] += k.bytes;
     c->op_count[n->op]++;
+    c->fill_bytes += k.fill;
+    c->fills += k.fills;
     int a = ir_op_has(n->op, IR_OPF_COMM) ? ir_node_mesh_axis(n) : -1;
     if (k.comm > 0 && a >= 0) c->comm[n->op][a] += k.comm;
   }

@@ -13,7 +13,9 @@
  *
  * The roofline of a node (cost.c's FLOPs and bytes) is max(FLOPs / peak,
  * bytes / bandwidth), compute-bound when its intensity reaches the ridge
- * point; the step is the sum over nodes plus the optimizer update as one
+ * point; a node takes at least its device calls (launches.c) x the target's
+ * launch time (targets.def), launch-bound when that is more; the step is
+ * the sum over nodes plus the optimizer update as one
  * fused pass that reads parameters, gradients and state (with the master
  * copy) and writes parameters and state.
  */
@@ -107,14 +109,21 @@ void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofli
     if (n->dead) continue;
     pass_cost nc = pass_node_cost(n);
     pass_roofline_row *row = &r->rows[r->n_rows++];
-    *row = (pass_roofline_row){n, nc.flops, nc.bytes, 0, false};
+    *row = (pass_roofline_row){n, nc.flops, nc.bytes, 0, false, nc.launches, false};
+    r->launches += nc.launches;
     if (t) {
       row->time = pass_roofline_seconds(nc.flops, nc.bytes, r->peak, bw);
       row->compute_bound = pass_roofline_compute_bound(nc.flops, nc.bytes, r->peak, bw);
+      double floor = nc.launches * t->launch; /* back-to-back calls take at least this */
+      if (floor > row->time) {
+        r->launch_time += floor - row->time;
+        row->time = floor;
+        row->launch_bound = true;
+      }
       for (int p = 0; p < PASS_NUM_PHASES; p++) r->phase_time[p] += pass_node_phase_share(n, (pass_phase)p) * row->time;
     }
     pass_roofline_kind *k = &r->kinds[n->op];
-    k->flops += nc.flops, k->bytes += nc.bytes, k->time += row->time;
+    k->flops += nc.flops, k->bytes += nc.bytes, k->time += row->time, k->launches += nc.launches;
     k->nodes++, k->compute_nodes += row->compute_bound;
   }
   if (!t) return;

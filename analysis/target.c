@@ -11,6 +11,8 @@
  *   flops_fp32 = 494.7e12      peak fp32/TF32 FLOP/s         (required, 1e6..1e18)
  *   bandwidth  = 3.35e12       memory bandwidth, bytes/s     (required, 1e6..1e14)
  *   memory     = 80e9          memory capacity, bytes        (optional, 0..1e15)
+ *   launch     = 4e-6          seconds per device call at least (optional, 0..1e-3;
+ *                              default 0: no launch floor)
  * The ranges are physical: a figure outside them is a typo, and would make
  * the roofline's times and MFU inf or nan.
  * Every bad line is reported (path:line:col with the line and a caret) and
@@ -22,7 +24,7 @@
 #include "analysis.h"
 
 static const pass_target builtin_targets[] = {
-#define TARGET(id, nm, bf16, fp32, bw, mem, src) {nm, bf16, fp32, bw, mem, src},
+#define TARGET(id, nm, bf16, fp32, bw, mem, launch, src) {nm, bf16, fp32, bw, mem, src, launch},
 #include "targets.def"
 #undef TARGET
 };
@@ -54,8 +56,8 @@ bool pass_roofline_compute_bound(double flops, double bytes, double peak, double
 }
 
 /* ---- the target file (read by keyvalue.c) ---- */
-enum { K_NAME, K_BF16, K_FP32, K_BW, K_MEM, N_KEYS };
-static const char *const key_names[N_KEYS] = {"name", "flops_bf16", "flops_fp32", "bandwidth", "memory"};
+enum { K_NAME, K_BF16, K_FP32, K_BW, K_MEM, K_LAUNCH, N_KEYS };
+static const char *const key_names[N_KEYS] = {"name", "flops_bf16", "flops_fp32", "bandwidth", "memory", "launch"};
 
 static int set_key(void *ctx, int key, const char *v, size_t n, ir_loc loc, ir_diag *d) {
   pass_target *t = ctx;
@@ -66,12 +68,13 @@ static int set_key(void *ctx, int key, const char *v, size_t n, ir_loc loc, ir_d
    * times and MFU would be inf or nan */
   static const struct { double lo, hi; const char *text; } range[N_KEYS] = {
       [K_BF16] = {1e6, 1e18, "from 1e6 to 1e18 FLOP/s"}, [K_FP32] = {1e6, 1e18, "from 1e6 to 1e18 FLOP/s"},
-      [K_BW] = {1e6, 1e14, "from 1e6 to 1e14 bytes/s"},   [K_MEM] = {0, 1e15, "from 0 to 1e15 bytes"}};
+      [K_BW] = {1e6, 1e14, "from 1e6 to 1e14 bytes/s"},   [K_MEM] = {0, 1e15, "from 0 to 1e15 bytes"},
+      [K_LAUNCH] = {0, 1e-3, "from 0 to 1e-3 seconds"}};
   if (!(x >= range[key].lo && x <= range[key].hi)) {
     ir_error(d, loc, "%s must be %s, got %.*s", key_names[key], range[key].text, (int)n, v);
     return -1;
   }
-  double *field[N_KEYS] = {NULL, &t->flops_bf16, &t->flops_fp32, &t->bandwidth, &t->memory};
+  double *field[N_KEYS] = {NULL, &t->flops_bf16, &t->flops_fp32, &t->bandwidth, &t->memory, &t->launch};
   *field[key] = x;
   return 0;
 }

@@ -8,8 +8,8 @@
  * actions to the step (cg_launch, cg_gemm_action, cg_copy, cg_memset).
  * Every kernel takes, as pointers and in order, the node's operands
  * (in0, in1, ...), its results (out0, ...) and, when it asks for one, the
- * workspace (ws): the backend passes the addresses the executor hands
- * run_node. Sizes are constants in the source. */
+ * workspace (ws): the backend passes the addresses of the tensors of the
+ * executor's kernel action (rt_action). Sizes are constants in the source. */
 #ifndef TGC_CG_EMIT_H
 #define TGC_CG_EMIT_H
 

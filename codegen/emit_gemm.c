@@ -32,92 +32,11 @@
 
 enum { THREADS = 256 };
 
-typedef struct {
-  bool ta, tb;
-  int64_t m, k, n;
-  int nb;                           /* merged batch dims */
-  int64_t ext[IR_MAX_RANK];         /* their extents */
-  int64_t sa[IR_MAX_RANK], sb[IR_MAX_RANK], sc[IR_MAX_RANK]; /* their strides, in matrices (0: broadcast) */
-  int64_t batches;
-} mm_shape;
-
-static void mm_plan(const ir_type *a, const ir_type *b, bool ta, bool tb, mm_shape *s) {
-  s->ta = ta, s->tb = tb;
-  s->m = a->dims[a->rank - (ta ? 1 : 2)]; /* both operands have rank >= 2 (the typing rule) */
-  s->k = a->dims[a->rank - (ta ? 2 : 1)];
-  s->n = b->dims[b->rank - (tb ? 2 : 1)];
-  int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0, r = ra > rb ? ra : rb;
-  int64_t dims[IR_MAX_RANK], sa[IR_MAX_RANK], sb[IR_MAX_RANK], sc[IR_MAX_RANK];
-  int64_t acc_a = 1, acc_b = 1, acc_c = 1;
-  for (int d = r - 1; d >= 0; d--) {
-    int da = d - (r - ra), db = d - (r - rb);
-    int64_t x = da >= 0 ? a->dims[da] : 1, y = db >= 0 ? b->dims[db] : 1;
-    dims[d] = x == 1 ? y : x;
-    sa[d] = x == 1 ? 0 : acc_a;
-    sb[d] = y == 1 ? 0 : acc_b;
-    sc[d] = acc_c;
-    acc_a *= x, acc_b *= y, acc_c *= dims[d];
-  }
-  s->nb = 0;
-  s->batches = 1;
-  for (int d = 0; d < r; d++) {
-    s->batches *= dims[d];
-    if (dims[d] == 1) continue;
-    int j = s->nb;
-    if (j > 0 && s->sa[j - 1] == sa[d] * dims[d] && s->sb[j - 1] == sb[d] * dims[d] && s->sc[j - 1] == sc[d] * dims[d]) {
-      s->ext[j - 1] *= dims[d];
-      s->sa[j - 1] = sa[d], s->sb[j - 1] = sb[d], s->sc[j - 1] = sc[d];
-    } else {
-      s->ext[j] = dims[d], s->sa[j] = sa[d], s->sb[j] = sb[d], s->sc[j] = sc[d];
-      s->nb++;
-    }
-  }
-}
-
-/* ---- the epilogue patterns ---- */
-
-static const ir_expr_inst *inst(const ir_expr *e, int i) { return i >= 0 && i < e->n_ins ? &e->ins[i] : NULL; }
-static bool is_operand(const ir_expr *e, int i, int index) {
-  const ir_expr_inst *x = inst(e, i);
-  return x && x->kind == IR_EXPR_OPERAND && x->index == index;
-}
-static bool is_op(const ir_expr *e, int i, ir_op op) {
-  const ir_expr_inst *x = inst(e, i);
-  return x && x->kind == IR_EXPR_OP && x->op == op;
-}
-/* (add $0 $1) or (add $1 $0) at instruction i */
-static bool is_bias_add(const ir_expr *e, int i) {
-  if (!is_op(e, i, IR_OP_ADD)) return false;
-  const ir_expr_inst *x = inst(e, i);
-  return (is_operand(e, x->arg[0], 0) && is_operand(e, x->arg[1], 1)) ||
-         (is_operand(e, x->arg[0], 1) && is_operand(e, x->arg[1], 0));
-}
-
-/* A bias: numel N and broadcast along the last dim only. */
-static bool is_bias_vector(const ir_type *bias, const ir_type *out) {
-  if (bias->dtype != out->dtype || cg_numel(bias) != out->dims[out->rank - 1] || bias->rank > out->rank) return false;
-  for (int d = 0; d + 1 < bias->rank; d++)
-    if (bias->dims[d] != 1) return false;
-  return true;
-}
-
-static cg_epilogue match_epilogue(const ir_node *n, const ir_expr *e) {
-  if (!e || e->n_results != 1 || n->n_in != 3 || n->out[0]->type.rank < 1) return CG_EPI_NONE;
-  const ir_type *out = &n->out[0]->type, *x = &n->in[2]->type;
-  int root = e->results[0];
-  bool bias = is_bias_vector(x, out);
-  if (bias && is_bias_add(e, root)) return CG_EPI_BIAS;
-  if (bias && (is_op(e, root, IR_OP_GELU) || is_op(e, root, IR_OP_RELU)) && is_bias_add(e, inst(e, root)->arg[0]))
-    return is_op(e, root, IR_OP_GELU) ? CG_EPI_GELU_BIAS : CG_EPI_RELU_BIAS;
-  if (ir_type_equal(x, out) && is_op(e, root, IR_OP_MUL)) {
-    const ir_expr_inst *m = inst(e, root);
-    for (int s = 0; s < 2; s++)
-      if (is_operand(e, m->arg[s], 0) && is_op(e, m->arg[1 - s], IR_OP_GELU_GRAD) &&
-          is_operand(e, inst(e, m->arg[1 - s])->arg[0], 1))
-        return CG_EPI_DGELU;
-  }
-  return CG_EPI_NONE;
-}
+/* The shape and epilogue decisions are the cost model's (analysis/launches.c),
+ * which counts the products they make. */
+_Static_assert((int)CG_EPI_BIAS == (int)PASS_EPI_BIAS && (int)CG_EPI_RELU_BIAS == (int)PASS_EPI_RELU_BIAS &&
+                   (int)CG_EPI_GELU_BIAS == (int)PASS_EPI_GELU_BIAS && (int)CG_EPI_DGELU == (int)PASS_EPI_DGELU,
+               "cg_epilogue starts with pass_epilogue's members");
 
 /* The bias gradient's fallback: bias[j] = sum over the k rows of B (operand
  * 1, [k, n]) of column j, in double, rounded once; bias is result 0 of the
@@ -174,8 +93,8 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
   if (n->n_in < 2) return cg_fail(c, "needs two operands");
   const ir_type *at = &n->in[0]->type, *bt = &n->in[1]->type, *ot = &n->out[0]->type;
   bool ta = ir_node_attr_int(n, "transpose_a", 0) != 0, tb = ir_node_attr_int(n, "transpose_b", 0) != 0;
-  mm_shape s;
-  mm_plan(at, bt, ta, tb, &s);
+  pass_mm_shape s;
+  pass_matmul_shape(at, bt, ta, tb, &s);
   const ir_expr *e = NULL;
   if (n->op == IR_OP_FUSED_MATMUL) {
     const ir_attr *a = ir_node_attr(n, "expr");
@@ -191,7 +110,7 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
     cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, (size_t)cg_numel(ot) * ir_dtype_size(dt));
     blas = false;
   }
-  cg_epilogue epi = blas ? match_epilogue(n, e) : CG_EPI_NONE;
+  cg_epilogue epi = blas ? (cg_epilogue)pass_matmul_epilogue(n) : CG_EPI_NONE;
   int fk = -1;
   int64_t fgrid = 0;
   if (e && epilogue_kernel(c, n, e, &fk, &fgrid) != 0) return -1;
@@ -212,19 +131,13 @@ int cg_emit_matmul(cg_ctx *c, const ir_node *n) {
     if (epi == CG_EPI_DGELU) g.aux = (cg_ref){.kind = CG_REF_IN, .index = 2};
     if (epi == CG_EPI_BGRAD_B) g.bias = bgrad;
     size_t es = ir_dtype_size(dt);
-    int inner = s.nb - 1; /* the strided-batch dim; the outer ones get an action per index */
-    if (s.nb == 1 && s.sb[0] == 0 && s.sa[0] == 1 && !ta) { /* x @ W: one product over every row */
-      g.m = s.m * s.ext[0];
-      inner = -1;
-      s.nb = 0;
-    }
+    int inner = s.inner; /* the strided-batch dim; the outer ones get an action per index */
+    if (s.rows_merged) g.m = s.m * s.ext[0]; /* x @ W: one product over every row */
     if (inner >= 0) {
       g.batch = s.ext[inner];
       g.stride_a = s.sa[inner] * s.m * s.k, g.stride_b = s.sb[inner] * s.k * s.n, g.stride_c = s.sc[inner] * s.m * s.n;
     }
-    int64_t outer = 1;
-    for (int d = 0; d < inner; d++) outer *= s.ext[d];
-    for (int64_t o = 0; o < outer; o++) {
+    for (int64_t o = 0; o < s.calls; o++) {
       cg_gemm gi = g;
       int64_t q = o, pa = 0, pb = 0, pc = 0;
       for (int d = inner - 1; d >= 0; d--) {

@@ -21,8 +21,10 @@
  *                        tgc::attention_fwd; tiles as large as fit 48 KiB of
  *                        static shared memory
  *   attention_grad       D = rowsum(do * o) into the workspace (a warp per
- *                        row), then the dk/dv kernel (a block per key tile)
- *                        and the dq kernel (a block per query tile): on
+ *                        row), then the dk/dv kernel (a block per key tile
+ *                        of each kv head: with grouped-query it walks the
+ *                        head's group of query heads) and the dq kernel (a
+ *                        block per query tile): on
  *                        tensor cores (tgc::attention_bwd_*_mma) where the
  *                        forward uses them and F is a multiple of 16 too
  *   einsum               a thread per result element, the summed labels'
@@ -98,6 +100,10 @@ int cg_emit_embedding_grad(cg_ctx *c, const ir_node *n) {
          (long long)o_start, (long long)o_nrows, (long long)o_rows, (long long)o_bucket, (long long)P, (long long)D);
   cg_kernel_end(c, k);
   cg_launch(c, k, R, (D + THREADS - 1) / THREADS, THREADS, 0);
+  /* the ids are read twice (count, place); the rows kernel reads the
+   * buckets (workspace), not the ids, while no id has more than
+   * EMB_BUCKET_MAX positions (past it, a row's block rescans every id) */
+  cg_reads_part(c, 0, 2 * (double)P * (double)ir_dtype_size(idt->dtype));
   return 0;
 }
 
@@ -406,15 +412,16 @@ static void att_grad_mma(cg_ctx *c, const att_dims *a, bool dkdv, const char *sc
     cg_src(c, "  TGC_SHARED(uint4, Qs, %lld);\n  TGC_SHARED(uint4, dOs, %lld);\n  TGC_SHARED(float, rows, %d);\n",
            st * le * br, st * lf * br, st * 2 * br);
     cg_src(c, "  tgc::attention_bwd_dkdv_mma<%d, %lld, %lld, %s, %lld, %d>(in0, in1, in2, in4, in5, (const float *)ws, "
-              "out1, out2, %lldLL, %lldLL, %s, Qs, dOs, rows);\n",
+              "out1, out2, %lldLL, %lldLL, %s, Qs, dOs, rows, %lldLL);\n",
            br, (long long)a->e, (long long)a->f, causal, (long long)a->heads, st, (long long)a->t, (long long)a->s,
-           scale);
+           scale, (long long)a->group);
   } else {
     int st = att_stages((size_t)(64 * (le + lf) * 16));
     cg_src(c, "  TGC_SHARED(uint4, Ks, %lld);\n  TGC_SHARED(uint4, Vs, %lld);\n", st * 64 * le, st * 64 * lf);
     cg_src(c, "  tgc::attention_bwd_dq_mma<%lld, %lld, %s, %lld, %d>(in0, in1, in2, in4, in5, (const float *)ws, out0, "
-              "%lldLL, %lldLL, %s, Ks, Vs);\n",
-           (long long)a->e, (long long)a->f, causal, (long long)a->heads, st, (long long)a->t, (long long)a->s, scale);
+              "%lldLL, %lldLL, %s, Ks, Vs, %lldLL);\n",
+           (long long)a->e, (long long)a->f, causal, (long long)a->heads, st, (long long)a->t, (long long)a->s, scale,
+           (long long)a->group);
   }
 }
 
@@ -446,7 +453,7 @@ int cg_emit_attention_grad(cg_ctx *c, const ir_node *n) {
     if (mma) {
       att_grad_mma(c, &a, w == 0, scale);
       cg_kernel_end(c, k);
-      cg_launch(c, k, w == 0 ? (a.s + 63) / 64 : (a.t + 63) / 64, a.bh, ATT_THREADS, 0);
+      cg_launch(c, k, w == 0 ? (a.s + 63) / 64 : (a.t + 63) / 64, w == 0 ? a.bh / a.group : a.bh, ATT_THREADS, 0);
       continue;
     }
     cg_src(c, "  TGC_SHARED(%s, Qs, %lld);\n  TGC_SHARED(%s, Ks, %lld);\n  TGC_SHARED(%s, Vs, %lld);\n", A,
@@ -455,16 +462,16 @@ int cg_emit_attention_grad(cg_ctx *c, const ir_node *n) {
            A, (long long)(b * a.f), A, b * b, A, b * b, A, 2 * b);
     if (w == 0)
       cg_src(c, "  tgc::attention_bwd_dkdv<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const %s *)ws, out1, "
-                "out2, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows);\n",
+                "out2, %lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows, %lldLL);\n",
              A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, A, (long long)a.t,
-             (long long)a.s, A, scale);
+             (long long)a.s, A, scale, (long long)a.group);
     else
       cg_src(c, "  tgc::attention_bwd_dq<%s, %d, %d, %lld, %lld, %s, %lld>(in0, in1, in2, in4, in5, (const %s *)ws, out0, "
-                "%lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows);\n",
+                "%lldLL, %lldLL, (%s)%s, Qs, Ks, Vs, dOs, Ps, dSs, rows, %lldLL);\n",
              A, b, b, (long long)a.e, (long long)a.f, a.causal ? "true" : "false", (long long)a.heads, A, (long long)a.t,
-             (long long)a.s, A, scale);
+             (long long)a.s, A, scale, (long long)a.group);
     cg_kernel_end(c, k);
-    cg_launch(c, k, w == 0 ? (a.s + b - 1) / b : (a.t + b - 1) / b, a.bh, ATT_THREADS, 0);
+    cg_launch(c, k, w == 0 ? (a.s + b - 1) / b : (a.t + b - 1) / b, w == 0 ? a.bh / a.group : a.bh, ATT_THREADS, 0);
   }
   return 0;
 }

@@ -702,7 +702,9 @@ static int infer_cross_entropy_grad(ctx *c, const ir_type *in, ir_type *out) {
  * Grouped-query attention: attention's k and v may have Hkv heads on the
  *   dim before T (q[..., Hq, T, E], k[..., Hkv, S, E]) where Hkv divides Hq:
  *   query head h reads kv head h / (Hq / Hkv) (fuse-attention folds the
- *   repeat of the kv heads into it; attention_grad takes them repeated).
+ *   repeat of the kv heads into it). attention_grad takes the same shared
+ *   kv heads and gives dk, dv of their shapes: each kv head's gradient is
+ *   the sum over its Hq / Hkv query heads.
  * Optional {heads: int H >= 1} (made by passes/fuse_transpose.c, which folds
  *   the head split / merge transposes): the heads axis sits between T and E,
  *   q[...,T,H,E], k[...,S,H,E], v[...,S,H,F] -> o[...,T,H,F], lse[...,H,T];
@@ -722,10 +724,10 @@ static int infer_attention_core(ctx *c, const ir_type *in, ir_type *o, ir_type *
     return fail(c, "%s needs q, k, v of one rank >= %d, got %s, %s, %s", c->name, 2 + x, ts(q).s, ts(k).s, ts(v).s);
   int r = q->rank;
   bool ok = q->dims[r - 1] == k->dims[r - 1] && k->dims[r - 2 - x] == v->dims[r - 2 - x];
-  /* grouped-query attention (attention only, no heads layout): k and v
-   * have Hkv heads on the dim before T, dividing q's Hq; query head h reads
-   * kv head h / (Hq / Hkv) */
-  bool gqa = c->op == IR_OP_ATTENTION && !x && r >= 3 && k->dims[r - 3] != q->dims[r - 3] && k->dims[r - 3] > 0 &&
+  /* grouped-query attention (no heads layout): k and v have Hkv heads on
+   * the dim before T, dividing q's Hq; query head h reads kv head
+   * h / (Hq / Hkv); attention_grad's dk, dv have k's and v's shapes */
+  bool gqa = !x && r >= 3 && k->dims[r - 3] != q->dims[r - 3] && k->dims[r - 3] > 0 &&
              q->dims[r - 3] % k->dims[r - 3] == 0 && v->dims[r - 3] == k->dims[r - 3];
   for (int i = 0; ok && i < r - 2 - x; i++)
     ok = (gqa && i == r - 3) || (q->dims[i] == k->dims[i] && q->dims[i] == v->dims[i]);

@@ -205,6 +205,8 @@ static void add_attr(ir_graph *g, ir_node *n, ir_attr a) {
  * number of transposes no longer written, 0 when the pattern is not there. */
 static int fold_attention(ir_graph *g, reader_ix *x, ir_node *a) {
   if (ir_node_attr(a, "heads") || a->n_in != 3 || a->n_out != 2 || a->in[0]->type.rank < 3) return 0;
+  int rq = a->in[0]->type.rank;
+  if (a->in[1]->type.dims[rq - 3] != a->in[0]->type.dims[rq - 3]) return 0; /* grouped-query: no heads layout */
   for (int i = 0; i < 3; i++)
     if (!swaps_heads(a->in[i]->def)) return 0;
   ir_value *o = a->out[0], *lse = a->out[1];

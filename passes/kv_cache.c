@@ -21,7 +21,10 @@
  *            is, step after step; rt_program_output says where it is).
  *
  * Both graphs are verified models; the rest of the pipeline (canonicalize,
- * fusion, the memory plan) runs on them as on any graph.
+ * fusion, the memory plan) runs on them as on any graph. On a mesh the
+ * shard pass splits every cache.k.L / cache.v.L (inputs and outputs) along
+ * its heads over tp (pass_kv_cache_heads_dim): each rank keeps the K/V of
+ * the kv heads its query heads read, never the whole cache.
  * requires: the graph after fuse-attention; invalidates: node indices. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,11 @@ static int check_fused(const ir_graph *g, const char *what, ir_diag *d) {
     return -1;
   }
   return 0;
+}
+
+int pass_kv_cache_heads_dim(const char *name, const ir_type *t) {
+  bool cache = strncmp(name, "cache.k.", 8) == 0 || strncmp(name, "cache.v.", 8) == 0;
+  return cache && t->rank >= 4 ? t->rank - 3 : -1;
 }
 
 int pass_kv_prefill(ir_graph *g, int *n_layers, ir_diag *d) {

@@ -58,6 +58,11 @@ int pass_attention_misses(const ir_graph *g, pass_attention_miss *out, int max);
  * causal one over one row). */
 int pass_kv_prefill(ir_graph *g, int *n_layers, ir_diag *d);
 int pass_kv_decode(ir_graph *g, int64_t window, int *n_layers, int *pos_input, ir_diag *d);
+/* The heads dim of a KV cache tensor of type t named `name` (an input or
+ * output "cache.k.L" / "cache.v.L" of those graphs, [.., Hkv, S, E]: rank
+ * - 3, where the shard pass splits it over tp), or -1: not a cache, or one
+ * of rank < 4 (no heads dim: kept whole on every rank). */
+int pass_kv_cache_heads_dim(const char *name, const ir_type *t);
 
 typedef enum {
 #define PASS(id, name, fn, help) PASS_##id,

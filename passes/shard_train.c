@@ -110,7 +110,8 @@ static int place_data(sh_engine *e, const ir_graph *g, int n_data, const int *ba
      * the batch) */
     bool seq = g->mesh.sp && b >= 0 && b + 1 < v->type.rank && v->type.dims[b + 1] % g->mesh.size[IR_AXIS_TP] == 0 &&
                !read_as_ids(g, v);
-    sh_engine_place(e, v, IR_AXIS_TP, seq ? sh_S(b + 1) : sh_R());
+    int heads = pass_kv_cache_heads_dim(v->name, &v->type); /* a KV cache: this rank's kv heads (check_kv_cache) */
+    sh_engine_place(e, v, IR_AXIS_TP, heads >= 0 ? sh_S(heads) : seq ? sh_S(b + 1) : sh_R());
     if (b < 0 || dp < 2) continue;
     if (b >= v->type.rank) {
       ir_error(d, v->loc, "data parallelism (dp = %d) splits every data input along its batch (dim %d), but input "
@@ -136,6 +137,7 @@ static int zero_dim(const ir_type *t, sh_st tp, int dp) {
 
 static int check_hints(const ir_graph *g, ir_diag *d);
 static int check_heads(const ir_graph *g, int tp, ir_diag *d);
+static int check_kv_cache(const ir_graph *g, int tp, ir_diag *d);
 
 /* tp[i] for every parameter of g from the layouts given (pass_tp_search):
  * 0, or -1 after reporting a parameter they have none for. */
@@ -180,10 +182,15 @@ static ir_graph *shard_plain(const ir_graph *g, const sh_st *tp, int zero, ir_di
      * all-gathered (what `tgc run --mesh` prints on rank 0); but a gradient
      * (the training graph `tgc stats` costs) stays as the step hands it to
      * the update, which reduces it there */
-    sh_st whole[IR_NUM_AXES];
+    sh_st whole[IR_NUM_AXES], heads[IR_NUM_AXES];
     for (int a = 0; a < IR_NUM_AXES; a++) whole[a] = a == IR_AXIS_DP || a == IR_AXIS_TP ? sh_R() : UNSET;
-    for (int i = 0; i < g->n_outputs; i++)
-      sh_engine_output(e, i, g->outputs[i].value->role == IR_ROLE_GRAD ? NULL : whole);
+    for (int i = 0; i < g->n_outputs; i++) {
+      /* a KV cache stays split along its heads (the next step's cache input) */
+      int h = pass_kv_cache_heads_dim(g->outputs[i].name, &g->outputs[i].value->type);
+      memcpy(heads, whole, sizeof heads);
+      if (h >= 0) heads[IR_AXIS_TP] = sh_S(h);
+      sh_engine_output(e, i, g->outputs[i].value->role == IR_ROLE_GRAD ? NULL : h >= 0 ? heads : whole);
+    }
     s = sh_engine_finish(e);
     share_output_collectives(s);
   }
@@ -321,6 +328,7 @@ int pass_shard(ir_graph *g, const pass_options *o) {
   if (!mesh_active(&g->mesh)) return pipelined(&g->mesh) ? sh_cut_graph_stage(g, g->mesh.stage >= 0 ? g->mesh.stage : 0, o->diag) : 0;
   if (check_hints(g, o->diag) != 0) return -1;
   if (check_heads(g, g->mesh.size[IR_AXIS_TP], o->diag) != 0) return -1;
+  if (check_kv_cache(g, g->mesh.size[IR_AXIS_TP], o->diag) != 0) return -1;
   sh_st *tp = calloc((size_t)g->n_params + 1, sizeof *tp);
   if (!tp) IR_DIE("out of memory (tp)");
   for (int i = 0; i < g->n_params; i++) tp[i] = sh_R();
@@ -516,6 +524,30 @@ const ir_node *sh_heads_conflict(const ir_graph *g, int tp) {
 
 /* tp splits attention by heads: they must divide (an error at the
  * attention's line naming the heads' value, not a silent replication). */
+/* A KV cache (generation's cache.k.L / cache.v.L inputs and outputs) is
+ * split along its kv heads over tp: tp must divide them. */
+static int check_kv_cache(const ir_graph *g, int tp, ir_diag *d) {
+  for (int i = 0; i < g->n_inputs + g->n_outputs && tp > 1; i++) {
+    const ir_value *v = i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs].value;
+    const char *name = i < g->n_inputs ? v->name : g->outputs[i - g->n_inputs].name;
+    int h = pass_kv_cache_heads_dim(name, &v->type);
+    if (h < 0 || v->type.dims[h] % tp == 0) continue;
+    ir_loc at = v->loc; /* the attention that reads it, where there is one */
+    for (int k = 0; k < g->n_nodes; k++) {
+      const ir_node *n = g->nodes[k];
+      if (!n->dead && n->op == IR_OP_ATTENTION && (n->in[1] == v || n->in[2] == v)) {
+        at = n->loc;
+        break;
+      }
+    }
+    char t[160];
+    ir_error(d, at, "tensor parallelism (tp = %d) splits the KV cache %s (%s) along its %lld kv heads (dim %d), "
+             "which do not divide by %d", tp, name, ir_type_str(&v->type, t, sizeof t), (long long)v->type.dims[h], h, tp);
+    return -1;
+  }
+  return 0;
+}
+
 static int check_heads(const ir_graph *g, int tp, ir_diag *d) {
   const ir_node *n = sh_heads_conflict(g, tp);
   if (!n) return 0;

@@ -368,15 +368,15 @@ static void vjp_einsum(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_valu
 static void vjp_attention(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_value **gx) {
   ir_value *q = n->in[0], *k = n->in[1], *v = n->in[2];
   if (n->n_in != 3) IR_DIE("the VJP of attention with a qpos operand (a decode step) is not defined");
-  /* grouped-query: the backward reads the kv heads repeated (attention_grad
-   * takes one per query head) and sums dk, dv over each group */
+  /* grouped-query: attention_grad reads the shared kv heads and gives dk,
+   * dv of their shapes (each summed over its group of query heads in the
+   * kernel); only the lse path below, in primitives, repeats k */
   int rq = q->type.rank;
   int64_t hq = rq >= 3 ? q->type.dims[rq - 3] : 1, hkv = rq >= 3 ? k->type.dims[rq - 3] : 1;
   bool gqa = hkv != hq;
-  if (gqa) k = ad_repeat_kv(c, k, hq), v = ad_repeat_kv(c, v, hq);
   if (gy[0]) {
     ir_value *in[6] = {q, k, v, n->out[0], n->out[1], gy[0]}, *outs[3];
-    const char *names[3] = {gy[1] ? NULL : DN(0), gy[1] || gqa ? NULL : DN(1), gqa ? NULL : DN(2)};
+    const char *names[3] = {gy[1] ? NULL : DN(0), gy[1] ? NULL : DN(1), DN(2)};
     ad_op_multi(c, IR_OP_ATTENTION_GRAD, in, 6, n->attrs, n->n_attrs, names, outs);
     for (int i = 0; i < 3; i++) gx[i] = outs[i];
   }
@@ -384,7 +384,8 @@ static void vjp_attention(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_v
     ir_dtype dt = q->type.dtype;
     int r = q->type.rank;
     double scale = ir_node_attr_float(n, "scale", 1.0);
-    ir_value *qk[2] = {q, ad_swap_last2(c, k)};
+    ir_value *kr = gqa ? ad_repeat_kv(c, k, hq) : k;
+    ir_value *qk[2] = {q, ad_swap_last2(c, kr)};
     ir_value *s = ad_bin(c, IR_OP_MUL, ad_op(c, IR_OP_MATMUL, qk, 2, NULL, 0, NULL), ad_scalar(c, dt, scale), NULL);
     if (ir_node_attr_int(n, "causal", 0)) s = ad_op(c, IR_OP_CAUSAL_MASK, &s, 1, NULL, 0, NULL);
     int64_t col[IR_MAX_RANK];
@@ -394,12 +395,14 @@ static void vjp_attention(ad_ctx *c, const ir_node *n, ir_value *const *gy, ir_v
     ir_value *gl = ad_reshape(c, ad_cast(c, gy[1], dt, NULL), col, r, NULL);
     ir_value *p = ad_un(c, IR_OP_EXP, ad_bin(c, IR_OP_SUB, s, lse, NULL), NULL);
     ir_value *ds = ad_bin(c, IR_OP_MUL, ad_bin(c, IR_OP_MUL, p, gl, NULL), ad_scalar(c, dt, scale), NULL);
-    ir_value *dsk[2] = {ds, k}, *dsq[2] = {ad_swap_last2(c, ds), q};
+    ir_value *dsk[2] = {ds, kr}, *dsq[2] = {ad_swap_last2(c, ds), q};
     if (NEED(0)) gx[0] = ad_add(c, gx[0], ad_op(c, IR_OP_MATMUL, dsk, 2, NULL, 0, NULL), DN(0));
-    if (NEED(1)) gx[1] = ad_add(c, gx[1], ad_op(c, IR_OP_MATMUL, dsq, 2, NULL, 0, NULL), gqa ? NULL : DN(1));
+    if (NEED(1)) {
+      ir_value *dk = ad_op(c, IR_OP_MATMUL, dsq, 2, NULL, 0, NULL);
+      if (gqa) dk = ad_sum_kv(c, dk, hkv, NULL);
+      gx[1] = ad_add(c, gx[1], dk, DN(1));
+    }
   }
-  if (gqa && gx[1]) gx[1] = ad_sum_kv(c, gx[1], hkv, DN(1));
-  if (gqa && gx[2]) gx[2] = ad_sum_kv(c, gx[2], hkv, DN(2));
 }
 
 /* Communication: Megatron-LM's conjugate pairs. all_reduce's cotangent is

@@ -13,7 +13,9 @@
  * the graph's axes of size > 1, named as mesh_axes.def names them
  * (rt_mesh_bind). Each mesh step is bound to its group when the program is
  * prepared (rt_coll_new: the node's axis index, held in the IR, to the
- * communicator's axis): a run looks nothing up by name.
+ * communicator's axis; its attributes read into a bound step, which the
+ * program's collective action names by index): a run looks nothing up,
+ * by name or by attribute.
  * The comm layer's collectives work on whole buffers (all_gather puts
  * member j's block at j * count); an op along a dim d > 0 moves its blocks
  * through a scratch buffer: [outer][n][L][inner] <-> [n][outer][L][inner].
@@ -29,9 +31,19 @@
 #include "comm.h"
 #include "internal.h"
 
+/* A mesh step bound when the program is made: its axis, group and
+ * attributes, and its staging buffer (a send in a one-rank group). */
 typedef struct {
-  const ir_node *send; /* the node whose staging buffer holds the message */
-  rt_buffer *buf;
+  const ir_node *n;
+  ir_axis axis;        /* its mesh axis */
+  int group;           /* the communicator's axis of it (-1: none, or no communicator) */
+  int size, dim, split_dim, concat_dim, root, peer;
+  rt_reduce_op reduce;
+  rt_buffer *staging;
+} bound;
+
+typedef struct {
+  const bound *send;   /* the send whose staging buffer holds the message */
 } message;
 
 struct rt_coll {
@@ -40,9 +52,9 @@ struct rt_coll {
   rt_comm *comm;       /* NULL: one process */
   bool host_ptrs;      /* this device's pointers are host memory */
   bool nccl;           /* the comm layer takes device pointers */
-  rt_buffer **staging; /* by node index: a buffer per send node (one-rank groups) */
-  ir_axis *axis;       /* by node index: a mesh step's mesh axis */
-  int *group;          /* by node index: the communicator's axis of it (-1: none, or no communicator) */
+  bound *steps;        /* the graph's mesh steps, in node order */
+  int n_steps;
+  int *of_node;        /* node index -> its index in steps (-1) */
   message *fifo;       /* sent and not yet received, oldest first */
   int head, tail, cap;
   char *scratch[3];    /* operand, result, blocks (multi-rank groups): host memory, or with NCCL on a
@@ -76,10 +88,9 @@ int rt_mesh_bind(rt_comm *c, const ir_mesh *m, int *coord, char *err, size_t err
 
 rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, size_t errlen) {
   rt_coll *c = calloc(1, sizeof *c);
-  if (!c || !(c->staging = calloc((size_t)g->n_nodes + 1, sizeof *c->staging)) ||
-      !(c->axis = calloc((size_t)g->n_nodes + 1, sizeof *c->axis)) ||
-      !(c->group = calloc((size_t)g->n_nodes + 1, sizeof *c->group))) {
-    if (c) free(c->staging), free(c->axis);
+  if (!c || !(c->steps = calloc((size_t)g->n_nodes + 1, sizeof *c->steps)) ||
+      !(c->of_node = malloc(((size_t)g->n_nodes + 1) * sizeof *c->of_node))) {
+    if (c) free(c->steps);
     free(c);
     rt_errf(err, errlen, "out of memory");
     return NULL;
@@ -93,6 +104,7 @@ rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, 
   size_t most = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const ir_node *n = g->nodes[i];
+    c->of_node[i] = -1;
     if (n->dead || !rt_is_mesh_step(n)) continue;
     int a = ir_node_mesh_axis(n);
     if (a < 0) {
@@ -100,12 +112,21 @@ rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, 
       rt_coll_free(c);
       return NULL;
     }
-    c->axis[i] = (ir_axis)a;
-    c->group[i] = comm ? comm_axis(comm, (ir_axis)a) : -1; /* bound once, here */
+    bound *b = &c->steps[c->of_node[i] = c->n_steps++];
+    *b = (bound){.n = n,
+                 .axis = (ir_axis)a,
+                 .group = comm ? comm_axis(comm, (ir_axis)a) : -1,
+                 .size = (int)ir_node_attr_int(n, "n", 1),
+                 .dim = (int)ir_node_attr_int(n, "dim", 0),
+                 .split_dim = (int)ir_node_attr_int(n, "split_dim", 0),
+                 .concat_dim = (int)ir_node_attr_int(n, "concat_dim", 0),
+                 .root = (int)ir_node_attr_int(n, "root", 0),
+                 .peer = (int)ir_node_attr_int(n, "peer", 0),
+                 .reduce = strcmp(str_attr(n, "reduce"), "max") == 0 ? RT_REDUCE_MAX : RT_REDUCE_SUM};
     for (int k = 0; k < n->n_in; k++) most = bytes_of(&n->in[k]->type) > most ? bytes_of(&n->in[k]->type) : most;
     for (int k = 0; k < n->n_out; k++) most = bytes_of(&n->out[k]->type) > most ? bytes_of(&n->out[k]->type) : most;
-    if (n->op != IR_OP_SEND || ir_node_attr_int(n, "n", 1) != 1) continue;
-    if (!(c->staging[i] = rt_buffer_alloc(d, bytes_of(&n->in[0]->type), err, errlen))) {
+    if (n->op != IR_OP_SEND || b->size != 1) continue;
+    if (!(b->staging = rt_buffer_alloc(d, bytes_of(&n->in[0]->type), err, errlen))) {
       rt_coll_free(c);
       return NULL;
     }
@@ -133,10 +154,9 @@ rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, 
 
 void rt_coll_free(rt_coll *c) {
   if (!c) return;
-  for (int i = 0; c->staging && i < c->g->n_nodes; i++) rt_buffer_free(c->staging[i]);
-  free(c->staging);
-  free(c->axis);
-  free(c->group);
+  for (int i = 0; c->steps && i < c->n_steps; i++) rt_buffer_free(c->steps[i].staging);
+  free(c->steps);
+  free(c->of_node);
   free(c->fifo);
   for (int k = 0; k < 3; k++)
     if (c->dscratch[k]) rt_buffer_free(c->dscratch[k]);
@@ -148,6 +168,19 @@ void rt_coll_free(rt_coll *c) {
  * sent to nobody). */
 void rt_coll_reset(rt_coll *c) { c->head = c->tail = 0; }
 
+int rt_coll_index(const rt_coll *c, const ir_node *n) {
+  for (int i = 0; i < c->g->n_nodes; i++)
+    if (c->g->nodes[i] == n) return c->of_node[i];
+  return -1;
+}
+
+void rt_coll_describe(const rt_coll *c, int index, char *buf, size_t len) {
+  const bound *b = index >= 0 && index < c->n_steps ? &c->steps[index] : NULL;
+  if (!b) snprintf(buf, len, "?");
+  else snprintf(buf, len, "over %s (%d rank%s%s)", ir_axis_name(b->axis), b->size, b->size == 1 ? "" : "s",
+                b->size == 1 ? ": a copy" : b->group >= 0 ? "" : ", no communicator");
+}
+
 static int copy(const rt_tensor *dst, const rt_tensor *src, char *err, size_t errlen) {
   if (dst->data == src->data || dst->nbytes == 0) return 0;
   return rt_copy(dst, src, err, errlen);
@@ -155,35 +188,32 @@ static int copy(const rt_tensor *dst, const rt_tensor *src, char *err, size_t er
 
 /* ---- one-rank groups ---- */
 
-static int run_local(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,
+static int run_local(rt_coll *c, const bound *b, const rt_tensor *const *in, rt_tensor *const *out, char *err,
                      size_t errlen) {
+  const ir_node *n = b->n;
   switch (n->op) {
   case IR_OP_SEND: {
-    int idx = -1;
-    for (int i = 0; i < c->g->n_nodes && idx < 0; i++)
-      if (c->g->nodes[i] == n) idx = i;
-    if (idx < 0 || !c->staging[idx] || c->tail - c->head >= c->cap) {
+    if (!b->staging || c->tail - c->head >= c->cap) {
       rt_errf(err, errlen, "internal error: send without a staging buffer");
       return -1;
     }
-    rt_tensor staged = rt_tensor_view(c->staging[idx], 0, &n->in[0]->type);
+    rt_tensor staged = rt_tensor_view(b->staging, 0, &n->in[0]->type);
     if (copy(&staged, in[0], err, errlen) != 0) return -1;
-    c->fifo[c->tail++ % c->cap] = (message){n, c->staging[idx]};
+    c->fifo[c->tail++ % c->cap] = (message){b};
     return 0;
   }
   case IR_OP_RECV: {
-    ir_axis a = c->axis[n->id];
-    const char *axis = ir_axis_name(a);
+    const char *axis = ir_axis_name(b->axis);
     for (int k = c->head; k < c->tail; k++) {
       message *m = &c->fifo[k % c->cap];
-      if (c->axis[m->send->id] != a) continue;
-      if (!ir_type_equal(&m->send->in[0]->type, &n->out[0]->type)) {
-        char a[128], b[128];
+      if (m->send->axis != b->axis) continue;
+      if (!ir_type_equal(&m->send->n->in[0]->type, &n->out[0]->type)) {
+        char a[128], bt[128];
         rt_errf(err, errlen, "recv over %s expects %s but the message sent is %s", axis,
-                ir_type_str(&n->out[0]->type, a, sizeof a), ir_type_str(&m->send->in[0]->type, b, sizeof b));
+                ir_type_str(&n->out[0]->type, a, sizeof a), ir_type_str(&m->send->n->in[0]->type, bt, sizeof bt));
         return -1;
       }
-      rt_tensor staged = rt_tensor_view(m->buf, 0, &n->out[0]->type);
+      rt_tensor staged = rt_tensor_view(m->send->staging, 0, &n->out[0]->type);
       if (copy(out[0], &staged, err, errlen) != 0) return -1;
       for (int j = k; j > c->head; j--) c->fifo[j % c->cap] = c->fifo[(j - 1) % c->cap]; /* keep the order */
       c->head++;
@@ -230,15 +260,16 @@ static int blocks(rt_coll *c, char *dst, const char *src, int64_t outer, int n, 
   return 0;
 }
 
-static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, char *err, size_t errlen) {
+static int run_comm(rt_coll *c, const bound *b, const void *in, void *out, char *err, size_t errlen) {
   rt_comm *m = c->comm;
-  int axis = c->group[n->id];
+  const ir_node *n = b->n;
+  int axis = b->group;
   if (axis < 0) {
-    rt_errf(err, errlen, "internal error: the communicator has no mesh axis %s", ir_axis_name(c->axis[n->id]));
+    rt_errf(err, errlen, "internal error: the communicator has no mesh axis %s", ir_axis_name(b->axis));
     return -1;
   }
-  int size = (int)ir_node_attr_int(n, "n", 1), dim = (int)ir_node_attr_int(n, "dim", 0);
-  rt_reduce_op op = strcmp(str_attr(n, "reduce"), "max") == 0 ? RT_REDUCE_MAX : RT_REDUCE_SUM;
+  int size = b->size, dim = b->dim;
+  rt_reduce_op op = b->reduce;
   const ir_type *ti = n->n_in ? &n->in[0]->type : &n->out[0]->type;
   ir_dtype dt = ti->dtype;
   int64_t count = ir_type_numel(ti), outer, L;
@@ -257,7 +288,7 @@ static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, cha
     if (blocks(c, blk, in, outer, size, L / size, inner, true, err, errlen) != 0) return -1;
     return rt_comm_reduce_scatter(m, axis, op, dt, blk, out, count / size, err, errlen);
   case IR_OP_ALL_TO_ALL: {
-    int sd = (int)ir_node_attr_int(n, "split_dim", 0), cd = (int)ir_node_attr_int(n, "concat_dim", 0);
+    int sd = b->split_dim, cd = b->concat_dim;
     int64_t o1, l1, o2, l2;
     size_t i1, i2;
     split_at(ti, sd, &o1, &l1, &i1);
@@ -273,9 +304,9 @@ static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, cha
   }
   case IR_OP_COMM_BROADCAST:
     if (move(c, out, in, (size_t)count * ir_dtype_size(dt), err, errlen) != 0) return -1;
-    return rt_comm_broadcast(m, axis, (int)ir_node_attr_int(n, "root", 0), dt, out, count, err, errlen);
-  case IR_OP_SEND: return rt_comm_send(m, axis, (int)ir_node_attr_int(n, "peer", 0), dt, in, count, err, errlen);
-  case IR_OP_RECV: return rt_comm_recv(m, axis, (int)ir_node_attr_int(n, "peer", 0), dt, out, count, err, errlen);
+    return rt_comm_broadcast(m, axis, b->root, dt, out, count, err, errlen);
+  case IR_OP_SEND: return rt_comm_send(m, axis, b->peer, dt, in, count, err, errlen);
+  case IR_OP_RECV: return rt_comm_recv(m, axis, b->peer, dt, out, count, err, errlen);
   case IR_OP_MESH_SLICE: {
     split_at(ti, dim, &outer, &L, &inner);
     int coord = rt_comm_coord(m, axis);
@@ -290,23 +321,27 @@ static int run_comm(rt_coll *c, const ir_node *n, const void *in, void *out, cha
   }
 }
 
-int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,
-                size_t errlen) {
-  int64_t size = ir_node_attr_int(n, "n", 1);
-  if (size == 1) return run_local(c, n, in, out, err, errlen);
+int rt_coll_run(rt_coll *c, int index, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen) {
+  if (index < 0 || index >= c->n_steps) {
+    rt_errf(err, errlen, "internal error: collective %d is not one of the program's %d", index, c->n_steps);
+    return -1;
+  }
+  const bound *b = &c->steps[index];
+  const ir_node *n = b->n;
+  if (b->size == 1) return run_local(c, b, in, out, err, errlen);
   if (!c->comm) {
-    rt_errf(err, errlen, "%s over %s needs the %lld ranks of that mesh axis; this run has one process (start tgc "
-            "with mpirun and --mesh)", ir_op_name(n->op), ir_axis_name(c->axis[n->id]), (long long)size);
+    rt_errf(err, errlen, "%s over %s needs the %d ranks of that mesh axis; this run has one process (start tgc "
+            "with mpirun and --mesh)", ir_op_name(n->op), ir_axis_name(b->axis), b->size);
     return -1;
   }
   const void *src = n->n_in ? in[0]->data : NULL;
   void *dst = n->n_out ? out[0]->data : NULL;
-  if (c->nccl && !c->host_ptrs) return run_comm(c, n, src, dst, err, errlen); /* device pointers throughout */
+  if (c->nccl && !c->host_ptrs) return run_comm(c, b, src, dst, err, errlen); /* device pointers throughout */
   if (!c->host_ptrs) { /* through host memory */
     if (n->n_in && rt_download(c->scratch[0], in[0], err, errlen) != 0) return -1;
     src = c->scratch[0], dst = c->scratch[1];
   }
-  if (run_comm(c, n, src, dst, err, errlen) != 0) return -1;
+  if (run_comm(c, b, src, dst, err, errlen) != 0) return -1;
   if (!c->host_ptrs && n->n_out && rt_upload(out[0], c->scratch[1], err, errlen) != 0) return -1;
   return 0;
 }

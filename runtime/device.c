@@ -73,6 +73,45 @@ int rt_upload(const rt_tensor *dst, const void *src, char *err, size_t errlen) {
   return d->backend->upload(d, dst->data, src, dst->nbytes, err, errlen);
 }
 
+rt_tensor *rt_pinned_tensor_new(rt_device *d, const ir_type *type, char *err, size_t errlen) {
+  if (err && errlen) err[0] = 0;
+  if (!d->backend->host_alloc) return NULL;
+  rt_tensor *t = malloc(sizeof *t);
+  if (!t) {
+    rt_errf(err, errlen, "out of memory");
+    return NULL;
+  }
+  ir_type probe = *type;
+  *t = rt_tensor_view(NULL, 0, &probe);
+  void *p = NULL;
+  if (d->backend->host_alloc(d, t->nbytes ? t->nbytes : 1, &p, err, errlen) != 0 || !p) {
+    free(t);
+    return NULL;
+  }
+  memset(p, 0, t->nbytes); /* as rt_tensor_new's */
+  t->data = p;
+  return t;
+}
+
+void rt_pinned_tensor_free(rt_device *d, rt_tensor *t) {
+  if (!t) return;
+  d->backend->host_free(d, t->data);
+  free(t);
+}
+
+int rt_upload_async(const rt_tensor *dst, const rt_tensor *src, char *err, size_t errlen) {
+  rt_device *d = dst->buf->dev;
+  if (dst->nbytes == 0) return 0;
+  d->stats.uploads++;
+  d->stats.async_uploads++;
+  d->stats.bytes_uploaded += dst->nbytes;
+  return d->backend->upload_async(d, dst->data, src->data, dst->nbytes, err, errlen);
+}
+
+int rt_host_wait(rt_device *d, char *err, size_t errlen) {
+  return d->backend->host_wait ? d->backend->host_wait(d, err, errlen) : 0;
+}
+
 int rt_download(void *dst, const rt_tensor *src, char *err, size_t errlen) {
   rt_device *d = src->buf->dev;
   if (dst == src->data || src->nbytes == 0) return 0;

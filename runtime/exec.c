@@ -2,16 +2,20 @@
  *
  * A program is a graph prepared on a device: its memory plan (pass_memplan,
  * with the caller's donation flags), one arena of plan->arena_bytes
- * allocated on the device once, and whatever the backend's prepare keeps.
- * Every value has a view (a tensor of its type at its plan location): arena
- * values are fixed when the program is made; values in an input's or a
- * param's space (the inputs and params themselves, and results computed in
- * a donated buffer or viewing one) are rebound from the caller's tensors at
- * each run. A run walks the plan's steps: a view step runs nothing (its
- * result is its operand's bytes); another zero-fills its results first when
- * the plan says so, then calls the backend's run_node. Nothing is allocated
- * while a program runs. Outputs are views (rt_program_output), valid until
- * the next run.
+ * allocated on the device once, its list of actions (rt_action), and
+ * whatever the backend's prepare keeps. Every value has a view (a tensor of
+ * its type at its plan location): arena values are fixed when the program
+ * is made; values in an input's or a param's space (the inputs and params
+ * themselves, and results computed in a donated buffer or viewing one) are
+ * rebound from the caller's tensors at each run, in place, so the actions'
+ * tensor pointers stay valid. The actions are made once from the plan's
+ * steps: a view step has none (its result is its operand's bytes); another
+ * has a fill per result when the plan says its results start at zero, then
+ * a kernel (the backend's run, with what its prepare bound to the action)
+ * or a collective (collective.c, bound to its communicator). A run binds
+ * the caller's tensors and walks the actions, the same list on every
+ * backend. Nothing is allocated or looked up while a program runs. Outputs
+ * are views (rt_program_output), valid until the next run.
  *
  * rt_run is one run from host tensors: a device, a program, uploads
  * (none on a host-memory backend, where host tensors are bound as they
@@ -32,10 +36,66 @@ struct rt_program {
   void *state;           /* the backend's */
   rt_coll *coll;         /* mesh steps (collective.c); NULL when the graph has none */
   rt_tensor *view;       /* by value id */
-  const rt_tensor **in;  /* scratch: one node's operands */
-  rt_tensor **out;       /* ... and results */
+  rt_action *actions;    /* what a run does, in order */
+  int n_actions;
+  rt_tensor **args;      /* the actions' in / out arrays: pointers into view */
   rt_profile *profile;
 };
+
+const char *rt_action_kind_name(rt_action_kind k) {
+  switch (k) {
+  case RT_ACT_FILL: return "fill";
+  case RT_ACT_KERNEL: return "kernel";
+  case RT_ACT_COLLECTIVE: return "collective";
+  }
+  return "?";
+}
+
+/* The actions of the plan's steps (see the head of this file). */
+static int make_actions(rt_program *p, char *err, size_t errlen) {
+  const ir_graph *g = p->g;
+  const pass_plan *plan = p->plan;
+  size_t n_args = 0;
+  int n = 0;
+  for (int s = 0; s < plan->n_steps; s++) {
+    const pass_step *st = &plan->steps[s];
+    const ir_node *nd = g->nodes[st->node];
+    if (st->view) continue;
+    n += 1 + (st->zero ? nd->n_out : 0);
+    n_args += (size_t)(nd->n_in + nd->n_out);
+  }
+  p->actions = calloc((size_t)n + 1, sizeof *p->actions);
+  p->args = calloc(n_args + 1, sizeof *p->args);
+  if (!p->actions || !p->args) {
+    rt_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  rt_tensor **arg = p->args;
+  for (int s = 0; s < plan->n_steps; s++) {
+    const pass_step *st = &plan->steps[s];
+    const ir_node *nd = g->nodes[st->node];
+    if (st->view) continue;
+    const rt_tensor *const *in = (const rt_tensor *const *)arg;
+    for (int i = 0; i < nd->n_in; i++) *arg++ = &p->view[nd->in[i]->id];
+    rt_tensor *const *out = arg;
+    for (int i = 0; i < nd->n_out; i++) *arg++ = &p->view[nd->out[i]->id];
+    rt_action a = {.step = s, .node = nd, .in = in, .out = out};
+    for (int i = 0; st->zero && i < nd->n_out; i++) {
+      a.kind = RT_ACT_FILL, a.index = i;
+      p->actions[p->n_actions++] = a;
+    }
+    a.kind = RT_ACT_KERNEL, a.index = 0;
+    if (rt_is_mesh_step(nd)) {
+      a.kind = RT_ACT_COLLECTIVE;
+      if ((a.index = p->coll ? rt_coll_index(p->coll, nd) : -1) < 0) {
+        rt_errf(err, errlen, "internal error: %s is not a bound collective", ir_op_name(nd->op));
+        return -1;
+      }
+    }
+    p->actions[p->n_actions++] = a;
+  }
+  return 0;
+}
 
 /* "file:line:col: " + message into err. */
 static void loc_errf(const ir_graph *g, ir_loc loc, char *err, size_t errlen, const char *msg) {
@@ -75,15 +135,8 @@ rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_opt
     rt_errf(err, errlen, "internal error: the memory plan: %s", why);
     goto fail;
   }
-  int max_args = 1;
-  for (int i = 0; i < g->n_nodes; i++) {
-    if (g->nodes[i]->n_in > max_args) max_args = g->nodes[i]->n_in;
-    if (g->nodes[i]->n_out > max_args) max_args = g->nodes[i]->n_out;
-  }
   p->view = calloc((size_t)(p->plan->n_values > 0 ? p->plan->n_values : 1), sizeof *p->view);
-  p->in = malloc((size_t)max_args * sizeof *p->in);
-  p->out = malloc((size_t)max_args * sizeof *p->out);
-  if (!p->view || !p->in || !p->out) {
+  if (!p->view) {
     rt_errf(err, errlen, "out of memory");
     goto fail;
   }
@@ -114,7 +167,10 @@ rt_program *rt_program_new(rt_device *d, const ir_graph *g, const rt_program_opt
   bool mesh_steps = false;
   for (int i = 0; i < g->n_nodes; i++) mesh_steps |= !g->nodes[i]->dead && rt_is_mesh_step(g->nodes[i]);
   if (mesh_steps && !(p->coll = rt_coll_new(d, g, o ? o->comm : NULL, err, errlen))) goto fail;
-  if (d->backend->prepare && d->backend->prepare(d, g, p->plan, &p->state, err, errlen) != 0) goto fail;
+  if (make_actions(p, err, errlen) != 0) goto fail;
+  if (d->backend->prepare &&
+      d->backend->prepare(d, g, p->plan, p->actions, p->n_actions, &p->state, err, errlen) != 0)
+    goto fail;
   return p;
 fail:
   rt_program_free(p);
@@ -128,14 +184,39 @@ void rt_program_free(rt_program *p) {
   rt_buffer_free(p->arena);
   pass_plan_free(p->plan);
   free(p->view);
-  free(p->in);
-  free(p->out);
+  free(p->actions);
+  free(p->args);
   free(p);
 }
 
 const pass_plan *rt_program_plan(const rt_program *p) { return p->plan; }
 size_t rt_program_arena_bytes(const rt_program *p) { return p->plan->arena_bytes; }
 rt_device *rt_program_device(const rt_program *p) { return p->dev; }
+
+const rt_action *rt_program_actions(const rt_program *p, int *n) {
+  *n = p->n_actions;
+  return p->actions;
+}
+
+void rt_program_print_actions(FILE *f, const rt_program *p) {
+  for (int i = 0; i < p->n_actions; i++) {
+    const rt_action *a = &p->actions[i];
+    const ir_node *n = a->node;
+    fprintf(f, "%4d %-10s", i, rt_action_kind_name(a->kind));
+    if (a->kind == RT_ACT_FILL) {
+      fprintf(f, " %%%s: %zu bytes", rt_value_name(n->out[a->index]), a->out[a->index]->nbytes);
+    } else {
+      for (int k = 0; k < n->n_out; k++) fprintf(f, "%s%%%s", k ? ", " : " ", rt_value_name(n->out[k]));
+      fprintf(f, " = %s", ir_op_name(n->op));
+      if (a->kind == RT_ACT_COLLECTIVE) {
+        char what[128];
+        rt_coll_describe(p->coll, a->index, what, sizeof what);
+        fprintf(f, " %s", what);
+      }
+    }
+    fprintf(f, "  [step %d]\n", a->step);
+  }
+}
 
 const rt_tensor *rt_program_output(const rt_program *p, int i) {
   return i >= 0 && i < p->g->n_outputs ? &p->view[p->g->outputs[i].value->id] : NULL;
@@ -179,7 +260,6 @@ static int bind(rt_program *p, ir_value *const *vals, int n, rt_tensor *const *t
 
 int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *params, char *err, size_t errlen) {
   const ir_graph *g = p->g;
-  const pass_plan *plan = p->plan;
   rt_device *d = p->dev;
   if (err && errlen) err[0] = 0;
   double t_start = p->profile ? ir_clock_s() : 0;
@@ -188,31 +268,32 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
     return -1;
   if (p->coll) rt_coll_reset(p->coll);
   static const unsigned char zero = 0;
-  for (int s = 0; s < plan->n_steps; s++) {
-    const pass_step *st = &plan->steps[s];
-    const ir_node *n = g->nodes[st->node];
-    if (st->view) continue; /* the result's view is its operand's bytes */
-    for (int i = 0; i < n->n_in; i++) p->in[i] = &p->view[n->in[i]->id];
-    for (int i = 0; i < n->n_out; i++) p->out[i] = &p->view[n->out[i]->id];
-    double t0 = p->profile ? ir_clock_s() : 0;
+  rt_profile *prof = p->profile;
+  for (int i = 0; i < p->n_actions; i++) {
+    const rt_action *a = &p->actions[i];
+    double t0 = prof ? ir_clock_s() : 0;
     char msg[512] = "";
-    for (int i = 0; st->zero && i < n->n_out; i++)
-      if (rt_fill_bytes(d, p->out[i]->data, p->out[i]->nbytes, &zero, 1, msg, sizeof msg) != 0) {
-        loc_errf(g, n->loc, err, errlen, msg);
-        return -1;
-      }
-    double t1 = p->profile ? ir_clock_s() : 0;
-    if (rt_is_mesh_step(n) ? rt_coll_run(p->coll, n, p->in, p->out, msg, sizeof msg) != 0
-                           : d->backend->run_node(d, p->state, n, p->in, p->out, msg, sizeof msg) != 0) {
-      loc_errf(g, n->loc, err, errlen, msg);
+    int rc;
+    switch (a->kind) {
+    case RT_ACT_FILL: rc = rt_fill_bytes(d, a->out[a->index]->data, a->out[a->index]->nbytes, &zero, 1, msg, sizeof msg); break;
+    case RT_ACT_COLLECTIVE: rc = rt_coll_run(p->coll, a->index, a->in, a->out, msg, sizeof msg); break;
+    default: rc = d->backend->run(d, p->state, a, msg, sizeof msg); break;
+    }
+    if (rc != 0) {
+      loc_errf(g, a->node->loc, err, errlen, msg);
       return -1;
     }
-    d->stats.kernels++;
-    if (p->profile) {
-      double t2 = ir_clock_s();
-      p->profile->alloc_seconds += t1 - t0;
-      p->profile->seconds[n->op] += t2 - t1;
-      p->profile->calls[n->op]++;
+    if (a->kind != RT_ACT_FILL) d->stats.kernels++;
+    if (prof) {
+      double t = ir_clock_s() - t0;
+      if (a->kind == RT_ACT_FILL) {
+        prof->fill_seconds += t;
+        prof->fills++;
+        prof->fill_bytes += (double)a->out[a->index]->nbytes;
+      } else {
+        prof->seconds[a->node->op] += t;
+        prof->calls[a->node->op]++;
+      }
     }
   }
   if (p->profile) p->profile->total_seconds += ir_clock_s() - t_start;
@@ -262,6 +343,11 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
                            .profile = stats ? stats->profile : NULL,
                            .comm = stats ? stats->comm : NULL};
   if (!(p = rt_program_new(d, g, &po, err, errlen))) goto done;
+  if (stats && stats->print_actions) {
+    fprintf(stats->print_actions, "program of %s, graph @%s on %s: %d actions\n",
+            g->source_file ? g->source_file : "?", g->name ? g->name : "main", d->backend->name, p->n_actions);
+    rt_program_print_actions(stats->print_actions, p);
+  }
   if (rt_program_run(p, bound, bound + n_in, err, errlen) != 0) goto done;
   for (int i = 0; i < g->n_outputs; i++) {
     const rt_tensor *o = rt_program_output(p, i);

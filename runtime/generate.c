@@ -9,9 +9,9 @@
  * computes the updated cache in their buffers (the outputs live there: no
  * copy; were one placed elsewhere it would be copied back).
  * Sharded graphs (a mesh, o->comm): each rank runs its block of both; the
- * shard pass makes every output whole, so a cache output is the whole
- * cache and each rank takes its block of it into its cache input
- * (rt_shard_extract: host memory, the cpu backend). */
+ * shard pass splits every cache input and output alike along the kv heads
+ * (passes/kv_cache.c), so a rank's cache output is its block of the cache,
+ * the type of its cache input, and it never holds the whole cache. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +27,6 @@ struct rt_generator {
   rt_tensor **dparams;     /* the decode graph's (the prefill's tensor where both bind one host tensor) */
   bool *downed;            /* per decode param: its own tensor (not the prefill's) */
   rt_comm *comm;
-  const int *coord;
   bool *donate;            /* per decode input: the caches */
   int tokens[2], pos, logits[2];
   int *cache_src;          /* per prefill output: the decode input it fills, or -1 */
@@ -73,7 +72,6 @@ rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dop
   if (!r) return rt_errf(err, errlen, "out of memory"), NULL;
   r->g[0] = prefill, r->g[1] = decode;
   r->comm = go ? go->comm : NULL;
-  r->coord = go ? go->coord : NULL;
   if (!(r->dev = rt_device_open_with(b, dopt, err, errlen))) return free(r), NULL;
   const ir_graph *P = prefill, *D = decode;
   r->params = calloc((size_t)P->n_params + 1, sizeof *r->params);
@@ -141,19 +139,16 @@ static int read_row(rt_generator *r, int k, int64_t row, float *out, char *err, 
   return 0;
 }
 
-/* The cache output t into the decode graph's cache input i: a copy, or
- * (sharded: t is the whole cache) this rank's block of it. */
+/* The cache output t into the decode graph's cache input i: nothing when
+ * it was computed there, else a copy (on a mesh both are this rank's
+ * block: the same type). */
 static int to_cache(rt_generator *r, int i, const rt_tensor *t, char *err, size_t errlen) {
   rt_tensor *c = r->in[1][i];
   if (t->data == c->data) return 0;
   if (ir_type_equal(&t->type, &c->type)) return rt_copy(c, t, err, errlen);
-  const ir_graph *D = r->g[1];
-  if (!r->comm || !r->dev->backend->host_memory) {
-    rt_errf(err, errlen, "internal error: cache output %s is %lld bytes, its input %lld", D->inputs[i]->name,
-            (long long)t->nbytes, (long long)c->nbytes);
-    return -1;
-  }
-  return rt_shard_extract(t, c, &D->inputs[i]->shard, &D->mesh, r->coord, err, errlen);
+  rt_errf(err, errlen, "internal error: cache output %s is %lld bytes, its input %lld", r->g[1]->inputs[i]->name,
+          (long long)t->nbytes, (long long)c->nbytes);
+  return -1;
 }
 
 int rt_generator_prefill(rt_generator *r, const int32_t *ids, int64_t n, float *logits, char *err, size_t errlen) {

@@ -19,8 +19,12 @@ typedef struct rt_coll rt_coll;
 rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, size_t errlen);
 void rt_coll_free(rt_coll *c);
 void rt_coll_reset(rt_coll *c);
-int rt_coll_run(rt_coll *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err,
-                size_t errlen);
+/* The index of mesh step n among c's bound steps (-1: not one); what the
+ * program's collective action holds. */
+int rt_coll_index(const rt_coll *c, const ir_node *n);
+/* "over tp (2 ranks)" for rt_program_print_actions. */
+void rt_coll_describe(const rt_coll *c, int index, char *buf, size_t len);
+int rt_coll_run(rt_coll *c, int index, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen);
 static inline bool rt_is_mesh_step(const ir_node *n) {
   return ir_op_on_mesh_axis(n->op);
 }

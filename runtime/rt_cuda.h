@@ -110,6 +110,8 @@ typedef struct {
   int64_t launches, blocks, threads;
   int64_t htod_calls, htod_bytes, dtoh_calls, dtoh_bytes, dtod_calls, dtod_bytes, memset_calls;
   int64_t gemms;             /* cublasLtMatmul calls */
+  int64_t host_allocs;       /* cuMemHostAlloc blocks (page-locked host memory on a GPU) */
+  int64_t htod_pinned_calls; /* host-to-device copies (in htod_calls) from such a block */
   int64_t modules_loaded;
   int64_t races;             /* racecheck hazards found */
   /* the NCCL emulation (cuda_emu/nccl.c): operations, and the payload bytes
@@ -132,6 +134,8 @@ typedef struct {
   int64_t cache_hits;        /* programs whose compiled code came from the disk cache */
   int64_t kernels;           /* kernels in the loaded programs */
   int64_t launches, gemms, copies, memsets;
+  int64_t host_buffers;      /* page-locked host blocks allocated (cuMemHostAlloc: the trainer's batch) */
+  int64_t async_uploads;     /* cuMemcpyHtoDAsync uploads from them */
   int64_t epilogue_fallbacks; /* products whose epilogue cuBLASLt had no algorithm for */
   int64_t gemm_replans;       /* products given a new algorithm at run time: operands aligned less than
                                  planned for, or a refused cublasLtMatmul (blaslt.c) */

@@ -3,15 +3,18 @@
  *
  * Layers of execution:
  *   rt_backend  a small vtable (ggml-style): a context, device memory
- *               (alloc, free, upload, download, copy, fill), prepare (what
- *               the backend compiles for a graph, once) and run_node (one
- *               node's kernel on device tensors). cpu.c is the CPU's.
+ *               (alloc, free, upload, download, copy, fill), prepare (bind
+ *               a program's kernel actions to what the backend runs, once)
+ *               and run (one kernel action on device tensors). cpu.c is
+ *               the CPU's.
  *   rt_device   an opened backend, counting what it allocates and moves.
  *   rt_program  a graph prepared on a device (exec.c): its memory plan
- *               (analysis/memplan.c) and the one arena the plan asks for,
- *               allocated once; each run walks the plan's steps on the
- *               backend. Scheduling, liveness, in-place execution and
- *               donation are the plan's, written once for every backend.
+ *               (analysis/memplan.c), the one arena the plan asks for,
+ *               allocated once, and one list of actions (rt_action: fill,
+ *               kernel, collective) with their tensors resolved, which
+ *               every backend walks the same way. Scheduling, liveness,
+ *               in-place execution and donation are the plan's, written
+ *               once for every backend.
  *   rt_trainer  training on any device (train.c).
  * Tensors are views: a type, a buffer and an offset. Host tensors
  * (rt_tensor_new) own their memory.
@@ -26,6 +29,7 @@
 
 typedef struct rt_device rt_device;
 typedef struct rt_backend rt_backend;
+typedef struct rt_action rt_action;
 typedef struct rt_comm rt_comm; /* runtime/comm/comm.h: the ranks a multi-rank run talks to */
 struct cg_cuda_api;             /* runtime/cudaapi/cuda_api.h: the CUDA entry points (rt_backend.comm_table) */
 
@@ -124,7 +128,9 @@ int rt_outputs_to_first_stage(rt_comm *c, const ir_graph *whole, const ir_graph 
 typedef struct {
   double seconds[IR_NUM_OPS];
   int64_t calls[IR_NUM_OPS];
-  double alloc_seconds;  /* zero-filling results (the arena is allocated once) */
+  double fill_seconds;   /* the program's fill actions: zero-filling results (the arena is allocated once) */
+  int64_t fills;         /* ... how many ran */
+  double fill_bytes;     /* ... and the bytes they wrote */
   double total_seconds;  /* whole program runs */
 } rt_profile;
 
@@ -137,8 +143,36 @@ typedef struct {
   size_t bytes_uploaded, bytes_downloaded;  /* host -> device, device -> host */
   size_t bytes_copied, bytes_filled;        /* device -> device, fills */
   int64_t uploads, downloads, copies, fills;
+  int64_t async_uploads;                    /* of the uploads, from page-locked host memory (rt_upload_async) */
   int64_t kernels;                          /* nodes run */
 } rt_device_stats;
+
+/* One action of a program (exec.c builds the list from the memory plan
+ * once, when the program is made; each run walks it in order):
+ *   RT_ACT_FILL        zero result `index` of the node (an IR_OPF_ZEROED
+ *                      op accumulates into its results), a device fill
+ *   RT_ACT_KERNEL      the node's computation: the backend's run, with
+ *                      what its prepare bound in `impl` (the CPU: the
+ *                      node's entry of its kernel table; CUDA: the lowered
+ *                      step's kernels, cuBLASLt products, copies, memsets)
+ *   RT_ACT_COLLECTIVE  a communication op or mesh_slice: collective
+ *                      `index` of the program, bound to its communicator
+ *                      and its attributes read when the program was made
+ * A view step (reshape, a shard hint that moves nothing) has no action.
+ * in / out are the node's operands and results as tensors of the program:
+ * arena tensors fixed when it is made, inputs' and params' rebound at each
+ * run at the same addresses, so an action's pointers never change. */
+typedef enum { RT_ACT_FILL, RT_ACT_KERNEL, RT_ACT_COLLECTIVE } rt_action_kind;
+struct rt_action {
+  rt_action_kind kind;
+  int step;                      /* its step of the memory plan (plan->steps[step]) */
+  const ir_node *node;
+  const rt_tensor *const *in;    /* node->n_in operands */
+  rt_tensor *const *out;         /* node->n_out results */
+  int index;                     /* FILL: which result; COLLECTIVE: which collective */
+  void *impl;                    /* KERNEL: the backend's, set by its prepare */
+};
+const char *rt_action_kind_name(rt_action_kind k); /* "fill" "kernel" "collective" */
 
 struct rt_backend {
   const char *name;
@@ -154,18 +188,28 @@ struct rt_backend {
   int (*copy)(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen);
   /* n bytes at dst = the pattern of pattern_bytes (1, 2, 4 or 8) repeated */
   int (*fill)(rt_device *d, void *dst, size_t n, const void *pattern, size_t pattern_bytes, char *err, size_t errlen);
-  /* programs: prepare once per graph (state: what the backend keeps), run
-   * one node's kernel on device tensors (results preallocated; zero-filled
-   * for IR_OPF_ZEROED ops), release */
+  /* programs: prepare once per program (state: what the backend keeps;
+   * it may set each kernel action's `impl`: what run calls for it), run
+   * one kernel action on device tensors (results preallocated; zero-filled
+   * by the fill actions before it), release. prepare may be NULL. */
   bool (*supports_op)(const ir_node *n);
-  int (*prepare)(rt_device *d, const ir_graph *g, const pass_plan *plan, void **state, char *err, size_t errlen);
-  int (*run_node)(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                  char *err, size_t errlen);
+  int (*prepare)(rt_device *d, const ir_graph *g, const pass_plan *plan, rt_action *actions, int n_actions,
+                 void **state, char *err, size_t errlen);
+  int (*run)(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen);
   void (*release)(rt_device *d, void *state);
   /* GPU backends: the CUDA table with NCCL loaded for this device (its
    * context current), for the comm layer's nccl implementation; NULL (the
    * hook, or -1 and a message) where there is none */
   int (*comm_table)(rt_device *d, const struct cg_cuda_api **api, char *err, size_t errlen);
+  /* GPU backends: page-locked host memory (cuMemHostAlloc), which an
+   * upload_async reads on the device's stream while the host goes on; the
+   * host writes it again only after host_wait (every such upload has read
+   * its source). host_alloc gives *ptr NULL where the device has none to
+   * give (TGC_CUDA_PINNED=0). NULL hooks: none (host-memory backends). */
+  int (*host_alloc)(rt_device *d, size_t bytes, void **ptr, char *err, size_t errlen);
+  void (*host_free)(rt_device *d, void *ptr);
+  int (*upload_async)(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen);
+  int (*host_wait)(rt_device *d, char *err, size_t errlen);
 };
 
 /* How to open a device: which one, and backend-specific checks. */
@@ -201,6 +245,17 @@ rt_buffer *rt_buffer_alloc(rt_device *d, size_t bytes, char *err, size_t errlen)
 rt_buffer rt_buffer_wrap(rt_device *d, void *host, size_t bytes);
 void rt_buffer_free(rt_buffer *b);       /* rt_buffer_alloc's buffers */
 int rt_upload(const rt_tensor *dst, const void *src, char *err, size_t errlen);   /* dst->nbytes */
+/* Host tensors for what the host hands a device step after step (the
+ * trainer's batch): rt_pinned_tensor_new gives one whose data is the
+ * device's page-locked host memory, or NULL with err empty where the device
+ * has none (a host-memory backend; the caller uses rt_tensor_new), NULL with
+ * err when it fails. rt_upload_async uploads such a tensor's data on the
+ * device's stream and returns before the copy is done: the host may write
+ * the source again only after rt_host_wait. */
+rt_tensor *rt_pinned_tensor_new(rt_device *d, const ir_type *type, char *err, size_t errlen);
+void rt_pinned_tensor_free(rt_device *d, rt_tensor *t);
+int rt_upload_async(const rt_tensor *dst, const rt_tensor *src, char *err, size_t errlen); /* same nbytes */
+int rt_host_wait(rt_device *d, char *err, size_t errlen);
 int rt_download(void *dst, const rt_tensor *src, char *err, size_t errlen);       /* src->nbytes */
 int rt_copy(const rt_tensor *dst, const rt_tensor *src, char *err, size_t errlen); /* same nbytes */
 int rt_fill_bytes(rt_device *d, void *dst, size_t n, const void *pattern, size_t pattern_bytes, char *err,
@@ -233,6 +288,12 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
  * param buffer it lives in; valid until the next run or rebinding. */
 const rt_tensor *rt_program_output(const rt_program *p, int i);
 const pass_plan *rt_program_plan(const rt_program *p);
+/* The program's actions, in the order a run performs them (n: how many). */
+const rt_action *rt_program_actions(const rt_program *p, int *n);
+/* One line per action, numbered: "   3 kernel     %h = matmul  [step 2]",
+ * "   4 fill       %dw: 4096 bytes  [step 3]", "   9 collective %g = all_reduce
+ * over dp (2 ranks)  [step 7]" (tgc run --print-actions, tests). */
+void rt_program_print_actions(FILE *f, const rt_program *p);
 size_t rt_program_arena_bytes(const rt_program *p);
 rt_device *rt_program_device(const rt_program *p);
 
@@ -251,6 +312,7 @@ typedef struct {
   const rt_device_options *device; /* in: NULL, or how to open the device */
   rt_comm *comm;         /* in: NULL (one process), or the communicator of g's mesh (a
                           * sharded graph: rt_mesh_bind; host memory, the collectives through it) */
+  FILE *print_actions;   /* in: NULL, or where to print the program's actions before it runs */
 } rt_stats;
 int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_tensor *const *params,
            rt_tensor **outputs, rt_stats *stats, char *err, size_t errlen);
@@ -269,9 +331,8 @@ int rt_run(const rt_backend *b, const ir_graph *g, rt_tensor *const *inputs, rt_
  * with err. */
 typedef struct rt_generator rt_generator;
 typedef struct {
-  rt_comm *comm;    /* NULL (one device), or the communicator of the graphs' mesh (rt_mesh_bind) */
-  const int *coord; /* with comm: this rank's coordinates; the graphs' cache outputs are whole
-                     * (the shard pass's rule), each rank keeps its block (the cpu backend) */
+  rt_comm *comm; /* NULL (one device), or the communicator of the graphs' mesh (rt_mesh_bind); the
+                  * graphs' cache inputs and outputs are this rank's kv heads (the shard pass's rule) */
 } rt_generator_options;
 rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dopt, const ir_graph *prefill,
                                const ir_graph *decode, int pos_input, rt_tensor *const *params,

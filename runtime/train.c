@@ -62,7 +62,8 @@ void rt_trainer_free(rt_trainer *t) {
   free(t->op_bwd);
   for (int i = 0; t->pool && i < t->np + t->ns; i++) rt_device_tensor_free(t->pool[i]);
   for (int i = 0; t->data && i < pt->n_data; i++) {
-    if (t->data_host && t->data_host[i] != t->data[i]) rt_tensor_free(t->data_host[i]);
+    if (t->data_host && t->data_pinned && t->data_pinned[i]) rt_pinned_tensor_free(t->dev, t->data_host[i]);
+    else if (t->data_host && t->data_host[i] != t->data[i]) rt_tensor_free(t->data_host[i]);
     if (t->data_whole) rt_tensor_free(t->data_whole[i]);
     rt_device_tensor_free(t->data[i]);
   }
@@ -80,6 +81,7 @@ void rt_trainer_free(rt_trainer *t) {
   free(t->pool);
   free(t->data);
   free(t->data_host);
+  free(t->data_pinned);
   free(t->data_whole);
   free(t->acc);
   free(t->step_in);
@@ -433,11 +435,12 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   t->taken = calloc((size_t)(np + ns) + 1, sizeof *t->taken);
   t->data = calloc((size_t)pt->n_data + 1, sizeof *t->data);
   t->data_host = calloc((size_t)pt->n_data + 1, sizeof *t->data_host);
+  t->data_pinned = calloc((size_t)pt->n_data + 1, sizeof *t->data_pinned);
   t->data_whole = calloc((size_t)pt->n_data + 1, sizeof *t->data_whole);
   t->acc = calloc((size_t)np + 1, sizeof *t->acc);
   t->step_in = calloc((size_t)sg->n_inputs + 1, sizeof *t->step_in);
   t->update_in = calloc((size_t)ug->n_inputs + 1, sizeof *t->update_in);
-  if (!t->params || !t->states || !t->pool || !t->new_place || !t->taken || !t->data || !t->data_host ||
+  if (!t->params || !t->states || !t->pool || !t->new_place || !t->taken || !t->data || !t->data_host || !t->data_pinned ||
       !t->data_whole || !t->acc || !t->step_in ||
       !t->update_in) {
     rt_errf(err, errlen, "out of memory");
@@ -462,7 +465,14 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   }
   for (int i = 0; i < pt->n_data; i++) {
     if (!(t->data[i] = rt_device_tensor_new(t->dev, &sg->inputs[i]->type, err, errlen))) goto fail;
-    t->data_host[i] = t->dev->backend->host_memory ? t->data[i] : rt_tensor_new(&sg->inputs[i]->type);
+    /* the batch: in the device's page-locked memory where it has some (uploaded without waiting), else pageable */
+    if (!t->dev->backend->host_memory) {
+      t->data_host[i] = rt_pinned_tensor_new(t->dev, &sg->inputs[i]->type, err, errlen);
+      if (!t->data_host[i] && err[0]) goto fail;
+      t->data_pinned[i] = t->data_host[i] != NULL;
+    }
+    if (!t->data_host[i])
+      t->data_host[i] = t->dev->backend->host_memory ? t->data[i] : rt_tensor_new(&sg->inputs[i]->type);
     if (t->sharded) { /* the source writes the whole batch; this rank's block is taken from it */
       ir_type whole = ir_shard_global_type(&sg->inputs[i]->type, &sg->inputs[i]->shard, t->mesh);
       t->data_whole[i] = rt_tensor_new(&whole);
@@ -703,6 +713,7 @@ static int fill_minus_zero(rt_tensor *x, char *err, size_t errlen) {
 static int feed_from(rt_trainer *t, rt_data *src, int64_t k, char *err, size_t errlen) {
   const pass_training *pt = t->pt;
   rt_tensor **whole = t->sharded ? t->data_whole : t->data_host;
+  if (rt_host_wait(t->dev, err, errlen) != 0) return -1; /* the last batch's uploads have read data_host */
   if (src ? rt_data_fill_eval(src, t->c.seed, k, whole, err, errlen) != 0
           : rt_data_fill(t->c.data, t->c.seed, t->step, (int)k, whole, err, errlen) != 0)
     return -1;
@@ -711,7 +722,9 @@ static int feed_from(rt_trainer *t, rt_data *src, int64_t k, char *err, size_t e
                          errlen) != 0)
       return -1;
   for (int i = 0; i < pt->n_data; i++)
-    if (t->data_host[i] != t->data[i] && rt_upload(t->data[i], t->data_host[i]->data, err, errlen) != 0) return -1;
+    if (t->data_pinned[i] ? rt_upload_async(t->data[i], t->data_host[i], err, errlen) != 0
+                          : t->data_host[i] != t->data[i] && rt_upload(t->data[i], t->data_host[i]->data, err, errlen) != 0)
+      return -1;
   return 0;
 }
 

@@ -42,6 +42,8 @@ struct rt_trainer {
   rt_tensor **pool;              /* np + ns: the buffers behind them (owned) */
   rt_tensor **data;              /* n_data: the data inputs (device) */
   rt_tensor **data_host;         /* n_data: where the source writes (== data on a host-memory device) */
+  bool *data_pinned;             /* n_data: data_host[i] is the device's page-locked memory (rt_pinned_tensor_new),
+                                    uploaded asynchronously; written again only after rt_host_wait */
   rt_tensor **data_whole;        /* n_data (sharded): the whole batch the source writes; data_host takes a block */
   const ir_mesh *mesh;           /* the programs' mesh */
   bool sharded;                  /* more than one rank */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir_clock.h"
 #include "ir_die.h"
 #include "rt_tokenizer.h"
 #include "tool.h"
@@ -28,7 +29,7 @@ static const char *const generate_help =
     "usage: tgc generate FILE --prompt TEXT --max-new-tokens N [--resume STATE | --weights PATH [--map MAP]]\n"
     "                    [--tokenizer F]\n"
     "                    [--temperature T] [--top-k K] [--top-p P] [--seed S] [--json]\n"
-    "                    [--no-kv-cache] [--config NAME] [-D NAME=VALUE] [--backend NAME]\n"
+    "                    [--no-kv-cache] [--timing] [--config NAME] [-D NAME=VALUE] [--backend NAME]\n"
     "\n"
     "Continues TEXT with N tokens from a model with an input tokens [B, T] and an output\n"
     "logits [B, T, V] (examples/gpt.tg), at B = 1. With the KV cache (the default) it is\n"
@@ -46,7 +47,9 @@ static const char *const generate_help =
     "  --top-p P            sample among the most likely tokens whose probabilities add up to P\n"
     "  --seed S             the sampling stream and parameter initialization (default 0)\n"
     "  --json               print {\"ids\": [the new ids], \"text\": \"their text\"}\n"
-    "  --no-kv-cache        recompute the full forward over the window at every step\n";
+    "  --no-kv-cache        recompute the full forward over the window at every step\n"
+    "  --timing             print to stderr the prefill's time and the decode steps' (with the\n"
+    "                       cache): their positions, seconds and tokens/s (bench/generate.sh)\n";
 static const char *const generate_help_tail =
     "\n"
     "A prompt longer than the context T is refused; once prompt and output fill T, the\n"
@@ -64,7 +67,7 @@ typedef struct {
   int64_t max_new, top_k;
   double temperature, top_p;
   uint64_t seed;
-  bool json, no_cache;
+  bool json, no_cache, timing;
 } gen_opts;
 
 /* A float flag's value in [lo, hi]. */
@@ -110,6 +113,8 @@ static int parse_gen_flag(gen_opts *g, int argc, char **argv, int *i, ir_diag *d
     g->json = true;
   } else if (strcmp(argv[*i], "--no-kv-cache") == 0) {
     g->no_cache = true;
+  } else if (strcmp(argv[*i], "--timing") == 0) {
+    g->timing = true;
   } else {
     return 0;
   }
@@ -282,7 +287,7 @@ static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, cons
     return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
   char err[1024] = "";
   const rt_backend *b = tb && tb->backend ? tb->backend : &rt_cpu_backend;
-  rt_generator_options go = {.comm = mr->comm, .coord = mr->coord};
+  rt_generator_options go = {.comm = mr->comm};
   rt_generator *gen = rt_generator_new(b, &tb->device, pre, dec, pos_input, params, dec_params, &go, err, sizeof err);
   if (!gen) return ir_error_plain(d, "%s", err), -1;
   cand *c = malloc((size_t)V * sizeof *c);
@@ -290,18 +295,34 @@ static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, cons
   if (!c || !row) IR_DIE("out of memory (c, row)");
   int rc = 0;
   size_t n = n_prompt;
+  /* --timing: the prefills' and the decode steps' wall time (each step's
+   * logits read back to the host, as generation does) */
+  double t_prefill = 0, t_decode = 0;
+  int64_t n_prefill = 0, n_decode = 0, first_pos = -1, last_pos = -1;
   for (int64_t step = 0; step < o->max_new && rc == 0; step++) {
+    double t0 = ir_clock_s();
     if (step == 0 || n > (size_t)T) { /* the window: the last T tokens */
       size_t start = n > (size_t)T ? n - (size_t)T : 0;
       rc = rt_generator_prefill(gen, ids + start, (int64_t)(n - start), row, err, sizeof err);
+      t_prefill += ir_clock_s() - t0, n_prefill++;
     } else {
       rc = rt_generator_decode(gen, ids[n - 1], (int64_t)(n - 1), row, err, sizeof err);
+      t_decode += ir_clock_s() - t0, n_decode++;
+      if (first_pos < 0) first_pos = (int64_t)(n - 1);
+      last_pos = (int64_t)(n - 1);
     }
     if (rc != 0) {
       ir_error_plain(d, "%s", err);
       break;
     }
     ids[n++] = pick(row, V, o, rt_random_uniform(o->seed, 0x67656eu, (uint64_t)step), c);
+  }
+  if (rc == 0 && o->timing) {
+    fprintf(stderr, "timing: %lld prefill%s in %.6f s", (long long)n_prefill, n_prefill == 1 ? "" : "s", t_prefill);
+    if (n_decode > 0)
+      fprintf(stderr, "; %lld decode steps at positions %lld..%lld in %.6f s: %.2f tokens/s", (long long)n_decode,
+              (long long)first_pos, (long long)last_pos, t_decode, (double)n_decode / t_decode);
+    fputc('\n', stderr);
   }
   free(c);
   free(row);
@@ -461,6 +482,10 @@ int tool_cmd_generate(int argc, char **argv) {
     else if (r == 0 && tool_positional("generate", argv[i], &o, d) != 0) rc = 1;
   }
   if (rc == 0 && tool_need_file("generate", &o, d) != 0) rc = 1;
+  if (rc == 0 && go.timing && go.no_cache) {
+    ir_error_plain(d, "generate: --timing times the KV cache's prefill and decode steps; leave out --no-kv-cache");
+    rc = 1;
+  }
   if (rc == 0 && go.resume && weights.path) {
     ir_error_plain(d, "generate: give the parameters by --resume STATE or by --weights PATH, not both");
     rc = 1;

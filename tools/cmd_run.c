@@ -44,7 +44,10 @@ static const char *const run_help =
     "                       {\"outputs\": {NAME: number | {\"dtype\", \"shape\", \"data\" | \"summary\"}},\n"
     "                        \"stats\": {\"kernels\", \"peak_bytes\" (the arena), \"threads\"}}\n"
     "                       (tensors of more than 4096 elements get a summary: min, max, mean, sum)\n"
-    "  --profile            time every kernel; print where the time went, by op, to stderr\n";
+    "  --profile            time every kernel; print where the time went, by op, to stderr\n"
+    "  --print-actions      print the program every backend walks, one action per line, to\n"
+    "                       stderr before running: fills (zeroing a result), kernels and\n"
+    "                       collectives, with the memory plan's step of each\n";
 
 static const char *const run_mesh_help =
     "\n"
@@ -93,7 +96,7 @@ int tool_cmd_run(int argc, char **argv) {
   uint64_t seed = 0;
   const char *out_dir = NULL;
   tool_backend backend = {0};
-  bool json = false, profile = false;
+  bool json = false, profile = false, print_actions = false;
   rt_profile prof = {0};
   tool_weights weights = {0};
   tool_text text_in = {0};
@@ -120,6 +123,8 @@ int tool_cmd_run(int argc, char **argv) {
       json = true;
     } else if (strcmp(a, "--profile") == 0) {
       profile = true;
+    } else if (strcmp(a, "--print-actions") == 0) {
+      print_actions = true;
     } else if (tool_positional("run", a, &o, d) != 0) {
       rc = 1;
     }
@@ -144,7 +149,7 @@ int tool_cmd_run(int argc, char **argv) {
   if (rc == 0 && tool_bind_all(gw, specs, n_specs, seed, json || mr.quiet, inputs, params, mr.diag ? mr.diag : d) != 0)
     rc = 1;
   if (rc == 0 && tool_bind_weights(gw, &weights, params, mr.diag ? mr.diag : d) != 0) rc = 1;
-  rt_stats stats = {.profile = profile ? &prof : NULL};
+  rt_stats stats = {.profile = profile ? &prof : NULL, .print_actions = print_actions && !mr.quiet ? stderr : NULL};
   if (rc == 0 && !mr.comm && tool_execute(&backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
   if (rc == 0 && mr.comm && tool_mesh_run_execute(&mr, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
   if (rc == 0 && profile && !mr.quiet) tool_print_profile(stderr, &prof, o.file, 1);

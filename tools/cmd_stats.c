@@ -64,7 +64,9 @@ static const char *const stats_help =
     "  roofline     per op: FLOPs, bytes moved (each operand read once, each result\n"
     "               written once), arithmetic intensity FLOP/byte, and with a target whether\n"
     "               it is compute-bound (intensity >= peak/bandwidth) or memory-bound and\n"
-    "               its time max(FLOPs/peak, bytes/bandwidth); by op kind and the --top N\n"
+    "               its time max(FLOPs/peak, bytes/bandwidth, device calls x the target's\n"
+    "               launch time: the kernel launches, cuBLASLt products, memsets and\n"
+    "               zero-fills the lowered program issues for it); by op kind and the --top N\n"
     "               (default 10) individual ops. Peak: the target's bf16/fp16 figure for a\n"
     "               16-bit dtype, else its fp32 (TF32) figure\n"
     "  step time    the sum of the per-op roofline times, plus the optimizer update as one\n"
@@ -77,7 +79,8 @@ static const char *const stats_help =
     "  --optimizer NAME     sgd, momentum, adam (default) or adamw\n"
     "  --target NAME        a100-80g, a100-40g, h100-sxm, h200, v100, cpu-local (analysis/targets.def)\n"
     "  --target-file F      your own: lines 'key = value', keys name, flops_bf16, flops_fp32,\n"
-    "                       bandwidth (bytes/s), memory (bytes); e.g. 'flops_bf16 = 989e12'\n"
+    "                       bandwidth (bytes/s), memory (bytes), launch (seconds a device call\n"
+    "                       takes at least, default 0); e.g. 'flops_bf16 = 989e12'\n"
     "                       (flops 1e6..1e18, bandwidth 1e6..1e14, memory 0..1e15)\n"
     "  --top N              how many individual ops to list (0: none)\n"
     "  --params             list every parameter tensor\n"
@@ -86,7 +89,7 @@ static const char *const stats_help =
     "  --json               one JSON object: {\"params\": {\"total\", \"by_group\", \"closed_form\", ...},\n"
     "                       \"flops\": {\"forward\", \"backward\", \"recompute\", \"six_n_tokens\", ...},\n"
     "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"dropout_masks\", \"total\",\n"
-    "                       \"peak_bytes\", ...}, \"target\", \"step_time_s\", \"mfu\", \"ops\", \"top_ops\"}\n"
+    "                       \"peak_bytes\", ...}, \"target\", \"step_time_s\", \"mfu\", \"launches\", \"launch_time_s\", \"ops\", \"top_ops\"}\n"
     "\n";
 
 extern const char *const tool_common_help;

@@ -1,7 +1,8 @@
 /* tools/profile.c — prints an rt_profile (runtime/cpu/cpu.c fills it when a
  * command is given --profile): where the kernel time of the graph runs went,
- * by op, largest first. The rows add up to the total: kernels, allocating
- * their results, and the executor's own bookkeeping (the rest). */
+ * by op, largest first. The rows add up to the total: kernels (and
+ * collectives), the program's fill actions (zero-filling results, with
+ * their count and bytes), and the executor's own bookkeeping (the rest). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,8 +34,9 @@ void tool_print_profile(FILE *f, const rt_profile *p, const char *title, int64_t
     fprintf(f, "  %-22s %8lld %12.4f %12.2f %6.1f\n", ir_op_name((ir_op)op), (long long)p->calls[op], p->seconds[op],
             p->seconds[op] * per, 100 * p->seconds[op] / total);
   }
-  double rest = p->total_seconds - kernels - p->alloc_seconds;
-  fprintf(f, "  %-22s %8s %12.4f %12.2f %6.1f\n", "(zero-filling results)", "", p->alloc_seconds, p->alloc_seconds * per,
-          100 * p->alloc_seconds / total);
+  double rest = p->total_seconds - kernels - p->fill_seconds;
+  fprintf(f, "  %-22s %8lld %12.4f %12.2f %6.1f  %.1f MB per run\n", "(zero-filling results)", (long long)p->fills,
+          p->fill_seconds, p->fill_seconds * per, 100 * p->fill_seconds / total,
+          runs > 0 ? p->fill_bytes / (double)runs / 1e6 : 0.0);
   fprintf(f, "  %-22s %8s %12.4f %12.2f %6.1f\n", "(executor)", "", rest, rest * per, 100 * rest / total);
 }

@@ -218,11 +218,14 @@ void stats_print_text(FILE *out, const stats *s) {
             t->memory > 0 ? both_units(t->memory, e, sizeof e) : "memory not given");
     fprintf(out, "  peak for %s: %s; ridge point %.1f FLOP/byte (compute-bound above it)\n", s->dtype_name,
             stats_si(s->roof.peak, "FLOP/s", a, sizeof a), s->roof.peak / t->bandwidth);
-    fprintf(out, "predicted step time (roofline: sum over ops of max(FLOPs/peak, bytes/bandwidth)):\n");
+    fprintf(out, "predicted step time (roofline: sum over ops of max(FLOPs/peak, bytes/bandwidth, device calls x %s)):\n",
+            stats_seconds(t->launch, b, sizeof b));
     for (int p = 0; p < PASS_NUM_PHASES; p++)
       fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), stats_seconds(s->roof.phase_time[p], a, sizeof a),
               p == PASS_PHASE_OPTIMIZER ? "  (one fused pass over parameters, gradients and state)" : "");
     fprintf(out, "  %-10s %14s\n", "total", stats_seconds(s->roof.step_time, a, sizeof a));
+    fprintf(out, "  device calls %.0f (kernel launches, cuBLASLt products, memsets and zero-fills; the update's not counted): "
+            "the launch floor adds %s\n", s->roof.launches, stats_seconds(s->roof.launch_time, a, sizeof a));
     if (s->tokens > 0)
       fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%.4g tokens/s)\n", 100 * s->roof.mfu,
               s->tokens / s->roof.step_time);
@@ -392,6 +395,7 @@ void stats_print_json(FILE *out, const stats *s) {
     json_object_set_new(to, "ridge", json_real(s->roof.peak / t->bandwidth));
     json_object_set_new(to, "source", json_string(t->source ? t->source : ""));
     json_object_set_new(to, "fits", t->memory > 0 ? json_boolean(s->m_total <= t->memory) : json_null());
+    json_object_set_new(to, "launch_s", json_real(t->launch));
     json_object_set_new(root, "target", to);
     json_t *pt = json_object();
     for (int p = 0; p < PASS_NUM_PHASES; p++) json_object_set_new(pt, pass_phase_name((pass_phase)p), json_real(s->roof.phase_time[p]));
@@ -402,6 +406,8 @@ void stats_print_json(FILE *out, const stats *s) {
   }
   json_object_set_new(root, "step_time_s", real_or_null(tg, s->roof.step_time));
   json_object_set_new(root, "mfu", real_or_null(tg && s->tokens > 0, s->roof.mfu));
+  json_object_set_new(root, "launches", jnum(s->roof.launches));
+  json_object_set_new(root, "launch_time_s", real_or_null(tg, s->roof.launch_time));
 
   json_t *ops = json_array();
   int order[IR_NUM_OPS], nk = kind_order(s, order);
@@ -416,6 +422,7 @@ void stats_print_json(FILE *out, const stats *s) {
     json_object_set_new(e, "bound", tg ? json_string(bound_of(k)) : json_null());
     json_object_set_new(e, "compute_bound_nodes", tg ? json_integer(k->compute_nodes) : json_null());
     json_object_set_new(e, "time_s", real_or_null(tg, k->time));
+    json_object_set_new(e, "launches", jnum(k->launches));
     json_array_append_new(ops, e);
   }
   json_object_set_new(root, "ops", ops);
@@ -437,6 +444,8 @@ void stats_print_json(FILE *out, const stats *s) {
       json_object_set_new(e, "intensity", json_real(r->bytes > 0 ? r->flops / r->bytes : 0.0));
       json_object_set_new(e, "bound", tg ? json_string(r->compute_bound ? "compute" : "memory") : json_null());
       json_object_set_new(e, "time_s", real_or_null(tg, r->time));
+      json_object_set_new(e, "launches", jnum(r->launches));
+      json_object_set_new(e, "launch_bound", tg ? json_boolean(r->launch_bound) : json_null());
       json_array_append_new(topj, e);
     }
     free(sorted);

@@ -38,9 +38,12 @@
 // with E and F multiples of 16 run them on tensor cores
 // (attention_bwd_dkdv_mma, attention_bwd_dq_mma), otherwise operands are
 // widened to float in shared memory.
-// Grouped-query attention (the forward kernels' group argument, H = 1):
-// k, v hold BH / group heads, query head bh reads kv head bh / group (no
-// copy); the backward takes them repeated (the VJP repeats them).
+// Grouped-query attention (the kernels' group argument, H = 1): k, v hold
+// BH / group heads, query head bh reads kv head bh / group (no copy). In
+// the backward the dq kernel reads them so; the dk/dv kernel runs a block
+// per kv head's key tile (grid y = BH / group) that walks the group's query
+// heads in order, summing their parts in its accumulators: dk, dv have k's
+// and v's shapes, written once, no atomics, a fixed order.
 // Layouts: H = 1, q[BH,T,E] and the rest as above; H > 1 (the op's `heads`
 // attribute), q[B,T,H,E], k[B,S,H,E], v[B,S,H,F], o and do [B,T,H,F], dq,
 // dk, dv as q, k, v, lse[B,H,T]: head bh = b*H + h is rows t*H*E + h*E of
@@ -537,8 +540,9 @@ template <class A, int BR, int BC, int E, int F, bool CAUSAL, int H, class T, cl
           class SD, class SS, class SR>
 __device__ __forceinline__ void attention_bwd_dkdv(const T *q, const T *k, const T *v, const L *lse, const T *dout,
                                                    const A *dsum, T *dk, T *dv, long long Tq, long long S, A scale,
-                                                   SQ &Qs, SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows) {
-  const long long bh = blockIdx.y, j0 = (long long)blockIdx.x * BC, off = S - Tq;
+                                                   SQ &Qs, SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows,
+                                                   long long group = 1) {
+  const long long kvh = blockIdx.y, j0 = (long long)blockIdx.x * BC, off = S - Tq;
   const int tid = (int)threadIdx.x;
   enum { NK = (BC * E + ATT_THREADS - 1) / ATT_THREADS, NV = (BC * F + ATT_THREADS - 1) / ATT_THREADS };
   A dka[NK], dva[NV];
@@ -546,21 +550,23 @@ __device__ __forceinline__ void attention_bwd_dkdv(const T *q, const T *k, const
   for (int u = 0; u < NK; u++) dka[u] = (A)0;
 #pragma unroll
   for (int u = 0; u < NV; u++) dva[u] = (A)0;
-  att_load_tile<BC, E, H * E, A>(Ks, att_head<H>(k, bh, S, E), j0, S);
-  att_load_tile<BC, F, H * F, A>(Vs, att_head<H>(v, bh, S, F), j0, S);
+  att_load_tile<BC, E, H * E, A>(Ks, att_head<H>(k, kvh, S, E), j0, S);
+  att_load_tile<BC, F, H * F, A>(Vs, att_head<H>(v, kvh, S, F), j0, S);
   long long istart = CAUSAL && j0 - off > 0 ? (j0 - off) / BR * BR : 0;  // the first row that sees key j0
-  for (long long i0 = istart; i0 < Tq; i0 += BR) {
-    __syncthreads();
-    att_load_tile<BR, E, H * E, A>(Qs, att_head<H>(q, bh, Tq, E), i0, Tq);
-    att_load_tile<BR, F, H * F, A>(dOs, att_head<H>(dout, bh, Tq, F), i0, Tq);
-    att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
-    __syncthreads();
-    att_bwd_tile<A, BR, BC, E, F, CAUSAL>(i0, j0, Tq, S, scale, Qs, Ks, Vs, dOs, Ps, dSs, rows);
-    __syncthreads();
-    att_mac<BC, F, BR, true>(dva, Ps, dOs);   // dv_j += sum_i p_ij do_i
-    att_mac<BC, E, BR, true>(dka, dSs, Qs);   // dk_j += sum_i ds_ij q_i (ds already scaled)
+  for (long long bh = kvh * group; bh < (kvh + 1) * group; bh++) {  // the kv head's query heads, in order
+    for (long long i0 = istart; i0 < Tq; i0 += BR) {
+      __syncthreads();
+      att_load_tile<BR, E, H * E, A>(Qs, att_head<H>(q, bh, Tq, E), i0, Tq);
+      att_load_tile<BR, F, H * F, A>(dOs, att_head<H>(dout, bh, Tq, F), i0, Tq);
+      att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i0, Tq);
+      __syncthreads();
+      att_bwd_tile<A, BR, BC, E, F, CAUSAL>(i0, j0, Tq, S, scale, Qs, Ks, Vs, dOs, Ps, dSs, rows);
+      __syncthreads();
+      att_mac<BC, F, BR, true>(dva, Ps, dOs);  // dv_j += sum_i p_ij do_i
+      att_mac<BC, E, BR, true>(dka, dSs, Qs);  // dk_j += sum_i ds_ij q_i (ds already scaled)
+    }
   }
-  T *dkb = att_head<H>(dk, bh, S, E), *dvb = att_head<H>(dv, bh, S, F);
+  T *dkb = att_head<H>(dk, kvh, S, E), *dvb = att_head<H>(dv, kvh, S, F);
 #pragma unroll
   for (int u = 0; u < NK; u++) {
     int idx = tid + u * ATT_THREADS;
@@ -578,7 +584,8 @@ template <class A, int BR, int BC, int E, int F, bool CAUSAL, int H, class T, cl
           class SD, class SS, class SR>
 __device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T *v, const L *lse, const T *dout,
                                                  const A *dsum, T *dq, long long Tq, long long S, A scale, SQ &Qs,
-                                                 SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows) {
+                                                 SK &Ks, SV &Vs, SD &dOs, SS &Ps, SS &dSs, SR &rows,
+                                                 long long group = 1) {
   const long long bh = blockIdx.y, i0 = (long long)blockIdx.x * BR, off = S - Tq;
   const int tid = (int)threadIdx.x;
   enum { NQ = (BR * E + ATT_THREADS - 1) / ATT_THREADS };
@@ -592,8 +599,8 @@ __device__ __forceinline__ void attention_bwd_dq(const T *q, const T *k, const T
   long long jend = CAUSAL ? (ilast + off < S ? ilast + off : S) : S;
   for (long long j0 = 0; j0 < jend; j0 += BC) {
     __syncthreads();
-    att_load_tile<BC, E, H * E, A>(Ks, att_head<H>(k, bh, S, E), j0, S);
-    att_load_tile<BC, F, H * F, A>(Vs, att_head<H>(v, bh, S, F), j0, S);
+    att_load_tile<BC, E, H * E, A>(Ks, att_head<H>(k, bh / group, S, E), j0, S);
+    att_load_tile<BC, F, H * F, A>(Vs, att_head<H>(v, bh / group, S, F), j0, S);
     __syncthreads();
     att_bwd_tile<A, BR, BC, E, F, CAUSAL>(i0, j0, Tq, S, scale, Qs, Ks, Vs, dOs, Ps, dSs, rows);
     __syncthreads();
@@ -651,27 +658,32 @@ __device__ __forceinline__ bool att_visible(long long i, long long j, long long 
 template <int BR, int E, int F, bool CAUSAL, int H, int STAGES, class T, class SQ, class SD, class SR>
 __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, const T *v, const float *lse,
                                                        const T *dout, const float *dsum, T *dk, T *dv, long long Tq,
-                                                       long long S, float scale, SQ &Qs, SD &dOs, SR &rows) {
+                                                       long long S, float scale, SQ &Qs, SD &dOs, SR &rows,
+                                                       long long group = 1) {
   enum { BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
-  const long long bh = blockIdx.y, jb = (long long)blockIdx.x * BC, j0 = jb + warp * 16, off = S - Tq;
+  const long long kvh = blockIdx.y, jb = (long long)blockIdx.x * BC, j0 = jb + warp * 16, off = S - Tq;
   const float sl2 = scale * att_log2e();
   unsigned ka[E / 16][4], va[F / 16][4];
-  att_frag_a<E, H * E>(ka, att_head<H>(k, bh, S, E), j0, S, g, t);
-  att_frag_a<F, H * F>(va, att_head<H>(v, bh, S, F), j0, S, g, t);
+  att_frag_a<E, H * E>(ka, att_head<H>(k, kvh, S, E), j0, S, g, t);
+  att_frag_a<F, H * F>(va, att_head<H>(v, kvh, S, F), j0, S, g, t);
   float dka[E / 8][4], dva[F / 8][4];
   att_zero<E / 8>(dka);
   att_zero<F / 8>(dva);
   long long istart = CAUSAL && jb - off > 0 ? (jb - off) / BR * BR : 0;  // the first row that sees key jb
-  const T *qb = att_head<H>(q, bh, Tq, E), *db = att_head<H>(dout, bh, Tq, F);
+  // one pipeline over the query tiles of the kv head's group of query heads
+  // (head kvh * group + it / tiles, in order), so the copies of a head's
+  // first tile overlap the previous head's last one
+  const int tiles = istart < Tq ? (int)((Tq - istart + BR - 1) / BR) : 0, total = tiles * (int)group;
   auto load = [&](int stage, int it) {
-    const long long i = istart + (long long)it * BR;
-    att_fill<BR, E, H * E>(Qs, stage * BR * LE, qb, i, Tq);
-    att_fill<BR, F, H * F>(dOs, stage * BR * LF, db, i, Tq);
+    const long long bh = kvh * group + it / tiles, i = istart + (long long)(it % tiles) * BR;
+    att_fill<BR, E, H * E>(Qs, stage * BR * LE, att_head<H>(q, bh, Tq, E), i, Tq);
+    att_fill<BR, F, H * F>(dOs, stage * BR * LF, att_head<H>(dout, bh, Tq, F), i, Tq);
     att_load_rows<BR>(rows, lse + bh * Tq, dsum + bh * Tq, i, Tq, stage * 2 * BR);
   };
-  for (long long i0 = istart; i0 < Tq; i0 += BR) {
-    const int cur = att_pipeline<STAGES>((int)((i0 - istart) / BR), i0 + BR < Tq, load), rw = cur * 2 * BR;
+  for (int it = 0; it < total; it++) {
+    const long long i0 = istart + (long long)(it % tiles) * BR;
+    const int cur = att_pipeline<STAGES>(it, it + 1 < total, load), rw = cur * 2 * BR;
     float st[BR / 8][4], dpt[BR / 8][4];  // keys x queries
     att_mma_abt<BR, E, LE, T>(st, ka, Qs, cur * BR * LE, lane);
     att_mma_abt<BR, F, LF, T>(dpt, va, dOs, cur * BR * LF, lane);
@@ -689,8 +701,8 @@ __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, c
     att_mma_ab<F, BR, LF, T>(dva, pa, dOs, cur * BR * LF, lane);   // dv_j += sum_i p_ij do_i
     att_mma_ab<E, BR, LE, T>(dka, dsa, Qs, cur * BR * LE, lane);   // dk_j += sum_i ds_ij q_i
   }
-  att_store<E, H * E>(att_head<H>(dk, bh, S, E), dka, scale, j0, S, g, t);
-  att_store<F, H * F>(att_head<H>(dv, bh, S, F), dva, 1.0f, j0, S, g, t);
+  att_store<E, H * E>(att_head<H>(dk, kvh, S, E), dka, scale, j0, S, g, t);
+  att_store<F, H * F>(att_head<H>(dv, kvh, S, F), dva, 1.0f, j0, S, g, t);
 }
 
 // dq of 64 query rows: the warps own 16 rows each and walk the key tiles:
@@ -699,11 +711,11 @@ __device__ __forceinline__ void attention_bwd_dkdv_mma(const T *q, const T *k, c
 template <int E, int F, bool CAUSAL, int H, int STAGES, class T, class SK, class SV>
 __device__ __forceinline__ void attention_bwd_dq_mma(const T *q, const T *k, const T *v, const float *lse,
                                                      const T *dout, const float *dsum, T *dq, long long Tq, long long S,
-                                                     float scale, SK &Ks, SV &Vs) {
+                                                     float scale, SK &Ks, SV &Vs, long long group = 1) {
   enum { BR = 64, BC = 64, LE = E / 8 + 1, LF = F / 8 + 1 };
   const int warp = (int)tgc_warp_id(), lane = (int)tgc_lane_id(), g = lane >> 2, t = lane & 3;
   const long long bh = blockIdx.y, ib = att_block_rows<BR, CAUSAL>(), i0 = ib + warp * 16;
-  const T *kb = att_head<H>(k, bh, S, E), *vb = att_head<H>(v, bh, S, F);
+  const T *kb = att_head<H>(k, bh / group, S, E), *vb = att_head<H>(v, bh / group, S, F);
   unsigned qa[E / 16][4], da[F / 16][4];
   att_frag_a<E, H * E>(qa, att_head<H>(q, bh, Tq, E), i0, Tq, g, t);
   att_frag_a<F, H * F>(da, att_head<H>(dout, bh, Tq, F), i0, Tq, g, t);

@@ -1,7 +1,8 @@
 /* runtime/cpu/cpu.c — the CPU backend: host memory and the kernel table.
  *
  * Device memory is host memory (256-byte aligned), so host tensors are
- * bound without copies. run_node calls the node's kernel (kern_*.c): the
+ * bound without copies. prepare binds each kernel action of a program to
+ * its node's kernel (kern_*.c) and run calls it: the
  * table below is indexed by the op enum, elementwise ops run by their kind;
  * an op without an entry is not supported (test_runtime_kernels loops over
  * ops.def and fails on a gap). Scheduling, buffers and in-place execution
@@ -160,9 +161,8 @@ static const ir_node *fused_producer(const ir_graph *g, const ir_value *v) {
   return v->def_result >= 0 && v->def_result < IR_FUSED_MAX_RESULTS && f->n_out <= IR_FUSED_MAX_RESULTS ? f : NULL;
 }
 
-static int cpu_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, void **state, char *err,
-                       size_t errlen) {
-  (void)d, (void)plan;
+/* The folds of graph g: *state NULL when there are none. 0, or -1 out of memory. */
+static int fold_prepare(const ir_graph *g, void **state, char *err, size_t errlen) {
   *state = NULL;
   int n_ops = 0, widest = 0, fold = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -182,7 +182,7 @@ static int cpu_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, v
     c->known = malloc((size_t)widest * sizeof *c->known);
   }
   if (!c || !c->slot || !c->mask || !c->operand || !c->known) {
-    cpu_release(d, c);
+    cpu_release(NULL, c);
     rt_errf(err, errlen, "out of memory preparing a program");
     return -1;
   }
@@ -200,7 +200,7 @@ static int cpu_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, v
     if (c->mask[i]) c->slot[i] = IR_FUSED_MAX_RESULTS * n_counting++;
   c->counts = calloc((size_t)n_counting * IR_FUSED_MAX_RESULTS, sizeof *c->counts);
   if (!c->counts) {
-    cpu_release(d, c);
+    cpu_release(NULL, c);
     rt_errf(err, errlen, "out of memory preparing a program");
     return -1;
   }
@@ -222,12 +222,9 @@ int rt_cpu_folded_counts(const void *state) { return state ? ((const cpu_program
 
 /* ---- running a node ---- */
 
-static int run_kernel(const cpu_program *c, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                      char *err, size_t errlen) {
-  if (!cpu_supports_op(n)) {
-    rt_errf(err, errlen, "the cpu backend has no kernel for '%s'", ir_op_name(n->op));
-    return -1;
-  }
+/* Node n's kernel fn, with what program c folded into it (c NULL: nothing). */
+static int run_kernel(const cpu_program *c, kernel_fn fn, const ir_node *n, const rt_tensor *const *in,
+                      rt_tensor *const *out, char *err, size_t errlen) {
   rt_kctx k = {.node = n, .in = in, .out = out, .err = err, .errlen = errlen};
   int s = c && n->id >= 0 && n->id < c->n_nodes ? c->slot[n->id] : -1;
   if (s >= 0 && n->op == IR_OP_FUSED) {
@@ -237,17 +234,39 @@ static int run_kernel(const cpu_program *c, const ir_node *n, const rt_tensor *c
     for (int j = 0; j < n->n_in; j++) c->known[j] = c->operand[s + j] >= 0 ? c->counts[c->operand[s + j]] : -1;
     k.operand_nonfinite = c->known;
   }
-  return cpu_kernel(n->op)(&k);
+  return fn(&k);
 }
 
 int rt_cpu_run_node(const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen) {
-  return run_kernel(NULL, n, in, out, err, errlen);
+  if (!cpu_supports_op(n)) {
+    rt_errf(err, errlen, "the cpu backend has no kernel for '%s'", ir_op_name(n->op));
+    return -1;
+  }
+  return run_kernel(NULL, cpu_kernel(n->op), n, in, out, err, errlen);
 }
 
-static int cpu_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in,
-                        rt_tensor *const *out, char *err, size_t errlen) {
+/* A program's kernel actions, bound to their entries of the kernel table:
+ * a run calls each through the pointer, nothing looked up; and the counts
+ * folded into their producers (above). */
+static int cpu_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, rt_action *actions, int n_actions,
+                       void **state, char *err, size_t errlen) {
+  (void)d, (void)plan;
+  *state = NULL;
+  for (int i = 0; i < n_actions; i++) {
+    if (actions[i].kind != RT_ACT_KERNEL) continue;
+    kernel_fn fn = cpu_kernel(actions[i].node->op);
+    if (!fn) {
+      rt_errf(err, errlen, "the cpu backend has no kernel for '%s'", ir_op_name(actions[i].node->op));
+      return -1;
+    }
+    actions[i].impl = (void *)fn;
+  }
+  return fold_prepare(g, state, err, errlen);
+}
+
+static int cpu_run(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen) {
   (void)d;
-  return run_kernel(state, n, in, out, err, errlen);
+  return run_kernel(state, (kernel_fn)a->impl, a->node, a->in, a->out, err, errlen);
 }
 
 const rt_backend rt_cpu_backend = {
@@ -261,6 +280,6 @@ const rt_backend rt_cpu_backend = {
     .fill = cpu_fill,
     .supports_op = cpu_supports_op,
     .prepare = cpu_prepare,
-    .run_node = cpu_run_node,
+    .run = cpu_run,
     .release = cpu_release,
 };

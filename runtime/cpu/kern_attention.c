@@ -8,9 +8,11 @@
  *     positions qpos[0].. of a KV cache k, v of S rows, the later rows unread);
  *     grouped-query (k, v with Hkv of q's Hq heads on the dim before T):
  *     query head h reads kv head h / (Hq / Hkv) in place, no copy
- *     (attention_grad takes k and v repeated: its VJP repeats them)
  *     o_i = sum_j softmax(s_i)_j v_j,  lse_i = log sum_j exp(s_ij)
  *   attention_grad(q, k, v, o, lse, do) -> (dq, dk, dv)
+ *     grouped-query too: k, v (and dk, dv) hold the Hkv shared heads; dk
+ *     and dv of kv head g sum the contributions of query heads
+ *     g * G .. g * G + G - 1 (G = Hq / Hkv) in that order
  *
  * Forward: the work is split into tasks of (batch element, block of ATT_BR
  * query rows), run with OpenMP. A task walks the keys in blocks of ATT_BC
@@ -24,9 +26,11 @@
  *   p_ij = exp(s_ij - lse_i);  D_i = rowsum(do_i * o_i);
  *   dv_j += p_ij do_i;  dp_ij = do_i . v_j;  ds_ij = p_ij (dp_ij - D_i);
  *   dq_i += scale ds_ij k_j;  dk_j += scale ds_ij q_i.
- * One task per batch element (a thread owns its dq, dk and dv rows, so
- * nothing races), walking key blocks outermost and query rows inside, so the
- * summation order is fixed: results do not depend on OMP_NUM_THREADS.
+ * One task per kv head (a thread owns its dk and dv rows and the dq rows
+ * of the query heads that read them, so nothing races): the task walks its
+ * query heads in order (one without grouped-query), for each the key
+ * blocks outermost and query rows inside, so the summation order is fixed:
+ * results do not depend on OMP_NUM_THREADS.
  *
  * Precision: unlike the reference kernels (which compute in double through
  * rt_load/rt_store) these work in the storage type — f64 in double (libm
@@ -169,10 +173,10 @@ static int ATT_FN(att_backward)(const ATT_REAL *restrict q, const ATT_REAL *rest
                                 const ATT_REAL *restrict o, const ATT_REAL *restrict lse,
                                 const ATT_REAL *restrict dout, ATT_REAL *restrict dq, ATT_REAL *restrict dk,
                                 ATT_REAL *restrict dv, const att_dims *d) {
-  const int64_t T = d->t, S = d->s, E = d->e, F = d->f, off = S - T;
+  const int64_t T = d->t, S = d->s, E = d->e, F = d->f, off = S - T, nkv = d->bh / d->group;
   const ATT_REAL scale = (ATT_REAL)d->scale;
   int failed = 0;
-#pragma omp parallel if (d->bh > 1 && d->bh * T * S * (E + F) > RT_PAR_MIN)
+#pragma omp parallel if (nkv > 1 && d->bh * T * S * (E + F) > RT_PAR_MIN)
   {
     size_t mark = rt_scratch_mark();
     ATT_REAL *kt = rt_scratch_push((size_t)(E > 0 ? E : 1) * ATT_BC * sizeof *kt);
@@ -185,52 +189,53 @@ static int ATT_FN(att_backward)(const ATT_REAL *restrict q, const ATT_REAL *rest
       failed = 1;
     }
 #pragma omp for schedule(dynamic)
-    for (int64_t bh = 0; bh < d->bh; bh++) {
-      if (!ok) continue;
-      const ATT_REAL *qb = q + bh * T * E, *kb = k + bh * S * E, *vb = v + bh * S * F;
-      const ATT_REAL *ob = o + bh * T * F, *lb = lse + bh * T, *gb = dout + bh * T * F;
-      ATT_REAL *dqb = dq + bh * T * E, *dkb = dk + bh * S * E, *dvb = dv + bh * S * F;
-      for (int64_t i = 0; i < T; i++) { /* D_i = rowsum(do_i * o_i) */
-        ATT_REAL s = 0;
-        for (int64_t f = 0; f < F; f++) s += gb[i * F + f] * ob[i * F + f];
-        drow[i] = s;
-      }
-      for (int64_t j0 = 0; j0 < S; j0 += ATT_BC) {
-        int64_t j1 = j0 + ATT_BC < S ? j0 + ATT_BC : S;
-        for (int64_t j = j0; j < j1; j++) {
-          for (int64_t e = 0; e < E; e++) kt[e * ATT_BC + (j - j0)] = kb[j * E + e];
-          for (int64_t f = 0; f < F; f++) vt[f * ATT_BC + (j - j0)] = vb[j * F + f];
+    for (int64_t kvh = 0; kvh < nkv; kvh++) {
+      for (int64_t bh = kvh * d->group; ok && bh < (kvh + 1) * d->group; bh++) { /* its query heads, in order */
+        const ATT_REAL *qb = q + bh * T * E, *kb = k + kvh * S * E, *vb = v + kvh * S * F;
+        const ATT_REAL *ob = o + bh * T * F, *lb = lse + bh * T, *gb = dout + bh * T * F;
+        ATT_REAL *dqb = dq + bh * T * E, *dkb = dk + kvh * S * E, *dvb = dv + kvh * S * F;
+        for (int64_t i = 0; i < T; i++) { /* D_i = rowsum(do_i * o_i) */
+          ATT_REAL s = 0;
+          for (int64_t f = 0; f < F; f++) s += gb[i * F + f] * ob[i * F + f];
+          drow[i] = s;
         }
-        int64_t istart = d->causal && j0 - off > 0 ? j0 - off : 0; /* first row that sees key j0 */
-        for (int64_t i = istart; i < T; i++) {
-          int64_t lim = d->causal && i + off + 1 < j1 ? i + off + 1 : j1, nc = lim - j0;
-          if (nc <= 0) continue;
-          const ATT_REAL *qi = qb + i * E, *gi = gb + i * F, li = lb[i], di = drow[i];
-          for (int64_t c = 0; c < nc; c++) p[c] = 0, dp[c] = 0;
-          for (int64_t e = 0; e < E; e++) {
-            const ATT_REAL qe = qi[e], *kte = kt + e * ATT_BC;
-#pragma omp simd
-            for (int64_t c = 0; c < nc; c++) p[c] += qe * kte[c];
+        for (int64_t j0 = 0; j0 < S; j0 += ATT_BC) {
+          int64_t j1 = j0 + ATT_BC < S ? j0 + ATT_BC : S;
+          for (int64_t j = j0; j < j1; j++) {
+            for (int64_t e = 0; e < E; e++) kt[e * ATT_BC + (j - j0)] = kb[j * E + e];
+            for (int64_t f = 0; f < F; f++) vt[f * ATT_BC + (j - j0)] = vb[j * F + f];
           }
-          for (int64_t f = 0; f < F; f++) {
-            const ATT_REAL ge = gi[f], *vtf = vt + f * ATT_BC;
+          int64_t istart = d->causal && j0 - off > 0 ? j0 - off : 0; /* first row that sees key j0 */
+          for (int64_t i = istart; i < T; i++) {
+            int64_t lim = d->causal && i + off + 1 < j1 ? i + off + 1 : j1, nc = lim - j0;
+            if (nc <= 0) continue;
+            const ATT_REAL *qi = qb + i * E, *gi = gb + i * F, li = lb[i], di = drow[i];
+            for (int64_t c = 0; c < nc; c++) p[c] = 0, dp[c] = 0;
+            for (int64_t e = 0; e < E; e++) {
+              const ATT_REAL qe = qi[e], *kte = kt + e * ATT_BC;
 #pragma omp simd
-            for (int64_t c = 0; c < nc; c++) dp[c] += ge * vtf[c];
+              for (int64_t c = 0; c < nc; c++) p[c] += qe * kte[c];
+            }
+            for (int64_t f = 0; f < F; f++) {
+              const ATT_REAL ge = gi[f], *vtf = vt + f * ATT_BC;
+#pragma omp simd
+              for (int64_t c = 0; c < nc; c++) dp[c] += ge * vtf[c];
+            }
+#pragma omp simd
+            for (int64_t c = 0; c < nc; c++) {
+              p[c] = ATT_EXP(p[c] * scale - li);
+              dp[c] = scale * (p[c] * (dp[c] - di)); /* scale * ds */
+            }
+            for (int64_t c = 0; c < nc; c++) {
+              const ATT_REAL pc = p[c], dsc = dp[c];
+              ATT_REAL *dvj = dvb + (j0 + c) * F, *dkj = dkb + (j0 + c) * E;
+#pragma omp simd
+              for (int64_t f = 0; f < F; f++) dvj[f] += pc * gi[f];
+#pragma omp simd
+              for (int64_t e = 0; e < E; e++) dkj[e] += dsc * qi[e];
+            }
+            ATT_FN(att_axpy_rows)(dqb + i * E, E, dp, nc, kb + j0 * E, E); /* dq_i += sum_c scale ds_c k_c */
           }
-#pragma omp simd
-          for (int64_t c = 0; c < nc; c++) {
-            p[c] = ATT_EXP(p[c] * scale - li);
-            dp[c] = scale * (p[c] * (dp[c] - di)); /* scale * ds */
-          }
-          for (int64_t c = 0; c < nc; c++) {
-            const ATT_REAL pc = p[c], dsc = dp[c];
-            ATT_REAL *dvj = dvb + (j0 + c) * F, *dkj = dkb + (j0 + c) * E;
-#pragma omp simd
-            for (int64_t f = 0; f < F; f++) dvj[f] += pc * gi[f];
-#pragma omp simd
-            for (int64_t e = 0; e < E; e++) dkj[e] += dsc * qi[e];
-          }
-          ATT_FN(att_axpy_rows)(dqb + i * E, E, dp, nc, kb + j0 * E, E); /* dq_i += sum_c scale ds_c k_c */
         }
       }
     }
@@ -317,12 +322,12 @@ static inline float att_expf(float x) {
 #undef ATT_EXP
 #undef ATT_LOG
 
-/* Grouped-query: an attention (not its grad, not the heads layout) whose
- * k has fewer heads (the dim before S) than q. */
+/* Grouped-query: an attention or attention_grad (not in the heads layout)
+ * whose k has fewer heads (the dim before S) than q. */
 static bool att_gqa(const rt_kctx *k) {
   const ir_type *q = &k->in[0]->type, *kk = &k->in[1]->type;
   int r = q->rank;
-  return k->node->op == IR_OP_ATTENTION && !ir_node_attr(k->node, "heads") && r >= 3 && kk->rank == r &&
+  return !ir_node_attr(k->node, "heads") && r >= 3 && kk->rank == r &&
          kk->dims[r - 3] > 0 && kk->dims[r - 3] != q->dims[r - 3] && q->dims[r - 3] % kk->dims[r - 3] == 0;
 }
 

@@ -677,6 +677,7 @@ int rt_kern_fused(const rt_kctx *k) {
     rt_kerr(k, "fused: %d results (1 to %d)", k->node->n_out, IR_FUSED_MAX_RESULTS);
     return -1;
   }
+  if (!k->result_nonfinite && rt_kern_fused_cast(k, expr)) return 0; /* counting: the chunked loop counts */
   return fused_run(k, expr, k->in, k->node->n_in, k->out, k->node->n_out);
 }
 

@@ -129,6 +129,9 @@ int rt_kern_attention_grad(const rt_kctx *k);
 int rt_kern_linear_cross_entropy(const rt_kctx *k);
 /* kern_fused.c */
 int rt_kern_fused(const rt_kctx *k);
+/* kern_cast.c: a fused node that is one f32 <-> bf16 conversion, run as one
+ * pass (1), or not one (0: the interpreter runs it). */
+int rt_kern_fused_cast(const rt_kctx *k, const ir_expr *e);
 int rt_kern_fused_matmul(const rt_kctx *k);
 int rt_kern_add_layernorm(const rt_kctx *k);
 

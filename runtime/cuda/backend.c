@@ -15,7 +15,10 @@
  *   memory    cuMemAlloc after cuMemGetInfo: a request beyond the free
  *             memory is refused before allocating, naming both numbers;
  *             copies and memsets on the default stream; fills of 2-, 4-
- *             and 8-byte patterns by a small kernel (no transfer).
+ *             and 8-byte patterns by a small kernel (no transfer);
+ *             page-locked host memory (cuMemHostAlloc) for the trainer's
+ *             batch, uploaded by cuMemcpyHtoDAsync on the kernels' stream
+ *             with an event the host waits on before writing it again.
  *   prepare   cg_lower (the plan's steps to kernels, products, copies),
  *             compile the program's CUDA C for the device's arch through
  *             the table's NVRTC with the disk cache (a second run of the
@@ -24,8 +27,10 @@
  *             CPUs up to 16; codegen/parts.c), load each part as a module,
  *             look up every kernel in its part's, plan every product
  *             (blaslt.c), allocate the program's workspace.
- *   run_node  the step's actions: launches with the addresses the executor
- *             hands in, products, copies, memsets. Every call is checked;
+ *   run       a kernel action of the executor's program (its plan step:
+ *             the lowered step of the same index): the step's launches
+ *             with the addresses of the action's tensors, products,
+ *             copies, memsets. Every call is checked;
  *             a failure names the call, CUDA's error name and string, the
  *             kernel and its IR value (the executor adds the .tg line).
  *             cuda-emu synchronizes after each launch, so a kernel fault
@@ -221,6 +226,7 @@ static void cuda_close(rt_device *d) {
     free(x->profile);
   }
   if (x->fill_module) x->api.cuModuleUnload(x->fill_module);
+  if (x->upload_done) x->api.cuEventDestroy(x->upload_done);
   if (x->lt_workspace) x->api.cuMemFree(x->lt_workspace);
   if (x->lt) x->api.cublasLtDestroy(x->lt);
   if (x->dev.context) rt_cuda_close_device(&x->api, &x->dev);
@@ -268,6 +274,49 @@ static void cuda_free(rt_device *d, void *ptr) {
 
 static int cuda_upload(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
   return CUDA_CALL((cuda_ctx *)d->impl, "an upload", err, errlen, cuMemcpyHtoD, dptr(dst), src, n);
+}
+
+/* ---- page-locked host memory and asynchronous uploads ----
+ * The trainer's batch goes up from cuMemHostAlloc memory by
+ * cuMemcpyHtoDAsync on the stream the kernels run on (the legacy one), so
+ * the host prepares the next batch while the device works; an event
+ * recorded after each such upload is what host_wait waits for before the
+ * host writes the memory again (on a GPU the copy reads it when its turn
+ * comes). TGC_CUDA_PINNED=0: no page-locked memory (pageable uploads). */
+
+static int cuda_host_alloc(rt_device *d, size_t bytes, void **ptr, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  *ptr = NULL;
+  const char *v = getenv("TGC_CUDA_PINNED");
+  if (v && strcmp(v, "0") == 0) return 0;
+  if (CUDA_CALL(x, "page-locked host memory", err, errlen, cuMemHostAlloc, ptr, bytes, 0)) return -1;
+  x->stats.host_buffers++;
+  return 0;
+}
+
+static void cuda_host_free(rt_device *d, void *ptr) {
+  cuda_ctx *x = d->impl;
+  if (ptr) x->api.cuMemFreeHost(ptr);
+}
+
+static int cuda_upload_async(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  if (!x->upload_done && CUDA_CALL(x, "an asynchronous upload", err, errlen, cuEventCreate, &x->upload_done,
+                                   CG_CU_EVENT_DISABLE_TIMING))
+    return -1;
+  if (CUDA_CALL(x, "an asynchronous upload", err, errlen, cuMemcpyHtoDAsync, dptr(dst), src, n, NULL) ||
+      CUDA_CALL(x, "an asynchronous upload", err, errlen, cuEventRecord, x->upload_done, NULL))
+    return -1;
+  x->upload_pending = true;
+  x->stats.async_uploads++;
+  return 0;
+}
+
+static int cuda_host_wait(rt_device *d, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  if (!x->upload_pending) return 0;
+  x->upload_pending = false;
+  return CUDA_CALL(x, "waiting for the asynchronous uploads", err, errlen, cuEventSynchronize, x->upload_done);
 }
 
 static int cuda_download(rt_device *d, void *dst, const void *src, size_t n, char *err, size_t errlen) {
@@ -343,10 +392,8 @@ typedef struct {
   cg_cu_function *fns;          /* per kernel, from its part's module */
   cuda_gemm_plan *gemms;        /* per action (GEMM actions only) */
   cg_cu_deviceptr workspace;
-  int *node_step;               /* node index -> plan step (-1) */
-  int n_nodes;
-  cg_cu_deviceptr **saved;      /* per deferred step: its operands' then its results' addresses (a later launch's) */
-  int *saved_in;                /* ... how many of them are operands */
+  const rt_action **step_action; /* per plan step: its kernel action (NULL: a view or a collective); a later
+                                  * launch reads a deferred step's tensors through it */
 } cuda_state;
 
 static bool cuda_supports_op(const ir_node *n) { return n && cg_op_lowers(n->op); }
@@ -372,13 +419,10 @@ static void cuda_release(rt_device *d, void *state) {
     if (s->modules[i]) x->api.cuModuleUnload(s->modules[i]);
   free(s->modules);
   if (s->workspace) x->api.cuMemFree(s->workspace);
-  for (int i = 0; s->saved && s->prog && i < s->prog->n_steps; i++) free(s->saved[i]);
-  free(s->saved);
-  free(s->saved_in);
+  free(s->step_action);
   cg_program_free(s->prog);
   free(s->fns);
   free(s->gemms);
-  free(s->node_step);
   free(s);
 }
 
@@ -430,7 +474,34 @@ static int load_program(cuda_ctx *x, cuda_state *s, const char *name, char *err,
   return rc;
 }
 
-static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, void **state, char *err, size_t errlen) {
+/* Whether every reference of lowered step st that reaches back does so to
+ * a step with a kernel action (the lowering only defers computing steps). */
+static bool ref_resolves(const cuda_state *s, int st, cg_ref r) {
+  return r.back <= 0 || (r.back <= st && s->step_action[st - r.back] != NULL);
+}
+
+static bool refs_resolve(const cuda_state *s, int st) {
+  const cg_program *p = s->prog;
+  const cg_step *cs = &p->steps[st];
+  for (int a = cs->first_action; a < cs->first_action + cs->n_actions; a++) {
+    const cg_action *act = &p->actions[a];
+    const cg_gemm *g = &act->gemm;
+    int kernels[2] = {act->kind == CG_ACT_KERNEL ? act->kernel : -1, act->kind == CG_ACT_GEMM ? g->fallback_kernel : -1};
+    for (int k = 0; k < 2; k++)
+      for (int i = 0; kernels[k] >= 0 && i < p->kernels[kernels[k]].n_args; i++)
+        if (!ref_resolves(s, st, p->args[p->kernels[kernels[k]].first_arg + i])) return false;
+    if (act->kind == CG_ACT_GEMM && !(ref_resolves(s, st, g->a) && ref_resolves(s, st, g->b) && ref_resolves(s, st, g->c) &&
+                                      ref_resolves(s, st, g->bias) && ref_resolves(s, st, g->aux)))
+      return false;
+    if ((act->kind == CG_ACT_COPY || act->kind == CG_ACT_MEMSET) &&
+        !(ref_resolves(s, st, act->dst) && ref_resolves(s, st, act->src)))
+      return false;
+  }
+  return true;
+}
+
+static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, rt_action *actions, int n_actions,
+                        void **state, char *err, size_t errlen) {
   cuda_ctx *x = d->impl;
   cuda_state *s = calloc(1, sizeof *s);
   *state = s;
@@ -439,35 +510,37 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
     return -1;
   }
   s->g = g;
-  s->n_nodes = g->n_nodes;
   char title[512], name[160];
   source_name(g, name, sizeof name);
   snprintf(title, sizeof title, "%s, graph @%s", g->source_file ? g->source_file : "?", g->name ? g->name : "main");
   cg_lower_options lo = {.title = title};
   if (!(s->prog = cg_lower(g, plan, &lo, err, errlen))) return -1;
   cg_program *p = s->prog;
-  s->node_step = malloc((size_t)(g->n_nodes > 0 ? g->n_nodes : 1) * sizeof *s->node_step);
   s->fns = calloc((size_t)(p->n_kernels > 0 ? p->n_kernels : 1), sizeof *s->fns);
   s->gemms = calloc((size_t)(p->n_actions > 0 ? p->n_actions : 1), sizeof *s->gemms);
-  if (!s->node_step || !s->fns || !s->gemms) {
+  s->step_action = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *s->step_action);
+  if (!s->fns || !s->gemms || !s->step_action) {
     cg_errf(err, errlen, "out of memory");
     return -1;
   }
-  for (int i = 0; i < g->n_nodes; i++) s->node_step[i] = -1;
-  for (int i = 0; i < plan->n_steps; i++) s->node_step[plan->steps[i].node] = i;
-  s->saved_in = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *s->saved_in);
-  if (!s->saved_in || !(s->saved = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *s->saved))) {
-    cg_errf(err, errlen, "out of memory");
-    return -1;
-  }
-  for (int i = 0; i < p->n_steps; i++) {
-    const ir_node *n = g->nodes[plan->steps[i].node];
-    s->saved_in[i] = n->n_in;
-    if (p->steps[i].deferred && !(s->saved[i] = calloc((size_t)(n->n_in + n->n_out), sizeof **s->saved))) {
-      cg_errf(err, errlen, "out of memory");
+  /* each kernel action runs the lowered step of its plan step (cg_lower
+   * makes one per plan step, in the plan's order) */
+  for (int i = 0; i < n_actions; i++) {
+    if (actions[i].kind != RT_ACT_KERNEL) continue;
+    if (actions[i].step < 0 || actions[i].step >= p->n_steps || g->nodes[plan->steps[actions[i].step].node] != actions[i].node) {
+      cg_errf(err, errlen, "internal error: %%%s is not a step of the lowered program",
+              actions[i].node->n_out ? actions[i].node->out[0]->name : "?");
       return -1;
     }
+    actions[i].impl = &p->steps[actions[i].step];
+    s->step_action[actions[i].step] = &actions[i];
   }
+  for (int st = 0; st < p->n_steps; st++)
+    if (!refs_resolve(s, st)) {
+      cg_errf(err, errlen, "internal error: step %d of the lowered program reaches back to a step without a kernel action",
+              st);
+      return -1;
+    }
   x->stats.programs++;
   if (p->n_kernels > 0 && load_program(x, s, name, err, errlen) != 0) return -1;
   if (p->n_gemms > 0 && !x->lt_workspace) { /* optional: cuBLASLt runs without one (fewer algorithms) */
@@ -493,9 +566,9 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
 /* The address of r at step st (whose node's tensors are in / out). */
 static cg_cu_deviceptr ref_address(const cuda_state *s, int st, cg_ref r, const rt_tensor *const *in,
                                    rt_tensor *const *out) {
-  if (r.back > 0) { /* a deferred step's tensor, kept when that step ran */
-    int ds = st - r.back;
-    return s->saved[ds][r.kind == CG_REF_IN ? r.index : s->saved_in[ds] + r.index] + r.offset;
+  if (r.back > 0) { /* a deferred step's tensor: its action's (the program's tensors do not move during a run) */
+    const rt_action *da = s->step_action[st - r.back];
+    in = da->in, out = da->out;
   }
   const void *base = r.kind == CG_REF_IN ? in[r.index]->data : r.kind == CG_REF_OUT ? out[r.index]->data
                                                                                       : (const void *)(uintptr_t)s->workspace;
@@ -526,25 +599,16 @@ static int launch(cuda_ctx *x, cuda_state *s, int st, int kernel, const unsigned
   return x->sync ? CUDA_CALL(x, ctx, err, errlen, cuCtxSynchronize) : 0;
 }
 
-static int run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                    char *err, size_t errlen) {
+static int run_step(rt_device *d, void *state, const rt_action *ra, char *err, size_t errlen) {
   cuda_ctx *x = d->impl;
   cuda_state *s = state;
-  int idx = n->id >= 0 && n->id < s->n_nodes && s->g->nodes[n->id] == n ? n->id : -1;
-  for (int i = 0; idx < 0 && i < s->n_nodes; i++)
-    if (s->g->nodes[i] == n) idx = i;
-  int st = idx >= 0 ? s->node_step[idx] : -1;
-  if (st < 0) {
-    cg_errf(err, errlen, "internal error: %%%s is not a step of the prepared plan", n->n_out ? n->out[0]->name : "?");
-    return -1;
-  }
+  const ir_node *n = ra->node;
+  const rt_tensor *const *in = ra->in;
+  rt_tensor *const *out = ra->out;
+  int st = ra->step;
   const cg_program *p = s->prog;
-  const cg_step *cs = &p->steps[st];
-  if (cs->deferred) { /* computed by a later step's launch: keep the addresses for it */
-    for (int i = 0; i < n->n_in; i++) s->saved[st][i] = dptr(in[i]->data);
-    for (int i = 0; i < n->n_out; i++) s->saved[st][n->n_in + i] = dptr(out[i]->data);
-    return 0;
-  }
+  const cg_step *cs = ra->impl;
+  if (cs->deferred) return 0; /* computed by a later step's launch, which reads this action's tensors */
   double t0 = x->profile ? ir_clock_s() : 0;
   for (int a = cs->first_action; a < cs->first_action + cs->n_actions; a++) {
     const cg_action *act = &p->actions[a];
@@ -600,11 +664,10 @@ static int run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor
   return 0;
 }
 
-static int cuda_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                         char *err, size_t errlen) {
+static int cuda_run(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen) {
   cuda_ctx *x = d->impl;
   if (x->profile && CUDA_CALL(x, "the profile", err, errlen, cuCtxSynchronize)) return -1;
-  return run_node(d, state, n, in, out, err, errlen);
+  return run_step(d, state, a, err, errlen);
 }
 
 /* The table NCCL runs from: the device's own (cuda-emu's emulation has
@@ -630,9 +693,13 @@ static int cuda_comm_table(rt_device *d, const struct cg_cuda_api **api, char *e
       .fill = cuda_fill,                                                                                     \
       .supports_op = cuda_supports_op,                                                                       \
       .prepare = cuda_prepare,                                                                               \
-      .run_node = cuda_run_node,                                                                             \
+      .run = cuda_run,                                                                                       \
       .release = cuda_release,                                                                               \
       .comm_table = cuda_comm_table,                                                                         \
+      .host_alloc = cuda_host_alloc,                                                                         \
+      .host_free = cuda_host_free,                                                                           \
+      .upload_async = cuda_upload_async,                                                                     \
+      .host_wait = cuda_host_wait,                                                                           \
   };
 CUDA_BACKEND(rt_cuda_backend, "cuda", cuda_open)
 CUDA_BACKEND(rt_cuda_emu_backend, "cuda-emu", cuda_emu_open)

@@ -23,6 +23,8 @@ typedef struct {
   cg_cu_function fill_fn[4];        /* 1, 2, 4, 8-byte patterns */
   rt_cuda_backend_stats stats;
   char last_kernel[400];            /* what the last launch ran, for faults found later */
+  cg_cu_event upload_done;          /* recorded after each asynchronous upload (created at the first) */
+  bool upload_pending;              /* one was recorded since the last host_wait */
   struct cuda_profile *profile;     /* TGC_CUDA_PROFILE=1: time per node class, printed at close */
 } cuda_ctx;
 

@@ -43,12 +43,19 @@ typedef struct {
   uint64_t off, bytes; /* bytes: asked for; the allocation spans its granules plus the redzone */
 } allocation;
 
+typedef struct {
+  void *p;
+  size_t bytes;
+} host_block;
+
 static struct {
   pthread_mutex_t lock;
   unsigned char *arena;
   size_t bytes, used;
   allocation *allocs;
   int n, cap;
+  host_block *host;  /* cuMemHostAlloc's blocks (page-locked on a GPU; plain host memory here) */
+  int n_host, cap_host;
 } mem = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 int rt_emu_memory_init(size_t device_bytes, char *err, size_t errlen) {
@@ -76,6 +83,9 @@ void rt_emu_memory_shutdown(void) {
   }
   free(mem.allocs);
   mem.arena = NULL, mem.allocs = NULL, mem.bytes = mem.used = 0, mem.n = mem.cap = 0;
+  for (int i = 0; i < mem.n_host; i++) free(mem.host[i].p); /* blocks the program never freed */
+  free(mem.host);
+  mem.host = NULL, mem.n_host = mem.cap_host = 0;
 }
 
 
@@ -197,6 +207,60 @@ static cg_cu_result check_host(const char *what, const void *p, size_t bytes) {
   return CG_CUDA_SUCCESS;
 }
 
+/* ---- page-locked host memory: host memory here, listed so that an
+ * upload from it is counted and a free of anything else refused ---- */
+
+/* The block of cuMemHostAlloc holding [p, p + bytes), or -1 (mem.lock held). */
+static int find_host(const void *p, size_t bytes) {
+  for (int i = 0; i < mem.n_host; i++) {
+    const char *b = mem.host[i].p;
+    if ((const char *)p >= b && (const char *)p + bytes <= b + mem.host[i].bytes) return i;
+  }
+  return -1;
+}
+
+cg_cu_result rt_emu_cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags) {
+  ENTER();
+  cg_cu_result r = need_context();
+  if (r != CG_CUDA_SUCCESS) return r;
+  if (!pp) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: pp is NULL");
+  *pp = NULL;
+  if (flags & ~7u) /* CU_MEMHOSTALLOC_PORTABLE 1, DEVICEMAP 2, WRITECOMBINED 4 */
+    return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: unknown flags 0x%x", flags);
+  if (bytes == 0) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc of 0 bytes");
+  void *p = calloc(1, bytes);
+  pthread_mutex_lock(&mem.lock);
+  if (p && mem.n_host == mem.cap_host) {
+    int cap = mem.cap_host ? 2 * mem.cap_host : 8;
+    host_block *nh = realloc(mem.host, (size_t)cap * sizeof *nh);
+    if (nh) mem.host = nh, mem.cap_host = cap;
+  }
+  if (!p || mem.n_host == mem.cap_host) {
+    pthread_mutex_unlock(&mem.lock);
+    free(p);
+    return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc: %zu bytes: out of host memory", bytes);
+  }
+  mem.host[mem.n_host++] = (host_block){p, bytes};
+  pthread_mutex_unlock(&mem.lock);
+  rt_emu_counters()->host_allocs++;
+  *pp = p;
+  return CG_CUDA_SUCCESS;
+}
+
+cg_cu_result rt_emu_cuMemFreeHost(void *p) {
+  ENTER();
+  cg_cu_result r = need_context();
+  if (r != CG_CUDA_SUCCESS) return r;
+  pthread_mutex_lock(&mem.lock);
+  int i = find_host(p, 0);
+  bool start = i >= 0 && mem.host[i].p == p;
+  if (start) mem.host[i] = mem.host[--mem.n_host];
+  pthread_mutex_unlock(&mem.lock);
+  if (!start) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost: %p is not a block of cuMemHostAlloc", p);
+  free(p);
+  return CG_CUDA_SUCCESS;
+}
+
 cg_cu_result rt_emu_cuMemcpyHtoDAsync(cg_cu_deviceptr dst, const void *src, size_t bytes, cg_cu_stream s) {
   ENTER();
   cg_cu_result r = need_context();
@@ -206,6 +270,10 @@ cg_cu_result rt_emu_cuMemcpyHtoDAsync(cg_cu_deviceptr dst, const void *src, size
   if (r != CG_CUDA_SUCCESS) return r;
   if (bytes) memcpy((void *)(uintptr_t)dst, src, bytes);
   rt_emu_counters()->htod_calls++, rt_emu_counters()->htod_bytes += (int64_t)bytes;
+  pthread_mutex_lock(&mem.lock);
+  bool pinned = bytes && find_host(src, bytes) >= 0;
+  pthread_mutex_unlock(&mem.lock);
+  if (pinned) rt_emu_counters()->htod_pinned_calls++;
   return CG_CUDA_SUCCESS;
 }
 

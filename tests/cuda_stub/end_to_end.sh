@@ -5,7 +5,9 @@
 # and device memory starts zeroed, so numbers are not checked (the loss
 # reads 0): the exit status, that the stub refused no call (no "tgc cuda
 # stub:" line), that the run got to its end, and that kernels were launched
-# and products run (the stub's summary). 77: skipped.
+# and products run (the stub's summary), and for training that the batch
+# went up from page-locked memory (the stub refuses a write of it before
+# its upload's sync). 77: skipped.
 tgc=$1
 case=$2
 dir=${TGC_CUDA_LIB_PATH:?}
@@ -38,4 +40,8 @@ products=$(echo "$summary" | sed -n 's/.* \([0-9]*\) products.*/\1/p')
 if [ -z "$launches" ] || [ "$launches" -eq 0 ] || [ -z "$products" ] || [ "$products" -eq 0 ]; then
   echo "FAIL: no launches or no products on the stub ($summary)"; exit 1
 fi
+pinned=$(echo "$summary" | sed -n 's/.* \([0-9]*\) pinned uploads.*/\1/p')
+case $case in  # the trainer's batch goes up from page-locked memory, checked at each sync
+  train_*) if [ -z "$pinned" ] || [ "$pinned" -eq 0 ]; then echo "FAIL: no pinned uploads ($summary)"; exit 1; fi ;;
+esac
 echo "ok: $case on the stub"

@@ -32,7 +32,13 @@
  *             is synchronized (cuStreamSynchronize, cuCtxSynchronize, an
  *             event recorded after it, or a synchronous call on the legacy
  *             stream for a blocking stream): code that reads it before
- *             reads NaNs.
+ *             reads NaNs. An asynchronous host-to-device copy from
+ *             page-locked memory (cuMemHostAlloc) is read by the GPU when
+ *             its turn comes, so the host must not write its source before
+ *             that sync point: the stub keeps the source's bytes and, at
+ *             the sync, refuses (sticky) a source that changed meanwhile;
+ *             from pageable memory the driver stages the bytes before
+ *             returning, and the host may reuse it at once.
  * Every failure prints one line "tgc cuda stub: CALL: DETAIL" to stderr
  * (the real backend has no emulator detail to show) and keeps it for
  * tgc_cuda_stub_last_error(). A fault found after a "launch" (a product
@@ -67,9 +73,10 @@ typedef struct {
 } alloc_range;
 
 typedef struct {
-  void *dst;           /* the host buffer */
-  unsigned char *data; /* the device bytes at the copy's turn in the stream */
+  void *dst;           /* the host buffer (NULL: a check of an upload's source) */
+  unsigned char *data; /* the device bytes at the copy's turn in the stream (an upload: its source's bytes then) */
   size_t bytes;
+  const void *src;     /* an upload from page-locked memory: its source, which must still hold data at the sync */
 } pending_copy;
 
 /* Streams, events and modules are listed: each starts with its link. */
@@ -121,7 +128,9 @@ static struct {
   cg_cu_result sticky;
   char sticky_detail[1024];
   int ctx_refs;
-  long long launches, products, modules_loaded, kernels, async_downloads; /* TGC_STUB_SUMMARY */
+  long long launches, products, modules_loaded, kernels, async_downloads, pinned_uploads; /* TGC_STUB_SUMMARY */
+  struct { void *p; size_t bytes; } *host; /* cuMemHostAlloc's blocks */
+  int n_host, cap_host;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct CUctx_st the_context;
@@ -249,8 +258,15 @@ static cg_cu_stream stream_of(cg_cu_stream s) {
 static void complete(cg_cu_stream s, int upto) {
   if (upto > s->n_pending) upto = s->n_pending;
   for (int i = 0; i < upto; i++) {
-    memcpy(s->pending[i].dst, s->pending[i].data, s->pending[i].bytes);
-    free(s->pending[i].data);
+    const pending_copy *c = &s->pending[i];
+    if (c->dst) memcpy(c->dst, c->data, c->bytes);
+    else if (memcmp(c->src, c->data, c->bytes) != 0) {
+      char d[256];
+      snprintf(d, sizeof d, "cuMemcpyHtoDAsync: the host wrote its page-locked source %p (%zu bytes) before the "
+               "stream was synchronized: a GPU may copy the new bytes", c->src, c->bytes);
+      rt_emu_set_sticky(CG_CUDA_ERROR_INVALID_VALUE, d);
+    }
+    free(c->data);
   }
   if (upto == 0) return;
   memmove(s->pending, s->pending + upto, (size_t)(s->n_pending - upto) * sizeof *s->pending);
@@ -270,8 +286,9 @@ static void complete_all(bool blocking_only) {
 __attribute__((destructor)) static void summary(void) {
   const char *v = getenv("TGC_STUB_SUMMARY");
   if (v && strcmp(v, "1") == 0)
-    fprintf(stderr, "cuda stub summary: %lld modules, %lld kernels, %lld launches, %lld products, %lld async downloads\n",
-            S.modules_loaded, S.kernels, S.launches, S.products, S.async_downloads);
+    fprintf(stderr, "cuda stub summary: %lld modules, %lld kernels, %lld launches, %lld products, %lld async downloads, "
+            "%lld pinned uploads\n", S.modules_loaded, S.kernels, S.launches, S.products, S.async_downloads,
+            S.pinned_uploads);
 }
 
 /* ---- errors, init, devices ---- */
@@ -461,13 +478,74 @@ cg_cu_result stub_cuMemcpyDtoD(cg_cu_deviceptr dst, cg_cu_deviceptr src, size_t 
   return sync_copy("cuMemcpyDtoD", hp(dst), hp(src), bytes, dst, src);
 }
 
+/* The block of cuMemHostAlloc holding [p, p + bytes), or -1. */
+static int find_host(const void *p, size_t bytes) {
+  for (int i = 0; i < S.n_host; i++) {
+    const char *b = S.host[i].p;
+    if ((const char *)p >= b && (const char *)p + bytes <= b + S.host[i].bytes) return i;
+  }
+  return -1;
+}
+
+/* A pending entry of s: false when out of memory. */
+static bool add_pending(cg_cu_stream s, pending_copy c) {
+  if (s->n_pending == s->cap_pending) {
+    int cap = s->cap_pending ? 2 * s->cap_pending : 16;
+    pending_copy *p = realloc(s->pending, (size_t)cap * sizeof *p);
+    if (!p) return false;
+    s->pending = p, s->cap_pending = cap;
+  }
+  s->pending[s->n_pending++] = c;
+  return true;
+}
+
 /* Host-to-device and device-to-device copies take effect at once: nothing
- * runs between them and the later work of their stream. */
+ * runs between them and the later work of their stream. An upload from
+ * page-locked memory also leaves its source's bytes to check at the sync. */
 cg_cu_result stub_cuMemcpyHtoDAsync(cg_cu_deviceptr dst, const void *src, size_t bytes, cg_cu_stream stream) {
   enter();
   cg_cu_result r = copy_checks("cuMemcpyHtoDAsync", stream, dst, NULL, 0, src, bytes);
-  if (r == CG_CUDA_SUCCESS && bytes) memcpy(hp(dst), src, bytes);
-  return r;
+  if (r != CG_CUDA_SUCCESS || !bytes) return r;
+  memcpy(hp(dst), src, bytes);
+  if (find_host(src, bytes) < 0) return CG_CUDA_SUCCESS; /* pageable: staged before the call returns */
+  unsigned char *data = malloc(bytes);
+  if (!data || !add_pending(stream_of(stream), (pending_copy){NULL, data, bytes, src})) {
+    free(data);
+    return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemcpyHtoDAsync: out of host memory");
+  }
+  memcpy(data, src, bytes);
+  S.pinned_uploads++;
+  return CG_CUDA_SUCCESS;
+}
+
+cg_cu_result stub_cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags) {
+  ENTER_CONTEXT("cuMemHostAlloc");
+  if (!pp) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: pp is NULL");
+  *pp = NULL;
+  if (flags & ~7u) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: unknown flags 0x%x", flags);
+  if (!bytes) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: 0 bytes");
+  if (S.n_host == S.cap_host) {
+    int cap = S.cap_host ? 2 * S.cap_host : 8;
+    void *h = realloc(S.host, (size_t)cap * sizeof *S.host);
+    if (!h) return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc: out of host memory");
+    S.host = h, S.cap_host = cap;
+  }
+  void *p = malloc(bytes);
+  if (!p) return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc: %zu bytes: out of host memory", bytes);
+  memset(p, 0xa5, bytes); /* not zeroed: as the driver's */
+  S.host[S.n_host].p = p, S.host[S.n_host].bytes = bytes, S.n_host++;
+  *pp = p;
+  return CG_CUDA_SUCCESS;
+}
+
+cg_cu_result stub_cuMemFreeHost(void *p) {
+  ENTER_CONTEXT("cuMemFreeHost");
+  int i = find_host(p, 0);
+  if (i < 0 || S.host[i].p != p) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost: %p is not a block of cuMemHostAlloc", p);
+  complete_all(false); /* it waits for the work in flight, the uploads from it included */
+  free(p);
+  S.host[i] = S.host[--S.n_host];
+  return CG_CUDA_SUCCESS;
 }
 
 cg_cu_result stub_cuMemcpyDtoDAsync(cg_cu_deviceptr dst, cg_cu_deviceptr src, size_t bytes, cg_cu_stream stream) {
@@ -483,17 +561,12 @@ cg_cu_result stub_cuMemcpyDtoHAsync(void *dst, cg_cu_deviceptr src, size_t bytes
   enter();
   cg_cu_result r = copy_checks("cuMemcpyDtoHAsync", stream, 0, dst, src, NULL, bytes);
   if (r != CG_CUDA_SUCCESS || !bytes) return r;
-  cg_cu_stream s = stream_of(stream);
-  if (s->n_pending == s->cap_pending) {
-    int cap = s->cap_pending ? 2 * s->cap_pending : 16;
-    pending_copy *p = realloc(s->pending, (size_t)cap * sizeof *p);
-    if (!p) return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemcpyDtoHAsync: out of host memory");
-    s->pending = p, s->cap_pending = cap;
-  }
   unsigned char *data = malloc(bytes);
-  if (!data) return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemcpyDtoHAsync: out of host memory");
+  if (!data || !add_pending(stream_of(stream), (pending_copy){dst, data, bytes, NULL})) {
+    free(data);
+    return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "cuMemcpyDtoHAsync: out of host memory");
+  }
   memcpy(data, hp(src), bytes);
-  s->pending[s->n_pending++] = (pending_copy){dst, data, bytes};
   S.async_downloads++;
   const uint32_t nan = 0x7fc00000u;
   size_t i = 0;

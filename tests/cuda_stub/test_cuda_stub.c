@@ -6,6 +6,7 @@
  * block dimensions, over the dynamic shared memory limit and over the
  * registers of a block; a misaligned cuBLASLt operand; a read of an
  * asynchronous download before its stream is synchronized (it reads NaN);
+ * a write of a page-locked upload source before its stream's sync;
  * NCCL buffers that overlap without being in place. Skipped (77) without
  * the toolkit's NVRTC. */
 #define _GNU_SOURCE
@@ -223,6 +224,45 @@ static void test_stream_ordering(void) {
   CHECK_EQ_INT(api.cuMemFree(d), CG_CUDA_SUCCESS);
 }
 
+/* An upload from page-locked memory (the trainer's batch) reads its source
+ * when its turn in the stream comes: the host writes it again only after a
+ * sync point. Right: upload, event, wait, write; a pageable source may be
+ * reused at once. Planted: a write between the upload and the sync, caught
+ * at the sync (sticky: every later call fails with the message); a reset
+ * of the context clears it. */
+static void test_pinned_upload(void) {
+  float *h = NULL, pageable[64], out[64];
+  cg_cu_deviceptr d = 0;
+  cg_cu_event e = NULL;
+  CHECK_EQ_INT(api.cuMemHostAlloc((void **)&h, sizeof out, 0), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(api.cuMemAlloc(&d, sizeof out), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(api.cuEventCreate(&e, CG_CU_EVENT_DISABLE_TIMING), CG_CUDA_SUCCESS);
+  if (!h || !d || !e) return;
+  for (int i = 0; i < 64; i++) h[i] = (float)i, pageable[i] = -(float)i;
+  CHECK_EQ_INT(api.cuMemcpyHtoDAsync(d, h, sizeof out, NULL), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(api.cuEventRecord(e, NULL), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(api.cuEventSynchronize(e), CG_CUDA_SUCCESS);
+  h[5] = 99; /* after the sync: allowed */
+  CHECK_EQ_INT(api.cuMemcpyDtoH(out, d, sizeof out), CG_CUDA_SUCCESS);
+  CHECK(out[5] == 5.0f && out[63] == 63.0f);
+  CHECK_EQ_INT(api.cuMemcpyHtoDAsync(d, pageable, sizeof out, NULL), CG_CUDA_SUCCESS);
+  pageable[0] = 7; /* pageable: the driver staged it */
+  CHECK_EQ_INT(api.cuCtxSynchronize(), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(api.cuMemFreeHost(pageable), CG_CUDA_ERROR_INVALID_VALUE);
+  LAST_HAS("is not a block of cuMemHostAlloc");
+  /* planted: the host writes the source before the stream's sync */
+  CHECK_EQ_INT(api.cuMemcpyHtoDAsync(d, h, sizeof out, NULL), CG_CUDA_SUCCESS);
+  h[1] = 42;
+  CHECK_EQ_INT(api.cuEventRecord(e, NULL), CG_CUDA_SUCCESS);
+  api.cuEventSynchronize(e); /* the sync point: the check */
+  CHECK_EQ_INT(api.cuMemcpyDtoH(out, d, sizeof out), CG_CUDA_ERROR_INVALID_VALUE);
+  LAST_HAS("the host wrote its page-locked source");
+  LAST_HAS("before the stream was synchronized");
+  CHECK_EQ_INT(api.cuDevicePrimaryCtxReset(dev.device), CG_CUDA_SUCCESS); /* frees d, clears the error */
+  CHECK_EQ_INT(api.cuMemFreeHost(h), CG_CUDA_SUCCESS);
+  api.cuEventDestroy(e);
+}
+
 static void test_nccl(void) {
   char err[1024];
   if (rt_cuda_load(&api, CG_CUDA_LIB_NCCL, err, sizeof err) != 0) {
@@ -272,6 +312,7 @@ int main(void) {
   test_blaslt();
   test_stream_ordering();
   test_nccl();
+  test_pinned_upload(); /* last: its planted defect resets the context */
   rt_cuda_close_device(&api, &dev);
   return check_done();
 }

@@ -4,7 +4,7 @@
  *
  * The "copy" backend keeps device memory in its own allocations and hands
  * out device pointers that are NOT host addresses (a high bit flipped: any
- * dereference by the runtime would fault). Its run_node copies the
+ * dereference by the runtime would fault). Its run copies the
  * operands to host tensors, runs the CPU backend's kernel
  * (rt_cpu_run_node: the kernel table), and copies the results back,
  * counting the copies. So:
@@ -62,8 +62,13 @@ static bool no_matmul(const ir_node *n) { return n->op != IR_OP_MATMUL && cb_sup
 
 /* Host copies of the operands and results (results carry what the device
  * holds: zeros for accumulating ops), the CPU kernel, the results back. */
-static int cb_run_node(rt_device *d, void *state, const ir_node *n, const rt_tensor *const *in, rt_tensor *const *out,
-                       char *err, size_t errlen) {
+static int64_t cb_runs; /* kernel actions run */
+
+static int cb_run(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen) {
+  const ir_node *n = a->node;
+  cb_runs++;
+  const rt_tensor *const *in = a->in;
+  rt_tensor *const *out = a->out;
   rt_tensor **hin = calloc((size_t)n->n_in + 1, sizeof *hin), **hout = calloc((size_t)n->n_out + 1, sizeof *hout);
   int rc = 0;
   for (int i = 0; i < n->n_in && rc == 0; i++) {
@@ -97,7 +102,7 @@ static const rt_backend copy_backend = {
     .copy = cb_copy,
     .fill = cb_fill,
     .supports_op = cb_supports,
-    .run_node = cb_run_node,
+    .run = cb_run,
 };
 
 /* Every output of running example `path` (config, forward) on both backends. */
@@ -123,16 +128,26 @@ static void check_example(const char *path, const char *config) {
   }
   char err[512];
   if (g) {
-    int64_t before = kernel_copies;
+    int64_t before = kernel_copies, runs = cb_runs;
     CHECK_EQ_INT(rt_run(&rt_cpu_backend, g, in, par, o1, NULL, err, sizeof err), 0);
-    int rc = rt_run(&copy_backend, g, in, par, o2, NULL, err, sizeof err);
+    rt_profile prof = {0};
+    rt_stats st = {.profile = &prof};
+    int rc = rt_run(&copy_backend, g, in, par, o2, &st, err, sizeof err);
     if (rc) fprintf(stderr, "copy backend: %s\n", err);
     CHECK_EQ_INT(rc, 0);
     CHECK(kernel_copies > before);
+    /* the program: one backend run per kernel action; its fill actions are
+     * the cost model's (count and bytes) */
+    CHECK_EQ_INT(cb_runs - runs, st.kernels_run);
+    pass_graph_cost gc;
+    pass_graph_cost_of(g, &gc);
+    CHECK_EQ_INT(prof.fills, gc.fills);
+    CHECK(prof.fill_bytes == gc.fill_bytes);
     int same = 0;
     for (int i = 0; rc == 0 && i < g->n_outputs; i++) same += memcmp(o1[i]->data, o2[i]->data, o1[i]->nbytes) == 0;
     CHECK_EQ_INT(same, rc == 0 ? g->n_outputs : 0);
-    printf("copy backend: %-28s %d outputs, the same bits as the cpu\n", path, g->n_outputs);
+    printf("copy backend: %-28s %d outputs, the same bits as the cpu; %lld kernel actions, %lld fills (%.0f bytes)\n",
+           path, g->n_outputs, (long long)(cb_runs - runs), (long long)prof.fills, prof.fill_bytes);
     for (int i = 0; i < g->n_inputs; i++) rt_tensor_free(in[i]);
     for (int i = 0; i < g->n_params; i++) rt_tensor_free(par[i]);
     for (int i = 0; i < g->n_outputs; i++) rt_tensor_free(o1[i]), rt_tensor_free(o2[i]);

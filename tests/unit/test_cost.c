@@ -79,6 +79,8 @@ static void test_all_ops(void) {
     for (int i = 0; i < n_in; i++) want_bytes += bytes_of(in[i]);
     for (int i = 0; i < n_out; i++) want_bytes += bytes_of(n->out[i]);
     if (op == IR_OP_EMBEDDING) want_bytes = bytes_of(ids) + 2 * bytes_of(n->out[0]);
+    if (op == IR_OP_EMBEDDING_GRAD) want_bytes += bytes_of(in[0]); /* its ids read twice: counted, then placed */
+    CHECK(c.launches >= 0 && isfinite(c.launches));
     if (ir_op_has((ir_op)op, IR_OPF_ZEROED)) /* the executor's zero-fill writes each result once more */
       for (int i = 0; i < n_out; i++) want_bytes += bytes_of(n->out[i]);
     if (op == IR_OP_GRAD || ir_op_has((ir_op)op, IR_OPF_VIEW)) want_bytes = 0; /* a view moves nothing */

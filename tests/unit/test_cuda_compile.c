@@ -3,6 +3,8 @@
  * sm_90, with 0 bytes of spills.
  *
  * The graphs: each example's forward graph (the default pipeline); llama
+ * tiny with grouped-query attention at head width 64 (2 kv heads for 4
+ * query heads: the backward's kernels on the shared kv heads); llama
  * tiny's generation graphs with grouped-query attention (prefill and the
  * decode step over the KV cache, f32 and bf16); and for
  * the examples that train (a scalar loss and parameters) the training
@@ -71,14 +73,18 @@ static void compile_graph(const ir_graph *g, const char *what) {
   pass_plan_free(plan);
 }
 
-/* The forward graph and (trains) the training program's graphs of path in dtype dt (0: the model's). */
-static void compile_example(const char *path, const char *config, bool trains, int dt) {
+/* The forward graph and (trains) the training program's graphs of path in
+ * dtype dt (0: the model's), with n_defs -D overrides (label: how `what`
+ * names them). */
+static void compile_example(const char *path, const char *config, const fe_define *defs, int n_defs,
+                            const char *label, bool trains, int dt) {
   char what[256];
   const char *dn = dt ? ir_dtype_name((ir_dtype)dt) : "f32";
   ir_diag *d = ir_diag_new(stderr);
   size_t len;
   char *text = ir_read_file(path, 1 << 22, &len, d);
-  fe_options fo = {.config = config};
+  fe_options fo = {.config = config, .defines = defs, .n_defines = n_defs};
+  if (label) config = label;
   ir_graph *g = text ? fe_compile(path, text, len, &fo, d) : NULL;
   CHECK(g != NULL);
   pass_options po = {.diag = d};
@@ -165,7 +171,12 @@ int main(void) {
   };
   static const int dtypes[3] = {0, IR_DT_BF16, IR_DT_F16};
   for (size_t e = 0; e < sizeof examples / sizeof examples[0]; e++)
-    for (int k = 0; k < 3; k++) compile_example(examples[e].path, examples[e].config, examples[e].trains, dtypes[k]);
+    for (int k = 0; k < 3; k++)
+      compile_example(examples[e].path, examples[e].config, NULL, 0, NULL, examples[e].trains, dtypes[k]);
+  /* grouped-query training at gpt2's head width (Hd = 64: the tensor-core
+   * backward whose dk/dv kernel walks a kv head's 2 query heads) */
+  static const fe_define gqa[3] = {{"nKV", "2"}, {"D", "256"}, {"nH", "4"}};
+  for (int k = 0; k < 3; k++) compile_example("examples/llama.tg", "tiny", gqa, 3, "tiny nKV=2 Hd=64", true, dtypes[k]);
   for (int k = 0; k < 2; k++) compile_generation(dtypes[k]);
   printf("%d programs compiled, %d kernels assembled with 0 spills\n", programs, kernels_checked);
   cg_cache_free(cache);

@@ -45,6 +45,9 @@
  *                lowering picks for which dtype and head dims; and the
  *                same in the `heads` layout (q[B,T,H,E], heads read and
  *                written in place: fuse-transpose's fold), each dtype path;
+ *                grouped-query forward and backward (Hq / Hkv of 2, 3, 4:
+ *                dk, dv of the kv heads summed over each group in the
+ *                kernel; f32, f64, bf16 and f16 on tensor cores);
  *   products     batched and broadcast, transposed operands, f64, bf16,
  *                f16, fused_matmul with each cuBLASLt epilogue and with
  *                another epilogue, a bias gradient in the weight-gradient
@@ -485,6 +488,27 @@ static void attention_fwd_case(const char *name, ir_dtype dt, int64_t b, int64_t
   if (node(g, IR_OP_ATTENTION, in, qpos ? 4 : 3, a, 2, NULL)) run_case(name, g, qpos ? s - t + 1 : 0, NULL);
 }
 
+/* Grouped-query forward and backward: attention_grad reads the Hkv shared
+ * heads and gives dk [B, Hkv, S, E], dv [B, Hkv, S, F] (the dk/dv kernel's
+ * block per kv head walks its Hq / Hkv query heads in order). */
+static void attention_gqa_case(const char *name, ir_dtype dt, int64_t b, int64_t hq, int64_t hkv, int64_t t, int64_t s,
+                               int64_t e, int64_t f, bool causal) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value *qkv[6];
+  att_inputs(g, qkv, T(dt, 4, b, hq, t, e), T(dt, 4, b, hkv, s, e), T(dt, 4, b, hkv, s, f));
+  ir_attr a[2] = {ir_attr_float("scale", 1.0 / sqrt((double)e)), ir_attr_int("causal", causal)};
+  ir_node *fw = node(g, IR_OP_ATTENTION, qkv, 3, a, 2, NULL);
+  if (!fw) return;
+  qkv[3] = fw->out[0];
+  qkv[4] = fw->out[1];
+  qkv[5] = input(g, T(dt, 4, b, hq, t, f));
+  ir_node *bw = node(g, IR_OP_ATTENTION_GRAD, qkv, 6, a, 2, NULL);
+  if (!bw) return;
+  CHECK(bw->out[1]->type.dims[1] == hkv && bw->out[2]->type.dims[1] == hkv);
+  run_case(name, g, 0, NULL);
+}
+
 /* The same in the `heads` layout fuse-transpose makes: q[B,T,H,E],
  * k[B,S,H,E], v[B,S,H,F], o and do [B,T,H,F], lse [B,H,T] (heads addressed
  * in place, rows H*E apart). */
@@ -539,6 +563,11 @@ static void test_attention(void) {
   attention_fwd_case("attention GQA f32 Hq 4 Hkv 2 T 37 causal", IR_DT_F32, 2, 4, 2, 37, 37, 16, 16, true, false);
   attention_fwd_case("attention GQA f32 Hq 6 Hkv 2 T 20 S 45 not causal", IR_DT_F32, 1, 6, 2, 20, 45, 8, 24, false, false);
   attention_fwd_case("attention GQA bf16 mma Hq 4 Hkv 1 T 100 causal", IR_DT_BF16, 1, 4, 1, 100, 100, 32, 32, true, false);
+  attention_gqa_case("attention_grad GQA f32 Hq 4 Hkv 2 T 37 causal", IR_DT_F32, 2, 4, 2, 37, 37, 16, 16, true);
+  attention_gqa_case("attention_grad GQA f64 Hq 6 Hkv 2 T 20 S 45", IR_DT_F64, 1, 6, 2, 20, 45, 8, 24, false);
+  attention_gqa_case("attention_grad GQA bf16 mma Hq 4 Hkv 1 T 100 causal", IR_DT_BF16, 1, 4, 1, 100, 100, 32, 32, true);
+  attention_gqa_case("attention_grad GQA f16 mma Hq 6 Hkv 3 T 37 S 70", IR_DT_F16, 2, 6, 3, 37, 70, 16, 16, false);
+  attention_gqa_case("attention_grad GQA bf16 mma Hq 4 Hkv 2 T 250 causal (4 tiles)", IR_DT_BF16, 1, 4, 2, 250, 250, 64, 64, true);
   attention_fwd_case("attention qpos f32 T 1 S 150", IR_DT_F32, 1, 4, 4, 1, 150, 16, 16, true, true);
   attention_fwd_case("attention qpos GQA f32 Hq 4 Hkv 2 T 1 S 150", IR_DT_F32, 2, 4, 2, 1, 150, 8, 8, true, true);
   attention_fwd_case("attention qpos bf16 (scalar) T 3 S 80", IR_DT_BF16, 1, 2, 2, 3, 80, 32, 32, true, true);

@@ -19,6 +19,9 @@
  *     accuracy when counted, the non-finite count) — counted twice: by the
  *     runtime (rt_device_stats) and by the emulator itself (its htod / dtoh
  *     counters see every cuMemcpy, the backend's own included);
+ *   - the batch from page-locked memory, uploaded asynchronously, trains
+ *     bit for bit as from pageable memory (TGC_CUDA_PINNED=0), and the
+ *     pinned path is taken for every data upload;
  *   - the disk cache: with a fresh $TGC_CACHE_DIR a first trainer compiles
  *     its programs, a second one of the same model compiles nothing
  *     (rt_cuda_backend_stats);
@@ -33,6 +36,7 @@
  *     overflow, those updates are skipped (the parameters do not change)
  *     and the scale halves each time until an update goes through. */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -93,6 +97,10 @@ static void train_both(const char *path, const char *config, const char *data, i
         CHECK_EQ_INT(ea.dtoh_calls - eb.dtoh_calls, downs);
         CHECK_EQ_INT(ea.dtoh_bytes - eb.dtoh_bytes, 8 * downs);
         CHECK_EQ_INT(ea.modules_loaded - eb.modules_loaded, 0);
+        /* the batch from page-locked memory, asynchronously: every data upload */
+        CHECK_EQ_INT(dev->stats.async_uploads - before.async_uploads, (int64_t)pt->n_data * micro);
+        CHECK_EQ_INT(ea.htod_pinned_calls - eb.htod_pinned_calls, (int64_t)pt->n_data * micro);
+        CHECK_EQ_INT(ea.host_allocs - eb.host_allocs, 0);
       }
     }
   }
@@ -167,6 +175,74 @@ static void test_cache(void) {
   CHECK_EQ_INT(system(cmd), 0);
 }
 
+/* The batch from page-locked memory, uploaded asynchronously (the
+ * default on a GPU backend), trains exactly as from pageable memory
+ * (TGC_CUDA_PINNED=0): gpt tiny on cuda-emu, 2 micro-batches (the second's
+ * batch written while the first's upload is recorded) and an evaluation,
+ * every step's loss and every parameter after 5 steps bit for bit equal;
+ * the pinned path taken (rt_device_stats.async_uploads, the backend's and
+ * the emulator's counters) only when allowed. */
+static void test_pinned_batch(void) {
+  setup c = {.path = "examples/gpt.tg", .config = "tiny", .data = "copy", .opt = pass_optimizer_defaults(PASS_OPT_ADAM),
+             .sched = {.kind = RT_SCHEDULE_CONSTANT, .lr = 0.003}, .micro = 2, .seed = 5,
+             .backend = &rt_cuda_emu_backend, .eval = true};
+  enum { STEPS = 5 };
+  double loss[2][STEPS];
+  session s[2];
+  bool open[2] = {false, false};
+  for (int run = 0; run < 2; run++) {
+    if (run == 0) setenv("TGC_CUDA_PINNED", "0", 1);
+    else unsetenv("TGC_CUDA_PINNED");
+    rt_cuda_emu_counters e0 = rt_cuda_emu_counters_get();
+    int rc = session_open(&s[run], &c);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) break;
+    open[run] = true;
+    char err[1024];
+    for (int k = 0; k < STEPS; k++) {
+      rt_step_result r;
+      int sr = rt_trainer_step(s[run].tr, &r, err, sizeof err);
+      if (sr) fprintf(stderr, "pinned batch %d, step %d: %s\n", run, k + 1, err);
+      CHECK_EQ_INT(sr, 0);
+      loss[run][k] = r.loss;
+    }
+    rt_eval_result ev;
+    int er = rt_trainer_eval(s[run].tr, s[run].ds, 2, &ev, err, sizeof err);
+    if (er) fprintf(stderr, "pinned batch %d, eval: %s\n", run, err);
+    CHECK_EQ_INT(er, 0);
+    rt_device *dev = rt_trainer_device(s[run].tr);
+    rt_cuda_backend_stats st;
+    CHECK_EQ_INT(rt_cuda_backend_stats_of(dev, &st), 0);
+    rt_cuda_emu_counters e1 = rt_cuda_emu_counters_get();
+    int64_t want = run ? (int64_t)s[run].prog->n_data * (2 * STEPS + 2) : 0; /* 2 micro-batches a step, 2 eval batches */
+    CHECK_EQ_INT(dev->stats.async_uploads, want);
+    CHECK_EQ_INT(st.async_uploads, want);
+    CHECK_EQ_INT(st.host_buffers, run ? s[run].prog->n_data : 0);
+    CHECK_EQ_INT(e1.htod_pinned_calls - e0.htod_pinned_calls, want);
+    CHECK_EQ_INT(e1.host_allocs - e0.host_allocs, run ? s[run].prog->n_data : 0);
+  }
+  int diff = 0;
+  for (int k = 0; open[1] && k < STEPS; k++) diff += memcmp(&loss[0][k], &loss[1][k], sizeof loss[0][k]) != 0;
+  for (int i = 0; open[1] && i < rt_trainer_num_params(s[0].tr); i++) {
+    const rt_tensor *a = rt_trainer_param(s[0].tr, i), *b = rt_trainer_param(s[1].tr, i);
+    rt_tensor *ha = rt_tensor_new(&a->type), *hb = rt_tensor_new(&b->type);
+    char err[256];
+    CHECK_EQ_INT(rt_download(ha->data, a, err, sizeof err), 0);
+    CHECK_EQ_INT(rt_download(hb->data, b, err, sizeof err), 0);
+    if (memcmp(ha->data, hb->data, ha->nbytes) != 0) {
+      fprintf(stderr, "  parameter %s differs between the pinned and the pageable batch\n", s[0].g->params[i]->name);
+      diff++;
+    }
+    rt_tensor_free(ha);
+    rt_tensor_free(hb);
+  }
+  CHECK_EQ_INT(diff, 0);
+  printf("pinned batch: %d steps of gpt tiny (K = 2) and an eval on cuda-emu, losses and parameters bit for bit those "
+         "of the pageable batch\n", STEPS);
+  for (int run = 0; run < 2; run++)
+    if (open[run]) session_close(&s[run]);
+}
+
 /* f16 with a first scale of 2^24: d_logits (scale / positions, in f32)
  * overflows f16 in the backward pass, so the first updates are skipped
  * (parameters unchanged) and the scale halves each time, until the
@@ -218,6 +294,7 @@ int main(void) {
   const bool full = true;
 #endif
   test_cache();
+  test_pinned_batch();
   train_both("examples/mlp.tg", NULL, "xor", 2, 10, 0, 0, 1e-4);
   train_both("examples/gpt.tg", "tiny", "copy", 1, STEPS, 0, 0, 1e-4);
   train_both("examples/reverse.tg", NULL, "reverse", 1, STEPS, 0, 0, 1e-4);

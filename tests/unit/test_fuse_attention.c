@@ -442,20 +442,49 @@ static void test_gqa_pattern(void) {
     CHECK(4.0 * (double)ir_type_numel(&n->in[1]->type) * 2 == 4.0 * (double)ir_type_numel(&n->in[0]->type));
   }
   ir_graph_free(g);
+  /* the training graph: attention_grad reads the same kv heads and gives
+   * dk, dv of their shape (no broadcast of k or v anywhere, no reduce_sum
+   * over a group); the cost model counts its FLOPs per query head (what
+   * the broadcast copy's attention_grad counted) and reads / writes the
+   * kv-shaped tensors: operands once, results twice (zero-filled first) */
+  g = make_llama_gqa(false);
+  if (!g) return;
+  add_grad(g);
+  CHECK_EQ_INT(run_passes(g, true), 0);
+  CHECK_EQ_INT(count_op(g, IR_OP_ATTENTION_GRAD), 2);
+  CHECK_EQ_INT(count_op(g, IR_OP_BROADCAST), 0);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const ir_node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int j = 0; j < n->n_out; j++) CHECK(!(n->out[j]->type.rank == 5 && n->out[j]->type.dims[2] == 2)); /* [B, 2, 2, T, Hd] */
+    if (n->op != IR_OP_ATTENTION_GRAD) continue;
+    CHECK_EQ_INT((int)n->in[1]->type.dims[1], 2);
+    CHECK_EQ_INT((int)n->out[1]->type.dims[1], 2);
+    CHECK_EQ_INT((int)n->out[2]->type.dims[1], 2);
+    double bytes = 0;
+    for (int j = 0; j < 6; j++) bytes += 4.0 * (double)ir_type_numel(&n->in[j]->type);
+    for (int j = 0; j < 3; j++) bytes += 2 * 4.0 * (double)ir_type_numel(&n->out[j]->type);
+    CHECK_NEAR(pass_node_cost(n).bytes, bytes, 0.5);
+    double b = 4 * 4, t = 16, s = 16, e = 8, f = 8; /* B x Hq query heads */
+    CHECK_NEAR(pass_node_cost(n).flops, b * (6 * t * s * e + 4 * t * s * f + 6 * t * s + 2 * t * f), 0.5); /* causal */
+  }
+  ir_graph_free(g);
 }
 
-/* The fused training graph gives the same bits on 1 and 2 threads. */
-static void test_determinism(void) {
-  ir_graph *g = make_long(false);
+/* The fused training graph gives the same bits on 1 and 2 threads (llama
+ * with grouped-query: each kv head's dk, dv summed over its query heads in
+ * one fixed order). */
+static void determinism_of(make_fn make, int64_t int_high) {
+  ir_graph *g = make(false);
   if (!g) return;
   add_grad(g);
   CHECK_EQ_INT(run_passes(g, true), 0);
   int saved = omp_get_max_threads();
   run_result a, b;
   omp_set_num_threads(1);
-  int ra = run_graph(g, 0, 0.3, &a);
+  int ra = run_graph(g, int_high, 0.3, &a);
   omp_set_num_threads(2);
-  int rb = run_graph(g, 0, 0.3, &b);
+  int rb = run_graph(g, int_high, 0.3, &b);
   omp_set_num_threads(saved);
   CHECK(ra == 0 && rb == 0);
   if (ra == 0 && rb == 0)
@@ -463,6 +492,11 @@ static void test_determinism(void) {
   free_run(&a);
   free_run(&b);
   ir_graph_free(g);
+}
+
+static void test_determinism(void) {
+  determinism_of(make_long, 0);
+  determinism_of(make_llama_gqa, 64);
 }
 
 /* gpt tiny at T = 2048, forward only. */

@@ -741,8 +741,9 @@ static void test_count_nonfinite_long(void) {
 
 /* The count folded into its producer (cpu.c's prepare, kern_fused.c): a
  * count_nonfinite over two results of one fused node (f32, and bf16 that
- * overflows only as stored) and over an input it must still read. prepare
- * folds the two; the count run through a program equals the elements of
+ * overflows only as stored), over a fused node that is one conversion (the
+ * fast cast pass, which must count too) and over an input it must still
+ * read. prepare folds the three; the count run through a program equals the elements of
  * the results, computed here from the definitions, and of the input that
  * are Inf or NaN. Rows longer than a chunk, split between threads. */
 static void test_count_folded(void) {
@@ -766,8 +767,15 @@ static void test_count_folded(void) {
     tc_end(&c);
     return;
   }
-  ir_value *cin[3] = {f->out[0], f->out[1], c.in[2]};
-  ir_node *cn = ir_graph_build(c.g, IR_OP_COUNT_NONFINITE, cin, 3, NULL, 0, NULL, "bad", NOLOC, err, sizeof err);
+  ir_attr cx = ir_attr_str("expr", "(cast bf16 $0)"); /* one conversion: kern_cast.c's pass unless counting */
+  ir_node *fc = ir_graph_build(c.g, IR_OP_FUSED, ops, 1, &cx, 1, NULL, "h", NOLOC, err, sizeof err);
+  CHECK(fc != NULL);
+  if (!fc) {
+    tc_end(&c);
+    return;
+  }
+  ir_value *cin[4] = {f->out[0], f->out[1], c.in[2], fc->out[0]};
+  ir_node *cn = ir_graph_build(c.g, IR_OP_COUNT_NONFINITE, cin, 4, NULL, 0, NULL, "bad", NOLOC, err, sizeof err);
   CHECK(cn != NULL);
   if (!cn) {
     tc_end(&c);
@@ -779,8 +787,8 @@ static void test_count_folded(void) {
   CHECK_EQ_INT(ir_verify(c.g, dg), 0);
   ir_diag_free(dg);
   void *state = NULL;
-  CHECK_EQ_INT(rt_cpu_backend.prepare(NULL, c.g, NULL, &state, err, sizeof err), 0);
-  CHECK_EQ_INT(rt_cpu_folded_counts(state), 2);
+  CHECK_EQ_INT(rt_cpu_backend.prepare(NULL, c.g, NULL, NULL, 0, &state, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_cpu_folded_counts(state), 3);
   rt_cpu_backend.release(NULL, state);
   double want = 0;
   for (int64_t i = 0; i < R * C; i++) {
@@ -788,8 +796,9 @@ static void test_count_folded(void) {
     double r0 = ir_round_to_dtype(IR_DT_F32, a * b);
     double r1 = ir_round_to_dtype(IR_DT_BF16, ir_round_to_dtype(IR_DT_F32, a / b));
     want += !isfinite(r0) + !isfinite(r1) + !isfinite(rt_tensor_get(z, i));
+    want += !isfinite(ir_round_to_dtype(IR_DT_BF16, a));
   }
-  CHECK(want == R + 10); /* the planted ones */
+  CHECK(want == R + 14); /* the planted ones */
   rt_stats st = {0};
   int rc = rt_run(&rt_cpu_backend, c.g, c.tin, NULL, c.out, &st, err, sizeof err);
   if (rc != 0) fprintf(stderr, "count folded: %s\n", err);
@@ -1468,6 +1477,93 @@ static void check_attention(ir_dtype dt, const att_case *a, double tol) {
   free(lse);
 }
 
+/* Grouped-query backward: attention_grad on k, v of Hkv shared heads
+ * (q, o, do of Hq) against the broadcast-copy formulation it replaces:
+ * attention_grad on k, v repeated to Hq heads (kv head h / G for query head
+ * h, G = Hq / Hkv), its dk, dv then summed over each group of G query heads
+ * in double. Both graphs are attention + attention_grad on the same q, k,
+ * v, do (so o and lse are consistent); dq must agree too. Tolerance
+ * (relative, floor 1): f64 1e-12, f32 1e-5, bf16 2e-2 (the kernel sums a
+ * group in f32 before rounding, the copy rounds each head's part). */
+static int att_fwd_bwd(ir_dtype dt, const att_case *a, int64_t b, int64_t hq, int64_t hkv, rt_tensor **in,
+                       rt_tensor **out) {
+  ir_graph *g = ir_graph_new("gqa", "kern.tg");
+  ir_type tq = T(dt, 4, D(b), D(hq), D(a->t), D(a->e)), tk = T(dt, 4, D(b), D(hkv), D(a->s), D(a->e));
+  ir_type tv = T(dt, 4, D(b), D(hkv), D(a->s), D(a->f)), to = T(dt, 4, D(b), D(hq), D(a->t), D(a->f));
+  ir_value *v[6] = {ir_graph_add_input(g, "q", tq, NOLOC), ir_graph_add_input(g, "k", tk, NOLOC),
+                    ir_graph_add_input(g, "v", tv, NOLOC)};
+  ir_value *dout = ir_graph_add_input(g, "do", to, NOLOC);
+  ir_attr attrs[2] = {ir_attr_float("scale", a->scale), ir_attr_int("causal", a->causal)};
+  char err[512];
+  ir_node *fw = ir_graph_build(g, IR_OP_ATTENTION, v, 3, attrs, 2, NULL, "o", NOLOC, err, sizeof err);
+  ir_node *bw = NULL;
+  if (fw) {
+    v[3] = fw->out[0], v[4] = fw->out[1], v[5] = dout;
+    bw = ir_graph_build(g, IR_OP_ATTENTION_GRAD, v, 6, attrs, 2, NULL, "d", NOLOC, err, sizeof err);
+  }
+  if (!bw) fprintf(stderr, "gqa graph: %s\n", err);
+  CHECK(bw != NULL);
+  int rc = -1;
+  if (bw) {
+    for (int i = 0; i < 3; i++) ir_graph_add_output(g, bw->out[i]->name, bw->out[i]);
+    ir_diag *d = ir_diag_new(stderr);
+    CHECK_EQ_INT(ir_verify(g, d), 0);
+    ir_diag_free(d);
+    rt_stats st = {0};
+    rc = rt_run(&rt_cpu_backend, g, in, NULL, out, &st, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "gqa run: %s\n", err);
+    CHECK_EQ_INT(rc, 0);
+  }
+  ir_graph_free(g);
+  return rc;
+}
+
+static void check_attention_gqa(ir_dtype dt, const att_case *a, int64_t b, int64_t hq, int64_t hkv, double tol) {
+  int64_t grp = hq / hkv;
+  ir_type tq = T(dt, 4, D(b), D(hq), D(a->t), D(a->e)), tk = T(dt, 4, D(b), D(hkv), D(a->s), D(a->e));
+  ir_type tv = T(dt, 4, D(b), D(hkv), D(a->s), D(a->f)), to = T(dt, 4, D(b), D(hq), D(a->t), D(a->f));
+  ir_type tkr = tk, tvr = tv;
+  tkr.dims[1] = tvr.dims[1] = hq;
+  rt_tensor *gin[4] = {rt_tensor_new(&tq), rt_tensor_new(&tk), rt_tensor_new(&tv), rt_tensor_new(&to)};
+  rt_tensor *rin[4] = {gin[0], rt_tensor_new(&tkr), rt_tensor_new(&tvr), gin[3]};
+  static const char *const names[4] = {"q", "k", "v", "do"};
+  for (int i = 0; i < 4; i++) rt_fill_random(gin[i], 977, names[i], 0);
+  for (int i = 1; i < 3; i++) { /* the broadcast copy: query head h's row of kv head h / grp */
+    int64_t per = ir_type_numel(&gin[i]->type) / (b * hkv);
+    for (int64_t x = 0; x < b * hq; x++)
+      for (int64_t e = 0; e < per; e++)
+        rt_tensor_set(rin[i], x * per + e, rt_tensor_get(gin[i], ((x / hq) * hkv + (x % hq) / grp) * per + e));
+  }
+  rt_tensor *gout[3] = {NULL}, *rout[3] = {NULL};
+  char what[128];
+  snprintf(what, sizeof what, "attention_grad GQA %s B%lld Hq%lld Hkv%lld T%lld S%lld%s", ir_dtype_name(dt),
+           (long long)b, (long long)hq, (long long)hkv, (long long)a->t, (long long)a->s, a->causal ? " causal" : "");
+  if (att_fwd_bwd(dt, a, b, hq, hkv, gin, gout) == 0 && att_fwd_bwd(dt, a, b, hq, hq, rin, rout) == 0) {
+    CHECK(ir_type_equal(&gout[1]->type, &tk) && ir_type_equal(&gout[2]->type, &tv));
+    size_t len = strlen(what);
+    for (int r = 0; r < 3; r++) {
+      double *want = alloc_want(gout[r]);
+      int64_t n = ir_type_numel(&gout[r]->type);
+      if (r == 0) {
+        for (int64_t i = 0; i < n; i++) want[i] = rt_tensor_get(rout[0], i);
+      } else { /* sum the copy's per-query-head dk, dv over each group, in double */
+        int64_t per = n / (b * hkv);
+        for (int64_t x = 0; x < b * hq; x++)
+          for (int64_t e = 0; e < per; e++)
+            want[((x / hq) * hkv + (x % hq) / grp) * per + e] += rt_tensor_get(rout[r], x * per + e);
+      }
+      snprintf(what + len, sizeof what - len, " %s", r == 0 ? "dq" : r == 1 ? "dk" : "dv");
+      compare(what, gout[r], want, tol);
+      free(want);
+    }
+    what[len] = 0;
+    printf("%s: = the broadcast copy within %g\n", what, tol);
+  }
+  for (int i = 0; i < 3; i++) rt_tensor_free(gout[i]), rt_tensor_free(rout[i]);
+  for (int i = 0; i < 4; i++) rt_tensor_free(gin[i]);
+  rt_tensor_free(rin[1]), rt_tensor_free(rin[2]);
+}
+
 static void test_attention(void) {
   static const att_case cases[] = {
       {2, 5, 7, 4, 3, 0.5, false, false, 0},     /* one block, T != S */
@@ -1494,6 +1590,19 @@ static void test_attention(void) {
     check_attention(IR_DT_F64, &cached[i], 1e-12);
     check_attention(IR_DT_F32, &cached[i], 1e-5);
   }
+  /* grouped-query backward: groups of 2, 3 and 4 query heads per kv head */
+  static const att_case gqa[] = {
+      {0, 37, 37, 8, 8, 0.35, true, false, 0},
+      {0, 20, 150, 5, 3, 0.4, false, false, 0},
+      {0, 70, 100, 4, 6, 0.5, true, false, 0},
+  };
+  check_attention_gqa(IR_DT_F64, &gqa[0], 2, 4, 2, 1e-12);
+  check_attention_gqa(IR_DT_F32, &gqa[0], 2, 4, 2, 1e-5);
+  check_attention_gqa(IR_DT_F64, &gqa[1], 1, 6, 2, 1e-12);
+  check_attention_gqa(IR_DT_F32, &gqa[1], 1, 6, 2, 1e-5);
+  check_attention_gqa(IR_DT_F64, &gqa[2], 2, 4, 1, 1e-12);
+  check_attention_gqa(IR_DT_F32, &gqa[2], 2, 4, 1, 1e-5);
+  check_attention_gqa(IR_DT_BF16, &gqa[0], 2, 4, 2, 2e-2);
 }
 
 /* ---- fused elementwise ops (kern_fused.c) -----------------------------------------

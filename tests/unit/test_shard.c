@@ -343,6 +343,95 @@ static void test_llama(void) {
   pass_training_free(t);
 }
 
+/* Generation's KV cache on tp (passes/kv_cache.c, the shard pass): llama
+ * tiny with 2 kv heads for 4 query heads, the decode step over a cache of
+ * 16 rows on a mesh of tp ranks (the default pipeline, so shard, then the
+ * memory plan with the caches donated as tgc generate does). Returns the
+ * bytes of one rank's cache inputs, each cache output checked to live in
+ * its input's buffer and split along the kv heads ([1, 2 / tp, 16, 8]);
+ * -1 when the pipeline refuses (why in d). Also the prefill at T = 16:
+ * its cache outputs on tp ranks are [1, 2 / tp, 16, 8]. */
+static long long decode_cache_bytes(int tp, ir_diag *d) {
+  const char *path = "examples/llama.tg";
+  size_t len;
+  char *text = ir_read_file(path, 1 << 22, &len, d);
+  long long bytes = -1;
+  for (int decode = 0; decode < 2 && text; decode++) {
+    fe_define defs[3] = {{"nKV", "2"}, {"B", "1"}, {"T", "1"}};
+    fe_options fo = {.config = "tiny", .defines = defs, .n_defines = decode ? 3 : 2};
+    ir_graph *g = fe_compile(path, text, len, &fo, d);
+    CHECK(g != NULL);
+    if (!g) break;
+    pass_options po = {.diag = d, .verify_each = true};
+    static const pass_id front[2] = {PASS_CANONICALIZE, PASS_FUSE_ATTENTION};
+    int n_layers = 0, pos = -1, rc = pass_run_pipeline(g, front, 2, &po);
+    if (rc == 0) rc = decode ? pass_kv_decode(g, 16, &n_layers, &pos, d) : pass_kv_prefill(g, &n_layers, d);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(n_layers, 2);
+    g->mesh.size[IR_AXIS_TP] = tp;
+    if (rc == 0 && pass_run_pipeline(g, pass_default_pipeline, pass_default_pipeline_len, &po) != 0) {
+      ir_graph_free(g);
+      break;
+    }
+    int n_cache = 0;
+    for (int o = 0; o < g->n_outputs; o++) {
+      const ir_type *t = &g->outputs[o].value->type;
+      if (pass_kv_cache_heads_dim(g->outputs[o].name, t) < 0) continue;
+      n_cache++;
+      CHECK(t->rank == 4 && t->dims[1] == 2 / tp && t->dims[2] == 16 && t->dims[3] == 8);
+    }
+    CHECK_EQ_INT(n_cache, 4);
+    if (decode) {
+      bool *donate = calloc((size_t)g->n_inputs + 1, sizeof *donate);
+      for (int i = 0; i < g->n_inputs; i++) donate[i] = strncmp(g->inputs[i]->name, "cache.", 6) == 0;
+      pass_plan_options popt = {.donate_inputs = donate};
+      pass_plan *plan = pass_memplan(g, &popt);
+      CHECK(plan != NULL);
+      bytes = 0;
+      for (int o = 0; plan && o < g->n_outputs; o++) {
+        if (pass_kv_cache_heads_dim(g->outputs[o].name, &g->outputs[o].value->type) < 0) continue;
+        int in = -1;
+        for (int i = 0; i < g->n_inputs; i++)
+          if (strcmp(g->inputs[i]->name, g->outputs[o].name) == 0) in = i;
+        CHECK(in >= 0);
+        if (in < 0) continue;
+        const pass_loc *lo = &plan->loc[g->outputs[o].value->id], *li = &plan->loc[g->inputs[in]->id];
+        CHECK(lo->space == PASS_SPACE_INPUT && lo->index == in); /* the updated cache in the input's buffer */
+        CHECK(ir_type_equal(&g->inputs[in]->type, &g->outputs[o].value->type));
+        bytes += (long long)li->bytes;
+      }
+      pass_plan_free(plan);
+      free(donate);
+    }
+    ir_graph_free(g);
+  }
+  free(text);
+  return bytes;
+}
+
+static void test_kv_cache_tp(void) {
+  ir_diag *d = ir_diag_new(stderr);
+  long long one = decode_cache_bytes(1, d), two = decode_cache_bytes(2, d);
+  printf("KV cache of llama tiny nKV=2 (2 layers x k, v of [1, 2, 16, 8] f32): %lld bytes per rank on tp=1, %lld on "
+         "tp=2\n", one, two);
+  CHECK_EQ_INT(one, 2 * 2 * 2 * 16 * 8 * 4);
+  CHECK_EQ_INT(two * 2, one);
+  ir_diag_free(d);
+  /* tp = 4 does not divide the 2 kv heads: refused, naming the cache and the line */
+  char *buf = NULL;
+  size_t blen = 0;
+  FILE *f = open_memstream(&buf, &blen);
+  d = ir_diag_new(f);
+  CHECK_EQ_INT(decode_cache_bytes(4, d), -1);
+  ir_diag_free(d);
+  fclose(f);
+  CHECK(buf && strstr(buf, "examples/llama.tg:") &&
+        strstr(buf, "error: tensor parallelism (tp = 4) splits the KV cache cache.k.0 (f32[1, 2, 16, 8]) along its 2 "
+                    "kv heads (dim 1), which do not divide by 4"));
+  if (buf && !strstr(buf, "cache.k.0")) fprintf(stderr, "got: %s\n", buf);
+  free(buf);
+}
+
 int main(void) {
   test_rule_table();
   test_gpt_dp();
@@ -351,5 +440,6 @@ int main(void) {
   test_gpt_vocab();
   test_gpt_vocab_padded();
   test_llama();
+  test_kv_cache_tp();
   return check_done();
 }

@@ -188,6 +188,18 @@ static void test_step_roofline(void) {
   pass_roofline_of(g, &c, &r);
   CHECK_NEAR(r.rows[0].time, 8.96, 1e-15); /* 1024 / 2000 < 896 / 100 */
   CHECK_NEAR(r.peak, 2000, 0);
+  CHECK(r.rows[0].launches == 1 && r.launches == 1 && !r.rows[0].launch_bound && r.launch_time == 0); /* one product */
+  pass_roofline_free(&r);
+  /* the launch floor: 1 call of 10 s on a target that launches slowly is
+   * launch-bound, and adds 10 - 8.96 s to the step */
+  t.launch = 10;
+  pass_roofline_of(g, &c, &r);
+  CHECK_NEAR(r.rows[0].time, 10, 0);
+  CHECK(r.rows[0].launch_bound);
+  CHECK_NEAR(r.launch_time, 10 - 8.96, 1e-14);
+  CHECK_NEAR(r.phase_time[PASS_PHASE_FORWARD], 10, 0);
+  CHECK_NEAR(r.kinds[IR_OP_MATMUL].time, 10, 0);
+  CHECK_NEAR(r.kinds[IR_OP_MATMUL].launches, 1, 0);
   pass_roofline_free(&r);
   ir_graph_free(g);
 }
