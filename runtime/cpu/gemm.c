@@ -317,15 +317,23 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 #define PACK_S PACK
 #endif
 
+/* The depth of a K block. KC, except when C is wider than one NC block of
+ * columns and K at most 3 KC (the LM head's logits: N = V, K = D): then all
+ * of K, so that each element of C is written once instead of stored and
+ * reloaded per K block from beyond the caches (C's NC-wide block of every
+ * row does not stay cached from one K block to the next). The chains are
+ * the same: a K block continues them from C exactly. */
+static int64_t kc_block(int64_t N, int64_t K) { return N > NC && K <= 3 * KC ? K : KC; }
+
 #define GEMM_BODY(T, MR_, NR_, UK, PK, EDGE)                                                                           \
   const int mr = MR_, nr = NR_;                                                                             \
   int64_t nc_max = min64(NC, (N + nr - 1) / nr * nr);                                                       \
-  int64_t kc_max = min64(KC, K);                                                                            \
+  int64_t kcb = kc_block(N, K), kc_max = min64(kcb, K);                                                    \
   T *bp = buf, *ap = bp + kc_max * nc_max;                                                                  \
   for (int64_t jc = 0; jc < N; jc += NC) {                                                                  \
     int64_t nc = min64(NC, N - jc), npanels = (nc + nr - 1) / nr;                                           \
-    for (int64_t pc = 0; pc < K; pc += KC) {                                                                \
-      int64_t kc = min64(KC, K - pc);                                                                       \
+    for (int64_t pc = 0; pc < K; pc += kcb) {                                                               \
+      int64_t kc = min64(kcb, K - pc);                                                                      \
       bool first = pc == 0;                                                                                 \
       for (int64_t q = 0; q < npanels; q++) {                                                              \
         PK(T, bp + q * kc * nr, nr, min64(nr, N - (jc + q * nr)), kc, B, ldb, !tb, pc, jc + q * nr);        \
@@ -360,7 +368,7 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 #define EDGE_D(h) (arch.d)
 
 static size_t scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) {
-  int64_t nc = min64(NC, (N + nr - 1) / nr * nr), mc = min64(MC, (M + mr - 1) / mr * mr), kc = min64(KC, K);
+  int64_t nc = min64(NC, (N + nr - 1) / nr * nr), mc = min64(MC, (M + mr - 1) / mr * mr), kc = min64(kc_block(N, K), K);
   return (size_t)(kc * nc + kc * mc);
 }
 

@@ -442,7 +442,7 @@ static int att_heads_run(const rt_kctx *k, unsigned in_mask, unsigned out_mask, 
     if (is_in) att_swap_tensor(c, t), in[j] = c;
     else memset(c->data, 0, t->nbytes), out[j] = c; /* zero-filled, as the executor gives results */
   }
-  rt_kctx inner = {n, in, out, k->err, k->errlen};
+  rt_kctx inner = {.node = n, .in = in, .out = out, .err = k->err, .errlen = k->errlen};
   int rc = ok ? fn(&inner) : -1;
   if (!ok) rt_kerr(k, "%s %%%s: out of memory", ir_op_name(n->op), rt_value_name(n->out[0]));
   for (int i = 0; rc == 0 && i < n->n_out; i++)

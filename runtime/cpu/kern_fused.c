@@ -589,8 +589,12 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
   int64_t units = rows * nch;
   int ni = p.n;
   bool oom = false;
+  int64_t *counts = k->result_nonfinite; /* counted as stored (cpu.c folds count_nonfinite into this pass) */
+  for (int q = 0; counts && q < n_outs; q++)
+    if (k->count_results >> q & 1) counts[q] = 0;
 #pragma omp parallel if (total > RT_PAR_MIN && units > 1)
   {
+    int64_t counted[IR_FUSED_MAX_RESULTS] = {0};
     size_t thread_mark = rt_scratch_mark();
     regs r = {.fv = scratch_zero((size_t)(ni) * sizeof *r.fv), .dv = scratch_zero((size_t)(ni) * sizeof *r.dv),
               .fs = rt_scratch_push((size_t)ni * (size_t)rw * sizeof(float)), .ds = rt_scratch_push((size_t)ni * (size_t)rw * sizeof(double)),
@@ -630,7 +634,14 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
         lp[o].off += j0 * lp[o].step;
       }
       eval_chunk(&p, &r, lp, n, outs, row * inner + j0);
+      for (int q = 0; counts && q < n_outs; q++) /* the chunk just stored, still in cache */
+        if (k->count_results >> q & 1) counted[q] += rt_count_nonfinite_range(outs[q], row * inner + j0, n);
     }
+    for (int q = 0; counts && q < n_outs; q++)
+      if (k->count_results >> q & 1) {
+#pragma omp atomic
+        counts[q] += counted[q];
+      }
     rt_scratch_pop(thread_mark);
   }
   if (oom) {
@@ -666,7 +677,7 @@ int rt_kern_fused(const rt_kctx *k) {
     rt_kerr(k, "fused: %d results (1 to %d)", k->node->n_out, IR_FUSED_MAX_RESULTS);
     return -1;
   }
-  if (rt_kern_fused_cast(k, expr)) return 0;
+  if (!k->result_nonfinite && rt_kern_fused_cast(k, expr)) return 0; /* counting: the chunked loop counts */
   return fused_run(k, expr, k->in, k->node->n_in, k->out, k->node->n_out);
 }
 

@@ -8,6 +8,8 @@
  * index space. Threads only split the set of result elements, so the
  * result is the same for any OMP_NUM_THREADS and run to run.
  */
+#include <omp.h>
+
 #include "kernels.h"
 #include "scalar.h" /* ir_s_square: sum_squares squares as the square op does */
 
@@ -252,6 +254,46 @@ int rt_kern_rmsnorm(const rt_kctx *k) {
  * The forward's y = xhat gamma (+ beta) differentiated as passes/vjp.c
  * expanded it before. Rows in parallel for dx, then blocks of columns in
  * parallel for dgamma / dbeta, each column summed in row order. */
+/* The f32 form of the rows of norm_grad below (x, gamma, dy, dx all f32):
+ * the same expressions in the same order on the same doubles, for R rows at
+ * once (j outer, rows inner), so that each row's sequential sums (latency
+ * bound one at a time) run as R independent chains. mean, rstd into st. */
+enum { NG_ROWS = 8 };
+static void norm_grad_rows_f32(bool ln, double eps, int64_t D, int64_t r0, int64_t nr, const float *x,
+                               const float *gamma, const float *dy, float *dx, double *st) {
+  double mean[NG_ROWS] = {0}, var[NG_ROWS] = {0}, m1[NG_ROWS] = {0}, m2[NG_ROWS] = {0}, rstd[NG_ROWS];
+  const float *xr[NG_ROWS], *dyr[NG_ROWS];
+  for (int64_t i = 0; i < nr; i++) xr[i] = x + (r0 + i) * D, dyr[i] = dy + (r0 + i) * D;
+  if (ln) {
+    for (int64_t j = 0; j < D; j++)
+      for (int64_t i = 0; i < nr; i++) mean[i] += (double)xr[i][j];
+    for (int64_t i = 0; i < nr; i++) mean[i] /= (double)D;
+  }
+  for (int64_t j = 0; j < D; j++)
+    for (int64_t i = 0; i < nr; i++) {
+      double c = (double)xr[i][j] - mean[i];
+      var[i] += c * c;
+    }
+  for (int64_t i = 0; i < nr; i++) rstd[i] = 1.0 / sqrt(var[i] / (double)D + eps);
+  for (int64_t j = 0; j < D; j++)
+    for (int64_t i = 0; i < nr; i++) {
+      double gh = (double)dyr[i][j] * (double)gamma[j];
+      m1[i] += gh;
+      m2[i] += gh * ((double)xr[i][j] - mean[i]) * rstd[i];
+    }
+  for (int64_t i = 0; i < nr; i++) {
+    double a1 = ln ? m1[i] / (double)D : 0, a2 = m2[i] / (double)D, rs = rstd[i], mu = mean[i];
+    float *o = dx + (r0 + i) * D;
+    for (int64_t j = 0; j < D; j++) {
+      double gh = (double)dyr[i][j] * (double)gamma[j];
+      double xhat = ((double)xr[i][j] - mu) * rs;
+      o[j] = ir_round_f32((gh - xhat * a2 - a1) * rs);
+    }
+    st[2 * (r0 + i)] = mu;
+    st[2 * (r0 + i) + 1] = rs;
+  }
+}
+
 int rt_kern_norm_grad(const rt_kctx *k) {
   const rt_tensor *x = k->in[0], *gamma = k->in[1], *dy = k->in[2];
   bool ln = k->node->op == IR_OP_LAYERNORM_GRAD;
@@ -265,8 +307,13 @@ int rt_kern_norm_grad(const rt_kctx *k) {
     rt_kerr(k, "%s %%%s: out of scratch memory", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
     return -1;
   }
+  bool f32 = xdt == IR_DT_F32 && gdt == IR_DT_F32 && odt == IR_DT_F32;
+#pragma omp parallel for schedule(static) if (f32 && rows * D > RT_PAR_MIN && rows > NG_ROWS)
+  for (int64_t r0 = 0; r0 < (f32 ? rows : 0); r0 += NG_ROWS)
+    norm_grad_rows_f32(ln, eps, D, r0, rows - r0 < NG_ROWS ? rows - r0 : NG_ROWS, x->data, gamma->data, dy->data,
+                       k->out[0]->data, st);
 #pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
-  for (int64_t r = 0; r < rows; r++) {
+  for (int64_t r = 0; r < (f32 ? 0 : rows); r++) {
     const int64_t base = r * D;
     double mean = 0, var = 0, m1 = 0, m2 = 0;
     if (ln) {
@@ -298,7 +345,16 @@ int rt_kern_norm_grad(const rt_kctx *k) {
   for (int64_t j0 = 0; j0 < D; j0 += COLS) {
     double sg[COLS] = {0}, sb[COLS] = {0};
     int64_t n = D - j0 < COLS ? D - j0 : COLS;
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r = 0; r < rows && f32; r++) { /* the same, on the floats as stored */
+      const float *dyr = (const float *)dy->data + r * D + j0, *xr = (const float *)x->data + r * D + j0;
+      double mu = st[2 * r], rs = st[2 * r + 1];
+      for (int64_t j = 0; j < n; j++) {
+        double g = dyr[j];
+        sg[j] += g * ((double)xr[j] - mu) * rs;
+        sb[j] += g;
+      }
+    }
+    for (int64_t r = 0; r < rows && !f32; r++)
       for (int64_t j = 0; j < n; j++) {
         double g = rt_load(xdt, dy->data, r * D + j0 + j);
         sg[j] += g * (rt_load(xdt, x->data, r * D + j0 + j) - st[2 * r]) * st[2 * r + 1];
@@ -352,31 +408,36 @@ int rt_kern_argmax(const rt_kctx *k) {
   return 0;
 }
 
-/* Elements of x that are Inf or NaN (exponent bits all ones), in one threaded pass. */
+int64_t rt_count_nonfinite_range(const rt_tensor *x, int64_t i0, int64_t n) {
+  ir_dtype dt = x->type.dtype;
+  if (n <= 0) return 0; /* an empty tensor's data may be NULL */
+  if (dt == IR_DT_F64) return rt_count_ones_u64((const uint64_t *)x->data + i0, n, 0x7ff0000000000000ull);
+  if (dt == IR_DT_F32) return rt_count_ones_u32((const uint32_t *)x->data + i0, n, 0x7f800000u);
+  if (dt == IR_DT_BF16 || dt == IR_DT_F16)
+    return rt_count_ones_u16((const uint16_t *)x->data + i0, n, dt == IR_DT_BF16 ? 0x7f80 : 0x7c00);
+  return 0;
+}
+
+/* Elements of x that are Inf or NaN (exponent bits all ones), in one
+ * threaded pass: each thread counts a contiguous range (vec_math.c). */
 static int64_t count_nonfinite_of(const rt_tensor *x) {
   int64_t n = rt_numel(&x->type), bad = 0;
-  ir_dtype dt = x->type.dtype;
-  if (dt == IR_DT_F64) {
-    const uint64_t *b = x->data;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
-  } else if (dt == IR_DT_F32) {
-    const uint32_t *b = x->data;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & 0x7f800000u) == 0x7f800000u;
-  } else if (dt == IR_DT_BF16 || dt == IR_DT_F16) {
-    const uint16_t *b = x->data;
-    uint16_t e = dt == IR_DT_BF16 ? 0x7f80 : 0x7c00;
-#pragma omp parallel for schedule(static) reduction(+ : bad) if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) bad += (b[i] & e) == e;
+#pragma omp parallel reduction(+ : bad) if (n > RT_PAR_MIN)
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t i0 = n * t / nt, i1 = n * (t + 1) / nt;
+    bad += rt_count_nonfinite_range(x, i0, i1 - i0);
   }
   return bad;
 }
 
-/* The Inf / NaN elements of every operand (integers: any order gives the same count). */
+/* The Inf / NaN elements of every operand (integers: any order gives the
+ * same count); an operand its producer counted (k->operand_nonfinite) is not
+ * read again. */
 int rt_kern_count_nonfinite(const rt_kctx *k) {
   int64_t bad = 0;
-  for (int i = 0; i < k->node->n_in; i++) bad += count_nonfinite_of(k->in[i]);
+  for (int i = 0; i < k->node->n_in; i++)
+    bad += k->operand_nonfinite && k->operand_nonfinite[i] >= 0 ? k->operand_nonfinite[i] : count_nonfinite_of(k->in[i]);
   *(int64_t *)k->out[0]->data = bad;
   return 0;
 }

@@ -28,7 +28,20 @@ typedef struct {
   rt_tensor *const *out;      /* node->n_out results, allocated and zeroed */
   char *err;                  /* message buffer for failures */
   size_t errlen;
+  /* The non-finite count folded into the pass that writes the values
+   * (cpu.c's prepare: a count_nonfinite whose operands a fused node
+   * computes). fused: when result_nonfinite is set, result r with bit r of
+   * count_results gets the Inf / NaN elements it stored into
+   * result_nonfinite[r]. count_nonfinite: when operand_nonfinite is set,
+   * operand i whose operand_nonfinite[i] >= 0 was counted so by its
+   * producer in this run (not read again). */
+  int64_t *result_nonfinite;
+  unsigned count_results;
+  const int64_t *operand_nonfinite;
 } rt_kctx;
+/* cpu.c: the count_nonfinite operands a prepared program's fused kernels
+ * count as they store them (the backend's program state; tests). */
+int rt_cpu_folded_counts(const void *state);
 
 typedef int (*kernel_fn)(const rt_kctx *k);
 void rt_kerr(const rt_kctx *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -87,6 +100,9 @@ int rt_kern_argmax(const rt_kctx *k);
  * a NaN after index 0 never wins): argmax's line. */
 int64_t rt_argmax_line(ir_dtype dt, const void *data, int64_t base, int64_t n, int64_t inner);
 int rt_kern_count_nonfinite(const rt_kctx *k);
+/* Elements of x[i0, i0 + n) that are Inf or NaN (0 for non-float dtypes), on
+ * the calling thread. */
+int64_t rt_count_nonfinite_range(const rt_tensor *x, int64_t i0, int64_t n);
 int rt_kern_sum_squares(const rt_kctx *k);
 /* kern_nn.c */
 int rt_kern_const(const rt_kctx *k);
@@ -188,6 +204,11 @@ void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double 
 /* o[j] = f32((e[j] / sum) * scale), j < n. */
 void rt_softmax_scaled_f32(float *o, const double *e, double sum, double scale, int64_t n);
 
+/* vec_math.c: elements of b[0..n) with every bit of mask set (mask: the
+ * exponent bits of a float type, the Inf / NaN elements). */
+int64_t rt_count_ones_u16(const uint16_t *b, int64_t n, uint16_t mask);
+int64_t rt_count_ones_u32(const uint32_t *b, int64_t n, uint32_t mask);
+int64_t rt_count_ones_u64(const uint64_t *b, int64_t n, uint64_t mask);
 /* sum of e[0..n) in 16 interleaved lanes, then the lanes in order (vec_math.c) */
 double rt_sum_lanes(const double *e, int64_t n);
 

@@ -80,3 +80,25 @@ RT_CLONES double rt_sum_lanes(const double *e, int64_t n) {
   for (int l = 0; l < L; l++) s += acc[l];
   return s;
 }
+
+/* The elements of b[0..n) whose bits under mask are all ones (exponent all
+ * ones: Inf or NaN), per width of element. Blocks of at most 2^16 elements
+ * count in 16 lanes of the element's own width (no widening in the loop:
+ * vector compares and subtracts), then add into the 64-bit total. */
+#define COUNT_ONES(name, T)                                                     \
+  RT_CLONES int64_t name(const T *b, int64_t n, T mask) {                      \
+    enum { L = 16, BLOCK = 1 << 15 };                                           \
+    int64_t total = 0;                                                          \
+    for (int64_t j0 = 0; j0 < n; j0 += BLOCK) {                                 \
+      int64_t e = n - j0 < BLOCK ? n : j0 + BLOCK, j = j0;                      \
+      T acc[L] = {0};                                                           \
+      for (; j + L <= e; j += L)                                                \
+        for (int l = 0; l < L; l++) acc[l] += (T)((b[j + l] & mask) == mask);   \
+      for (; j < e; j++) total += (b[j] & mask) == mask;                        \
+      for (int l = 0; l < L; l++) total += acc[l];                              \
+    }                                                                           \
+    return total;                                                               \
+  }
+COUNT_ONES(rt_count_ones_u16, uint16_t)
+COUNT_ONES(rt_count_ones_u32, uint32_t)
+COUNT_ONES(rt_count_ones_u64, uint64_t)

@@ -8,6 +8,7 @@
  *   - all four transpose cases, leading dimensions wider than the matrix;
  *   - sizes that are not multiples of the micro-tile (edges), K across
  *     several KC blocks, N across several NC blocks, M across MC blocks,
+ *     C wider than NC with K in one block (up to 3 KC) or in several,
  *     tall (split by rows) and wide (split by columns) products;
  *   - 1, 2 and 3 threads, and a call made inside a parallel region;
  *   - bottom-edge tiles of 4 and 8 rows (the shorter kernels);
@@ -110,6 +111,7 @@ static void test_shapes(void) {
       {200, 9, 40}, {7, 400, 40}, {150, 40, 33},                               /* tall, wide, M across MC */
       {5, 3100, 3}, {64, 64, 64}, {2, 1, 600},                                  /* N across NC; K across 3 blocks */
       {20, 64, 300}, {256, 96, 40},                                            /* bottom edges of 8 and 4 rows */
+      {3, 3300, 520}, {2, 3100, 769}, /* wider than NC (one thread): K <= 3 KC in one block (kc_block), K > 3 KC not */
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int t = 0; t < 4; t++) run_case(shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t & 2, i % 3 == 1 ? 3 : 0);

@@ -714,6 +714,99 @@ static void test_argmax_nonfinite(void) {
   tc_end(&c);
 }
 
+/* count_nonfinite's vector loops (vec_math.c: 16 lanes in blocks of 2^15
+ * elements, one contiguous range per thread) against isfinite element by
+ * element: every float dtype, a length that is no multiple of 16 and spans
+ * several blocks and threads, Inf, -Inf and NaN of either sign planted at
+ * the lanes', blocks' and halves' edges. Exact. */
+static void test_count_nonfinite_long(void) {
+  static const ir_dtype dts[] = {IR_DT_F32, IR_DT_F64, IR_DT_BF16, IR_DT_F16};
+  const int64_t n = 3 * 32768 + 4103;
+  const int64_t at[] = {0, 1, 15, 16, 17, 32767, 32768, 32769, n / 2 - 1, n / 2, 65535, 65536, n - 17, n - 2, n - 1};
+  const double special[] = {NAN, INFINITY, -INFINITY, -NAN};
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+    tcase c;
+    tc_begin(&c, "count_nonfinite long");
+    tc_input(&c, (ir_type){.dtype = dts[d], .rank = 1, .dims = {n}}, 0, 1e3, 0);
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+      if (i % 5 != 3) rt_tensor_set(c.tin[0], at[i], special[i % 4]); /* a few edges stay finite */
+    rt_tensor_set(c.tin[0], 1000, 1e300); /* f32 and narrower: overflows to Inf as stored */
+    double want = 0;
+    for (int64_t i = 0; i < n; i++) want += !isfinite(rt_tensor_get(c.tin[0], i));
+    CHECK(want >= 11);
+    if (tc_run(&c, IR_OP_COUNT_NONFINITE, NULL, 0, NULL) == 0) compare(ir_dtype_name(dts[d]), c.out[0], &want, 0);
+    tc_end(&c);
+  }
+}
+
+/* The count folded into its producer (cpu.c's prepare, kern_fused.c): a
+ * count_nonfinite over two results of one fused node (f32, and bf16 that
+ * overflows only as stored), over a fused node that is one conversion (the
+ * fast cast pass, which must count too) and over an input it must still
+ * read. prepare folds the three; the count run through a program equals the elements of
+ * the results, computed here from the definitions, and of the input that
+ * are Inf or NaN. Rows longer than a chunk, split between threads. */
+static void test_count_folded(void) {
+  const int64_t R = 9, C = 1300;
+  tcase c;
+  tc_begin(&c, "count folded");
+  ir_value *ops[2] = {tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0), tc_input(&c, T(IR_DT_F32, 1, D(C)), 0, 1, 0)};
+  tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0);
+  rt_tensor *x = c.tin[0], *y = c.tin[1], *z = c.tin[2];
+  rt_tensor_set(x, 3, NAN), rt_tensor_set(x, 2 * C + 700, INFINITY), rt_tensor_set(x, 5 * C + 1299, -INFINITY);
+  rt_tensor_set(x, 4 * C + 10, 3e38), rt_tensor_set(y, 10, 1.5f); /* x y overflows f32 */
+  rt_tensor_set(x, 6 * C + 20, 3.4e38), rt_tensor_set(y, 20, 1);   /* x / y: finite f32, Inf as bf16 */
+  rt_tensor_set(y, 600, 0);                                       /* x / 0: Inf in every row */
+  rt_tensor_set(z, 7, NAN), rt_tensor_set(z, R * C - 1, INFINITY);
+  char err[512];
+  ir_attr ex = ir_attr_str("expr", "(mul $0 $1);(cast bf16 (div $0 $1))");
+  ir_node *f = ir_graph_build(c.g, IR_OP_FUSED, ops, 2, &ex, 1, NULL, "r", NOLOC, err, sizeof err);
+  CHECK(f != NULL);
+  if (!f) {
+    fprintf(stderr, "%s\n", err);
+    tc_end(&c);
+    return;
+  }
+  ir_attr cx = ir_attr_str("expr", "(cast bf16 $0)"); /* one conversion: kern_cast.c's pass unless counting */
+  ir_node *fc = ir_graph_build(c.g, IR_OP_FUSED, ops, 1, &cx, 1, NULL, "h", NOLOC, err, sizeof err);
+  CHECK(fc != NULL);
+  if (!fc) {
+    tc_end(&c);
+    return;
+  }
+  ir_value *cin[4] = {f->out[0], f->out[1], c.in[2], fc->out[0]};
+  ir_node *cn = ir_graph_build(c.g, IR_OP_COUNT_NONFINITE, cin, 4, NULL, 0, NULL, "bad", NOLOC, err, sizeof err);
+  CHECK(cn != NULL);
+  if (!cn) {
+    tc_end(&c);
+    return;
+  }
+  ir_graph_add_output(c.g, "bad", cn->out[0]);
+  ir_graph_add_output(c.g, "r0", f->out[0]); /* a result that is also an output (the new parameters) */
+  ir_diag *dg = ir_diag_new(stderr);
+  CHECK_EQ_INT(ir_verify(c.g, dg), 0);
+  ir_diag_free(dg);
+  void *state = NULL;
+  CHECK_EQ_INT(rt_cpu_backend.prepare(NULL, c.g, NULL, NULL, 0, &state, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_cpu_folded_counts(state), 3);
+  rt_cpu_backend.release(NULL, state);
+  double want = 0;
+  for (int64_t i = 0; i < R * C; i++) {
+    double a = rt_tensor_get(x, i), b = rt_tensor_get(y, i % C);
+    double r0 = ir_round_to_dtype(IR_DT_F32, a * b);
+    double r1 = ir_round_to_dtype(IR_DT_BF16, ir_round_to_dtype(IR_DT_F32, a / b));
+    want += !isfinite(r0) + !isfinite(r1) + !isfinite(rt_tensor_get(z, i));
+    want += !isfinite(ir_round_to_dtype(IR_DT_BF16, a));
+  }
+  CHECK(want == R + 14); /* the planted ones */
+  rt_stats st = {0};
+  int rc = rt_run(&rt_cpu_backend, c.g, c.tin, NULL, c.out, &st, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "count folded: %s\n", err);
+  CHECK_EQ_INT(rc, 0);
+  if (rc == 0) compare("count folded", c.out[0], &want, 0);
+  tc_end(&c);
+}
+
 /* sum_squares of several tensors: each tensor's squares added in order from
  * 0 in double, the tensors' sums left to right, as reduce_sum(square(cast
  * f64 x)) and a chain of adds compute them (the rewrite it comes from must
@@ -879,6 +972,66 @@ static void test_norm_grads(void) {
         }
         tc_end(&c);
       }
+}
+
+/* layernorm_grad / rmsnorm_grad in f32 (kern_reduce.c's f32 rows, several
+ * rows' sums interleaved) against the formulas of its comment computed here
+ * one row and one column at a time, in double, each sum in order: exact.
+ * Row counts below, at and past the interleave and not a multiple of it. */
+static void test_norm_grads_f32_exact(void) {
+  static const int64_t shapes[][2] = {{7, 37}, {8, 5}, {300, 96}, {19, 768}};
+  for (int rms = 0; rms < 2; rms++)
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+      ir_op op = rms ? IR_OP_RMSNORM_GRAD : IR_OP_LAYERNORM_GRAD;
+      int64_t R = shapes[sh][0], Dm = shapes[sh][1];
+      tcase c;
+      tc_begin(&c, "norm_grad f32 exact");
+      tc_input(&c, T(IR_DT_F32, 2, D(R), D(Dm)), 2, 2, 0.5);
+      tc_input(&c, T(IR_DT_F32, 1, D(Dm)), 2, 1, 1);
+      tc_input(&c, T(IR_DT_F32, 2, D(R), D(Dm)), 2, 1, 0);
+      ir_attr eps = ir_attr_float("eps", 1e-5);
+      if (tc_run(&c, op, &eps, 1, NULL) == 0) {
+        double *dx = calloc((size_t)(R * Dm), sizeof *dx), *dg = calloc((size_t)Dm, sizeof *dg);
+        double *db = calloc((size_t)Dm, sizeof *db), *mu = calloc((size_t)R, sizeof *mu);
+        double *rs = calloc((size_t)R, sizeof *rs);
+        const rt_tensor *x = c.tin[0], *gm = c.tin[1], *dy = c.tin[2];
+        for (int64_t r = 0; r < R; r++) {
+          double mean = 0, var = 0, m1 = 0, m2 = 0;
+          for (int64_t j = 0; j < Dm && !rms; j++) mean += rt_tensor_get(x, r * Dm + j);
+          mean = rms ? 0 : mean / (double)Dm;
+          for (int64_t j = 0; j < Dm; j++) {
+            double d = rt_tensor_get(x, r * Dm + j) - mean;
+            var += d * d;
+          }
+          double rstd = 1.0 / sqrt(var / (double)Dm + 1e-5);
+          for (int64_t j = 0; j < Dm; j++) {
+            double gh = rt_tensor_get(dy, r * Dm + j) * rt_tensor_get(gm, j);
+            m1 += gh;
+            m2 += gh * (rt_tensor_get(x, r * Dm + j) - mean) * rstd;
+          }
+          m1 = rms ? 0 : m1 / (double)Dm;
+          m2 /= (double)Dm;
+          for (int64_t j = 0; j < Dm; j++) {
+            double gh = rt_tensor_get(dy, r * Dm + j) * rt_tensor_get(gm, j);
+            double xhat = (rt_tensor_get(x, r * Dm + j) - mean) * rstd;
+            dx[r * Dm + j] = (float)((gh - xhat * m2 - m1) * rstd);
+          }
+          mu[r] = mean, rs[r] = rstd;
+        }
+        for (int64_t j = 0; j < Dm; j++)
+          for (int64_t r = 0; r < R; r++) {
+            double g = rt_tensor_get(dy, r * Dm + j);
+            dg[j] += g * (rt_tensor_get(x, r * Dm + j) - mu[r]) * rs[r];
+            db[j] += g;
+          }
+        for (int64_t j = 0; j < Dm; j++) dg[j] = (float)dg[j], db[j] = (float)db[j];
+        compare("norm_grad f32 dx", c.out[0], dx, 0);
+        compare("norm_grad f32 dgamma", c.out[1], dg, 0);
+        if (!rms) compare("norm_grad f32 dbeta", c.out[2], db, 0);
+        free(dx), free(dg), free(db), free(mu), free(rs);
+      }
+      tc_end(&c);
+    }
 }
 
 static void test_embedding(void) {
@@ -1704,9 +1857,12 @@ int main(void) {
   test_reduce();
   test_softmax();
   test_argmax_nonfinite();
+  test_count_nonfinite_long();
+  test_count_folded();
   test_sum_squares();
   test_norms();
   test_norm_grads();
+  test_norm_grads_f32_exact();
   test_embedding();
   test_cross_entropy();
   test_causal_mask();
