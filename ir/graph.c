@@ -173,6 +173,18 @@ static ir_value *new_value(ir_graph *g, const char *name, ir_type type, ir_role 
   return v;
 }
 
+int ir_graph_input_index(const ir_graph *g, const char *name) {
+  for (int i = 0; name && i < g->n_inputs; i++)
+    if (g->inputs[i]->name && strcmp(g->inputs[i]->name, name) == 0) return i;
+  return -1;
+}
+
+int ir_graph_output_index(const ir_graph *g, const char *name) {
+  for (int i = 0; name && i < g->n_outputs; i++)
+    if (g->outputs[i].name && strcmp(g->outputs[i].name, name) == 0) return i;
+  return -1;
+}
+
 ir_value *ir_graph_add_input(ir_graph *g, const char *name, ir_type type, ir_loc loc) {
   ir_value *v = new_value(g, name, type, IR_ROLE_INPUT, loc);
   PUSH(g->inputs, g->n_inputs, g->cap_inputs, v);

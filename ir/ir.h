@@ -399,6 +399,9 @@ void ir_graph_free(ir_graph *g);
 const char *ir_graph_unique_name(ir_graph *g, const char *hint);
 /* Finds a value by exact name; NULL if none. */
 ir_value *ir_graph_find_value(const ir_graph *g, const char *name);
+/* The index of the graph input / output named name; -1 if none. */
+int ir_graph_input_index(const ir_graph *g, const char *name);
+int ir_graph_output_index(const ir_graph *g, const char *name);
 
 ir_value *ir_graph_add_input(ir_graph *g, const char *name, ir_type type, ir_loc loc);
 ir_value *ir_graph_add_param(ir_graph *g, const char *name, ir_type type, ir_init init, ir_loc loc);

@@ -29,12 +29,6 @@
 #include "ir_die.h"
 #include "pass.h"
 
-static int find_output(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i].name && strcmp(g->outputs[i].name, name) == 0) return i;
-  return -1;
-}
-
 void pass_training_free(pass_training *t) {
   if (!t) return;
   ir_graph_free(t->step);
@@ -57,7 +51,7 @@ void pass_training_free(pass_training *t) {
 /* correct = reduce_sum(cast(eq(argmax(logits), targets), f64)), or NULL
  * when the model has no logits output or the targets do not fit them. */
 static ir_value *accuracy_nodes(ir_graph *g, int targets_input, int64_t *positions) {
-  int li = find_output(g, "logits");
+  int li = ir_graph_output_index(g, "logits");
   if (li < 0 || targets_input < 0 || targets_input >= g->n_inputs) return NULL;
   ir_value *c = pass_accuracy(g, g->outputs[li].value, g->inputs[targets_input]);
   if (c) *positions = ir_type_numel(&g->inputs[targets_input]->type);
@@ -93,7 +87,7 @@ static ir_value *pick_loss(ir_graph *g, ir_diag *d) {
     ir_error_plain(d, "the model has no parameters: there is nothing to train");
     return NULL;
   }
-  int li = find_output(g, "loss");
+  int li = ir_graph_output_index(g, "loss");
   if (li < 0) li = 0;
   ir_value *loss = g->outputs[li].value;
   if (loss->type.rank != 0 || !ir_dtype_is_float(loss->type.dtype)) {
@@ -141,7 +135,7 @@ static ir_node *add_grad(ir_graph *g, ir_value *loss, ir_diag *d) { return add_g
 static int add_training_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *d) {
   ir_value *loss = pick_loss(g, d);
   if (!loss) return -1;
-  int li = find_output(g, "loss");
+  int li = ir_graph_output_index(g, "loss");
   const char *loss_name = li >= 0 ? "loss" : g->outputs[0].name;
   ir_node *gn = add_grad(g, loss, d);
   if (!gn) return -1;
@@ -158,7 +152,7 @@ static int add_training_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *
  * the [..., V] logits whole and fuse-lm-head may fuse the head with its
  * loss. The output named "logits" goes unless it is the loss k. */
 static void drop_logits(ir_graph *g, int k) {
-  int gi = find_output(g, "logits");
+  int gi = ir_graph_output_index(g, "logits");
   if (gi < 0 || gi == k || g->outputs[gi].value == g->outputs[k].value) return;
   memmove(g->outputs + gi, g->outputs + gi + 1, sizeof *g->outputs * (size_t)(g->n_outputs - gi - 1));
   g->n_outputs--;
@@ -183,7 +177,7 @@ static int add_any_grad(ir_graph *g, pass_train_graph_info *info, ir_diag *d) {
     ir_error_plain(d, "%s has no outputs: nothing to differentiate", g->source_file ? g->source_file : g->name);
     return -1;
   }
-  int k = find_output(g, "loss");
+  int k = ir_graph_output_index(g, "loss");
   if (k < 0) k = 0;
   ir_value *loss = g->outputs[k].value;
   info->loss_name = strdup(g->outputs[k].name);

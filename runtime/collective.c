@@ -169,7 +169,8 @@ void rt_coll_free(rt_coll *c) {
 void rt_coll_reset(rt_coll *c) { c->head = c->tail = 0; }
 
 int rt_coll_index(const rt_coll *c, const ir_node *n) {
-  for (int i = 0; i < c->g->n_nodes; i++)
+  if (n->id >= 0 && n->id < c->g->n_nodes && c->g->nodes[n->id] == n) return c->of_node[n->id];
+  for (int i = 0; i < c->g->n_nodes; i++) /* ids not dense (an uncompacted graph) */
     if (c->g->nodes[i] == n) return c->of_node[i];
   return -1;
 }

@@ -33,16 +33,6 @@ struct rt_generator {
   float *host_logits;      /* the prefill's whole logits */
 };
 
-static int find_input(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_inputs; i++)
-    if (strcmp(g->inputs[i]->name, name) == 0) return i;
-  return -1;
-}
-static int find_output(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (strcmp(g->outputs[i].name, name) == 0) return i;
-  return -1;
-}
 
 void rt_generator_free(rt_generator *r) {
   if (!r) return;
@@ -103,8 +93,8 @@ rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dop
     for (int i = 0; i < r->g[k]->n_inputs; i++)
       if (!(r->in[k][i] = rt_device_tensor_new(r->dev, &r->g[k]->inputs[i]->type, err, errlen))) goto fail;
   for (int k = 0; k < 2; k++) {
-    r->tokens[k] = find_input(r->g[k], "tokens");
-    r->logits[k] = find_output(r->g[k], "logits");
+    r->tokens[k] = ir_graph_input_index(r->g[k], "tokens");
+    r->logits[k] = ir_graph_output_index(r->g[k], "logits");
   }
   r->pos = pos_input >= 0 && pos_input < D->n_inputs ? pos_input : -1;
   if (r->tokens[0] < 0 || r->tokens[1] < 0 || r->logits[0] < 0 || r->logits[1] < 0 || r->pos < 0) {
@@ -112,7 +102,7 @@ rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dop
     goto fail;
   }
   for (int o = 0; o < P->n_outputs; o++) {
-    r->cache_src[o] = strncmp(P->outputs[o].name, "cache.", 6) == 0 ? find_input(D, P->outputs[o].name) : -1;
+    r->cache_src[o] = strncmp(P->outputs[o].name, "cache.", 6) == 0 ? ir_graph_input_index(D, P->outputs[o].name) : -1;
     if (r->cache_src[o] >= 0) r->donate[r->cache_src[o]] = true;
   }
   rt_program_options po = {.comm = r->comm};
@@ -173,7 +163,7 @@ int rt_generator_decode(rt_generator *r, int32_t id, int64_t pos, float *logits,
     return -1;
   if (rt_program_run(r->p[1], r->in[1], r->dparams, err, errlen) != 0) return -1;
   for (int o = 0; o < D->n_outputs; o++) {
-    int i = strncmp(D->outputs[o].name, "cache.", 6) == 0 ? find_input(D, D->outputs[o].name) : -1;
+    int i = strncmp(D->outputs[o].name, "cache.", 6) == 0 ? ir_graph_input_index(D, D->outputs[o].name) : -1;
     if (i < 0) continue;
     if (to_cache(r, i, rt_program_output(r->p[1], o), err, errlen) != 0) return -1;
   }

@@ -228,23 +228,12 @@ static char *decode_ids(const rt_tokenizer *tk, const int32_t *ids, size_t n, si
   return s;
 }
 
-/* The input named name, or -1. */
-static int input_index(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_inputs; i++)
-    if (strcmp(g->inputs[i]->name, name) == 0) return i;
-  return -1;
-}
-static int output_index(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (strcmp(g->outputs[i].name, name) == 0) return i;
-  return -1;
-}
 
 /* The generation loop on a compiled g: ids (room for max_new more) grows
  * by max_new tokens; -1 after reporting. */
 static int generate(const tool_backend *tb, tool_mesh_run *mr, const ir_graph *g, const ir_graph *gw,
                     const gen_opts *o, int32_t *ids, size_t n_prompt, tool_slots *s, ir_diag *d) {
-  int ti = input_index(gw, "tokens"), li = output_index(gw, "logits");
+  int ti = ir_graph_input_index(gw, "tokens"), li = ir_graph_output_index(gw, "logits");
   const ir_type *tt = &gw->inputs[ti]->type, *lt = &gw->outputs[li].value->type;
   int64_t T = tt->dims[1], V = lt->dims[lt->rank - 1];
   if (lt->dtype != IR_DT_F32)
@@ -280,9 +269,9 @@ static int generate(const tool_backend *tb, tool_mesh_run *mr, const ir_graph *g
 static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, const ir_graph *pre, const ir_graph *dec,
                            int pos_input, const gen_opts *o, int32_t *ids, size_t n_prompt,
                            rt_tensor *const *params, rt_tensor *const *dec_params, ir_diag *d) {
-  int li = output_index(pre, "logits");
+  int li = ir_graph_output_index(pre, "logits");
   const ir_type *lt = &pre->outputs[li].value->type;
-  int64_t T = pre->inputs[input_index(pre, "tokens")]->type.dims[1], V = lt->dims[lt->rank - 1];
+  int64_t T = pre->inputs[ir_graph_input_index(pre, "tokens")]->type.dims[1], V = lt->dims[lt->rank - 1];
   if (lt->dtype != IR_DT_F32)
     return ir_error_plain(d, "generate: the logits are %s; only f32 logits are read", ir_dtype_name(lt->dtype)), -1;
   char err[1024] = "";
@@ -398,7 +387,7 @@ static ir_graph *decode_graph(const tool_compile_opts *o, const ir_graph *whole,
 
 /* The model's shape for generation: an input tokens i32[1, T], an output logits [1, T, V]. */
 static int check_model(const ir_graph *g, const char *file, ir_diag *d) {
-  int ti = input_index(g, "tokens"), li = output_index(g, "logits");
+  int ti = ir_graph_input_index(g, "tokens"), li = ir_graph_output_index(g, "logits");
   if (ti < 0 || li < 0)
     return ir_error_plain(d, "%s: generate needs an input \"tokens\" and an output \"logits\" (as examples/gpt.tg)",
                           file),
@@ -533,7 +522,7 @@ int tool_cmd_generate(int argc, char **argv) {
   size_t n_prompt = 0;
   if (rc == 0 && encode_prompt(tk, go.prompt, &ids, &n_prompt, ed) != 0) rc = 1;
   if (rc == 0) {
-    int ti = input_index(gw, "tokens"), li = output_index(gw, "logits");
+    int ti = ir_graph_input_index(gw, "tokens"), li = ir_graph_output_index(gw, "logits");
     int64_t T = gw->inputs[ti]->type.dims[1], V = gw->outputs[li].value->type.dims[2];
     if (n_prompt == 0) {
       ir_error_plain(ed, "--prompt: the prompt has no tokens");
@@ -555,7 +544,7 @@ int tool_cmd_generate(int argc, char **argv) {
   char *dec_text = NULL;
   rt_tensor **local[2] = {NULL, NULL}; /* with a mesh: this rank's blocks of the parameters of g, dec */
   if (rc == 0 && !go.no_cache) {
-    int64_t T = g->inputs[input_index(g, "tokens")]->type.dims[1];
+    int64_t T = g->inputs[ir_graph_input_index(g, "tokens")]->type.dims[1];
     int pos_input = -1;
     if (!(dec = decode_graph(&o, gw, T, &pos_input, &dec_text, ed))) rc = 1;
     const ir_graph *gs[2] = {g, dec};

@@ -93,9 +93,8 @@ static bool wants_help(int argc, char **argv) {
 /* ---- names given on the command line ---- */
 
 static const ir_output *find_output(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_outputs; i++)
-    if (strcmp(g->outputs[i].name, name) == 0) return &g->outputs[i];
-  return NULL;
+  int k = ir_graph_output_index(g, name);
+  return k >= 0 ? &g->outputs[k] : NULL;
 }
 
 /* An input or parameter by name; NULL after reporting. */

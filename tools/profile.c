@@ -35,8 +35,8 @@ void tool_print_profile(FILE *f, const rt_profile *p, const char *title, int64_t
             p->seconds[op] * per, 100 * p->seconds[op] / total);
   }
   double rest = p->total_seconds - kernels - p->fill_seconds;
-  fprintf(f, "  %-22s %8lld %12.4f %12.2f %6.1f  %.1f MB per run\n", "(zero-filling results)", (long long)p->fills,
+  fprintf(f, "  %-22s %8lld %12.4f %12.2f %6.1f  %.0f bytes per run\n", "(zero-filling results)", (long long)p->fills,
           p->fill_seconds, p->fill_seconds * per, 100 * p->fill_seconds / total,
-          runs > 0 ? p->fill_bytes / (double)runs / 1e6 : 0.0);
+          runs > 0 ? p->fill_bytes / (double)runs : 0.0);
   fprintf(f, "  %-22s %8s %12.4f %12.2f %6.1f\n", "(executor)", "", rest, rest * per, 100 * rest / total);
 }

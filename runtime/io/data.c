@@ -324,12 +324,6 @@ rt_data *rt_data_open(const char *spec, int64_t vocab, char *err, size_t errlen)
   return ds;
 }
 
-static int find_input(const ir_graph *g, const char *name) {
-  for (int i = 0; i < g->n_inputs; i++)
-    if (strcmp(g->inputs[i]->name, name) == 0) return i;
-  return -1;
-}
-
 /* The smallest vocabulary the model indexes with input v (0 if none). */
 static int64_t model_vocab(const ir_graph *g, const ir_value *tokens, const ir_value *targets) {
   int64_t vocab = 0;
@@ -344,7 +338,7 @@ static int64_t model_vocab(const ir_graph *g, const ir_value *tokens, const ir_v
 }
 
 static int bind_sequence(rt_data *ds, const ir_graph *g, int n_inputs, char *err, size_t errlen) {
-  int ti = find_input(g, "tokens"), gi = find_input(g, "targets");
+  int ti = ir_graph_input_index(g, "tokens"), gi = ir_graph_input_index(g, "targets");
   for (int i = 0; i < n_inputs; i++)
     if (i != ti && i != gi) {
       rt_errf(err, errlen, "data source '%s' feeds inputs 'tokens' and 'targets'; the model also has input '%s'", ds->spec,
@@ -396,7 +390,7 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, int n_inputs, char *err
 }
 
 static int bind_vector(rt_data *ds, const ir_graph *g, int n_inputs, char *err, size_t errlen) {
-  int xi = find_input(g, "X"), xs = find_input(g, "x"), yi = find_input(g, "Y"), ys = find_input(g, "y");
+  int xi = ir_graph_input_index(g, "X"), xs = ir_graph_input_index(g, "x"), yi = ir_graph_input_index(g, "Y"), ys = ir_graph_input_index(g, "y");
   if (xi >= 0 && xs >= 0) xs = -1; /* X wins; x is then an unknown input below */
   if (yi >= 0 && ys >= 0) ys = -1;
   int fi = xi >= 0 ? xi : xs, ti = yi >= 0 ? yi : ys;
@@ -497,7 +491,7 @@ static int bind_array(const rt_data *ds, ds_array *a, const ir_value *v, char *e
 static int bind_npy(rt_data *ds, const ir_graph *g, int n_inputs, char *err, size_t errlen) {
   for (int k = 0; k < ds->n_arrays; k++) {
     ds_array *a = &ds->arrays[k];
-    a->input = find_input(g, a->name);
+    a->input = ir_graph_input_index(g, a->name);
     if (a->input < 0 || a->input >= n_inputs) {
       char names[400] = "";
       size_t used = 0;
@@ -536,7 +530,7 @@ static int bind_npy(rt_data *ds, const ir_graph *g, int n_inputs, char *err, siz
   ds->in_targ = -1;
   static const char *const targ_names[] = {"targets", "y", "Y"};
   for (int k = 0; k < 3 && ds->in_targ < 0; k++) {
-    int i = find_input(g, targ_names[k]);
+    int i = ir_graph_input_index(g, targ_names[k]);
     if (i >= 0 && i < n_inputs && !ir_dtype_is_float(g->inputs[i]->type.dtype)) ds->in_targ = i;
   }
   return 0;

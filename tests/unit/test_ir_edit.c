@@ -88,7 +88,26 @@ static void test_take_place_and_compact(void) {
   ir_graph_free(g);
 }
 
+/* Inputs and outputs by name. */
+static void test_find_by_name(void) {
+  ir_graph *g = ir_graph_new("names", NULL);
+  ir_type t = {IR_DT_F32, 1, {4}};
+  ir_value *x = ir_graph_add_input(g, "x", t, (ir_loc){0});
+  ir_value *y = ir_graph_add_input(g, "y", t, (ir_loc){0});
+  ir_graph_add_output(g, "out", y);
+  ir_graph_add_output(g, "x_again", x);
+  CHECK_EQ_INT(ir_graph_input_index(g, "x"), 0);
+  CHECK_EQ_INT(ir_graph_input_index(g, "y"), 1);
+  CHECK_EQ_INT(ir_graph_input_index(g, "out"), -1);
+  CHECK_EQ_INT(ir_graph_input_index(g, NULL), -1);
+  CHECK_EQ_INT(ir_graph_output_index(g, "x_again"), 1);
+  CHECK_EQ_INT(ir_graph_output_index(g, "out"), 0);
+  CHECK_EQ_INT(ir_graph_output_index(g, "x"), -1);
+  ir_graph_free(g);
+}
+
 int main(void) {
+  test_find_by_name();
   test_replace_many();
   test_take_place_and_compact();
   return check_done();
