@@ -271,6 +271,86 @@ done:
   return rc;
 }
 
+static int parse_compile_args(int argc, char **argv, tool_compile_opts *o, compile_opts *c, ir_diag *d) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *val = NULL;
+    int r = tool_parse_common(o, argc, argv, &i, d);
+    if (r < 0) return -1;
+    if (r != 0) continue;
+    if (tool_flag("--target", argc, argv, &i, &val)) {
+      if (!val || strcmp(val, "cuda") != 0) ir_error_plain(d, "--target %s: unknown target (known: cuda)", val ? val : ""), r = -1;
+    } else if (tool_flag("--arch", argc, argv, &i, &val)) {
+      if (!val || !*val) ir_error_plain(d, "--arch needs a CUDA architecture, e.g. sm_80"), r = -1;
+      c->arch = val;
+    } else if (tool_flag("-o", argc, argv, &i, &val) || tool_flag("--output", argc, argv, &i, &val)) {
+      if (!val || !*val) ir_error_plain(d, "-o needs a directory"), r = -1;
+      c->out = val;
+    } else if (tool_flag("--emit", argc, argv, &i, &val)) {
+      if (!val || parse_emit(c, val, d) != 0) r = -1;
+    } else if (strcmp(a, "--train") == 0) {
+      c->train = true;
+    } else if (tool_flag("--optimizer", argc, argv, &i, &val)) {
+      if ((c->optimizer = val ? pass_optimizer_from_name(val) : -1) < 0)
+        ir_error_plain(d, "--optimizer %s: expected sgd, momentum, adam or adamw", val ? val : ""), r = -1;
+    } else if (tool_flag("--micro-batches", argc, argv, &i, &val)) {
+      char *end = NULL;
+      long k = val ? strtol(val, &end, 10) : 0;
+      if (!val || *end || k < 1 || k > 1000000)
+        ir_error_plain(d, "--micro-batches %s: expected an integer in [1, 1000000]", val ? val : ""), r = -1;
+      c->micro = (int)k;
+    } else if (tool_flag("--clip", argc, argv, &i, &val)) {
+      char *end = NULL;
+      c->clip = val ? strtod(val, &end) : -1;
+      if (!val || *end || !(c->clip >= 0)) ir_error_plain(d, "--clip %s: expected a number >= 0", val ? val : ""), r = -1;
+    } else if (tool_flag("--dtype", argc, argv, &i, &val)) {
+      if (val && (!strcmp(val, "bf16"))) c->dtype = IR_DT_BF16;
+      else if (val && (!strcmp(val, "f16") || !strcmp(val, "fp16"))) c->dtype = IR_DT_F16;
+      else if (val && (!strcmp(val, "f32") || !strcmp(val, "fp32"))) c->dtype = IR_DT_F32;
+      else ir_error_plain(d, "--dtype %s: expected f32, bf16 or f16", val ? val : ""), r = -1;
+    } else {
+      r = tool_positional("compile", a, o, d);
+    }
+    if (r != 0) return -1;
+  }
+  if (tool_need_file("compile", o, d) != 0) return -1;
+  if (!c->out) {
+    ir_error_plain(d, "compile: missing -o DIR (see 'tgc compile --help')");
+    return -1;
+  }
+  if (mkdir(c->out, 0777) != 0 && errno != EEXIST) {
+    ir_error_plain(d, "-o %s: cannot create the directory: %s", c->out, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* OUT/manifest.json: what was compiled, for which target, by which NVRTC. */
+static int write_manifest(const tool_compile_opts *o, const compile_opts *c, const cg_cuda_api *nvrtc, json_t *graphs,
+                          ir_diag *d) {
+  int major = 0, minor = 0, rc = 0;
+  char nv[32] = "";
+  if (nvrtc && nvrtc->nvrtcVersion(&major, &minor) == 0) snprintf(nv, sizeof nv, "%d.%d", major, minor);
+  json_t *m = json_object();
+  json_object_set_new(m, "tgc", json_string(TGC_VERSION));
+  json_object_set_new(m, "model", json_string(o->file));
+  json_object_set_new(m, "config", o->fe.config ? json_string(o->fe.config) : json_null());
+  json_object_set_new(m, "target", json_string("cuda"));
+  json_object_set_new(m, "arch", json_string(c->arch));
+  json_object_set_new(m, "dtype", json_string(ir_dtype_name(c->dtype)));
+  json_object_set_new(m, "nvrtc", nv[0] ? json_string(nv) : json_null());
+  json_object_set_new(m, "graphs", json_incref(graphs));
+  char path[4400];
+  snprintf(path, sizeof path, "%s/manifest.json", c->out);
+  char *s = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  size_t n = s ? strlen(s) : 0;
+  char *line = s ? realloc(s, n + 2) : NULL;
+  if (line) line[n] = '\n', line[n + 1] = 0, s = line;
+  if (!line || write_file(path, s, n + 1, d) != 0) rc = -1;
+  free(s);
+  json_decref(m);
+  return rc;
+}
+
 int tool_cmd_compile(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -281,52 +361,7 @@ int tool_cmd_compile(int argc, char **argv) {
   tool_compile_opts o = {0};
   compile_opts c = {.arch = "sm_80", .emit_cu = true, .emit_ptx = true, .emit_report = true,
                     .optimizer = PASS_OPT_ADAM, .micro = 1, .dtype = IR_DT_F32};
-  int rc = 0;
-  for (int i = 1; i < argc && rc == 0; i++) {
-    const char *a = argv[i], *val = NULL;
-    int r = tool_parse_common(&o, argc, argv, &i, d);
-    if (r < 0) rc = 1;
-    if (r != 0) continue;
-    if (tool_flag("--target", argc, argv, &i, &val)) {
-      if (!val || strcmp(val, "cuda") != 0) {
-        ir_error_plain(d, "--target %s: unknown target (known: cuda)", val ? val : "");
-        rc = 1;
-      }
-    } else if (tool_flag("--arch", argc, argv, &i, &val)) {
-      if (!val || !*val) ir_error_plain(d, "--arch needs a CUDA architecture, e.g. sm_80"), rc = 1;
-      c.arch = val;
-    } else if (tool_flag("-o", argc, argv, &i, &val) || tool_flag("--output", argc, argv, &i, &val)) {
-      if (!val || !*val) ir_error_plain(d, "-o needs a directory"), rc = 1;
-      c.out = val;
-    } else if (tool_flag("--emit", argc, argv, &i, &val)) {
-      if (!val || parse_emit(&c, val, d) != 0) rc = 1;
-    } else if (strcmp(a, "--train") == 0) {
-      c.train = true;
-    } else if (tool_flag("--optimizer", argc, argv, &i, &val)) {
-      if ((c.optimizer = val ? pass_optimizer_from_name(val) : -1) < 0)
-        ir_error_plain(d, "--optimizer %s: expected sgd, momentum, adam or adamw", val ? val : ""), rc = 1;
-    } else if (tool_flag("--micro-batches", argc, argv, &i, &val)) {
-      char *end = NULL;
-      long k = val ? strtol(val, &end, 10) : 0;
-      if (!val || *end || k < 1 || k > 1000000) ir_error_plain(d, "--micro-batches %s: expected an integer in [1, 1000000]", val ? val : ""), rc = 1;
-      c.micro = (int)k;
-    } else if (tool_flag("--clip", argc, argv, &i, &val)) {
-      char *end = NULL;
-      c.clip = val ? strtod(val, &end) : -1;
-      if (!val || *end || !(c.clip >= 0)) ir_error_plain(d, "--clip %s: expected a number >= 0", val ? val : ""), rc = 1;
-    } else if (tool_flag("--dtype", argc, argv, &i, &val)) {
-      if (val && (!strcmp(val, "bf16"))) c.dtype = IR_DT_BF16;
-      else if (val && (!strcmp(val, "f16") || !strcmp(val, "fp16"))) c.dtype = IR_DT_F16;
-      else if (val && (!strcmp(val, "f32") || !strcmp(val, "fp32"))) c.dtype = IR_DT_F32;
-      else ir_error_plain(d, "--dtype %s: expected f32, bf16 or f16", val ? val : ""), rc = 1;
-    } else if (tool_positional("compile", a, &o, d) != 0) {
-      rc = 1;
-    }
-  }
-  if (rc == 0 && tool_need_file("compile", &o, d) != 0) rc = 1;
-  if (rc == 0 && !c.out) ir_error_plain(d, "compile: missing -o DIR (see 'tgc compile --help')"), rc = 1;
-  if (rc == 0 && mkdir(c.out, 0777) != 0 && errno != EEXIST)
-    ir_error_plain(d, "-o %s: cannot create the directory: %s", c.out, strerror(errno)), rc = 1;
+  int rc = parse_compile_args(argc, argv, &o, &c, d);
   /* NVRTC: for PTX and the report's registers; a report alone goes without it */
   cg_cuda_api api = {0};
   cg_cache *cache = NULL;
@@ -334,18 +369,17 @@ int tool_cmd_compile(int argc, char **argv) {
   char err[1024];
   if (rc == 0 && (c.emit_ptx || c.emit_report)) {
     have_nvrtc = rt_cuda_load(&api, CG_CUDA_LIB_NVRTC, err, sizeof err) == 0;
-    if (!have_nvrtc && c.emit_ptx) ir_error_plain(d, "%s (--emit cu,report needs no NVRTC)", err), rc = 1;
+    if (!have_nvrtc && c.emit_ptx) ir_error_plain(d, "%s (--emit cu,report needs no NVRTC)", err), rc = -1;
     if (have_nvrtc) cache = cg_cache_open(NULL, err, sizeof err); /* without one everything compiles */
   }
-  char *text = NULL;
+  char *text = NULL, stem[128];
   ir_graph *g = NULL;
   pass_training *prog = NULL;
-  if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = 1;
+  if (rc == 0 && !(g = tool_load(&o, d, &text))) rc = -1;
   json_t *graphs = json_array();
-  char stem[128];
   if (rc == 0) base_name(o.file, stem, sizeof stem);
-  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .verbose = o.verbose, .checkpoint = o.checkpoint,
-                     .disabled = o.pass_disabled, .tp_search = !o.tp_megatron};
+  pass_options po = {.diag = d, .verify_each = o.verify_each, .time_passes = o.time_passes, .verbose = o.verbose,
+                     .checkpoint = o.checkpoint, .disabled = o.pass_disabled, .tp_search = !o.tp_megatron};
   const cg_cuda_api *use = have_nvrtc ? &api : NULL;
   if (rc == 0 && c.train) {
     pass_train_options to = {.opt = pass_optimizer_defaults((pass_optimizer_kind)c.optimizer), .micro_batches = c.micro,
@@ -356,42 +390,21 @@ int tool_cmd_compile(int argc, char **argv) {
     g = NULL; /* the step graph now */
     if (!prog || compile_graph(&c, use, cache, prog->step, stem, "step", graphs, d) != 0 ||
         compile_graph(&c, use, cache, prog->update, stem, "update", graphs, d) != 0)
-      rc = 1;
+      rc = -1;
   } else if (rc == 0) {
     if ((c.dtype != IR_DT_F32 && pass_mixed_precision(g, c.dtype, d) != 0) || tool_run_passes(g, &o, d, stdout) != 0 ||
         compile_graph(&c, use, cache, g, stem, "main", graphs, d) != 0)
-      rc = 1;
+      rc = -1;
   }
-  if (rc == 0 && c.emit_report) {
-    int major = 0, minor = 0;
-    char nv[32] = "";
-    if (have_nvrtc && api.nvrtcVersion(&major, &minor) == 0) snprintf(nv, sizeof nv, "%d.%d", major, minor);
-    json_t *m = json_object();
-    json_object_set_new(m, "tgc", json_string(TGC_VERSION));
-    json_object_set_new(m, "model", json_string(o.file));
-    json_object_set_new(m, "config", o.fe.config ? json_string(o.fe.config) : json_null());
-    json_object_set_new(m, "target", json_string("cuda"));
-    json_object_set_new(m, "arch", json_string(c.arch));
-    json_object_set_new(m, "dtype", json_string(ir_dtype_name(c.dtype)));
-    json_object_set_new(m, "nvrtc", nv[0] ? json_string(nv) : json_null());
-    json_object_set_new(m, "graphs", json_incref(graphs));
-    char path[4400];
-    snprintf(path, sizeof path, "%s/manifest.json", c.out);
-    char *s = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    size_t n = s ? strlen(s) : 0;
-    char *line = s ? realloc(s, n + 2) : NULL;
-    if (line) line[n] = '\n', line[n + 1] = 0, s = line;
-    if (!line || write_file(path, s, n + 1, d) != 0) rc = 1;
-    free(s);
-    json_decref(m);
-  }
-  if (rc == 0) printf("wrote %s/ (%s%s%s)\n", c.out, c.emit_cu ? "cu " : "", c.emit_ptx ? "ptx " : "",
-                      c.emit_report ? "manifest.json" : "");
+  if (rc == 0 && c.emit_report && write_manifest(&o, &c, use, graphs, d) != 0) rc = -1;
+  if (rc == 0)
+    printf("wrote %s/ (%s%s%s)\n", c.out, c.emit_cu ? "cu " : "", c.emit_ptx ? "ptx " : "",
+           c.emit_report ? "manifest.json" : "");
   json_decref(graphs);
   cg_cache_free(cache);
   pass_training_free(prog);
   ir_graph_free(g);
   free(text);
   ir_diag_free(d);
-  return rc;
+  return rc == 0 ? 0 : 1;
 }

@@ -82,6 +82,81 @@ static int save_output(const char *dir, const char *name, const rt_tensor *t, ir
   return rc;
 }
 
+/* The flags of tgc run. */
+typedef struct {
+  tool_compile_opts o;
+  tool_input_spec *specs;
+  int n_specs;
+  uint64_t seed;
+  const char *out_dir;     /* --out-dir */
+  tool_backend backend;
+  bool json, profile, print_actions;
+  tool_weights weights;    /* --weights [--map] */
+  tool_text text;          /* --text / --tokenizer */
+} run_args;
+
+static int parse_run_args(int argc, char **argv, run_args *a, ir_diag *d) {
+  if (!(a->specs = calloc((size_t)argc + 3, sizeof *a->specs))) IR_DIE("out of memory (specs)");
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *val = NULL;
+    int r = tool_parse_common(&a->o, argc, argv, &i, d);
+    if (r == 0) r = tool_parse_input_flag(argc, argv, &i, a->specs, &a->n_specs, &a->seed, d);
+    if (r == 0) r = tool_parse_weights_flag(argc, argv, &i, &a->weights, d);
+    if (r == 0) r = tool_parse_text_flag(argc, argv, &i, &a->text, d);
+    if (r == 0) r = tool_parse_backend(argc, argv, &i, &a->backend, d);
+    if (r < 0) return -1;
+    if (r != 0) continue;
+    if (tool_flag("--out-dir", argc, argv, &i, &val)) {
+      if (!val || !*val) {
+        ir_error_plain(d, "--out-dir needs a directory");
+        return -1;
+      }
+      a->out_dir = val;
+    } else if (strcmp(arg, "--json") == 0) {
+      a->json = true;
+    } else if (strcmp(arg, "--profile") == 0) {
+      a->profile = true;
+    } else if (strcmp(arg, "--print-actions") == 0) {
+      a->print_actions = true;
+    } else if (tool_positional("run", arg, &a->o, d) != 0) {
+      return -1;
+    }
+  }
+  if (tool_need_file("run", &a->o, d) != 0) return -1;
+  a->weights.model = a->o.file;
+  return tool_text_prepare(&a->text, &a->weights, &a->o, d);
+}
+
+/* --out-dir DIR: every output as DIR/NAME.npy. */
+static int save_outputs(const char *dir, const ir_graph *g, rt_tensor *const *outputs, ir_diag *d) {
+  struct stat st;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    ir_error_plain(d, "--out-dir %s: cannot create the directory: %s", dir, strerror(errno));
+    return -1;
+  }
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    ir_error_plain(d, "--out-dir %s: not a directory", dir);
+    return -1;
+  }
+  for (int i = 0; i < g->n_outputs; i++)
+    if (save_output(dir, g->outputs[i].name, outputs[i], d) != 0) return -1;
+  return 0;
+}
+
+static void print_run_json(const ir_graph *g, rt_tensor *const *outputs, const rt_stats *stats) {
+  json_t *root = json_object(), *outs = json_object();
+  for (int i = 0; i < g->n_outputs; i++) json_object_set_new(outs, g->outputs[i].name, tool_tensor_json(outputs[i]));
+  json_object_set_new(root, "outputs", outs);
+  json_t *st = json_object();
+  json_object_set_new(st, "kernels", json_integer(stats->kernels_run));
+  json_object_set_new(st, "peak_bytes", json_integer((json_int_t)stats->peak_bytes));
+  json_object_set_new(st, "threads", json_integer(omp_get_max_threads()));
+  json_object_set_new(root, "stats", st);
+  json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+  fputc('\n', stdout);
+  json_decref(root);
+}
+
 int tool_cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -89,106 +164,45 @@ int tool_cmd_run(int argc, char **argv) {
       return 0;
     }
   ir_diag *d = tool_diag_new();
-  tool_compile_opts o = {0};
-  tool_input_spec *specs = calloc((size_t)argc + 3, sizeof *specs);
-  if (!specs) IR_DIE("out of memory (specs)");
-  int n_specs = 0, rc = 0;
-  uint64_t seed = 0;
-  const char *out_dir = NULL;
-  tool_backend backend = {0};
-  bool json = false, profile = false, print_actions = false;
+  run_args a = {0};
   rt_profile prof = {0};
-  tool_weights weights = {0};
-  tool_text text_in = {0};
-  for (int i = 1; i < argc && rc == 0; i++) {
-    const char *a = argv[i];
-    int r = tool_parse_common(&o, argc, argv, &i, d);
-    if (r == 0) r = tool_parse_input_flag(argc, argv, &i, specs, &n_specs, &seed, d);
-    if (r < 0) rc = 1;
-    if (r != 0) continue;
-    const char *val = NULL;
-    if (tool_flag("--out-dir", argc, argv, &i, &val)) {
-      if (!val || !*val) {
-        ir_error_plain(d, "--out-dir needs a directory");
-        rc = 1;
-      }
-      out_dir = val;
-    } else if ((r = tool_parse_weights_flag(argc, argv, &i, &weights, d)) != 0) {
-      if (r < 0) rc = 1;
-    } else if ((r = tool_parse_text_flag(argc, argv, &i, &text_in, d)) != 0) {
-      if (r < 0) rc = 1;
-    } else if ((r = tool_parse_backend(argc, argv, &i, &backend, d)) != 0) {
-      if (r < 0) rc = 1;
-    } else if (strcmp(a, "--json") == 0) {
-      json = true;
-    } else if (strcmp(a, "--profile") == 0) {
-      profile = true;
-    } else if (strcmp(a, "--print-actions") == 0) {
-      print_actions = true;
-    } else if (tool_positional("run", a, &o, d) != 0) {
-      rc = 1;
-    }
-  }
-  if (rc == 0 && tool_need_file("run", &o, d) != 0) rc = 1;
-  weights.model = o.file;
-  if (rc == 0 && tool_text_prepare(&text_in, &weights, &o, d) != 0) rc = 1;
   char *text = NULL;
   ir_graph *g = NULL;
   tool_mesh_run mr = {0}; /* --mesh of more than one rank */
-  if (rc == 0 && o.mesh_set && ir_mesh_ranks(&o.mesh) > 1 && tool_mesh_run_open(&mr, &o, &backend, d) != 0) rc = 1;
-  if (rc == 0 && !(g = tool_load(&o, mr.diag ? mr.diag : d, &text))) rc = 1;
-  if (rc == 0 && tool_run_passes(g, &o, mr.diag ? mr.diag : d, stdout) != 0) rc = 1;
-  if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, &o) != 0) rc = 1;
+  int rc = parse_run_args(argc, argv, &a, d);
+  tool_compile_opts *o = &a.o;
+  if (rc == 0 && o->mesh_set && ir_mesh_ranks(&o->mesh) > 1 && tool_mesh_run_open(&mr, o, &a.backend, d) != 0) rc = -1;
+  ir_diag *ed = mr.diag ? mr.diag : d; /* ranks other than 0 print nothing */
+  if (rc == 0 && !(g = tool_load(o, ed, &text))) rc = -1;
+  if (rc == 0 && tool_run_passes(g, o, ed, stdout) != 0) rc = -1;
+  if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, o) != 0) rc = -1;
   ir_graph *gw = mr.whole ? mr.whole : g; /* the graph whose values are bound and printed: one device's */
-  if (rc == 0) tool_text_specs(&text_in, gw, specs, &n_specs);
-  if (rc == 0 && tool_check_input_specs(gw, specs, n_specs, mr.diag ? mr.diag : d) != 0) rc = 1;
-  if (rc == 0 && tool_check_memory(gw, mr.diag ? mr.diag : d) != 0) rc = 1;
+  if (rc == 0) tool_text_specs(&a.text, gw, a.specs, &a.n_specs);
+  if (rc == 0 && tool_check_input_specs(gw, a.specs, a.n_specs, ed) != 0) rc = -1;
+  if (rc == 0 && tool_check_memory(gw, ed) != 0) rc = -1;
   tool_slots slots = {0};
   if (gw) tool_alloc_slots(gw, &slots);
-  rt_tensor **inputs = slots.inputs, **params = slots.params, **outputs = slots.outputs;
-  if (rc == 0 && tool_bind_all(gw, specs, n_specs, seed, json || mr.quiet, inputs, params, mr.diag ? mr.diag : d) != 0)
-    rc = 1;
-  if (rc == 0 && tool_bind_weights(gw, &weights, params, mr.diag ? mr.diag : d) != 0) rc = 1;
-  rt_stats stats = {.profile = profile ? &prof : NULL, .print_actions = print_actions && !mr.quiet ? stderr : NULL};
-  if (rc == 0 && !mr.comm && tool_execute(&backend, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
-  if (rc == 0 && mr.comm && tool_mesh_run_execute(&mr, g, inputs, params, outputs, &stats, d) != 0) rc = 1;
-  if (rc == 0 && profile && !mr.quiet) tool_print_profile(stderr, &prof, o.file, 1);
-  if (mr.quiet) out_dir = NULL; /* rank 0 writes the outputs */
-  if (rc == 0 && out_dir) {
-    struct stat st;
-    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
-      ir_error_plain(d, "--out-dir %s: cannot create the directory: %s", out_dir, strerror(errno));
-      rc = 1;
-    } else if (stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      ir_error_plain(d, "--out-dir %s: not a directory", out_dir);
-      rc = 1;
-    }
-    for (int i = 0; rc == 0 && i < gw->n_outputs; i++)
-      if (save_output(out_dir, gw->outputs[i].name, outputs[i], d) != 0) rc = 1;
-  }
+  if (rc == 0 && tool_bind_all(gw, a.specs, a.n_specs, a.seed, a.json || mr.quiet, slots.inputs, slots.params, ed) != 0)
+    rc = -1;
+  if (rc == 0 && tool_bind_weights(gw, &a.weights, slots.params, ed) != 0) rc = -1;
+  rt_stats stats = {.profile = a.profile ? &prof : NULL, .print_actions = a.print_actions && !mr.quiet ? stderr : NULL};
+  if (rc == 0 && !mr.comm && tool_execute(&a.backend, g, slots.inputs, slots.params, slots.outputs, &stats, d) != 0)
+    rc = -1;
+  if (rc == 0 && mr.comm && tool_mesh_run_execute(&mr, g, slots.inputs, slots.params, slots.outputs, &stats, d) != 0)
+    rc = -1;
+  if (rc == 0 && a.profile && !mr.quiet) tool_print_profile(stderr, &prof, o->file, 1);
+  if (rc == 0 && a.out_dir && !mr.quiet && save_outputs(a.out_dir, gw, slots.outputs, d) != 0) rc = -1; /* rank 0 writes */
   if (rc == 0 && !mr.quiet) {
-    if (json) {
-      json_t *root = json_object(), *outs = json_object();
-      for (int i = 0; i < gw->n_outputs; i++) json_object_set_new(outs, gw->outputs[i].name, tool_tensor_json(outputs[i]));
-      json_object_set_new(root, "outputs", outs);
-      json_t *st = json_object();
-      json_object_set_new(st, "kernels", json_integer(stats.kernels_run));
-      json_object_set_new(st, "peak_bytes", json_integer((json_int_t)stats.peak_bytes));
-      json_object_set_new(st, "threads", json_integer(omp_get_max_threads()));
-      json_object_set_new(root, "stats", st);
-      json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-      fputc('\n', stdout);
-      json_decref(root);
-    } else {
-      for (int i = 0; i < gw->n_outputs; i++) tool_print_tensor(stdout, gw->outputs[i].name, outputs[i]);
-    }
+    if (a.json) print_run_json(gw, slots.outputs, &stats);
+    else
+      for (int i = 0; i < gw->n_outputs; i++) tool_print_tensor(stdout, gw->outputs[i].name, slots.outputs[i]);
   }
   tool_free_slots(gw, &slots);
   tool_mesh_run_close(&mr);
   ir_graph_free(g);
   free(text);
-  free(specs);
-  free(text_in.ids);
+  free(a.specs);
+  free(a.text.ids);
   ir_diag_free(d);
-  return rc;
+  return rc == 0 ? 0 : 1;
 }
