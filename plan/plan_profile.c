@@ -27,7 +27,9 @@
  *   flops, seconds  by phase; seconds = sum over nodes of the roofline
  *                   max(FLOPs / (peak * efficiency), bytes / (bandwidth *
  *                   memory efficiency)); the efficiencies are default_k below
- *                   (or the model's own, pass_plan_model_set_constants)
+ *                   (or the model's own, pass_plan_model_set_constants); a
+ *                   node takes at least its device calls (pass_node_launches)
+ *                   x the target's launch time, as in tgc stats
  *   saved           forward values its backward (or recompute) nodes read,
  *                   each counted once in every group reading it
  *   working         its recomputed values (live through its backward) + the
@@ -57,6 +59,7 @@ typedef struct {
    * gradient operands), at micro-batch b0 on one device: [0] not
    * per-sample, [1] per-sample */
   double bytes_c[2], work_c[2];
+  double launches; /* device calls of its lowered step (pass_node_launches): its time's floor */
 } plan_node;
 
 typedef struct {
@@ -532,6 +535,7 @@ static int match_batch(plan_view *c, const ir_graph *g4, ir_diag *d) {
     pn->op = n->op;
     pn->causal = ir_node_attr_int(n, "causal", 0) != 0;
     pn->flops2 = c2.flops, pn->flops4 = c4.flops;
+    pn->launches = c2.launches;
     for (int k = 0; k < n->n_out; k++) pn->batch |= c->batch[n->out[k]->id];
     for (int k = 0; k < n->n_in; k++) pn->batch |= c->batch[n->in[k]->id];
     if (pn->batch ? c4.flops < c2.flops : c4.flops != c2.flops) {
@@ -763,7 +767,9 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     for (int j = 0; j < 4; j++) mnk[j] = pn->mnk2[j] + (pn->mnk4[j] - pn->mnk2[j]) * rel;
     G->flops[pn->phase] += flops;
     if (pn->op == IR_OP_MATMUL || pn->op == IR_OP_FUSED_MATMUL) G->gemm_flops[pn->phase] += 2 * mnk[0] * mnk[1] * mnk[2] * mnk[3];
-    G->seconds[pn->phase] += pass_node_roofline_seconds(&m->k, &m->device, m->elem_bytes, pn->op, pn->causal, flops, bytes, mnk);
+    /* as tgc stats times a node (step_report.c): its roofline, at least its device calls x the launch time */
+    double s = pass_node_roofline_seconds(&m->k, &m->device, m->elem_bytes, pn->op, pn->causal, flops, bytes, mnk);
+    G->seconds[pn->phase] += fmax(s, pn->launches * m->device.launch);
     if (pn->phase == PASS_PHASE_BACKWARD && work > max_work[pn->group]) max_work[pn->group] = work;
   }
   pass_plan_shared *shared_saved = calloc((size_t)c->n_saved + 1, sizeof *shared_saved);

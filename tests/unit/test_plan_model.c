@@ -70,10 +70,10 @@ static ir_graph *train(const char *config, int B, pass_plan_ckpt ck, bool fuse_a
   return g;
 }
 
-/* A model of config with the given policies. */
-static pass_plan_model *model(const char *config, bool fuse_attention, int policies) {
+/* A model of config with the given policies, on device dev (NULL: a100-80g). */
+static pass_plan_model *model_on(const pass_target *dev, const char *config, bool fuse_attention, int policies) {
   ir_diag *d = ir_diag_new(stderr);
-  pass_plan_model *m = pass_plan_model_new(pass_target_lookup("a100-80g"));
+  pass_plan_model *m = pass_plan_model_new(dev ? dev : pass_target_lookup("a100-80g"));
   for (int ck = 0; ck < PASS_PLAN_CK_COUNT; ck++) {
     if (!(policies & (1 << ck))) continue;
     char *t2 = NULL, *t4 = NULL;
@@ -88,6 +88,10 @@ static pass_plan_model *model(const char *config, bool fuse_attention, int polic
   }
   ir_diag_free(d);
   return m;
+}
+
+static pass_plan_model *model(const char *config, bool fuse_attention, int policies) {
+  return model_on(NULL, config, fuse_attention, policies);
 }
 
 
@@ -295,7 +299,30 @@ static void test_llama(void) {
   pass_plan_model_free(m);
 }
 
+/* A node takes at least its device calls x the target's launch time, as
+ * tgc stats times it: with a launch time that dwarfs every roofline (1 s),
+ * a layer's forward takes a whole number of seconds, its calls, the same at
+ * any micro-batch and any tp (tp splits the work, not the calls); with the
+ * real 4 us it is above the roofline alone. */
+static void test_launch_floor(void) {
+  pass_target slow = *pass_target_lookup("a100-80g"), none = slow;
+  slow.launch = 1.0, none.launch = 0;
+  pass_plan_model *ms = model_on(&slow, "gpt3_small", true, 1), *m0 = model_on(&none, "gpt3_small", true, 1);
+  const int g = 6; /* an interior layer */
+  double calls = pass_plan_model_profile(ms, PASS_PLAN_CK_NONE, 1, 1, false)->groups[g].seconds[PASS_PHASE_FORWARD];
+  double calls3 = pass_plan_model_profile(ms, PASS_PLAN_CK_NONE, 3, 1, false)->groups[g].seconds[PASS_PHASE_FORWARD];
+  double calls_tp = pass_plan_model_profile(ms, PASS_PLAN_CK_NONE, 1, 4, false)->groups[g].seconds[PASS_PHASE_FORWARD];
+  double roof = pass_plan_model_profile(m0, PASS_PLAN_CK_NONE, 1, 1, false)->groups[g].seconds[PASS_PHASE_FORWARD];
+  printf("gpt3-small layer forward: %.0f device calls (tp 4: %.0f); roofline %.3g s\n", calls, calls_tp, roof);
+  CHECK(calls >= 8 && calls == floor(calls) && calls == calls3);
+  CHECK(calls_tp >= calls && calls_tp == floor(calls_tp)); /* tp adds its collectives' neighbours, never fewer calls */
+  CHECK(roof < 0.01 && roof > 0);
+  pass_plan_model_free(ms);
+  pass_plan_model_free(m0);
+}
+
 int main(void) {
+  test_launch_floor();
   test_params_175b();
   test_activations();
   test_dropout_activations();
