@@ -329,6 +329,58 @@ static int build_model(tool_compile_opts *o, const plan_flags *f, pass_plan_mode
   return rc;
 }
 
+/* The numbers of the flags: --global-batch (required), --train-tokens,
+ * --mesh (its devices the cluster's), into *gb, *tokens and q. */
+static int plan_numbers(const plan_flags *f, const pass_cluster *cluster, long *gb, double *tokens, pass_plan_query *q,
+                        ir_diag *d) {
+  if (!f->global_batch) {
+    ir_error_plain(d, "tgc plan needs --global-batch G (sequences per training step)");
+    return -1;
+  }
+  if (!parse_count(f->global_batch, 1, 1L << 30, gb)) {
+    bad(d, "--global-batch", f->global_batch, "a positive number of sequences");
+    return -1;
+  }
+  if (f->train_tokens && !parse_tokens(f->train_tokens, tokens)) {
+    bad(d, "--train-tokens", f->train_tokens, "a count of tokens such as 300000000000, 300e9, 300B or 1.5T");
+    return -1;
+  }
+  *q = (pass_plan_query){-1, -1, -1, f->sp, f->zero, f->micro_batch, f->schedule, f->v, -1, f->top};
+  if (f->checkpoint) q->ckpt = pass_plan_ckpt_from_name(f->checkpoint);
+  if (f->mesh && parse_mesh(f->mesh, q, d) != 0) return -1;
+  if (f->mesh && (long)q->dp * q->tp * q->pp != cluster->gpus) { /* before compiling anything */
+    ir_error_plain(d, "--mesh %s: dp %d x tp %d x pp %d = %ld devices, but the cluster has %d GPUs", f->mesh, q->dp, q->tp,
+                   q->pp, (long)q->dp * q->tp * q->pp, cluster->gpus);
+    return -1;
+  }
+  return 0;
+}
+
+/* The model's config: B must be a constant the planner sets (not -D); --seq
+ * sets T. *cfg: the configs read (freed by the caller). */
+static int plan_config(tool_compile_opts *o, const plan_flags *f, fe_config_set **cfg, ir_diag *d) {
+  *cfg = tool_configs(o);
+  if (!*cfg || !(*cfg)->chosen || !fe_config_const((*cfg)->chosen, "B")) {
+    if (!*cfg && !tool_is_ir_file(o->file)) { /* it does not read or parse: let the frontend say why */
+      char *text = NULL;
+      ir_graph *g = tool_load(o, d, &text);
+      ir_graph_free(g);
+      free(text);
+    } else {
+      ir_error_plain(d, "%s: tgc plan needs a .tg model whose config defines the batch as a constant B (it compiles "
+                        "the training graph at B = 2 and 4)", o->file);
+    }
+    return -1;
+  }
+  for (int k = 0; k < o->fe.n_defines; k++)
+    if (strcmp(o->defines[k].name, "B") == 0) {
+      ir_error_plain(d, "-D B=%s: tgc plan chooses the micro-batch itself (fix it with --micro-batch %s)",
+                     o->defines[k].value, o->defines[k].value);
+      return -1;
+    }
+  return f->seq ? tool_set_constant(o, *cfg, "--seq", "T", f->seq, d) : 0;
+}
+
 int tool_cmd_plan(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -345,86 +397,44 @@ int tool_cmd_plan(int argc, char **argv) {
     const char *a = argv[i];
     int r = parse_flag(&f, argc, argv, &i, d);
     if (r == 0) r = tool_parse_common(&o, argc, argv, &i, d);
-    if (r < 0) rc = 1;
+    if (r < 0) rc = -1;
     if (r != 0) continue;
-    if (tool_positional("plan", a, &o, d) != 0) rc = 1;
+    if (tool_positional("plan", a, &o, d) != 0) rc = -1;
   }
-  if (rc == 0 && tool_need_file("plan", &o, d) != 0) rc = 1;
+  if (rc == 0 && tool_need_file("plan", &o, d) != 0) rc = -1;
   pass_cluster cluster;
   char *cluster_text = NULL;
-  if (rc == 0 && pick_cluster(&f, &cluster, &cluster_text, d) != 0) rc = 1;
+  if (rc == 0 && pick_cluster(&f, &cluster, &cluster_text, d) != 0) rc = -1;
   long gb = 0;
-  if (rc == 0 && !f.global_batch) {
-    ir_error_plain(d, "tgc plan needs --global-batch G (sequences per training step)");
-    rc = 1;
-  } else if (rc == 0 && !parse_count(f.global_batch, 1, 1L << 30, &gb)) {
-    bad(d, "--global-batch", f.global_batch, "a positive number of sequences");
-    rc = 1;
-  }
   double train_tokens = 0;
-  if (rc == 0 && f.train_tokens && !parse_tokens(f.train_tokens, &train_tokens)) {
-    bad(d, "--train-tokens", f.train_tokens, "a count of tokens such as 300000000000, 300e9, 300B or 1.5T");
-    rc = 1;
-  }
-  pass_plan_query q = {-1, -1, -1, f.sp, f.zero, f.micro_batch, f.schedule, f.v, -1, f.top};
-  if (f.checkpoint) q.ckpt = pass_plan_ckpt_from_name(f.checkpoint);
-  if (rc == 0 && f.mesh && parse_mesh(f.mesh, &q, d) != 0) rc = 1;
-  if (rc == 0 && f.mesh && (long)q.dp * q.tp * q.pp != cluster.gpus) { /* before compiling anything */
-    ir_error_plain(d, "--mesh %s: dp %d x tp %d x pp %d = %ld devices, but the cluster has %d GPUs", f.mesh, q.dp, q.tp,
-                   q.pp, (long)q.dp * q.tp * q.pp, cluster.gpus);
-    rc = 1;
-  }
-  /* the config: B must be a constant the planner sets; --seq sets T */
+  pass_plan_query q;
+  if (rc == 0) rc = plan_numbers(&f, &cluster, &gb, &train_tokens, &q, d);
   fe_config_set *cfg = NULL;
-  if (rc == 0) {
-    cfg = tool_configs(&o);
-    if (!cfg || !cfg->chosen || !fe_config_const(cfg->chosen, "B")) {
-      if (!cfg && !tool_is_ir_file(o.file)) { /* it does not read or parse: let the frontend say why */
-        char *text = NULL;
-        ir_graph *g = tool_load(&o, d, &text);
-        ir_graph_free(g);
-        free(text);
-      } else {
-        ir_error_plain(d, "%s: tgc plan needs a .tg model whose config defines the batch as a constant B (it compiles "
-                          "the training graph at B = 2 and 4)", o.file);
-      }
-      rc = 1;
-    }
-    for (int k = 0; rc == 0 && k < o.fe.n_defines; k++)
-      if (strcmp(o.defines[k].name, "B") == 0) {
-        ir_error_plain(d, "-D B=%s: tgc plan chooses the micro-batch itself (fix it with --micro-batch %s)",
-                       o.defines[k].value, o.defines[k].value);
-        rc = 1;
-      }
-  }
-  if (rc == 0 && f.seq && tool_set_constant(&o, cfg, "--seq", "T", f.seq, d) != 0) rc = 1;
+  if (rc == 0) rc = plan_config(&o, &f, &cfg, d);
   pass_plan_model *m = NULL;
   int seq = 0;
   double t_compile = 0, c_compile = 0;
   if (rc == 0) {
     m = pass_plan_model_new(&cluster.device);
-    if (apply_constants(&f, m, d) != 0) rc = 1;
+    if (apply_constants(&f, m, d) != 0) rc = -1;
     double tc = ir_clock_s(), cc = ir_cpu_clock_s();
-    if (rc == 0 && build_model(&o, &f, m, (ir_dtype)f.dtype, &seq, d) != 0) rc = 1;
+    if (rc == 0 && build_model(&o, &f, m, (ir_dtype)f.dtype, &seq, d) != 0) rc = -1;
     t_compile = ir_clock_s() - tc;
     c_compile = ir_cpu_clock_s() - cc;
   }
   pass_plan_job job = {(int)gb, seq};
   pass_plan_found found = {0};
-  int sr = 0;
-  if (rc == 0) {
-    sr = pass_plan_search(m, &cluster, &job, &q, &found, d);
-    if (sr < 0) rc = 1;
-  }
+  int sr = rc == 0 ? pass_plan_search(m, &cluster, &job, &q, &found, d) : 0;
+  if (sr < 0) rc = -1;
   if (rc == 0 && sr == 1) {
     plan_print_no_fit(d, &found, &cluster, m);
-    rc = 1;
+    rc = -1;
   }
   uint64_t hash = 0;
   if (rc == 0) { /* the model file's identity, for the plan file and the train run's check */
     size_t len = 0;
     char *bytes = ir_read_file(o.file, TOOL_MAX_FILE_BYTES, &len, d);
-    if (!bytes) rc = 1;
+    if (!bytes) rc = -1;
     else hash = tool_fnv1a64(bytes, len);
     free(bytes);
   }
@@ -435,17 +445,17 @@ int tool_cmd_plan(int argc, char **argv) {
                        .config_flag = o.fe.config, .defines = o.defines, .n_defines = o.fe.n_defines,
                        .model_hash = hash, .save_plan = f.save_plan, .train_tokens = train_tokens};
     rep.total_s = ir_clock_s() - t0;
-    if (f.save_plan && plan_save(&rep, d) != 0) rc = 1;
+    if (f.save_plan && plan_save(&rep, d) != 0) rc = -1;
     else if (f.json) plan_print_json(stdout, &rep);
     else plan_print_text(stdout, &rep);
-    if (rc == 0 && f.trace && plan_write_trace_file(f.trace, &rep, d) != 0) rc = 1;
+    if (rc == 0 && f.trace && plan_write_trace_file(f.trace, &rep, d) != 0) rc = -1;
   }
   pass_plan_found_free(&found);
   pass_plan_model_free(m);
   fe_config_set_free(cfg);
   free(cluster_text);
   ir_diag_free(d);
-  return rc;
+  return rc == 0 ? 0 : 1;
 }
 
 /* `tgc train --mesh auto`: the planner's plan for `ranks` ranks of one
