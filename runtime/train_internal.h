@@ -5,6 +5,7 @@
 #define TGC_TRAIN_INTERNAL_H
 
 #include "internal.h"
+#include "rt_train.h"
 
 #define STATE_PREFIX "opt/"
 /* Version 2 adds the header's checksum ("header_crc32"), required from it

@@ -6,7 +6,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "plan.h"
-#include "runtime.h"
+#include "rt_train.h"
 
 #define TOOL_MAX_FILE_BYTES (64u << 20) /* model files larger than this are refused */
 

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "rt_io.h"
 
 typedef enum { DS_XOR, DS_REGRESSION, DS_NPY, DS_COPY, DS_REVERSE, DS_SORT, DS_TEXT, DS_TOKENS } ds_kind;
 

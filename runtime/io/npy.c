@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "rt_io.h"
 
 #define NPY_MAX_HEADER (1u << 20)
 

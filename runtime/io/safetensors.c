@@ -51,6 +51,7 @@
 #include <zlib.h>
 
 #include "internal.h"
+#include "rt_io.h"
 
 /* Headers larger than this are refused (the format's own limit is 100 MB). */
 #define ST_MAX_HEADER 100000000ull

@@ -13,7 +13,7 @@
 
 #include "analysis.h"
 #include "ir_die.h"
-#include "runtime.h"
+#include "rt_train.h"
 
 typedef enum { SETTING_INT, SETTING_NUM, SETTING_CHOICE, SETTING_TEXT } setting_kind;
 typedef struct {

@@ -35,6 +35,7 @@
 
 #include "ir_die.h"
 #include "internal.h"
+#include "rt_io.h"
 
 typedef enum { WT_SPLIT, WT_ROPE, WT_TRANSPOSE, WT_CAST } wt_kind;
 

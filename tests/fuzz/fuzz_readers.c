@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "rt_tokenizer.h"
-#include "runtime.h"
+#include "rt_io.h"
 
 static ir_graph *sequence_model(void) {
   ir_graph *g = ir_graph_new("seq", NULL);

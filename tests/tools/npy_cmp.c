@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "rt_io.h"
 
 static int compare(const char *a_dir, const char *b_dir, const char *name, double tol) {
   char pa[4096], pb[4096], err[1024];

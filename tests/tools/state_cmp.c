@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "rt_io.h"
 
 int main(int argc, char **argv) {
   if (argc < 3) {

@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "ir.h"
-#include "runtime.h"
+#include "rt_io.h"
 
 static ir_graph *vector_model(const char *xname, int64_t d0, int64_t d1, const char *yname, int yrank, int64_t batch) {
   ir_graph *g = ir_graph_new("main", NULL);

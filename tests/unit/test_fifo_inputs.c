@@ -15,7 +15,7 @@
 
 #include "check.h"
 #include "ir.h"
-#include "runtime.h"
+#include "rt_io.h"
 
 static char dir[] = "/tmp/tgc_fifo_XXXXXX";
 

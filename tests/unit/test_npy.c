@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "runtime.h"
+#include "rt_io.h"
 
 static char tmpdir_path[256];
 

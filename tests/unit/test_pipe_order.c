@@ -21,7 +21,7 @@
 
 #include "check.h"
 #include "plan.h"
-#include "runtime.h"
+#include "rt_train.h"
 
 static void one(pass_schedule sc, int p, int v, int K) {
   int nvs = p * v, n = 2 * K * v;

@@ -19,7 +19,7 @@
 
 #include "check.h"
 #include "ir.h"
-#include "runtime.h"
+#include "rt_io.h"
 
 static char dir[] = "/tmp/tgc_st_XXXXXX";
 static char path[600];

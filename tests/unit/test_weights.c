@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "frontend.h"
-#include "runtime.h"
+#include "rt_io.h"
 
 static ir_graph *load_tiny(const char *path, char **text) {
   ir_diag *d = ir_diag_new(stderr);

@@ -11,7 +11,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "pass.h"
-#include "runtime.h"
+#include "rt_train.h"
 
 typedef struct {
   ir_diag *d;
