@@ -27,79 +27,18 @@
 #include "emit.h"
 
 /* ---- the emitters (emit_*.c) ---- */
+#define EMITTER(op, fn) int fn(cg_ctx *c, const ir_node *n);
+#include "emitters.def"
+#undef EMITTER
 int cg_emit_elementwise(cg_ctx *c, const ir_node *n);
-int cg_emit_where(cg_ctx *c, const ir_node *n);
-int cg_emit_fused(cg_ctx *c, const ir_node *n);
-int cg_emit_const(cg_ctx *c, const ir_node *n);
-int cg_emit_iota(cg_ctx *c, const ir_node *n);
-int cg_emit_causal_mask(cg_ctx *c, const ir_node *n);
-int cg_emit_dropout(cg_ctx *c, const ir_node *n);
-int cg_emit_broadcast(cg_ctx *c, const ir_node *n);
-int cg_emit_transpose(cg_ctx *c, const ir_node *n);
-int cg_emit_reshape(cg_ctx *c, const ir_node *n);
-int cg_emit_slice(cg_ctx *c, const ir_node *n);
-int cg_emit_unslice(cg_ctx *c, const ir_node *n);
-int cg_emit_concat(cg_ctx *c, const ir_node *n);
-int cg_emit_split(cg_ctx *c, const ir_node *n);
-int cg_emit_reduce(cg_ctx *c, const ir_node *n);
-int cg_emit_softmax(cg_ctx *c, const ir_node *n);
-int cg_emit_layernorm(cg_ctx *c, const ir_node *n);
-int cg_emit_rmsnorm(cg_ctx *c, const ir_node *n);
-int cg_emit_add_layernorm(cg_ctx *c, const ir_node *n);
-int cg_emit_layernorm_grad(cg_ctx *c, const ir_node *n);
-int cg_emit_argmax(cg_ctx *c, const ir_node *n);
-int cg_emit_count_nonfinite(cg_ctx *c, const ir_node *n);
-int cg_emit_embedding(cg_ctx *c, const ir_node *n);
-int cg_emit_embedding_grad(cg_ctx *c, const ir_node *n);
-int cg_emit_cross_entropy(cg_ctx *c, const ir_node *n);
-int cg_emit_cross_entropy_grad(cg_ctx *c, const ir_node *n);
-int cg_emit_linear_cross_entropy(cg_ctx *c, const ir_node *n);
-int cg_emit_attention(cg_ctx *c, const ir_node *n);
-int cg_emit_attention_grad(cg_ctx *c, const ir_node *n);
-int cg_emit_einsum(cg_ctx *c, const ir_node *n);
-int cg_emit_matmul(cg_ctx *c, const ir_node *n);
 
 /* The emitter of every op that is not plain elementwise (unary and binary
  * ops go to cg_emit_elementwise by their kind). GRAD has none: autodiff
  * expands it before anything runs. */
 static const cg_emit_fn emitters[IR_NUM_OPS] = {
-    [IR_OP_CONST] = cg_emit_const,
-    [IR_OP_IOTA] = cg_emit_iota,
-    [IR_OP_WHERE] = cg_emit_where,
-    [IR_OP_MATMUL] = cg_emit_matmul,
-    [IR_OP_TRANSPOSE] = cg_emit_transpose,
-    [IR_OP_RESHAPE] = cg_emit_reshape,
-    [IR_OP_SHARD_HINT] = cg_emit_reshape, /* a view: no step, or a copy where it cannot be one */
-    [IR_OP_BROADCAST] = cg_emit_broadcast,
-    [IR_OP_SLICE] = cg_emit_slice,
-    [IR_OP_CONCAT] = cg_emit_concat,
-    [IR_OP_SPLIT] = cg_emit_split,
-    [IR_OP_REDUCE_SUM] = cg_emit_reduce,
-    [IR_OP_REDUCE_MEAN] = cg_emit_reduce,
-    [IR_OP_REDUCE_MAX] = cg_emit_reduce,
-    [IR_OP_SOFTMAX] = cg_emit_softmax,
-    [IR_OP_LOG_SOFTMAX] = cg_emit_softmax,
-    [IR_OP_LAYERNORM] = cg_emit_layernorm,
-    [IR_OP_RMSNORM] = cg_emit_rmsnorm,
-    [IR_OP_ARGMAX] = cg_emit_argmax,
-    [IR_OP_COUNT_NONFINITE] = cg_emit_count_nonfinite,
-    [IR_OP_SUM_SQUARES] = cg_emit_multi_reduce,
-    [IR_OP_EMBEDDING] = cg_emit_embedding,
-    [IR_OP_CROSS_ENTROPY] = cg_emit_cross_entropy,
-    [IR_OP_CAUSAL_MASK] = cg_emit_causal_mask,
-    [IR_OP_DROPOUT] = cg_emit_dropout,
-    [IR_OP_EINSUM] = cg_emit_einsum,
-    [IR_OP_UNSLICE] = cg_emit_unslice,
-    [IR_OP_EMBEDDING_GRAD] = cg_emit_embedding_grad,
-    [IR_OP_CROSS_ENTROPY_GRAD] = cg_emit_cross_entropy_grad,
-    [IR_OP_ATTENTION] = cg_emit_attention,
-    [IR_OP_ATTENTION_GRAD] = cg_emit_attention_grad,
-    [IR_OP_FUSED] = cg_emit_fused,
-    [IR_OP_FUSED_MATMUL] = cg_emit_matmul,
-    [IR_OP_ADD_LAYERNORM] = cg_emit_add_layernorm,
-    [IR_OP_LAYERNORM_GRAD] = cg_emit_layernorm_grad,
-    [IR_OP_RMSNORM_GRAD] = cg_emit_layernorm_grad,
-    [IR_OP_LINEAR_CROSS_ENTROPY] = cg_emit_linear_cross_entropy,
+#define EMITTER(op, fn) [IR_OP_##op] = fn,
+#include "emitters.def"
+#undef EMITTER
 };
 
 static cg_emit_fn emitter(ir_op op) {

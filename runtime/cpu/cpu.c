@@ -20,44 +20,9 @@
 /* Kernels of the ops that are not plain elementwise (those run
  * rt_kern_unary / rt_kern_binary by their kind: cpu_kernel). */
 static const kernel_fn cpu_kernels[IR_NUM_OPS] = {
-    [IR_OP_CONST] = rt_kern_const,
-    [IR_OP_IOTA] = rt_kern_iota,
-    [IR_OP_WHERE] = rt_kern_where,
-    [IR_OP_MATMUL] = rt_kern_matmul,
-    [IR_OP_TRANSPOSE] = rt_kern_transpose,
-    [IR_OP_RESHAPE] = rt_kern_reshape,
-    [IR_OP_SHARD_HINT] = rt_kern_reshape, /* a view (the executor runs no kernel), or a copy */
-    [IR_OP_BROADCAST] = rt_kern_broadcast,
-    [IR_OP_SLICE] = rt_kern_slice,
-    [IR_OP_CONCAT] = rt_kern_concat,
-    [IR_OP_SPLIT] = rt_kern_split,
-    [IR_OP_REDUCE_SUM] = rt_kern_reduce,
-    [IR_OP_REDUCE_MEAN] = rt_kern_reduce,
-    [IR_OP_REDUCE_MAX] = rt_kern_reduce,
-    [IR_OP_SOFTMAX] = rt_kern_softmax,
-    [IR_OP_LOG_SOFTMAX] = rt_kern_softmax,
-    [IR_OP_LAYERNORM] = rt_kern_layernorm,
-    [IR_OP_RMSNORM] = rt_kern_rmsnorm,
-    [IR_OP_ARGMAX] = rt_kern_argmax,
-    [IR_OP_COUNT_NONFINITE] = rt_kern_count_nonfinite,
-    [IR_OP_SUM_SQUARES] = rt_kern_sum_squares,
-    [IR_OP_EMBEDDING] = rt_kern_embedding,
-    [IR_OP_CROSS_ENTROPY] = rt_kern_cross_entropy,
-    [IR_OP_CAUSAL_MASK] = rt_kern_causal_mask,
-    [IR_OP_DROPOUT] = rt_kern_dropout,
-    [IR_OP_EINSUM] = rt_kern_einsum,
-    /* GRAD has no kernel: the autodiff pass expands it before anything runs */
-    [IR_OP_UNSLICE] = rt_kern_unslice,
-    [IR_OP_EMBEDDING_GRAD] = rt_kern_embedding_grad,
-    [IR_OP_CROSS_ENTROPY_GRAD] = rt_kern_cross_entropy_grad,
-    [IR_OP_LAYERNORM_GRAD] = rt_kern_norm_grad,
-    [IR_OP_RMSNORM_GRAD] = rt_kern_norm_grad,
-    [IR_OP_ATTENTION] = rt_kern_attention,
-    [IR_OP_ATTENTION_GRAD] = rt_kern_attention_grad,
-    [IR_OP_FUSED] = rt_kern_fused,
-    [IR_OP_FUSED_MATMUL] = rt_kern_fused_matmul,
-    [IR_OP_ADD_LAYERNORM] = rt_kern_add_layernorm,
-    [IR_OP_LINEAR_CROSS_ENTROPY] = rt_kern_linear_cross_entropy,
+#define KERNEL(op, fn) [IR_OP_##op] = fn,
+#include "kernels.def"
+#undef KERNEL
 };
 
 static kernel_fn cpu_kernel(ir_op op) {

@@ -75,65 +75,37 @@ static inline float rt_bf16_value(uint16_t h) {
   return f;
 }
 
+/* The kernels of kernels.def (kern_*.c). */
+#define KERNEL(op, fn) int fn(const rt_kctx *k);
+#include "kernels.def"
+#undef KERNEL
 /* kern_elementwise.c */
 int rt_kern_unary(const rt_kctx *k);
 int rt_kern_binary(const rt_kctx *k);
-int rt_kern_where(const rt_kctx *k);
 /* kern_matmul.c */
-int rt_kern_matmul(const rt_kctx *k);
 #include "gemm.h" /* rt_sgemm, rt_dgemm */
 /* kern_layout.c */
-int rt_kern_transpose(const rt_kctx *k);
-int rt_kern_reshape(const rt_kctx *k);
-int rt_kern_broadcast(const rt_kctx *k);
-int rt_kern_slice(const rt_kctx *k);
-int rt_kern_concat(const rt_kctx *k);
-int rt_kern_split(const rt_kctx *k);
 /* kern_reduce.c */
-int rt_kern_reduce(const rt_kctx *k);
-int rt_kern_softmax(const rt_kctx *k);
-int rt_kern_layernorm(const rt_kctx *k);
-int rt_kern_rmsnorm(const rt_kctx *k);
-int rt_kern_norm_grad(const rt_kctx *k); /* layernorm_grad, rmsnorm_grad */
-int rt_kern_argmax(const rt_kctx *k);
 /* The index of the first maximum of data[base + v * inner], v < n (n >= 1;
  * a NaN after index 0 never wins): argmax's line. */
 int64_t rt_argmax_line(ir_dtype dt, const void *data, int64_t base, int64_t n, int64_t inner);
-int rt_kern_count_nonfinite(const rt_kctx *k);
 /* Elements of x[i0, i0 + n) that are Inf or NaN (0 for non-float dtypes), on
  * the calling thread. */
 int64_t rt_count_nonfinite_range(const rt_tensor *x, int64_t i0, int64_t n);
-int rt_kern_sum_squares(const rt_kctx *k);
 /* kern_nn.c */
-int rt_kern_const(const rt_kctx *k);
-int rt_kern_iota(const rt_kctx *k);
-int rt_kern_embedding(const rt_kctx *k);
-int rt_kern_cross_entropy(const rt_kctx *k);
 /* The rows of cross_entropy (loss != NULL: loss[p] = logsumexp(row p) -
  * row p's target logit) and of its gradient (grad != NULL: (softmax(row p)
  * - onehot(target p)) * scale; grad may be logits itself: each row is read
  * before it is written). Targets must be in range. -1 when out of memory. */
 int rt_ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, rt_tensor *grad, double scale);
-int rt_kern_causal_mask(const rt_kctx *k);
-int rt_kern_dropout(const rt_kctx *k);
 /* kern_einsum.c */
-int rt_kern_einsum(const rt_kctx *k);
 /* kern_grad.c */
-int rt_kern_unslice(const rt_kctx *k);
-int rt_kern_embedding_grad(const rt_kctx *k);
-int rt_kern_cross_entropy_grad(const rt_kctx *k);
 /* kern_attention.c */
-int rt_kern_attention(const rt_kctx *k);
-int rt_kern_attention_grad(const rt_kctx *k);
 /* kern_linear_ce.c */
-int rt_kern_linear_cross_entropy(const rt_kctx *k);
 /* kern_fused.c */
-int rt_kern_fused(const rt_kctx *k);
 /* kern_cast.c: a fused node that is one f32 <-> bf16 conversion, run as one
  * pass (1), or not one (0: the interpreter runs it). */
 int rt_kern_fused_cast(const rt_kctx *k, const ir_expr *e);
-int rt_kern_fused_matmul(const rt_kctx *k);
-int rt_kern_add_layernorm(const rt_kctx *k);
 
 /* The max and the sum of exp(x - max) of one row of V logits at base: the
  * one definition cross_entropy and its gradient share, so that the
