@@ -450,6 +450,87 @@ static void print_result(const int32_t *ids, size_t n, const char *text, size_t 
   }
 }
 
+/* The flags of tgc generate, checked. */
+typedef struct {
+  tool_compile_opts o;
+  gen_opts go;
+  tool_backend backend;
+  tool_weights weights;
+} gen_args;
+
+static int parse_generate_args(int argc, char **argv, gen_args *a, ir_diag *d) {
+  for (int i = 1; i < argc; i++) {
+    int r = tool_parse_common(&a->o, argc, argv, &i, d);
+    if (r == 0) r = parse_gen_flag(&a->go, argc, argv, &i, d);
+    if (r == 0) r = tool_parse_weights_flag(argc, argv, &i, &a->weights, d);
+    if (r == 0) r = tool_parse_backend(argc, argv, &i, &a->backend, d);
+    if (r < 0 || (r == 0 && tool_positional("generate", argv[i], &a->o, d) != 0)) return -1;
+  }
+  if (tool_need_file("generate", &a->o, d) != 0) return -1;
+  a->weights.model = a->o.file;
+  if (a->go.timing && a->go.no_cache) {
+    ir_error_plain(d, "generate: --timing times the KV cache's prefill and decode steps; leave out --no-kv-cache");
+    return -1;
+  }
+  if (a->go.resume && a->weights.path) {
+    ir_error_plain(d, "generate: give the parameters by --resume STATE or by --weights PATH, not both");
+    return -1;
+  }
+  if (!a->go.prompt || a->go.max_new == 0) {
+    ir_error_plain(d, "generate: %s is required", !a->go.prompt ? "--prompt TEXT" : "--max-new-tokens N");
+    return -1;
+  }
+  return 0;
+}
+
+/* The prompt's ids fit graph g: some, at most its context T, each below its vocabulary V. */
+static int check_prompt(const ir_graph *g, const rt_tokenizer *tk, const int32_t *ids, size_t n, ir_diag *d) {
+  int ti = ir_graph_input_index(g, "tokens"), li = ir_graph_output_index(g, "logits");
+  int64_t T = g->inputs[ti]->type.dims[1], V = g->outputs[li].value->type.dims[2];
+  if (n == 0) {
+    ir_error_plain(d, "--prompt: the prompt has no tokens");
+    return -1;
+  }
+  if ((int64_t)n > T) {
+    ir_error_plain(d, "--prompt: the prompt is %zu tokens, longer than the model's context of %lld", n, (long long)T);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] >= V) {
+      ir_error_plain(d, "--prompt: token %lld (position %zu) is outside the model's vocabulary of %lld%s",
+                     (long long)ids[i], i, (long long)V, tk ? "" : " (text is bytes: give --vocab 256 to train)");
+      return -1;
+    }
+  return 0;
+}
+
+/* With the KV cache: the decode graph made from gw, the parameters as each
+ * graph binds them (with a mesh: this rank's blocks), and the tokens. */
+static int run_cached(const gen_args *a, tool_mesh_run *mr, const ir_graph *g, const ir_graph *gw, tool_slots *slots,
+                      int32_t *ids, size_t n_prompt, ir_diag *ed) {
+  int64_t T = g->inputs[ir_graph_input_index(g, "tokens")]->type.dims[1];
+  int pos_input = -1, rc = 0;
+  char *dec_text = NULL;
+  ir_graph *dec = decode_graph(&a->o, gw, T, &pos_input, &dec_text, ed);
+  rt_tensor **local[2] = {NULL, NULL}; /* with a mesh: this rank's blocks of the parameters of g, dec */
+  if (!dec) rc = -1;
+  const ir_graph *gs[2] = {g, dec};
+  for (int k = 0; k < 2 && rc == 0 && mr->comm; k++) {
+    if (!(local[k] = calloc((size_t)gs[k]->n_params + 1, sizeof *local[k]))) IR_DIE("out of memory (local)");
+    if (tool_mesh_run_params(mr, gs[k], slots->params, local[k], ed) != 0) rc = -1;
+  }
+  if (rc == 0 && generate_cached(&a->backend, mr, g, dec, pos_input, &a->go, ids, n_prompt,
+                                 mr->comm ? local[0] : slots->params, mr->comm ? local[1] : slots->params, ed) != 0)
+    rc = -1;
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; local[k] && i < gs[k]->n_params; i++) rt_tensor_free(local[k][i]);
+    free(local[k]);
+  }
+  ir_graph_free(dec);
+  free(dec_text);
+  return rc;
+}
+
 int tool_cmd_generate(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -458,116 +539,50 @@ int tool_cmd_generate(int argc, char **argv) {
       return 0;
     }
   ir_diag *d = tool_diag_new();
-  tool_compile_opts o = {0};
-  gen_opts go = {0};
-  tool_backend backend = {0};
-  tool_weights weights = {0};
-  int rc = 0, r;
-  for (int i = 1; i < argc && rc == 0; i++) {
-    if ((r = tool_parse_common(&o, argc, argv, &i, d)) == 0 && (r = parse_gen_flag(&go, argc, argv, &i, d)) == 0 &&
-        (r = tool_parse_weights_flag(argc, argv, &i, &weights, d)) == 0)
-      r = tool_parse_backend(argc, argv, &i, &backend, d);
-    if (r < 0) rc = 1;
-    else if (r == 0 && tool_positional("generate", argv[i], &o, d) != 0) rc = 1;
-  }
-  if (rc == 0 && tool_need_file("generate", &o, d) != 0) rc = 1;
-  if (rc == 0 && go.timing && go.no_cache) {
-    ir_error_plain(d, "generate: --timing times the KV cache's prefill and decode steps; leave out --no-kv-cache");
-    rc = 1;
-  }
-  if (rc == 0 && go.resume && weights.path) {
-    ir_error_plain(d, "generate: give the parameters by --resume STATE or by --weights PATH, not both");
-    rc = 1;
-  }
-  weights.model = o.file;
-  if (rc == 0 && (!go.prompt || go.max_new == 0)) {
-    ir_error_plain(d, "generate: %s is required", !go.prompt ? "--prompt TEXT" : "--max-new-tokens N");
-    rc = 1;
-  }
+  gen_args a = {0};
   char err[512], store[2][32];
   rt_safetensors *st = NULL;
   rt_tokenizer *tk = NULL;
-  if (rc == 0 && go.resume && !(st = rt_safetensors_read(go.resume, err, sizeof err))) {
-    ir_error_plain(d, "--resume: %s", err);
-    rc = 1;
-  }
-  if (rc == 0 && go.tokenizer && !(tk = rt_tokenizer_load(go.tokenizer, err, sizeof err))) {
-    ir_error_plain(d, "--tokenizer: %s", err);
-    rc = 1;
-  }
-  if (rc == 0 && model_sizes(&o, st, store, d) != 0) rc = 1;
+  int rc = parse_generate_args(argc, argv, &a, d);
+  if (rc == 0 && a.go.resume && !(st = rt_safetensors_read(a.go.resume, err, sizeof err)))
+    ir_error_plain(d, "--resume: %s", err), rc = -1;
+  if (rc == 0 && a.go.tokenizer && !(tk = rt_tokenizer_load(a.go.tokenizer, err, sizeof err)))
+    ir_error_plain(d, "--tokenizer: %s", err), rc = -1;
+  if (rc == 0 && model_sizes(&a.o, st, store, d) != 0) rc = -1;
   /* --mesh of more than one rank: each rank runs its block of the graphs
    * (run_mesh.c); the parameters are bound on the one-device graph */
   tool_mesh_run mr = {.command = "generate"};
-  if (rc == 0 && o.mesh_set && ir_mesh_ranks(&o.mesh) > 1 && tool_mesh_run_open(&mr, &o, &backend, d) != 0) rc = 1;
+  if (rc == 0 && a.o.mesh_set && ir_mesh_ranks(&a.o.mesh) > 1 && tool_mesh_run_open(&mr, &a.o, &a.backend, d) != 0)
+    rc = -1;
   ir_diag *ed = mr.diag ? mr.diag : d; /* ranks other than 0 print nothing */
   char *text = NULL;
   ir_graph *g = NULL;
-  if (rc == 0 && !(g = tool_load(&o, ed, &text))) rc = 1;
-  if (rc == 0 && check_model(g, o.file, ed) != 0) rc = 1;
   int n_layers = 0;
-  if (rc == 0 && !go.no_cache && (front_passes(g, ed) != 0 || pass_kv_prefill(g, &n_layers, ed) != 0)) rc = 1;
-  if (rc == 0 && tool_run_passes(g, &o, ed, stdout) != 0) rc = 1;
-  if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, &o) != 0) rc = 1;
+  if (rc == 0 && !(g = tool_load(&a.o, ed, &text))) rc = -1;
+  if (rc == 0 && check_model(g, a.o.file, ed) != 0) rc = -1;
+  if (rc == 0 && !a.go.no_cache && (front_passes(g, ed) != 0 || pass_kv_prefill(g, &n_layers, ed) != 0)) rc = -1;
+  if (rc == 0 && tool_run_passes(g, &a.o, ed, stdout) != 0) rc = -1;
+  if (rc == 0 && mr.comm && tool_mesh_run_compile_whole(&mr, &a.o) != 0) rc = -1;
   ir_graph *gw = mr.whole ? mr.whole : g; /* the graph whose values are bound: one device's */
-  if (rc == 0 && tool_check_memory(g, ed) != 0) rc = 1;
+  if (rc == 0 && tool_check_memory(g, ed) != 0) rc = -1;
   tool_slots slots = {0};
   tool_input_spec *specs = gw ? calloc((size_t)gw->n_inputs + 1, sizeof *specs) : NULL;
   for (int i = 0; gw && i < gw->n_inputs; i++) specs[i] = (tool_input_spec){gw->inputs[i]->name, "0"};
   if (gw) tool_alloc_slots(gw, &slots);
-  if (rc == 0 && tool_bind_all(gw, specs, gw->n_inputs, go.seed, true, slots.inputs, slots.params, ed) != 0) rc = 1;
-  if (rc == 0 && st && load_params(gw, st, go.resume, slots.params, ed) != 0) rc = 1;
-  if (rc == 0 && tool_bind_weights(gw, &weights, slots.params, ed) != 0) rc = 1;
+  if (rc == 0 && tool_bind_all(gw, specs, gw->n_inputs, a.go.seed, true, slots.inputs, slots.params, ed) != 0) rc = -1;
+  if (rc == 0 && st && load_params(gw, st, a.go.resume, slots.params, ed) != 0) rc = -1;
+  if (rc == 0 && tool_bind_weights(gw, &a.weights, slots.params, ed) != 0) rc = -1;
   int32_t *ids = NULL;
   size_t n_prompt = 0;
-  if (rc == 0 && encode_prompt(tk, go.prompt, &ids, &n_prompt, ed) != 0) rc = 1;
-  if (rc == 0) {
-    int ti = ir_graph_input_index(gw, "tokens"), li = ir_graph_output_index(gw, "logits");
-    int64_t T = gw->inputs[ti]->type.dims[1], V = gw->outputs[li].value->type.dims[2];
-    if (n_prompt == 0) {
-      ir_error_plain(ed, "--prompt: the prompt has no tokens");
-      rc = 1;
-    } else if ((int64_t)n_prompt > T) {
-      ir_error_plain(ed, "--prompt: the prompt is %zu tokens, longer than the model's context of %lld", n_prompt,
-                     (long long)T);
-      rc = 1;
-    }
-    for (size_t i = 0; rc == 0 && i < n_prompt; i++)
-      if (ids[i] >= V) {
-        ir_error_plain(ed, "--prompt: token %lld (position %zu) is outside the model's vocabulary of %lld%s",
-                       (long long)ids[i], i, (long long)V, tk ? "" : " (text is bytes: give --vocab 256 to train)");
-        rc = 1;
-      }
-  }
-  if (rc == 0 && !(ids = realloc(ids, (n_prompt + (size_t)go.max_new) * sizeof *ids))) abort();
-  ir_graph *dec = NULL;
-  char *dec_text = NULL;
-  rt_tensor **local[2] = {NULL, NULL}; /* with a mesh: this rank's blocks of the parameters of g, dec */
-  if (rc == 0 && !go.no_cache) {
-    int64_t T = g->inputs[ir_graph_input_index(g, "tokens")]->type.dims[1];
-    int pos_input = -1;
-    if (!(dec = decode_graph(&o, gw, T, &pos_input, &dec_text, ed))) rc = 1;
-    const ir_graph *gs[2] = {g, dec};
-    for (int k = 0; k < 2 && rc == 0 && mr.comm; k++) {
-      if (!(local[k] = calloc((size_t)gs[k]->n_params + 1, sizeof *local[k]))) IR_DIE("out of memory (local)");
-      if (tool_mesh_run_params(&mr, gs[k], slots.params, local[k], ed) != 0) rc = 1;
-    }
-    if (rc == 0 && generate_cached(&backend, &mr, g, dec, pos_input, &go, ids, n_prompt,
-                                   mr.comm ? local[0] : slots.params, mr.comm ? local[1] : slots.params, ed) != 0)
-      rc = 1;
-  } else if (rc == 0 && generate(&backend, &mr, g, gw, &go, ids, n_prompt, &slots, ed) != 0) {
-    rc = 1;
-  }
-  for (int k = 0; k < 2; k++) {
-    const ir_graph *gk = k ? dec : g;
-    for (int i = 0; local[k] && i < gk->n_params; i++) rt_tensor_free(local[k][i]);
-    free(local[k]);
-  }
-  ir_graph_free(dec);
+  if (rc == 0 && encode_prompt(tk, a.go.prompt, &ids, &n_prompt, ed) != 0) rc = -1;
+  if (rc == 0 && check_prompt(gw, tk, ids, n_prompt, ed) != 0) rc = -1;
+  if (rc == 0 && !(ids = realloc(ids, (n_prompt + (size_t)a.go.max_new) * sizeof *ids))) IR_DIE("out of memory (ids)");
+  if (rc == 0 && !a.go.no_cache) rc = run_cached(&a, &mr, g, gw, &slots, ids, n_prompt, ed);
+  else if (rc == 0 && generate(&a.backend, &mr, g, gw, &a.go, ids, n_prompt, &slots, ed) != 0) rc = -1;
   size_t len = 0;
-  char *out = rc == 0 ? decode_ids(tk, ids + n_prompt, (size_t)go.max_new, &len, d) : NULL;
-  if (rc == 0 && !out) rc = 1;
-  if (rc == 0) print_result(ids + n_prompt, (size_t)go.max_new, out, len, go.json);
+  char *out = rc == 0 ? decode_ids(tk, ids + n_prompt, (size_t)a.go.max_new, &len, d) : NULL;
+  if (rc == 0 && !out) rc = -1;
+  if (rc == 0) print_result(ids + n_prompt, (size_t)a.go.max_new, out, len, a.go.json);
   free(out);
   free(ids);
   free(specs);
@@ -575,9 +590,8 @@ int tool_cmd_generate(int argc, char **argv) {
   tool_mesh_run_close(&mr);
   ir_graph_free(g);
   free(text);
-  free(dec_text);
   rt_tokenizer_free(tk);
   rt_safetensors_free(st);
   ir_diag_free(d);
-  return rc;
+  return rc == 0 ? 0 : 1;
 }
