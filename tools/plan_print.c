@@ -215,9 +215,11 @@ static void print_explain(FILE *f, const plan_report *r, const pass_plan_result 
     explain_group(f, r->model, a, P, L / 2 + 1, cl, s->tp);
   }
   explain_group(f, r->model, "head", P, L + 1, cl, s->tp);
-  fprintf(f, "  compute time: per op max(FLOPs / (peak x e), bytes / (%s x %.2f)); e = %.2f x d/(d + %.0f) for each "
-             "of a matmul's M, N, K; %.2f for fused attention (over half its FLOPs when causal); 1 otherwise\n",
-          stats_si(cl->device.bandwidth, "B/s", a, sizeof a), k.mem_eff, k.gemm_eff, k.gemm_half, k.attn_eff);
+  fprintf(f, "  compute time: per op max(FLOPs / (peak x e), bytes / (%s x %.2f), device calls x %s); e = %.2f x "
+             "d/(d + %.0f) for each of a matmul's M, N, K; %.2f for fused attention (over half its FLOPs when causal); "
+             "1 otherwise\n",
+          stats_si(cl->device.bandwidth, "B/s", a, sizeof a), k.mem_eff, stats_seconds(cl->device.launch, b, sizeof b),
+          k.gemm_eff, k.gemm_half, k.attn_eff);
   fprintf(f, "  collectives: base %s + steps x alpha + bytes factor x payload / beta; all-reduce 2(n-1) steps and "
              "2(n-1)/n, all-gather and reduce-scatter n-1 and (n-1)/n; alpha %s (%s), %s (network); beta %s, %s\n",
           stats_seconds(k.nccl_base_lat, a, sizeof a), stats_seconds(cl->intra_lat, b, sizeof b), intra_link(cl),
