@@ -447,6 +447,15 @@ int rt_data_fill(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tensor 
 int rt_data_targets_input(const rt_data *ds);
 /* K micro-batches a step (npy: batch q = step K + micro; default 1). */
 void rt_data_set_micro_batches(rt_data *ds, int k);
+/* text:PATH through a tokenizer.json (before binding): the file is read
+ * whole and encoded once (no special tokens added); its tokens are the ids
+ * and its vocabulary the tokenizer's (rt_tokenizer_vocab_size). 0, or -1
+ * with err (not text:PATH, a bad tokenizer file, text it cannot encode). */
+int rt_data_use_tokenizer(rt_data *ds, const char *tokenizer, char *err, size_t errlen);
+/* rt_data_open(spec) with the settings' --vocab, through their --tokenizer
+ * when given (rt_data_use_tokenizer; its errors start "--tokenizer: "). */
+typedef struct rt_train_settings rt_train_settings;
+rt_data *rt_data_open_settings(const rt_train_settings *s, const char *spec, char *err, size_t errlen);
 /* Evaluation: batch k (0 <= k < rt_data_eval_batches) of the source in
  * order (files: consecutive windows from the start, arrays: samples in
  * file order; tasks: batches no training step draws). */
@@ -494,8 +503,9 @@ typedef struct {
  * (`--lr X`) and the saved value, so a resumed setting gets the flag's
  * checks (a state saying lr=-1 is refused, naming the file). The *_set
  * flags tell given from default. */
-typedef struct {
+struct rt_train_settings {
   const char *data;
+  const char *tokenizer;   /* --tokenizer F: text:PATH sources read through this tokenizer.json */
   const char *eval_data;   /* --eval-data SOURCE: held-out data, evaluated every eval_every steps */
   int64_t eval_every, eval_batches;
   int64_t steps, batch, seq_len, vocab, warmup;
@@ -505,8 +515,8 @@ typedef struct {
   double lr, clip, weight_decay;
   uint64_t seed;
   bool data_set, eval_data_set, eval_every_set, eval_batches_set, steps_set, lr_set, opt_set, sched_set, warmup_set,
-      mb_set, clip_set, wd_set, seed_set, batch_set, seq_set, vocab_set, dtype_set;
-} rt_train_settings;
+      mb_set, clip_set, wd_set, seed_set, batch_set, seq_set, vocab_set, dtype_set, tokenizer_set;
+};
 enum { RT_SETTINGS_MAX = 24 };
 int rt_settings_count(void);
 const char *rt_settings_flag(int k);      /* "--lr" ...; NULL out of range */

@@ -45,6 +45,8 @@ static const char *const train_help =
     "  copy, reverse, sort  sequence tasks: inputs tokens and targets, integer [batch, T]; tokens\n"
     "                       uniform in [0, V); targets the tokens copied, reversed or sorted\n"
     "  text:PATH            a byte-level text file (tokens = bytes, targets = the next byte)\n"
+    "  --tokenizer F        ... read through a tokenizer.json instead: tokens = its ids (encoded\n"
+    "                       once, no special tokens), its vocabulary the model's V at least\n"
     "  tokens:PATH          uint16 little-endian tokens (targets = the next token): llm.c's .bin\n"
     "                       files (a 1 KiB header: magic 20240520, version 1, the token count;\n"
     "                       recognized by the magic, required of a .bin file) or raw\n"
@@ -730,7 +732,7 @@ static int open_eval_source(const train_opts *t, const ir_graph *g, rt_data *tra
   char err[1024];
   const char *flag = t->eval_only ? "--data" : "--eval-data";
   const char *spec = t->eval_only ? t->s.data : t->s.eval_data;
-  rt_data *e = t->eval_only ? train_ds : rt_data_open(spec, t->s.vocab_set ? t->s.vocab : 0, err, sizeof err);
+  rt_data *e = t->eval_only ? train_ds : rt_data_open_settings(&t->s, spec, err, sizeof err);
   if (!e) {
     ir_error_plain(d, "%s: %s", flag, err);
     return -1;
@@ -820,7 +822,7 @@ static int train_or_eval(int argc, char **argv, bool eval_only) {
     ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH, npy:NAME=PATH,...)");
     goto done;
   }
-  if (!(ds = rt_data_open(t.s.data, t.s.vocab_set ? t.s.vocab : 0, err, sizeof err))) {
+  if (!(ds = rt_data_open_settings(&t.s, t.s.data, err, sizeof err))) {
     if (data_given) ir_error_plain(d, "--data: %s", err);
     else ir_error_plain(d, "%s: metadata \"data\": %s", t.resume, err);
     goto done;
