@@ -49,7 +49,8 @@ static const char *const generate_help =
     "  --json               print {\"ids\": [the new ids], \"text\": \"their text\"}\n"
     "  --no-kv-cache        recompute the full forward over the window at every step\n"
     "  --timing             print to stderr the prefill's time and the decode steps' (with the\n"
-    "                       cache): their positions, seconds and tokens/s (bench/generate.sh)\n";
+    "                       cache): their positions, seconds and tokens/s (bench/generate.sh);\n"
+    "                       then the device memory, predicted by the plans and measured\n";
 static const char *const generate_help_tail =
     "\n"
     "A prompt longer than the context T is refused; once prompt and output fill T, the\n"
@@ -312,6 +313,9 @@ static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, cons
       fprintf(stderr, "; %lld decode steps at positions %lld..%lld in %.6f s: %.2f tokens/s", (long long)n_decode,
               (long long)first_pos, (long long)last_pos, t_decode, (double)n_decode / t_decode);
     fputc('\n', stderr);
+    rt_generator_memory m = rt_generator_memory_use(gen);
+    fprintf(stderr, "memory: predicted %zu bytes, measured %zu (the KV cache %zu bytes, placed by the memory plan)\n",
+            m.predicted, m.measured, m.cache);
   }
   free(c);
   free(row);
