@@ -39,8 +39,9 @@ static const char *const generate_help =
     "\n"
     "  --resume STATE       parameters from a state saved by tgc train --save (its --vocab and\n"
     "                       --seq-len are the model's V and T); else initialized from --seed\n"
-    "  --tokenizer F        a tokenizer.json for the prompt and the output text; without one,\n"
-    "                       text is bytes: token b is byte b (as --data text:PATH trains)\n"
+    "  --tokenizer F        a tokenizer.json for the prompt and the output text (default: the\n"
+    "                       state's, when it was trained with one); without one, text is\n"
+    "                       bytes: token b is byte b (as --data text:PATH trains)\n"
     "  --temperature T      0 (the default): greedy, the most likely token; else sample from\n"
     "                       softmax(logits / T)\n"
     "  --top-k K            sample among the K most likely tokens only (0: all, the default)\n"
@@ -495,6 +496,7 @@ int tool_cmd_generate(int argc, char **argv) {
     ir_error_plain(d, "--resume: %s", err);
     rc = 1;
   }
+  if (rc == 0 && !go.tokenizer && st) go.tokenizer = rt_safetensors_meta(st, "tokenizer"); /* train --tokenizer's */
   if (rc == 0 && go.tokenizer && !(tk = rt_tokenizer_load(go.tokenizer, err, sizeof err))) {
     ir_error_plain(d, "--tokenizer: %s", err);
     rc = 1;
