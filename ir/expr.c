@@ -12,6 +12,7 @@
  * rounds each intermediate as the unfused op would):
  *   expr   := '$' N            operand N
  *           | '#' N            result N of the same node (an earlier one)
+ *           | '%' N            shared subexpression N (an earlier one)
  *           | '(' 'const' DTYPE NUMBER ')'
  *           | '(' 'cast' DTYPE expr ')'
  *           | '(' OP expr+ ')'   OP an elementwise op of ops.def, with its arity
@@ -23,9 +24,19 @@
  *                              and the element's index in the unsharded
  *                              value g (an i64 expr: the fusion pass writes
  *                              sum_d pos_d * stride_d)
- *   exprs  := expr (';' expr)*   one per result (fused only; at most
- *                                IR_FUSED_MAX_RESULTS)
- * Parsed into a postfix list: every instruction after its arguments.
+ *   exprs  := item (';' item)*   one expr per result (fused only; at most
+ *                                IR_FUSED_MAX_RESULTS), the last item an expr
+ *   item   := expr | '%' N '=' '(' ... ')'
+ *                              a shared subexpression: computed once, read
+ *                              as %N by the later items (at least twice),
+ *                              not a result of the node; numbered 0, 1, ...
+ *                              in order (fuse-elementwise writes one where a
+ *                              joined expression read another one's value
+ *                              twice and nothing else reads that value)
+ * Parsed into a postfix list: every instruction after its arguments; a
+ * shared subexpression is one instruction that several instructions name
+ * as an argument, and the printer writes every op instruction named by two
+ * or more as one (so parse(print(e)) has e's instructions).
  *
  * Einsum grammar: TERM (',' TERM)* '->' TERM, a TERM a string of letters
  * (a-z, A-Z), the output's letters distinct and each in some input term.
@@ -35,7 +46,7 @@
 
 #include "ir.h"
 
-enum { EXPR_MAX_NODES = 4096, EXPR_MAX_DEPTH = 200 };
+enum { EXPR_MAX_NODES = 4096, EXPR_MAX_DEPTH = 200, EXPR_MAX_SHARED = 64 };
 
 /* ====================================================================== */
 /* fused expressions                                                       */
@@ -48,6 +59,8 @@ typedef struct {
   int n, cap;
   int results[IR_FUSED_MAX_RESULTS];
   int n_results;
+  int shared[EXPR_MAX_SHARED], shared_reads[EXPR_MAX_SHARED]; /* %N: its instruction, times read */
+  int n_shared;
   char *err;
   size_t errlen;
   bool failed;
@@ -137,7 +150,14 @@ static int eparse(eparser *p, int depth) {
     in.index = (int)idx;
     return eadd(p, in);
   }
-  if (p->s[p->pos] != '(') return ebad(p, "expected '$N', '#N' or '('");
+  if (p->s[p->pos] == '%') { /* an earlier shared subexpression: its instruction, no new one */
+    long idx = enumber(p, "expected a number after '%'");
+    if (idx < 0) return -1;
+    if (idx >= p->n_shared) return efail(p, "expr names %%%ld, which is not an earlier shared subexpression", idx);
+    p->shared_reads[idx]++;
+    return p->shared[idx];
+  }
+  if (p->s[p->pos] != '(') return ebad(p, "expected '$N', '#N', '%N' or '('");
   p->pos++;
   char w[32];
   if (!eword(p, w, sizeof w)) return ebad(p, "expected an op name");
@@ -204,10 +224,36 @@ static ir_expr *expr_pack(const ir_expr_inst *ins, int n, const int *results, in
   return e;
 }
 
+/* '%' N '=' '(' ... ')': shared subexpression N, numbered in order; 0, or
+ * -1 after reporting. */
+static int eshared(eparser *p) {
+  long idx = enumber(p, "expected a number after '%'");
+  if (idx < 0) return -1;
+  if (idx != p->n_shared) return efail(p, "shared subexpression %%%ld out of order (%%%d expected)", idx, p->n_shared);
+  if (p->n_shared == EXPR_MAX_SHARED) return efail(p, "expr has more than %d shared subexpressions", EXPR_MAX_SHARED);
+  espace(p);
+  if (p->s[p->pos] != '=') return ebad(p, "expected '=' after a shared subexpression's number");
+  p->pos++;
+  espace(p);
+  if (p->s[p->pos] != '(') return ebad(p, "expected '(' (a shared subexpression is an op)");
+  int root = eparse(p, 0);
+  if (root < 0) return -1;
+  p->shared[p->n_shared++] = root;
+  espace(p);
+  if (p->s[p->pos] != ';') return ebad(p, "expected ';' after a shared subexpression");
+  p->pos++;
+  return 0;
+}
+
 ir_expr *ir_expr_parse(const char *text, bool multi, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   eparser p = {.s = text ? text : "", .err = err, .errlen = errlen};
   for (;;) {
+    espace(&p);
+    if (p.s[p.pos] == '%') {
+      if (eshared(&p) < 0) break;
+      continue;
+    }
     if (p.n_results == IR_FUSED_MAX_RESULTS) {
       efail(&p, "expr has more than %d results", IR_FUSED_MAX_RESULTS);
       break;
@@ -220,6 +266,10 @@ ir_expr *ir_expr_parse(const char *text, bool multi, char *err, size_t errlen) {
     p.pos++;
   }
   if (!p.failed && p.s[p.pos]) ebad(&p, "text after the expression");
+  for (int k = 0; k < p.n_shared && !p.failed; k++)
+    if (p.shared_reads[k] < 2) /* the printer writes it in place: a text that would not print back */
+      efail(&p, "shared subexpression %%%d is read %d time%s (at least twice, or write it in place)", k,
+            p.shared_reads[k], p.shared_reads[k] == 1 ? "" : "s");
   ir_expr *e = p.failed ? NULL : expr_pack(p.ins, p.n, p.results, p.n_results, NULL);
   if (!p.failed && !e) efail(&p, "out of memory");
   free(p.ins);
@@ -260,9 +310,26 @@ static void sput(sbuf *b, const char *t) {
   b->len += n;
 }
 
-static void print_inst(const ir_expr *e, int i, sbuf *b) {
+/* What the printer writes for an instruction named as an argument: itself,
+ * %N (an op read by two or more instructions) or #r (a result's root). */
+typedef struct {
+  int *shared; /* by instruction: its %N, or -1 */
+  int *root;   /* by instruction: the result it is the root of, or -1 */
+} pnames;
+
+static void print_inst(const ir_expr *e, int i, const pnames *nm, bool top, sbuf *b) {
   const ir_expr_inst *in = &e->ins[i];
   char buf[96];
+  if (!top && nm->root[i] >= 0) {
+    snprintf(buf, sizeof buf, "#%d", nm->root[i]);
+    sput(b, buf);
+    return;
+  }
+  if (!top && nm->shared[i] >= 0) {
+    snprintf(buf, sizeof buf, "%%%d", nm->shared[i]);
+    sput(b, buf);
+    return;
+  }
   switch (in->kind) {
   case IR_EXPR_OPERAND: snprintf(buf, sizeof buf, "$%d", in->index); sput(b, buf); return;
   case IR_EXPR_RESULT: snprintf(buf, sizeof buf, "#%d", in->index); sput(b, buf); return;
@@ -277,20 +344,45 @@ static void print_inst(const ir_expr *e, int i, sbuf *b) {
     sput(b, buf);
     for (int k = 0; k < 3 && in->arg[k] >= 0; k++) {
       sput(b, " ");
-      print_inst(e, in->arg[k], b);
+      print_inst(e, in->arg[k], nm, false, b);
     }
     sput(b, ")");
     return;
   }
 }
 
+/* Items in instruction order: a shared op as "%N = ...", a result when its
+ * root is reached (results in order). */
 char *ir_expr_print(const ir_expr *e) {
   sbuf b = {0};
+  size_t n = (size_t)(e->n_ins > 0 ? e->n_ins : 1);
+  pnames nm = {malloc(n * sizeof(int)), malloc(n * sizeof(int))};
+  int *reads = calloc(n, sizeof(int));
+  if (!nm.shared || !nm.root || !reads) b.oom = true;
   sput(&b, "");
-  for (int r = 0; r < e->n_results; r++) {
-    if (r) sput(&b, "; ");
-    print_inst(e, e->results[r], &b);
+  for (int i = 0; !b.oom && i < e->n_ins; i++) {
+    nm.shared[i] = nm.root[i] = -1;
+    for (int k = 0; k < 3; k++)
+      if (e->ins[i].kind == IR_EXPR_OP && e->ins[i].arg[k] >= 0) reads[e->ins[i].arg[k]]++;
   }
+  for (int r = 0; !b.oom && r < e->n_results; r++)
+    if (nm.root[e->results[r]] < 0) nm.root[e->results[r]] = r;
+  int n_shared = 0, next = 0, items = 0;
+  for (int i = 0; !b.oom && i < e->n_ins; i++) {
+    if (e->ins[i].kind == IR_EXPR_OP && reads[i] >= 2 && nm.root[i] < 0) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%s%%%d = ", items++ ? "; " : "", nm.shared[i] = n_shared++);
+      sput(&b, buf);
+      print_inst(e, i, &nm, true, &b);
+    }
+    for (; next < e->n_results && e->results[next] <= i; next++) {
+      if (items++) sput(&b, "; ");
+      print_inst(e, e->results[next], &nm, true, &b);
+    }
+  }
+  free(nm.shared);
+  free(nm.root);
+  free(reads);
   if (b.oom) {
     free(b.s);
     return NULL;
@@ -360,6 +452,37 @@ int ir_expr_append(ir_expr_builder *b, const ir_expr *e, const int *operand_map,
   for (int r = 0; r < e->n_results && !b->oom; r++)
     if (ir_expr_add_result(b, e->results[r] + base) != 0) return -1;
   return b->oom ? -1 : 0;
+}
+
+int ir_expr_builder_unresult(ir_expr_builder *b, int r) {
+  if (b->oom || r < 0 || r >= b->n_results) return -1;
+  int root = b->results[r];
+  for (int i = 0; i <= root; i++)
+    if (b->ins[i].kind == IR_EXPR_RESULT && b->ins[i].index == r) return -1; /* #r before its root */
+  int *to = malloc((size_t)(b->n > 0 ? b->n : 1) * sizeof *to); /* old index -> new */
+  if (!to) {
+    b->oom = true;
+    return -1;
+  }
+  int n = 0;
+  for (int i = 0; i < b->n; i++) {
+    ir_expr_inst in = b->ins[i];
+    if (in.kind == IR_EXPR_RESULT && in.index == r) { /* a reader of #r: the root's instruction itself */
+      to[i] = to[root];
+      continue;
+    }
+    if (in.kind == IR_EXPR_RESULT && in.index > r) in.index--;
+    for (int k = 0; k < 3; k++)
+      if (in.arg[k] >= 0) in.arg[k] = to[in.arg[k]];
+    b->ins[n] = in;
+    to[i] = n++;
+  }
+  b->n = n;
+  for (int k = r; k + 1 < b->n_results; k++) b->results[k] = b->results[k + 1];
+  b->n_results--;
+  for (int k = 0; k < b->n_results; k++) b->results[k] = to[b->results[k]];
+  free(to);
+  return 0;
 }
 
 ir_expr *ir_expr_builder_finish(ir_expr_builder *b) {

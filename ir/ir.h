@@ -506,6 +506,12 @@ int ir_expr_add_result(ir_expr_builder *b, int root);
  * operand_map[i] < 0), #k becomes #(k + result_base); e's results become
  * further results. 0, or -1 out of memory. */
 int ir_expr_append(ir_expr_builder *b, const ir_expr *e, const int *operand_map, int result_base);
+/* Result r stops being a result: the instructions that read it as #r read
+ * its root instruction directly (a shared subexpression, printed %N when
+ * read twice), later results move down by one. 0, or -1 (out of memory, no
+ * such result, or #r read before its root; the builder is unchanged then
+ * unless out of memory). */
+int ir_expr_builder_unresult(ir_expr_builder *b, int r);
 /* The expression built (malloc'd), NULL if empty or out of memory. */
 ir_expr *ir_expr_builder_finish(ir_expr_builder *b);
 

@@ -48,7 +48,11 @@
  *     recompute), so X is not written and then read back and F's operands
  *     are loaded once. The kernel computes every result of a chunk before
  *     storing any, so results may take over operands' buffers in place.
- *     Adam's m', v' and p' become one kernel per parameter.
+ *     Adam's m', v' and p' become one kernel per parameter. X stays a
+ *     result only when it is a graph output; else nothing else reads it,
+ *     and it becomes a shared subexpression of the joined node, computed
+ *     once and never stored: "%0 = (sigmoid $0); (mul ... %0 ... %0)" for
+ *     SwiGLU's backward, which reads sigmoid(gate) twice.
  * Limits: 64 ops and 32 operands per group (a larger chain becomes several);
  * IR_FUSED_MAX_RESULTS results per fused node.
  */
@@ -418,12 +422,17 @@ static int join_results(fuse_ctx *c, ir_node *p, int xi, int pos) {
   }
   const ir_attr *fe = ir_node_attr(f, "expr"), *pe = ir_node_attr(p, "expr");
   if (!fe || !pe || !fe->expr || !pe->expr || n_ops > MAX_LEAVES) return 0;
-  /* f's expression is result #0; p's read it as #0 and their own results shift by one */
+  /* f's expression is result #0; p's read it as #0 and their own results
+   * shift by one. When x is no graph output, nothing but p reads it: it
+   * stops being a result (no store, no buffer), p's expressions reading
+   * f's root instruction itself, a shared subexpression (%N). */
+  bool keep_x = c->is_output[x->id] > 0;
   ir_expr_builder *b = ir_expr_builder_new();
   ir_expr *expr = NULL;
   char *text = NULL;
   if (!b || ir_expr_append(b, fe->expr, fmap, 0) != 0 || ir_expr_append(b, pe->expr, pmap, 1) != 0 ||
-      !(expr = ir_expr_builder_finish(b)) || !(text = ir_expr_print(expr))) {
+      (!keep_x && ir_expr_builder_unresult(b, 0) != 0) || !(expr = ir_expr_builder_finish(b)) ||
+      !(text = ir_expr_print(expr))) {
     ir_expr_builder_free(b);
     ir_expr_free(expr);
     return -1;
@@ -434,9 +443,10 @@ static int join_results(fuse_ctx *c, ir_node *p, int xi, int pos) {
   ir_attr ex = ir_attr_expr("expr", expr, text);
   int n_out = 0;
   char err[256];
-  bool ok = ir_infer(IR_OP_FUSED, types, n_ops, &ex, 1, outs, &n_out, err, sizeof err) == 0 && n_out == p->n_out + 1 &&
-            ir_type_equal(&outs[0], &x->type);
-  for (int i = 0; ok && i < p->n_out; i++) ok = ir_type_equal(&outs[i + 1], &p->out[i]->type);
+  int first = keep_x ? 1 : 0; /* p's first result among the joined node's */
+  bool ok = ir_infer(IR_OP_FUSED, types, n_ops, &ex, 1, outs, &n_out, err, sizeof err) == 0 &&
+            n_out == p->n_out + first && (!keep_x || ir_type_equal(&outs[0], &x->type));
+  for (int i = 0; ok && i < p->n_out; i++) ok = ir_type_equal(&outs[i + first], &p->out[i]->type);
   if (!ok) {
     ir_expr_free(expr);
     free(text);
@@ -448,8 +458,8 @@ static int join_results(fuse_ctx *c, ir_node *p, int xi, int pos) {
   n->layer = p->layer;
   ir_value *olds[IR_FUSED_MAX_RESULTS];
   ir_node *defs[IR_FUSED_MAX_RESULTS];
-  olds[0] = x, defs[0] = f;
-  for (int i = 0; i < p->n_out; i++) olds[i + 1] = p->out[i], defs[i + 1] = p;
+  if (keep_x) olds[0] = x, defs[0] = f;
+  for (int i = 0; i < p->n_out; i++) olds[i + first] = p->out[i], defs[i + first] = p;
   adopt_results(n, olds, defs);
   f->dead = p->dead = true;
   for (int j = 0; j < f->n_in; j++) c->uses[f->in[j]->id]--;

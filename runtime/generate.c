@@ -171,3 +171,21 @@ int rt_generator_decode(rt_generator *r, int32_t id, int64_t pos, float *logits,
 }
 
 size_t rt_generator_arena_bytes(const rt_generator *r, bool decode) { return rt_program_arena_bytes(r->p[decode]); }
+
+static size_t type_bytes(const ir_type *t) { return (size_t)ir_type_numel(t) * ir_dtype_size(t->dtype); }
+
+rt_generator_memory rt_generator_memory_use(const rt_generator *r) {
+  rt_generator_memory m = {.measured = r->dev->stats.peak_bytes};
+  for (int i = 0; i < r->g[0]->n_params; i++) m.predicted += type_bytes(&r->g[0]->params[i]->type);
+  for (int i = 0; i < r->g[1]->n_params; i++)
+    if (r->downed[i]) m.predicted += type_bytes(&r->g[1]->params[i]->type);
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < r->g[k]->n_inputs; i++) {
+      size_t b = type_bytes(&r->g[k]->inputs[i]->type);
+      m.predicted += b;
+      if (k == 1 && r->donate[i]) m.cache += b;
+    }
+    m.predicted += rt_program_arena_bytes(r->p[k]);
+  }
+  return m;
+}

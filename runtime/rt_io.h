@@ -124,6 +124,15 @@ int rt_data_fill(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tensor 
 int rt_data_targets_input(const rt_data *ds);
 /* K micro-batches a step (npy: batch q = step K + micro; default 1). */
 void rt_data_set_micro_batches(rt_data *ds, int k);
+/* text:PATH through a tokenizer.json (before binding): the file is read
+ * whole and encoded once (no special tokens added); its tokens are the ids
+ * and its vocabulary the tokenizer's (rt_tokenizer_vocab_size). 0, or -1
+ * with err (not text:PATH, a bad tokenizer file, text it cannot encode). */
+int rt_data_use_tokenizer(rt_data *ds, const char *tokenizer, char *err, size_t errlen);
+/* rt_data_open(spec) with the settings' --vocab, through their --tokenizer
+ * when given (rt_data_use_tokenizer; its errors start "--tokenizer: "). */
+typedef struct rt_train_settings rt_train_settings; /* rt_train.h */
+rt_data *rt_data_open_settings(const rt_train_settings *s, const char *spec, char *err, size_t errlen);
 /* Evaluation: batch k (0 <= k < rt_data_eval_batches) of the source in
  * order (files: consecutive windows from the start, arrays: samples in
  * file order; tasks: batches no training step draws). */

@@ -44,8 +44,9 @@ typedef struct {
  * (`--lr X`) and the saved value, so a resumed setting gets the flag's
  * checks (a state saying lr=-1 is refused, naming the file). The *_set
  * flags tell given from default. */
-typedef struct {
+struct rt_train_settings {
   const char *data;
+  const char *tokenizer;   /* --tokenizer F: text:PATH sources read through this tokenizer.json */
   const char *eval_data;   /* --eval-data SOURCE: held-out data, evaluated every eval_every steps */
   int64_t eval_every, eval_batches;
   int64_t steps, batch, seq_len, vocab, warmup;
@@ -55,8 +56,8 @@ typedef struct {
   double lr, clip, weight_decay;
   uint64_t seed;
   bool data_set, eval_data_set, eval_every_set, eval_batches_set, steps_set, lr_set, opt_set, sched_set, warmup_set,
-      mb_set, clip_set, wd_set, seed_set, batch_set, seq_set, vocab_set, dtype_set;
-} rt_train_settings;
+      mb_set, clip_set, wd_set, seed_set, batch_set, seq_set, vocab_set, dtype_set, tokenizer_set;
+};
 enum { RT_SETTINGS_MAX = 24 };
 int rt_settings_count(void);
 const char *rt_settings_flag(int k);      /* "--lr" ...; NULL out of range */

@@ -333,6 +333,17 @@ rt_generator *rt_generator_new(const rt_backend *b, const rt_device_options *dop
 int rt_generator_prefill(rt_generator *r, const int32_t *ids, int64_t n, float *logits, char *err, size_t errlen);
 int rt_generator_decode(rt_generator *r, int32_t id, int64_t pos, float *logits, char *err, size_t errlen);
 size_t rt_generator_arena_bytes(const rt_generator *r, bool decode);
+/* Device memory of generation. predicted: from the graphs and their memory
+ * plans alone: the parameters (shared ones once), every input of both
+ * graphs (the KV cache is the decode graph's donated cache.* inputs, where
+ * the plan also places the written cache) and both arenas; cache: those
+ * cache inputs. measured: the device's allocation counter
+ * (rt_device_stats.peak_bytes) since the generator opened it, counted
+ * around every backend allocation. */
+typedef struct {
+  size_t predicted, measured, cache;
+} rt_generator_memory;
+rt_generator_memory rt_generator_memory_use(const rt_generator *r);
 void rt_generator_free(rt_generator *r);
 
 

@@ -39,8 +39,9 @@ static const char *const generate_help =
     "\n"
     "  --resume STATE       parameters from a state saved by tgc train --save (its --vocab and\n"
     "                       --seq-len are the model's V and T); else initialized from --seed\n"
-    "  --tokenizer F        a tokenizer.json for the prompt and the output text; without one,\n"
-    "                       text is bytes: token b is byte b (as --data text:PATH trains)\n"
+    "  --tokenizer F        a tokenizer.json for the prompt and the output text (default: the\n"
+    "                       state's, when it was trained with one); without one, text is\n"
+    "                       bytes: token b is byte b (as --data text:PATH trains)\n"
     "  --temperature T      0 (the default): greedy, the most likely token; else sample from\n"
     "                       softmax(logits / T)\n"
     "  --top-k K            sample among the K most likely tokens only (0: all, the default)\n"
@@ -49,7 +50,8 @@ static const char *const generate_help =
     "  --json               print {\"ids\": [the new ids], \"text\": \"their text\"}\n"
     "  --no-kv-cache        recompute the full forward over the window at every step\n"
     "  --timing             print to stderr the prefill's time and the decode steps' (with the\n"
-    "                       cache): their positions, seconds and tokens/s (bench/generate.sh)\n";
+    "                       cache): their positions, seconds and tokens/s (bench/generate.sh);\n"
+    "                       then the device memory, predicted by the plans and measured\n";
 static const char *const generate_help_tail =
     "\n"
     "A prompt longer than the context T is refused; once prompt and output fill T, the\n"
@@ -312,6 +314,9 @@ static int generate_cached(const tool_backend *tb, const tool_mesh_run *mr, cons
       fprintf(stderr, "; %lld decode steps at positions %lld..%lld in %.6f s: %.2f tokens/s", (long long)n_decode,
               (long long)first_pos, (long long)last_pos, t_decode, (double)n_decode / t_decode);
     fputc('\n', stderr);
+    rt_generator_memory m = rt_generator_memory_use(gen);
+    fprintf(stderr, "memory: predicted %zu bytes, measured %zu (the KV cache %zu bytes, placed by the memory plan)\n",
+            m.predicted, m.measured, m.cache);
   }
   free(c);
   free(row);
@@ -546,6 +551,7 @@ int tool_cmd_generate(int argc, char **argv) {
   int rc = parse_generate_args(argc, argv, &a, d);
   if (rc == 0 && a.go.resume && !(st = rt_safetensors_read(a.go.resume, err, sizeof err)))
     ir_error_plain(d, "--resume: %s", err), rc = -1;
+  if (rc == 0 && !a.go.tokenizer && st) a.go.tokenizer = rt_safetensors_meta(st, "tokenizer"); /* train --tokenizer's */
   if (rc == 0 && a.go.tokenizer && !(tk = rt_tokenizer_load(a.go.tokenizer, err, sizeof err)))
     ir_error_plain(d, "--tokenizer: %s", err), rc = -1;
   if (rc == 0 && model_sizes(&a.o, st, store, d) != 0) rc = -1;

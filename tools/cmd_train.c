@@ -39,6 +39,8 @@ static const char *const train_help =
     "  copy, reverse, sort  sequence tasks: inputs tokens and targets, integer [batch, T]; tokens\n"
     "                       uniform in [0, V); targets the tokens copied, reversed or sorted\n"
     "  text:PATH            a byte-level text file (tokens = bytes, targets = the next byte)\n"
+    "  --tokenizer F        ... read through a tokenizer.json instead: tokens = its ids (encoded\n"
+    "                       once, no special tokens), its vocabulary the model's V at least\n"
     "  tokens:PATH          uint16 little-endian tokens (targets = the next token): llm.c's .bin\n"
     "                       files (a 1 KiB header: magic 20240520, version 1, the token count;\n"
     "                       recognized by the magic, required of a .bin file) or raw\n"

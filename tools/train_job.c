@@ -265,7 +265,7 @@ static int open_eval_source(const tool_train_opts *t, const ir_graph *g, rt_data
   char err[1024];
   const char *flag = t->eval_only ? "--data" : "--eval-data";
   const char *spec = t->eval_only ? t->s.data : t->s.eval_data;
-  rt_data *e = t->eval_only ? train_ds : rt_data_open(spec, t->s.vocab_set ? t->s.vocab : 0, err, sizeof err);
+  rt_data *e = t->eval_only ? train_ds : rt_data_open_settings(&t->s, spec, err, sizeof err);
   if (!e) {
     ir_error_plain(d, "%s: %s", flag, err);
     return -1;
@@ -338,7 +338,7 @@ static int job_settings(tool_train_job *j, ir_diag *d) {
     ir_error_plain(d, "train: --data SOURCE is required (xor, regression, copy, reverse, sort, text:PATH, tokens:PATH, npy:NAME=PATH,...)");
     return -1;
   }
-  if (!(j->ds = rt_data_open(t->s.data, t->s.vocab_set ? t->s.vocab : 0, err, sizeof err))) {
+  if (!(j->ds = rt_data_open_settings(&t->s, t->s.data, err, sizeof err))) {
     if (data_given) ir_error_plain(d, "--data: %s", err);
     else ir_error_plain(d, "%s: metadata \"data\": %s", t->resume, err);
     return -1;

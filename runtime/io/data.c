@@ -15,7 +15,11 @@
  *   copy / reverse / sort
  *               tokens uniform in [0, vocab); targets = tokens, the tokens
  *               reversed, or the tokens sorted ascending.
- *   text:PATH   bytes of a file (vocabulary 256); tokens:PATH uint16
+ *   text:PATH   bytes of a file (vocabulary 256), or with a tokenizer
+ *               (rt_data_use_tokenizer: tgc train --tokenizer F) the file's
+ *               ids under that tokenizer.json, encoded once when opened
+ *               (no special tokens added; the vocabulary the tokenizer's);
+ *               tokens:PATH uint16
  *               little-endian tokens, raw or in llm.c's format (a header of
  *               256 int32: magic 20240520, version 1, the token count;
  *               recognized by its magic, required of a .bin file). Each row
@@ -47,7 +51,8 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "rt_io.h"
+#include "rt_train.h"
+#include "rt_tokenizer.h"
 
 typedef enum { DS_XOR, DS_REGRESSION, DS_NPY, DS_COPY, DS_REVERSE, DS_SORT, DS_TEXT, DS_TOKENS } ds_kind;
 
@@ -75,9 +80,10 @@ struct rt_data {
   /* files */
   int fd;
   int64_t n_file_tokens;
-  int64_t file_vocab;     /* 1 + the largest token in the file */
+  int64_t file_vocab;     /* 1 + the largest token in the file (text: 256, or the tokenizer's) */
   int64_t vocab;          /* sequence tasks: tokens are < vocab */
   int64_t header_bytes;   /* tokens:PATH in llm.c's format: the header before the tokens */
+  int32_t *ids;           /* text:PATH through a tokenizer: the file's ids (n_file_tokens), read whole */
   /* npy:NAME=PATH,... */
   ds_array *arrays;
   int n_arrays;
@@ -96,6 +102,8 @@ struct rt_data {
 };
 
 static bool is_sequence(ds_kind k) { return k >= DS_COPY; }
+/* A file source: windows of its tokens, not drawn tokens. */
+static bool from_file(const rt_data *ds) { return ds->fd >= 0 || ds->ids; }
 void rt_data_set_micro_batches(rt_data *ds, int k) { ds->micro_batches = k > 1 ? k : 1; }
 bool rt_data_is_sequence(const rt_data *ds) { return is_sequence(ds->kind); }
 const char *rt_data_spec(const rt_data *ds) { return ds->spec; }
@@ -118,6 +126,7 @@ int64_t rt_data_batch_items(const rt_data *ds) {
 void rt_data_free(rt_data *ds) {
   if (!ds) return;
   if (ds->fd >= 0) close(ds->fd);
+  free(ds->ids);
   free(ds->row);
   free(ds->buf);
   for (int a = 0; a < ds->n_arrays; a++) {
@@ -325,6 +334,58 @@ rt_data *rt_data_open(const char *spec, int64_t vocab, char *err, size_t errlen)
   return ds;
 }
 
+int rt_data_use_tokenizer(rt_data *ds, const char *tokenizer, char *err, size_t errlen) {
+  if (ds->kind != DS_TEXT || ds->fd < 0 || ds->bound) {
+    rt_errf(err, errlen, "data source '%s' is not text:PATH: a tokenizer encodes a text file", ds->spec);
+    return -1;
+  }
+  rt_tokenizer *tok = rt_tokenizer_load(tokenizer, err, errlen);
+  if (!tok) return -1;
+  const char *path = ds->spec + 5;
+  struct stat st;
+  char *text = NULL;
+  int rc = -1;
+  if (fstat(ds->fd, &st) != 0 || !(text = malloc((size_t)st.st_size + 1))) {
+    rt_errf(err, errlen, "%s: %s", path, text ? strerror(errno) : "out of memory");
+    goto done;
+  }
+  for (off_t at = 0; at < st.st_size;) {
+    ssize_t got = pread(ds->fd, text + at, (size_t)(st.st_size - at), at);
+    if (got <= 0) {
+      rt_errf(err, errlen, "%s: read error: %s", path, got < 0 ? strerror(errno) : "the file shrank");
+      goto done;
+    }
+    at += got;
+  }
+  size_t n = 0;
+  char why[512];
+  if (rt_tokenizer_encode(tok, text, (size_t)st.st_size, false, &ds->ids, &n, why, sizeof why) != 0) {
+    rt_errf(err, errlen, "%s through %s: %s", path, tokenizer, why);
+    goto done;
+  }
+  ds->n_file_tokens = (int64_t)n;
+  ds->file_vocab = rt_tokenizer_vocab_size(tok);
+  close(ds->fd); /* the ids are the source now */
+  ds->fd = -1;
+  rc = 0;
+done:
+  free(text);
+  rt_tokenizer_free(tok);
+  return rc;
+}
+
+rt_data *rt_data_open_settings(const rt_train_settings *s, const char *spec, char *err, size_t errlen) {
+  rt_data *ds = rt_data_open(spec, s->vocab_set ? s->vocab : 0, err, errlen);
+  if (!ds || !s->tokenizer_set) return ds;
+  char why[1024];
+  if (rt_data_use_tokenizer(ds, s->tokenizer, why, sizeof why) != 0) {
+    rt_errf(err, errlen, "--tokenizer: %s", why);
+    rt_data_free(ds);
+    return NULL;
+  }
+  return ds;
+}
+
 /* The smallest vocabulary the model indexes with input v (0 if none). */
 static int64_t model_vocab(const ir_graph *g, const ir_value *tokens, const ir_value *targets) {
   int64_t vocab = 0;
@@ -364,7 +425,7 @@ static int bind_sequence(rt_data *ds, const ir_graph *g, int n_inputs, char *err
   ds->batch = tt->dims[0];
   ds->seq_len = tt->dims[1];
   int64_t mv = model_vocab(g, g->inputs[ti], g->inputs[gi]);
-  if (ds->fd >= 0) {
+  if (from_file(ds)) {
     if (ds->n_file_tokens < ds->seq_len + 1) {
       rt_errf(err, errlen, "data source '%s': the file holds %lld tokens, fewer than one window of T + 1 = %lld", ds->spec,
            (long long)ds->n_file_tokens, (long long)(ds->seq_len + 1));
@@ -621,13 +682,17 @@ static int read_window(const rt_data *ds, int64_t start, int64_t b, rt_tensor *t
   int width = ds->kind == DS_TOKENS ? 2 : 1;
   unsigned char *buf = ds->buf;
   int64_t *row = ds->row;
-  size_t want = (size_t)(T + 1) * (size_t)width;
-  ssize_t got = pread(ds->fd, buf, want, (off_t)(ds->header_bytes + start * width));
-  if (got != (ssize_t)want) {
-    rt_errf(err, errlen, "data source '%s': short read at token %lld", ds->spec, (long long)start);
-    return -1;
+  if (ds->ids) {
+    for (int64_t t = 0; t <= T; t++) row[t] = ds->ids[start + t];
+  } else {
+    size_t want = (size_t)(T + 1) * (size_t)width;
+    ssize_t got = pread(ds->fd, buf, want, (off_t)(ds->header_bytes + start * width));
+    if (got != (ssize_t)want) {
+      rt_errf(err, errlen, "data source '%s': short read at token %lld", ds->spec, (long long)start);
+      return -1;
+    }
+    for (int64_t t = 0; t <= T; t++) row[t] = width == 2 ? (buf[2 * t] | (int64_t)buf[2 * t + 1] << 8) : buf[t];
   }
-  for (int64_t t = 0; t <= T; t++) row[t] = width == 2 ? (buf[2 * t] | (int64_t)buf[2 * t + 1] << 8) : buf[t];
   for (int64_t t = 0; t < T; t++) {
     rt_tensor_set(tok, b * T + t, (double)row[t]);
     rt_tensor_set(tgt, b * T + t, (double)row[t + 1]);
@@ -642,7 +707,7 @@ static int fill_sequence(const rt_data *ds, uint64_t seed, int64_t step, int mic
   int64_t *row = ds->row;
   int rc = 0;
   for (int64_t b = 0; b < ds->batch && rc == 0; b++) {
-    if (ds->fd >= 0) {
+    if (from_file(ds)) {
       int64_t span = ds->n_file_tokens - T; /* window starts 0 .. span-1 */
       int64_t start = (int64_t)(rt_random_uniform(seed, stream, (uint64_t)b) * (double)span);
       rc = read_window(ds, start, b, tok, tgt, err, errlen);
@@ -708,7 +773,7 @@ static int fill_npy(rt_data *ds, uint64_t seed, int64_t step, int micro, rt_tens
 int64_t rt_data_eval_batches(const rt_data *ds) {
   if (!ds->bound) return 0;
   if (ds->kind == DS_NPY) return ds->n_samples / ds->batch;
-  if (ds->fd >= 0) return (ds->n_file_tokens - 1) / ds->seq_len / ds->batch;
+  if (from_file(ds)) return (ds->n_file_tokens - 1) / ds->seq_len / ds->batch;
   return INT64_MAX;
 }
 
@@ -721,7 +786,7 @@ int rt_data_fill_eval(rt_data *ds, uint64_t seed, int64_t k, rt_tensor *const *i
     for (int64_t j = 0; j < ds->batch; j++) copy_sample(ds, k * ds->batch + j, j, inputs);
     return 0;
   }
-  if (ds->fd >= 0) {
+  if (from_file(ds)) {
     for (int64_t b = 0; b < ds->batch; b++)
       if (read_window(ds, (k * ds->batch + b) * ds->seq_len, b, inputs[ds->in_feat], inputs[ds->in_targ], err, errlen) != 0)
         return -1;

@@ -46,6 +46,8 @@ static const char *dtype_name(int k) { return k == 1 ? "bf16" : k == 2 ? "f16" :
 #define NUM(flag, key, f, set) {flag, key, SETTING_NUM, OPT(f), OPT(set), 0, 0, 0, 0, NULL, NULL, NULL, false, false}
 static const train_setting settings[] = {
     {"--data", "data", SETTING_TEXT, OPT(data), OPT(data_set), 0, 0, 0, 0, NULL, NULL, "SOURCE", false, false},
+    {"--tokenizer", "tokenizer", SETTING_TEXT, OPT(tokenizer), OPT(tokenizer_set), 0, 0, 0, 0, NULL, NULL,
+     "FILE (a tokenizer.json)", true, false},
     INT("--steps", "steps", steps, steps_set, 1, RT_MAX_STEP, false),
     {"--optimizer", "optimizer", SETTING_CHOICE, OPT(optimizer), OPT(opt_set), 0, 0, 0, 0, optimizer_from_name,
      optimizer_name, "sgd, momentum, adam or adamw", false, false},

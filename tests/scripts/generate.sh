@@ -20,6 +20,15 @@ tgc="$1"
 cd "$(dirname "$0")/../.." || exit 2
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# refused WANT CMD...: CMD is refused with exit status 1 and exactly the message WANT
+refused() {
+  local want="$1" msg rc
+  shift
+  msg=$("$@" 2>&1)
+  rc=$?
+  [ $rc -eq 1 ] || fail "exit status $rc, not 1: $*: $msg"
+  [ "$msg" = "$want" ] || fail "$*: '$msg', not '$want'"
+}
 for i in $(seq 200); do printf 'the quick brown fox jumps over the lazy dog. '; done > "$d/t.txt"
 gpt="examples/gpt.tg --config tiny"
 "$tgc" train $gpt --data "text:$d/t.txt" --vocab 256 --steps 300 --lr 0.01 --optimizer adamw --save "$d/s.st" \
@@ -54,12 +63,13 @@ w1=$("$tgc" generate $gpt -D V=256 --weights "$d/w.safetensors" --prompt "the qu
 w2=$("$tgc" generate $gpt -D V=256 --weights "$d/hf.safetensors" --map examples/maps/hf_gpt2.map --prompt "the quick" \
   --max-new-tokens 30) || fail "generate --weights --map"
 [ "$w2" = "$out" ] || fail "--weights --map hf_gpt2: '$w2' != '$out'"
-msg=$(gen --weights "$d/w.safetensors" --prompt a --max-new-tokens 1 2>&1) && fail "--resume and --weights accepted"
-[ "$msg" = "tgc: error: generate: give the parameters by --resume STATE or by --weights PATH, not both" ] || fail "$msg"
+refused "tgc: error: generate: give the parameters by --resume STATE or by --weights PATH, not both" \
+  gen --weights "$d/w.safetensors" --prompt a --max-new-tokens 1
 # past the context (16): the window slides, the sentence goes on
-long=$(gen --prompt "the lazy dog. the" --max-new-tokens 2 2>&1) && fail "17-byte prompt accepted: $long"
-[ "$long" = "tgc: error: --prompt: the prompt is 17 tokens, longer than the model's context of 16" ] ||
-  fail "long prompt message: '$long'"
+refused "tgc: error: --prompt: the prompt is 17 tokens, longer than the model's context of 16" \
+  gen --prompt "the lazy dog. the" --max-new-tokens 2
+refused "tgc: error: --prompt: the prompt is 17 tokens, longer than the model's context of 16" \
+  gen --prompt "the lazy dog. the" --max-new-tokens 2 --no-kv-cache
 o3=$(gen --prompt "over the lazy" --max-new-tokens 40) || fail "generate 40"
 case "$o3" in " dog. the quick brown fox jumps over"*) ;; *) fail "past the context: '$o3'" ;; esac
 j=$(gen --prompt "the quick" --max-new-tokens 6 --json) || fail "--json"
@@ -82,9 +92,8 @@ text=$(echo "$tj" | python3 -c "import json,sys;print(json.load(sys.stdin)['text
 [ "$("$tgc" tokenize --tokenizer $tok --decode "$ids")" = "$text" ] || fail "--tokenizer text is not the ids' decoding: $tj"
 p17="$(printf 'the quick %.0s' $(seq 9))"
 n=$("$tgc" tokenize --tokenizer $tok --no-special "$p17" | wc -w)
-msg=$("$tgc" generate $gpt -D V=$V --tokenizer $tok --prompt "$p17" --max-new-tokens 1 2>&1) &&
-  fail "long tokenized prompt accepted"
-[ "$msg" = "tgc: error: --prompt: the prompt is $n tokens, longer than the model's context of 16" ] || fail "$msg"
+refused "tgc: error: --prompt: the prompt is $n tokens, longer than the model's context of 16" \
+  "$tgc" generate $gpt -D V=$V --tokenizer $tok --prompt "$p17" --max-new-tokens 1
 # examples/llama.tg (random, bytes): greedy the same on cpu and cuda-emu; the
 # bytes of the output that are not UTF-8 become U+FFFD in --json's text
 l1=$("$tgc" generate examples/llama.tg --config tiny -D V=256 --prompt "ab" --max-new-tokens 12 --json) || fail "llama"
@@ -100,17 +109,17 @@ j = json.load(sys.stdin)
 assert j['text'] == bytes(j['ids']).decode('utf-8', 'replace'), j" || fail "llama --json text: $l3"
 done
 # refusals
-msg=$("$tgc" generate $gpt --prompt "é" --max-new-tokens 1 2>&1) && fail "byte 195 in a model of 64 accepted"
-[ "$msg" = "tgc: error: --prompt: token 195 (position 0) is outside the model's vocabulary of 64 (text is bytes: give --vocab 256 to train)" ] || fail "$msg"
-msg=$("$tgc" generate $gpt --max-new-tokens 1 2>&1) && fail "no --prompt accepted"
-[ "$msg" = "tgc: error: generate: --prompt TEXT is required" ] || fail "$msg"
-msg=$("$tgc" generate examples/mlp.tg --prompt a --max-new-tokens 1 2>&1) && fail "mlp accepted"
-case "$msg" in *'generate needs an input "tokens" and an output "logits"'*) ;; *) fail "mlp: $msg" ;; esac
+refused "tgc: error: --prompt: token 195 (position 0) is outside the model's vocabulary of 64 (text is bytes: give --vocab 256 to train)" \
+  "$tgc" generate $gpt --prompt "é" --max-new-tokens 1
+refused "tgc: error: generate: --prompt TEXT is required" "$tgc" generate $gpt --max-new-tokens 1
+refused 'tgc: error: examples/mlp.tg: generate needs an input "tokens" and an output "logits" (as examples/gpt.tg)' \
+  "$tgc" generate examples/mlp.tg --prompt a --max-new-tokens 1
 # --mesh tp=2 runs under mpirun (tests/cli/generate_tp.tg); one process is refused
-msg=$("$tgc" generate $gpt --prompt a --max-new-tokens 1 --mesh tp=2 2>&1) && fail "--mesh without mpirun accepted"
-[ "$msg" = "tgc: error: --mesh tp=2 needs 2 ranks, but tgc runs as 1 process (start it with mpirun -np 2)" ] || fail "$msg"
-msg=$(gen --prompt a --max-new-tokens 0 2>&1) && fail "--max-new-tokens 0 accepted"
-[ "$msg" = "tgc: error: --max-new-tokens needs an integer in [1, 1000000], not '0'" ] || fail "$msg"
-msg=$(gen --prompt a --max-new-tokens 1 --top-p 1.5 2>&1) && fail "--top-p 1.5 accepted"
-[ "$msg" = "tgc: error: --top-p needs a number in [1e-09, 1], not '1.5'" ] || fail "$msg"
+refused "tgc: error: --mesh tp=2 needs 2 ranks, but tgc runs as 1 process (start it with mpirun -np 2)" \
+  "$tgc" generate $gpt --prompt a --max-new-tokens 1 --mesh tp=2
+refused "tgc: error: --max-new-tokens needs an integer in [1, 1000000], not '0'" gen --prompt a --max-new-tokens 0
+refused "tgc: error: --top-p needs a number in [1e-09, 1], not '1.5'" gen --prompt a --max-new-tokens 1 --top-p 1.5
+# a tokenizer file that is not one
+refused "tgc: error: --tokenizer: tests/data/tokenizers/bad/not_json.json:3:20: not valid JSON: string or '}' expected near ','" \
+  gen --tokenizer tests/data/tokenizers/bad/not_json.json --prompt a --max-new-tokens 1
 echo "generate: ok"

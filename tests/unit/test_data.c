@@ -13,7 +13,8 @@
 
 #include "check.h"
 #include "ir.h"
-#include "rt_io.h"
+#include "rt_train.h"
+#include "rt_tokenizer.h"
 
 static ir_graph *vector_model(const char *xname, int64_t d0, int64_t d1, const char *yname, int yrank, int64_t batch) {
   ir_graph *g = ir_graph_new("main", NULL);
@@ -253,6 +254,85 @@ static void test_files(void) {
   rmdir(dir);
 }
 
+/* text:PATH through a tokenizer.json: the windows are runs of the file's
+ * ids under that tokenizer (the same ids rt_tokenizer_encode gives the
+ * whole text, no special tokens), eval batches in order from the first id;
+ * the vocabulary is the tokenizer's; other sources are refused. */
+static void test_text_tokenizer(void) {
+  char err[512], dir[] = "/tmp/tgc_data_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char text[600], spec[700];
+  snprintf(text, sizeof text, "%s/a.txt", dir);
+  snprintf(spec, sizeof spec, "text:%s", text);
+  const char *body = "the quick brown fox jumps over the lazy dog. Naïve café, 東京! 12345 ";
+  FILE *f = fopen(text, "wb");
+  for (int i = 0; i < 4; i++) fputs(body, f);
+  fclose(f);
+  const char *tj = "tests/data/tokenizers/bpe_gpt2.json";
+  rt_tokenizer *tok = rt_tokenizer_load(tj, err, sizeof err);
+  CHECK(tok != NULL);
+  char all[1024] = "";
+  for (int i = 0; i < 4; i++) strcat(all, body);
+  int32_t *ids = NULL;
+  size_t n = 0;
+  CHECK_EQ_INT(rt_tokenizer_encode(tok, all, strlen(all), false, &ids, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_tokenizer_vocab_size(tok), 1500);
+  rt_tokenizer_free(tok);
+
+  ir_graph *g = sequence_model(3, 5, 1500);
+  rt_data *ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_use_tokenizer(ds, tj, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), 0);
+  rt_tensor **in = alloc_inputs(g);
+  int found = 0;
+  for (int step = 0; step < 4; step++) {
+    CHECK_EQ_INT(rt_data_fill(ds, 7, step, 0, in, err, sizeof err), 0);
+    for (int b = 0; b < 3; b++)
+      for (size_t s = 0; s + 6 <= n; s++) { /* the window is ids[s .. s + 6) for some s */
+        bool same = true;
+        for (int t = 0; t < 5 && same; t++)
+          same = rt_tensor_get(in[0], b * 5 + t) == ids[s + t] && rt_tensor_get(in[1], b * 5 + t) == ids[s + t + 1];
+        if (same) {
+          found++;
+          break;
+        }
+      }
+  }
+  CHECK_EQ_INT(found, 12);
+  CHECK(rt_data_eval_batches(ds) == (int64_t)(n - 1) / 5 / 3);
+  CHECK_EQ_INT(rt_data_fill_eval(ds, 7, 0, in, err, sizeof err), 0);
+  for (int t = 0; t < 15; t++) CHECK(rt_tensor_get(in[0], t) == ids[t] && rt_tensor_get(in[1], t) == ids[t + 1]);
+  free_inputs(g, in);
+  rt_data_free(ds);
+  ir_graph_free(g);
+
+  /* the tokenizer's vocabulary, not 256, and not the largest id in the file */
+  g = sequence_model(3, 5, 1499);
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_use_tokenizer(ds, tj, err, sizeof err), 0);
+  CHECK_EQ_INT(rt_data_bind(ds, g, err, sizeof err), -1);
+  char want[900];
+  snprintf(want, sizeof want,
+           "data source '%s' has tokens up to 1499 but the model's vocabulary is 1499 (--vocab 1500 sets V)", spec);
+  CHECK_STR(err, want);
+  rt_data_free(ds);
+  ir_graph_free(g);
+  /* refusals: not a text file; a tokenizer file that is not one */
+  ds = rt_data_open("copy", 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_use_tokenizer(ds, tj, err, sizeof err), -1);
+  CHECK_STR(err, "data source 'copy' is not text:PATH: a tokenizer encodes a text file");
+  rt_data_free(ds);
+  ds = rt_data_open(spec, 0, err, sizeof err);
+  CHECK_EQ_INT(rt_data_use_tokenizer(ds, text, err, sizeof err), -1);
+  CHECK(strncmp(err, text, strlen(text)) == 0); /* "PATH:LINE:COL: not valid JSON ..." */
+  rt_data_free(ds);
+  rt_train_settings st = {.vocab = 1500, .vocab_set = true, .tokenizer = "absent.json", .tokenizer_set = true};
+  CHECK(rt_data_open_settings(&st, spec, err, sizeof err) == NULL);
+  CHECK_STR(err, "--tokenizer: absent.json: cannot read: No such file or directory");
+  free(ids);
+  remove(text);
+  rmdir(dir);
+}
 
 /* A token file in llm.c's format (dev/data/data_common.py write_datafile):
  * 256 int32 (magic, version, count; zeros), then count uint16 tokens;
@@ -532,6 +612,7 @@ int main(void) {
   test_regression();
   test_sequences();
   test_files();
+  test_text_tokenizer();
   test_llmc();
   test_npy();
   test_errors();

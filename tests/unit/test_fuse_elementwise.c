@@ -543,7 +543,7 @@ static void test_typing(void) {
   expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 $1); (mul #1 $0)", "expr 1 names #1, which is not an earlier result");
   expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 $1); (neg $1)", "result 1 has type f32[3], not the shape of result 0 (f32[2, 3])");
   expect_infer_error(IR_OP_FUSED, in, 1, "$0;$0;$0;$0;$0;$0;$0;$0;$0", "expr has more than 8 results");
-  expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 $1);", "expected '$N', '#N' or '('");
+  expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 $1);", "expected '$N', '#N', '%N' or '('");
   expect_infer_error(IR_OP_FUSED, in, 2, "(add $0 #0)", "names #0, which is not an earlier result");
   ir_type mm[3] = {{IR_DT_F32, 2, {2, 3}}, {IR_DT_F32, 2, {3, 4}}, {IR_DT_F32, 2, {1, 1}}};
   expect_infer_error(IR_OP_FUSED_MATMUL, mm, 3, "(add $0 $1); $0", "text after the expression");

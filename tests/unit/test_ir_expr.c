@@ -9,6 +9,7 @@
  * structure (in the graph's arena), a copied node a copy of it.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "ir.h"
@@ -72,7 +73,7 @@ static void test_expr(void) {
   parse_error("(dropout 0.5 x $0 $1 $2)", false, "bad expr at offset 14: expected dropout's stream");
   parse_error("(dropout 0.5 0 $0 (neg $1) $2)", false, "bad expr at offset 18: expected dropout's key, an operand '$N'");
 
-  parse_error("(add $0", false, "bad expr at offset 7: expected '$N', '#N' or '('");
+  parse_error("(add $0", false, "bad expr at offset 7: expected '$N', '#N', '%N' or '('");
   parse_error("(add $0 $1", false, "bad expr at offset 10: expected ')'");
   parse_error("(matmul $0 $1)", false, "expr uses 'matmul', which is not an elementwise op");
   parse_error("(neg $0); (mul #1 $0)", true, "expr 1 names #1, which is not an earlier result");
@@ -102,6 +103,59 @@ static void test_expr(void) {
   ir_expr_builder_free(b);
   ir_expr_free(f);
   ir_expr_free(p);
+
+  /* the same join when f's result is read twice and by nothing else: it
+   * stops being a result and p reads f's instruction itself, twice (one
+   * instruction, not a copy), printed as the shared %0 */
+  f = ir_expr_parse("(sigmoid $0)", false, err, sizeof err);
+  p = ir_expr_parse("(mul $1 (sub $0 (mul $0 $0))); (neg #0)", true, err, sizeof err);
+  b = ir_expr_builder_new();
+  int fmap1[1] = {0}, pmap1[2] = {-1, 1};
+  CHECK_EQ_INT(ir_expr_append(b, f, fmap1, 0), 0);
+  CHECK_EQ_INT(ir_expr_append(b, p, pmap1, 1), 0);
+  CHECK_EQ_INT(ir_expr_builder_unresult(b, 3), -1); /* no result 3 */
+  CHECK_EQ_INT(ir_expr_builder_unresult(b, 0), 0);
+  j = ir_expr_builder_finish(b);
+  CHECK(j && j->n_results == 2 && j->n_ins == 8);
+  if (j) {
+    /* $0 sigmoid | $1 (mul sig sig) (sub sig .) mul | #0 neg: the three #0 reads gone, #1 now #0 */
+    int sig = 1, reads = 0;
+    for (int i = 0; i < j->n_ins; i++)
+      for (int k = 0; k < 3; k++) reads += j->ins[i].kind == IR_EXPR_OP && j->ins[i].arg[k] == sig;
+    CHECK_EQ_INT(reads, 3);
+    CHECK(j->ins[6].kind == IR_EXPR_RESULT && j->ins[6].index == 0 && j->results[1] == 7);
+  }
+  jt = j ? ir_expr_print(j) : NULL;
+  CHECK_STR(jt, "%0 = (sigmoid $0); (mul $1 (sub %0 (mul %0 %0))); (neg #0)");
+  ir_expr *back = jt ? ir_expr_parse(jt, true, err, sizeof err) : NULL; /* the same instructions */
+  CHECK(back && j && back->n_ins == j->n_ins && memcmp(back->ins, j->ins, sizeof *j->ins * (size_t)j->n_ins) == 0);
+  ir_expr_free(back);
+  free(jt);
+  ir_expr_free(j);
+  ir_expr_builder_free(b);
+  ir_expr_free(f);
+  ir_expr_free(p);
+}
+
+/* Shared subexpressions: %N = (...) items, computed once, read twice or more. */
+static void test_shared(void) {
+  roundtrip("%0 = (sigmoid $0); (mul (mul $1 $2) (mul %0 (add (const f32 1) (mul $0 (sub (const f32 1) %0)))))", true);
+  roundtrip("%0 = (exp $0); %1 = (add %0 %0); (mul %1 %1)", true);
+  roundtrip("(neg $0); %0 = (exp #0); (add %0 %0); (mul %0 #1)", true); /* a shared item between results */
+  roundtrip("%0 = (exp $0); (add %0 %0)", false);                     /* fused_matmul's single expr too */
+  char err[200];
+  ir_expr *e = ir_expr_parse("%0 = (exp $0); (add %0 %0)", false, err, sizeof err);
+  CHECK(e && e->n_ins == 3 && e->ins[2].arg[0] == 1 && e->ins[2].arg[1] == 1); /* one exp, read twice */
+  ir_expr_free(e);
+  parse_error("%1 = (exp $0); (add %1 %1)", true, "shared subexpression %1 out of order (%0 expected)");
+  parse_error("%0 = (exp $0); (add %0 %1)", true, "expr names %1, which is not an earlier shared subexpression");
+  parse_error("%0 = (exp $0); (neg %0)", true, "shared subexpression %0 is read 1 time (at least twice, or write it in place)");
+  parse_error("%0 = (exp $0); (neg $0)", true, "shared subexpression %0 is read 0 times (at least twice, or write it in place)");
+  parse_error("%0 (exp $0); (neg %0)", true, "bad expr at offset 3: expected '=' after a shared subexpression's number");
+  parse_error("%0 = $0; (add %0 %0)", true, "bad expr at offset 5: expected '(' (a shared subexpression is an op)");
+  parse_error("%0 = (exp $0)", true, "bad expr at offset 13: expected ';' after a shared subexpression");
+  parse_error("%0 = (exp $0);", true, "bad expr at offset 14: expected '$N', '#N', '%N' or '('");
+  parse_error("%x = (exp $0); $0", true, "bad expr at offset 1: expected a number after '%'");
 }
 
 static void einsum_error(const char *eq, const char *want) {
@@ -173,6 +227,7 @@ static void test_attrs(void) {
 
 int main(void) {
   test_expr();
+  test_shared();
   test_einsum();
   test_attrs();
   return check_done();
