@@ -259,13 +259,13 @@ static int bind(rt_program *p, ir_value *const *vals, int n, rt_tensor *const *t
   return 0;
 }
 
-/* Runs the actions of a bound program in order (ctx: the program). */
-static int walk(void *ctx, char *err, size_t errlen) {
+/* Runs actions [first, end) of a bound program in order (ctx: the program). */
+static int walk(void *ctx, int first, int end, char *err, size_t errlen) {
   rt_program *p = ctx;
   rt_device *d = p->dev;
   static const unsigned char zero = 0;
   rt_profile *prof = p->profile;
-  for (int i = 0; i < p->n_actions; i++) {
+  for (int i = first; i < end; i++) {
     const rt_action *a = &p->actions[i];
     double t0 = prof ? ir_clock_s() : 0;
     char msg[512] = "";
@@ -306,7 +306,7 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
   /* a backend that runs whole programs (a CUDA graph) walks them itself;
    * the profile times each action, so it walks them here */
   int rc = d->backend->run_program && !p->profile ? d->backend->run_program(d, p->state, walk, p, err, errlen)
-                                                  : walk(p, err, errlen);
+                                                  : walk(p, 0, p->n_actions, err, errlen);
   if (rc != 0) return -1;
   for (int i = 0; i < p->n_actions; i++) d->stats.kernels += p->actions[i].kind != RT_ACT_FILL;
   if (p->profile) p->profile->total_seconds += ir_clock_s() - t_start;

@@ -51,15 +51,20 @@
  *             addresses the actions bind are compared with the capture's
  *             at every run, and a run whose tensors moved (the trainer
  *             rebinding parameters to other buffers) is captured again,
- *             up to GRAPH_SLOTS graphs kept per program (a program that
+ *             up to GRAPH_SLOTS sets kept per program (a program that
  *             has needed 2 x GRAPH_SLOTS captures runs directly when its
- *             addresses change again). Not captured:
- *             programs with a collective (NCCL calls go on the legacy
- *             stream and are waited for on the host: they run as actions,
- *             and every run of such a program is direct), and nothing when
- *             TGC_CUDA_GRAPH=0, TGC_CUDA_SYNC=1 or TGC_CUDA_PROFILE=1 (they
- *             time or synchronize each action). Host reads (the loss, the
+ *             addresses change again). Collectives are not captured: a
+ *             program is cut at them (pieces), each segment between two
+ *             is its own graph, and the collective runs as an action
+ *             between the launches (its NCCL call on the legacy stream,
+ *             waited for on the host, ordered after the segment's graph
+ *             by the legacy stream's implicit wait). Nothing is captured
+ *             when TGC_CUDA_GRAPH=0, TGC_CUDA_SYNC=1 or TGC_CUDA_PROFILE=1
+ *             (they time or synchronize each action). Host reads (the loss, the
  *             non-finite count) are the trainer's, after the run.
+ *   stats     TGC_CUDA_STATS=1: at close, the device's counts on stderr
+ *             (programs, direct runs, graph captures and launches, kernel
+ *             launches and products the host issued).
  *   profile   TGC_CUDA_PROFILE=1: the device is synchronized before and
  *             after every action (launch, product, copy, memset), the wall
  *             time between is added to the action's class (the node's op
@@ -253,6 +258,12 @@ static void cuda_close(rt_device *d) {
     profile_print(x);
     free(x->profile);
   }
+  if (env_on("TGC_CUDA_STATS")) {
+    const rt_cuda_backend_stats *st = &x->stats;
+    fprintf(stderr, "cuda stats: %lld programs, %lld direct runs, %lld graph captures, %lld graph launches, %lld "
+            "kernel launches, %lld products\n", (long long)st->programs, (long long)st->direct_runs,
+            (long long)st->graph_captures, (long long)st->graph_launches, (long long)st->launches, (long long)st->gemms);
+  }
   if (x->fill_module) x->api.cuModuleUnload(x->fill_module);
   if (x->upload_done) x->api.cuEventDestroy(x->upload_done);
   if (x->stream) x->api.cuStreamDestroy(x->stream);
@@ -427,16 +438,22 @@ typedef struct {
                                   * launch reads a deferred step's tensors through it */
   const rt_action *actions;      /* the executor's program (prepare's) */
   int n_actions;
-  bool has_collective;           /* never captured */
+  int n_pieces;                  /* the program cut at its collectives: a segment of other actions is captured, */
+  struct cuda_piece {            /* a collective runs as an action */
+    int first, end;
+    bool collective;
+  } *pieces;
   int64_t runs, captures;
   int n_bound;                   /* the addresses a run binds: every kernel action's operands and results */
   const void **bound;            /* this run's */
   struct cuda_graph {
-    cg_cu_graph_exec exec;       /* NULL: an empty slot */
+    cg_cu_graph_exec *exec;      /* per piece (NULL for a collective's); NULL: an empty slot */
     const void **bound;          /* the addresses it was captured with */
     int64_t last_run;
   } graphs[GRAPH_SLOTS];
 } cuda_state;
+
+static void clear_slot(cuda_ctx *x, cuda_state *s, struct cuda_graph *g);
 
 static bool cuda_supports_op(const ir_node *n) { return n && cg_op_lowers(n->op); }
 
@@ -456,10 +473,11 @@ static void cuda_release(rt_device *d, void *state) {
   cuda_state *s = state;
   if (!s) return;
   for (int i = 0; i < GRAPH_SLOTS; i++) {
-    if (s->graphs[i].exec) x->api.cuGraphExecDestroy(s->graphs[i].exec);
+    clear_slot(x, s, &s->graphs[i]);
     free(s->graphs[i].bound);
   }
   free(s->bound);
+  free(s->pieces);
   for (int i = 0; s->gemms && s->prog && i < s->prog->n_actions; i++)
     if (s->prog->actions[i].kind == CG_ACT_GEMM) cuda_gemm_release(x, &s->gemms[i]);
   for (int i = 0; i < s->n_modules; i++)
@@ -583,8 +601,15 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
     s->step_action[actions[i].step] = &actions[i];
   }
   s->actions = actions, s->n_actions = n_actions;
+  if (!(s->pieces = calloc((size_t)n_actions + 1, sizeof *s->pieces))) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
   for (int i = 0; i < n_actions; i++) {
-    s->has_collective |= actions[i].kind == RT_ACT_COLLECTIVE;
+    bool coll = actions[i].kind == RT_ACT_COLLECTIVE;
+    if (coll || i == 0 || s->pieces[s->n_pieces - 1].collective)
+      s->pieces[s->n_pieces++] = (struct cuda_piece){i, i + 1, coll};
+    else s->pieces[s->n_pieces - 1].end = i + 1;
     if (actions[i].kind == RT_ACT_KERNEL) s->n_bound += actions[i].node->n_in + actions[i].node->n_out;
   }
   if (!(s->bound = calloc((size_t)s->n_bound + 1, sizeof *s->bound))) {
@@ -738,42 +763,56 @@ static void bound_now(cuda_state *s) {
   }
 }
 
-/* Records walk into a CUDA graph in slot g (what it held destroyed first). */
-static int capture(cuda_ctx *x, cuda_state *s, struct cuda_graph *g, int (*walk)(void *, char *, size_t), void *ctx,
-                   char *err, size_t errlen) {
+typedef int (*walk_fn)(void *ctx, int first, int end, char *err, size_t errlen);
+
+/* Records piece k's walk into a CUDA graph of slot g. */
+static int capture(cuda_ctx *x, cuda_state *s, struct cuda_graph *g, int k, walk_fn walk, void *ctx, char *err,
+                   size_t errlen) {
   const char *what = "capturing the program as a CUDA graph";
-  if (g->exec) x->api.cuGraphExecDestroy(g->exec);
-  g->exec = NULL;
-  if (!g->bound && !(g->bound = calloc((size_t)s->n_bound + 1, sizeof *g->bound))) {
-    cg_errf(err, errlen, "out of memory");
-    return -1;
-  }
   if (CUDA_CALL(x, what, err, errlen, cuStreamBeginCapture, x->stream, CG_CU_STREAM_CAPTURE_MODE_GLOBAL)) return -1;
   x->capturing = true;
-  int rc = walk(ctx, err, errlen);
+  int rc = walk(ctx, s->pieces[k].first, s->pieces[k].end, err, errlen);
   x->capturing = false;
   cg_cu_graph graph = NULL;
   cg_cu_result r = x->api.cuStreamEndCapture(x->stream, &graph); /* ended whatever walk did */
   if (rc == 0) rc = cuda_check(x, r, "cuStreamEndCapture", what, err, errlen);
-  if (rc == 0) rc = CUDA_CALL(x, what, err, errlen, cuGraphInstantiate, &g->exec, graph, 0);
+  if (rc == 0) rc = CUDA_CALL(x, what, err, errlen, cuGraphInstantiate, &g->exec[k], graph, 0);
   if (graph) x->api.cuGraphDestroy(graph);
-  if (rc != 0) return -1;
+  if (rc == 0) x->stats.graph_captures++;
+  return rc;
+}
+
+/* Slot g's graphs destroyed: an empty slot. */
+static void clear_slot(cuda_ctx *x, cuda_state *s, struct cuda_graph *g) {
+  for (int k = 0; g->exec && k < s->n_pieces; k++)
+    if (g->exec[k]) x->api.cuGraphExecDestroy(g->exec[k]);
+  free(g->exec);
+  g->exec = NULL;
+}
+
+/* Slot g emptied for the addresses of this run. */
+static int reset_slot(cuda_ctx *x, cuda_state *s, struct cuda_graph *g, char *err, size_t errlen) {
+  clear_slot(x, s, g);
+  if (!(g->exec = calloc((size_t)s->n_pieces, sizeof *g->exec)) ||
+      (!g->bound && !(g->bound = calloc((size_t)s->n_bound + 1, sizeof *g->bound)))) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
   memcpy(g->bound, s->bound, (size_t)s->n_bound * sizeof *s->bound);
-  x->stats.graph_captures++;
   s->captures++;
   return 0;
 }
 
-/* A run: the first (and every run of a program with a collective, or with
- * graphs off) walks the actions; later ones launch the graph captured with
- * the same addresses, capturing it first where there is none. */
-static int cuda_run_program(rt_device *d, void *state, int (*walk)(void *, char *, size_t), void *ctx, char *err,
-                            size_t errlen) {
+/* A run: the first (and every run with graphs off) walks the actions;
+ * later ones launch, segment by segment, the graphs captured with the same
+ * addresses (capturing them first where there are none), the collectives
+ * between them run as actions. */
+static int cuda_run_program(rt_device *d, void *state, walk_fn walk, void *ctx, char *err, size_t errlen) {
   cuda_ctx *x = d->impl;
   cuda_state *s = state;
-  if (!x->graphs || s->has_collective || s->runs++ == 0) {
+  if (!x->graphs || s->runs++ == 0) {
     x->stats.direct_runs++;
-    return walk(ctx, err, errlen);
+    return walk(ctx, 0, s->n_actions, err, errlen);
   }
   bound_now(s);
   struct cuda_graph *g = NULL, *oldest = &s->graphs[0];
@@ -784,12 +823,25 @@ static int cuda_run_program(rt_device *d, void *state, int (*walk)(void *, char 
   }
   if (!g && s->captures >= 2 * GRAPH_SLOTS) { /* its tensors move every run: capturing would only add cost */
     x->stats.direct_runs++;
-    return walk(ctx, err, errlen);
+    return walk(ctx, 0, s->n_actions, err, errlen);
   }
-  if (!g && capture(x, s, g = oldest, walk, ctx, err, errlen) != 0) return -1;
+  bool fresh = !g;
+  if (fresh && reset_slot(x, s, g = oldest, err, errlen) != 0) return -1;
   g->last_run = s->runs;
-  x->stats.graph_launches++;
-  return CUDA_CALL(x, "the program's CUDA graph", err, errlen, cuGraphLaunch, g->exec, x->stream);
+  for (int k = 0; k < s->n_pieces; k++) {
+    const struct cuda_piece *pc = &s->pieces[k];
+    if (pc->collective) {
+      if (walk(ctx, pc->first, pc->end, err, errlen) != 0) return -1;
+      continue;
+    }
+    if (fresh && capture(x, s, g, k, walk, ctx, err, errlen) != 0) {
+      clear_slot(x, s, g); /* no half-captured slot is launched later */
+      return -1;
+    }
+    x->stats.graph_launches++;
+    if (CUDA_CALL(x, "the program's CUDA graph", err, errlen, cuGraphLaunch, g->exec[k], x->stream)) return -1;
+  }
+  return 0;
 }
 
 /* The table NCCL runs from: the device's own (cuda-emu's emulation has
