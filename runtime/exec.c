@@ -14,7 +14,8 @@
  * a kernel (the backend's run, with what its prepare bound to the action)
  * or a collective (collective.c, bound to its communicator). A run binds
  * the caller's tensors and walks the actions, the same list on every
- * backend. Nothing is allocated or looked up while a program runs. Outputs
+ * backend (a backend with a run_program hook is handed the walk: the cuda
+ * backend captures it once as a CUDA graph and launches that later). Nothing is allocated or looked up while a program runs. Outputs
  * are views (rt_program_output), valid until the next run.
  *
  * rt_run is one run from host tensors: a device, a program, uploads
@@ -258,18 +259,13 @@ static int bind(rt_program *p, ir_value *const *vals, int n, rt_tensor *const *t
   return 0;
 }
 
-int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *params, char *err, size_t errlen) {
-  const ir_graph *g = p->g;
+/* Runs actions [first, end) of a bound program in order (ctx: the program). */
+static int walk(void *ctx, int first, int end, char *err, size_t errlen) {
+  rt_program *p = ctx;
   rt_device *d = p->dev;
-  if (err && errlen) err[0] = 0;
-  double t_start = p->profile ? ir_clock_s() : 0;
-  if (bind(p, g->inputs, g->n_inputs, inputs, PASS_SPACE_INPUT, err, errlen) != 0 ||
-      bind(p, g->params, g->n_params, params, PASS_SPACE_PARAM, err, errlen) != 0)
-    return -1;
-  if (p->coll) rt_coll_reset(p->coll);
   static const unsigned char zero = 0;
   rt_profile *prof = p->profile;
-  for (int i = 0; i < p->n_actions; i++) {
+  for (int i = first; i < end; i++) {
     const rt_action *a = &p->actions[i];
     double t0 = prof ? ir_clock_s() : 0;
     char msg[512] = "";
@@ -280,10 +276,9 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
     default: rc = d->backend->run(d, p->state, a, msg, sizeof msg); break;
     }
     if (rc != 0) {
-      loc_errf(g, a->node->loc, err, errlen, msg);
+      loc_errf(p->g, a->node->loc, err, errlen, msg);
       return -1;
     }
-    if (a->kind != RT_ACT_FILL) d->stats.kernels++;
     if (prof) {
       double t = ir_clock_s() - t0;
       if (a->kind == RT_ACT_FILL) {
@@ -296,6 +291,24 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
       }
     }
   }
+  return 0;
+}
+
+int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *params, char *err, size_t errlen) {
+  const ir_graph *g = p->g;
+  rt_device *d = p->dev;
+  if (err && errlen) err[0] = 0;
+  double t_start = p->profile ? ir_clock_s() : 0;
+  if (bind(p, g->inputs, g->n_inputs, inputs, PASS_SPACE_INPUT, err, errlen) != 0 ||
+      bind(p, g->params, g->n_params, params, PASS_SPACE_PARAM, err, errlen) != 0)
+    return -1;
+  if (p->coll) rt_coll_reset(p->coll);
+  /* a backend that runs whole programs (a CUDA graph) walks them itself;
+   * the profile times each action, so it walks them here */
+  int rc = d->backend->run_program && !p->profile ? d->backend->run_program(d, p->state, walk, p, err, errlen)
+                                                  : walk(p, 0, p->n_actions, err, errlen);
+  if (rc != 0) return -1;
+  for (int i = 0; i < p->n_actions; i++) d->stats.kernels += p->actions[i].kind != RT_ACT_FILL;
   if (p->profile) p->profile->total_seconds += ir_clock_s() - t_start;
   return 0;
 }

@@ -117,6 +117,9 @@ typedef struct {
   /* the NCCL emulation (cuda_emu/nccl.c): operations, and the payload bytes
    * its ring algorithms moved over the MPI transport */
   int64_t nccl_calls, nccl_bytes_sent, nccl_bytes_received;
+  /* stream capture (capture.c; kept across resets): captures begun, graphs
+   * launched, recorded calls replayed by them (in the counts above too) */
+  int64_t captures, graph_launches, graph_nodes_replayed;
 } rt_cuda_emu_counters;
 rt_cuda_emu_counters rt_cuda_emu_counters_get(void);
 void rt_cuda_emu_counters_reset(void);
@@ -137,6 +140,10 @@ typedef struct {
   int64_t host_buffers;      /* page-locked host blocks allocated (cuMemHostAlloc: the trainer's batch) */
   int64_t async_uploads;     /* cuMemcpyHtoDAsync uploads from them */
   int64_t epilogue_fallbacks; /* products whose epilogue cuBLASLt had no algorithm for */
+  /* CUDA graphs (TGC_CUDA_GRAPH): programs run directly (the first run of
+   * each, and programs that are never captured), captures made (the second
+   * run, or a run whose tensors moved), runs replayed by one cuGraphLaunch */
+  int64_t direct_runs, graph_captures, graph_launches;
   int64_t gemm_replans;       /* products given a new algorithm at run time: operands aligned less than
                                  planned for, or a refused cublasLtMatmul (blaslt.c) */
 } rt_cuda_backend_stats;

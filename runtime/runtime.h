@@ -188,6 +188,13 @@ struct rt_backend {
   int (*prepare)(rt_device *d, const ir_graph *g, const pass_plan *plan, rt_action *actions, int n_actions,
                  void **state, char *err, size_t errlen);
   int (*run)(rt_device *d, void *state, const rt_action *a, char *err, size_t errlen);
+  /* optional: one whole run of a prepared program, its tensors bound:
+   * walk(ctx, first, end) runs actions [first, end) (prepare's) in order
+   * (fills, kernels through run, collectives). A GPU backend may capture
+   * walks once as CUDA graphs and launch them in place of later walks.
+   * NULL: the executor walks all of them. */
+  int (*run_program)(rt_device *d, void *state, int (*walk)(void *ctx, int first, int end, char *err, size_t errlen),
+                     void *ctx, char *err, size_t errlen);
   void (*release)(rt_device *d, void *state);
   /* GPU backends: the CUDA table with NCCL loaded for this device (its
    * context current), for the comm layer's nccl implementation; NULL (the

@@ -38,6 +38,33 @@
  *             its own kernel; on a GPU launches are asynchronous and a
  *             fault surfaces at a later call (TGC_CUDA_SYNC=1 makes every
  *             launch synchronous to find it).
+ *   graphs    the actions run on a stream the device creates (capture
+ *             needs one; it is blocking, so the legacy stream's uploads,
+ *             downloads and NCCL calls stay ordered with it). A program's
+ *             first run runs its actions; its second is captured as a
+ *             CUDA graph (cuStreamBeginCapture .. cuStreamEndCapture,
+ *             cuGraphInstantiate) and launched; each later run is one
+ *             cuGraphLaunch. What changes between steps reaches the graph
+ *             through device memory (the batch, the learning rate, the step
+ *             number, the dropout key and the loss scale are tensors the
+ *             trainer uploads into the same buffers every step); the
+ *             addresses the actions bind are compared with the capture's
+ *             at every run, and a run whose tensors moved (the trainer
+ *             rebinding parameters to other buffers) is captured again,
+ *             up to GRAPH_SLOTS sets kept per program (a program that
+ *             has needed 2 x GRAPH_SLOTS captures runs directly when its
+ *             addresses change again). Collectives are not captured: a
+ *             program is cut at them (pieces), each segment between two
+ *             is its own graph, and the collective runs as an action
+ *             between the launches (its NCCL call on the legacy stream,
+ *             waited for on the host, ordered after the segment's graph
+ *             by the legacy stream's implicit wait). Nothing is captured
+ *             when TGC_CUDA_GRAPH=0, TGC_CUDA_SYNC=1 or TGC_CUDA_PROFILE=1
+ *             (they time or synchronize each action). Host reads (the loss, the
+ *             non-finite count) are the trainer's, after the run.
+ *   stats     TGC_CUDA_STATS=1: at close, the device's counts on stderr
+ *             (programs, direct runs, graph captures and launches, kernel
+ *             launches and products the host issued).
  *   profile   TGC_CUDA_PROFILE=1: the device is synchronized before and
  *             after every action (launch, product, copy, memset), the wall
  *             time between is added to the action's class (the node's op
@@ -208,6 +235,12 @@ static int open_common(rt_device *d, bool emu, char *err, size_t errlen) {
   x->sync = emu || env_on("TGC_CUDA_SYNC");
   x->no_epilogues = env_on("TGC_CUDA_NO_EPILOGUES");
   if (env_on("TGC_CUDA_PROFILE")) x->profile = calloc(1, sizeof *x->profile);
+  const char *graphs = getenv("TGC_CUDA_GRAPH");
+  x->graphs = !(graphs && strcmp(graphs, "0") == 0) && !env_on("TGC_CUDA_SYNC") && !x->profile;
+  if (x->graphs && CUDA_CALL(x, "the program stream", err, errlen, cuStreamCreate, &x->stream, CG_CU_STREAM_DEFAULT)) {
+    cuda_close(d);
+    return -1;
+  }
   char ignored[512];
   x->cache = cg_cache_open(NULL, ignored, sizeof ignored); /* without one every run compiles */
   return 0;
@@ -225,8 +258,15 @@ static void cuda_close(rt_device *d) {
     profile_print(x);
     free(x->profile);
   }
+  if (env_on("TGC_CUDA_STATS")) {
+    const rt_cuda_backend_stats *st = &x->stats;
+    fprintf(stderr, "cuda stats: %lld programs, %lld direct runs, %lld graph captures, %lld graph launches, %lld "
+            "kernel launches, %lld products\n", (long long)st->programs, (long long)st->direct_runs,
+            (long long)st->graph_captures, (long long)st->graph_launches, (long long)st->launches, (long long)st->gemms);
+  }
   if (x->fill_module) x->api.cuModuleUnload(x->fill_module);
   if (x->upload_done) x->api.cuEventDestroy(x->upload_done);
+  if (x->stream) x->api.cuStreamDestroy(x->stream);
   if (x->lt_workspace) x->api.cuMemFree(x->lt_workspace);
   if (x->lt) x->api.cublasLtDestroy(x->lt);
   if (x->dev.context) rt_cuda_close_device(&x->api, &x->dev);
@@ -360,29 +400,31 @@ static int cuda_fill(rt_device *d, void *dst, size_t n, const void *pattern, siz
   bool uniform = true;
   for (size_t i = 1; i < pattern_bytes; i++) uniform &= pt[i] == pt[0];
   x->stats.memsets++;
-  if (uniform) return CUDA_CALL(x, "a fill", err, errlen, cuMemsetD8, dptr(dst), pt[0], n);
+  if (uniform) return CUDA_CALL(x, "a fill", err, errlen, cuMemsetD8Async, dptr(dst), pt[0], n, x->stream);
   int which = pattern_bytes == 2 ? 1 : pattern_bytes == 4 ? 2 : pattern_bytes == 8 ? 3 : 0;
   if (!which || n % pattern_bytes) {
     cg_errf(err, errlen, "a fill of %zu bytes with a %zu-byte pattern", n, pattern_bytes);
     return -1;
   }
   if (!x->fill_module && load_fill_module(x, err, errlen) != 0) return -1;
+  /* every parameter in an 8-byte variable (the pattern in the low bytes:
+   * little-endian), as cuda-emu's capture reads them */
   unsigned long long v = 0;
-  memcpy(&v, pattern, pattern_bytes); /* little-endian: the pattern in the low bytes */
+  memcpy(&v, pattern, pattern_bytes);
   long long count = (long long)(n / pattern_bytes);
   cg_cu_deviceptr p = dptr(dst);
-  unsigned short v2 = (unsigned short)v;
-  unsigned int v4 = (unsigned int)v;
-  void *params[3] = {&p, which == 1 ? (void *)&v2 : which == 2 ? (void *)&v4 : (void *)&v, &count};
+  void *params[3] = {&p, &v, &count};
   long long blocks = (count + 255) / 256;
   if (blocks > 65535) blocks = 65535;
-  if (CUDA_CALL(x, "a fill", err, errlen, cuLaunchKernel, x->fill_fn[which], (unsigned)blocks, 1, 1, 256, 1, 1, 0, NULL,
-                params, NULL))
+  if (CUDA_CALL(x, "a fill", err, errlen, cuLaunchKernel, x->fill_fn[which], (unsigned)blocks, 1, 1, 256, 1, 1, 0,
+                x->stream, params, NULL))
     return -1;
-  return x->sync ? CUDA_CALL(x, "a fill", err, errlen, cuCtxSynchronize) : 0;
+  return x->sync && !x->capturing ? CUDA_CALL(x, "a fill", err, errlen, cuCtxSynchronize) : 0;
 }
 
 /* ---- programs ---- */
+
+enum { GRAPH_SLOTS = 4 }; /* CUDA graphs kept per program, one per set of bound addresses */
 
 typedef struct {
   cg_program *prog;
@@ -394,7 +436,24 @@ typedef struct {
   cg_cu_deviceptr workspace;
   const rt_action **step_action; /* per plan step: its kernel action (NULL: a view or a collective); a later
                                   * launch reads a deferred step's tensors through it */
+  const rt_action *actions;      /* the executor's program (prepare's) */
+  int n_actions;
+  int n_pieces;                  /* the program cut at its collectives: a segment of other actions is captured, */
+  struct cuda_piece {            /* a collective runs as an action */
+    int first, end;
+    bool collective;
+  } *pieces;
+  int64_t runs, captures;
+  int n_bound;                   /* the addresses a run binds: every kernel action's operands and results */
+  const void **bound;            /* this run's */
+  struct cuda_graph {
+    cg_cu_graph_exec *exec;      /* per piece (NULL for a collective's); NULL: an empty slot */
+    const void **bound;          /* the addresses it was captured with */
+    int64_t last_run;
+  } graphs[GRAPH_SLOTS];
 } cuda_state;
+
+static void clear_slot(cuda_ctx *x, cuda_state *s, struct cuda_graph *g);
 
 static bool cuda_supports_op(const ir_node *n) { return n && cg_op_lowers(n->op); }
 
@@ -413,6 +472,12 @@ static void cuda_release(rt_device *d, void *state) {
   cuda_ctx *x = d->impl;
   cuda_state *s = state;
   if (!s) return;
+  for (int i = 0; i < GRAPH_SLOTS; i++) {
+    clear_slot(x, s, &s->graphs[i]);
+    free(s->graphs[i].bound);
+  }
+  free(s->bound);
+  free(s->pieces);
   for (int i = 0; s->gemms && s->prog && i < s->prog->n_actions; i++)
     if (s->prog->actions[i].kind == CG_ACT_GEMM) cuda_gemm_release(x, &s->gemms[i]);
   for (int i = 0; i < s->n_modules; i++)
@@ -535,6 +600,22 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
     actions[i].impl = &p->steps[actions[i].step];
     s->step_action[actions[i].step] = &actions[i];
   }
+  s->actions = actions, s->n_actions = n_actions;
+  if (!(s->pieces = calloc((size_t)n_actions + 1, sizeof *s->pieces))) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < n_actions; i++) {
+    bool coll = actions[i].kind == RT_ACT_COLLECTIVE;
+    if (coll || i == 0 || s->pieces[s->n_pieces - 1].collective)
+      s->pieces[s->n_pieces++] = (struct cuda_piece){i, i + 1, coll};
+    else s->pieces[s->n_pieces - 1].end = i + 1;
+    if (actions[i].kind == RT_ACT_KERNEL) s->n_bound += actions[i].node->n_in + actions[i].node->n_out;
+  }
+  if (!(s->bound = calloc((size_t)s->n_bound + 1, sizeof *s->bound))) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
   for (int st = 0; st < p->n_steps; st++)
     if (!refs_resolve(s, st)) {
       cg_errf(err, errlen, "internal error: step %d of the lowered program reaches back to a step without a kernel action",
@@ -593,10 +674,10 @@ static int launch(cuda_ctx *x, cuda_state *s, int st, int kernel, const unsigned
   kernel_context(s, kernel, ctx, sizeof ctx);
   snprintf(x->last_kernel, sizeof x->last_kernel, "%s", ctx);
   x->stats.launches++;
-  if (CUDA_CALL(x, ctx, err, errlen, cuLaunchKernel, s->fns[kernel], grid[0], grid[1], grid[2], block, 1, 1, smem, NULL,
-                params, NULL))
+  if (CUDA_CALL(x, ctx, err, errlen, cuLaunchKernel, s->fns[kernel], grid[0], grid[1], grid[2], block, 1, 1, smem,
+                x->stream, params, NULL))
     return -1;
-  return x->sync ? CUDA_CALL(x, ctx, err, errlen, cuCtxSynchronize) : 0;
+  return x->sync && !x->capturing ? CUDA_CALL(x, ctx, err, errlen, cuCtxSynchronize) : 0;
 }
 
 static int run_step(rt_device *d, void *state, const rt_action *ra, char *err, size_t errlen) {
@@ -640,13 +721,14 @@ static int run_step(rt_device *d, void *state, const rt_action *ra, char *err, s
       node_context(n, "a copy", ctx, sizeof ctx);
       x->stats.copies++;
       if (CUDA_CALL(x, ctx, err, errlen, cuMemcpyDtoDAsync, ref_address(s, st, act->dst, in, out),
-                    ref_address(s, st, act->src, in, out), act->bytes, NULL))
+                    ref_address(s, st, act->src, in, out), act->bytes, x->stream))
         return -1;
       break;
     case CG_ACT_MEMSET:
       node_context(n, "a memset", ctx, sizeof ctx);
       x->stats.memsets++;
-      if (CUDA_CALL(x, ctx, err, errlen, cuMemsetD8Async, ref_address(s, st, act->dst, in, out), 0, act->bytes, NULL))
+      if (CUDA_CALL(x, ctx, err, errlen, cuMemsetD8Async, ref_address(s, st, act->dst, in, out), 0, act->bytes,
+                    x->stream))
         return -1;
       break;
     }
@@ -668,6 +750,98 @@ static int cuda_run(rt_device *d, void *state, const rt_action *a, char *err, si
   cuda_ctx *x = d->impl;
   if (x->profile && CUDA_CALL(x, "the profile", err, errlen, cuCtxSynchronize)) return -1;
   return run_step(d, state, a, err, errlen);
+}
+
+/* The addresses this run binds, into s->bound. */
+static void bound_now(cuda_state *s) {
+  int k = 0;
+  for (int i = 0; i < s->n_actions; i++) {
+    const rt_action *a = &s->actions[i];
+    if (a->kind != RT_ACT_KERNEL) continue;
+    for (int j = 0; j < a->node->n_in; j++) s->bound[k++] = a->in[j]->data;
+    for (int j = 0; j < a->node->n_out; j++) s->bound[k++] = a->out[j]->data;
+  }
+}
+
+typedef int (*walk_fn)(void *ctx, int first, int end, char *err, size_t errlen);
+
+/* Records piece k's walk into a CUDA graph of slot g. */
+static int capture(cuda_ctx *x, cuda_state *s, struct cuda_graph *g, int k, walk_fn walk, void *ctx, char *err,
+                   size_t errlen) {
+  const char *what = "capturing the program as a CUDA graph";
+  if (CUDA_CALL(x, what, err, errlen, cuStreamBeginCapture, x->stream, CG_CU_STREAM_CAPTURE_MODE_GLOBAL)) return -1;
+  x->capturing = true;
+  int rc = walk(ctx, s->pieces[k].first, s->pieces[k].end, err, errlen);
+  x->capturing = false;
+  cg_cu_graph graph = NULL;
+  cg_cu_result r = x->api.cuStreamEndCapture(x->stream, &graph); /* ended whatever walk did */
+  if (rc == 0) rc = cuda_check(x, r, "cuStreamEndCapture", what, err, errlen);
+  if (rc == 0) rc = CUDA_CALL(x, what, err, errlen, cuGraphInstantiate, &g->exec[k], graph, 0);
+  if (graph) x->api.cuGraphDestroy(graph);
+  if (rc == 0) x->stats.graph_captures++;
+  return rc;
+}
+
+/* Slot g's graphs destroyed: an empty slot. */
+static void clear_slot(cuda_ctx *x, cuda_state *s, struct cuda_graph *g) {
+  for (int k = 0; g->exec && k < s->n_pieces; k++)
+    if (g->exec[k]) x->api.cuGraphExecDestroy(g->exec[k]);
+  free(g->exec);
+  g->exec = NULL;
+}
+
+/* Slot g emptied for the addresses of this run. */
+static int reset_slot(cuda_ctx *x, cuda_state *s, struct cuda_graph *g, char *err, size_t errlen) {
+  clear_slot(x, s, g);
+  if (!(g->exec = calloc((size_t)s->n_pieces, sizeof *g->exec)) ||
+      (!g->bound && !(g->bound = calloc((size_t)s->n_bound + 1, sizeof *g->bound)))) {
+    cg_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  memcpy(g->bound, s->bound, (size_t)s->n_bound * sizeof *s->bound);
+  s->captures++;
+  return 0;
+}
+
+/* A run: the first (and every run with graphs off) walks the actions;
+ * later ones launch, segment by segment, the graphs captured with the same
+ * addresses (capturing them first where there are none), the collectives
+ * between them run as actions. */
+static int cuda_run_program(rt_device *d, void *state, walk_fn walk, void *ctx, char *err, size_t errlen) {
+  cuda_ctx *x = d->impl;
+  cuda_state *s = state;
+  if (!x->graphs || s->runs++ == 0) {
+    x->stats.direct_runs++;
+    return walk(ctx, 0, s->n_actions, err, errlen);
+  }
+  bound_now(s);
+  struct cuda_graph *g = NULL, *oldest = &s->graphs[0];
+  for (int i = 0; i < GRAPH_SLOTS && !g; i++) {
+    struct cuda_graph *c = &s->graphs[i];
+    if (c->exec && memcmp(c->bound, s->bound, (size_t)s->n_bound * sizeof *s->bound) == 0) g = c;
+    else if (!c->exec || (oldest->exec && c->last_run < oldest->last_run)) oldest = c;
+  }
+  if (!g && s->captures >= 2 * GRAPH_SLOTS) { /* its tensors move every run: capturing would only add cost */
+    x->stats.direct_runs++;
+    return walk(ctx, 0, s->n_actions, err, errlen);
+  }
+  bool fresh = !g;
+  if (fresh && reset_slot(x, s, g = oldest, err, errlen) != 0) return -1;
+  g->last_run = s->runs;
+  for (int k = 0; k < s->n_pieces; k++) {
+    const struct cuda_piece *pc = &s->pieces[k];
+    if (pc->collective) {
+      if (walk(ctx, pc->first, pc->end, err, errlen) != 0) return -1;
+      continue;
+    }
+    if (fresh && capture(x, s, g, k, walk, ctx, err, errlen) != 0) {
+      clear_slot(x, s, g); /* no half-captured slot is launched later */
+      return -1;
+    }
+    x->stats.graph_launches++;
+    if (CUDA_CALL(x, "the program's CUDA graph", err, errlen, cuGraphLaunch, g->exec[k], x->stream)) return -1;
+  }
+  return 0;
 }
 
 /* The table NCCL runs from: the device's own (cuda-emu's emulation has
@@ -694,6 +868,7 @@ static int cuda_comm_table(rt_device *d, const struct cg_cuda_api **api, char *e
       .supports_op = cuda_supports_op,                                                                       \
       .prepare = cuda_prepare,                                                                               \
       .run = cuda_run,                                                                                       \
+      .run_program = cuda_run_program,                                                                       \
       .release = cuda_release,                                                                               \
       .comm_table = cuda_comm_table,                                                                         \
       .host_alloc = cuda_host_alloc,                                                                         \

@@ -26,6 +26,10 @@ typedef struct {
   cg_cu_event upload_done;          /* recorded after each asynchronous upload (created at the first) */
   bool upload_pending;              /* one was recorded since the last host_wait */
   struct cuda_profile *profile;     /* TGC_CUDA_PROFILE=1: time per node class, printed at close */
+  bool graphs;                      /* capture steady programs as CUDA graphs (TGC_CUDA_GRAPH, default on) */
+  cg_cu_stream stream;              /* what programs run on: a created blocking stream where graphs are on
+                                     * (capture needs one), else NULL (the legacy stream) */
+  bool capturing;                   /* a program's actions are being recorded: nothing synchronizes */
 } cuda_ctx;
 
 /* A product planned once (prepare) and run at each step. */

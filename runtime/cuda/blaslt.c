@@ -243,5 +243,5 @@ static cg_cublas_status run_once(cuda_ctx *x, const cg_gemm *g, cuda_gemm_plan *
   void *pa = (void *)(uintptr_t)b, *pb = (void *)(uintptr_t)a, *pc = (void *)(uintptr_t)c;
   x->stats.gemms++;
   return x->api.cublasLtMatmul(x->lt, p->desc, alpha, pa, p->a, pb, p->b, beta, pc, p->c, pc, p->c, &p->algo,
-                               (void *)(uintptr_t)x->lt_workspace, x->lt_workspace_bytes, NULL);
+                               (void *)(uintptr_t)x->lt_workspace, x->lt_workspace_bytes, x->stream);
 }

@@ -310,6 +310,34 @@ static bool in_device(const char *what, const void *ptr, size_t bytes) {
  * operand outside the device allocations is not refused: the "launch"
  * succeeds and the fault is sticky (CUDA_ERROR_ILLEGAL_ADDRESS), as on a
  * GPU. */
+/* A product recorded by a capture (capture.c): the problem with copies of
+ * the descriptor and layouts as they were (their pointers, bias and aux
+ * included: cuBLASLt bakes them into its kernels' parameters), the
+ * scalars' values and the operands. Replayed after the checks passed. */
+typedef struct {
+  emu_problem p;
+  emu_desc desc;
+  emu_layout a, b, c, d;
+  double alpha, beta;
+  const void *pa, *pb, *pc;
+  void *pd;
+} recorded_matmul;
+
+static cg_cu_result replay_matmul(const void *payload, cg_cu_stream s) {
+  recorded_matmul m = *(const recorded_matmul *)payload;
+  m.p.d = &m.desc, m.p.a = &m.a, m.p.b = &m.b, m.p.c = &m.c, m.p.dl = &m.d;
+  return rt_emu_blaslt_run(&m.p, m.alpha, m.beta, m.pa, m.pb, m.pc, m.pd, s) == CG_CUBLAS_STATUS_SUCCESS
+             ? CG_CUDA_SUCCESS
+             : CG_CUDA_ERROR_LAUNCH_FAILED;
+}
+
+static cg_cublas_status record_matmul(const emu_problem *p, double alpha, double beta, const void *a, const void *b,
+                                      const void *c, void *d, cg_cu_stream stream) {
+  recorded_matmul m = {*p, *p->d, *p->a, *p->b, *p->c, *p->dl, alpha, beta, a, b, c, d};
+  return rt_emu_capture_node(stream, replay_matmul, &m, sizeof m) == CG_CUDA_SUCCESS ? CG_CUBLAS_STATUS_SUCCESS
+                                                                                    : CG_CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
 cg_cublas_status rt_emu_cublasLtMatmul(cg_cublaslt_handle handle, cg_cublaslt_matmul_desc desc, const void *alpha,
                                        const void *a, cg_cublaslt_matrix_layout a_layout, const void *b,
                                        cg_cublaslt_matrix_layout b_layout, const void *beta, const void *c,
@@ -361,5 +389,6 @@ cg_cublas_status rt_emu_cublasLtMatmul(cg_cublaslt_handle handle, cg_cublaslt_ma
                   ((size_t)(p->batch - 1) * (size_t)dd->aux_batch_stride + (size_t)(p->n - 1) * (size_t)dd->aux_ld +
                    (size_t)p->m) * type_bytes(p->aux_type))))
     return CG_CUBLAS_STATUS_SUCCESS;
+  if (rt_emu_capturing(stream)) return record_matmul(p, al, be, a, b, c, d, stream);
   return rt_emu_blaslt_run(p, al, be, a, b, c, d, stream);
 }

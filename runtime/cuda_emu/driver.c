@@ -13,7 +13,14 @@
  *   errors    a launch that faults returns CUDA_SUCCESS and the fault is
  *             sticky, as on a GPU: every later call returns it (with the
  *             kernel, block and thread in the detail) until
- *             cuDevicePrimaryCtxReset. Streams are in-order and synchronous.
+ *             cuDevicePrimaryCtxReset. Streams are in-order and synchronous;
+ *   capture   a stream in capture records its launches, copies, memsets
+ *             and products instead of running them, and cuGraphLaunch
+ *             replays them (capture.c, with the rules a GPU enforces). A
+ *             recorded launch keeps each kernel parameter as 8 bytes read
+ *             at capture (tgc's kernels take pointers and scalars of at
+ *             most 8 bytes, passed in 8-byte variables: the emulated
+ *             kernels carry no parameter sizes).
  * The detail line of a failing call is per host thread (emu_detail). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -297,7 +304,8 @@ cg_cu_result rt_emu_cuCtxSetCurrent(cg_cu_context ctx) {
 
 cg_cu_result rt_emu_cuCtxSynchronize(void) {
   ENTER();
-  return need_context();
+  cg_cu_result r = need_context();
+  return r == CG_CUDA_SUCCESS ? rt_emu_capture_forbid("cuCtxSynchronize", NULL) : r;
 }
 
 /* ---- modules ---- */
@@ -469,6 +477,39 @@ cg_cu_result rt_emu_cuFuncSetAttribute(cg_cu_function f, cg_cu_function_attribut
   return fail(CG_CUDA_ERROR_INVALID_VALUE, "function attribute %u cannot be set", attrib);
 }
 
+/* A launch recorded by a capture: the kernel, its dimensions and its
+ * parameters' values (8 bytes each, see the head of this file). */
+enum { MAX_RECORDED_PARAMS = 1024 };
+typedef struct {
+  cg_cu_function f;
+  unsigned grid[3], block[3], smem;
+  int n;
+  uint64_t args[];
+} launch_node;
+
+static cg_cu_result replay_launch(const void *payload, cg_cu_stream s) {
+  const launch_node *l = payload;
+  void *params[MAX_RECORDED_PARAMS];
+  for (int i = 0; i < l->n; i++) params[i] = (void *)(uintptr_t)&l->args[i];
+  return rt_emu_cuLaunchKernel(l->f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem,
+                               s, params, NULL);
+}
+
+static cg_cu_result record_launch(cg_cu_function f, const unsigned grid[3], const unsigned block[3], unsigned smem,
+                                  void **params, cg_cu_stream s) {
+  int n = f->kernel->nparams;
+  if (n > MAX_RECORDED_PARAMS) return fail(CG_CUDA_ERROR_NOT_SUPPORTED, "%s: more than %d parameters in a capture",
+                                           f->kernel->name, MAX_RECORDED_PARAMS);
+  size_t bytes = sizeof(launch_node) + (size_t)n * sizeof(uint64_t);
+  launch_node *l = calloc(1, bytes);
+  if (!l) return fail(CG_CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
+  *l = (launch_node){f, {grid[0], grid[1], grid[2]}, {block[0], block[1], block[2]}, smem, n};
+  for (int i = 0; i < n; i++) memcpy(&l->args[i], params[i], sizeof(uint64_t));
+  cg_cu_result r = rt_emu_capture_node(s, replay_launch, l, bytes);
+  free(l);
+  return r;
+}
+
 cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned int gy, unsigned int gz,
                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared_bytes,
                                        cg_cu_stream stream, void **params, void **extra) {
@@ -487,6 +528,7 @@ cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned i
   if (extra) return fail(CG_CUDA_ERROR_NOT_SUPPORTED, "%s: the 'extra' form of parameters is not emulated", name);
   if (!params && f->kernel->nparams > 0)
     return fail(CG_CUDA_ERROR_INVALID_VALUE, "%s takes %d parameters, kernelParams is NULL", name, f->kernel->nparams);
+  if (rt_emu_capturing(stream)) return record_launch(f, grid, blk, shared_bytes, params, stream);
   emu_launch l = {f, {gx, gy, gz}, {bx, by, bz}, shared_bytes, params, emu.cfg.racecheck, emu.cfg.threads};
   char fault[1024] = "";
   pthread_mutex_lock(&emu.lock);
@@ -515,7 +557,8 @@ cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned i
 #define PER_THREAD_STREAM ((cg_cu_stream)0x2)
 
 cg_cu_result rt_emu_check_stream(cg_cu_stream s) {
-  if (!s || s == LEGACY_STREAM || s == PER_THREAD_STREAM || list_has(emu.streams, s)) return CG_CUDA_SUCCESS;
+  if (!s || s == LEGACY_STREAM || s == PER_THREAD_STREAM || list_has(emu.streams, s))
+    return rt_emu_capture_legacy("work on the legacy stream", s);
   return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not a stream of this context");
 }
 
@@ -543,8 +586,48 @@ cg_cu_result rt_emu_cuStreamDestroy(cg_cu_stream stream) {
 cg_cu_result rt_emu_cuStreamSynchronize(cg_cu_stream stream) {
   ENTER();
   cg_cu_result r = need_context();
-  return r == CG_CUDA_SUCCESS ? check_stream(stream) : r;
+  if (r == CG_CUDA_SUCCESS) r = check_stream(stream);
+  if (r == CG_CUDA_SUCCESS && rt_emu_capturing(stream)) r = rt_emu_capture_forbid("cuStreamSynchronize", stream);
+  return r;
 }
+
+/* ---- stream capture and graphs (capture.c) ---- */
+
+cg_cu_result rt_emu_cuStreamBeginCapture(cg_cu_stream stream, cg_cu_stream_capture_mode mode) {
+  ENTER();
+  cg_cu_result r = need_context();
+  if (r != CG_CUDA_SUCCESS) return r;
+  bool legacy = !stream || stream == LEGACY_STREAM || stream == PER_THREAD_STREAM;
+  if (!legacy && !list_has(emu.streams, stream)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not a stream of this context");
+  return rt_emu_capture_begin(stream, legacy || !(((struct CUstream_st *)stream)->flags & CG_CU_STREAM_NON_BLOCKING),
+                              mode);
+}
+
+cg_cu_result rt_emu_cuStreamEndCapture(cg_cu_stream stream, cg_cu_graph *graph) {
+  ENTER();
+  cg_cu_result r = need_context();
+  return r == CG_CUDA_SUCCESS ? rt_emu_capture_end(stream, graph) : r;
+}
+
+cg_cu_result rt_emu_cuStreamIsCapturing(cg_cu_stream stream, cg_cu_stream_capture_status *status) {
+  ENTER();
+  cg_cu_result r = need_context();
+  return r == CG_CUDA_SUCCESS ? rt_emu_capture_status(stream, status) : r;
+}
+
+cg_cu_result rt_emu_cuGraphInstantiate(cg_cu_graph_exec *exec, cg_cu_graph graph, unsigned long long flags) {
+  ENTER();
+  cg_cu_result r = need_context();
+  return r == CG_CUDA_SUCCESS ? rt_emu_graph_instantiate(exec, graph, flags) : r;
+}
+
+cg_cu_result rt_emu_cuGraphLaunch(cg_cu_graph_exec exec, cg_cu_stream stream) {
+  ENTER();
+  cg_cu_result r = need_context();
+  if (r == CG_CUDA_SUCCESS) r = check_stream(stream);
+  return r == CG_CUDA_SUCCESS ? rt_emu_graph_launch(exec, stream) : r;
+}
+/* cuGraphExecDestroy, cuGraphDestroy: capture.c's (they need no context) */
 
 static struct CUevent_st *find_event(cg_cu_event e) { return list_has(emu.events, e) ? e : NULL; }
 
@@ -674,6 +757,7 @@ static void shutdown_locked(void) {
 }
 
 void rt_cuda_emu_shutdown(void) {
+  rt_emu_capture_reset();
   free_modules();
   list_free(&emu.streams, free);
   list_free(&emu.events, free);
@@ -717,7 +801,12 @@ int rt_cuda_emu_load(cg_cuda_api *api, const rt_cuda_emu_config *cfg, char *err,
   return 0;
 }
 
-rt_cuda_emu_counters rt_cuda_emu_counters_get(void) { return emu.counters; }
+rt_cuda_emu_counters rt_cuda_emu_counters_get(void) {
+  rt_cuda_emu_counters c = emu.counters;
+  rt_emu_capture_counters g = rt_emu_capture_counters_get();
+  c.captures = g.captures, c.graph_launches = g.launches, c.graph_nodes_replayed = g.nodes_replayed;
+  return c;
+}
 
 void rt_cuda_emu_counters_reset(void) { memset(&emu.counters, 0, sizeof emu.counters); }
 

@@ -132,6 +132,46 @@ cg_cu_result rt_emu_launch_rules(const rt_emu_launch_limits *f, const unsigned g
                                  unsigned shared_bytes, char *detail, size_t len);
 cg_cu_result rt_emu_smem_optin_rule(const rt_emu_launch_limits *f, int value, char *detail, size_t len);
 
+/* ---- capture.c: stream capture and graphs (the emulator's and the stub's) ---- */
+/* Replays one recorded call on stream s from its payload (a flat copy). */
+typedef cg_cu_result (*emu_replay_fn)(const void *payload, cg_cu_stream s);
+typedef struct {
+  int64_t captures, invalidated, instantiated, launches, nodes_recorded, nodes_replayed;
+} rt_emu_capture_counters;
+rt_emu_capture_counters rt_emu_capture_counters_get(void);
+/* Whether s is a stream in capture (the calls made on it are recorded). */
+bool rt_emu_capturing(cg_cu_stream s);
+/* Records a call on capturing stream s: replay(copy of payload, stream) at each launch. */
+cg_cu_result rt_emu_capture_node(cg_cu_stream s, emu_replay_fn replay, const void *payload, size_t bytes);
+/* A call not permitted during capture (a synchronization, an allocation):
+ * of stream s (NULL: of any stream). CUDA_SUCCESS when nothing captures;
+ * else the captures are invalidated, STREAM_CAPTURE_UNSUPPORTED. */
+cg_cu_result rt_emu_capture_forbid(const char *call, cg_cu_stream s);
+/* Work on stream s: when s is the legacy one and a blocking stream
+ * captures, STREAM_CAPTURE_IMPLICIT (the capture is invalidated). */
+cg_cu_result rt_emu_capture_legacy(const char *call, cg_cu_stream s);
+cg_cu_result rt_emu_capture_begin(cg_cu_stream s, bool blocking, cg_cu_stream_capture_mode mode);
+cg_cu_result rt_emu_capture_end(cg_cu_stream s, cg_cu_graph *graph);
+cg_cu_result rt_emu_capture_status(cg_cu_stream s, cg_cu_stream_capture_status *status);
+cg_cu_result rt_emu_graph_instantiate(cg_cu_graph_exec *exec, cg_cu_graph g, unsigned long long flags);
+/* The entries themselves (no context needed): the emulator's table takes them as they are. */
+cg_cu_result rt_emu_cuGraphDestroy(cg_cu_graph g);
+cg_cu_result rt_emu_cuGraphExecDestroy(cg_cu_graph_exec e);
+cg_cu_result rt_emu_graph_launch(cg_cu_graph_exec e, cg_cu_stream s);
+/* A copy or memset on capturing stream s, replayed through the filler's
+ * entries (dst / src: device addresses or host pointers, as the call's). */
+typedef enum { EMU_REC_HTOD, EMU_REC_DTOH, EMU_REC_DTOD, EMU_REC_MEMSET } emu_recorded_kind;
+typedef struct {
+  cg_cu_result (*htod)(cg_cu_deviceptr dst, const void *src, size_t bytes, cg_cu_stream s);
+  cg_cu_result (*dtoh)(void *dst, cg_cu_deviceptr src, size_t bytes, cg_cu_stream s);
+  cg_cu_result (*dtod)(cg_cu_deviceptr dst, cg_cu_deviceptr src, size_t bytes, cg_cu_stream s);
+  cg_cu_result (*memset)(cg_cu_deviceptr dst, unsigned char value, size_t n, cg_cu_stream s);
+} emu_copy_entries;
+cg_cu_result rt_emu_capture_copy(cg_cu_stream s, const emu_copy_entries *e, emu_recorded_kind kind, uint64_t dst,
+                                 uint64_t src, size_t bytes, unsigned char value);
+/* Ends every capture (the context's reset). */
+void rt_emu_capture_reset(void);
+
 /* Every entry of the table: rt_emu_<NAME> (driver.c, memory.c, nvrtc.c,
  * blas.c); rt_cuda_emu_load assigns api->NAME = rt_emu_NAME for each row. */
 #ifndef TGC_CUDA_STUB

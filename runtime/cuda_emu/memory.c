@@ -131,6 +131,7 @@ cg_cu_result rt_emu_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 cg_cu_result rt_emu_cuMemAlloc(cg_cu_deviceptr *dptr, size_t bytes) {
   ENTER();
   cg_cu_result r = need_context();
+  if (r == CG_CUDA_SUCCESS) r = rt_emu_capture_forbid("cuMemAlloc", NULL);
   if (r != CG_CUDA_SUCCESS) return r;
   if (bytes == 0) return fail(CG_CUDA_ERROR_INVALID_VALUE, "an allocation of 0 bytes");
   size_t span = span_of(bytes);
@@ -174,6 +175,7 @@ cg_cu_result rt_emu_cuMemAlloc(cg_cu_deviceptr *dptr, size_t bytes) {
 cg_cu_result rt_emu_cuMemFree(cg_cu_deviceptr dptr) {
   ENTER();
   cg_cu_result r = need_context();
+  if (r == CG_CUDA_SUCCESS) r = rt_emu_capture_forbid("cuMemFree", NULL);
   if (r != CG_CUDA_SUCCESS) return r;
   if (dptr == 0) return CG_CUDA_SUCCESS;
   pthread_mutex_lock(&mem.lock);
@@ -261,6 +263,11 @@ cg_cu_result rt_emu_cuMemFreeHost(void *p) {
   return CG_CUDA_SUCCESS;
 }
 
+/* What a capture's recorded copies and memsets replay through (capture.c). */
+static const emu_copy_entries entries = {rt_emu_cuMemcpyHtoDAsync, rt_emu_cuMemcpyDtoHAsync, rt_emu_cuMemcpyDtoDAsync,
+                                         rt_emu_cuMemsetD8Async};
+#define record_copy(s, kind, dst, src, bytes, value) rt_emu_capture_copy(s, &entries, kind, dst, src, bytes, value)
+
 cg_cu_result rt_emu_cuMemcpyHtoDAsync(cg_cu_deviceptr dst, const void *src, size_t bytes, cg_cu_stream s) {
   ENTER();
   cg_cu_result r = need_context();
@@ -268,6 +275,7 @@ cg_cu_result rt_emu_cuMemcpyHtoDAsync(cg_cu_deviceptr dst, const void *src, size
   if (r == CG_CUDA_SUCCESS) r = check_device_range("destination", dst, bytes);
   if (r == CG_CUDA_SUCCESS) r = check_host("source", src, bytes);
   if (r != CG_CUDA_SUCCESS) return r;
+  if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_HTOD, dst, (uint64_t)(uintptr_t)src, bytes, 0);
   if (bytes) memcpy((void *)(uintptr_t)dst, src, bytes);
   rt_emu_counters()->htod_calls++, rt_emu_counters()->htod_bytes += (int64_t)bytes;
   pthread_mutex_lock(&mem.lock);
@@ -284,6 +292,7 @@ cg_cu_result rt_emu_cuMemcpyDtoHAsync(void *dst, cg_cu_deviceptr src, size_t byt
   if (r == CG_CUDA_SUCCESS) r = check_device_range("source", src, bytes);
   if (r == CG_CUDA_SUCCESS) r = check_host("destination", dst, bytes);
   if (r != CG_CUDA_SUCCESS) return r;
+  if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_DTOH, (uint64_t)(uintptr_t)dst, src, bytes, 0);
   if (bytes) memcpy(dst, (const void *)(uintptr_t)src, bytes);
   rt_emu_counters()->dtoh_calls++, rt_emu_counters()->dtoh_bytes += (int64_t)bytes;
   return CG_CUDA_SUCCESS;
@@ -296,6 +305,7 @@ cg_cu_result rt_emu_cuMemcpyDtoDAsync(cg_cu_deviceptr dst, cg_cu_deviceptr src, 
   if (r == CG_CUDA_SUCCESS) r = check_device_range("destination", dst, bytes);
   if (r == CG_CUDA_SUCCESS) r = check_device_range("source", src, bytes);
   if (r != CG_CUDA_SUCCESS) return r;
+  if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_DTOD, dst, src, bytes, 0);
   if (bytes) memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
   rt_emu_counters()->dtod_calls++, rt_emu_counters()->dtod_bytes += (int64_t)bytes;
   return CG_CUDA_SUCCESS;
@@ -317,6 +327,7 @@ cg_cu_result rt_emu_cuMemsetD8Async(cg_cu_deviceptr dst, unsigned char value, si
   if (r == CG_CUDA_SUCCESS) r = check_stream(s);
   if (r == CG_CUDA_SUCCESS) r = check_device_range("destination", dst, n);
   if (r != CG_CUDA_SUCCESS) return r;
+  if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_MEMSET, dst, 0, n, value);
   if (n) memset((void *)(uintptr_t)dst, value, n);
   rt_emu_counters()->memset_calls++;
   return CG_CUDA_SUCCESS;

@@ -33,6 +33,8 @@ typedef unsigned long long cg_cu_deviceptr;        /* CUdeviceptr (64-bit) */
 typedef unsigned int cg_cu_device_attribute;       /* CUdevice_attribute */
 typedef unsigned int cg_cu_function_attribute;     /* CUfunction_attribute */
 typedef unsigned int cg_cu_pointer_attribute;      /* CUpointer_attribute */
+typedef unsigned int cg_cu_stream_capture_mode;    /* CUstreamCaptureMode */
+typedef unsigned int cg_cu_stream_capture_status;  /* CUstreamCaptureStatus */
 typedef unsigned int cg_nvrtc_result;              /* nvrtcResult */
 typedef unsigned int cg_cublas_status;             /* cublasStatus_t */
 typedef unsigned int cg_cublas_compute_type;       /* cublasComputeType_t */
@@ -47,6 +49,8 @@ typedef struct CUmod_st *cg_cu_module;
 typedef struct CUfunc_st *cg_cu_function;
 typedef struct CUstream_st *cg_cu_stream;          /* also cudaStream_t */
 typedef struct CUevent_st *cg_cu_event;
+typedef struct CUgraph_st *cg_cu_graph;
+typedef struct CUgraphExec_st *cg_cu_graph_exec;
 typedef struct _nvrtcProgram *cg_nvrtc_program;
 typedef struct cublasLtContext *cg_cublaslt_handle;
 typedef struct ncclComm *cg_nccl_comm;             /* ncclComm_t */

@@ -7,7 +7,9 @@
 # stub:" line), that the run got to its end, and that kernels were launched
 # and products run (the stub's summary), and for training that the batch
 # went up from page-locked memory (the stub refuses a write of it before
-# its upload's sync). 77: skipped.
+# its upload's sync), and that training ran its steady steps as CUDA graphs
+# (captured, then launched: the stub replays what was recorded through
+# the same checks). 77: skipped.
 tgc=$1
 case=$2
 dir=${TGC_CUDA_LIB_PATH:?}
@@ -23,10 +25,10 @@ case $case in
        "$tgc" run examples/gpt.tg --config tiny --backend cuda >"$out" 2>&1 ;;
   run_sm90) want="loss = 0"
        TGC_STUB_ARCH=sm_90 "$tgc" run examples/gpt.tg --config tiny --backend cuda >"$out" 2>&1 ;;
-  train_f32) want="step 2/2  loss 0"
-       "$tgc" train examples/gpt.tg --config tiny --data copy --backend cuda --steps 2 >"$out" 2>&1 ;;
-  train_bf16) want="step 2/2  loss 0"
-       "$tgc" train examples/gpt.tg --config tiny --data copy --backend cuda --steps 2 --dtype bf16 >"$out" 2>&1 ;;
+  train_f32) want="step 6/6  loss 0"
+       "$tgc" train examples/gpt.tg --config tiny --data copy --backend cuda --steps 6 >"$out" 2>&1 ;;
+  train_bf16) want="step 6/6  loss 0"
+       "$tgc" train examples/gpt.tg --config tiny --data copy --backend cuda --steps 6 --dtype bf16 >"$out" 2>&1 ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac
 rc=$?
@@ -41,7 +43,13 @@ if [ -z "$launches" ] || [ "$launches" -eq 0 ] || [ -z "$products" ] || [ "$prod
   echo "FAIL: no launches or no products on the stub ($summary)"; exit 1
 fi
 pinned=$(echo "$summary" | sed -n 's/.* \([0-9]*\) pinned uploads.*/\1/p')
+captures=$(echo "$summary" | sed -n 's/.* \([0-9]*\) captures.*/\1/p')
+graphs=$(echo "$summary" | sed -n 's/.* \([0-9]*\) graph launches.*/\1/p')
 case $case in  # the trainer's batch goes up from page-locked memory, checked at each sync
-  train_*) if [ -z "$pinned" ] || [ "$pinned" -eq 0 ]; then echo "FAIL: no pinned uploads ($summary)"; exit 1; fi ;;
+  train_*) if [ -z "$pinned" ] || [ "$pinned" -eq 0 ]; then echo "FAIL: no pinned uploads ($summary)"; exit 1; fi
+           # steps 2.. of the step and update programs: captured, then launched (one launch a program a step)
+           if [ -z "$captures" ] || [ "$captures" -eq 0 ] || [ -z "$graphs" ] || [ "$graphs" -ne 10 ]; then
+             echo "FAIL: the steady steps did not run as CUDA graphs ($summary)"; exit 1
+           fi ;;
 esac
 echo "ok: $case on the stub"

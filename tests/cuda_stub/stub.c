@@ -129,6 +129,7 @@ static struct {
   char sticky_detail[1024];
   int ctx_refs;
   long long launches, products, modules_loaded, kernels, async_downloads, pinned_uploads; /* TGC_STUB_SUMMARY */
+  long long graph_launches;
   struct { void *p; size_t bytes; } *host; /* cuMemHostAlloc's blocks */
   int n_host, cap_host;
 } S = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -287,8 +288,9 @@ __attribute__((destructor)) static void summary(void) {
   const char *v = getenv("TGC_STUB_SUMMARY");
   if (v && strcmp(v, "1") == 0)
     fprintf(stderr, "cuda stub summary: %lld modules, %lld kernels, %lld launches, %lld products, %lld async downloads, "
-            "%lld pinned uploads\n", S.modules_loaded, S.kernels, S.launches, S.products, S.async_downloads,
-            S.pinned_uploads);
+            "%lld pinned uploads, %lld captures, %lld graph launches\n", S.modules_loaded, S.kernels, S.launches,
+            S.products, S.async_downloads, S.pinned_uploads, (long long)rt_emu_capture_counters_get().captures,
+            (long long)rt_emu_capture_counters_get().launches);
 }
 
 /* ---- errors, init, devices ---- */
@@ -395,6 +397,7 @@ cg_cu_result stub_cuCtxSetCurrent(cg_cu_context ctx) {
 
 cg_cu_result stub_cuCtxSynchronize(void) {
   ENTER_CONTEXT("cuCtxSynchronize");
+  if ((r = rt_emu_capture_forbid("cuCtxSynchronize", NULL)) != CG_CUDA_SUCCESS) return r;
   complete_all(false);
   return CG_CUDA_SUCCESS;
 }
@@ -409,6 +412,7 @@ cg_cu_result stub_cuMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 
 cg_cu_result stub_cuMemAlloc(cg_cu_deviceptr *dptr, size_t bytes) {
   ENTER_CONTEXT("cuMemAlloc");
+  if ((r = rt_emu_capture_forbid("cuMemAlloc", NULL)) != CG_CUDA_SUCCESS) return r;
   if (bytes == 0) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: 0 bytes");
   size_t rounded = (bytes + 255) / 256 * 256;
   if (rounded > S.total - S.used)
@@ -433,6 +437,7 @@ cg_cu_result stub_cuMemAlloc(cg_cu_deviceptr *dptr, size_t bytes) {
 
 cg_cu_result stub_cuMemFree(cg_cu_deviceptr dptr) {
   ENTER_CONTEXT("cuMemFree");
+  if ((r = rt_emu_capture_forbid("cuMemFree", NULL)) != CG_CUDA_SUCCESS) return r;
   int i = find_alloc(dptr);
   if (i < 0 || S.allocs[i].base != dptr)
     return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuMemFree: 0x%llx is not an allocation", (unsigned long long)dptr);
@@ -449,6 +454,7 @@ static cg_cu_result copy_checks(const char *call, cg_cu_stream stream, uint64_t 
   cg_cu_result r = need_context(call);
   if (r != CG_CUDA_SUCCESS) return r;
   if (!stream_of(stream)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "%s: not a stream of this context", call);
+  if ((r = rt_emu_capture_legacy(call, stream)) != CG_CUDA_SUCCESS) return r;
   if ((r = dev_dst ? need_device(call, "the destination", dev_dst, bytes) : need_host(call, "the destination", host_dst, bytes)) ||
       (r = dev_src ? need_device(call, "the source", dev_src, bytes) : need_host(call, "the source", host_src, bytes)))
     return r;
@@ -499,12 +505,19 @@ static bool add_pending(cg_cu_stream s, pending_copy c) {
   return true;
 }
 
+/* What a capture's recorded copies and memsets replay through (capture.c). */
+static const emu_copy_entries entries = {stub_cuMemcpyHtoDAsync, stub_cuMemcpyDtoHAsync, stub_cuMemcpyDtoDAsync,
+                                         stub_cuMemsetD8Async};
+#define record_copy(s, kind, dst, src, bytes, value) rt_emu_capture_copy(s, &entries, kind, dst, src, bytes, value)
+
 /* Host-to-device and device-to-device copies take effect at once: nothing
  * runs between them and the later work of their stream. An upload from
  * page-locked memory also leaves its source's bytes to check at the sync. */
 cg_cu_result stub_cuMemcpyHtoDAsync(cg_cu_deviceptr dst, const void *src, size_t bytes, cg_cu_stream stream) {
   enter();
   cg_cu_result r = copy_checks("cuMemcpyHtoDAsync", stream, dst, NULL, 0, src, bytes);
+  if (r == CG_CUDA_SUCCESS && rt_emu_capturing(stream))
+    return record_copy(stream, EMU_REC_HTOD, dst, (uint64_t)(uintptr_t)src, bytes, 0);
   if (r != CG_CUDA_SUCCESS || !bytes) return r;
   memcpy(hp(dst), src, bytes);
   if (find_host(src, bytes) < 0) return CG_CUDA_SUCCESS; /* pageable: staged before the call returns */
@@ -551,6 +564,7 @@ cg_cu_result stub_cuMemFreeHost(void *p) {
 cg_cu_result stub_cuMemcpyDtoDAsync(cg_cu_deviceptr dst, cg_cu_deviceptr src, size_t bytes, cg_cu_stream stream) {
   enter();
   cg_cu_result r = copy_checks("cuMemcpyDtoDAsync", stream, dst, NULL, src, NULL, bytes);
+  if (r == CG_CUDA_SUCCESS && rt_emu_capturing(stream)) return record_copy(stream, EMU_REC_DTOD, dst, src, bytes, 0);
   if (r == CG_CUDA_SUCCESS && bytes) memmove(hp(dst), hp(src), bytes);
   return r;
 }
@@ -560,6 +574,8 @@ cg_cu_result stub_cuMemcpyDtoDAsync(cg_cu_deviceptr dst, cg_cu_deviceptr src, si
 cg_cu_result stub_cuMemcpyDtoHAsync(void *dst, cg_cu_deviceptr src, size_t bytes, cg_cu_stream stream) {
   enter();
   cg_cu_result r = copy_checks("cuMemcpyDtoHAsync", stream, 0, dst, src, NULL, bytes);
+  if (r == CG_CUDA_SUCCESS && rt_emu_capturing(stream))
+    return record_copy(stream, EMU_REC_DTOH, (uint64_t)(uintptr_t)dst, src, bytes, 0);
   if (r != CG_CUDA_SUCCESS || !bytes) return r;
   unsigned char *data = malloc(bytes);
   if (!data || !add_pending(stream_of(stream), (pending_copy){dst, data, bytes, NULL})) {
@@ -587,6 +603,7 @@ cg_cu_result stub_cuMemsetD8(cg_cu_deviceptr dst, unsigned char value, size_t n)
 cg_cu_result stub_cuMemsetD8Async(cg_cu_deviceptr dst, unsigned char value, size_t n, cg_cu_stream stream) {
   enter();
   cg_cu_result r = copy_checks("cuMemsetD8Async", stream, dst, NULL, 0, &value, n);
+  if (r == CG_CUDA_SUCCESS && rt_emu_capturing(stream)) return record_copy(stream, EMU_REC_MEMSET, dst, 0, n, value);
   if (r == CG_CUDA_SUCCESS && n) memset(hp(dst), value, n);
   return r;
 }
@@ -762,11 +779,30 @@ cg_cu_result stub_cuFuncSetAttribute(cg_cu_function fn, cg_cu_function_attribute
   return CG_CUDA_SUCCESS;
 }
 
+/* A launch recorded by a capture: the kernel and its dimensions (the
+ * kernel is a no-op: its parameters are not kept, the replay passes
+ * placeholders), replayed through cuLaunchKernel's checks. */
+typedef struct {
+  cg_cu_function fn;
+  unsigned grid[3], block[3], smem;
+} recorded_launch;
+
+static cg_cu_result replay_launch(const void *payload, cg_cu_stream s) {
+  const recorded_launch *l = payload;
+  static uint64_t placeholder;
+  void *params[4096];
+  stub_function *f = function_of(l->fn);
+  for (int i = 0; f && i < f->nparams && i < 4096; i++) params[i] = &placeholder;
+  return stub_cuLaunchKernel(l->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], l->smem, s,
+                             params, NULL);
+}
+
 cg_cu_result stub_cuLaunchKernel(cg_cu_function fn, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                                  unsigned int block_x, unsigned int block_y, unsigned int block_z,
                                  unsigned int shared_bytes, cg_cu_stream stream, void **params, void **extra) {
   ENTER_CONTEXT("cuLaunchKernel");
   if (!stream_of(stream)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuLaunchKernel: not a stream of this context");
+  if ((r = rt_emu_capture_legacy("cuLaunchKernel", stream)) != CG_CUDA_SUCCESS) return r;
   stub_function *f = function_of(fn);
   if (!f) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuLaunchKernel: not a function of a loaded module");
   const unsigned grid[3] = {grid_x, grid_y, grid_z}, block[3] = {block_x, block_y, block_z};
@@ -779,6 +815,10 @@ cg_cu_result stub_cuLaunchKernel(cg_cu_function fn, unsigned int grid_x, unsigne
                 f->nparams);
   for (int i = 0; params && i < f->nparams; i++)
     if (!params[i]) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: %s: kernelParams[%d] is NULL", f->name, i);
+  if (rt_emu_capturing(stream)) {
+    recorded_launch l = {fn, {grid_x, grid_y, grid_z}, {block_x, block_y, block_z}, shared_bytes};
+    return rt_emu_capture_node(stream, replay_launch, &l, sizeof l);
+  }
   S.launches++;
   return CG_CUDA_SUCCESS; /* the kernel is a no-op */
 }
@@ -812,10 +852,47 @@ cg_cu_result stub_cuStreamSynchronize(cg_cu_stream stream) {
   ENTER_CONTEXT("cuStreamSynchronize");
   cg_cu_stream s = stream_of(stream);
   if (!s) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuStreamSynchronize: not a stream of this context");
+  if ((r = rt_emu_capture_legacy("cuStreamSynchronize", stream)) != CG_CUDA_SUCCESS ||
+      (rt_emu_capturing(stream) && (r = rt_emu_capture_forbid("cuStreamSynchronize", stream)) != CG_CUDA_SUCCESS))
+    return r;
   if (s == &S.legacy) complete_all(true); /* the legacy stream waits for every blocking stream */
   else complete(s, s->n_pending);
   return CG_CUDA_SUCCESS;
 }
+
+/* ---- stream capture and graphs (runtime/cuda_emu/capture.c) ---- */
+
+cg_cu_result stub_cuStreamBeginCapture(cg_cu_stream stream, cg_cu_stream_capture_mode mode) {
+  ENTER_CONTEXT("cuStreamBeginCapture");
+  cg_cu_stream s = stream_of(stream);
+  if (!s) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuStreamBeginCapture: not a stream of this context");
+  return rt_emu_capture_begin(stream, !(s->flags & CG_CU_STREAM_NON_BLOCKING), mode);
+}
+
+cg_cu_result stub_cuStreamEndCapture(cg_cu_stream stream, cg_cu_graph *graph) {
+  ENTER_CONTEXT("cuStreamEndCapture");
+  return rt_emu_capture_end(stream, graph);
+}
+
+cg_cu_result stub_cuStreamIsCapturing(cg_cu_stream stream, cg_cu_stream_capture_status *status) {
+  ENTER_CONTEXT("cuStreamIsCapturing");
+  return rt_emu_capture_status(stream, status);
+}
+
+cg_cu_result stub_cuGraphInstantiate(cg_cu_graph_exec *exec, cg_cu_graph graph, unsigned long long flags) {
+  ENTER_CONTEXT("cuGraphInstantiate");
+  return rt_emu_graph_instantiate(exec, graph, flags);
+}
+
+cg_cu_result stub_cuGraphLaunch(cg_cu_graph_exec exec, cg_cu_stream stream) {
+  ENTER_CONTEXT("cuGraphLaunch");
+  if (!stream_of(stream)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuGraphLaunch: not a stream of this context");
+  if ((r = rt_emu_capture_legacy("cuGraphLaunch", stream)) != CG_CUDA_SUCCESS) return r;
+  return rt_emu_graph_launch(exec, stream);
+}
+
+cg_cu_result stub_cuGraphExecDestroy(cg_cu_graph_exec exec) { return rt_emu_cuGraphExecDestroy(exec); }
+cg_cu_result stub_cuGraphDestroy(cg_cu_graph graph) { return rt_emu_cuGraphDestroy(graph); }
 
 static struct CUevent_st *event_of(cg_cu_event e) {
   for (struct CUevent_st *t = S.events; t; t = t->next)

@@ -7,7 +7,10 @@
  * registers of a block; a misaligned cuBLASLt operand; a read of an
  * asynchronous download before its stream is synchronized (it reads NaN);
  * a write of a page-locked upload source before its stream's sync;
- * NCCL buffers that overlap without being in place. Skipped (77) without
+ * NCCL buffers that overlap without being in place; the rules of stream
+ * capture (test_cuda_capture.h: a synchronization, an allocation and a
+ * legacy-stream copy planted in a capture are refused with the GPU's
+ * error codes and invalidate it). Skipped (77) without
  * the toolkit's NVRTC. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +23,7 @@
 #include "check.h"
 #include "codegen.h"
 #include "rt_cuda.h"
+#include "test_cuda_capture.h"
 
 static cg_cuda_api api;
 static rt_cuda_device dev;
@@ -312,6 +316,7 @@ int main(void) {
   test_blaslt();
   test_stream_ordering();
   test_nccl();
+  check_capture_rules(&api, "the stub");
   test_pinned_upload(); /* last: its planted defect resets the context */
   rt_cuda_close_device(&api, &dev);
   return check_done();
