@@ -106,12 +106,13 @@ int pass_run_pipeline(ir_graph *g, const pass_id *passes, int n, const pass_opti
     timings[ran].pass = p;
     timings[ran].nodes_before = g->n_nodes;
     double t0 = (1e3 * ir_clock_s());
+    int errors_before = ir_diag_errors(opts.diag);
     int prc = pass_table[p].fn(g, &opts);
     timings[ran].ms = (1e3 * ir_clock_s()) - t0;
     timings[ran].nodes_after = g->n_nodes;
     ran++;
-    if (prc != 0) {
-      ir_error_plain(opts.diag, "pass '%s' failed", pass_name(p));
+    if (prc != 0) { /* the pass said why; a generic line only when it did not */
+      if (ir_diag_errors(opts.diag) == errors_before) ir_error_plain(opts.diag, "pass '%s' failed", pass_name(p));
       rc = -1;
       break;
     }
