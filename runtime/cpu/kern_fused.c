@@ -58,6 +58,7 @@ typedef struct {
   bool uniform;  /* the same value for every element (scalar operands and constants only) */
   int arg[3];    /* argument instructions */
   int operand;   /* FI_LOAD: operand index */
+  bool widen;    /* FI_LOAD of a bf16 operand read by one cast to f32 (that cast): loaded as f32 */
   double value;  /* FI_CONST: rounded to dt; dropout: its scale 1/(1-p) rounded to dt */
   uint64_t skey; /* dropout: ir_dropout_stream_key of the key operand and the stream */
   uint32_t threshold; /* dropout: ir_dropout_threshold(p) */
@@ -102,7 +103,13 @@ static int prog_build(fprog *p, const ir_expr *e) {
   int *map = rt_scratch_push((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *map);
   p->cap = e->n_ins > 0 ? e->n_ins : 1; /* at most one instruction per expr instruction */
   p->ins = rt_scratch_push((size_t)p->cap * sizeof *p->ins);
-  if (!map || !p->ins) return prog_fail(p, "out of memory");
+  int *refs = scratch_zero((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *refs); /* readers of each expr instruction */
+  if (!map || !p->ins || !refs) return prog_fail(p, "out of memory");
+  for (int i = 0; i < e->n_ins; i++)
+    for (int k = 0; e->ins[i].kind == IR_EXPR_OP && k < ir_expr_arity(&e->ins[i]); k++)
+      if (e->ins[i].arg[k] >= 0 && e->ins[i].arg[k] < e->n_ins) refs[e->ins[i].arg[k]]++;
+  for (int r = 0; r < e->n_results; r++)
+    if (e->results[r] >= 0 && e->results[r] < e->n_ins) refs[e->results[r]]++;
   int rc = 0;
   for (int i = 0; i < e->n_ins && rc == 0; i++) {
     const ir_expr_inst *x = &e->ins[i];
@@ -133,7 +140,15 @@ static int prog_build(fprog *p, const ir_expr *e) {
       in.kind = op;
       for (int k = 0; k < n; k++) in.arg[k] = map[x->arg[k]];
       const finst *a = &p->ins[in.arg[0]];
-      if (op == IR_OP_CAST) {
+      if (op == IR_OP_CAST && x->dtype == IR_DT_F32 && a->kind == FI_LOAD && a->dt == IR_DT_BF16 &&
+          e->ins[x->arg[0]].kind == IR_EXPR_OPERAND && refs[x->arg[0]] == 1) {
+        /* f32(bf16 operand) read nowhere else (mixed precision's gradients in the update): the load
+         * widens (exact: a bf16 is the high half of its f32), no double register in between */
+        p->ins[in.arg[0]].dt = IR_DT_F32;
+        p->ins[in.arg[0]].f32 = p->ins[in.arg[0]].widen = true;
+        map[i] = in.arg[0];
+        break;
+      } else if (op == IR_OP_CAST) {
         in.dt = x->dtype;
       } else if (op == IR_OP_DROPOUT) { /* (x, key, g): the key's 64 bits read here, g exact below 2^53 */
         const ir_expr_inst *key = &e->ins[x->arg[1]];
@@ -201,6 +216,16 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
   const rt_tensor *t = p->ops[in[i].operand];
   int64_t off = lp[in[i].operand].off, step = lp[in[i].operand].step;
   ir_dtype dt = t->type.dtype;
+  if (in[i].widen) { /* as kern_cast.c: a signalling NaN comes out quiet */
+    const uint16_t *h = (const uint16_t *)t->data + off;
+    float *z = r->fs + (size_t)i * r->w;
+    if (step == 1)
+      for (int j = 0; j < n; j++) z[j] = rt_bf16_widen(h[j]);
+    else
+      for (int j = 0; j < n; j++) z[j] = rt_bf16_widen(h[j * step]);
+    r->fv[i] = z;
+    return;
+  }
   if (in[i].f32) {
     const float *src = (const float *)t->data + off;
     if (step == 1) {
