@@ -59,6 +59,8 @@ typedef struct {
   int arg[3];    /* argument instructions */
   int operand;   /* FI_LOAD: operand index */
   bool widen;    /* FI_LOAD of a bf16 operand read by one cast to f32 (that cast): loaded as f32 */
+  bool narrow;   /* cast of an f32 value to bf16 read by no instruction (a result: the optimizer's bf16
+                  * copy): not evaluated, its argument's floats rounded as they are stored */
   double value;  /* FI_CONST: rounded to dt; dropout: its scale 1/(1-p) rounded to dt */
   uint64_t skey; /* dropout: ir_dropout_stream_key of the key operand and the stream */
   uint32_t threshold; /* dropout: ir_dropout_threshold(p) */
@@ -104,12 +106,17 @@ static int prog_build(fprog *p, const ir_expr *e) {
   p->cap = e->n_ins > 0 ? e->n_ins : 1; /* at most one instruction per expr instruction */
   p->ins = rt_scratch_push((size_t)p->cap * sizeof *p->ins);
   int *refs = scratch_zero((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *refs); /* readers of each expr instruction */
-  if (!map || !p->ins || !refs) return prog_fail(p, "out of memory");
+  int *oprefs = scratch_zero((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *oprefs); /* ... that are instructions */
+  if (!map || !p->ins || !refs || !oprefs) return prog_fail(p, "out of memory");
   for (int i = 0; i < e->n_ins; i++)
     for (int k = 0; e->ins[i].kind == IR_EXPR_OP && k < ir_expr_arity(&e->ins[i]); k++)
-      if (e->ins[i].arg[k] >= 0 && e->ins[i].arg[k] < e->n_ins) refs[e->ins[i].arg[k]]++;
+      if (e->ins[i].arg[k] >= 0 && e->ins[i].arg[k] < e->n_ins) refs[e->ins[i].arg[k]]++, oprefs[e->ins[i].arg[k]]++;
   for (int r = 0; r < e->n_results; r++)
     if (e->results[r] >= 0 && e->results[r] < e->n_ins) refs[e->results[r]]++;
+  for (int i = 0; i < e->n_ins; i++) /* #k read as an operand: the result's instruction is read */
+    if (e->ins[i].kind == IR_EXPR_RESULT && e->ins[i].index >= 0 && e->ins[i].index < e->n_results &&
+        e->results[e->ins[i].index] >= 0 && e->results[e->ins[i].index] < e->n_ins)
+      oprefs[e->results[e->ins[i].index]]++;
   int rc = 0;
   for (int i = 0; i < e->n_ins && rc == 0; i++) {
     const ir_expr_inst *x = &e->ins[i];
@@ -150,6 +157,7 @@ static int prog_build(fprog *p, const ir_expr *e) {
         break;
       } else if (op == IR_OP_CAST) {
         in.dt = x->dtype;
+        in.narrow = x->dtype == IR_DT_BF16 && a->f32 && oprefs[i] == 0;
       } else if (op == IR_OP_DROPOUT) { /* (x, key, g): the key's 64 bits read here, g exact below 2^53 */
         const ir_expr_inst *key = &e->ins[x->arg[1]];
         if (key->kind != IR_EXPR_OPERAND || p->ops[key->index]->type.dtype != IR_DT_I64 ||
@@ -429,6 +437,10 @@ static void store_root(const finst *in, const regs *r, int root, int n, rt_tenso
   } else if (odt == IR_DT_F64 && !in[root].f32) {
     double *o = (double *)out->data + base;
     if (o != r->dv[root]) memmove(o, r->dv[root], (size_t)n * sizeof *o);
+  } else if (odt == IR_DT_BF16 && in[root].narrow) { /* rt_bf16_bits(x) is the f32 -> bf16 cast of x */
+    uint16_t *o = (uint16_t *)out->data + base;
+    const float *x = r->fv[in[root].arg[0]];
+    for (int j = 0; j < n; j++) o[j] = rt_bf16_bits(x[j]);
   } else if (odt == IR_DT_BF16 && in[root].f32) {
     uint16_t *o = (uint16_t *)out->data + base;
     const float *x = r->fv[root];
@@ -456,7 +468,7 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
   int root = p->roots[0];
   ir_dtype odt = outs[0]->type.dtype;
   for (int i = 0; i < p->n; i++) {
-    if (in[i].uniform) continue; /* filled once per thread */
+    if (in[i].uniform || in[i].narrow) continue; /* filled once per thread; rounded as stored */
     r->root_out = NULL;
     if (in[i].kind == FI_LOAD) {
       eval_load(p, in, i, r, lp, n);
