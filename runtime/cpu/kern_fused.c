@@ -61,6 +61,7 @@ typedef struct {
   bool widen;    /* FI_LOAD of a bf16 operand read by one cast to f32 (that cast): loaded as f32 */
   bool narrow;   /* cast of an f32 value to bf16 read by no instruction (a result: the optimizer's bf16
                   * copy): not evaluated, its argument's floats rounded as they are stored */
+  const float *lut; /* a unary op of a bf16 value to bf16: its result for each of the 65536 inputs (bf16_lut) */
   double value;  /* FI_CONST: rounded to dt; dropout: its scale 1/(1-p) rounded to dt */
   uint64_t skey; /* dropout: ir_dropout_stream_key of the key operand and the stream */
   uint32_t threshold; /* dropout: ir_dropout_threshold(p) */
@@ -421,11 +422,32 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
     for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
   } else if (ir_op_kind_of(op) == IR_OPK_BINARY) {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
+  } else if (dt == IR_DT_BF16 && I->lut) { /* a bf16 value's bits index its result */
+    const double *x = r->dv[a];
+    for (int j = 0; j < n; j++) z[j] = I->lut[rt_bf16_bits((float)x[j])];
   } else if (dt == IR_DT_BF16) {
     for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_unary(op, reg_val(r, in, a, j)));
   } else {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_unary(op, reg_val(r, in, a, j)));
   }
+}
+
+/* A unary elementwise op from bf16 to bf16 has 65536 inputs: its results,
+ * ir_eval_unary's rounded as the generic loop rounds them (so the same
+ * bits), computed once per op and process (held to the end), make it a
+ * lookup per element instead of a call in double (gelu, tanh, exp: the
+ * bf16 step's activations). Built before the kernel's threads start. */
+static const float *bf16_lut(ir_op op) {
+  static float *table[IR_NUM_OPS];
+  float *t;
+#pragma omp critical(tgc_bf16_lut)
+  {
+    if (!(t = table[op]) && (t = malloc(65536 * sizeof *t))) {
+      for (uint32_t h = 0; h < 65536; h++) t[h] = (float)rt_round_bf16(ir_eval_unary(op, rt_bf16_value((uint16_t)h)));
+      table[op] = t;
+    }
+  }
+  return t;
 }
 
 /* Stores the register of instruction root (n elements) at out[base..). */
@@ -565,6 +587,12 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
   }
   /* uniform instructions: computed once here, on one element */
   finst *in = p.ins;
+  for (int i = 0; i < p.n; i++) { /* bf16 -> bf16 unary ops of the generic loop: tables (eval_double) */
+    finst *I = &in[i];
+    if (I->kind < IR_NUM_OPS && I->dt == IR_DT_BF16 && !I->f32 && ir_op_kind_of((ir_op)I->kind) == IR_OPK_UNARY &&
+        I->kind != IR_OP_CAST && I->kind != IR_OP_DROPOUT && in[I->arg[0]].dt == IR_DT_BF16 && !in[I->arg[0]].f32)
+      I->lut = bf16_lut((ir_op)I->kind);
+  }
   bool any_uniform = false;
   for (int i = 0; i < p.n; i++) {
     finst *I = &in[i];
