@@ -580,7 +580,14 @@ int rt_tr_make_copies(rt_trainer *t, char *err, size_t errlen) {
     int rc = c ? 0 : -1;
     if (h && !c) rt_errf(err, errlen, "out of memory");
     int64_t n = c ? rt_numel(&c->type) : 0;
-    for (int64_t k = 0; k < n; k++) rt_store(c->type.dtype, c->data, k, rt_load(h->type.dtype, h->data, k));
+    if (c && h->type.dtype == IR_DT_F32 && c->type.dtype == IR_DT_BF16) { /* the cast's rounding (ir/dtype.c) */
+      const float *src = h->data;
+      uint16_t *dst16 = c->data;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+      for (int64_t k = 0; k < n; k++) dst16[k] = ir_f32_to_bf16(src[k]);
+    } else {
+      for (int64_t k = 0; k < n; k++) rt_store(c->type.dtype, c->data, k, rt_load(h->type.dtype, h->data, k));
+    }
     if (rc == 0) rc = rt_upload(dst, c->data, err, errlen);
     rt_tensor_free(c);
     if (h) rt_tr_host_view_free(t, h);
