@@ -131,6 +131,13 @@ typedef struct {
   int loss_output, accuracy_output, nonfinite_output;
   int loss_scale_input, overflow_output; /* -1 without loss scaling */
   int dropout_key_input;     /* step: the i64[] key of its dropouts (pass_key_dropout), -1 without dropout */
+  /* mixed precision on one rank (training.c's fold): parameter i's copy in
+   * the compute dtype, which the update writes (update output
+   * copy_output[i]) in the pass that writes the parameter and the step reads
+   * (step input copy_input[i]) in place of casting the parameter; the
+   * trainer makes it from the parameter where no update has (start, load).
+   * Both -1 where the step casts the parameter itself; NULL: none. */
+  int *copy_input, *copy_output;
   bool accuracy;
   int64_t positions;         /* targets per micro-batch */
   int batch_dim[64];         /* per data input: its batch dim (pass_train_options.batch_dims), -1 none */

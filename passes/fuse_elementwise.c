@@ -361,6 +361,49 @@ done:
   return rc;
 }
 
+/* ---- 2a. widening casts of inputs, one per reader ----
+ * A widening float cast (bf16 / f16 -> f32 / f64: exact) of a graph input
+ * or parameter, read by several elementwise nodes, would root a group of
+ * its own (a value read twice joins no group) and write the wide copy for
+ * them to read back: mixed precision's gradients, read by the optimizer's
+ * m' and v'. Each elementwise reader gets a cast of its own instead, which
+ * its group absorbs: every group loads the narrow input and widens it in
+ * the kernel, and step 4 loads it once for the joined results. Readers of
+ * other kinds and graph outputs keep the original. */
+static bool widening_input_cast(const ir_node *n) {
+  if (n->dead || n->op != IR_OP_CAST || n->n_in != 1 || n->in[0]->def) return false;
+  ir_dtype from = n->in[0]->type.dtype, to = n->out[0]->type.dtype;
+  return (from == IR_DT_BF16 || from == IR_DT_F16) && (to == IR_DT_F32 || to == IR_DT_F64);
+}
+
+static void split_widening_casts(ir_graph *g) {
+  enum { MAX_READERS = 16 };
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i], *readers[MAX_READERS];
+    if (!widening_input_cast(n)) continue;
+    ir_value *v = n->out[0];
+    int nr = ir_graph_readers(g, v, readers, MAX_READERS);
+    /* the original stays with an output or a reader of another kind, else with the first reader */
+    bool taken = ir_graph_is_output(g, v) || nr < 0;
+    for (int r = 0; r < nr && !taken; r++) taken = !fusable(readers[r]);
+    int made = 0;
+    for (int r = 0; r < nr; r++) {
+      if (!fusable(readers[r])) continue;
+      if (!taken) {
+        taken = true;
+        continue;
+      }
+      ir_value *w = ir_graph_build1(g, IR_OP_CAST, n->in, 1, n->attrs, n->n_attrs, NULL, n->loc);
+      w->def->layer = n->layer;
+      for (int j = 0; j < readers[r]->n_in; j++)
+        if (readers[r]->in[j] == v) readers[r]->in[j] = w;
+      made++;
+    }
+    ir_graph_move_tail(g, made, i + 1); /* after the original, before every reader */
+    i += made;
+  }
+}
+
 static int fuse_groups(fuse_ctx *c) {
   ir_graph *g = c->g;
   for (int i = g->n_nodes - 1; i >= 0; i--) {
@@ -486,6 +529,80 @@ static int fuse_results(fuse_ctx *c) {
   return 0;
 }
 
+/* ---- 4a. a copy of a result in another dtype, in its pass ----
+ * A fused node P that casts X, a graph output computed by an earlier fused
+ * node F, to a graph output of X's shape (mixed precision's bf16 copy of a
+ * new parameter, in the optimizer update) becomes one more result of F:
+ * computed from X's register in the pass that computes X, P's expression
+ * reading #k for its $0, so X is not read back. X is stored as before.
+ * F may hold several results already (step 4's m', v', p'), which step 4
+ * does not join into. 1 joined, 0 not, -1 out of memory. */
+static int join_copy(fuse_ctx *c, ir_node *p) {
+  ir_graph *g = c->g;
+  ir_value *x = p->in[0];
+  ir_node *f = x->def;
+  int fpos = index_of(g, f);
+  const ir_attr *fe = ir_node_attr(f, "expr"), *pe = ir_node_attr(p, "expr");
+  if (fpos < 0 || !fe || !pe || !fe->expr || !pe->expr) return 0;
+  ir_expr_builder *b = ir_expr_builder_new();
+  int fmap[MAX_LEAVES * 2], map[MAX_GROUP_OPS * 4];
+  for (int j = 0; j < f->n_in && j < MAX_LEAVES * 2; j++) fmap[j] = j;
+  const ir_expr *e = pe->expr;
+  bool ok = b && f->n_in <= MAX_LEAVES * 2 && e->n_ins <= (int)(sizeof map / sizeof map[0]) && e->n_results == 1 &&
+            ir_expr_append(b, fe->expr, fmap, 0) == 0;
+  for (int i = 0; ok && i < e->n_ins; i++) { /* p's instructions, $0 read as #k */
+    ir_expr_inst in = e->ins[i];
+    if (in.kind == IR_EXPR_OPERAND) in = (ir_expr_inst){.kind = IR_EXPR_RESULT, .index = x->def_result, .arg = {-1, -1, -1}};
+    else if (in.kind == IR_EXPR_RESULT) ok = false;
+    for (int k = 0; ok && in.kind == IR_EXPR_OP && k < ir_expr_arity(&in); k++) in.arg[k] = map[in.arg[k]];
+    ok = ok && (map[i] = ir_expr_add(b, in)) >= 0;
+  }
+  ir_expr *expr = ok && ir_expr_add_result(b, map[e->results[0]]) == 0 ? ir_expr_builder_finish(b) : NULL;
+  ir_expr_builder_free(b);
+  char *text = expr ? ir_expr_print(expr) : NULL;
+  if (!text) {
+    ir_expr_free(expr);
+    return ok ? -1 : 0;
+  }
+  ir_type types[MAX_LEAVES * 2], outs[IR_FUSED_MAX_RESULTS];
+  for (int i = 0; i < f->n_in; i++) types[i] = f->in[i]->type;
+  ir_attr ex = ir_attr_expr("expr", expr, text);
+  int n_out = 0;
+  char err[256];
+  ok = ir_infer(IR_OP_FUSED, types, f->n_in, &ex, 1, outs, &n_out, err, sizeof err) == 0 && n_out == f->n_out + 1 &&
+       ir_type_equal(&outs[f->n_out], &p->out[0]->type);
+  for (int i = 0; ok && i < f->n_out; i++) ok = ir_type_equal(&outs[i], &f->out[i]->type);
+  ir_node *n = ok ? ir_graph_add_node(g, IR_OP_FUSED, f->in, f->n_in, outs, n_out, &ex, 1, NULL, f->loc) : NULL;
+  ir_expr_free(expr);
+  free(text);
+  if (!n) return 0;
+  n->layer = f->layer;
+  ir_value *olds[IR_FUSED_MAX_RESULTS];
+  ir_node *defs[IR_FUSED_MAX_RESULTS];
+  for (int i = 0; i < f->n_out; i++) olds[i] = f->out[i], defs[i] = f;
+  olds[f->n_out] = p->out[0], defs[f->n_out] = p;
+  adopt_results(n, olds, defs);
+  f->dead = p->dead = true;
+  c->uses[x->id]--;
+  ir_graph_take_place(g, n, g->nodes[fpos]); /* f's place: p read nothing else */
+  return grow(c) == 0 ? 1 : -1;
+}
+
+static int join_copies(fuse_ctx *c) {
+  ir_graph *g = c->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *p = g->nodes[i], *f = p->n_in == 1 ? p->in[0]->def : NULL;
+    const ir_attr *pe = p->dead || p->op != IR_OP_FUSED ? NULL : ir_node_attr(p, "expr");
+    if (!pe || !pe->expr || pe->expr->n_ins != 2 || pe->expr->ins[1].kind != IR_EXPR_OP ||
+        pe->expr->ins[1].op != IR_OP_CAST || p->n_out != 1 || !f || f->dead || f->op != IR_OP_FUSED ||
+        f->n_out >= IR_FUSED_MAX_RESULTS || !c->is_output[p->in[0]->id] || !c->is_output[p->out[0]->id] ||
+        !same_shape(&p->in[0]->type, &p->out[0]->type) || !same_shape(&f->out[0]->type, &p->out[0]->type))
+      continue;
+    if (join_copy(c, p) < 0) return -1;
+  }
+  return 0;
+}
+
 /* Constant nodes whose every reader was fused. */
 static void drop_unused_consts(fuse_ctx *c) {
   count_uses(c);
@@ -503,9 +620,12 @@ int pass_fuse_elementwise(ir_graph *g, const pass_options *o) {
   if (grow(&c) != 0) goto done;
   count_uses(&c);
   if (fuse_add_layernorm(&c) != 0) goto done;
+  split_widening_casts(g);
+  if (grow(&c) != 0) goto done;
   count_uses(&c);
   if (fuse_groups(&c) != 0) goto done;
   if (fuse_results(&c) != 0) goto done;
+  if (join_copies(&c) != 0) goto done;
   drop_unused_consts(&c);
   ir_graph_compact(g);
   rc = 0;

@@ -131,6 +131,8 @@ typedef struct {
   bool nonfinite;     /* output nonfinite (i64): Inf / NaN elements of the new parameters */
   bool skip_overflow; /* output overflow (i64): Inf / NaN elements of the gradients; when there are any the
                        * parameters and states stay as they were (dynamic loss scaling skips the step) */
+  const ir_dtype *grad_dtype; /* NULL, or per parameter its gradient input's dtype (widened on reading) */
+  const ir_dtype *copy_dtype; /* NULL, or per parameter a narrower dtype of a copy of the new value (outputs last) */
 } update_extras;
 
 static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, const update_extras *x, ir_diag *d);
@@ -152,9 +154,11 @@ int pass_update_flops(const ir_graph *model, pass_optimizer_kind kind, double *f
 }
 
 ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
-                                         bool loss, bool accuracy, double positions, bool skip_overflow, ir_diag *d) {
+                                         bool loss, bool accuracy, double positions, bool skip_overflow,
+                                         const ir_dtype *grad_dtype, const ir_dtype *copy_dtype, ir_diag *d) {
   update_extras x = {.micro_batches = micro_batches, .loss = loss, .accuracy = accuracy, .positions = positions,
-                     .nonfinite = true, .skip_overflow = skip_overflow};
+                     .nonfinite = true, .skip_overflow = skip_overflow, .grad_dtype = grad_dtype,
+                     .copy_dtype = copy_dtype};
   return build_update(model, opt, &x, d);
 }
 
@@ -181,8 +185,11 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
     const ir_value *mp = model->params[i];
     p[i] = ir_graph_add_param(g, mp->name, mp->type, mp->init, mp->loc);
   }
-  for (int i = 0; i < np; i++)
-    grad[i] = ir_graph_add_input(g, derived_name(g, "d_", p[i]->name), p[i]->type, p[i]->loc);
+  for (int i = 0; i < np; i++) {
+    ir_type gt = p[i]->type;
+    if (x && x->grad_dtype) gt.dtype = x->grad_dtype[i];
+    grad[i] = ir_graph_add_input(g, derived_name(g, "d_", p[i]->name), gt, p[i]->loc);
+  }
   static const char *const state_prefix[PASS_OPT_COUNT][2] = {
       [PASS_OPT_MOMENTUM] = {"mom."}, [PASS_OPT_ADAM] = {"m.", "v."}, [PASS_OPT_ADAMW] = {"m.", "v."}};
   for (int i = 0; i < np; i++)
@@ -195,6 +202,10 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
   ir_value *step = ir_graph_add_input(g, "step", sc, none);
   ir_value *loss_sum = x && x->loss ? ir_graph_add_input(g, "loss_sum", sc, none) : NULL;
   ir_value *correct_sum = x && x->accuracy ? ir_graph_add_input(g, "correct_sum", sc, none) : NULL;
+  for (int i = 0; x && x->grad_dtype && i < np; i++) { /* narrow gradients widened (exact) where the update reads them */
+    b.loc = p[i]->loc;
+    grad[i] = cast_to(&b, grad[i], p[i]->type.dtype);
+  }
   if (x && x->micro_batches > 1) /* the mean of the micro-batches' gradients, in each one's dtype */
     for (int i = 0; i < np; i++) {
       b.loc = p[i]->loc;
@@ -202,7 +213,10 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
     }
   b.loc = none;
 
-  ir_value *scale = opt->clip_norm > 0 ? clip_scale(&b, grad, np, opt->clip_norm) : NULL;
+  /* the norm of narrow gradients read as they are (f64 of the bf16 value is f64 of its widening): the
+   * multi-tensor sum of squares reads them, and nothing writes the wide ones */
+  bool narrow = x && x->grad_dtype && x->micro_batches <= 1;
+  ir_value *scale = opt->clip_norm > 0 ? clip_scale(&b, narrow ? g->inputs : grad, np, opt->clip_norm) : NULL;
   ir_value *step_size = NULL, *sbc2 = NULL, *lr_wd = NULL;
   if (opt->kind == PASS_OPT_ADAM || opt->kind == PASS_OPT_ADAMW) {
     ir_value *bc1 = op2(&b, IR_OP_SUB, scalar(&b, IR_DT_F64, 1.0),
@@ -298,6 +312,16 @@ static ir_graph *build_update(const ir_graph *model, const pass_optimizer *opt, 
     if (total) ir_graph_add_output(g, "nonfinite", total);
   }
   if (overflow) ir_graph_add_output(g, "overflow", overflow);
+  for (int i = 0; x && x->copy_dtype && i < np; i++) /* the compute copies (training.c's fold) */
+    if (x->copy_dtype[i] != p[i]->type.dtype) {
+      b.loc = p[i]->loc;
+      char nm[600];
+      snprintf(nm, sizeof nm, "%s.%s", p[i]->name, ir_dtype_name(x->copy_dtype[i])); /* the step input's name */
+      ir_attr to = ir_attr_dtype("to", x->copy_dtype[i]);
+      ir_value *c = ir_graph_build1(g, IR_OP_CAST, &new_p[i], 1, &to, 1, derived_name(g, "", nm), b.loc);
+      c->role = new_p[i]->role;
+      ir_graph_add_output(g, c->name, c);
+    }
   free(p);
   free(grad);
   free(state);

@@ -201,9 +201,17 @@ int pass_update_flops(const ir_graph *model, pass_optimizer_kind kind, double *f
  * nonfinite (i64: Inf / NaN elements of the new parameters). With
  * skip_overflow (dynamic loss scaling) one more output, overflow (i64: Inf
  * / NaN elements of the gradients), and while it is not 0 every new
- * parameter and state is its old value: the step is skipped. */
+ * parameter and state is its old value: the step is skipped. grad_dtype
+ * (NULL: the parameters' dtypes) is each gradient input's dtype: one
+ * narrower than its parameter's (mixed precision's bf16 / f16 gradients)
+ * is widened where the update reads it, so the fused update reads it as
+ * it is and no pass of its own writes a wide copy. copy_dtype (NULL: none)
+ * names, per parameter, a narrower dtype in which the update also outputs
+ * the new parameter (cast: one more result of its fused update), after
+ * every other output, in parameter order: the step's next copy. */
 ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
-                                         bool loss, bool accuracy, double positions, bool skip_overflow, ir_diag *d);
+                                         bool loss, bool accuracy, double positions, bool skip_overflow,
+                                         const ir_dtype *grad_dtype, const ir_dtype *copy_dtype, ir_diag *d);
 
 /* ---- mixed precision (mixed_precision.c) ----
  * Makes a model compute in dt (bf16 or f16) with its parameters and float
@@ -259,6 +267,8 @@ typedef struct {
   ir_dtype compute_dtype;
   bool loss_scaling;      /* the loss scale input and the skipped overflowing updates (f16) */
   bool eval;              /* also the eval graph (pass_training.eval) */
+  bool no_cast_fold;      /* tests: mixed precision's casts left in the step (f32 gradient outputs, each
+                           * parameter cast where the step reads it), to compare the fold with */
 } pass_train_options;
 /* dropout.c: gives every dropout of g in its inference form (x) {p} its
  * training form (ops.def): an i64[] input "dropout_key" appended to g's

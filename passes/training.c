@@ -38,6 +38,8 @@ void pass_training_free(pass_training *t) {
   ir_graph_free(t->bwd);
   free(t->grad_output);
   free(t->bwd_grad_output);
+  free(t->copy_input);
+  free(t->copy_output);
   for (int c = 1; t->chunk && c < t->n_chunks; c++) { /* chunk 0 is the fields above */
     ir_graph_free(t->chunk[c].fwd);
     ir_graph_free(t->chunk[c].bwd);
@@ -305,6 +307,83 @@ static ir_graph *build_eval(const ir_graph *g, const ir_value *loss, const ir_va
   return e;
 }
 
+/* Mixed precision's gradients leave the step in the compute dtype: where
+ * parameter i's gradient output is cast(x, f32) of a bf16 / f16 x (the
+ * VJP of the parameter's cast), the output becomes x and grad_dtype[i]
+ * x's dtype, and the update graph widens it where it reads it, inside its
+ * fused update (optimizer.c), instead of the step writing an f32 copy of
+ * every gradient in a pass of its own. Widening is exact: the update reads
+ * the same f32 values, bit for bit. Only where the gradient goes straight
+ * to the update: one micro-batch (sums stay f32), no loss scaling (the
+ * unscaling divides in f32), one rank (collectives sum in the gradient's
+ * dtype). grad_dtype[i] is the parameter's dtype where nothing is folded. */
+static void fold_grad_casts(ir_graph *g, const pass_training *t, ir_dtype *grad_dtype) {
+  for (int i = 0; i < t->n_params; i++) grad_dtype[i] = g->params[i]->type.dtype;
+  if (t->micro_batches > 1 || t->loss_scale_input >= 0 || !ir_mesh_is_single(&g->mesh)) return;
+  for (int i = 0; i < t->n_params; i++) {
+    ir_value *v = g->outputs[t->grad_output[i]].value;
+    ir_node *n = v->def;
+    if (!n || n->op != IR_OP_CAST || n->n_in != 1 || v->type.dtype != g->params[i]->type.dtype) continue;
+    ir_value *x = n->in[0];
+    if (x->type.dtype != IR_DT_BF16 && x->type.dtype != IR_DT_F16) continue;
+    g->outputs[t->grad_output[i]].value = x;
+    grad_dtype[i] = x->type.dtype;
+    if (ir_count_uses(g, v) == 0) n->dead = true;
+  }
+}
+
+/* ... and its parameters enter it in the compute dtype: where every
+ * reader of parameter i is a cast to one bf16 / f16 dtype (the mixed
+ * precision pass's, and checkpoint's recompute copies of it), they read a
+ * new step input "<param>.<dtype>" instead (copy_input[i]), which the
+ * update writes as one more result of the pass that writes the parameter
+ * (optimizer.c: copy_dtype[i]): the step no longer reads every f32
+ * parameter to write its narrow copy. The same rounding, so the same bits.
+ * Only where no elementwise node reads a cast (matmul weights, norm
+ * scales, embeddings: what the step casts in a pass of its own). One rank
+ * only (a sharded parameter's copy would need the shard pass's layouts).
+ * copy_dtype[i] is the parameter's dtype where nothing is folded. */
+static void fold_param_casts(ir_graph *g, pass_training *t, ir_dtype *copy_dtype) {
+  int np = t->n_params;
+  for (int i = 0; i < np; i++) copy_dtype[i] = g->params[i]->type.dtype;
+  if (!ir_mesh_is_single(&g->mesh)) return;
+  enum { MAX_READERS = 8 };
+  for (int i = 0; i < np; i++) {
+    ir_value *p = g->params[i];
+    ir_node *readers[MAX_READERS];
+    int nr = ir_graph_readers(g, p, readers, MAX_READERS);
+    ir_dtype dt = nr > 0 ? readers[0]->out[0]->type.dtype : IR_DT_F32;
+    bool ok = nr > 0 && (dt == IR_DT_BF16 || dt == IR_DT_F16) && !ir_graph_is_output(g, p);
+    for (int r = 0; ok && r < nr; r++) {
+      ok = readers[r]->op == IR_OP_CAST && readers[r]->out[0]->type.dtype == dt && readers[r]->in[0] == p;
+      /* a cast an elementwise node reads is fused into it (no pass of its own), and its reader may then take
+       * another form (a bias read by a product's epilogue: cuBLASLt's bias epilogue rounds once): left alone */
+      ir_node *users[MAX_READERS];
+      int nu = ok ? ir_graph_readers(g, readers[r]->out[0], users, MAX_READERS) : 0;
+      ok = ok && nu >= 0 && !ir_graph_is_output(g, readers[r]->out[0]);
+      for (int k = 0; ok && k < nu; k++) ok = !ir_op_is_elementwise(users[k]->op);
+    }
+    if (!ok) continue;
+    if (!t->copy_input) {
+      t->copy_input = malloc(sizeof *t->copy_input * (size_t)np);
+      t->copy_output = malloc(sizeof *t->copy_output * (size_t)np);
+      if (!t->copy_input || !t->copy_output) IR_DIE("out of memory (copy_input, copy_output)");
+      for (int k = 0; k < np; k++) t->copy_input[k] = t->copy_output[k] = -1;
+    }
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s.%s", p->name, ir_dtype_name(dt));
+    ir_type ct = p->type;
+    ct.dtype = dt;
+    t->copy_input[i] = g->n_inputs;
+    ir_value *copy = ir_graph_add_input(g, nm, ct, p->loc);
+    for (int r = 0; r < nr; r++) {
+      ir_replace_all_uses(g, readers[r]->out[0], copy);
+      readers[r]->dead = true;
+    }
+    copy_dtype[i] = dt;
+  }
+}
+
 static ir_value *add2(ir_graph *g, ir_value *a, ir_value *b, const char *name, ir_loc at) {
   ir_value *in[2] = {a, b};
   return ir_graph_build1(g, IR_OP_ADD, in, 2, NULL, 0, name, at);
@@ -421,9 +500,24 @@ pass_training *pass_build_train(ir_graph *g, const pass_train_options *o) {
   static const pass_id front[] = {PASS_FUSE_ATTENTION, PASS_AUTODIFF, PASS_CANONICALIZE, PASS_CHECKPOINT};
   static const pass_id back[] = {PASS_FUSE_ELEMENTWISE, PASS_FUSE_TRANSPOSE, PASS_FUSE_LM_HEAD};
   if (pass_run_pipeline(g, front, 4, o->passes) != 0) goto fail;
-  if (!(t->update = pass_build_update_for_training(g, &o->opt, t->micro_batches, true, t->accuracy,
-                                                   (double)t->positions, o->loss_scaling, d)))
-    goto fail;
+  ir_dtype *grad_dtype = calloc((size_t)np + 1, sizeof *grad_dtype), *copy_dtype = calloc((size_t)np + 1, sizeof *copy_dtype);
+  if (!grad_dtype || !copy_dtype) IR_DIE("out of memory (grad_dtype, copy_dtype)");
+  if (!o->no_cast_fold) {
+    fold_grad_casts(g, t, grad_dtype);
+    fold_param_casts(g, t, copy_dtype);
+  }
+  t->update = !o->no_cast_fold && ir_verify(g, d) != 0
+                  ? NULL
+                  : pass_build_update_for_training(g, &o->opt, t->micro_batches, true, t->accuracy, (double)t->positions,
+                                                   o->loss_scaling, o->no_cast_fold ? NULL : grad_dtype,
+                                                   o->no_cast_fold ? NULL : copy_dtype, d);
+  free(grad_dtype);
+  free(copy_dtype);
+  if (!t->update) goto fail;
+  int n_copies = 0; /* the copies: the update's last outputs, in parameter order */
+  for (int i = 0; t->copy_input && i < np; i++) n_copies += t->copy_input[i] >= 0;
+  for (int i = 0, k = t->update->n_outputs - n_copies; t->copy_input && i < np; i++)
+    if (t->copy_input[i] >= 0) t->copy_output[i] = k++;
   t->lr_input = np + t->n_states;
   t->step_input = t->lr_input + 1;
   t->update_loss_sum_input = t->step_input + 1;

@@ -516,6 +516,8 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
     goto fail;
   }
   for (int i = pt->n_data; i < sg->n_inputs; i++) sdon[i] = i != pt->dropout_key_input; /* the key: read to the end */
+  for (int i = 0; pt->copy_input && i < np; i++) /* the update's results, read by every micro-batch */
+    if (pt->copy_input[i] >= 0) sdon[pt->copy_input[i]] = false;
   for (int i = 0; i < ns; i++) udon[np + i] = true;
   for (int i = 0; i < np; i++) pdon[i] = true;
   rt_comm *gc = rt_trainer_comm(t);
@@ -560,10 +562,38 @@ rt_trainer *rt_trainer_new(const rt_train_config *c, char *err, size_t errlen) {
   t->update_in[pt->step_input] = t->step_no;
   t->update_in[pt->update_loss_sum_input] = t->loss_sum;
   if (pt->accuracy) t->update_in[pt->update_correct_sum_input] = t->correct_sum;
+  for (int i = 0; pt->copy_input && i < np; i++) /* where the update leaves them (its arena), where the step reads them */
+    if (pt->copy_input[i] >= 0) t->step_in[pt->copy_input[i]] = (rt_tensor *)rt_program_output(t->update_prog, pt->copy_output[i]);
+  if (rt_tr_make_copies(t, err, errlen) != 0) goto fail;
   return t;
 fail:
   rt_trainer_free(t);
   return NULL;
+}
+
+int rt_tr_make_copies(rt_trainer *t, char *err, size_t errlen) {
+  const pass_training *pt = t->pt;
+  for (int i = 0; pt->copy_input && i < t->np; i++) {
+    if (pt->copy_input[i] < 0) continue;
+    rt_tensor *dst = t->step_in[pt->copy_input[i]], *h = rt_tr_host_view(t, t->params[i], err, errlen);
+    rt_tensor *c = h ? rt_tensor_new(&dst->type) : NULL;
+    int rc = c ? 0 : -1;
+    if (h && !c) rt_errf(err, errlen, "out of memory");
+    int64_t n = c ? rt_numel(&c->type) : 0;
+    if (c && h->type.dtype == IR_DT_F32 && c->type.dtype == IR_DT_BF16) { /* the cast's rounding (ir/dtype.c) */
+      const float *src = h->data;
+      uint16_t *dst16 = c->data;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+      for (int64_t k = 0; k < n; k++) dst16[k] = ir_f32_to_bf16(src[k]);
+    } else {
+      for (int64_t k = 0; k < n; k++) rt_store(c->type.dtype, c->data, k, rt_load(h->type.dtype, h->data, k));
+    }
+    if (rc == 0) rc = rt_upload(dst, c->data, err, errlen);
+    rt_tensor_free(c);
+    if (h) rt_tr_host_view_free(t, h);
+    if (rc != 0) return -1;
+  }
+  return 0;
 }
 
 int64_t rt_trainer_steps_done(const rt_trainer *t) { return t->step; }

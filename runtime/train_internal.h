@@ -73,5 +73,10 @@ void rt_tr_host_view_free(const rt_trainer *t, rt_tensor *h);
 int rt_tr_check_params_finite(const rt_trainer *t, rt_tensor *const *h, char *err, size_t errlen);
 /* "opt/<state input name>" of state i (malloc'd). */
 char *rt_tr_state_name(const rt_trainer *t, int i);
+/* The step's copies of the parameters in the compute dtype (pass_training
+ * copy_input / copy_output: the update's outputs, which the step reads)
+ * made from the parameters as they are, for a step no update has run
+ * before: at the start and after loading. The rounding is the cast's. */
+int rt_tr_make_copies(rt_trainer *t, char *err, size_t errlen);
 
 #endif

@@ -714,7 +714,7 @@ int rt_trainer_load(rt_trainer *t, const rt_safetensors *f, const char *path, ch
     t->scale = v, t->good_steps = gsteps, t->scale_stale = true;
   }
   t->step = s;
-  rc = 0;
+  rc = rt_tr_make_copies(t, err, errlen);
 done:
   shards_free(&set);
   return rc;
@@ -745,5 +745,5 @@ int rt_trainer_load_weights(rt_trainer *t, const char *path, const rt_weight_map
   free(whole);
   free(pv);
   free(vals);
-  return rc;
+  return rc == 0 ? rt_tr_make_copies(t, err, errlen) : rc;
 }

@@ -41,10 +41,7 @@ int rt_kern_fused_cast(const rt_kctx *k, const ir_expr *e) {
     const uint16_t *src = x->data;
     uint32_t *dst = y->data;
 #pragma omp parallel for schedule(static) if (count > RT_PAR_MIN)
-    for (int64_t i = 0; i < count; i++) { /* a signalling NaN comes out quiet, as through a double */
-      uint32_t h = src[i];
-      dst[i] = (h | ((h & 0x7FFFu) > 0x7F80u ? 0x0040u : 0u)) << 16;
-    }
+    for (int64_t i = 0; i < count; i++) dst[i] = rt_bf16_widen_bits(src[i]); /* a signalling NaN comes out quiet */
   }
   return 1;
 }

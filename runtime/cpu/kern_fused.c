@@ -58,6 +58,10 @@ typedef struct {
   bool uniform;  /* the same value for every element (scalar operands and constants only) */
   int arg[3];    /* argument instructions */
   int operand;   /* FI_LOAD: operand index */
+  bool widen;    /* FI_LOAD of a bf16 operand read by one cast to f32 (that cast): loaded as f32 */
+  bool narrow;   /* cast of an f32 value to bf16 read by no instruction (a result: the optimizer's bf16
+                  * copy): not evaluated, its argument's floats rounded as they are stored */
+  const float *lut; /* a unary op of a bf16 value to bf16: its result for each of the 65536 inputs (bf16_lut) */
   double value;  /* FI_CONST: rounded to dt; dropout: its scale 1/(1-p) rounded to dt */
   uint64_t skey; /* dropout: ir_dropout_stream_key of the key operand and the stream */
   uint32_t threshold; /* dropout: ir_dropout_threshold(p) */
@@ -102,7 +106,18 @@ static int prog_build(fprog *p, const ir_expr *e) {
   int *map = rt_scratch_push((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *map);
   p->cap = e->n_ins > 0 ? e->n_ins : 1; /* at most one instruction per expr instruction */
   p->ins = rt_scratch_push((size_t)p->cap * sizeof *p->ins);
-  if (!map || !p->ins) return prog_fail(p, "out of memory");
+  int *refs = scratch_zero((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *refs); /* readers of each expr instruction */
+  int *oprefs = scratch_zero((size_t)(e->n_ins > 0 ? e->n_ins : 1) * sizeof *oprefs); /* ... that are instructions */
+  if (!map || !p->ins || !refs || !oprefs) return prog_fail(p, "out of memory");
+  for (int i = 0; i < e->n_ins; i++)
+    for (int k = 0; e->ins[i].kind == IR_EXPR_OP && k < ir_expr_arity(&e->ins[i]); k++)
+      if (e->ins[i].arg[k] >= 0 && e->ins[i].arg[k] < e->n_ins) refs[e->ins[i].arg[k]]++, oprefs[e->ins[i].arg[k]]++;
+  for (int r = 0; r < e->n_results; r++)
+    if (e->results[r] >= 0 && e->results[r] < e->n_ins) refs[e->results[r]]++;
+  for (int i = 0; i < e->n_ins; i++) /* #k read as an operand: the result's instruction is read */
+    if (e->ins[i].kind == IR_EXPR_RESULT && e->ins[i].index >= 0 && e->ins[i].index < e->n_results &&
+        e->results[e->ins[i].index] >= 0 && e->results[e->ins[i].index] < e->n_ins)
+      oprefs[e->results[e->ins[i].index]]++;
   int rc = 0;
   for (int i = 0; i < e->n_ins && rc == 0; i++) {
     const ir_expr_inst *x = &e->ins[i];
@@ -133,8 +148,17 @@ static int prog_build(fprog *p, const ir_expr *e) {
       in.kind = op;
       for (int k = 0; k < n; k++) in.arg[k] = map[x->arg[k]];
       const finst *a = &p->ins[in.arg[0]];
-      if (op == IR_OP_CAST) {
+      if (op == IR_OP_CAST && x->dtype == IR_DT_F32 && a->kind == FI_LOAD && a->dt == IR_DT_BF16 &&
+          e->ins[x->arg[0]].kind == IR_EXPR_OPERAND && refs[x->arg[0]] == 1) {
+        /* f32(bf16 operand) read nowhere else (mixed precision's gradients in the update): the load
+         * widens (exact: a bf16 is the high half of its f32), no double register in between */
+        p->ins[in.arg[0]].dt = IR_DT_F32;
+        p->ins[in.arg[0]].f32 = p->ins[in.arg[0]].widen = true;
+        map[i] = in.arg[0];
+        break;
+      } else if (op == IR_OP_CAST) {
         in.dt = x->dtype;
+        in.narrow = x->dtype == IR_DT_BF16 && a->f32 && oprefs[i] == 0;
       } else if (op == IR_OP_DROPOUT) { /* (x, key, g): the key's 64 bits read here, g exact below 2^53 */
         const ir_expr_inst *key = &e->ins[x->arg[1]];
         if (key->kind != IR_EXPR_OPERAND || p->ops[key->index]->type.dtype != IR_DT_I64 ||
@@ -201,6 +225,16 @@ static void eval_load(const fprog *p, const finst *in, int i, regs *r, const lea
   const rt_tensor *t = p->ops[in[i].operand];
   int64_t off = lp[in[i].operand].off, step = lp[in[i].operand].step;
   ir_dtype dt = t->type.dtype;
+  if (in[i].widen) { /* as kern_cast.c: a signalling NaN comes out quiet */
+    const uint16_t *h = (const uint16_t *)t->data + off;
+    float *z = r->fs + (size_t)i * r->w;
+    if (step == 1)
+      for (int j = 0; j < n; j++) z[j] = rt_bf16_widen(h[j]);
+    else
+      for (int j = 0; j < n; j++) z[j] = rt_bf16_widen(h[j * step]);
+    r->fv[i] = z;
+    return;
+  }
   if (in[i].f32) {
     const float *src = (const float *)t->data + off;
     if (step == 1) {
@@ -388,11 +422,32 @@ static void eval_double(const finst *in, int i, regs *r, int n) {
     for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
   } else if (ir_op_kind_of(op) == IR_OPK_BINARY) {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_binary(op, reg_val(r, in, a, j), reg_val(r, in, b, j)));
+  } else if (dt == IR_DT_BF16 && I->lut) { /* a bf16 value's bits index its result */
+    const double *x = r->dv[a];
+    for (int j = 0; j < n; j++) z[j] = I->lut[rt_bf16_bits((float)x[j])];
   } else if (dt == IR_DT_BF16) {
     for (int j = 0; j < n; j++) z[j] = rt_round_bf16(ir_eval_unary(op, reg_val(r, in, a, j)));
   } else {
     for (int j = 0; j < n; j++) z[j] = ir_round_to_dtype(dt, ir_eval_unary(op, reg_val(r, in, a, j)));
   }
+}
+
+/* A unary elementwise op from bf16 to bf16 has 65536 inputs: its results,
+ * ir_eval_unary's rounded as the generic loop rounds them (so the same
+ * bits), computed once per op and process (held to the end), make it a
+ * lookup per element instead of a call in double (gelu, tanh, exp: the
+ * bf16 step's activations). Built before the kernel's threads start. */
+static const float *bf16_lut(ir_op op) {
+  static float *table[IR_NUM_OPS];
+  float *t;
+#pragma omp critical(tgc_bf16_lut)
+  {
+    if (!(t = table[op]) && (t = malloc(65536 * sizeof *t))) {
+      for (uint32_t h = 0; h < 65536; h++) t[h] = (float)rt_round_bf16(ir_eval_unary(op, rt_bf16_value((uint16_t)h)));
+      table[op] = t;
+    }
+  }
+  return t;
 }
 
 /* Stores the register of instruction root (n elements) at out[base..). */
@@ -404,6 +459,10 @@ static void store_root(const finst *in, const regs *r, int root, int n, rt_tenso
   } else if (odt == IR_DT_F64 && !in[root].f32) {
     double *o = (double *)out->data + base;
     if (o != r->dv[root]) memmove(o, r->dv[root], (size_t)n * sizeof *o);
+  } else if (odt == IR_DT_BF16 && in[root].narrow) { /* rt_bf16_bits(x) is the f32 -> bf16 cast of x */
+    uint16_t *o = (uint16_t *)out->data + base;
+    const float *x = r->fv[in[root].arg[0]];
+    for (int j = 0; j < n; j++) o[j] = rt_bf16_bits(x[j]);
   } else if (odt == IR_DT_BF16 && in[root].f32) {
     uint16_t *o = (uint16_t *)out->data + base;
     const float *x = r->fv[root];
@@ -431,7 +490,7 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
   int root = p->roots[0];
   ir_dtype odt = outs[0]->type.dtype;
   for (int i = 0; i < p->n; i++) {
-    if (in[i].uniform) continue; /* filled once per thread */
+    if (in[i].uniform || in[i].narrow) continue; /* filled once per thread; rounded as stored */
     r->root_out = NULL;
     if (in[i].kind == FI_LOAD) {
       eval_load(p, in, i, r, lp, n);
@@ -528,6 +587,12 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
   }
   /* uniform instructions: computed once here, on one element */
   finst *in = p.ins;
+  for (int i = 0; i < p.n; i++) { /* bf16 -> bf16 unary ops of the generic loop: tables (eval_double) */
+    finst *I = &in[i];
+    if (I->kind < IR_NUM_OPS && I->dt == IR_DT_BF16 && !I->f32 && ir_op_kind_of((ir_op)I->kind) == IR_OPK_UNARY &&
+        I->kind != IR_OP_CAST && I->kind != IR_OP_DROPOUT && in[I->arg[0]].dt == IR_DT_BF16 && !in[I->arg[0]].f32)
+      I->lut = bf16_lut((ir_op)I->kind);
+  }
   bool any_uniform = false;
   for (int i = 0; i < p.n; i++) {
     finst *I = &in[i];

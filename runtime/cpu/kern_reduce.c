@@ -21,7 +21,7 @@ static void row_major_strides(const ir_type *t, int64_t *s) {
   }
 }
 
-/* Fast paths for f32/f64 whose reduced dims (ignoring size-1 dims) all come
+/* Fast paths for f32/f64/bf16 whose reduced dims (ignoring size-1 dims) all come
  * before the kept ones ("leading": x viewed as [R, O], e.g. a weight
  * gradient summed over the batch) or all after them ("trailing": [O, R],
  * e.g. a row mean). Each result element still accumulates in double from
@@ -40,7 +40,7 @@ static bool reduce_fast(const rt_kctx *k, const bool *reduced) {
   rt_tensor *out = k->out[0];
   ir_op op = k->node->op;
   ir_dtype dt = a->type.dtype;
-  if ((dt != IR_DT_F32 && dt != IR_DT_F64) || out->type.dtype != dt) return false;
+  if ((dt != IR_DT_F32 && dt != IR_DT_F64 && dt != IR_DT_BF16) || out->type.dtype != dt) return false;
   int last_kept = -1, first_kept = a->type.rank, last_red = -1, first_red = a->type.rank;
   int64_t R = 1, O = 1;
   for (int d = 0; d < a->type.rank; d++) {
@@ -61,6 +61,7 @@ static bool reduce_fast(const rt_kctx *k, const bool *reduced) {
   double nred = (double)R;
   const float *xf = a->data;
   const double *xd = a->data;
+  const uint16_t *xh = a->data; /* bf16: each value widened exactly, summed in double as rt_load's */
   if (leading) {
     int64_t blocks = (O + REDUCE_BLOCK - 1) / REDUCE_BLOCK;
 #pragma omp parallel for schedule(static) if (O * R > RT_PAR_MIN && blocks > 1)
@@ -72,7 +73,12 @@ static bool reduce_fast(const rt_kctx *k, const bool *reduced) {
       for (int64_t r = 0; r < R; r++) {
         if (op == IR_OP_REDUCE_MAX) {
           for (int j = 0; j < n; j++)
-            acc[j] = reduce_step(op, acc[j], dt == IR_DT_F32 ? xf[r * O + o0 + j] : xd[r * O + o0 + j]);
+            acc[j] = reduce_step(op, acc[j], dt == IR_DT_F32    ? xf[r * O + o0 + j]
+                                             : dt == IR_DT_BF16 ? rt_bf16_value(xh[r * O + o0 + j])
+                                                                : xd[r * O + o0 + j]);
+        } else if (dt == IR_DT_BF16) {
+          const uint16_t *x = xh + r * O + o0;
+          for (int j = 0; j < n; j++) acc[j] += rt_bf16_value(x[j]);
         } else if (dt == IR_DT_F32) {
           const float *x = xf + r * O + o0;
           for (int j = 0; j < n; j++) acc[j] += x[j];
@@ -92,6 +98,9 @@ static bool reduce_fast(const rt_kctx *k, const bool *reduced) {
     if (dt == IR_DT_F32) {
       const float *x = xf + o * R;
       for (int64_t r = 0; r < R; r++) acc = reduce_step(op, acc, x[r]);
+    } else if (dt == IR_DT_BF16) {
+      const uint16_t *x = xh + o * R;
+      for (int64_t r = 0; r < R; r++) acc = reduce_step(op, acc, rt_bf16_value(x[r]));
     } else {
       const double *x = xd + o * R;
       for (int64_t r = 0; r < R; r++) acc = reduce_step(op, acc, x[r]);

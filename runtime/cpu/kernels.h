@@ -74,6 +74,18 @@ static inline float rt_bf16_value(uint16_t h) {
   memcpy(&f, &b, sizeof f);
   return f;
 }
+/* The f32 cast of bf16 bits h: rt_bf16_value with a signalling NaN made
+ * quiet (its payload kept), as the cast through a double makes it. */
+static inline uint32_t rt_bf16_widen_bits(uint16_t h) {
+  uint32_t b = h;
+  return (b | ((b & 0x7FFFu) > 0x7F80u ? 0x0040u : 0u)) << 16;
+}
+static inline float rt_bf16_widen(uint16_t h) {
+  uint32_t b = rt_bf16_widen_bits(h);
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
 
 /* The kernels of kernels.def (kern_*.c). */
 #define KERNEL(op, fn) int fn(const rt_kctx *k);

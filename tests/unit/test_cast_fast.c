@@ -4,7 +4,8 @@
  * Each conversion runs twice on the same operand: as "(cast T $0)" (the
  * fast path) and as the two-result node "(cast T $0); (cast T $0)", which
  * the fast path does not take, so the general interpreter computes the same
- * conversion. The operand holds every class: zeros of both signs,
+ * conversion (bf16 -> f32: its widening load, what the optimizer update
+ * uses to read mixed precision's bf16 gradients). The operand holds every class: zeros of both signs,
  * subnormals, the largest finite values (some of which round to infinity
  * in bf16), infinities, quiet and signalling NaNs with payloads, ties at
  * bf16's last bit (even and odd), and a sweep of random bit patterns. */

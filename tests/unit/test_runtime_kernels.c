@@ -659,6 +659,13 @@ static void test_reduce(void) {
     check_reduce(ops[i], IR_DT_F64, ax012, 3, 0, 1e-12);
     check_reduce(ops[i], IR_DT_F64, ax012, 0, 0, 0); /* no axes: identity */
     check_reduce(ops[i], IR_DT_F32, ax1, 1, 1, 1e-5);
+    /* bf16 (the bias gradients of a bf16 step): summed in double in order, rounded once, exactly as the
+     * reference: leading (the fast path over a block of results), trailing (one result a row), general */
+    static const int64_t ax01[] = {0, 1}, ax12[] = {1, 2};
+    check_reduce(ops[i], IR_DT_BF16, ax01, 2, 0, 0);
+    check_reduce(ops[i], IR_DT_BF16, ax12, 2, 1, 0);
+    check_reduce(ops[i], IR_DT_BF16, ax02, 2, 0, 0);
+    check_reduce(ops[i], IR_DT_BF16, ax012, 3, 0, 0);
   }
 }
 

@@ -22,47 +22,6 @@
 #include "pass.h"
 #include "runtime.h"
 
-static int steps(session *s, int n) {
-  char err[1024];
-  for (int i = 0; i < n; i++)
-    if (rt_trainer_step(s->tr, NULL, err, sizeof err) != 0) {
-      fprintf(stderr, "step: %s\n", err);
-      return -1;
-    }
-  return 0;
-}
-
-static int save(session *s, const char *path) {
-  char err[1024];
-  rt_meta_entry meta[1] = {{"data", "test"}};
-  if (rt_trainer_save(s->tr, path, meta, 1, err, sizeof err) != 0) {
-    fprintf(stderr, "save: %s\n", err);
-    return -1;
-  }
-  return 0;
-}
-
-/* Loads path into s; returns 0, or -1 with the message in err. */
-static int load(session *s, const char *path, char *err, size_t errlen) {
-  rt_safetensors *f = rt_safetensors_read(path, err, errlen);
-  if (!f) return -1;
-  int rc = rt_trainer_load(s->tr, f, path, err, errlen);
-  rt_safetensors_free(f);
-  return rc;
-}
-
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)len + 1);
-  *n = fread(buf, 1, (size_t)len, f);
-  fclose(f);
-  return buf;
-}
-
 static void test_resume(const setup *c, int n, const char *dir, const char *tag) {
   char full[600], half[600], resumed[600];
   snprintf(full, sizeof full, "%s/%s_full.safetensors", dir, tag);
@@ -70,23 +29,23 @@ static void test_resume(const setup *c, int n, const char *dir, const char *tag)
   snprintf(resumed, sizeof resumed, "%s/%s_resumed.safetensors", dir, tag);
   session a, b, r;
   CHECK_EQ_INT(session_open(&a, c), 0);
-  CHECK_EQ_INT(steps(&a, n), 0);
-  CHECK_EQ_INT(save(&a, full), 0);
+  CHECK_EQ_INT(session_steps(&a, n), 0);
+  CHECK_EQ_INT(session_save(&a, full), 0);
 
   CHECK_EQ_INT(session_open(&b, c), 0);
-  CHECK_EQ_INT(steps(&b, n / 2), 0);
-  CHECK_EQ_INT(save(&b, half), 0);
+  CHECK_EQ_INT(session_steps(&b, n / 2), 0);
+  CHECK_EQ_INT(session_save(&b, half), 0);
   session_close(&b);
 
   CHECK_EQ_INT(session_open(&r, c), 0);
   char err[1024] = "";
-  int rc = load(&r, half, err, sizeof err);
+  int rc = session_load(&r, half, err, sizeof err);
   if (rc) fprintf(stderr, "load: %s\n", err);
   CHECK_EQ_INT(rc, 0);
   CHECK_EQ_INT(rt_trainer_steps_done(r.tr), n / 2);
-  CHECK_EQ_INT(steps(&r, n - n / 2), 0);
+  CHECK_EQ_INT(session_steps(&r, n - n / 2), 0);
   CHECK_EQ_INT(rt_trainer_steps_done(r.tr), n);
-  CHECK_EQ_INT(save(&r, resumed), 0);
+  CHECK_EQ_INT(session_save(&r, resumed), 0);
 
   int np = a.tr ? rt_trainer_num_params(a.tr) : 0;
   CHECK(np > 0);
@@ -106,7 +65,7 @@ static void test_resume(const setup *c, int n, const char *dir, const char *tag)
   CHECK(p0 && pn && memcmp(p0->data, pn->data, p0->nbytes) != 0);
   session_close(&fresh);
   size_t n1 = 0, n2 = 0;
-  char *f1 = slurp(full, &n1), *f2 = slurp(resumed, &n2);
+  char *f1 = read_whole_file(full, &n1), *f2 = read_whole_file(resumed, &n2);
   CHECK(f1 && f2 && n1 == n2 && memcmp(f1, f2, n1) == 0);
   free(f1);
   free(f2);
@@ -125,8 +84,8 @@ static void test_refusals(const char *dir) {
              .sched = {.kind = RT_SCHEDULE_CONSTANT, .lr = 0.01}, .micro = 1};
   session a;
   CHECK_EQ_INT(session_open(&a, &c), 0);
-  CHECK_EQ_INT(steps(&a, 2), 0);
-  CHECK_EQ_INT(save(&a, adam_path), 0);
+  CHECK_EQ_INT(session_steps(&a, 2), 0);
+  CHECK_EQ_INT(session_save(&a, adam_path), 0);
   session_close(&a);
 
   /* into an sgd trainer: adam's moments are not expected */
@@ -134,16 +93,16 @@ static void test_refusals(const char *dir) {
   sgd.opt = pass_optimizer_defaults(PASS_OPT_SGD);
   session s;
   CHECK_EQ_INT(session_open(&s, &sgd), 0);
-  CHECK_EQ_INT(load(&s, adam_path, err, sizeof err), -1);
+  CHECK_EQ_INT(session_load(&s, adam_path, err, sizeof err), -1);
   snprintf(want, sizeof want,
            "%s: unexpected tensor 'opt/m.l.0.W': not a parameter or optimizer state of this model and optimizer",
            adam_path);
   CHECK_STR(err, want);
   /* an sgd state into an adam trainer: the moments are missing */
-  CHECK_EQ_INT(save(&s, bad), 0);
+  CHECK_EQ_INT(session_save(&s, bad), 0);
   session_close(&s);
   CHECK_EQ_INT(session_open(&a, &c), 0);
-  CHECK_EQ_INT(load(&a, bad, err, sizeof err), -1);
+  CHECK_EQ_INT(session_load(&a, bad, err, sizeof err), -1);
   snprintf(want, sizeof want,
            "%s: missing tensor 'opt/m.l.0.W' (optimizer state: was it saved with another optimizer?)", bad);
   CHECK_STR(err, want);
@@ -155,7 +114,7 @@ static void test_refusals(const char *dir) {
   wide.define_name = "D";
   wide.define_value = "4";
   CHECK_EQ_INT(session_open(&s, &wide), 0);
-  CHECK_EQ_INT(load(&s, adam_path, err, sizeof err), -1);
+  CHECK_EQ_INT(session_load(&s, adam_path, err, sizeof err), -1);
   snprintf(want, sizeof want, "%s: tensor 'l.0.W' is f64[8, 8] but the model's parameter is f64[4, 4]", adam_path);
   CHECK_STR(err, want);
   session_close(&s);
@@ -164,7 +123,7 @@ static void test_refusals(const char *dir) {
   deep.define_name = "L";
   deep.define_value = "4";
   CHECK_EQ_INT(session_open(&s, &deep), 0);
-  CHECK_EQ_INT(load(&s, adam_path, err, sizeof err), -1);
+  CHECK_EQ_INT(session_load(&s, adam_path, err, sizeof err), -1);
   snprintf(want, sizeof want, "%s: missing tensor 'l.3.W' (a parameter of the model)", adam_path);
   CHECK_STR(err, want);
   session_close(&s);
@@ -176,19 +135,19 @@ static void test_refusals(const char *dir) {
   CHECK_EQ_INT(rt_safetensors_write(bad, &nt, 1, NULL, 0, err, sizeof err), 0);
   rt_tensor_free(x);
   CHECK_EQ_INT(session_open(&s, &c), 0);
-  CHECK_EQ_INT(load(&s, bad, err, sizeof err), -1);
+  CHECK_EQ_INT(session_load(&s, bad, err, sizeof err), -1);
   snprintf(want, sizeof want,
            "%s: not a tgc training state (metadata \"format\" is missing, expected \"tgc-train-2\")", bad);
   CHECK_STR(err, want);
 
   /* a truncated state file */
   size_t n = 0;
-  char *buf = slurp(adam_path, &n);
+  char *buf = read_whole_file(adam_path, &n);
   FILE *f = fopen(bad, "wb");
   fwrite(buf, 1, n - 10, f);
   fclose(f);
   free(buf);
-  CHECK_EQ_INT(load(&s, bad, err, sizeof err), -1);
+  CHECK_EQ_INT(session_load(&s, bad, err, sizeof err), -1);
   CHECK(strncmp(err, bad, strlen(bad)) == 0 && strstr(err, "go past the end of the data") != NULL);
   session_close(&s);
   remove(adam_path);

@@ -35,6 +35,7 @@ typedef struct {
   double loss_scale_init;                 /* 0: the default */
   const bool *disabled;                   /* passes left out (PASS_COUNT entries), or NULL */
   bool eval;                              /* also the eval graph (rt_trainer_eval) */
+  bool no_cast_fold;                      /* mixed precision's casts left in the step (pass_train_options) */
 } setup;
 
 static inline void session_close(session *s) {
@@ -64,7 +65,7 @@ static inline int session_open(session *s, const setup *c) {
   pass_options po = {.diag = s->d, .verify_each = c->verify_each, .disabled = c->disabled};
   pass_train_options to = {.opt = c->opt, .micro_batches = c->micro, .targets_input = rt_data_targets_input(s->ds),
                            .passes = &po, .mixed_precision = c->dtype != 0, .compute_dtype = (ir_dtype)c->dtype,
-                           .loss_scaling = c->dtype == IR_DT_F16, .eval = c->eval};
+                           .loss_scaling = c->dtype == IR_DT_F16, .eval = c->eval, .no_cast_fold = c->no_cast_fold};
   if (!(s->prog = pass_build_train(model, &to))) return -1;
   s->g = s->prog->step;
   rt_train_config tc = {.prog = s->prog, .backend = c->backend, .data = s->ds, .seed = c->seed, .schedule = c->sched,
@@ -74,6 +75,50 @@ static inline int session_open(session *s, const setup *c) {
     return -1;
   }
   return 0;
+}
+
+/* n steps of s's trainer: 0, or -1 after printing the message. */
+static inline int session_steps(session *s, int n) {
+  char err[1024];
+  for (int i = 0; i < n; i++)
+    if (rt_trainer_step(s->tr, NULL, err, sizeof err) != 0) {
+      fprintf(stderr, "step: %s\n", err);
+      return -1;
+    }
+  return 0;
+}
+
+/* s's state saved to path (metadata data=test): 0, or -1 after printing the message. */
+static inline int session_save(session *s, const char *path) {
+  char err[1024];
+  rt_meta_entry meta[1] = {{"data", "test"}};
+  if (rt_trainer_save(s->tr, path, meta, 1, err, sizeof err) != 0) {
+    fprintf(stderr, "save: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Loads path into s; returns 0, or -1 with the message in err. */
+static inline int session_load(session *s, const char *path, char *err, size_t errlen) {
+  rt_safetensors *f = rt_safetensors_read(path, err, errlen);
+  if (!f) return -1;
+  int rc = rt_trainer_load(s->tr, f, path, err, errlen);
+  rt_safetensors_free(f);
+  return rc;
+}
+
+/* The bytes of path (malloc'd), *n of them; NULL when it cannot be opened. */
+static inline char *read_whole_file(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)len + 1);
+  *n = fread(buf, 1, (size_t)len, f);
+  fclose(f);
+  return buf;
 }
 
 /* The training program of a model on a mesh, built as `tgc train --mesh`
