@@ -10,13 +10,15 @@
 # over tgc's (f32 rows: over tgc f32; bf16 rows: over tgc bf16; > 1: tgc is faster).
 # Environment: PEERS_VENV (default ~/.cache/tgc-peers-venv, made with pip on first use: numpy, torch, jax),
 # SYSTEMS (default "tgc eager compile jax", plus "tgc-bf16 eager-bf16 compile-bf16" when BF16=1),
-# TGC_OLD (another tgc binary, run as the row "tgc-old" in each round: old against new in one run).
+# TGC_OLD (another tgc binary, run as the row "tgc-old" in each round, and "tgc-old-bf16" with BF16=1: old against
+# new in one run).
 set -eu
 TGC=${1:?usage: peers.sh TGC [ROUNDS] [STEPS]}; ROUNDS=${2:-2}; STEPS=${3:-8}
 HERE=$(cd "$(dirname "$0")" && pwd); VENV=${PEERS_VENV:-$HOME/.cache/tgc-peers-venv}
 BF16=${BF16:-1}
 DEF="tgc eager compile jax"; [ "$BF16" = 1 ] && DEF="$DEF tgc-bf16 eager-bf16 compile-bf16"
 [ -n "${TGC_OLD:-}" ] && DEF="tgc tgc-old ${DEF#tgc }"
+[ -n "${TGC_OLD:-}" ] && [ "$BF16" = 1 ] && DEF="$DEF tgc-old-bf16"
 SYSTEMS=${SYSTEMS:-$DEF}
 [ -x "$VENV/bin/python" ] || { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q numpy torch jax; }
 P=$VENV/bin/python; W=$(mktemp -d); export TOKENS=$W/tokens.u16
@@ -43,6 +45,7 @@ for r in $(seq 1 "$ROUNDS"); do
       tgc) rss=$(tgc_run "$TGC" "$o" "$l"); key=elapsed_s; o=$l ;;
       tgc-old) rss=$(tgc_run "$TGC_OLD" "$o" "$l"); key=elapsed_s; o=$l ;;
       tgc-bf16) rss=$(tgc_run "$TGC" "$o" "$l" --dtype bf16); key=elapsed_s; o=$l ;;
+      tgc-old-bf16) rss=$(tgc_run "$TGC_OLD" "$o" "$l" --dtype bf16); key=elapsed_s; o=$l ;;
       jax) rss=$(run "$o" "$P" "$HERE/peers/jax_gpt2.py" "$STEPS") ;;
       *) rss=$(run "$o" "$P" "$HERE/peers/torch_gpt2.py" "$s" "$STEPS") ;;
     esac
