@@ -15,8 +15,9 @@
  * or a collective (collective.c, bound to its communicator). A run binds
  * the caller's tensors and walks the actions, the same list on every
  * backend (a backend with a run_program hook is handed the walk: the cuda
- * backend captures it once as a CUDA graph and launches that later). Nothing is allocated or looked up while a program runs. Outputs
- * are views (rt_program_output), valid until the next run.
+ * backend captures it once as a CUDA graph and launches that later).
+ * Nothing is allocated or looked up while a program runs. Outputs are
+ * views (rt_program_output), valid until the next run.
  *
  * rt_run is one run from host tensors: a device, a program, uploads
  * (none on a host-memory backend, where host tensors are bound as they
@@ -39,6 +40,7 @@ struct rt_program {
   rt_tensor *view;       /* by value id */
   rt_action *actions;    /* what a run does, in order */
   int n_actions;
+  int n_runs;            /* its kernel and collective actions (a run adds them to rt_device_stats.kernels) */
   rt_tensor **args;      /* the actions' in / out arrays: pointers into view */
   rt_profile *profile;
 };
@@ -94,6 +96,7 @@ static int make_actions(rt_program *p, char *err, size_t errlen) {
       }
     }
     p->actions[p->n_actions++] = a;
+    p->n_runs++;
   }
   return 0;
 }
@@ -308,7 +311,7 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
   int rc = d->backend->run_program && !p->profile ? d->backend->run_program(d, p->state, walk, p, err, errlen)
                                                   : walk(p, 0, p->n_actions, err, errlen);
   if (rc != 0) return -1;
-  for (int i = 0; i < p->n_actions; i++) d->stats.kernels += p->actions[i].kind != RT_ACT_FILL;
+  d->stats.kernels += p->n_runs;
   if (p->profile) p->profile->total_seconds += ir_clock_s() - t_start;
   return 0;
 }
