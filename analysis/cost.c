@@ -54,7 +54,9 @@
  *                                       dv accumulations); bytes: k, v, dk, dv at
  *                                       their Hkv heads
  *   fused {expr}                        1 per result element for every elementwise op
- *                                       mnemonic of ops.def (cast excepted) named in expr
+ *                                       mnemonic of ops.def (cast excepted) named in expr,
+ *                                       + 1 per element of each result {nonfinite} counts
+ *                                       (the count_nonfinite it folds: 0 for its i64[])
  *   fused_matmul {expr}                 matmul's 2*M*N*K + fused's count for its epilogue
  *   add_layernorm                       1 + 8 per element (the add, then layernorm)
  * Bytes: what the lowered program (codegen's cg_lower) moves for the node:
@@ -248,7 +250,8 @@ pass_cost pass_node_cost(const ir_node *n) {
   case IR_OP_REDUCE_SUM: case IR_OP_REDUCE_MAX: case IR_OP_ARGMAX: c.flops = in_n; break;
   case IR_OP_COUNT_NONFINITE: case IR_OP_SUM_SQUARES: /* every operand's elements: 1 (a test) or 2 (a multiply-add) */
     c.flops = 0;
-    for (int i = 0; i < n->n_in; i++) c.flops += numel_d(&n->in[i]->type);
+    for (int i = 0; i < n->n_in; i++) /* an i64[] count: taken by its producer (fused {nonfinite}), which counts it */
+      if (n->op == IR_OP_SUM_SQUARES || n->in[i]->type.dtype != IR_DT_I64) c.flops += numel_d(&n->in[i]->type);
     if (n->op == IR_OP_SUM_SQUARES) c.flops *= 2;
     break;
   case IR_OP_REDUCE_MEAN: c.flops = in_n + out_n; break;
@@ -273,7 +276,11 @@ pass_cost pass_node_cost(const ir_node *n) {
     break;
   }
   case IR_OP_LINEAR_CROSS_ENTROPY: linear_ce_cost(n, &c); break;
-  case IR_OP_FUSED: c.flops = fused_ops(n) * out_n; break;
+  case IR_OP_FUSED: { /* and {nonfinite}: the count's test of each element it counts */
+    const ir_attr *nf = ir_node_attr(n, "nonfinite");
+    c.flops = (fused_ops(n) + (nf && nf->kind == IR_ATTR_INTS ? nf->n : 0)) * out_n;
+    break;
+  }
   case IR_OP_FUSED_MATMUL:
     c.flops = matmul_flops(n, out_n) + fused_ops(n) * out_n;
     break;

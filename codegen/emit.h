@@ -74,7 +74,10 @@ void cg_add_arg(cg_ctx *c, int kernel, cg_ref r);
 bool cg_value_live(const cg_ctx *c, const ir_value *v);
 /* emit_group.c: the number of consecutive steps from step that form a
  * multi-tensor group (1: none), and the group's kernel and launch. */
+/* Steps from `step` that run as one multi-tensor launch (1: alone; -1: a
+ * fused node with {nonfinite} that the group kernel cannot run). */
 int cg_group_size(cg_ctx *c, int step);
+bool cg_counting_fused(const ir_node *n);
 int cg_emit_group(cg_ctx *c, int first, int count);
 /* Actions of the current step. */
 void cg_launch(cg_ctx *c, int kernel, int64_t grid_x, int64_t grid_y, unsigned block, unsigned smem_dynamic);

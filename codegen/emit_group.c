@@ -34,23 +34,31 @@ static const ir_attr *expr_attr(const ir_node *n) {
   return a && a->expr && a->s ? a : NULL;
 }
 
+/* The results the expression computes (a {nonfinite} count is one more). */
+static int expr_results(const ir_node *n) { return n->n_out - (ir_node_attr(n, "nonfinite") != NULL); }
+
 /* A fused node the group kernel can run: results contiguous of one shape,
  * operands of that shape or single elements. */
 static bool eligible(const ir_node *n) {
-  if (!expr_attr(n) || n->n_out < 1 || n->n_in + n->n_out > 24) return false;
+  if (!expr_attr(n) || expr_results(n) < 1 || n->n_in + n->n_out > 24) return false;
   const ir_type *o = &n->out[0]->type;
   if (cg_numel(o) < 1) return false;
-  for (int r = 1; r < n->n_out; r++)
+  for (int r = 1; r < expr_results(n); r++)
     if (cg_numel(&n->out[r]->type) != cg_numel(o)) return false;
   for (int i = 0; i < n->n_in; i++) {
     int64_t k = cg_numel(&n->in[i]->type);
-    if (k != 1 && (k != cg_numel(o) || !ir_type_equal(&n->in[i]->type, o))) return false;
+    if (k != 1 && (k != cg_numel(o) || n->in[i]->type.rank != o->rank ||
+                   memcmp(n->in[i]->type.dims, o->dims, sizeof(int64_t) * (size_t)o->rank) != 0))
+      return false; /* (any dtype: each operand loads its own) */
   }
   return true;
 }
 
 static bool same_kind(const cg_ctx *c, const ir_node *a, const ir_node *b) {
   if (!eligible(b) || a->n_in != b->n_in || a->n_out != b->n_out || strcmp(expr_attr(a)->s, expr_attr(b)->s) != 0)
+    return false;
+  const ir_attr *ca = ir_node_attr(a, "nonfinite"), *cb = ir_node_attr(b, "nonfinite"); /* counting the same results */
+  if (!ca != !cb || (ca && (ca->kind != cb->kind || ca->n != cb->n || memcmp(ca->ints, cb->ints, sizeof(int64_t) * (size_t)ca->n))))
     return false;
   for (int i = 0; i < a->n_in; i++)
     if (a->in[i]->type.dtype != b->in[i]->type.dtype ||
@@ -85,10 +93,12 @@ static bool independent(const cg_ctx *c, const ir_node *a, const ir_node *b) {
   return true;
 }
 
+bool cg_counting_fused(const ir_node *n) { return n->op == IR_OP_FUSED && ir_node_attr(n, "nonfinite") != NULL; }
+
 int cg_group_size(cg_ctx *c, int step) {
   const pass_plan *p = c->plan;
   const ir_node *first = c->g->nodes[p->steps[step].node];
-  if (p->steps[step].view || !eligible(first)) return 1;
+  if (p->steps[step].view || !eligible(first)) return cg_counting_fused(first) ? -1 : 1;
   int n = 1, ptrs = first->n_in + first->n_out;
   while (step + n < p->n_steps && n < MAX_MEMBERS && (n + 1) * ptrs <= MAX_PTRS) {
     const ir_node *m = c->g->nodes[p->steps[step + n].node];
@@ -105,7 +115,10 @@ int cg_emit_group(cg_ctx *c, int first, int count) {
   const pass_plan *p = c->plan;
   const ir_node *n0 = c->g->nodes[p->steps[first].node];
   const ir_expr *e = expr_attr(n0)->expr;
-  int ni = n0->n_in, no = n0->n_out;
+  const ir_attr *nf = ir_node_attr(n0, "nonfinite"); /* the last result counts these results' Inf / NaN */
+  int ni = n0->n_in, no = expr_results(n0);
+  unsigned counted = 0;
+  for (int i = 0; nf && i < nf->n; i++) counted |= 1u << nf->ints[i];
   /* one vector width for every member (each tensor starts 256-byte aligned) */
   size_t widest = 0;
   for (int i = 0; i < ni; i++)
@@ -129,11 +142,12 @@ int cg_emit_group(cg_ctx *c, int first, int count) {
   /* the element function, shared by the members */
   int k = cg_kernel_begin(c, "group");
   const char *kname = c->p->kernels[k].name;
-  cg_src(c, "// ... and %d more tensors of the same expression (a multi-tensor launch)\n", count - 1);
-  cg_src(c, "static __device__ __forceinline__ void %s_elems(", kname);
+  if (count > 1) cg_src(c, "// ... and %d more tensors of the same expression (a multi-tensor launch)\n", count - 1);
+  cg_src(c, "static __device__ __forceinline__ %s %s_elems(", nf ? "unsigned long long" : "void", kname);
   for (int i = 0; i < ni; i++) cg_src(c, "const %s *in%d, ", cg_ctype(n0->in[i]->type.dtype), i);
   for (int r = 0; r < no; r++) cg_src(c, "%s *out%d, ", cg_ctype(n0->out[r]->type.dtype), r);
   cg_src(c, "long long n, long long g0, long long stride) {\n");
+  if (nf) cg_src(c, "  unsigned long long bad = 0;\n");
   cg_src(c, "  for (long long g = g0; g < n / %d; g += stride) {\n    const long long i = g * %d;\n", W, W);
   char vals[24][24];
   const char *val[24];
@@ -156,11 +170,25 @@ int cg_emit_group(cg_ctx *c, int first, int count) {
     int root = e->results[r];
     if (dt[root] == n0->out[r]->type.dtype) cg_src(c, "      r%d[l] = v%d;\n", r, root);
     else cg_src(c, "      r%d[l] = tgc_round<%s>(tgc_acc(v%d));\n", r, cg_ctype(n0->out[r]->type.dtype), root);
+    if (counted >> r & 1) cg_src(c, "      bad += tgc_nonfinite_bits(r%d[l]);\n", r); /* as stored */
   }
   cg_src(c, "    }\n");
   for (int r = 0; r < no; r++)
     if (cg_value_live(c, n0->out[r])) cg_src(c, "    tgc_vstore<%d>(out%d + i, r%d);\n", W, r, r);
-  cg_src(c, "  }\n}\n");
+  cg_src(c, nf ? "  }\n  return bad;\n}\n" : "  }\n}\n");
+  /* {nonfinite}: each block's count (a block sum, fixed order) in a partial
+   * of the module's own; the member's last block to finish (a ticket, as
+   * CUDA's threadFenceReduction sample) adds its member's partials and
+   * writes the count, then resets the ticket: no memset, no atomics on the
+   * result, the same count every run, and replayable in a CUDA graph. */
+  int64_t total_blocks = 0;
+  for (int m = 0; m < count; m++) {
+    int64_t len = cg_numel(&c->g->nodes[p->steps[first + m].node]->out[0]->type), blocks = cg_blocks(len / W, THREADS);
+    total_blocks += blocks > 1024 ? 1024 : blocks;
+  }
+  if (nf)
+    cg_src(c, "__device__ unsigned long long %s_part[%lld];\n__device__ unsigned int %s_ticket[%d];\n", kname,
+           (long long)total_blocks, kname, count);
   /* the kernel: every member's pointers; block ranges by member */
   cg_src(c, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", THREADS, kname);
   c->p->kernels[k].block = THREADS;
@@ -171,23 +199,34 @@ int cg_emit_group(cg_ctx *c, int first, int count) {
       cg_src(c, "%sconst %s *m%d_in%d", m || i ? ", " : "", cg_ctype(nm->in[i]->type.dtype), m, i);
       cg_add_arg(c, k, (cg_ref){.kind = CG_REF_IN, .index = i, .back = back});
     }
-    for (int r = 0; r < no; r++) {
+    for (int r = 0; r < nm->n_out; r++) {
       cg_src(c, ", %s *m%d_out%d", cg_ctype(nm->out[r]->type.dtype), m, r);
       cg_add_arg(c, k, (cg_ref){.kind = CG_REF_OUT, .index = r, .back = back});
     }
   }
   cg_src(c, ") {\n  const long long b = blockIdx.x;\n");
+  if (nf) cg_src(c, "  TGC_SHARED(unsigned long long, scratch, 32);\n");
   int64_t start = 0;
   for (int m = 0; m < count; m++) {
     const ir_node *nm = c->g->nodes[p->steps[first + m].node];
     int64_t len = cg_numel(&nm->out[0]->type), blocks = cg_blocks(len / W, THREADS);
     if (blocks > 1024) blocks = 1024;
-    cg_src(c, "  %sif (b < %lldLL) {  // %%%s: %lld elements\n    %s_elems(", m ? "else " : "", (long long)(start + blocks),
-           nm->out[no - 1]->name, (long long)len, kname);
+    cg_src(c, "  %sif (b < %lldLL) {  // %%%s: %lld elements\n    %s%s_elems(", m ? "else " : "", (long long)(start + blocks),
+           nm->out[no - 1]->name, (long long)len, nf ? "const unsigned long long bad = tgc_block_sum(" : "", kname);
     for (int i = 0; i < ni; i++) cg_src(c, "m%d_in%d, ", m, i);
     for (int r = 0; r < no; r++) cg_src(c, "m%d_out%d, ", m, r);
-    cg_src(c, "%lldLL, (b - %lldLL) * %d + threadIdx.x, %lldLL);\n  }\n", (long long)len, (long long)start, THREADS,
-           (long long)(blocks * THREADS));
+    cg_src(c, "%lldLL, (b - %lldLL) * %d + threadIdx.x, %lldLL)%s;\n", (long long)len, (long long)start, THREADS,
+           (long long)(blocks * THREADS), nf ? ", scratch)" : "");
+    if (nf)
+      cg_src(c,
+             "    if (tgc_thread_rank() == 0) {\n      %s_part[b] = bad;\n      __threadfence();\n"
+             "      if (atomicAdd(&%s_ticket[%d], 1u) == %lldu) {  // the member's last block\n"
+             "        __threadfence();\n        unsigned long long s = 0;\n"
+             "        for (long long j = %lldLL; j < %lldLL; j++) s += ((volatile unsigned long long *)%s_part)[j];\n"
+             "        *m%d_out%d = (long long)s;\n        %s_ticket[%d] = 0;\n      }\n    }\n",
+             kname, kname, m, (long long)(blocks - 1), (long long)start, (long long)(start + blocks), kname, m, no,
+             kname, m);
+    cg_src(c, "  }\n");
     start += blocks;
   }
   cg_kernel_end(c, k);

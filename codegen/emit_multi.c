@@ -44,6 +44,10 @@ int cg_emit_multi_reduce(cg_ctx *c, const ir_node *n) {
            (long long)start[first], acc);
     for (int i = first; i < first + count; i++) {
       if (start[i + 1] == start[i]) continue;
+      if (!squares && n->in[i]->type.dtype == IR_DT_I64) { /* a count its producer took (fused {nonfinite}) */
+        cg_src(c, "if (b == %lldLL && tgc_thread_rank() == 0) s = (unsigned long long)in%d[0];\n  ", (long long)start[i], i);
+        continue;
+      }
       cg_src(c, "if (b >= %lldLL && b < %lldLL) s = tgc::chunk_%s(in%d, %lldLL, b - %lldLL, %d);\n  ",
              (long long)start[i], (long long)start[i + 1], squares ? "squares" : "nonfinite", i,
              (long long)cg_numel(&n->in[i]->type), (long long)start[i], CHUNK);

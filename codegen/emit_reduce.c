@@ -439,6 +439,10 @@ int cg_emit_count_nonfinite(cg_ctx *c, const ir_node *n) {
   if (n->n_in > 1) return cg_emit_multi_reduce(c, n); /* over many tensors: no memset, no atomics */
   const ir_type *it = &n->in[0]->type;
   int64_t N = cg_numel(it);
+  if (it->dtype == IR_DT_I64) { /* a count its producer took (fused {nonfinite}): the count is that */
+    cg_copy(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, (cg_ref){.kind = CG_REF_IN, .index = 0}, 8);
+    return 0;
+  }
   cg_memset(c, (cg_ref){.kind = CG_REF_OUT, .index = 0}, 8);
   if (N == 0 || !ir_dtype_is_float(it->dtype)) return 0;
   int W = row_width(N, &it->dtype, 1);

@@ -498,6 +498,7 @@ bool ir_node_may_reuse(const ir_node *n, int r, int i) {
   if (ir_op_has(n->op, IR_OPF_VIEW)) return n->n_out == 1 && i == 0;
   if (!ir_op_has(n->op, IR_OPF_INPLACE)) return false;
   if (n->n_out != 1 && n->op != IR_OP_FUSED) return false; /* several results: fused computes a block before storing */
+  if (n->op == IR_OP_FUSED && r == n->n_out - 1 && ir_node_attr(n, "nonfinite")) return false; /* a count, added to */
   return ir_type_equal(&n->in[i]->type, &n->out[r]->type);
 }
 

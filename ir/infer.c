@@ -474,8 +474,10 @@ static int infer_argmax(ctx *c, const ir_type *x, ir_type *out) {
 
 /* count_nonfinite(x...) -> i64[]; sum_squares(x...) -> f64[]: every operand float */
 static int infer_multi_reduce(ctx *c, const ir_type *in, int n, ir_dtype result, ir_type *out) {
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    if (c->op == IR_OP_COUNT_NONFINITE && in[i].dtype == IR_DT_I64 && in[i].rank == 0) continue; /* a count taken */
     if (need_float(c, &in[i], false) < 0) return -1;
+  }
   *out = (ir_type){.dtype = result, .rank = 0};
   return 0;
 }
@@ -884,9 +886,31 @@ static int fexpr_type(ctx *c, const ir_type *ops, int n_ops, bool multi, ir_type
   return r;
 }
 
+/* fused's optional {nonfinite = [r...]}: one more result, i64[], the
+ * number of Inf / NaN elements of the float results r (distinct, in
+ * order), counted as they are stored. */
+static int fused_count(ctx *c, ir_type *out, int *n_out) {
+  const ir_attr *a;
+  int r = get_attr(c, "nonfinite", IR_ATTR_INTS, false, &a);
+  if (r != 0) return r < 0 ? -1 : 0;
+  if (a->n < 1) return fail(c, "fused: 'nonfinite' names no result");
+  if (*n_out >= IR_FUSED_MAX_RESULTS)
+    return fail(c, "fused: %d results and the count of 'nonfinite' (at most %d in all)", *n_out, IR_FUSED_MAX_RESULTS);
+  for (int i = 0; i < a->n; i++) {
+    int64_t k = a->ints[i];
+    if (k < 0 || k >= *n_out || (i > 0 && k <= a->ints[i - 1]))
+      return fail(c, "fused: 'nonfinite' entry %d is %lld: results are numbered 0 to %d, in increasing order", i,
+                  (long long)k, *n_out - 1);
+    if (!ir_dtype_is_float(out[k].dtype))
+      return fail(c, "fused: 'nonfinite' counts result %lld, of type %s (a float expected)", (long long)k, ts(&out[k]).s);
+  }
+  out[(*n_out)++] = (ir_type){.dtype = IR_DT_I64, .rank = 0};
+  return 0;
+}
+
 static int infer_fused(ctx *c, const ir_type *in, int n_in, ir_type *out, int *n_out) {
   *n_out = 1;
-  if (c->op == IR_OP_FUSED) return fexpr_type(c, in, n_in, true, out, n_out);
+  if (c->op == IR_OP_FUSED) return fexpr_type(c, in, n_in, true, out, n_out) < 0 ? -1 : fused_count(c, out, n_out);
   /* fused_matmul: $0 = matmul(a, b), $i = in[i + 1] */
   if (n_in < 2) return fail(c, "fused_matmul takes at least 2 operands (a, b), got %d", n_in);
   ir_type ops[FEXPR_MAX_OPERANDS];

@@ -53,6 +53,10 @@
  *     and it becomes a shared subexpression of the joined node, computed
  *     once and never stored: "%0 = (sigmoid $0); (mul ... %0 ... %0)" for
  *     SwiGLU's backward, which reads sigmoid(gate) twice.
+ *  5. counts folded (fuse_multi_tensor.c): a count_nonfinite operand that
+ *     a fused node stores (the update's new parameter) is counted by that
+ *     node as it stores it: {nonfinite = [r]} and an i64[] result, which
+ *     the count adds instead of reading the tensor again.
  * Limits: 64 ops and 32 operands per group (a larger chain becomes several);
  * IR_FUSED_MAX_RESULTS results per fused node.
  */
@@ -626,6 +630,7 @@ int pass_fuse_elementwise(ir_graph *g, const pass_options *o) {
   if (fuse_groups(&c) != 0) goto done;
   if (fuse_results(&c) != 0) goto done;
   if (join_copies(&c) != 0) goto done;
+  if (pass_fold_counts(g) != 0) goto done;
   drop_unused_consts(&c);
   ir_graph_compact(g);
   rc = 0;

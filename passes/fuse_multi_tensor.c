@@ -22,7 +22,9 @@
  * requires: a verified graph; invalidates: nothing (merged nodes are marked
  * dead; the caller compacts).
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pass.h"
 
@@ -146,4 +148,114 @@ int pass_fuse_multi_tensor(ir_graph *g) {
   }
   free(uses);
   return rc;
+}
+
+/* ---- the count folded into the kernels that store what it counts ----
+ * A count_nonfinite operand that is a float result r of a fused node F (the
+ * optimizer update's new parameter, just stored) is counted by F itself:
+ * F gets {nonfinite = [r...]} and one more result, i64[], its results'
+ * Inf / NaN elements, counted chunk by chunk as they are stored; the count
+ * adds that i64[] in place of reading the tensor again. The count is the
+ * same: the value it read is the one F stored (SSA), and integers add in
+ * any order. F's results of one count are counted together (one i64[]); an
+ * F already counting, without room for another result, or whose result
+ * the count reads twice is left alone, and so is one that broadcasts an
+ * operand (the kernels count in a plain pass over the elements). */
+
+/* F's results the count n reads (bit r), or 0 where F cannot count them. */
+static unsigned foldable(const ir_node *n, const ir_node *f) {
+  if (!f || f->dead || f->op != IR_OP_FUSED || f->n_out >= IR_FUSED_MAX_RESULTS || ir_node_attr(f, "nonfinite"))
+    return 0;
+  const ir_type *o = &f->out[0]->type; /* a plain pass over the elements: operands of that shape or one element */
+  for (int i = 0; i < f->n_in; i++) {
+    const ir_type *t = &f->in[i]->type;
+    if (ir_type_numel(t) != 1 && (t->rank != o->rank || memcmp(t->dims, o->dims, sizeof(int64_t) * (size_t)o->rank)))
+      return 0;
+  }
+  unsigned mask = 0;
+  for (int j = 0; j < n->n_in; j++) {
+    const ir_value *v = n->in[j];
+    if (v->def != f) continue;
+    if (!ir_dtype_is_float(v->type.dtype) || (mask >> v->def_result & 1)) return 0;
+    mask |= 1u << v->def_result;
+  }
+  return mask;
+}
+
+/* F with {nonfinite = results of mask} at F's place, its values kept; its
+ * count value, or NULL out of memory. */
+static ir_value *counting_node(ir_graph *g, ir_node *f, unsigned mask) {
+  ir_type types[IR_FUSED_MAX_RESULTS];
+  int64_t which[IR_FUSED_MAX_RESULTS];
+  int nw = 0;
+  for (int r = 0; r < f->n_out; r++) {
+    types[r] = f->out[r]->type;
+    if (mask >> r & 1) which[nw++] = r;
+  }
+  types[f->n_out] = (ir_type){.dtype = IR_DT_I64, .rank = 0};
+  ir_attr attrs[8];
+  int na = 0;
+  for (int i = 0; i < f->n_attrs && na < 7; i++) attrs[na++] = f->attrs[i];
+  if (na != f->n_attrs) return NULL;
+  attrs[na++] = ir_attr_ints("nonfinite", which, nw);
+  char name[256];
+  snprintf(name, sizeof name, "%s.nonfinite", f->out[which[nw - 1]]->name ? f->out[which[nw - 1]]->name : "count");
+  const char *names[IR_FUSED_MAX_RESULTS] = {NULL};
+  names[f->n_out] = name;
+  ir_node *m = ir_graph_add_node(g, IR_OP_FUSED, f->in, f->n_in, types, f->n_out + 1, attrs, na, names, f->loc);
+  if (!m) return NULL;
+  m->layer = f->layer;
+  for (int r = 0; r < f->n_out; r++) { /* m takes f's values; f, dead, m's fresh ones */
+    ir_value *fresh = m->out[r], *old = f->out[r];
+    f->out[r] = fresh, fresh->def = f;
+    m->out[r] = old, old->def = m;
+  }
+  f->dead = true;
+  ir_graph_take_place(g, m, f);
+  return m->out[m->n_out - 1];
+}
+
+int pass_fold_counts(ir_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    ir_node *n = g->nodes[i];
+    if (n->dead || n->op != IR_OP_COUNT_NONFINITE) continue;
+    int nin = n->n_in, nops = 0, folded = 0;
+    ir_value **ops = malloc((size_t)nin * sizeof *ops);
+    unsigned *masks = malloc((size_t)nin * sizeof *masks);
+    if (!ops || !masks) {
+      free(ops), free(masks);
+      return -1;
+    }
+    for (int j = 0; j < nin; j++) masks[j] = foldable(n, n->in[j]->def); /* before any node is replaced */
+    for (int j = 0; j < nin; j++) {
+      ir_value *v = n->in[j];
+      if (!masks[j]) {
+        ops[nops++] = v;
+        continue;
+      }
+      if (v->def_result != __builtin_ctz(masks[j])) continue; /* F's first counted result brings F's count */
+      ir_value *c = counting_node(g, v->def, masks[j]);
+      if (!c) {
+        free(ops), free(masks);
+        return -1;
+      }
+      ops[nops++] = c;
+      folded++;
+    }
+    if (folded) {
+      ir_node *m = ir_graph_add_node(g, IR_OP_COUNT_NONFINITE, ops, nops, &n->out[0]->type, 1, NULL, 0, NULL, n->loc);
+      if (!m) {
+        free(ops), free(masks);
+        return -1;
+      }
+      m->layer = n->layer;
+      ir_value *fresh = m->out[0], *old = n->out[0];
+      n->out[0] = fresh, fresh->def = n;
+      m->out[0] = old, old->def = m;
+      n->dead = true;
+      ir_graph_take_place(g, m, n);
+    }
+    free(ops), free(masks);
+  }
+  return 0;
 }

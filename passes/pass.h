@@ -164,6 +164,11 @@ void pass_gradcheck_free(pass_gradcheck *c);
  * sum_squares(g...) (the same value; leaves after the first that does not
  * match stay added). Merged nodes are marked dead. 0, or -1 when out of memory. */
 int pass_fuse_multi_tensor(ir_graph *g);
+/* A count_nonfinite's operands that are float results of fused nodes are
+ * counted by those nodes as they store them ({nonfinite = [r...]}: one more
+ * result, i64[]), the count adding those (the same value). The replaced
+ * nodes are marked dead. 0, or -1 when out of memory. */
+int pass_fold_counts(ir_graph *g);
 
 /* ---- optimizer (optimizer.c) ----
  * Training as IR. pass_build_update builds a separate UPDATE graph for the parameters of

@@ -584,6 +584,13 @@ static void rule_argmax(sh_dec *d) {
   d->out[0] = sh_Sk(s.dim > axis ? s.dim - 1 : s.dim, sh_parts(s));
 }
 
+/* fused: pointwise; with {nonfinite} (made after the shard pass, by
+ * fuse-elementwise, like the multi-tensor count it feeds) replicated. */
+static void rule_fused(sh_dec *d) {
+  if (ir_node_attr(d->node, "nonfinite")) rule_replicate(d);
+  else rule_pointwise(d);
+}
+
 static void rule_count(sh_dec *d) {
   if (d->n_in > 1) { /* the multi-tensor form: made after the shard pass (fuse-elementwise), like sum_squares */
     rule_replicate(d);
@@ -946,7 +953,7 @@ static const sh_rule rules[IR_NUM_OPS] = {
     [IR_OP_CROSS_ENTROPY_GRAD] = rule_cross_entropy_grad,
     [IR_OP_ATTENTION] = rule_attention,
     [IR_OP_ATTENTION_GRAD] = rule_attention,
-    [IR_OP_FUSED] = rule_pointwise,
+    [IR_OP_FUSED] = rule_fused,
     [IR_OP_FUSED_MATMUL] = rule_fused_matmul,
     [IR_OP_ADD_LAYERNORM] = rule_norm,
     [IR_OP_LAYERNORM_GRAD] = rule_norm_grad,

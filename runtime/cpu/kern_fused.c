@@ -524,7 +524,7 @@ static void eval_chunk(const fprog *p, regs *r, const leaf_pos *lp, int n, rt_te
  * operand broadcast to the shape of the results (which share one shape):
  * one expression per result, separated by ';' (only when multi). */
 static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_tensor *const *ops, int n_ops,
-                     rt_tensor *const *outs, int n_outs) {
+                     rt_tensor *const *outs, int n_outs, unsigned count_mask, int64_t *count) {
   char msg[256] = "";
   fprog p = {.n_ops = n_ops, .ops = ops, .err = msg, .errlen = sizeof msg};
   rt_tensor *out = outs[0];
@@ -654,12 +654,10 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
   int64_t units = rows * nch;
   int ni = p.n;
   bool oom = false;
-  int64_t *counts = k->result_nonfinite; /* counted as stored (cpu.c folds count_nonfinite into this pass) */
-  for (int q = 0; counts && q < n_outs; q++)
-    if (k->count_results >> q & 1) counts[q] = 0;
+  if (count) *count = 0; /* {nonfinite}: the results of count_mask counted as stored */
 #pragma omp parallel if (total > RT_PAR_MIN && units > 1)
   {
-    int64_t counted[IR_FUSED_MAX_RESULTS] = {0};
+    int64_t counted = 0;
     size_t thread_mark = rt_scratch_mark();
     regs r = {.fv = scratch_zero((size_t)(ni) * sizeof *r.fv), .dv = scratch_zero((size_t)(ni) * sizeof *r.dv),
               .fs = rt_scratch_push((size_t)ni * (size_t)rw * sizeof(float)), .ds = rt_scratch_push((size_t)ni * (size_t)rw * sizeof(double)),
@@ -699,14 +697,13 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
         lp[o].off += j0 * lp[o].step;
       }
       eval_chunk(&p, &r, lp, n, outs, row * inner + j0);
-      for (int q = 0; counts && q < n_outs; q++) /* the chunk just stored, still in cache */
-        if (k->count_results >> q & 1) counted[q] += rt_count_nonfinite_range(outs[q], row * inner + j0, n);
+      for (int q = 0; count_mask && q < n_outs; q++) /* the chunk just stored, still in cache */
+        if (count_mask >> q & 1) counted += rt_count_nonfinite_range(outs[q], row * inner + j0, n);
     }
-    for (int q = 0; counts && q < n_outs; q++)
-      if (k->count_results >> q & 1) {
+    if (count) {
 #pragma omp atomic
-        counts[q] += counted[q];
-      }
+      *count += counted;
+    }
     rt_scratch_pop(thread_mark);
   }
   if (oom) {
@@ -719,9 +716,9 @@ static int fused_run_in_scratch(const rt_kctx *k, const ir_expr *expr, const rt_
 /* fused_run_in_scratch with everything it asks for from the scratch stack,
  * given back when it returns. */
 static int fused_run(const rt_kctx *k, const ir_expr *expr, const rt_tensor *const *ops, int n_ops,
-                     rt_tensor *const *outs, int n_outs) {
+                     rt_tensor *const *outs, int n_outs, unsigned count_mask, int64_t *count) {
   size_t mark = rt_scratch_mark();
-  int rc = fused_run_in_scratch(k, expr, ops, n_ops, outs, n_outs);
+  int rc = fused_run_in_scratch(k, expr, ops, n_ops, outs, n_outs, count_mask, count);
   rt_scratch_pop(mark);
   return rc;
 }
@@ -738,12 +735,20 @@ static const ir_expr *expr_of(const rt_kctx *k) {
 int rt_kern_fused(const rt_kctx *k) {
   const ir_expr *expr = expr_of(k);
   if (!expr) return -1;
-  if (k->node->n_out < 1 || k->node->n_out > IR_FUSED_MAX_RESULTS) {
+  /* {nonfinite = [r...]}: the last result counts those results' Inf / NaN
+   * elements, chunk by chunk as they are stored (fuse-elementwise folds
+   * the trainer's count into the pass that writes the new parameters) */
+  const ir_attr *nf = ir_node_attr(k->node, "nonfinite");
+  int n_res = k->node->n_out - (nf != NULL);
+  if (n_res < 1 || k->node->n_out > IR_FUSED_MAX_RESULTS) {
     rt_kerr(k, "fused: %d results (1 to %d)", k->node->n_out, IR_FUSED_MAX_RESULTS);
     return -1;
   }
-  if (!k->result_nonfinite && rt_kern_fused_cast(k, expr)) return 0; /* counting: the chunked loop counts */
-  return fused_run(k, expr, k->in, k->node->n_in, k->out, k->node->n_out);
+  unsigned mask = 0;
+  for (int i = 0; nf && nf->kind == IR_ATTR_INTS && i < nf->n; i++)
+    if (nf->ints[i] >= 0 && nf->ints[i] < n_res) mask |= 1u << nf->ints[i];
+  if (!nf && rt_kern_fused_cast(k, expr)) return 0; /* counting: the chunked loop counts */
+  return fused_run(k, expr, k->in, k->node->n_in, k->out, n_res, mask, nf ? (int64_t *)k->out[n_res]->data : NULL);
 }
 
 /* matmul into the result (the plain matmul kernel: same product bit for
@@ -765,7 +770,7 @@ int rt_kern_fused_matmul(const rt_kctx *k) {
   }
   ops[0] = k->out[0];
   for (int i = 2; i < n; i++) ops[i - 1] = k->in[i];
-  return fused_run(k, expr, ops, n - 1, k->out, 1);
+  return fused_run(k, expr, ops, n - 1, k->out, 1, 0, NULL);
 }
 
 /* s = x + r, y = layernorm(s) row by row; the arithmetic and its order are

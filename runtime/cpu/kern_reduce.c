@@ -440,13 +440,13 @@ static int64_t count_nonfinite_of(const rt_tensor *x) {
   return bad;
 }
 
-/* The Inf / NaN elements of every operand (integers: any order gives the
- * same count); an operand its producer counted (k->operand_nonfinite) is not
- * read again. */
+/* The Inf / NaN elements of every float operand, plus every i64[] operand
+ * (a count its producer took as it stored the values: a fused node's
+ * {nonfinite}); integers: any order gives the same count. */
 int rt_kern_count_nonfinite(const rt_kctx *k) {
   int64_t bad = 0;
   for (int i = 0; i < k->node->n_in; i++)
-    bad += k->operand_nonfinite && k->operand_nonfinite[i] >= 0 ? k->operand_nonfinite[i] : count_nonfinite_of(k->in[i]);
+    bad += k->in[i]->type.dtype == IR_DT_I64 ? *(const int64_t *)k->in[i]->data : count_nonfinite_of(k->in[i]);
   *(int64_t *)k->out[0]->data = bad;
   return 0;
 }

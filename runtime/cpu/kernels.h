@@ -28,20 +28,7 @@ typedef struct {
   rt_tensor *const *out;      /* node->n_out results, allocated and zeroed */
   char *err;                  /* message buffer for failures */
   size_t errlen;
-  /* The non-finite count folded into the pass that writes the values
-   * (cpu.c's prepare: a count_nonfinite whose operands a fused node
-   * computes). fused: when result_nonfinite is set, result r with bit r of
-   * count_results gets the Inf / NaN elements it stored into
-   * result_nonfinite[r]. count_nonfinite: when operand_nonfinite is set,
-   * operand i whose operand_nonfinite[i] >= 0 was counted so by its
-   * producer in this run (not read again). */
-  int64_t *result_nonfinite;
-  unsigned count_results;
-  const int64_t *operand_nonfinite;
 } rt_kctx;
-/* cpu.c: the count_nonfinite operands a prepared program's fused kernels
- * count as they store them (the backend's program state; tests). */
-int rt_cpu_folded_counts(const void *state);
 
 typedef int (*kernel_fn)(const rt_kctx *k);
 void rt_kerr(const rt_kctx *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -782,10 +782,30 @@ static void group_case(const char *name, const int64_t *sizes, int n) {
   run_case(name, g, 0, NULL);
 }
 
+/* ... with {nonfinite} (fuse-elementwise's fold of the trainer's count):
+ * each member counts the NaNs of log(#0) (about half its elements) as it
+ * stores them, over 1 to 1024 blocks (the partials and the last block's
+ * ticket), the count equal to the cpu's chunked count. */
+static void group_count_case(const char *name, const int64_t *sizes, int n) {
+  ir_graph *g = new_graph();
+  begin_case();
+  ir_value *scale = input(g, T(IR_DT_F64, 0));
+  static const int64_t which[1] = {1};
+  ir_attr e[2] = {ir_attr_str("expr", "(mul (add $0 (cast f32 $1)) $2); (log #0)"), ir_attr_ints("nonfinite", which, 1)};
+  for (int k = 0; k < n; k++) {
+    ir_value *ins[3] = {input(g, T(IR_DT_F32, 1, sizes[k])), scale, input(g, T(IR_DT_F32, 1, sizes[k]))};
+    node(g, IR_OP_FUSED, ins, 3, e, 2, NULL);
+  }
+  run_case(name, g, 0, NULL);
+}
+
 static void test_groups(void) {
-  static const int64_t odd[3] = {37, 1000, 3}, even[2] = {64, 128};
+  static const int64_t odd[3] = {37, 1000, 3}, even[2] = {64, 128}, big[3] = {300000, 37, 5000};
   group_case("multi-tensor group, odd sizes", odd, 3);
   group_case("multi-tensor group, vectorized", even, 2);
+  group_count_case("multi-tensor group counting, odd sizes", odd, 3);
+  group_count_case("multi-tensor group counting, many blocks", big, 3);
+  group_count_case("multi-tensor group counting, one member", big + 2, 1);
   /* the lowering: one kernel for the three nodes, the first two steps deferred */
   ir_graph *g = ir_graph_new("group", "group.tg");
   ir_value *scale = ir_graph_add_input(g, "s", T(IR_DT_F64, 0), here());

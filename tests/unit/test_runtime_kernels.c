@@ -34,6 +34,7 @@
 #include "check.h"
 #include "testgraph.h"
 #include "kernels.h"
+#include "pass.h"
 #include "runtime.h"
 #include "scalar.h"
 
@@ -746,24 +747,29 @@ static void test_count_nonfinite_long(void) {
   }
 }
 
-/* The count folded into its producer (cpu.c's prepare, kern_fused.c): a
+/* The count folded into its producer (pass_fold_counts, kern_fused.c): a
  * count_nonfinite over two results of one fused node (f32, and bf16 that
  * overflows only as stored), over a fused node that is one conversion (the
  * fast cast pass, which must count too) and over an input it must still
- * read. prepare folds the three; the count run through a program equals the elements of
- * the results, computed here from the definitions, and of the input that
- * are Inf or NaN. Rows longer than a chunk, split between threads. */
+ * read. The pass gives the two fused nodes {nonfinite} and an i64[] result
+ * each, the count reading those and the input; the count run, before the
+ * pass and after it, equals the elements of the results, computed here
+ * from the definitions, and of the input that are Inf or NaN. Rows longer
+ * than a chunk, split between threads. */
 static void test_count_folded(void) {
   const int64_t R = 9, C = 1300;
   tcase c;
   tc_begin(&c, "count folded");
-  ir_value *ops[2] = {tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0), tc_input(&c, T(IR_DT_F32, 1, D(C)), 0, 1, 0)};
+  ir_value *ops[2] = {tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0), tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0)};
   tc_input(&c, T(IR_DT_F32, 2, D(R), D(C)), 0, 1, 0);
   rt_tensor *x = c.tin[0], *y = c.tin[1], *z = c.tin[2];
   rt_tensor_set(x, 3, NAN), rt_tensor_set(x, 2 * C + 700, INFINITY), rt_tensor_set(x, 5 * C + 1299, -INFINITY);
-  rt_tensor_set(x, 4 * C + 10, 3e38), rt_tensor_set(y, 10, 1.5f); /* x y overflows f32 */
-  rt_tensor_set(x, 6 * C + 20, 3.4e38), rt_tensor_set(y, 20, 1);   /* x / y: finite f32, Inf as bf16 */
-  rt_tensor_set(y, 600, 0);                                       /* x / 0: Inf in every row */
+  for (int64_t r = 0; r < R; r++) {
+    rt_tensor_set(y, r * C + 10, 1.5f); /* x y overflows f32 (row 4) */
+    rt_tensor_set(y, r * C + 20, 1);    /* x / y: finite f32, Inf as bf16 (row 6) */
+    rt_tensor_set(y, r * C + 600, 0);   /* x / 0: Inf in every row */
+  }
+  rt_tensor_set(x, 4 * C + 10, 3e38), rt_tensor_set(x, 6 * C + 20, 3.4e38);
   rt_tensor_set(z, 7, NAN), rt_tensor_set(z, R * C - 1, INFINITY);
   char err[512];
   ir_attr ex = ir_attr_str("expr", "(mul $0 $1);(cast bf16 (div $0 $1))");
@@ -793,24 +799,41 @@ static void test_count_folded(void) {
   ir_diag *dg = ir_diag_new(stderr);
   CHECK_EQ_INT(ir_verify(c.g, dg), 0);
   ir_diag_free(dg);
-  void *state = NULL;
-  CHECK_EQ_INT(rt_cpu_backend.prepare(NULL, c.g, NULL, NULL, 0, &state, err, sizeof err), 0);
-  CHECK_EQ_INT(rt_cpu_folded_counts(state), 3);
-  rt_cpu_backend.release(NULL, state);
   double want = 0;
   for (int64_t i = 0; i < R * C; i++) {
-    double a = rt_tensor_get(x, i), b = rt_tensor_get(y, i % C);
+    double a = rt_tensor_get(x, i), b = rt_tensor_get(y, i);
     double r0 = ir_round_to_dtype(IR_DT_F32, a * b);
     double r1 = ir_round_to_dtype(IR_DT_BF16, ir_round_to_dtype(IR_DT_F32, a / b));
     want += !isfinite(r0) + !isfinite(r1) + !isfinite(rt_tensor_get(z, i));
     want += !isfinite(ir_round_to_dtype(IR_DT_BF16, a));
   }
   CHECK(want == R + 14); /* the planted ones */
-  rt_stats st = {0};
-  int rc = rt_run(&rt_cpu_backend, c.g, c.tin, NULL, c.out, &st, err, sizeof err);
-  if (rc != 0) fprintf(stderr, "count folded: %s\n", err);
-  CHECK_EQ_INT(rc, 0);
-  if (rc == 0) compare("count folded", c.out[0], &want, 0);
+  for (int folded = 0; folded < 2; folded++) {
+    if (folded) {
+      CHECK_EQ_INT(pass_fold_counts(c.g), 0);
+      ir_graph_compact(c.g);
+      dg = ir_diag_new(stderr);
+      CHECK_EQ_INT(ir_verify(c.g, dg), 0);
+      ir_diag_free(dg);
+      const ir_node *count = c.g->outputs[0].value->def;
+      CHECK_EQ_INT(count->n_in, 3); /* f's count, z, fc's count */
+      int counts = 0;
+      for (int j = 0; j < count->n_in; j++) {
+        const ir_node *p = count->in[j]->def;
+        if (count->in[j]->type.dtype != IR_DT_I64) continue;
+        counts++;
+        CHECK(p && p->op == IR_OP_FUSED && count->in[j] == p->out[p->n_out - 1]);
+        const ir_attr *nf = p ? ir_node_attr(p, "nonfinite") : NULL;
+        CHECK(nf && nf->kind == IR_ATTR_INTS && nf->n == (p->n_out == 3 ? 2 : 1));
+      }
+      CHECK_EQ_INT(counts, 2);
+    }
+    rt_stats st = {0};
+    int rc = rt_run(&rt_cpu_backend, c.g, c.tin, NULL, c.out, &st, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "count folded: %s\n", err);
+    CHECK_EQ_INT(rc, 0);
+    if (rc == 0) compare(folded ? "count folded" : "count read", c.out[0], &want, 0);
+  }
   tc_end(&c);
 }
 
