@@ -16,7 +16,9 @@
  * (uniform, e.g. the step size), whose results are contiguous, that read
  * nothing another member writes, and whose live buffers (the plan's
  * places) do not overlap another member's: computing them at once is then
- * the same as one after another. Every step but the last is deferred
+ * the same as one after another. The rule is analysis's pass_group_size
+ * (analysis/launches.c), which cg_lower asks and the cost model counts
+ * launches by: one copy. Every step but the last is deferred
  * (cg_step.deferred: the backend keeps its addresses); the last launches
  * the kernel, its arguments reaching back to the deferred steps
  * (cg_ref.back). At most 32 tensors per launch, so the pointers stay under
@@ -27,78 +29,11 @@
 
 #include "emit.h"
 
-enum { THREADS = 256, MAX_MEMBERS = 32, MAX_PTRS = 480 };
+enum { THREADS = 256 };
 
 static const ir_attr *expr_attr(const ir_node *n) {
   const ir_attr *a = n->op == IR_OP_FUSED ? ir_node_attr(n, "expr") : NULL;
   return a && a->expr && a->s ? a : NULL;
-}
-
-/* A fused node the group kernel can run: results contiguous of one shape,
- * operands of that shape or single elements. */
-static bool eligible(const ir_node *n) {
-  if (!expr_attr(n) || n->n_out < 1 || n->n_in + n->n_out > 24) return false;
-  const ir_type *o = &n->out[0]->type;
-  if (cg_numel(o) < 1) return false;
-  for (int r = 1; r < n->n_out; r++)
-    if (cg_numel(&n->out[r]->type) != cg_numel(o)) return false;
-  for (int i = 0; i < n->n_in; i++) {
-    int64_t k = cg_numel(&n->in[i]->type);
-    if (k != 1 && (k != cg_numel(o) || !ir_type_equal(&n->in[i]->type, o))) return false;
-  }
-  return true;
-}
-
-static bool same_kind(const cg_ctx *c, const ir_node *a, const ir_node *b) {
-  if (!eligible(b) || a->n_in != b->n_in || a->n_out != b->n_out || strcmp(expr_attr(a)->s, expr_attr(b)->s) != 0)
-    return false;
-  for (int i = 0; i < a->n_in; i++)
-    if (a->in[i]->type.dtype != b->in[i]->type.dtype ||
-        (cg_numel(&a->in[i]->type) == 1) != (cg_numel(&b->in[i]->type) == 1))
-      return false;
-  for (int r = 0; r < a->n_out; r++) /* and one store pattern: the same results live */
-    if (a->out[r]->type.dtype != b->out[r]->type.dtype || cg_value_live(c, a->out[r]) != cg_value_live(c, b->out[r]))
-      return false;
-  return true;
-}
-
-/* Byte ranges of two values' places overlap. */
-static bool overlap(const pass_plan *p, const ir_value *x, const ir_value *y) {
-  const pass_loc *a = &p->loc[x->id], *b = &p->loc[y->id];
-  if (a->space != b->space || a->space == PASS_SPACE_NONE) return false;
-  if (a->space != PASS_SPACE_ARENA && a->index != b->index) return false;
-  return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
-}
-
-/* Member b may run together with member a: neither writes what the other touches. */
-static bool independent(const cg_ctx *c, const ir_node *a, const ir_node *b) {
-  for (int k = 0; k < 2; k++) {
-    const ir_node *w = k ? b : a, *o = k ? a : b;
-    for (int r = 0; r < w->n_out; r++) {
-      if (!cg_value_live(c, w->out[r])) continue; /* dead results are not stored */
-      for (int i = 0; i < o->n_in; i++)
-        if (o->in[i] == w->out[r] || overlap(c->plan, w->out[r], o->in[i])) return false;
-      for (int s = 0; s < o->n_out; s++)
-        if (cg_value_live(c, o->out[s]) && overlap(c->plan, w->out[r], o->out[s])) return false;
-    }
-  }
-  return true;
-}
-
-int cg_group_size(cg_ctx *c, int step) {
-  const pass_plan *p = c->plan;
-  const ir_node *first = c->g->nodes[p->steps[step].node];
-  if (p->steps[step].view || !eligible(first)) return 1;
-  int n = 1, ptrs = first->n_in + first->n_out;
-  while (step + n < p->n_steps && n < MAX_MEMBERS && (n + 1) * ptrs <= MAX_PTRS) {
-    const ir_node *m = c->g->nodes[p->steps[step + n].node];
-    if (p->steps[step + n].view || !same_kind(c, first, m)) break;
-    bool ok = true;
-    for (int k = 0; ok && k < n; k++) ok = independent(c, c->g->nodes[p->steps[step + k].node], m);
-    if (!ok) break;
-    n++;
-  }
-  return n;
 }
 
 int cg_emit_group(cg_ctx *c, int first, int count) {

@@ -525,7 +525,7 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
     c.step = s;
     p->steps[s].first_action = p->n_actions;
     if (plan->steps[s].view || mesh_step(n->op)) continue;
-    int group = cg_group_size(&c, s);
+    int group = pass_group_size(g, plan, c.uses, c.n_uses, s); /* analysis/launches.c */
     if (group > 1) { /* a multi-tensor launch at the group's last step */
       for (int k = 1; k < group; k++) p->steps[s + k].first_action = p->n_actions;
       if (cg_emit_group(&c, s, group) != 0) break;

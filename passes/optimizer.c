@@ -153,6 +153,17 @@ int pass_update_flops(const ir_graph *model, pass_optimizer_kind kind, double *f
   return 0;
 }
 
+ir_graph *pass_update_program(const ir_graph *model, const pass_optimizer *opt, ir_diag *d) {
+  ir_graph *u = pass_build_update_for_training(model, opt, 1, true, false, 0, false, NULL, NULL, d);
+  static const pass_id fuse[] = {PASS_FUSE_ELEMENTWISE}; /* as training.c fuses its update */
+  pass_options uo = {.diag = d};
+  if (u && pass_run_pipeline(u, fuse, 1, &uo) != 0) {
+    ir_graph_free(u);
+    return NULL;
+  }
+  return u;
+}
+
 ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
                                          bool loss, bool accuracy, double positions, bool skip_overflow,
                                          const ir_dtype *grad_dtype, const ir_dtype *copy_dtype, ir_diag *d) {
