@@ -266,10 +266,10 @@ void pass_plan_print(FILE *out, const ir_graph *g, const pass_plan *p);
  * The multi-tensor launch: how many consecutive plan steps from `step`
  * run as one kernel (codegen/emit_group.c lowers by it; 1: the step
  * alone): fused nodes of one expression text, operand and result dtypes
- * and stored results, each operand of the results' shape or one element,
- * whose live places (the plan's) do not overlap another member's and that
- * read nothing another member writes; at most 32 members and 480
- * pointers. uses: ir_use_counts(g) of n_uses (a result nothing reads is
+ * and stored results, each operand of the results' shape (in any dtype) or
+ * one element, whose live places (the plan's) do not overlap another
+ * member's and that read nothing another member writes; at most 32
+ * members and 480 pointers. uses: ir_use_counts(g) of n_uses (a result nothing reads is
  * not stored); NULL: every result is. */
 int pass_group_size(const ir_graph *g, const pass_plan *p, const int *uses, int n_uses, int step);
 /* The pieces a CUDA graph run cuts the program of g into

@@ -271,8 +271,16 @@ static bool stored(const int *uses, int n_uses, const ir_value *v) {
   return !uses || v->id < 0 || v->id >= n_uses || uses[v->id] > 0;
 }
 
+static bool same_shape(const ir_type *a, const ir_type *b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
 /* A fused node the group kernel can run: results contiguous of one shape,
- * operands of that shape or single elements. */
+ * operands of that shape (in any dtype: mixed precision's update reads a
+ * bf16 gradient beside f32 state) or single elements. */
 static bool group_eligible(const ir_node *n) {
   if (!group_expr(n) || n->n_out < 1 || n->n_in + n->n_out > 24) return false;
   const ir_type *o = &n->out[0]->type;
@@ -281,7 +289,7 @@ static bool group_eligible(const ir_node *n) {
     if (ir_type_numel(&n->out[r]->type) != ir_type_numel(o)) return false;
   for (int i = 0; i < n->n_in; i++) {
     int64_t k = ir_type_numel(&n->in[i]->type);
-    if (k != 1 && (k != ir_type_numel(o) || !ir_type_equal(&n->in[i]->type, o))) return false;
+    if (k != 1 && (k != ir_type_numel(o) || !same_shape(&n->in[i]->type, o))) return false;
   }
   return true;
 }
