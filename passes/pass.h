@@ -212,13 +212,6 @@ int pass_update_flops(const ir_graph *model, pass_optimizer_kind kind, double *f
 ir_graph *pass_build_update_for_training(const ir_graph *model, const pass_optimizer *opt, int micro_batches,
                                          bool loss, bool accuracy, double positions, bool skip_overflow,
                                          const ir_dtype *grad_dtype, const ir_dtype *copy_dtype, ir_diag *d);
-/* The update program `tgc stats` counts the device calls of: the training
- * program's update graph for model's parameters (one micro-batch, the loss
- * logged, the non-finite count; no accuracy, no loss scaling, gradients in
- * the parameters' dtypes) fused as pass_build_train fuses it
- * (fuse-elementwise: one fused node per parameter, the multi-tensor norm
- * and checks). NULL after reporting through d. */
-ir_graph *pass_update_program(const ir_graph *model, const pass_optimizer *opt, ir_diag *d);
 
 /* ---- mixed precision (mixed_precision.c) ----
  * Makes a model compute in dt (bf16 or f16) with its parameters and float

@@ -28,17 +28,17 @@
  * executor's zero-fills, step by step. Also checked: a view step (reshape) is 0 on
  * both sides and has no action, and the totals agree.
  *
- * The optimizer's update program (pass_update_program: Adam with clipping,
- * as `tgc train` runs it, on the parameters of each training graph),
- * planned and lowered the same way: its multi-tensor groups found by
- * analysis's pass_group_size (the rule codegen/emit_group.c lowers by) are
- * exactly the lowered program's (a group's last step holds its one kernel,
- * the others are deferred with no action), every other step's device calls
- * are pass_node_launches, and pass_program_calls_of's total (what `tgc
- * stats` reports as the update's device calls) is the program's action
- * count; the update must have groups (gpt2-124m's 2 layers: 28 parameters
- * in one kernel), so the check keeps covering the rule. Same for the step
- * program's total.
+ * The training program `tgc train` builds of each model (pass_build_train:
+ * Adam with clipping, one micro-batch, mixed precision in the bf16 cases),
+ * its step and update planned and lowered the same way: the multi-tensor
+ * groups analysis's pass_group_size finds (the rule codegen/emit_group.c
+ * lowers by) are exactly the lowered program's (a group's last step holds
+ * its one kernel, the others are deferred with no action), every other
+ * step's device calls are pass_node_launches, and pass_program_calls_of's
+ * total (what `tgc stats` reports per training step) is the program's
+ * action count. The update must have groups (mixed precision's too: bf16
+ * gradients beside f32 state), so the check keeps covering the rule. The
+ * costed graph's total is checked the same way.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -199,19 +199,26 @@ static void compare(const char *file, const char *config, const fe_define *defs,
   if (acts) CHECK(got_launches >= p->n_launches + p->n_gemms + p->n_memsets + p->n_copies);
   free(acts);
   if (p) compare_program(file, "step", g, plan, p);
-  /* the optimizer's update program: Adam with clipping, as tgc train runs it */
-  pass_optimizer opt = pass_optimizer_defaults(PASS_OPT_ADAM);
-  opt.clip_norm = 1.0;
-  ir_graph *u = pass_update_program(g, &opt, d);
-  CHECK(u != NULL);
-  pass_plan *uplan = u ? pass_memplan(u, NULL) : NULL;
-  cg_program *up = uplan ? cg_lower(u, uplan, NULL, err, sizeof err) : NULL;
-  if (u && !up) fprintf(stderr, "%s update: %s\n", file, uplan ? err : "no plan");
-  CHECK(up != NULL);
-  int groups = up ? compare_program(file, "update", u, uplan, up) : 0;
+  /* the training program tgc train builds of the model (compiled again): Adam with clipping, mixed
+   * precision in the bf16 cases; its step and update programs */
+  ir_graph *m = fe_compile(file, text, len, &fo, d);
+  CHECK(m != NULL);
+  pass_train_options tr = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = 1, .targets_input = -1,
+                           .passes = &po, .mixed_precision = dtype >= 0, .compute_dtype = dtype >= 0 ? (ir_dtype)dtype : IR_DT_F32};
+  tr.opt.clip_norm = 1.0;
+  pass_training *t = m ? pass_build_train(m, &tr) : NULL;
+  CHECK(t != NULL);
+  pass_plan *uplan = t ? pass_memplan(t->update, NULL) : NULL, *splan = t ? pass_memplan(t->step, NULL) : NULL;
+  cg_program *up = uplan ? cg_lower(t->update, uplan, NULL, err, sizeof err) : NULL;
+  if (t && !up) fprintf(stderr, "%s update: %s\n", file, uplan ? err : "no plan");
+  cg_program *sp = splan ? cg_lower(t->step, splan, NULL, err, sizeof err) : NULL;
+  if (t && !sp) fprintf(stderr, "%s training step: %s\n", file, splan ? err : "no plan");
+  CHECK(up != NULL && sp != NULL);
+  int groups = up ? compare_program(file, "update", t->update, uplan, up) : 0;
   CHECK(groups > 0);
+  if (sp) compare_program(file, "training step", t->step, splan, sp);
   pass_program_calls uc = {0};
-  if (uplan) pass_program_calls_of(u, uplan, &uc);
+  if (uplan) pass_program_calls_of(t->update, uplan, &uc);
   CHECK(views > 0);
   if (want_shared) CHECK(shared > 0);
   CHECK(cost_total == low_total);
@@ -221,8 +228,10 @@ static void compare(const char *file, const char *config, const fe_define *defs,
          plan ? plan->n_steps : 0, views, p ? p->n_kernels : 0, p ? p->n_gemms : 0, low_total, cost_total, got_launches,
          want_launches, shared, uplan ? uplan->n_steps : 0, pass_launch_total(uc.launches), uc.groups, uc.grouped_nodes);
   cg_program_free(up);
+  cg_program_free(sp);
   pass_plan_free(uplan);
-  ir_graph_free(u);
+  pass_plan_free(splan);
+  pass_training_free(t);
   cg_program_free(p);
   pass_plan_free(plan);
   ir_graph_free(g);
