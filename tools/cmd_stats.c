@@ -210,8 +210,9 @@ static int count_programs(const tool_compile_opts *o, int dtype_arg, const pass_
     free(text);
     return -1;
   }
-  ir_diag *q = ir_diag_new(stderr); /* the costed graph was built from the same model: its errors are reported */
+  ir_diag *q = ir_diag_new(stderr); /* quiet: a model tgc train does not train is still costed */
   ir_diag_set_max_errors(q, 0);
+  ir_diag_set_quiet(q, true);
   pass_options po = {.diag = q, .checkpoint = o->checkpoint, .disabled = o->pass_disabled, .zero = o->zero,
                      .tp_search = !o->tp_megatron, .tp_layouts = tpl};
   pass_train_options to = {.opt = pass_optimizer_defaults(s->opt), .micro_batches = 1, .targets_input = -1,
@@ -228,7 +229,7 @@ static int count_programs(const tool_compile_opts *o, int dtype_arg, const pass_
   ir_diag_free(q);
   free(text);
   if (!t) {
-    s->programs_why = "tgc train builds no training program of this model";
+    s->programs_why = "tgc train builds no training program of this model; tgc train FILE says why";
     return 0;
   }
   pass_plan *sp = pass_memplan(t->step, NULL), *up = pass_memplan(t->update, NULL);
