@@ -262,6 +262,47 @@ int pass_plan_check_comm(const ir_graph *g, const pass_plan *p, char *why, size_
 /* One line per result: step, name, bytes, where, lifetime, view / in place / zeroed. */
 void pass_plan_print(FILE *out, const ir_graph *g, const pass_plan *p);
 
+/* ---- launches.c: what a lowered program issues, over its memory plan ----
+ * The multi-tensor launch: how many consecutive plan steps from `step`
+ * run as one kernel (codegen/emit_group.c lowers by it; 1: the step
+ * alone): fused nodes of one expression text, operand and result dtypes
+ * and stored results, each operand of the results' shape (in any dtype) or
+ * one element, whose live places (the plan's) do not overlap another
+ * member's and that read nothing another member writes; at most 32
+ * members and 480 pointers. uses: ir_use_counts(g) of n_uses (a result nothing reads is
+ * not stored); NULL: every result is. */
+int pass_group_size(const ir_graph *g, const pass_plan *p, const int *uses, int n_uses, int step);
+/* Whether fused node n can be a member of a multi-tensor group: results
+ * of one element count (a {nonfinite} count aside), operands of that shape
+ * in any dtype or one element, at most 24 pointers. */
+bool pass_group_eligible(const ir_node *n);
+/* The pieces a CUDA graph run cuts the program of g into
+ * (runtime/cuda/backend.c captures by them): in plan order, each
+ * collective step (ir_op_on_mesh_axis) a piece of its own, run by the host;
+ * each maximal run of other steps between two a piece captured as one
+ * graph, one cuGraphLaunch a run. A piece is the plan steps [first, end)
+ * (view steps have no action: they cut nothing and start no piece).
+ * Writes them into pieces (NULL: only counts; room for p->n_steps) and
+ * returns how many. */
+typedef struct {
+  int first, end;
+  bool collective;
+} pass_piece;
+int pass_graph_pieces(const ir_graph *g, const pass_plan *p, pass_piece *pieces);
+/* What one run of the lowered program of g issues: the device calls of
+ * every step (pass_node_launches; a multi-tensor group one kernel), the
+ * collectives, and the segments a CUDA graph run launches (pieces without
+ * a collective): with graphs the host issues segments + collectives calls
+ * a run. 0, or -1 out of memory. */
+typedef struct {
+  pass_launches launches;     /* the device calls without graphs (pass_launch_total) */
+  int groups, grouped_nodes;  /* multi-tensor launches, and the steps they run */
+  int collectives;            /* collective actions: the comm layer's calls, and */
+  int mesh_slices;            /* ... of them mesh_slice (a rank's slice of a whole value: no communication) */
+  int segments;               /* graphs a run launches */
+} pass_program_calls;
+int pass_program_calls_of(const ir_graph *g, const pass_plan *p, pass_program_calls *c);
+
 /* What the plan of g (without donation) holds over time. */
 typedef struct {
   size_t peak_bytes;                     /* the largest sum of live buffers (exact sizes) */
@@ -335,13 +376,16 @@ void pass_param_groups(const ir_graph *g, pass_param_group *groups);
  * target a node takes max(its roofline time, its device calls x the
  * target's launch time) (a kernel issued back to back takes at least
  * that), and the time of each phase (the optimizer's: its update as one fused
- * pass over parameters, gradients and state), of the step, and its MFU. */
+ * pass over parameters, gradients and state, at least its update_launches x
+ * the launch time), of the step, and its MFU. */
 typedef struct {
   const pass_target *target;  /* NULL: FLOPs and bytes only */
   size_t elem_bytes;          /* the target's peak for elements of this size */
   double optimizer_flops;     /* the update's (pass_update_flops) */
   pass_train_memory memory;   /* what the update reads and writes */
   double params, tokens;      /* for MFU: parameter elements, tokens per step (0: unknown) */
+  double update_launches;     /* device calls of the update program (pass_program_calls_of; 0: not counted):
+                               * the update takes at least them x the target's launch time */
 } pass_step_costing;
 typedef struct {
   const ir_node *n;
@@ -361,8 +405,10 @@ typedef struct {
   pass_roofline_kind kinds[IR_NUM_OPS];
   double peak;                /* FLOP/s; 0 without a target */
   double phase_time[PASS_NUM_PHASES], step_time, mfu;
-  double launches;            /* device calls of the step's nodes (the optimizer's update not counted) */
-  double launch_time;         /* what the launch floor adds to the nodes' roofline times */
+  double launches;            /* device calls of the step's nodes (the optimizer's update: update_launches) */
+  double launch_time;         /* what the launch floor adds to the nodes' roofline times and the update's */
+  double update_launches;     /* the costing's */
+  bool update_launch_bound;   /* the update's time is its calls x the launch time, above its roofline */
 } pass_roofline;
 void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofline *r);
 void pass_roofline_free(pass_roofline *r);

@@ -34,12 +34,24 @@
  *   reshape (a view), communication ops, grad: 0 (collectives are the comm layer's)
  * and every result of an IR_OPF_ZEROED node (numel > 0) one zero-fill more
  * (runtime/exec.c fills it before the kernel).
- * Not counted: the multi-tensor launch codegen makes of consecutive fused
- * nodes with one expression (codegen/emit_group.c: the optimizer's update,
- * which `tgc stats` costs as one fused pass anyway), and the products
- * linear_cross_entropy's epilogue fallbacks would run on a cuBLASLt with
- * no algorithm for an epilogue (a run-time choice).
+ * Not counted: the products linear_cross_entropy's epilogue fallbacks
+ * would run on a cuBLASLt with no algorithm for an epilogue (a run-time
+ * choice).
+ *
+ * A whole program (pass_program_calls_of) reads its memory plan too:
+ *  - the multi-tensor launch: a run of consecutive plan steps whose fused
+ *    nodes share one expression runs as one kernel (pass_group_size, the
+ *    rule codegen/emit_group.c lowers by; the optimizer's update is such
+ *    runs, up to 32 parameters each);
+ *  - the pieces a CUDA graph run cuts the program into (pass_graph_pieces,
+ *    the rule runtime/cuda/backend.c captures by): a collective is a piece
+ *    of its own, run by the host between graph launches; each maximal run
+ *    of other steps between two collectives is one captured graph, one
+ *    cuGraphLaunch a run. View steps have no action and cut nothing.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "analysis.h"
 
 /* ---- products (codegen/emit_gemm.c lowers by these) ---- */
@@ -243,3 +255,150 @@ pass_launches pass_node_launches(const ir_node *n) {
 }
 
 double pass_launch_total(pass_launches l) { return l.kernels + l.products + l.stream_ops; }
+
+/* ---- the multi-tensor launch (codegen/emit_group.c lowers by it) ---- */
+
+enum { GROUP_MAX_MEMBERS = 32, GROUP_MAX_PTRS = 480 }; /* the pointers stay under 4 KiB of kernel parameters */
+
+static const ir_attr *group_expr(const ir_node *n) {
+  const ir_attr *a = n->op == IR_OP_FUSED ? ir_node_attr(n, "expr") : NULL;
+  return a && a->expr && a->s ? a : NULL;
+}
+
+/* A result the lowering stores: some node reads it or it is an output
+ * (codegen's cg_value_live; no counts: every result). */
+static bool stored(const int *uses, int n_uses, const ir_value *v) {
+  return !uses || v->id < 0 || v->id >= n_uses || uses[v->id] > 0;
+}
+
+static bool same_shape(const ir_type *a, const ir_type *b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
+/* A fused node the group kernel can run: results contiguous of one shape,
+ * operands of that shape (in any dtype: mixed precision's update reads a
+ * bf16 gradient beside f32 state) or single elements. */
+bool pass_group_eligible(const ir_node *n) {
+  int results = n->n_out - (ir_node_attr(n, "nonfinite") != NULL); /* a {nonfinite} count is one more, i64[] */
+  if (!group_expr(n) || results < 1 || n->n_in + n->n_out > 24) return false;
+  const ir_type *o = &n->out[0]->type;
+  if (ir_type_numel(o) < 1) return false;
+  for (int r = 1; r < results; r++)
+    if (ir_type_numel(&n->out[r]->type) != ir_type_numel(o)) return false;
+  for (int i = 0; i < n->n_in; i++) {
+    int64_t k = ir_type_numel(&n->in[i]->type);
+    if (k != 1 && (k != ir_type_numel(o) || !same_shape(&n->in[i]->type, o))) return false;
+  }
+  return true;
+}
+
+static bool group_same_kind(const int *uses, int n_uses, const ir_node *a, const ir_node *b) {
+  /* a {nonfinite} count is one more result: members with and without one
+   * mix (tp: the count reads some parameters through a mesh slice), those
+   * with one counting the same results */
+  const ir_attr *ca = ir_node_attr(a, "nonfinite"), *cb = ir_node_attr(b, "nonfinite");
+  int ra = a->n_out - (ca != NULL), rb = b->n_out - (cb != NULL);
+  if (!pass_group_eligible(b) || a->n_in != b->n_in || ra != rb || strcmp(group_expr(a)->s, group_expr(b)->s) != 0)
+    return false;
+  if (ca && cb && (ca->kind != cb->kind || ca->n != cb->n || memcmp(ca->ints, cb->ints, sizeof(int64_t) * (size_t)ca->n)))
+    return false;
+  for (int i = 0; i < a->n_in; i++)
+    if (a->in[i]->type.dtype != b->in[i]->type.dtype ||
+        (ir_type_numel(&a->in[i]->type) == 1) != (ir_type_numel(&b->in[i]->type) == 1))
+      return false;
+  for (int r = 0; r < ra; r++) /* and one store pattern: the same results stored */
+    if (a->out[r]->type.dtype != b->out[r]->type.dtype ||
+        stored(uses, n_uses, a->out[r]) != stored(uses, n_uses, b->out[r]))
+      return false;
+  return true;
+}
+
+/* Byte ranges of two values' places overlap. */
+static bool places_overlap(const pass_plan *p, const ir_value *x, const ir_value *y) {
+  const pass_loc *a = &p->loc[x->id], *b = &p->loc[y->id];
+  if (a->space != b->space || a->space == PASS_SPACE_NONE) return false;
+  if (a->space != PASS_SPACE_ARENA && a->index != b->index) return false;
+  return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+}
+
+/* Member b may run together with member a: neither writes what the other touches. */
+static bool group_independent(const pass_plan *p, const int *uses, int n_uses, const ir_node *a, const ir_node *b) {
+  for (int k = 0; k < 2; k++) {
+    const ir_node *w = k ? b : a, *o = k ? a : b;
+    for (int r = 0; r < w->n_out; r++) {
+      if (!stored(uses, n_uses, w->out[r])) continue; /* results nothing reads are not stored */
+      for (int i = 0; i < o->n_in; i++)
+        if (o->in[i] == w->out[r] || places_overlap(p, w->out[r], o->in[i])) return false;
+      for (int s = 0; s < o->n_out; s++)
+        if (stored(uses, n_uses, o->out[s]) && places_overlap(p, w->out[r], o->out[s])) return false;
+    }
+  }
+  return true;
+}
+
+int pass_group_size(const ir_graph *g, const pass_plan *p, const int *uses, int n_uses, int step) {
+  const ir_node *first = g->nodes[p->steps[step].node];
+  if (p->steps[step].view || !pass_group_eligible(first)) return 1;
+  int n = 1, ptrs = first->n_in + first->n_out + 1; /* (+1: a member may count) */
+  while (step + n < p->n_steps && n < GROUP_MAX_MEMBERS && (n + 1) * ptrs <= GROUP_MAX_PTRS) {
+    const ir_node *m = g->nodes[p->steps[step + n].node];
+    if (p->steps[step + n].view || !group_same_kind(uses, n_uses, first, m)) break;
+    bool ok = true;
+    for (int k = 0; ok && k < n; k++) ok = group_independent(p, uses, n_uses, g->nodes[p->steps[step + k].node], m);
+    if (!ok) break;
+    n++;
+  }
+  return n;
+}
+
+/* ---- a program's pieces under CUDA graphs (runtime/cuda/backend.c cuts by it) ---- */
+
+int pass_graph_pieces(const ir_graph *g, const pass_plan *p, pass_piece *pieces) {
+  int n = 0;
+  bool last_collective = true; /* the first step with an action starts a piece */
+  for (int s = 0; s < p->n_steps; s++) {
+    if (p->steps[s].view) continue; /* no action */
+    bool coll = ir_op_on_mesh_axis(g->nodes[p->steps[s].node]->op);
+    if (coll || last_collective) {
+      if (pieces) pieces[n] = (pass_piece){s, s + 1, coll};
+      n++;
+    } else if (pieces) pieces[n - 1].end = s + 1;
+    last_collective = coll;
+  }
+  return n;
+}
+
+/* ---- a whole program ---- */
+
+int pass_program_calls_of(const ir_graph *g, const pass_plan *p, pass_program_calls *c) {
+  memset(c, 0, sizeof *c);
+  int n_uses = 0;
+  int *uses = ir_use_counts(g, &n_uses);
+  if (!uses) return -1;
+  for (int s = 0; s < p->n_steps; s++) {
+    const ir_node *n = g->nodes[p->steps[s].node];
+    if (p->steps[s].view) continue;
+    if (ir_op_on_mesh_axis(n->op)) {
+      c->collectives++;
+      c->mesh_slices += n->op == IR_OP_MESH_SLICE;
+      continue;
+    }
+    int group = pass_group_size(g, p, uses, n_uses, s);
+    if (group > 1) { /* one kernel for the run */
+      c->launches.kernels += 1;
+      c->groups++;
+      c->grouped_nodes += group;
+      s += group - 1;
+      continue;
+    }
+    pass_launches l = pass_node_launches(n);
+    c->launches.kernels += l.kernels, c->launches.products += l.products, c->launches.stream_ops += l.stream_ops;
+  }
+  free(uses);
+  int pieces = pass_graph_pieces(g, p, NULL);
+  c->segments = pieces - c->collectives;
+  return 0;
+}

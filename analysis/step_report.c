@@ -17,7 +17,9 @@
  * launch time (targets.def), launch-bound when that is more; the step is
  * the sum over nodes plus the optimizer update as one
  * fused pass that reads parameters, gradients and state (with the master
- * copy) and writes parameters and state.
+ * copy) and writes parameters and state, at least the update program's
+ * device calls (launches.c's pass_program_calls_of, counted by the caller)
+ * x the launch time.
  */
 #include <ctype.h>
 #include <stdlib.h>
@@ -129,7 +131,14 @@ void pass_roofline_of(const ir_graph *g, const pass_step_costing *c, pass_roofli
   if (!t) return;
   const pass_train_memory *m = &c->memory;
   double opt_bytes = 2 * m->params + m->grads + 2 * m->optimizer;
-  r->phase_time[PASS_PHASE_OPTIMIZER] += pass_roofline_seconds(c->optimizer_flops, opt_bytes, r->peak, bw);
+  double update = pass_roofline_seconds(c->optimizer_flops, opt_bytes, r->peak, bw);
+  r->update_launches = c->update_launches;
+  if (c->update_launches * t->launch > update) { /* its multi-tensor launches, norm, checks and scalars */
+    r->launch_time += c->update_launches * t->launch - update;
+    update = c->update_launches * t->launch;
+    r->update_launch_bound = true;
+  }
+  r->phase_time[PASS_PHASE_OPTIMIZER] += update;
   for (int p = 0; p < PASS_NUM_PHASES; p++) r->step_time += r->phase_time[p];
   r->mfu = pass_mfu(c->params, c->tokens, r->step_time, r->peak);
 }

@@ -72,11 +72,9 @@ void cg_kernel_end(cg_ctx *c, int kernel);
 void cg_add_arg(cg_ctx *c, int kernel, cg_ref r);
 /* Some node reads v, or it is a graph output (else a kernel need not store it). */
 bool cg_value_live(const cg_ctx *c, const ir_value *v);
-/* emit_group.c: the number of consecutive steps from step that form a
- * multi-tensor group (1: none), and the group's kernel and launch. */
-/* Steps from `step` that run as one multi-tensor launch (1: alone; -1: a
- * fused node with {nonfinite} that the group kernel cannot run). */
-int cg_group_size(cg_ctx *c, int step);
+/* emit_group.c: the kernel and launch of a multi-tensor group of count
+ * steps from first (analysis's pass_group_size finds them). A fused node
+ * with {nonfinite} always runs so, a group of one too (its count). */
 bool cg_counting_fused(const ir_node *n);
 int cg_emit_group(cg_ctx *c, int first, int count);
 /* Actions of the current step. */

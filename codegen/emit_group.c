@@ -16,7 +16,9 @@
  * (uniform, e.g. the step size), whose results are contiguous, that read
  * nothing another member writes, and whose live buffers (the plan's
  * places) do not overlap another member's: computing them at once is then
- * the same as one after another. Every step but the last is deferred
+ * the same as one after another. The rule is analysis's pass_group_size
+ * (analysis/launches.c), which cg_lower asks and the cost model counts
+ * launches by: one copy. Every step but the last is deferred
  * (cg_step.deferred: the backend keeps its addresses); the last launches
  * the kernel, its arguments reaching back to the deferred steps
  * (cg_ref.back). At most 32 tensors per launch, so the pointers stay under
@@ -27,7 +29,7 @@
 
 #include "emit.h"
 
-enum { THREADS = 256, MAX_MEMBERS = 32, MAX_PTRS = 480 };
+enum { THREADS = 256 };
 
 static const ir_attr *expr_attr(const ir_node *n) {
   const ir_attr *a = n->op == IR_OP_FUSED ? ir_node_attr(n, "expr") : NULL;
@@ -37,85 +39,14 @@ static const ir_attr *expr_attr(const ir_node *n) {
 /* The results the expression computes (a {nonfinite} count is one more). */
 static int expr_results(const ir_node *n) { return n->n_out - (ir_node_attr(n, "nonfinite") != NULL); }
 
-/* A fused node the group kernel can run: results contiguous of one shape,
- * operands of that shape or single elements. */
-static bool eligible(const ir_node *n) {
-  if (!expr_attr(n) || expr_results(n) < 1 || n->n_in + n->n_out > 24) return false;
-  const ir_type *o = &n->out[0]->type;
-  if (cg_numel(o) < 1) return false;
-  for (int r = 1; r < expr_results(n); r++)
-    if (cg_numel(&n->out[r]->type) != cg_numel(o)) return false;
-  for (int i = 0; i < n->n_in; i++) {
-    int64_t k = cg_numel(&n->in[i]->type);
-    if (k != 1 && (k != cg_numel(o) || n->in[i]->type.rank != o->rank ||
-                   memcmp(n->in[i]->type.dims, o->dims, sizeof(int64_t) * (size_t)o->rank) != 0))
-      return false; /* (any dtype: each operand loads its own) */
-  }
-  return true;
-}
-
-static bool same_kind(const cg_ctx *c, const ir_node *a, const ir_node *b) {
-  if (!eligible(b) || a->n_in != b->n_in || a->n_out != b->n_out || strcmp(expr_attr(a)->s, expr_attr(b)->s) != 0)
-    return false;
-  const ir_attr *ca = ir_node_attr(a, "nonfinite"), *cb = ir_node_attr(b, "nonfinite"); /* counting the same results */
-  if (!ca != !cb || (ca && (ca->kind != cb->kind || ca->n != cb->n || memcmp(ca->ints, cb->ints, sizeof(int64_t) * (size_t)ca->n))))
-    return false;
-  for (int i = 0; i < a->n_in; i++)
-    if (a->in[i]->type.dtype != b->in[i]->type.dtype ||
-        (cg_numel(&a->in[i]->type) == 1) != (cg_numel(&b->in[i]->type) == 1))
-      return false;
-  for (int r = 0; r < a->n_out; r++) /* and one store pattern: the same results live */
-    if (a->out[r]->type.dtype != b->out[r]->type.dtype || cg_value_live(c, a->out[r]) != cg_value_live(c, b->out[r]))
-      return false;
-  return true;
-}
-
-/* Byte ranges of two values' places overlap. */
-static bool overlap(const pass_plan *p, const ir_value *x, const ir_value *y) {
-  const pass_loc *a = &p->loc[x->id], *b = &p->loc[y->id];
-  if (a->space != b->space || a->space == PASS_SPACE_NONE) return false;
-  if (a->space != PASS_SPACE_ARENA && a->index != b->index) return false;
-  return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
-}
-
-/* Member b may run together with member a: neither writes what the other touches. */
-static bool independent(const cg_ctx *c, const ir_node *a, const ir_node *b) {
-  for (int k = 0; k < 2; k++) {
-    const ir_node *w = k ? b : a, *o = k ? a : b;
-    for (int r = 0; r < w->n_out; r++) {
-      if (!cg_value_live(c, w->out[r])) continue; /* dead results are not stored */
-      for (int i = 0; i < o->n_in; i++)
-        if (o->in[i] == w->out[r] || overlap(c->plan, w->out[r], o->in[i])) return false;
-      for (int s = 0; s < o->n_out; s++)
-        if (cg_value_live(c, o->out[s]) && overlap(c->plan, w->out[r], o->out[s])) return false;
-    }
-  }
-  return true;
-}
-
 bool cg_counting_fused(const ir_node *n) { return n->op == IR_OP_FUSED && ir_node_attr(n, "nonfinite") != NULL; }
-
-int cg_group_size(cg_ctx *c, int step) {
-  const pass_plan *p = c->plan;
-  const ir_node *first = c->g->nodes[p->steps[step].node];
-  if (p->steps[step].view || !eligible(first)) return cg_counting_fused(first) ? -1 : 1;
-  int n = 1, ptrs = first->n_in + first->n_out;
-  while (step + n < p->n_steps && n < MAX_MEMBERS && (n + 1) * ptrs <= MAX_PTRS) {
-    const ir_node *m = c->g->nodes[p->steps[step + n].node];
-    if (p->steps[step + n].view || !same_kind(c, first, m)) break;
-    bool ok = true;
-    for (int k = 0; ok && k < n; k++) ok = independent(c, c->g->nodes[p->steps[step + k].node], m);
-    if (!ok) break;
-    n++;
-  }
-  return n;
-}
 
 int cg_emit_group(cg_ctx *c, int first, int count) {
   const pass_plan *p = c->plan;
   const ir_node *n0 = c->g->nodes[p->steps[first].node];
   const ir_expr *e = expr_attr(n0)->expr;
-  const ir_attr *nf = ir_node_attr(n0, "nonfinite"); /* the last result counts these results' Inf / NaN */
+  const ir_attr *nf = NULL; /* a member's last result counts these results' Inf / NaN (members may not count) */
+  for (int m = 0; m < count && !nf; m++) nf = ir_node_attr(c->g->nodes[p->steps[first + m].node], "nonfinite");
   int ni = n0->n_in, no = expr_results(n0);
   unsigned counted = 0;
   for (int i = 0; nf && i < nf->n; i++) counted |= 1u << nf->ints[i];
@@ -211,13 +142,14 @@ int cg_emit_group(cg_ctx *c, int first, int count) {
     const ir_node *nm = c->g->nodes[p->steps[first + m].node];
     int64_t len = cg_numel(&nm->out[0]->type), blocks = cg_blocks(len / W, THREADS);
     if (blocks > 1024) blocks = 1024;
+    bool counts = cg_counting_fused(nm);
     cg_src(c, "  %sif (b < %lldLL) {  // %%%s: %lld elements\n    %s%s_elems(", m ? "else " : "", (long long)(start + blocks),
-           nm->out[no - 1]->name, (long long)len, nf ? "const unsigned long long bad = tgc_block_sum(" : "", kname);
+           nm->out[no - 1]->name, (long long)len, counts ? "const unsigned long long bad = tgc_block_sum(" : "", kname);
     for (int i = 0; i < ni; i++) cg_src(c, "m%d_in%d, ", m, i);
     for (int r = 0; r < no; r++) cg_src(c, "m%d_out%d, ", m, r);
     cg_src(c, "%lldLL, (b - %lldLL) * %d + threadIdx.x, %lldLL)%s;\n", (long long)len, (long long)start, THREADS,
-           (long long)(blocks * THREADS), nf ? ", scratch)" : "");
-    if (nf)
+           (long long)(blocks * THREADS), counts ? ", scratch)" : "");
+    if (counts)
       cg_src(c,
              "    if (tgc_thread_rank() == 0) {\n      %s_part[b] = bad;\n      __threadfence();\n"
              "      if (atomicAdd(&%s_ticket[%d], 1u) == %lldu) {  // the member's last block\n"

@@ -525,8 +525,8 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
     c.step = s;
     p->steps[s].first_action = p->n_actions;
     if (plan->steps[s].view || mesh_step(n->op)) continue;
-    int group = cg_group_size(&c, s);
-    if (group < 0) {
+    int group = pass_group_size(g, plan, c.uses, c.n_uses, s); /* analysis/launches.c */
+    if (cg_counting_fused(n) && !pass_group_eligible(n)) {
       cg_fail(&c, "a fused node with {nonfinite} whose operands are not each of its results' shape or one element "
                   "(the count runs in the multi-tensor kernel)");
       break;

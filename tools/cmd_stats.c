@@ -70,7 +70,18 @@ static const char *const stats_help =
     "               (default 10) individual ops. Peak: the target's bf16/fp16 figure for a\n"
     "               16-bit dtype, else its fp32 (TF32) figure\n"
     "  step time    the sum of the per-op roofline times, plus the optimizer update as one\n"
-    "               fused pass over parameters, gradients and state\n"
+    "               fused pass over parameters, gradients and state (at least the update\n"
+    "               program's device calls x the launch time)\n"
+    "  device calls per training step: what tgc train's step and update programs issue\n"
+    "               as lowered (built from FILE as tgc train builds them: --optimizer without\n"
+    "               clipping, one micro-batch, mixed precision for a 16-bit --dtype, token\n"
+    "               accuracy when the model has an integer input named targets, the mesh):\n"
+    "               kernel launches (the update's per-parameter steps one multi-tensor kernel\n"
+    "               per group of up to 32), cuBLASLt products, memsets, copies and\n"
+    "               zero-fills, and the collectives; with CUDA graphs the host issues one\n"
+    "               graph launch per segment of a program between its collectives, plus the\n"
+    "               collectives (mesh slices among them: host-run, no communication).\n"
+    "               Not counted with a pipeline (pp > 1)\n"
     "  MFU          model FLOPs utilization as in PaLM (Chowdhery et al. 2022):\n"
     "               6*N*tokens / (step time * peak), N = the parameter count\n"
     "\n"
@@ -89,7 +100,12 @@ static const char *const stats_help =
     "  --json               one JSON object: {\"params\": {\"total\", \"by_group\", \"closed_form\", ...},\n"
     "                       \"flops\": {\"forward\", \"backward\", \"recompute\", \"six_n_tokens\", ...},\n"
     "                       \"memory\": {\"params\", \"grads\", \"optimizer\", \"activations\", \"dropout_masks\", \"total\",\n"
-    "                       \"peak_bytes\", ...}, \"target\", \"step_time_s\", \"mfu\", \"launches\", \"launch_time_s\", \"ops\", \"top_ops\"}\n"
+    "                       \"peak_bytes\", ...}, \"target\", \"step_time_s\", \"mfu\", \"launches\" (the costed graph's\n"
+    "                       device calls), \"launch_time_s\", \"step_launches\", \"update_launches\",\n"
+    "                       \"update_multi_tensor_launches\", \"launches_per_step\" (step + update),\n"
+    "                       \"collectives\", \"mesh_slices\", \"graph_launches\" (step + update),\n"
+    "                       \"step_graph_launches\", \"update_graph_launches\", \"host_calls_with_graphs\"\n"
+    "                       (graph launches + collectives; these null when not counted), \"ops\", \"top_ops\"}\n"
     "\n";
 
 extern const char *const tool_common_help;
@@ -172,6 +188,61 @@ static void closed_form(const fe_config *c, stats *s) {
   s->closed_form = pass_closed_form_params(l, h, v);
 }
 
+/* What one run of each lowered program of the training program issues
+ * (launches.c): the step and update graphs `tgc train` builds from the
+ * model (pass_build_train, compiled again from FILE: g is the costed
+ * training graph by now) with --optimizer (no clipping), one micro-batch,
+ * mixed precision for a 16-bit --dtype the model does not hold (loss
+ * scaling with fp16), token accuracy when the model has an integer input
+ * named targets (as tgc train's sequence data binds it), the mesh, ZeRO,
+ * checkpoint policy and tp layouts given; each over its memory plan. No
+ * pipeline (pp > 1: its stages' programs are not counted). 0, with
+ * s->programs false where FILE builds no training program (said in
+ * s->programs_why); -1 after reporting. */
+static int count_programs(const tool_compile_opts *o, int dtype_arg, const pass_tp_layouts *tpl, stats *s, ir_diag *d) {
+  if (o->mesh_set && o->mesh.size[IR_AXIS_PP] > 1) {
+    s->programs_why = "a pipeline's stages are not counted";
+    return 0;
+  }
+  char *text = NULL;
+  ir_graph *m = tool_load(o, d, &text);
+  if (!m) {
+    free(text);
+    return -1;
+  }
+  ir_diag *q = ir_diag_new(stderr); /* quiet: a model tgc train does not train is still costed */
+  ir_diag_set_max_errors(q, 0);
+  ir_diag_set_quiet(q, true);
+  pass_options po = {.diag = q, .checkpoint = o->checkpoint, .disabled = o->pass_disabled, .zero = o->zero,
+                     .tp_search = !o->tp_megatron, .tp_layouts = tpl};
+  pass_train_options to = {.opt = pass_optimizer_defaults(s->opt), .micro_batches = 1, .targets_input = -1,
+                           .passes = &po};
+  int ti = ir_graph_input_index(m, "targets");
+  if (ti >= 0 && !ir_dtype_is_float(m->inputs[ti]->type.dtype)) to.targets_input = ti;
+  ir_dtype own = m->n_params > 0 ? m->params[0]->type.dtype : IR_DT_F32;
+  if ((dtype_arg == IR_DT_BF16 || dtype_arg == IR_DT_F16) && own != (ir_dtype)dtype_arg) {
+    to.mixed_precision = true;
+    to.compute_dtype = (ir_dtype)dtype_arg;
+    to.loss_scaling = dtype_arg == IR_DT_F16;
+  }
+  pass_training *t = pass_build_train(m, &to); /* takes m */
+  ir_diag_free(q);
+  free(text);
+  if (!t) {
+    s->programs_why = "tgc train builds no training program of this model; tgc train FILE says why";
+    return 0;
+  }
+  pass_plan *sp = pass_memplan(t->step, NULL), *up = pass_memplan(t->update, NULL);
+  if (!sp || !up || pass_program_calls_of(t->step, sp, &s->step_calls) != 0 ||
+      pass_program_calls_of(t->update, up, &s->update_calls) != 0)
+    IR_DIE("out of memory (the programs' device calls)");
+  s->programs = true;
+  pass_plan_free(sp);
+  pass_plan_free(up);
+  pass_training_free(t);
+  return 0;
+}
+
 static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_config *c, int dtype_arg, stats *s,
                          ir_diag *d) {
   count_params(g, s);
@@ -199,8 +270,10 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
     return -1;
   po.tp_layouts = tpl;
   int brc = pass_build_training_graph(g, &to, &s->graph);
-  pass_tp_layouts_free(tpl);
-  if (brc != 0) return -1;
+  if (brc != 0) {
+    pass_tp_layouts_free(tpl);
+    return -1;
+  }
   for (int i = 0; i < g->n_params; i++) { /* the parameters the shard pass padded (g is one rank's now) */
     char line[400];
     if (!pass_shard_padding_str(g->params[i], &g->mesh, line, sizeof line)) continue;
@@ -209,17 +282,27 @@ static int stats_collect(ir_graph *g, const tool_compile_opts *o, const fe_confi
           !(s->params[k].padding = strdup(line)))
         abort();
   }
-  if (pass_memplan_analyze(g, &s->mem) != 0) return -1;
+  if (pass_memplan_analyze(g, &s->mem) != 0) {
+    pass_tp_layouts_free(tpl);
+    return -1;
+  }
   for (int i = 0; i < g->n_nodes; i++) s->attn_fused += g->nodes[i]->op == IR_OP_ATTENTION;
   pass_graph_cost_of(g, &s->cost);
   /* optimizer: the FLOPs of its update graph; memory by the model in the help */
   bool trains = s->graph.n_wrt != 0 && g->n_params > 0;
-  if (trains && pass_update_flops(g, s->opt, &s->opt_flops, d) != 0) return -1;
+  if (trains && pass_update_flops(g, s->opt, &s->opt_flops, d) != 0) {
+    pass_tp_layouts_free(tpl);
+    return -1;
+  }
   pass_train_memory m = pass_training_memory((double)s->param_total, s->dtype_bytes, pass_optimizer_state_count(s->opt),
                                              (double)s->mem.activation_peak_bytes, trains);
   s->m_params = m.params, s->m_grads = m.grads, s->m_opt = m.optimizer, s->m_act = m.activations, s->m_total = m.total;
   s->m_masks = (double)pass_dropout_mask_bytes(g, &s->n_dropouts);
-  pass_step_costing sc = {s->target, s->dtype_bytes, s->opt_flops, m, (double)s->param_total, s->tokens};
+  int crc = trains ? count_programs(o, dtype_arg, tpl, s, d) : 0;
+  pass_tp_layouts_free(tpl);
+  if (crc != 0) return -1;
+  pass_step_costing sc = {s->target, s->dtype_bytes, s->opt_flops, m, (double)s->param_total, s->tokens,
+                          pass_launch_total(s->update_calls.launches)};
   pass_roofline_of(g, &sc, &s->roof);
   return 0;
 }

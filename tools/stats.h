@@ -46,6 +46,10 @@ typedef struct {
   double m_masks;               /* dropout masks at 1 byte an element: the literature's count, not kept */
   int n_dropouts;
   pass_roofline roof;           /* every op, by kind, phase and step time, MFU */
+  bool programs;                /* the training program's step and update were counted (cmd_stats.c: count_programs) */
+  const char *programs_why;     /* else why not (NULL: nothing is trained) */
+  pass_program_calls step_calls;   /* what one run of the step's lowered program issues (pass_program_calls_of) */
+  pass_program_calls update_calls; /* ... and of the update's */
   int attn_fused;               /* attention nodes fuse-attention made */
   pass_attention_miss *attn_miss; /* malloc'd: the softmax nodes it left, and why */
   int n_attn_miss;

@@ -105,6 +105,29 @@ static pass_roofline_row *rows_ranked(const stats *s) {
   return sorted;
 }
 
+/* What the lowered step and update programs of tgc train's training
+ * program issue per training step (launches.c), without and with CUDA
+ * graphs. */
+static void print_programs(FILE *out, const stats *s) {
+  if (!s->programs) {
+    if (s->programs_why) fprintf(out, "\ndevice calls per training step: not counted (%s)\n", s->programs_why);
+    return;
+  }
+  const pass_program_calls *st = &s->step_calls, *up = &s->update_calls;
+  double sl = pass_launch_total(st->launches), ul = pass_launch_total(up->launches);
+  fprintf(out, "\ndevice calls per training step (tgc train's step and update programs as lowered):\n");
+  fprintf(out, "  step     %8.0f  (%.0f kernel launches, %.0f cuBLASLt products, %.0f memsets, copies and zero-fills)\n", sl,
+          st->launches.kernels, st->launches.products, st->launches.stream_ops);
+  fprintf(out, "  update   %8.0f  (%.0f kernel launches, %d of them multi-tensor for %d parameters; %.0f other calls)\n", ul,
+          up->launches.kernels, up->groups, up->grouped_nodes, up->launches.products + up->launches.stream_ops);
+  int coll = st->collectives + up->collectives, slices = st->mesh_slices + up->mesh_slices;
+  fprintf(out, "  total    %8.0f  and %d collectives", sl + ul, coll);
+  if (slices) fprintf(out, " (%d of them mesh slices: no communication)", slices);
+  fprintf(out, "\n");
+  fprintf(out, "  with CUDA graphs: %d host calls a step (graph launches: the step's %d, the update's %d; collectives %d)\n",
+          st->segments + up->segments + coll, st->segments, up->segments, coll);
+}
+
 void stats_print_text(FILE *out, const stats *s) {
   char a[64], b[64], c[64], e[96];
   fprintf(out, "model: %s%s%s\n", s->file, s->config ? ", config " : "", s->config ? s->config : "");
@@ -211,6 +234,8 @@ void stats_print_text(FILE *out, const stats *s) {
     for (int i = 0; i < s->n_attn_miss; i++) fprintf(out, "  %s\n", s->attn_miss[i].why);
   }
 
+  print_programs(out, s);
+
   if (s->target) {
     const pass_target *t = s->target;
     fprintf(out, "\ntarget %s: %s bf16/fp16, %s fp32/TF32, %s, %s\n", t->name, stats_si(t->flops_bf16, "FLOP/s", a, sizeof a),
@@ -224,8 +249,9 @@ void stats_print_text(FILE *out, const stats *s) {
       fprintf(out, "  %-10s %14s%s\n", pass_phase_name((pass_phase)p), stats_seconds(s->roof.phase_time[p], a, sizeof a),
               p == PASS_PHASE_OPTIMIZER ? "  (one fused pass over parameters, gradients and state)" : "");
     fprintf(out, "  %-10s %14s\n", "total", stats_seconds(s->roof.step_time, a, sizeof a));
-    fprintf(out, "  device calls %.0f (kernel launches, cuBLASLt products, memsets and zero-fills; the update's not counted): "
-            "the launch floor adds %s\n", s->roof.launches, stats_seconds(s->roof.launch_time, a, sizeof a));
+    fprintf(out, "  device calls %.0f (kernel launches, cuBLASLt products, memsets and zero-fills; the update's %.0f): "
+            "the launch floor adds %s\n", s->roof.launches, s->roof.update_launches,
+            stats_seconds(s->roof.launch_time, a, sizeof a));
     if (s->tokens > 0)
       fprintf(out, "MFU = 6*N*tokens / (step time * peak) = %.1f%%   (%.4g tokens/s)\n", 100 * s->roof.mfu,
               s->tokens / s->roof.step_time);
@@ -408,6 +434,21 @@ void stats_print_json(FILE *out, const stats *s) {
   json_object_set_new(root, "mfu", real_or_null(tg && s->tokens > 0, s->roof.mfu));
   json_object_set_new(root, "launches", jnum(s->roof.launches));
   json_object_set_new(root, "launch_time_s", real_or_null(tg, s->roof.launch_time));
+  /* the lowered programs per training step (launches.c): null when nothing is trained */
+  bool pr = s->programs;
+  const pass_program_calls *st = &s->step_calls, *up = &s->update_calls;
+  json_object_set_new(root, "step_launches", pr ? jnum(pass_launch_total(st->launches)) : json_null());
+  json_object_set_new(root, "update_launches", pr ? jnum(pass_launch_total(up->launches)) : json_null());
+  json_object_set_new(root, "update_multi_tensor_launches", pr ? json_integer(up->groups) : json_null());
+  json_object_set_new(root, "launches_per_step",
+                      pr ? jnum(pass_launch_total(st->launches) + pass_launch_total(up->launches)) : json_null());
+  json_object_set_new(root, "collectives", pr ? json_integer(st->collectives + up->collectives) : json_null());
+  json_object_set_new(root, "mesh_slices", pr ? json_integer(st->mesh_slices + up->mesh_slices) : json_null());
+  json_object_set_new(root, "graph_launches", pr ? json_integer(st->segments + up->segments) : json_null());
+  json_object_set_new(root, "step_graph_launches", pr ? json_integer(st->segments) : json_null());
+  json_object_set_new(root, "update_graph_launches", pr ? json_integer(up->segments) : json_null());
+  json_object_set_new(root, "host_calls_with_graphs",
+                      pr ? json_integer(st->segments + up->segments + st->collectives + up->collectives) : json_null());
 
   json_t *ops = json_array();
   int order[IR_NUM_OPS], nk = kind_order(s, order);

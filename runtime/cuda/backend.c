@@ -54,9 +54,11 @@
  *             up to GRAPH_SLOTS sets kept per program (a program that
  *             has needed 2 x GRAPH_SLOTS captures runs directly when its
  *             addresses change again). Collectives are not captured: a
- *             program is cut at them (pieces), each segment between two
- *             is its own graph, and the collective runs as an action
- *             between the launches (its NCCL call on the legacy stream,
+ *             program is cut at them (pieces, by analysis's
+ *             pass_graph_pieces: the rule `tgc stats` counts graph
+ *             launches by), each segment between two is its own graph,
+ *             and the collective runs as an action between the
+ *             launches (its NCCL call on the legacy stream,
  *             waited for on the host, ordered after the segment's graph
  *             by the legacy stream's implicit wait). Nothing is captured
  *             when TGC_CUDA_GRAPH=0, TGC_CUDA_SYNC=1 or TGC_CUDA_PROFILE=1
@@ -601,17 +603,26 @@ static int cuda_prepare(rt_device *d, const ir_graph *g, const pass_plan *plan, 
     s->step_action[actions[i].step] = &actions[i];
   }
   s->actions = actions, s->n_actions = n_actions;
-  if (!(s->pieces = calloc((size_t)n_actions + 1, sizeof *s->pieces))) {
+  /* the pieces: analysis's cut rule (pass_graph_pieces, what tgc stats counts), each piece the actions of its steps */
+  pass_piece *cut = calloc((size_t)plan->n_steps + 1, sizeof *cut);
+  if (!(s->pieces = calloc((size_t)n_actions + 1, sizeof *s->pieces)) || !cut) {
+    free(cut);
     cg_errf(err, errlen, "out of memory");
     return -1;
   }
-  for (int i = 0; i < n_actions; i++) {
-    bool coll = actions[i].kind == RT_ACT_COLLECTIVE;
-    if (coll || i == 0 || s->pieces[s->n_pieces - 1].collective)
-      s->pieces[s->n_pieces++] = (struct cuda_piece){i, i + 1, coll};
-    else s->pieces[s->n_pieces - 1].end = i + 1;
-    if (actions[i].kind == RT_ACT_KERNEL) s->n_bound += actions[i].node->n_in + actions[i].node->n_out;
+  int n_cut = pass_graph_pieces(g, plan, cut), next = 0;
+  for (int k = 0; k < n_cut; k++) {
+    int first = next;
+    while (next < n_actions && actions[next].step < cut[k].end) next++;
+    s->pieces[s->n_pieces++] = (struct cuda_piece){first, next, cut[k].collective};
   }
+  free(cut);
+  if (next != n_actions) {
+    cg_errf(err, errlen, "internal error: the program's pieces leave actions from %d of %d", next, n_actions);
+    return -1;
+  }
+  for (int i = 0; i < n_actions; i++)
+    if (actions[i].kind == RT_ACT_KERNEL) s->n_bound += actions[i].node->n_in + actions[i].node->n_out;
   if (!(s->bound = calloc((size_t)s->n_bound + 1, sizeof *s->bound))) {
     cg_errf(err, errlen, "out of memory");
     return -1;

@@ -768,25 +768,34 @@ static void test_layout(void) {
 
 /* Multi-tensor launches (codegen/emit_group.c): consecutive fused nodes of
  * one expression over tensors of 37, 1000 and 3 elements (no common vector
- * width but 1) and of 64 and 128 (width 4), with a scalar operand, become
- * one kernel each (the other steps deferred); computed as the cpu does. */
-static void group_case(const char *name, const int64_t *sizes, int n) {
+ * width but 1) and of 64 and 128 (width 4), with a scalar operand and an
+ * f32 or bf16 one, become one kernel each (the other steps deferred);
+ * computed as the cpu does. */
+static void group_case(const char *name, const int64_t *sizes, int n, ir_dtype third) {
   ir_graph *g = new_graph();
   begin_case();
   ir_value *scale = input(g, T(IR_DT_F64, 0));
-  ir_attr e = ir_attr_str("expr", "(mul (add $0 (cast f32 $1)) $2); (sqrt (abs #0))");
+  ir_attr e = ir_attr_str("expr", third == IR_DT_F32 ? "(mul (add $0 (cast f32 $1)) $2); (sqrt (abs #0))"
+                                                     : "(mul (add $0 (cast f32 $1)) (cast f32 $2)); (sqrt (abs #0))");
+  int first_node = g->n_nodes;
   for (int k = 0; k < n; k++) {
-    ir_value *ins[3] = {input(g, T(IR_DT_F32, 1, sizes[k])), scale, input(g, T(IR_DT_F32, 1, sizes[k]))};
+    ir_value *ins[3] = {input(g, T(IR_DT_F32, 1, sizes[k])), scale, input(g, T(third, 1, sizes[k]))};
     node(g, IR_OP_FUSED, ins, 3, &e, 1, NULL);
   }
+  pass_plan *plan = pass_memplan(g, NULL); /* the n nodes are one group (analysis's rule) */
+  int first = 0;
+  while (plan && first < plan->n_steps && plan->steps[first].node != first_node) first++;
+  CHECK(plan && first < plan->n_steps && pass_group_size(g, plan, NULL, 0, first) == n);
+  pass_plan_free(plan);
   run_case(name, g, 0, NULL);
 }
 
 /* ... with {nonfinite} (fuse-elementwise's fold of the trainer's count):
  * each member counts the NaNs of log(#0) (about half its elements) as it
  * stores them, over 1 to 1024 blocks (the partials and the last block's
- * ticket), the count equal to the cpu's chunked count. */
-static void group_count_case(const char *name, const int64_t *sizes, int n) {
+ * ticket), the count equal to the cpu's chunked count; members whose bit
+ * of counting is 0 count nothing (one group all the same). */
+static void group_count_case(const char *name, const int64_t *sizes, int n, unsigned counting) {
   ir_graph *g = new_graph();
   begin_case();
   ir_value *scale = input(g, T(IR_DT_F64, 0));
@@ -794,18 +803,24 @@ static void group_count_case(const char *name, const int64_t *sizes, int n) {
   ir_attr e[2] = {ir_attr_str("expr", "(mul (add $0 (cast f32 $1)) $2); (log #0)"), ir_attr_ints("nonfinite", which, 1)};
   for (int k = 0; k < n; k++) {
     ir_value *ins[3] = {input(g, T(IR_DT_F32, 1, sizes[k])), scale, input(g, T(IR_DT_F32, 1, sizes[k]))};
-    node(g, IR_OP_FUSED, ins, 3, e, 2, NULL);
+    node(g, IR_OP_FUSED, ins, 3, e, counting >> k & 1 ? 2 : 1, NULL);
   }
   run_case(name, g, 0, NULL);
 }
 
 static void test_groups(void) {
   static const int64_t odd[3] = {37, 1000, 3}, even[2] = {64, 128}, big[3] = {300000, 37, 5000};
-  group_case("multi-tensor group, odd sizes", odd, 3);
-  group_case("multi-tensor group, vectorized", even, 2);
-  group_count_case("multi-tensor group counting, odd sizes", odd, 3);
-  group_count_case("multi-tensor group counting, many blocks", big, 3);
-  group_count_case("multi-tensor group counting, one member", big + 2, 1);
+  group_case("multi-tensor group, odd sizes", odd, 3, IR_DT_F32);
+  group_case("multi-tensor group, vectorized", even, 2, IR_DT_F32);
+  /* operands of the results' shape in another dtype (mixed precision's bf16 gradients beside f32 state) */
+  group_case("multi-tensor group, a bf16 operand", even, 2, IR_DT_BF16);
+  group_case("multi-tensor group, a bf16 operand, odd sizes", odd, 3, IR_DT_BF16);
+  group_count_case("multi-tensor group counting, odd sizes", odd, 3, 7);
+  group_count_case("multi-tensor group counting, many blocks", big, 3, 7);
+  group_count_case("multi-tensor group counting, one member", big + 2, 1, 1);
+  /* members with and without a count in one group (tp: some counts read a mesh slice) */
+  group_count_case("multi-tensor group, the middle member counting", big, 3, 2);
+  group_count_case("multi-tensor group, the first and last counting", odd, 3, 5);
   /* the lowering: one kernel for the three nodes, the first two steps deferred */
   ir_graph *g = ir_graph_new("group", "group.tg");
   ir_value *scale = ir_graph_add_input(g, "s", T(IR_DT_F64, 0), here());

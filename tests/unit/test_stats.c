@@ -164,7 +164,7 @@ static void test_step_roofline(void) {
   ir_value *in[2] = {ir_graph_add_input(g, "x", xt, (ir_loc){0}), ir_graph_add_param(g, "w", wt, (ir_init){0}, (ir_loc){0})};
   ir_graph_add_output(g, "y", ir_graph_build1(g, IR_OP_MATMUL, in, 2, NULL, 0, "y", (ir_loc){0}));
   pass_target t = {.name = "toy", .flops_bf16 = 2000, .flops_fp32 = 1000, .bandwidth = 100};
-  pass_step_costing c = {&t, 4, 100, {.params = 512, .grads = 512, .optimizer = 1024}, 128, 4};
+  pass_step_costing c = {&t, 4, 100, {.params = 512, .grads = 512, .optimizer = 1024}, 128, 4, 0};
   pass_roofline r;
   pass_roofline_of(g, &c, &r);
   CHECK_EQ_INT(r.n_rows, 1);
@@ -200,6 +200,21 @@ static void test_step_roofline(void) {
   CHECK_NEAR(r.phase_time[PASS_PHASE_FORWARD], 10, 0);
   CHECK_NEAR(r.kinds[IR_OP_MATMUL].time, 10, 0);
   CHECK_NEAR(r.kinds[IR_OP_MATMUL].launches, 1, 0);
+  CHECK(!r.update_launch_bound && r.phase_time[PASS_PHASE_OPTIMIZER] == 35.84); /* no update calls counted */
+  pass_roofline_free(&r);
+  /* the update program's device calls floor the update: 3 x 10 s is below
+   * its 35.84 s, 4 x 10 s above (launch-bound, 40 - 35.84 s added) */
+  c.update_launches = 3;
+  pass_roofline_of(g, &c, &r);
+  CHECK(!r.update_launch_bound && r.update_launches == 3);
+  CHECK_NEAR(r.phase_time[PASS_PHASE_OPTIMIZER], 35.84, 1e-15);
+  pass_roofline_free(&r);
+  c.update_launches = 4;
+  pass_roofline_of(g, &c, &r);
+  CHECK(r.update_launch_bound);
+  CHECK_NEAR(r.phase_time[PASS_PHASE_OPTIMIZER], 40, 0);
+  CHECK_NEAR(r.launch_time, (10 - 8.96) + (40 - 35.84), 1e-13);
+  CHECK_NEAR(r.step_time, 50, 1e-13);
   pass_roofline_free(&r);
   ir_graph_free(g);
 }
