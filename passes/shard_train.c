@@ -5,11 +5,14 @@
  *
  * Data parallelism (dp): every data input is split along dim 0, its batch;
  * parameters are replicated, so their gradients come out as partial sums
- * over dp, which the update reduces. ZeRO (--zero N) shards along dp, each
+ * over dp: with one micro-batch the step all-reduces each where it is made
+ * (inside the backward, as DDP's buckets), with several the update reduces
+ * their sums once. ZeRO (--zero N) shards along dp, each
  * parameter along its "ZeRO dim" (the first dim that divides by dp and
  * that tp does not split; a parameter without one stays replicated):
- *   1: the optimizer state; the update reduce-scatters the gradients,
- *      updates its shard and all-gathers the new parameters;
+ *   1: the optimizer state; the gradients are reduce-scattered (by the
+ *      step with one micro-batch, else by the update), each rank updates
+ *      its shard and all-gathers the new parameters;
  *   2: also the gradients the step hands over (and their micro-batch sums);
  *   3: also the parameters, all-gathered where each phase reads them.
  * Tensor parallelism (tp): the parameters' layouts are chosen by search
@@ -379,6 +382,68 @@ typedef struct {
   sh_st grad[IR_NUM_AXES];   /* the gradient the step hands over */
 } param_layout;
 
+/* ---- gradient buckets ----
+ * The step's gradient collectives (a dp all-reduce or reduce-scatter of a
+ * gradient that only leaves the step as an output) come out of the engine
+ * at the graph's end, after the whole backward. They move up into buckets,
+ * as PyTorch DDP's: gradients in the order the backward makes them, a
+ * bucket closed when it holds GRAD_BUCKET_BYTES (DDP's bucket_cap_mb, 25
+ * MiB), its collectives placed together right after the node that made the
+ * last of its gradients, the rest at the end. A device then starts moving a
+ * bucket while the backward goes on (docs/sharding.md), and a program cut at
+ * collectives (CUDA graphs) is cut once per bucket. Values do not change:
+ * the same collectives of the same bytes, in the same order on every rank. */
+enum { GRAD_BUCKET_BYTES = 25 << 20 };
+
+static bool bucketed(const ir_graph *g, const ir_node *n, const int *readers) {
+  if (n->dead || (n->op != IR_OP_ALL_REDUCE && n->op != IR_OP_REDUCE_SCATTER) ||
+      ir_node_mesh_axis(n) != IR_AXIS_DP || n->n_in != 1 || n->n_out != 1 || n->out[0]->role != IR_ROLE_GRAD)
+    return false;
+  const ir_node *d = n->in[0]->def;
+  return d && !d->dead && d->id >= 0 && d->id < g->n_nodes && readers[n->out[0]->id] == 0;
+}
+
+static void bucket_gradient_collectives(ir_graph *g) {
+  int n = g->n_nodes, bound = ir_graph_id_bound(g);
+  int *readers = calloc((size_t)bound + 1, sizeof *readers), *bucket = malloc((size_t)n * sizeof *bucket);
+  ir_node **order = malloc((size_t)n * sizeof *order);
+  bool *moved = calloc((size_t)n + 1, sizeof *moved);
+  if (!readers || !bucket || !order || !moved) IR_DIE("out of memory (buckets)");
+  for (int i = 0; i < n; i++)
+    for (int j = 0; !g->nodes[i]->dead && j < g->nodes[i]->n_in; j++) readers[g->nodes[i]->in[j]->id]++;
+  /* by producer: the collectives of its results, in graph order (a linked list through next) */
+  int *first = malloc((size_t)n * sizeof *first), *next = malloc((size_t)n * sizeof *next), *last = malloc((size_t)n * sizeof *last);
+  if (!first || !next || !last) IR_DIE("out of memory (buckets)");
+  for (int i = 0; i < n; i++) first[i] = last[i] = next[i] = -1;
+  for (int i = 0; i < n; i++) {
+    const ir_node *c = g->nodes[i];
+    if (!bucketed(g, c, readers)) continue;
+    int d = c->in[0]->def->id;
+    if (d > i) continue; /* (not after its producer: left alone) */
+    moved[i] = true;
+    if (last[d] < 0) first[d] = i;
+    else next[last[d]] = i;
+    last[d] = i;
+  }
+  int m = 0, nb = 0;
+  double bytes = 0;
+  for (int i = 0; i < n; i++) {
+    if (moved[i]) continue;
+    order[m++] = g->nodes[i];
+    for (int k = first[i]; k >= 0; k = next[k]) {
+      bucket[nb++] = k;
+      bytes += (double)ir_type_numel(&g->nodes[k]->in[0]->type) * (double)ir_dtype_size(g->nodes[k]->in[0]->type.dtype);
+    }
+    if (bytes >= GRAD_BUCKET_BYTES) { /* the bucket is full: its collectives here */
+      for (int k = 0; k < nb; k++) order[m++] = g->nodes[bucket[k]];
+      nb = 0, bytes = 0;
+    }
+  }
+  for (int k = 0; k < nb; k++) order[m++] = g->nodes[bucket[k]];
+  for (int i = 0; i < n; i++) g->nodes[i] = order[i], g->nodes[i]->id = i;
+  free(readers), free(bucket), free(order), free(moved), free(first), free(next), free(last);
+}
+
 /* One run of the engine over the step graph, the parameters placed as lay
  * says (the gradients' layouts it hands over are written back to lay). */
 static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay, sh_st *sums, bool probe, ir_diag *d) {
@@ -416,7 +481,12 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
     for (int a = 0; a < IR_NUM_AXES; a++) want[a] = UNSET;
     if (pi >= 0 && t->acc_input0 >= 0) { /* the new sum is fed back as the sum */
       for (int a = 0; a < IR_NUM_AXES; a++) want[a] = sh_engine_layout(e, g->inputs[t->acc_input0 + pi], a);
-    } else if (pi >= 0 && zero >= 2) {
+    } else if (pi >= 0 && (zero >= 2 || dp > 1)) {
+      /* handed over reduced to the state's layout (all-reduced; ZeRO 1 and
+       * 2: reduce-scattered): the engine places each collective where its
+       * gradient is made, inside the backward, where a device overlaps it
+       * with the rest (as DDP); with K > 1 micro-batches (the branch above)
+       * the sums stay partial, reduced once by the update (DDP's no_sync) */
       want[IR_AXIS_DP] = lay[pi].state[IR_AXIS_DP];
     } else if (o == t->loss_sum_output || o == t->correct_sum_output) {
       int in = o == t->loss_sum_output ? t->loss_sum_input : t->correct_sum_input;
@@ -431,6 +501,7 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
     }
   }
   out = sh_engine_finish(e);
+  if (out) bucket_gradient_collectives(out);
 done:
   sh_engine_free(e);
   return out;
