@@ -13,7 +13,8 @@
  * The loss is the mean of the row losses added in row order. Every product
  * is rt_sgemm / rt_dgemm (bf16 / f16 widened to f32, the product rounded
  * to the dtype as matmul rounds it; bf16 operands read as stored by
- * rt_gemm_bf16 where vdpbf16ps is asked for, the same chain), so logits, loss and dh are the bits of
+ * rt_gemm_bf16 where it runs: AMX tiles by default where the machine has
+ * them, vdpbf16ps when asked for, as matmul), so logits, loss and dh are the bits of
  * the unfused graph's matmul, cross_entropy and matmul; dw differs from its
  * one product over every row only by the partial sums of the chunks.
  */
@@ -21,7 +22,7 @@
 
 typedef struct {
   bool f64, native; /* f64: dgemm; native: f32 or f64 operands used as stored */
-  bool bf;          /* bf16 operands read as stored by rt_gemm_bf16 (vdpbf16ps), products in f32 */
+  bool bf;          /* bf16 operands read as stored by rt_gemm_bf16 (AMX or vdpbf16ps), products in f32 */
   size_t es;        /* bytes per element of the float products (4 or 8) */
   size_t in_es;     /* bytes per element of the operands the products read */
 } lce_kind;

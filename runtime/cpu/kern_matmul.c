@@ -7,9 +7,12 @@
  * same fused multiply-add chain over k, however the work is split) — or, for
  * x @ W with W shared by every batch, one product over all rows at once, and
  * for many small products, the batches spread over the threads. bf16/f16
- * operands are widened to f32, multiplied in f32 and rounded back (two bf16
- * operands go as stored to rt_gemm_bf16 where vdpbf16ps is asked for with
- * TGC_GEMM_BF16=1: the same f32 chain, denormals flushed); integer
+ * operands are widened to f32, multiplied in f32 and rounded back; two bf16
+ * operands go as stored to rt_gemm_bf16 where it runs: on AMX tiles by
+ * default where the machine has them (bf16 pair products summed in f32 in
+ * the tiles' order, denormals flushed: not the widened chain's bits; off
+ * with TGC_GEMM_AMX=0), or on vdpbf16ps when asked for with TGC_GEMM_BF16=1
+ * (the same f32 chain, denormals flushed); integer
  * operands use a plain loop accumulating in double. Rank-1 operands follow
  * numpy (a[K] is a row, b[K] a column, and that dim is dropped from the
  * result).
@@ -136,7 +139,7 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
   }
   if ((dt == IR_DT_F32 || dt == IR_DT_BF16 || dt == IR_DT_F16)) {
     bool native = dt == IR_DT_F32 && a->type.dtype == IR_DT_F32 && b->type.dtype == IR_DT_F32;
-    /* bf16 operands: vdpbf16ps reads them as stored (rt_gemm_bf16: the same chain, denormals flushed) */
+    /* bf16 operands: AMX or vdpbf16ps reads them as stored (rt_gemm_bf16), where it runs */
     bool bf = a->type.dtype == IR_DT_BF16 && b->type.dtype == IR_DT_BF16 && rt_gemm_bf16_native();
     size_t mark = rt_scratch_mark(); /* bf16 / f16: the operands widened, the product in f32 */
     const void *af = native || bf ? a->data : widen_to_f32(a);
