@@ -50,7 +50,7 @@ static void *lce_widen(const lce_kind *t, ir_dtype dt, const void *x, int64_t n)
 static void lce_store(const lce_kind *t, ir_dtype dt, void *x, const void *p, int64_t n) {
   if (t->native && p == x) return;
   if (dt == IR_DT_BF16 && !t->f64) {
-    for (int64_t i = 0; i < n; i++) ((uint16_t *)x)[i] = rt_bf16_bits(((const float *)p)[i]);
+    rt_round_to_bf16(x, p, n);
     return;
   }
   for (int64_t i = 0; i < n; i++) rt_store(dt, x, i, t->f64 ? ((const double *)p)[i] : ((const float *)p)[i]);

@@ -172,7 +172,7 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
     if (!native) {
       int64_t n = s.batches * M * N;
       if (dt == IR_DT_BF16)
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = rt_bf16_bits(of[i]);
+        rt_round_to_bf16(out->data, of, n);
       else
         for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, of[i]);
     }

@@ -118,6 +118,9 @@ int rt_ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, 
 /* kern_cast.c: a fused node that is one f32 <-> bf16 conversion, run as one
  * pass (1), or not one (0: the interpreter runs it). */
 int rt_kern_fused_cast(const rt_kctx *k, const ir_expr *e);
+/* kern_cast.c: dst[i] = rt_bf16_bits(src[i]) for i < n, over the threads
+ * when n is large (and not already inside a parallel region). */
+void rt_round_to_bf16(uint16_t *dst, const float *src, int64_t n);
 
 /* The max and the sum of exp(x - max) of one row of V logits at base: the
  * one definition cross_entropy and its gradient share, so that the
