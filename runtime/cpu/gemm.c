@@ -545,7 +545,7 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /* d: A's rows l0 .. l0 + w - 1 (w <= 32; zero past w) over steps k0 .. k0 +
  * kc - 1, as [chunk][32 rows][32 steps] (zero past kc); `ta`: A stored
  * [K, M]. */
-__attribute__((target("avx512f,avx512bw"))) static void pack_amx_a(uint16_t *d, int64_t w, int64_t kc,
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_amx_a(uint16_t *d, int64_t w, int64_t kc,
                                                                    const uint16_t *A, int64_t lda, bool ta,
                                                                    int64_t k0, int64_t l0) {
   int64_t nk = (kc + AMX_KS - 1) / AMX_KS;
@@ -561,13 +561,25 @@ __attribute__((target("avx512f,avx512bw"))) static void pack_amx_a(uint16_t *d, 
     }
     return;
   }
-  /* A stored [K, M]: step k's row of the strip is contiguous; scattered into the chunks */
-  memset(d, 0, (size_t)(nk * AMX_MR * AMX_KS) * sizeof *d);
-  for (int64_t k = 0; k < kc; k++) {
-    const uint16_t *src = A + (k0 + k) * lda + l0;
-    uint16_t *o = d + (k / AMX_KS) * AMX_MR * AMX_KS + k % AMX_KS;
-    for (int64_t r = 0; r < w; r++) o[r * AMX_KS] = src[r];
-  }
+  /* A stored [K, M]: steps 2p and 2p + 1 of 16 rows made into 16 pairs
+   * (one vector per p), 16 of those transposed: each row's 16 pairs, 64
+   * bytes of its chunk */
+  for (int64_t ch = 0; ch < nk; ch++)
+    for (int64_t g = 0; g < AMX_MR; g += 16) {
+      int64_t lanes = w - g < 0 ? 0 : w - g < 16 ? w - g : 16;
+      __mmask16 m = (__mmask16)((1u << lanes) - 1);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; i++) {
+        int64_t k = ch * AMX_KS + 2 * i;
+        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        if (k < kc) lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, A + (k0 + k) * lda + l0 + g));
+        if (k + 1 < kc) hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, A + (k0 + k + 1) * lda + l0 + g));
+        r[i] = _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+      transpose16(r);
+      uint16_t *o = d + ch * AMX_MR * AMX_KS + g * AMX_KS;
+      for (int64_t j = 0; j < 16; j++) _mm512_storeu_ps(o + j * AMX_KS, r[j]);
+    }
 }
 
 /* d: B's columns l0 .. l0 + w - 1 (w <= 32; zero past w) over steps k0 ..
