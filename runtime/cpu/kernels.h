@@ -163,6 +163,7 @@ static inline void rt_layernorm_row(ir_dtype xdt, const void *x, int64_t base, i
 }
 
 float rt_max_f32(const float *x, int64_t n); /* vec_math.c: NaN if any is NaN */
+float rt_max_bf16(const uint16_t *x, int64_t n); /* the same over bf16 values (widened 512 at a time) */
 
 /* The max of a row (NaN if any; 0 for a row of -inf or an empty row): the
  * shift of rt_row_logsumexp. */
@@ -170,6 +171,8 @@ static inline void rt_row_max(ir_dtype dt, const void *logits, int64_t base, int
   double mx = -INFINITY;
   if (dt == IR_DT_F32) {
     mx = rt_max_f32((const float *)logits + base, V);
+  } else if (dt == IR_DT_BF16) {
+    mx = rt_max_bf16((const uint16_t *)logits + base, V);
   } else {
     for (int64_t j = 0; j < V; j++) {
       double x = rt_load(dt, logits, base + j);

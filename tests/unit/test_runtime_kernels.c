@@ -1755,6 +1755,26 @@ static void test_vec_math(void) {
   CHECK(rt_max_f32(z, 20) == 0.0f);
   for (int i = 0; i < 20; i++) z[i] = -INFINITY;
   CHECK(rt_max_f32(z, 20) == -INFINITY);
+  /* bf16 rows (the LM head's logits in bf16): the max and the exponentials
+   * are those of the values through rt_load, over more than one 512-block */
+  enum { NB = 1300 };
+  static uint16_t hb[NB];
+  static double eb[NB];
+  for (int i = 0; i < NB; i++) hb[i] = ir_f32_to_bf16((float)((i * 37) % 1301) / 97.0f - 6.0f);
+  hb[700] = ir_f32_to_bf16(13.5f); /* the max, in the second block */
+  CHECK(rt_max_bf16(hb, NB) == 13.5f);
+  CHECK(rt_max_bf16(hb, 0) == -INFINITY);
+  double mxb;
+  rt_row_max(IR_DT_BF16, hb, 3, NB - 3, &mxb);
+  CHECK(mxb == 13.5);
+  rt_exp_shifted(IR_DT_BF16, hb, 3, NB - 3, 13.5, eb);
+  int eb_bad = 0;
+  for (int i = 0; i < NB - 3; i++) eb_bad += eb[i] != ir_exp_smooth(rt_load(IR_DT_BF16, hb, 3 + i) - 13.5);
+  CHECK_EQ_INT(eb_bad, 0);
+  hb[1299] = 0x7f81; /* a signalling NaN: the max is NaN, its exponential too */
+  CHECK(isnan(rt_max_bf16(hb, NB)));
+  rt_exp_shifted(IR_DT_BF16, hb, 1299, 1, 0.0, eb);
+  CHECK(isnan(eb[0]));
   /* ir_round_f32 is ir_round_to_dtype(f32) at the edges */
   const double edges[] = {0.0, -0.0, 1.0 / 3, 3.4028234663852886e38, 3.4028235677973366e38, 3.4028235677973362e38,
                           -3.4028235677973366e38, 1e39, -1e300, INFINITY, -INFINITY, 1e-46, 7e-46};
