@@ -26,8 +26,11 @@
  * (strided ones), and bottom-edge tiles of up to 4 or 8 rows run 4- and
  * 8-row kernels: the same values and chains.
  *
- * rt_gemm_bf16 (bf16 operands, f32 C) is the same scheme with vdpbf16ps
- * (AVX512-BF16), K packed in pairs: see the section below.
+ * rt_gemm_bf16 (bf16 operands, f32 C) is the same scheme on AMX tiles
+ * (tdpbf16ps: by default where the machine has them; not the chain's bits,
+ * within a stated bound, the same bits for every thread count) or with
+ * vdpbf16ps (AVX512-BF16, when asked for: the chain's bits), K packed in
+ * pairs: see the sections below.
  */
 #define _GNU_SOURCE /* syscall (the tile permission) */
 #include <math.h>
@@ -539,9 +542,9 @@ typedef struct {
   uint8_t rows[16];
 } amx_config;
 
+#ifdef RT_GEMM_X86
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-#ifdef RT_GEMM_X86
 /* d: A's rows l0 .. l0 + w - 1 (w <= 32; zero past w) over steps k0 .. k0 +
  * kc - 1, as [chunk][32 rows][32 steps] (zero past kc); `ta`: A stored
  * [K, M]. */
