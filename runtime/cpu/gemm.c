@@ -803,17 +803,25 @@ static int bgemm_run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const ui
 GEMM_ENTRY(uint16_t, float, uint32_t, bgemm_run, bgemm_serial, BF_MR, BF_NR, scratch_elems)
 
 #ifdef RT_GEMM_X86
-static size_t amx_scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) {
-  int64_t nc = min64(NC, round_up(N, nr)), mc = min64(AMX_MC, round_up(M, mr));
-  int64_t kc = round_up(min64(kc_block(N, K), K), AMX_KS);
+/* The depth of a K block on the tiles: kc_block's, or all of K when C is
+ * bf16 (C16: each element rounded once from its whole sum, held in a tile). */
+static int64_t amx_kc_block(int64_t N, int64_t K, bool c16) { return c16 ? K : kc_block(N, K); }
+
+static size_t amx_scratch(int64_t M, int64_t N, int64_t K, bool c16) {
+  int64_t nc = min64(NC, round_up(N, AMX_NR)), mc = min64(AMX_MC, round_up(M, AMX_MR));
+  int64_t kc = round_up(min64(amx_kc_block(N, K, c16), K), AMX_KS);
   return (size_t)(kc * nc + kc * mc);
 }
+static size_t amx_scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) { return amx_scratch(M, N, K, false); }
+static size_t amx16_scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) { return amx_scratch(M, N, K, true); }
 
-/* One thread's product on the tiles (its own packing buffer, in uint16). */
-static void amx_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
-                       const uint16_t *B, int64_t ldb, float *C, int64_t ldc, uint16_t *buf) {
+/* One thread's product on the tiles (its own packing buffer, in uint16):
+ * into the f32 C, or (C16) rounded to bf16 into C16 as rt_bf16_bits rounds. */
+static void amx_body(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint16_t *B, int64_t ldb, float *C, uint16_t *C16, int64_t ldc, uint16_t *buf) {
   const int64_t mr = AMX_MR, nr = AMX_NR;
-  int64_t nc_max = min64(NC, round_up(N, nr)), kcb = kc_block(N, K); /* KC and K blocks: multiples of 32 or all of K */
+  bool c16 = C16 != NULL;
+  int64_t nc_max = min64(NC, round_up(N, nr)), kcb = amx_kc_block(N, K, c16); /* multiples of 32 or all of K */
   int64_t kcp_max = round_up(min64(kcb, K), AMX_KS);
   uint32_t *bp = (uint32_t *)(void *)buf;
   uint16_t *ap = buf + kcp_max * nc_max;
@@ -832,13 +840,24 @@ static void amx_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const 
         for (int64_t q = 0; q < npanels; q++)
           for (int64_t p = 0; p < mpanels; p++) {
             int64_t i0 = ic + p * mr, j0 = jc + q * nr, h = min64(mr, M - i0), w = min64(nr, N - j0);
-            float *cij = C + i0 * ldc + j0;
             const uint16_t *a = ap + p * kcp * mr;
             const uint32_t *b = bp + q * (kcp / 2) * nr;
+            float tile[AMX_MR * AMX_NR];
+            if (c16) { /* the whole sum in the tile (first: one K block), rounded on the way out */
+              ukr_amx(nk, a, b, tile, nr, true);
+              for (int64_t r = 0; r < h; r++)
+                for (int64_t j = 0; j < w; j++) {
+                  uint32_t u;
+                  memcpy(&u, &tile[r * nr + j], sizeof u);
+                  C16[(i0 + r) * ldc + j0 + j] = (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)(u >> 16 | 0x40u) /* quiet NaN */
+                                                  : (uint16_t)((u + 0x7FFFu + (u >> 16 & 1u)) >> 16); /* nearest even */
+                }
+              continue;
+            }
+            float *cij = C + i0 * ldc + j0;
             if (h == mr && w == nr) {
               ukr_amx(nk, a, b, cij, ldc, first);
             } else { /* an edge tile: through a full-size copy */
-              float tile[AMX_MR * AMX_NR];
               for (int64_t r = 0; r < h && !first; r++) memcpy(tile + r * nr, cij + r * ldc, (size_t)w * sizeof(float));
               ukr_amx(nk, a, b, tile, nr, first);
               for (int64_t r = 0; r < h; r++) memcpy(cij + r * ldc, tile + r * nr, (size_t)w * sizeof(float));
@@ -849,11 +868,31 @@ static void amx_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const 
   }
   amx_end();
 }
+static void amx_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                       const uint16_t *B, int64_t ldb, float *C, int64_t ldc, uint16_t *buf) {
+  amx_body(ta, tb, M, N, K, A, lda, B, ldb, C, NULL, ldc, buf);
+}
+static void amx16_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                         const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc, uint16_t *buf) {
+  amx_body(ta, tb, M, N, K, A, lda, B, ldb, NULL, C, ldc, buf);
+}
 
 static int amx_run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                    const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
 GEMM_ENTRY(uint16_t, float, uint16_t, amx_run, amx_serial, AMX_MR, AMX_NR, amx_scratch_elems)
+static int amx16_run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc);
+GEMM_ENTRY(uint16_t, uint16_t, uint16_t, amx16_run, amx16_serial, AMX_MR, AMX_NR, amx16_scratch_elems)
 #endif
+
+int rt_gemm_bf16_round(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                       const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc) {
+  ensure_bf16();
+#ifdef RT_GEMM_X86
+  if (amx_on && K <= RT_GEMM_BF16_ROUND_MAX_K) return amx16_run(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+#endif
+  return -2;
+}
 
 int rt_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                  const uint16_t *B, int64_t ldb, float *C, int64_t ldc) {

@@ -32,6 +32,13 @@ int rt_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
  * out of memory. */
 int rt_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                  const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
+/* C[M,N] (bf16 bits, leading dimension ldc) = rt_gemm_bf16's f32 result
+ * rounded to bf16 (to nearest even; NaN kept quiet), on AMX tiles with each
+ * element's whole sum in a tile (no f32 C written): -2 unless AMX runs and
+ * K <= RT_GEMM_BF16_ROUND_MAX_K (the caller then rounds rt_gemm_bf16's). */
+#define RT_GEMM_BF16_ROUND_MAX_K 1024
+int rt_gemm_bf16_round(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                       const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc);
 /* Whether rt_gemm_bf16 runs (not -2). */
 bool rt_gemm_bf16_native(void);
 /* The kernel rt_gemm_bf16 runs: "amx", "avx512bf16", or NULL (none). */

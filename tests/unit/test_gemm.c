@@ -26,7 +26,9 @@
  * the same bits for 1, 2 and 3 threads and inside a parallel region; shapes
  * not multiples of the 32 x 32 tile or of its 32-step K chunk, odd K, K
  * across KC blocks, strides wider than the matrix, the four transpose
- * cases, C wider than NC (split by columns: K blocks of another depth).
+ * cases, C wider than NC (split by columns: K blocks of another depth);
+ * rt_gemm_bf16_round (the result rounded to bf16 on the way out of the
+ * tiles) against the f32 result rounded, and declining (-2) past its K.
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -246,7 +248,21 @@ static void run_amx_case(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int 
   CHECK_EQ_INT(rc, 0);
   CHECK_EQ_INT(memcmp(C, C1, nc * 4), 0);
   CHECK_EQ_INT(memcmp(C2, C1, nc * 4), 0);
-  free(A), free(B), free(C), free(C1), free(C2), free(E), free(S), free(Ah), free(Bh);
+  /* rounded to bf16 in the tiles' way out: the f32 result's bf16 (ir_f32_to_bf16), 1-3 threads */
+  uint16_t *H = malloc(nc * 2);
+  for (int t = 1; t <= 3; t++) {
+    omp_set_num_threads(t);
+    for (size_t i = 0; i < nc; i++) H[i] = 0x1234;
+    int got = rt_gemm_bf16_round(ta, tb, M, N, K, Ah, lda, Bh, ldb, H, ldc);
+    CHECK_EQ_INT(got, K <= RT_GEMM_BF16_ROUND_MAX_K ? 0 : -2);
+    int bad = 0;
+    for (int64_t i = 0; got == 0 && i < M; i++)
+      for (int64_t j = 0; j < ldc; j++)
+        bad += H[i * ldc + j] != (j < N ? ir_f32_to_bf16(C1[i * ldc + j]) : 0x1234);
+    if (bad) fprintf(stderr, "  %s: %d bf16 results are not the f32 result rounded\n", what, bad);
+    CHECK_EQ_INT(bad, 0);
+  }
+  free(A), free(B), free(C), free(C1), free(C2), free(E), free(S), free(Ah), free(Bh), free(H);
 }
 
 static void test_amx(void) {
@@ -259,7 +275,7 @@ static void test_amx(void) {
   static const int64_t shapes[][3] = {
       {1, 1, 1},    {3, 5, 7},      {13, 33, 17},  {32, 32, 32}, {33, 31, 63}, /* edges of the tile, odd K */
       {64, 64, 64}, {25, 70, 301},  {130, 9, 40},  {7, 400, 41}, {2, 1, 601},  /* K across KC blocks, tall, wide */
-      {160, 96, 288}, {5, 3100, 3}, {3, 3300, 520}, {40, 3200, 769},           /* M across MC; N across NC */
+      {160, 96, 288}, {5, 3100, 3}, {3, 3300, 520}, {40, 3200, 769}, {9, 40, 1100}, /* M across MC; N across NC; K > 1024 */
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int t = 0; t < 4; t++) run_amx_case(shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t & 2, i % 3 == 1 ? 3 : 0);
@@ -272,9 +288,14 @@ static void test_amx(void) {
   uint16_t tiny = bf16_of(0x1p-70f);
   CHECK_EQ_INT(rt_gemm_bf16(false, false, 1, 1, 1, &tiny, 1, &tiny, 1, &c, 1), 0);
   CHECK(c == 0.0f);
+  /* a NaN operand: a quiet NaN out of the rounding */
+  uint16_t qn = 0x7fc1, h16 = 0;
+  CHECK_EQ_INT(rt_gemm_bf16_round(false, false, 1, 1, 1, &qn, 1, &tiny, 1, &h16, 1), 0);
+  CHECK((h16 & 0x7f80) == 0x7f80 && (h16 & 0x40));
   /* off: back to the widened f32 products (-2) */
   CHECK_EQ_INT(rt_gemm_use_amx(false), 0);
   CHECK(!rt_gemm_bf16_native());
+  CHECK_EQ_INT(rt_gemm_bf16_round(false, false, 1, 1, 1, &qn, 1, &tiny, 1, &h16, 1), -2);
   printf("gemm amx      every element within K 2^-24 sum |a b| of the exact sum, the same bits for 1-3 threads\n");
 }
 
