@@ -26,19 +26,27 @@
  * (strided ones), and bottom-edge tiles of up to 4 or 8 rows run 4- and
  * 8-row kernels: the same values and chains.
  *
- * rt_gemm_bf16 (bf16 operands, f32 C) is the same scheme with vdpbf16ps
- * (AVX512-BF16), K packed in pairs: see the section below.
+ * rt_gemm_bf16 (bf16 operands, f32 C) is the same scheme on AMX tiles
+ * (tdpbf16ps: by default where the machine has them; not the chain's bits,
+ * within a stated bound, the same bits for every thread count) or with
+ * vdpbf16ps (AVX512-BF16, when asked for: the chain's bits), K packed in
+ * pairs: see the sections below.
  */
+#define _GNU_SOURCE /* syscall (the tile permission) */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gemm.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define RT_GEMM_X86 1
 #endif
 
@@ -390,7 +398,7 @@ static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
  * packing its own panels: no barrier, no shared buffer. (The packing of the
  * operand every block reads in full is repeated per thread: M*K or K*N
  * copies against M*N*K/threads multiply-adds.) */
-#define GEMM_ENTRY(TI, T, TB, fn, serial, MR, NR)                                                         \
+#define GEMM_ENTRY(TI, T, TB, fn, serial, MR, NR, SIZE)                                                         \
   int fn(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const TI *A, int64_t lda, const TI *B, int64_t ldb, \
          T *C, int64_t ldc) {                                                                             \
     ensure_arch();                                                                                        \
@@ -417,7 +425,7 @@ static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
         const TI *a = by_rows ? A + (ta ? b0 : b0 * lda) : A;                                             \
         const TI *b = by_rows ? B : B + (tb ? b0 * ldb : b0);                                             \
         T *c = C + (by_rows ? b0 * ldc : b0);                                                             \
-        TB *buf = scratch_get(slot, scratch_elems(m, n, K, MR, NR) * sizeof(TB));                         \
+        TB *buf = scratch_get(slot, SIZE(m, n, K, MR, NR) * sizeof(TB));                                  \
         if (buf) serial(ta, tb, m, n, K, a, lda, b, ldb, c, ldc, buf);                                    \
         else failed = 1;                                                                                  \
       }                                                                                                   \
@@ -425,8 +433,8 @@ static void dgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
     return failed ? -1 : 0;                                                                               \
   }
 
-GEMM_ENTRY(float, float, float, rt_sgemm, sgemm_serial, arch.mr, arch.nr)
-GEMM_ENTRY(double, double, double, rt_dgemm, dgemm_serial, arch.dmr, arch.dnr)
+GEMM_ENTRY(float, float, float, rt_sgemm, sgemm_serial, arch.mr, arch.nr, scratch_elems)
+GEMM_ENTRY(double, double, double, rt_dgemm, dgemm_serial, arch.dmr, arch.dnr, scratch_elems)
 
 /* ---------------------------------------------------------------------- */
 /* bf16 operands, f32 products: vdpbf16ps (AVX512-BF16)                    */
@@ -499,13 +507,208 @@ __attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(int64_
 }
 #endif
 
-/* The vdpbf16ps kernel when the machine has it and it was asked for
- * (TGC_GEMM_BF16=1 in the environment, or rt_gemm_use_bf16(true)), else
- * NULL. Not by default: on the Sapphire Rapids cores measured (issue 22)
+/* ---------------------------------------------------------------------- */
+/* bf16 operands, f32 products: AMX tiles (tdpbf16ps)                      */
+/* ---------------------------------------------------------------------- */
+/* tdpbf16ps c, a, b: for every element of the 16 x 16 f32 tile c, the 16
+ * pairs of bf16 products along the row of a (16 rows x 32 bf16) and the
+ * column of b (16 rows x 16 pairs: the "VNNI" layout, step 2p in the low
+ * half of a 32-bit pair, 2p + 1 in the high half) added to it in f32, round
+ * to nearest even, with denormal operands and results flushed to zero
+ * (whatever MXCSR says). The instruction's own order of the 32 additions is
+ * not the f32 chain's, so the results are not rt_sgemm's bits: they are
+ * within the bound of any f32 summation order, |C - exact| <= K u sum |a_k
+ * b_k| (u = 2^-24), plus the flushed denormals (test_gemm). They are the
+ * same bits for every thread count and split of the work: every element is
+ * the same sequence of instructions over the same 32-step chunks of K (K
+ * blocks are multiples of 32, edges padded with zeros: + 0 * 0 leaves a sum
+ * that starts at +0 as it is) continued from C exactly.
+ *
+ * A micro-tile is 32 x 32 f32 in tiles 0-3, its A strip in tiles 4-5 (rows
+ * 0-15, 16-31) and its B strip in tiles 6-7 (columns 0-15, 16-31): 4
+ * tdpbf16ps (16 x 16 x 32 products each) per 32 steps of K. A is packed as
+ * [K/32][32 rows][32 steps] bf16, B as [K/2 pairs][32 columns] pairs (the
+ * vdpbf16ps packing with the halves the other way round), both zero-padded
+ * to whole 32-step chunks; the blocking is the f32 path's (MC a multiple of
+ * 32). Linux hands out the tile registers only to a process that asks
+ * (arch_prctl ARCH_REQ_XCOMP_PERM), done once; each thread loads the tile
+ * configuration when it starts a product and releases it at the end. */
+enum { AMX_MR = 32, AMX_NR = 32, AMX_KS = 32, AMX_MC = 128 };
+
+/* The tile configuration (palette 1): 8 tiles of 16 rows x 64 bytes. */
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_config;
+
+#ifdef RT_GEMM_X86
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* d: A's rows l0 .. l0 + w - 1 (w <= 32; zero past w) over steps k0 .. k0 +
+ * kc - 1, as [chunk][32 rows][32 steps] (zero past kc); `ta`: A stored
+ * [K, M]. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_amx_a(uint16_t *d, int64_t w, int64_t kc,
+                                                                   const uint16_t *A, int64_t lda, bool ta,
+                                                                   int64_t k0, int64_t l0) {
+  int64_t nk = (kc + AMX_KS - 1) / AMX_KS;
+  if (!ta) {
+    for (int64_t ch = 0; ch < nk; ch++) {
+      int64_t n = kc - ch * AMX_KS < AMX_KS ? kc - ch * AMX_KS : AMX_KS;
+      __mmask32 m = (__mmask32)(n == 32 ? ~0u : (1u << n) - 1);
+      uint16_t *o = d + ch * AMX_MR * AMX_KS;
+      for (int64_t r = 0; r < AMX_MR; r++) {
+        __m512i v = r < w ? _mm512_maskz_loadu_epi16(m, A + (l0 + r) * lda + k0 + ch * AMX_KS) : _mm512_setzero_si512();
+        _mm512_storeu_si512(o + r * AMX_KS, v);
+      }
+    }
+    return;
+  }
+  /* A stored [K, M]: steps 2p and 2p + 1 of 16 rows made into 16 pairs
+   * (one vector per p), 16 of those transposed: each row's 16 pairs, 64
+   * bytes of its chunk */
+  for (int64_t ch = 0; ch < nk; ch++)
+    for (int64_t g = 0; g < AMX_MR; g += 16) {
+      int64_t lanes = w - g < 0 ? 0 : w - g < 16 ? w - g : 16;
+      __mmask16 m = (__mmask16)((1u << lanes) - 1);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; i++) {
+        int64_t k = ch * AMX_KS + 2 * i;
+        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        if (k < kc) lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, A + (k0 + k) * lda + l0 + g));
+        if (k + 1 < kc) hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, A + (k0 + k + 1) * lda + l0 + g));
+        r[i] = _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+      transpose16(r);
+      uint16_t *o = d + ch * AMX_MR * AMX_KS + g * AMX_KS;
+      for (int64_t j = 0; j < 16; j++) _mm512_storeu_ps(o + j * AMX_KS, r[j]);
+    }
+}
+
+/* d: B's columns l0 .. l0 + w - 1 (w <= 32; zero past w) over steps k0 ..
+ * k0 + kc - 1 as [pair][32 columns] pairs (steps 2p low, 2p + 1 high; zero
+ * past kc, to a whole 32-step chunk); `tb`: B stored [N, K]. */
+__attribute__((target("avx512f,avx512bw"))) static void pack_amx_b(uint32_t *d, int64_t w, int64_t kc,
+                                                                   const uint16_t *B, int64_t ldb, bool tb,
+                                                                   int64_t k0, int64_t l0) {
+  int64_t np = (kc + 1) / 2, npad = round_up(kc, AMX_KS) / 2;
+  if (!tb) { /* rows k and k + 1 interleaved: one permute per 16 pairs */
+    __mmask32 m = (__mmask32)(w == 32 ? ~0u : (1u << w) - 1);
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                        37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_set_epi16(63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54,
+                                        22, 53, 21, 52, 20, 51, 19, 50, 18, 49, 17, 48, 16);
+    for (int64_t p = 0; p < np; p++) {
+      const uint16_t *r0 = B + (k0 + 2 * p) * ldb + l0;
+      __m512i x = _mm512_maskz_loadu_epi16(m, r0);
+      __m512i y = 2 * p + 1 < kc ? _mm512_maskz_loadu_epi16(m, r0 + ldb) : _mm512_setzero_si512();
+      _mm512_storeu_si512(d + p * AMX_NR, _mm512_permutex2var_epi16(x, lo, y));
+      _mm512_storeu_si512(d + p * AMX_NR + 16, _mm512_permutex2var_epi16(x, hi, y));
+    }
+  } else { /* a pair is 32 bits of a row of B: the strided f32 packing's transposes, when they are aligned to pairs */
+    if (ldb % 2 == 0 && k0 % 2 == 0 && kc / 2 > 0)
+      pack_across_s_avx512((float *)d, AMX_NR, w, kc / 2, (const float *)(const void *)B, ldb / 2, k0 / 2, l0);
+    else
+      for (int64_t l = 0; l < AMX_NR; l++)
+        for (int64_t p = 0; p < kc / 2; p++) {
+          const uint16_t *src = B + (l0 + l) * ldb + k0 + 2 * p;
+          d[p * AMX_NR + l] = l < w ? (uint32_t)src[0] | (uint32_t)src[1] << 16 : 0;
+        }
+    if (kc & 1)
+      for (int64_t l = 0; l < AMX_NR; l++) d[(np - 1) * AMX_NR + l] = l < w ? B[(l0 + l) * ldb + k0 + kc - 1] : 0;
+  }
+  memset(d + np * AMX_NR, 0, (size_t)((npad - np) * AMX_NR) * sizeof *d);
+}
+
+/* c[32 x 32] (ldc) continues (or, when first, starts) its sums over nk
+ * 32-step chunks of the packed a and b. */
+__attribute__((target("amx-tile,amx-bf16"))) static void ukr_amx(int64_t nk, const uint16_t *a, const uint32_t *b,
+                                                                float *c, int64_t ldc, bool first) {
+  int64_t cs = ldc * (int64_t)sizeof(float);
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  } else {
+    _tile_loadd(0, c, cs);
+    _tile_loadd(1, c + 16, cs);
+    _tile_loadd(2, c + 16 * ldc, cs);
+    _tile_loadd(3, c + 16 * ldc + 16, cs);
+  }
+  for (int64_t ch = 0; ch < nk; ch++) {
+    const uint16_t *ac = a + ch * AMX_MR * AMX_KS;
+    const uint32_t *bc = b + ch * (AMX_KS / 2) * AMX_NR;
+    _tile_loadd(4, ac, AMX_KS * 2);
+    _tile_loadd(5, ac + 16 * AMX_KS, AMX_KS * 2);
+    _tile_loadd(6, bc, AMX_NR * 4);
+    _tile_loadd(7, bc + 16, AMX_NR * 4);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, cs);
+  _tile_stored(1, c + 16, cs);
+  _tile_stored(2, c + 16 * ldc, cs);
+  _tile_stored(3, c + 16 * ldc + 16, cs);
+}
+
+/* (In memory before the instruction reads it: gcc 12's _tile_loadconfig
+ * tells the compiler it reads 8 bytes, so a configuration built on the
+ * stack can lose its other stores.) */
+static const amx_config amx_cfg = {.palette = 1,
+                                   .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                   .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+__attribute__((target("amx-tile"))) static void amx_begin(void) { _tile_loadconfig(&amx_cfg); }
+__attribute__((target("amx-tile"))) static void amx_end(void) { _tile_release(); }
+
+/* Whether this machine and process may run the tiles: the CPU has
+ * AMX-TILE and AMX-BF16 (cpuid 7.0 EDX bits 24, 22; palette 1 with 8 tiles
+ * of 16 x 64 bytes, cpuid 0x1D), AVX512-BW for the packing, and Linux grants
+ * the tile data state. */
+static bool amx_probe(void) {
+#ifdef __linux__
+  unsigned a, b, c, d;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 22 & 1)) return false;
+  if (__get_cpuid_max(0, NULL) < 0x1d || !__get_cpuid_count(0x1d, 1, &a, &b, &c, &d)) return false;
+  if ((b & 0xffff) < 64 || (b >> 16) < 8 || (c & 0xffff) < 16) return false;
+  return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+  return false;
+#endif
+}
+#endif
+
+/* amx_probe's answer, asked once per process (under rt_gemm_bf16's lock). */
+static int amx_known = -1;
+static bool amx_available(void) {
+  if (amx_known < 0) {
+#ifdef RT_GEMM_X86
+    amx_known = amx_probe();
+#else
+    amx_known = 0;
+#endif
+  }
+  return amx_known == 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* which bf16 products run                                                 */
+/* ---------------------------------------------------------------------- */
+/* rt_gemm_bf16 runs AMX where the machine and the kernel allow it, unless
+ * TGC_GEMM_AMX=0; the vdpbf16ps kernel when asked for (TGC_GEMM_BF16=1 in
+ * the environment, or rt_gemm_use_bf16(true)), which takes precedence;
+ * else nothing (-2: the caller widens the operands for rt_sgemm). Not
+ * vdpbf16ps by default: on the Sapphire Rapids cores measured (issue 22)
  * one vdpbf16ps a cycle does no more products than two f32 vfmadd, and its
  * pair packing made the gpt2-124m bf16 step 1.12x slower than widening the
- * operands for rt_sgemm (bench/README.md). */
+ * operands for rt_sgemm (bench/README.md). TGC_GEMM_VERBOSE=1 prints the
+ * choice to stderr once. */
 static ukernel_bf16 bf16_kernel;
+static bool amx_on;
 static int bf16_state; /* 0: not decided yet; 1: decided */
 
 static ukernel_bf16 bf16_detect(void) {
@@ -520,15 +723,25 @@ static void ensure_bf16(void) {
   if (__atomic_load_n(&bf16_state, __ATOMIC_ACQUIRE)) return;
 #pragma omp critical(rt_gemm_bf16)
   if (!bf16_state) {
-    const char *e = getenv("TGC_GEMM_BF16");
-    bf16_kernel = e && strcmp(e, "1") == 0 ? bf16_detect() : NULL;
+    const char *e = getenv("TGC_GEMM_BF16"), *x = getenv("TGC_GEMM_AMX"), *v = getenv("TGC_GEMM_VERBOSE");
+    bool vdp = e && strcmp(e, "1") == 0;
+    bf16_kernel = vdp ? bf16_detect() : NULL;
+    amx_on = !vdp && !(x && strcmp(x, "0") == 0) && amx_available();
+    if (v && strcmp(v, "0") != 0 && v[0])
+      fprintf(stderr, "tgc gemm: f32 products on %s, bf16 products on %s\n", rt_gemm_isa(),
+              amx_on ? "amx" : bf16_kernel ? "avx512bf16" : "f32 (operands widened)");
     __atomic_store_n(&bf16_state, 1, __ATOMIC_RELEASE);
   }
 }
 
 bool rt_gemm_bf16_native(void) {
   ensure_bf16();
-  return bf16_kernel != NULL;
+  return amx_on || bf16_kernel != NULL;
+}
+
+const char *rt_gemm_bf16_kind(void) {
+  ensure_bf16();
+  return amx_on ? "amx" : bf16_kernel ? "avx512bf16" : NULL;
 }
 
 int rt_gemm_use_bf16(bool on) {
@@ -536,6 +749,18 @@ int rt_gemm_use_bf16(bool on) {
   ukernel_bf16 k = on ? bf16_detect() : NULL;
   if (on && !k) return -1;
   bf16_kernel = k;
+  amx_on = false;
+  return 0;
+}
+
+int rt_gemm_use_amx(bool on) {
+  ensure_bf16();
+  bool ok = false;
+#pragma omp critical(rt_gemm_bf16)
+  ok = amx_available();
+  if (on && !ok) return -1;
+  amx_on = on;
+  bf16_kernel = NULL;
   return 0;
 }
 
@@ -575,11 +800,106 @@ static void bgemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
 
 static int bgemm_run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                      const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
-GEMM_ENTRY(uint16_t, float, uint32_t, bgemm_run, bgemm_serial, BF_MR, BF_NR)
+GEMM_ENTRY(uint16_t, float, uint32_t, bgemm_run, bgemm_serial, BF_MR, BF_NR, scratch_elems)
+
+#ifdef RT_GEMM_X86
+/* The depth of a K block on the tiles: kc_block's, or all of K when C is
+ * bf16 (C16: each element rounded once from its whole sum, held in a tile). */
+static int64_t amx_kc_block(int64_t N, int64_t K, bool c16) { return c16 ? K : kc_block(N, K); }
+
+static size_t amx_scratch(int64_t M, int64_t N, int64_t K, bool c16) {
+  int64_t nc = min64(NC, round_up(N, AMX_NR)), mc = min64(AMX_MC, round_up(M, AMX_MR));
+  int64_t kc = round_up(min64(amx_kc_block(N, K, c16), K), AMX_KS);
+  return (size_t)(kc * nc + kc * mc);
+}
+static size_t amx_scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) { return amx_scratch(M, N, K, false); }
+static size_t amx16_scratch_elems(int64_t M, int64_t N, int64_t K, int mr, int nr) { return amx_scratch(M, N, K, true); }
+
+/* One thread's product on the tiles (its own packing buffer, in uint16):
+ * into the f32 C, or (C16) rounded to bf16 into C16 as rt_bf16_bits rounds. */
+static void amx_body(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint16_t *B, int64_t ldb, float *C, uint16_t *C16, int64_t ldc, uint16_t *buf) {
+  const int64_t mr = AMX_MR, nr = AMX_NR;
+  bool c16 = C16 != NULL;
+  int64_t nc_max = min64(NC, round_up(N, nr)), kcb = amx_kc_block(N, K, c16); /* multiples of 32 or all of K */
+  int64_t kcp_max = round_up(min64(kcb, K), AMX_KS);
+  uint32_t *bp = (uint32_t *)(void *)buf;
+  uint16_t *ap = buf + kcp_max * nc_max;
+  amx_begin();
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    int64_t nc = min64(NC, N - jc), npanels = (nc + nr - 1) / nr;
+    for (int64_t pc = 0; pc < K; pc += kcb) {
+      int64_t kc = min64(kcb, K - pc), kcp = round_up(kc, AMX_KS), nk = kcp / AMX_KS;
+      bool first = pc == 0;
+      for (int64_t q = 0; q < npanels; q++)
+        pack_amx_b(bp + q * (kcp / 2) * nr, min64(nr, N - (jc + q * nr)), kc, B, ldb, tb, pc, jc + q * nr);
+      for (int64_t ic = 0; ic < M; ic += AMX_MC) {
+        int64_t mc = min64(AMX_MC, M - ic), mpanels = (mc + mr - 1) / mr;
+        for (int64_t p = 0; p < mpanels; p++)
+          pack_amx_a(ap + p * kcp * mr, min64(mr, M - (ic + p * mr)), kc, A, lda, ta, pc, ic + p * mr);
+        for (int64_t q = 0; q < npanels; q++)
+          for (int64_t p = 0; p < mpanels; p++) {
+            int64_t i0 = ic + p * mr, j0 = jc + q * nr, h = min64(mr, M - i0), w = min64(nr, N - j0);
+            const uint16_t *a = ap + p * kcp * mr;
+            const uint32_t *b = bp + q * (kcp / 2) * nr;
+            float tile[AMX_MR * AMX_NR];
+            if (c16) { /* the whole sum in the tile (first: one K block), rounded on the way out */
+              ukr_amx(nk, a, b, tile, nr, true);
+              for (int64_t r = 0; r < h; r++)
+                for (int64_t j = 0; j < w; j++) {
+                  uint32_t u;
+                  memcpy(&u, &tile[r * nr + j], sizeof u);
+                  C16[(i0 + r) * ldc + j0 + j] = (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)(u >> 16 | 0x40u) /* quiet NaN */
+                                                  : (uint16_t)((u + 0x7FFFu + (u >> 16 & 1u)) >> 16); /* nearest even */
+                }
+              continue;
+            }
+            float *cij = C + i0 * ldc + j0;
+            if (h == mr && w == nr) {
+              ukr_amx(nk, a, b, cij, ldc, first);
+            } else { /* an edge tile: through a full-size copy */
+              for (int64_t r = 0; r < h && !first; r++) memcpy(tile + r * nr, cij + r * ldc, (size_t)w * sizeof(float));
+              ukr_amx(nk, a, b, tile, nr, first);
+              for (int64_t r = 0; r < h; r++) memcpy(cij + r * ldc, tile + r * nr, (size_t)w * sizeof(float));
+            }
+          }
+      }
+    }
+  }
+  amx_end();
+}
+static void amx_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                       const uint16_t *B, int64_t ldb, float *C, int64_t ldc, uint16_t *buf) {
+  amx_body(ta, tb, M, N, K, A, lda, B, ldb, C, NULL, ldc, buf);
+}
+static void amx16_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                         const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc, uint16_t *buf) {
+  amx_body(ta, tb, M, N, K, A, lda, B, ldb, NULL, C, ldc, buf);
+}
+
+static int amx_run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                   const uint16_t *B, int64_t ldb, float *C, int64_t ldc);
+GEMM_ENTRY(uint16_t, float, uint16_t, amx_run, amx_serial, AMX_MR, AMX_NR, amx_scratch_elems)
+static int amx16_run(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc);
+GEMM_ENTRY(uint16_t, uint16_t, uint16_t, amx16_run, amx16_serial, AMX_MR, AMX_NR, amx16_scratch_elems)
+#endif
+
+int rt_gemm_bf16_round(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                       const uint16_t *B, int64_t ldb, uint16_t *C, int64_t ldc) {
+  ensure_bf16();
+#ifdef RT_GEMM_X86
+  if (amx_on && K <= RT_GEMM_BF16_ROUND_MAX_K) return amx16_run(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+#endif
+  return -2;
+}
 
 int rt_gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                  const uint16_t *B, int64_t ldb, float *C, int64_t ldc) {
   ensure_bf16();
+#ifdef RT_GEMM_X86
+  if (amx_on) return amx_run(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+#endif
   if (!bf16_kernel) return -2;
   return bgemm_run(ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }

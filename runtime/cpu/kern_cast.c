@@ -18,6 +18,11 @@
 
 /* 1 when the node is such a conversion (and has run), 0 when it is not one
  * (the caller runs the interpreter). */
+void rt_round_to_bf16(uint16_t *dst, const float *src, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > RT_PAR_MIN)
+  for (int64_t i = 0; i < n; i++) dst[i] = rt_bf16_bits(src[i]);
+}
+
 int rt_kern_fused_cast(const rt_kctx *k, const ir_expr *e) {
   const ir_node *n = k->node;
   if (n->n_in != 1 || n->n_out != 1 || e->n_ins != 2 || e->n_results != 1 || e->results[0] != 1) return 0;
@@ -33,10 +38,7 @@ int rt_kern_fused_cast(const rt_kctx *k, const ir_expr *e) {
     return 0;
   int64_t count = rt_numel(&y->type);
   if (down) {
-    const float *src = x->data;
-    uint16_t *dst = y->data;
-#pragma omp parallel for schedule(static) if (count > RT_PAR_MIN)
-    for (int64_t i = 0; i < count; i++) dst[i] = rt_bf16_bits(src[i]);
+    rt_round_to_bf16(y->data, x->data, count);
   } else {
     const uint16_t *src = x->data;
     uint32_t *dst = y->data;

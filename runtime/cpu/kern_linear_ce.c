@@ -13,7 +13,10 @@
  * The loss is the mean of the row losses added in row order. Every product
  * is rt_sgemm / rt_dgemm (bf16 / f16 widened to f32, the product rounded
  * to the dtype as matmul rounds it; bf16 operands read as stored by
- * rt_gemm_bf16 where vdpbf16ps is asked for, the same chain), so logits, loss and dh are the bits of
+ * rt_gemm_bf16 where it runs: AMX tiles by default where the machine has
+ * them, vdpbf16ps when asked for, as matmul; on AMX the bf16 logits and a
+ * one-chunk bf16 dw come rounded out of the tiles, rt_gemm_bf16_round: the
+ * same bits, no f32 copy), so logits, loss and dh are the bits of
  * the unfused graph's matmul, cross_entropy and matmul; dw differs from its
  * one product over every row only by the partial sums of the chunks.
  */
@@ -21,7 +24,8 @@
 
 typedef struct {
   bool f64, native; /* f64: dgemm; native: f32 or f64 operands used as stored */
-  bool bf;          /* bf16 operands read as stored by rt_gemm_bf16 (vdpbf16ps), products in f32 */
+  bool bf;          /* bf16 operands read as stored by rt_gemm_bf16 (AMX or vdpbf16ps), products in f32 */
+  bool c16;         /* bf16 results of AMX products rounded on the way out (rt_gemm_bf16_round) */
   size_t es;        /* bytes per element of the float products (4 or 8) */
   size_t in_es;     /* bytes per element of the operands the products read */
 } lce_kind;
@@ -49,7 +53,7 @@ static void *lce_widen(const lce_kind *t, ir_dtype dt, const void *x, int64_t n)
 static void lce_store(const lce_kind *t, ir_dtype dt, void *x, const void *p, int64_t n) {
   if (t->native && p == x) return;
   if (dt == IR_DT_BF16 && !t->f64) {
-    for (int64_t i = 0; i < n; i++) ((uint16_t *)x)[i] = rt_bf16_bits(((const float *)p)[i]);
+    rt_round_to_bf16(x, p, n);
     return;
   }
   for (int64_t i = 0; i < n; i++) rt_store(dt, x, i, t->f64 ? ((const double *)p)[i] : ((const float *)p)[i]);
@@ -75,6 +79,8 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
   }
   lce_kind t = {.f64 = dt == IR_DT_F64, .native = dt == IR_DT_F64 || dt == IR_DT_F32};
   t.bf = dt == IR_DT_BF16 && w->type.dtype == IR_DT_BF16 && rt_gemm_bf16_native();
+  const char *kind = t.bf ? rt_gemm_bf16_kind() : NULL;
+  t.c16 = kind && strcmp(kind, "amx") == 0;
   t.es = t.f64 ? 8 : 4;
   t.in_es = t.bf ? 2 : t.es;
   size_t mark = rt_scratch_mark();
@@ -84,14 +90,21 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
   char *dhp = t.native ? dh->data : rt_scratch_push((size_t)(C * D) * t.es);
   /* this chunk's dw: the first chunk's product goes straight into dw when dw holds the product's floats */
   bool dw_native = t.native && dw->type.dtype == dt;
-  char *part = dw_native && N <= C ? dw->data : rt_scratch_push((size_t)(V * D) * t.es);
+  /* one chunk of AMX products: dw rounded to bf16 on the way out of the tiles (the same bits), no f32 part */
+  bool dw16 = t.c16 && N <= C && dw->type.dtype == IR_DT_BF16 && N <= RT_GEMM_BF16_ROUND_MAX_K;
+  char *part = (dw_native || dw16) && N <= C ? dw->data : rt_scratch_push((size_t)(V * D) * t.es);
   int rc = row_loss && hp && wp && lp && dhp && part ? 0 : -1;
   double scale = rt_load(gs->type.dtype, gs->data, 0) / (double)N;
   for (int64_t r0 = 0; r0 < N && rc == 0; r0 += C) {
     int64_t c = N - r0 < C ? N - r0 : C;
     const char *hc = hp + (size_t)(r0 * D) * t.in_es;
-    rc |= lce_gemm(&t, false, tb, c, V, D, hc, D, wp, tb ? D : V, lp, V);
-    lce_store(&t, dt, buf->data, lp, c * V);
+    if (t.c16 && D <= RT_GEMM_BF16_ROUND_MAX_K) { /* the logits rounded on the way out of the tiles: the same bits */
+      rc |= rt_gemm_bf16_round(false, tb, c, V, D, (const uint16_t *)hc, D, (const uint16_t *)wp, tb ? D : V,
+                               buf->data, V);
+    } else {
+      rc |= lce_gemm(&t, false, tb, c, V, D, hc, D, wp, tb ? D : V, lp, V);
+      lce_store(&t, dt, buf->data, lp, c * V);
+    }
     lce_argmax(dt, buf->data, c, V, (int32_t *)pred->data + r0);
     ir_type lt = {.dtype = dt, .rank = 2, .dims = {c, V}}, tt = {.dtype = tg->type.dtype, .rank = 1, .dims = {c}};
     rt_tensor lv = {.type = lt, .data = buf->data, .nbytes = (size_t)(c * V) * ir_dtype_size(dt)};
@@ -111,6 +124,11 @@ int rt_kern_linear_cross_entropy(const rt_kctx *k) {
     char *dhc = t.native ? dhp + (size_t)(r0 * D) * t.es : dhp;
     rc |= lce_gemm(&t, false, !tb, c, D, V, gp, V, wp, tb ? D : V, dhc, D);
     lce_store(&t, dt, (char *)dh->data + (size_t)(r0 * D) * ir_dtype_size(dt), dhc, c * D);
+    if (dw16) {
+      rc |= tb ? rt_gemm_bf16_round(true, false, V, D, c, (const uint16_t *)gp, V, (const uint16_t *)hc, D, dw->data, D)
+               : rt_gemm_bf16_round(true, false, D, V, c, (const uint16_t *)hc, D, (const uint16_t *)gp, V, dw->data, V);
+      continue;
+    }
     char *into = dw_native && r0 == 0 ? dw->data : part;
     if (tb) rc |= lce_gemm(&t, true, false, V, D, c, gp, V, hc, D, into, D);
     else rc |= lce_gemm(&t, true, false, D, V, c, hc, D, gp, V, into, V);

@@ -7,9 +7,12 @@
  * same fused multiply-add chain over k, however the work is split) — or, for
  * x @ W with W shared by every batch, one product over all rows at once, and
  * for many small products, the batches spread over the threads. bf16/f16
- * operands are widened to f32, multiplied in f32 and rounded back (two bf16
- * operands go as stored to rt_gemm_bf16 where vdpbf16ps is asked for with
- * TGC_GEMM_BF16=1: the same f32 chain, denormals flushed); integer
+ * operands are widened to f32, multiplied in f32 and rounded back; two bf16
+ * operands go as stored to rt_gemm_bf16 where it runs: on AMX tiles by
+ * default where the machine has them (bf16 pair products summed in f32 in
+ * the tiles' order, denormals flushed: not the widened chain's bits; off
+ * with TGC_GEMM_AMX=0), or on vdpbf16ps when asked for with TGC_GEMM_BF16=1
+ * (the same f32 chain, denormals flushed); integer
  * operands use a plain loop accumulating in double. Rank-1 operands follow
  * numpy (a[K] is a row, b[K] a column, and that dim is dropped from the
  * result).
@@ -96,13 +99,15 @@ static float *widen_to_f32(const rt_tensor *t) {
   return p;
 }
 
-/* C = op(A) op(B) in f32 from element offsets ao, bo: bf16 operands with
- * rt_gemm_bf16 when bf, else f32 ones with rt_sgemm. */
-static int mm_f32(bool bf, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t ao, int64_t lda,
-                  const void *B, int64_t bo, int64_t ldb, float *C, int64_t ldc) {
-  if (bf)
-    return rt_gemm_bf16(ta, tb, M, N, K, (const uint16_t *)A + ao, lda, (const uint16_t *)B + bo, ldb, C, ldc);
-  return rt_sgemm(ta, tb, M, N, K, (const float *)A + ao, lda, (const float *)B + bo, ldb, C, ldc);
+/* C (element offset co) = op(A) op(B) in f32 from element offsets ao, bo:
+ * bf16 operands with rt_gemm_bf16 when bf (rt_gemm_bf16_round, C bf16,
+ * when c16), else f32 ones with rt_sgemm. */
+static int mm_f32(bool bf, bool c16, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t ao,
+                  int64_t lda, const void *B, int64_t bo, int64_t ldb, void *C, int64_t co, int64_t ldc) {
+  const uint16_t *ah = (const uint16_t *)A + ao, *bh = (const uint16_t *)B + bo;
+  if (c16) return rt_gemm_bf16_round(ta, tb, M, N, K, ah, lda, bh, ldb, (uint16_t *)C + co, ldc);
+  if (bf) return rt_gemm_bf16(ta, tb, M, N, K, ah, lda, bh, ldb, (float *)C + co, ldc);
+  return rt_sgemm(ta, tb, M, N, K, (const float *)A + ao, lda, (const float *)B + bo, ldb, (float *)C + co, ldc);
 }
 
 static int mm_oom(const rt_kctx *k) {
@@ -136,12 +141,15 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
   }
   if ((dt == IR_DT_F32 || dt == IR_DT_BF16 || dt == IR_DT_F16)) {
     bool native = dt == IR_DT_F32 && a->type.dtype == IR_DT_F32 && b->type.dtype == IR_DT_F32;
-    /* bf16 operands: vdpbf16ps reads them as stored (rt_gemm_bf16: the same chain, denormals flushed) */
+    /* bf16 operands: AMX or vdpbf16ps reads them as stored (rt_gemm_bf16), where it runs */
     bool bf = a->type.dtype == IR_DT_BF16 && b->type.dtype == IR_DT_BF16 && rt_gemm_bf16_native();
+    /* a bf16 result of AMX products: rounded on the way out of the tiles (rt_gemm_bf16_round: the same bits) */
+    const char *kind = bf ? rt_gemm_bf16_kind() : NULL;
+    bool c16 = dt == IR_DT_BF16 && kind && strcmp(kind, "amx") == 0 && K <= RT_GEMM_BF16_ROUND_MAX_K;
     size_t mark = rt_scratch_mark(); /* bf16 / f16: the operands widened, the product in f32 */
     const void *af = native || bf ? a->data : widen_to_f32(a);
     const void *bf_ = native || bf ? b->data : widen_to_f32(b);
-    float *of = native ? out->data : rt_scratch_push((size_t)(s.batches * M * N) * sizeof(float));
+    void *of = native || c16 ? out->data : rt_scratch_push((size_t)(s.batches * M * N) * sizeof(float));
     if (!af || !bf_ || !of) {
       rt_scratch_pop(mark);
       rt_kerr(k, "out of memory converting operands of matmul %%%s to f32",
@@ -150,28 +158,28 @@ static int matmul_run(const rt_kctx *k, const rt_tensor *a, const rt_tensor *b, 
     }
     int rc = 0;
     if (!ta && shared_b(&s)) { /* x @ W: one product of all rows */
-      rc = mm_f32(bf, false, tb, s.batches * M, N, K, af, 0, K, bf_, 0, ldb, of, N);
+      rc = mm_f32(bf, c16, false, tb, s.batches * M, N, K, af, 0, K, bf_, 0, ldb, of, 0, N);
     } else if (s.batches >= 2 * omp_get_max_threads() && (double)M * (double)N * (double)K < (1 << 21)) {
       /* many small products: one per thread at a time */
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : rc)
       for (int64_t bi = 0; bi < s.batches; bi++) {
         int64_t ao, bo;
         mm_offsets(&s, bi, &ao, &bo);
-        rc |= mm_f32(bf, ta, tb, M, N, K, af, ao, lda, bf_, bo, ldb, of + bi * M * N, N);
+        rc |= mm_f32(bf, c16, ta, tb, M, N, K, af, ao, lda, bf_, bo, ldb, of, bi * M * N, N);
       }
     } else {
       for (int64_t bi = 0; bi < s.batches && rc == 0; bi++) {
         int64_t ao, bo;
         mm_offsets(&s, bi, &ao, &bo);
-        rc = mm_f32(bf, ta, tb, M, N, K, af, ao, lda, bf_, bo, ldb, of + bi * M * N, N);
+        rc = mm_f32(bf, c16, ta, tb, M, N, K, af, ao, lda, bf_, bo, ldb, of, bi * M * N, N);
       }
     }
-    if (!native) {
+    if (!native && !c16) {
       int64_t n = s.batches * M * N;
       if (dt == IR_DT_BF16)
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)out->data)[i] = rt_bf16_bits(of[i]);
+        rt_round_to_bf16(out->data, of, n);
       else
-        for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, of[i]);
+        for (int64_t i = 0; i < n; i++) rt_store(dt, out->data, i, ((const float *)of)[i]);
     }
     rt_scratch_pop(mark);
     return rc ? mm_oom(k) : 0;

@@ -269,7 +269,7 @@ int rt_kern_rmsnorm(const rt_kctx *k) {
  * bound one at a time) run as R independent chains. mean, rstd into st. */
 enum { NG_ROWS = 8 };
 static void norm_grad_rows_f32(bool ln, double eps, int64_t D, int64_t r0, int64_t nr, const float *x,
-                               const float *gamma, const float *dy, float *dx, double *st) {
+                               const float *gamma, const float *dy, void *dx, ir_dtype odt, double *st) {
   double mean[NG_ROWS] = {0}, var[NG_ROWS] = {0}, m1[NG_ROWS] = {0}, m2[NG_ROWS] = {0}, rstd[NG_ROWS];
   const float *xr[NG_ROWS], *dyr[NG_ROWS];
   for (int64_t i = 0; i < nr; i++) xr[i] = x + (r0 + i) * D, dyr[i] = dy + (r0 + i) * D;
@@ -292,11 +292,16 @@ static void norm_grad_rows_f32(bool ln, double eps, int64_t D, int64_t r0, int64
     }
   for (int64_t i = 0; i < nr; i++) {
     double a1 = ln ? m1[i] / (double)D : 0, a2 = m2[i] / (double)D, rs = rstd[i], mu = mean[i];
-    float *o = dx + (r0 + i) * D;
-    for (int64_t j = 0; j < D; j++) {
+    float *o = (float *)dx + (r0 + i) * D;
+    for (int64_t j = 0; j < D && odt == IR_DT_F32; j++) {
       double gh = (double)dyr[i][j] * (double)gamma[j];
       double xhat = ((double)xr[i][j] - mu) * rs;
       o[j] = ir_round_f32((gh - xhat * a2 - a1) * rs);
+    }
+    for (int64_t j = 0; j < D && odt != IR_DT_F32; j++) { /* bf16 operands widened (below): rounded as rt_store rounds */
+      double gh = (double)dyr[i][j] * (double)gamma[j];
+      double xhat = ((double)xr[i][j] - mu) * rs;
+      rt_store(odt, dx, (r0 + i) * D + j, (gh - xhat * a2 - a1) * rs);
     }
     st[2 * (r0 + i)] = mu;
     st[2 * (r0 + i) + 1] = rs;
@@ -316,11 +321,31 @@ int rt_kern_norm_grad(const rt_kctx *k) {
     rt_kerr(k, "%s %%%s: out of scratch memory", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
     return -1;
   }
+  /* f32 as stored; bf16 widened to floats first (exact: the same doubles as rt_load's) and run through the
+   * f32 form */
   bool f32 = xdt == IR_DT_F32 && gdt == IR_DT_F32 && odt == IR_DT_F32;
+  bool bf = xdt == IR_DT_BF16 && gdt == IR_DT_BF16 && odt == IR_DT_BF16;
+  const float *xf = x->data, *gf = gamma->data, *dyf = dy->data;
+  if (bf) {
+    float *w = rt_scratch_push((size_t)(2 * rows * D + D + 1) * sizeof *w);
+    if (!w) {
+      rt_scratch_pop(mark);
+      rt_kerr(k, "%s %%%s: out of scratch memory", ir_op_name(k->node->op), rt_value_name(k->node->out[0]));
+      return -1;
+    }
+#pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN)
+    for (int64_t i = 0; i < rows * D; i++) {
+      w[i] = rt_bf16_value(((const uint16_t *)x->data)[i]);
+      w[rows * D + i] = rt_bf16_value(((const uint16_t *)dy->data)[i]);
+    }
+    for (int64_t j = 0; j < D; j++) w[2 * rows * D + j] = rt_bf16_value(((const uint16_t *)gamma->data)[j]);
+    xf = w, dyf = w + rows * D, gf = w + 2 * rows * D;
+    f32 = true;
+  }
 #pragma omp parallel for schedule(static) if (f32 && rows * D > RT_PAR_MIN && rows > NG_ROWS)
   for (int64_t r0 = 0; r0 < (f32 ? rows : 0); r0 += NG_ROWS)
-    norm_grad_rows_f32(ln, eps, D, r0, rows - r0 < NG_ROWS ? rows - r0 : NG_ROWS, x->data, gamma->data, dy->data,
-                       k->out[0]->data, st);
+    norm_grad_rows_f32(ln, eps, D, r0, rows - r0 < NG_ROWS ? rows - r0 : NG_ROWS, xf, gf, dyf, k->out[0]->data, odt,
+                       st);
 #pragma omp parallel for schedule(static) if (rows * D > RT_PAR_MIN && rows > 1)
   for (int64_t r = 0; r < (f32 ? 0 : rows); r++) {
     const int64_t base = r * D;
@@ -355,7 +380,7 @@ int rt_kern_norm_grad(const rt_kctx *k) {
     double sg[COLS] = {0}, sb[COLS] = {0};
     int64_t n = D - j0 < COLS ? D - j0 : COLS;
     for (int64_t r = 0; r < rows && f32; r++) { /* the same, on the floats as stored */
-      const float *dyr = (const float *)dy->data + r * D + j0, *xr = (const float *)x->data + r * D + j0;
+      const float *dyr = dyf + r * D + j0, *xr = xf + r * D + j0;
       double mu = st[2 * r], rs = st[2 * r + 1];
       for (int64_t j = 0; j < n; j++) {
         double g = dyr[j];

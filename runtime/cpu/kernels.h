@@ -105,6 +105,9 @@ int rt_ce_rows(const rt_tensor *logits, const rt_tensor *targets, double *loss, 
 /* kern_cast.c: a fused node that is one f32 <-> bf16 conversion, run as one
  * pass (1), or not one (0: the interpreter runs it). */
 int rt_kern_fused_cast(const rt_kctx *k, const ir_expr *e);
+/* kern_cast.c: dst[i] = rt_bf16_bits(src[i]) for i < n, over the threads
+ * when n is large (and not already inside a parallel region). */
+void rt_round_to_bf16(uint16_t *dst, const float *src, int64_t n);
 
 /* The max and the sum of exp(x - max) of one row of V logits at base: the
  * one definition cross_entropy and its gradient share, so that the
@@ -147,6 +150,7 @@ static inline void rt_layernorm_row(ir_dtype xdt, const void *x, int64_t base, i
 }
 
 float rt_max_f32(const float *x, int64_t n); /* vec_math.c: NaN if any is NaN */
+float rt_max_bf16(const uint16_t *x, int64_t n); /* the same over bf16 values (widened 512 at a time) */
 
 /* The max of a row (NaN if any; 0 for a row of -inf or an empty row): the
  * shift of rt_row_logsumexp. */
@@ -154,6 +158,8 @@ static inline void rt_row_max(ir_dtype dt, const void *logits, int64_t base, int
   double mx = -INFINITY;
   if (dt == IR_DT_F32) {
     mx = rt_max_f32((const float *)logits + base, V);
+  } else if (dt == IR_DT_BF16) {
+    mx = rt_max_bf16((const uint16_t *)logits + base, V);
   } else {
     for (int64_t j = 0; j < V; j++) {
       double x = rt_load(dt, logits, base + j);

@@ -27,9 +27,18 @@ RT_CLONES static void exp_shifted_f32(double *e, const float *x, double shift, i
   for (int64_t j = 0; j < n; j++) e[j] = ir_exp_smooth((double)x[j] - shift);
 }
 
+/* bf16: each value widened exactly (a signalling NaN is a NaN all the same in the double) */
+RT_CLONES static void exp_shifted_bf16(double *e, const uint16_t *x, double shift, int64_t n) {
+  for (int64_t j = 0; j < n; j++) e[j] = ir_exp_smooth((double)rt_bf16_value(x[j]) - shift);
+}
+
 void rt_exp_shifted(ir_dtype dt, const void *x, int64_t base, int64_t n, double shift, double *e) {
   if (dt == IR_DT_F32) {
     exp_shifted_f32(e, (const float *)x + base, shift, n);
+    return;
+  }
+  if (dt == IR_DT_BF16) {
+    exp_shifted_bf16(e, (const uint16_t *)x + base, shift, n);
     return;
   }
   for (int64_t j = 0; j < n; j++) e[j] = ir_exp_smooth(rt_load(dt, x, base + j) - shift);
@@ -63,6 +72,20 @@ RT_CLONES float rt_max_f32(const float *x, int64_t n) {
   }
   float r = m[0];
   for (int l = 1; l < L; l++) r = m[l] > r ? m[l] : r;
+  return nan ? NAN : r;
+}
+
+float rt_max_bf16(const uint16_t *x, int64_t n) {
+  enum { B = 512 };
+  float w[B], r = -INFINITY;
+  bool nan = false;
+  for (int64_t j = 0; j < n; j += B) {
+    int64_t m = n - j < B ? n - j : B;
+    for (int64_t i = 0; i < m; i++) w[i] = rt_bf16_value(x[j + i]);
+    float v = rt_max_f32(w, m);
+    nan |= v != v;
+    r = v > r ? v : r;
+  }
   return nan ? NAN : r;
 }
 

@@ -18,6 +18,17 @@
  * in the normal range (its one documented difference: denormals flush to
  * zero; checked too), odd K (a padded pair) and K across KC blocks; and
  * turned off, it declines (-2) so the caller widens.
+ * rt_gemm_bf16 on AMX tiles (tdpbf16ps, where the machine and Linux allow
+ * it; "skipped: no AMX" otherwise): its sums are not the chain's, so each
+ * element is held to the bound of any f32 summation order of the exact bf16
+ * products, |C - exact| <= K 2^-24 sum_k |a_k b_k| (+ K 2^-126 for flushed
+ * denormals), exact = the f64 sum (bf16 products are exact in f64), and to
+ * the same bits for 1, 2 and 3 threads and inside a parallel region; shapes
+ * not multiples of the 32 x 32 tile or of its 32-step K chunk, odd K, K
+ * across KC blocks, strides wider than the matrix, the four transpose
+ * cases, C wider than NC (split by columns: K blocks of another depth);
+ * rt_gemm_bf16_round (the result rounded to bf16 on the way out of the
+ * tiles) against the f32 result rounded, and declining (-2) past its K.
  */
 #include <omp.h>
 #include <stdlib.h>
@@ -181,6 +192,113 @@ static void test_bf16(void) {
   CHECK(c == 7.0f);
 }
 
+/* The f64 sum of the exact products, and the sum of their magnitudes. */
+static void ref_exact(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                      int64_t ldb, double *E, double *S) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double e = 0, a = 0;
+      for (int64_t k = 0; k < K; k++) {
+        double p = (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (double)(tb ? B[j * ldb + k] : B[k * ldb + j]);
+        e += p;
+        a += fabs(p);
+      }
+      E[i * N + j] = e;
+      S[i * N + j] = a;
+    }
+}
+
+static void run_amx_case(int64_t M, int64_t N, int64_t K, bool ta, bool tb, int pad) {
+  int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  size_t na = (size_t)((ta ? K : M) * lda + 1), nb = (size_t)((tb ? N : K) * ldb + 1), nc = (size_t)(M * ldc + 1);
+  float *A = malloc(na * 4), *B = malloc(nb * 4), *C = malloc(nc * 4), *C1 = malloc(nc * 4);
+  double *E = malloc((size_t)(M * N + 1) * 8), *S = malloc((size_t)(M * N + 1) * 8);
+  uint16_t *Ah = malloc(na * 2), *Bh = malloc(nb * 2);
+  uint64_t s = (uint64_t)(M * 7919 + N * 31 + K * 3 + ta * 2 + tb);
+  for (size_t i = 0; i < na; i++) Ah[i] = bf16_of(A[i] = ir_bf16_to_f32(ir_f32_to_bf16(frand(&s))));
+  for (size_t i = 0; i < nb; i++) Bh[i] = bf16_of(B[i] = ir_bf16_to_f32(ir_f32_to_bf16(frand(&s))));
+  ref_exact(ta, tb, M, N, K, A, lda, B, ldb, E, S);
+  char what[160];
+  snprintf(what, sizeof what, "amx M%lld N%lld K%lld%s%s pad %d", (long long)M, (long long)N, (long long)K,
+           ta ? " ta" : "", tb ? " tb" : "", pad);
+  for (int t = 1; t <= 3; t++) {
+    for (size_t i = 0; i < nc; i++) C[i] = 12345.0f; /* the padding must survive */
+    omp_set_num_threads(t);
+    CHECK_EQ_INT(rt_gemm_bf16(ta, tb, M, N, K, Ah, lda, Bh, ldb, C, ldc), 0);
+    int bad = 0;
+    for (int64_t i = 0; i < M; i++) {
+      for (int64_t j = 0; j < N; j++) {
+        double e = E[i * N + j], tol = (double)K * (0x1p-24 * S[i * N + j] + 0x1p-126), g = C[i * ldc + j];
+        if (!(fabs(g - e) <= tol) && bad++ < 3)
+          fprintf(stderr, "  %s, %d threads: C[%lld,%lld] = %.9g, exact %.9g (tolerance %.3g)\n", what, t,
+                  (long long)i, (long long)j, g, e, tol);
+      }
+      for (int64_t j = N; j < ldc; j++) bad += C[i * ldc + j] != 12345.0f;
+    }
+    CHECK_EQ_INT(bad, 0);
+    if (t == 1) memcpy(C1, C, nc * 4);
+    else CHECK_EQ_INT(memcmp(C, C1, nc * 4), 0); /* the same bits for every thread count */
+  }
+  /* inside a parallel region: each of 2 threads its own product, the same bits */
+  float *C2 = malloc(nc * 4), *outs[2] = {C, C2};
+  memcpy(C2, C1, nc * 4);
+  int rc = 0;
+#pragma omp parallel num_threads(2) reduction(| : rc)
+  rc |= rt_gemm_bf16(ta, tb, M, N, K, Ah, lda, Bh, ldb, outs[omp_get_thread_num() & 1], ldc);
+  CHECK_EQ_INT(rc, 0);
+  CHECK_EQ_INT(memcmp(C, C1, nc * 4), 0);
+  CHECK_EQ_INT(memcmp(C2, C1, nc * 4), 0);
+  /* rounded to bf16 in the tiles' way out: the f32 result's bf16 (ir_f32_to_bf16), 1-3 threads */
+  uint16_t *H = malloc(nc * 2);
+  for (int t = 1; t <= 3; t++) {
+    omp_set_num_threads(t);
+    for (size_t i = 0; i < nc; i++) H[i] = 0x1234;
+    int got = rt_gemm_bf16_round(ta, tb, M, N, K, Ah, lda, Bh, ldb, H, ldc);
+    CHECK_EQ_INT(got, K <= RT_GEMM_BF16_ROUND_MAX_K ? 0 : -2);
+    int bad = 0;
+    for (int64_t i = 0; got == 0 && i < M; i++)
+      for (int64_t j = 0; j < ldc; j++)
+        bad += H[i * ldc + j] != (j < N ? ir_f32_to_bf16(C1[i * ldc + j]) : 0x1234);
+    if (bad) fprintf(stderr, "  %s: %d bf16 results are not the f32 result rounded\n", what, bad);
+    CHECK_EQ_INT(bad, 0);
+  }
+  free(A), free(B), free(C), free(C1), free(C2), free(E), free(S), free(Ah), free(Bh), free(H);
+}
+
+static void test_amx(void) {
+  if (rt_gemm_use_amx(true) != 0) {
+    printf("gemm amx      skipped: no AMX (the CPU lacks AMX-BF16 or Linux does not grant the tiles)\n");
+    return;
+  }
+  CHECK(rt_gemm_bf16_native());
+  CHECK(strcmp(rt_gemm_bf16_kind(), "amx") == 0);
+  static const int64_t shapes[][3] = {
+      {1, 1, 1},    {3, 5, 7},      {13, 33, 17},  {32, 32, 32}, {33, 31, 63}, /* edges of the tile, odd K */
+      {64, 64, 64}, {25, 70, 301},  {130, 9, 40},  {7, 400, 41}, {2, 1, 601},  /* K across KC blocks, tall, wide */
+      {160, 96, 288}, {5, 3100, 3}, {3, 3300, 520}, {40, 3200, 769}, {9, 40, 1100}, /* M across MC; N across NC; K > 1024 */
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int t = 0; t < 4; t++) run_amx_case(shapes[i][0], shapes[i][1], shapes[i][2], t & 1, t & 2, i % 3 == 1 ? 3 : 0);
+  /* denormal operands count as 0 (2^-130 * 1 and 1 * 2^-127 add nothing to 1 * 1) */
+  uint16_t a[3] = {bf16_of(0x1p-130f), bf16_of(1.0f), bf16_of(1.0f)}, b[3] = {bf16_of(1.0f), bf16_of(0x1p-127f), bf16_of(1.0f)};
+  float c = 7.0f;
+  CHECK_EQ_INT(rt_gemm_bf16(false, false, 1, 1, 3, a, 3, b, 1, &c, 1), 0);
+  CHECK(c == 1.0f);
+  /* a sum below 2^-126 flushes: 2^-70 * 2^-70 = 2^-140 */
+  uint16_t tiny = bf16_of(0x1p-70f);
+  CHECK_EQ_INT(rt_gemm_bf16(false, false, 1, 1, 1, &tiny, 1, &tiny, 1, &c, 1), 0);
+  CHECK(c == 0.0f);
+  /* a NaN operand: a quiet NaN out of the rounding */
+  uint16_t qn = 0x7fc1, h16 = 0;
+  CHECK_EQ_INT(rt_gemm_bf16_round(false, false, 1, 1, 1, &qn, 1, &tiny, 1, &h16, 1), 0);
+  CHECK((h16 & 0x7f80) == 0x7f80 && (h16 & 0x40));
+  /* off: back to the widened f32 products (-2) */
+  CHECK_EQ_INT(rt_gemm_use_amx(false), 0);
+  CHECK(!rt_gemm_bf16_native());
+  CHECK_EQ_INT(rt_gemm_bf16_round(false, false, 1, 1, 1, &qn, 1, &tiny, 1, &h16, 1), -2);
+  printf("gemm amx      every element within K 2^-24 sum |a b| of the exact sum, the same bits for 1-3 threads\n");
+}
+
 int main(void) {
   int max = omp_get_max_threads();
   const char *isas[] = {"generic", "avx2", "avx512"};
@@ -195,6 +313,7 @@ int main(void) {
   }
   CHECK_EQ_INT(rt_gemm_use_isa("sse9"), -1);
   test_bf16();
+  test_amx();
   omp_set_num_threads(max);
   return check_done();
 }

@@ -1009,18 +1009,22 @@ static void test_norm_grads(void) {
 /* layernorm_grad / rmsnorm_grad in f32 (kern_reduce.c's f32 rows, several
  * rows' sums interleaved) against the formulas of its comment computed here
  * one row and one column at a time, in double, each sum in order: exact.
- * Row counts below, at and past the interleave and not a multiple of it. */
+ * Row counts below, at and past the interleave and not a multiple of it.
+ * The same in bf16 (widened, then the f32 rows), each result rounded to
+ * bf16 once from the double. */
 static void test_norm_grads_f32_exact(void) {
   static const int64_t shapes[][2] = {{7, 37}, {8, 5}, {300, 96}, {19, 768}};
+  for (int bf = 0; bf < 2; bf++)
   for (int rms = 0; rms < 2; rms++)
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
       ir_op op = rms ? IR_OP_RMSNORM_GRAD : IR_OP_LAYERNORM_GRAD;
       int64_t R = shapes[sh][0], Dm = shapes[sh][1];
+      ir_dtype xt = bf ? IR_DT_BF16 : IR_DT_F32;
       tcase c;
-      tc_begin(&c, "norm_grad f32 exact");
-      tc_input(&c, T(IR_DT_F32, 2, D(R), D(Dm)), 2, 2, 0.5);
-      tc_input(&c, T(IR_DT_F32, 1, D(Dm)), 2, 1, 1);
-      tc_input(&c, T(IR_DT_F32, 2, D(R), D(Dm)), 2, 1, 0);
+      tc_begin(&c, bf ? "norm_grad bf16 exact" : "norm_grad f32 exact");
+      tc_input(&c, T(xt, 2, D(R), D(Dm)), 2, 2, 0.5);
+      tc_input(&c, T(xt, 1, D(Dm)), 2, 1, 1);
+      tc_input(&c, T(xt, 2, D(R), D(Dm)), 2, 1, 0);
       ir_attr eps = ir_attr_float("eps", 1e-5);
       if (tc_run(&c, op, &eps, 1, NULL) == 0) {
         double *dx = calloc((size_t)(R * Dm), sizeof *dx), *dg = calloc((size_t)Dm, sizeof *dg);
@@ -1046,7 +1050,7 @@ static void test_norm_grads_f32_exact(void) {
           for (int64_t j = 0; j < Dm; j++) {
             double gh = rt_tensor_get(dy, r * Dm + j) * rt_tensor_get(gm, j);
             double xhat = (rt_tensor_get(x, r * Dm + j) - mean) * rstd;
-            dx[r * Dm + j] = (float)((gh - xhat * m2 - m1) * rstd);
+            dx[r * Dm + j] = ir_round_to_dtype(c.out[0]->type.dtype, (gh - xhat * m2 - m1) * rstd);
           }
           mu[r] = mean, rs[r] = rstd;
         }
@@ -1056,10 +1060,11 @@ static void test_norm_grads_f32_exact(void) {
             dg[j] += g * (rt_tensor_get(x, r * Dm + j) - mu[r]) * rs[r];
             db[j] += g;
           }
-        for (int64_t j = 0; j < Dm; j++) dg[j] = (float)dg[j], db[j] = (float)db[j];
-        compare("norm_grad f32 dx", c.out[0], dx, 0);
-        compare("norm_grad f32 dgamma", c.out[1], dg, 0);
-        if (!rms) compare("norm_grad f32 dbeta", c.out[2], db, 0);
+        for (int64_t j = 0; j < Dm; j++)
+          dg[j] = ir_round_to_dtype(c.out[1]->type.dtype, dg[j]), db[j] = ir_round_to_dtype(c.out[1]->type.dtype, db[j]);
+        compare("norm_grad dx", c.out[0], dx, 0);
+        compare("norm_grad dgamma", c.out[1], dg, 0);
+        if (!rms) compare("norm_grad dbeta", c.out[2], db, 0);
         free(dx), free(dg), free(db), free(mu), free(rs);
       }
       tc_end(&c);
@@ -1780,6 +1785,26 @@ static void test_vec_math(void) {
   CHECK(rt_max_f32(z, 20) == 0.0f);
   for (int i = 0; i < 20; i++) z[i] = -INFINITY;
   CHECK(rt_max_f32(z, 20) == -INFINITY);
+  /* bf16 rows (the LM head's logits in bf16): the max and the exponentials
+   * are those of the values through rt_load, over more than one 512-block */
+  enum { NB = 1300 };
+  static uint16_t hb[NB];
+  static double eb[NB];
+  for (int i = 0; i < NB; i++) hb[i] = ir_f32_to_bf16((float)((i * 37) % 1301) / 97.0f - 6.0f);
+  hb[700] = ir_f32_to_bf16(13.5f); /* the max, in the second block */
+  CHECK(rt_max_bf16(hb, NB) == 13.5f);
+  CHECK(rt_max_bf16(hb, 0) == -INFINITY);
+  double mxb;
+  rt_row_max(IR_DT_BF16, hb, 3, NB - 3, &mxb);
+  CHECK(mxb == 13.5);
+  rt_exp_shifted(IR_DT_BF16, hb, 3, NB - 3, 13.5, eb);
+  int eb_bad = 0;
+  for (int i = 0; i < NB - 3; i++) eb_bad += eb[i] != ir_exp_smooth(rt_load(IR_DT_BF16, hb, 3 + i) - 13.5);
+  CHECK_EQ_INT(eb_bad, 0);
+  hb[1299] = 0x7f81; /* a signalling NaN: the max is NaN, its exponential too */
+  CHECK(isnan(rt_max_bf16(hb, NB)));
+  rt_exp_shifted(IR_DT_BF16, hb, 1299, 1, 0.0, eb);
+  CHECK(isnan(eb[0]));
   /* ir_round_f32 is ir_round_to_dtype(f32) at the edges */
   const double edges[] = {0.0, -0.0, 1.0 / 3, 3.4028234663852886e38, 3.4028235677973366e38, 3.4028235677973362e38,
                           -3.4028235677973366e38, 1e39, -1e300, INFINITY, -INFINITY, 1e-46, 7e-46};
