@@ -444,6 +444,19 @@ static void bucket_gradient_collectives(ir_graph *g) {
   free(readers), free(bucket), free(order), free(moved), free(first), free(next), free(last);
 }
 
+/* Every parameter's gradient is its own value (canonicalize merges equal
+ * ones: two biases added one after the other): one collective each, as
+ * the planner counts them (plan/plan.c), when the step reduces them. */
+static bool distinct_grads(const pass_training *t) {
+  const ir_graph *g = t->step;
+  for (int i = 0; i < t->n_params; i++)
+    for (int j = 0; j < i; j++)
+      if (t->grad_output[i] >= 0 && t->grad_output[j] >= 0 &&
+          g->outputs[t->grad_output[i]].value == g->outputs[t->grad_output[j]].value)
+        return false;
+  return true;
+}
+
 /* One run of the engine over the step graph, the parameters placed as lay
  * says (the gradients' layouts it hands over are written back to lay). */
 static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay, sh_st *sums, bool probe, ir_diag *d) {
@@ -481,12 +494,16 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
     for (int a = 0; a < IR_NUM_AXES; a++) want[a] = UNSET;
     if (pi >= 0 && t->acc_input0 >= 0) { /* the new sum is fed back as the sum */
       for (int a = 0; a < IR_NUM_AXES; a++) want[a] = sh_engine_layout(e, g->inputs[t->acc_input0 + pi], a);
-    } else if (pi >= 0 && (zero >= 2 || dp > 1)) {
+    } else if (pi >= 0 && (zero >= 2 || (dp > 1 && g->mesh.size[IR_AXIS_TP] <= 1 && !pipelined(&g->mesh) &&
+                                         distinct_grads(t)))) {
       /* handed over reduced to the state's layout (all-reduced; ZeRO 1 and
        * 2: reduce-scattered): the engine places each collective where its
        * gradient is made, inside the backward, where a device overlaps it
        * with the rest (as DDP); with K > 1 micro-batches (the branch above)
-       * the sums stay partial, reduced once by the update (DDP's no_sync) */
+       * the sums stay partial, reduced once by the update (DDP's no_sync);
+       * pipelined (pp), the update reduces them (each stage's own); with
+       * tp too, also (a gradient partial over both axes would be reduced
+       * along another route than the planner's model counts: not yet) */
       want[IR_AXIS_DP] = lay[pi].state[IR_AXIS_DP];
     } else if (o == t->loss_sum_output || o == t->correct_sum_output) {
       int in = o == t->loss_sum_output ? t->loss_sum_input : t->correct_sum_input;
