@@ -282,7 +282,7 @@ static bool same_shape(const ir_type *a, const ir_type *b) {
  * operands of that shape (in any dtype: mixed precision's update reads a
  * bf16 gradient beside f32 state) or single elements. */
 bool pass_group_eligible(const ir_node *n) {
-  int results = n->n_out - (ir_node_attr(n, "nonfinite") != NULL); /* a {nonfinite} count is one more, i64[] */
+  int results = ir_fused_results(n); /* a {nonfinite} count is one more, i64[] */
   if (!group_expr(n) || results < 1 || n->n_in + n->n_out > 24) return false;
   const ir_type *o = &n->out[0]->type;
   if (ir_type_numel(o) < 1) return false;

@@ -75,7 +75,6 @@ bool cg_value_live(const cg_ctx *c, const ir_value *v);
 /* emit_group.c: the kernel and launch of a multi-tensor group of count
  * steps from first (analysis's pass_group_size finds them). A fused node
  * with {nonfinite} always runs so, a group of one too (its count). */
-bool cg_counting_fused(const ir_node *n);
 int cg_emit_group(cg_ctx *c, int first, int count);
 /* Actions of the current step. */
 void cg_launch(cg_ctx *c, int kernel, int64_t grid_x, int64_t grid_y, unsigned block, unsigned smem_dynamic);

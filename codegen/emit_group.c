@@ -36,18 +36,13 @@ static const ir_attr *expr_attr(const ir_node *n) {
   return a && a->expr && a->s ? a : NULL;
 }
 
-/* The results the expression computes (a {nonfinite} count is one more). */
-static int expr_results(const ir_node *n) { return n->n_out - (ir_node_attr(n, "nonfinite") != NULL); }
-
-bool cg_counting_fused(const ir_node *n) { return n->op == IR_OP_FUSED && ir_node_attr(n, "nonfinite") != NULL; }
-
 int cg_emit_group(cg_ctx *c, int first, int count) {
   const pass_plan *p = c->plan;
   const ir_node *n0 = c->g->nodes[p->steps[first].node];
   const ir_expr *e = expr_attr(n0)->expr;
   const ir_attr *nf = NULL; /* a member's last result counts these results' Inf / NaN (members may not count) */
   for (int m = 0; m < count && !nf; m++) nf = ir_node_attr(c->g->nodes[p->steps[first + m].node], "nonfinite");
-  int ni = n0->n_in, no = expr_results(n0);
+  int ni = n0->n_in, no = ir_fused_results(n0);
   unsigned counted = 0;
   for (int i = 0; nf && i < nf->n; i++) counted |= 1u << nf->ints[i];
   /* one vector width for every member (each tensor starts 256-byte aligned) */
@@ -142,7 +137,7 @@ int cg_emit_group(cg_ctx *c, int first, int count) {
     const ir_node *nm = c->g->nodes[p->steps[first + m].node];
     int64_t len = cg_numel(&nm->out[0]->type), blocks = cg_blocks(len / W, THREADS);
     if (blocks > 1024) blocks = 1024;
-    bool counts = cg_counting_fused(nm);
+    bool counts = ir_fused_counts(nm);
     cg_src(c, "  %sif (b < %lldLL) {  // %%%s: %lld elements\n    %s%s_elems(", m ? "else " : "", (long long)(start + blocks),
            nm->out[no - 1]->name, (long long)len, counts ? "const unsigned long long bad = tgc_block_sum(" : "", kname);
     for (int i = 0; i < ni; i++) cg_src(c, "m%d_in%d, ", m, i);

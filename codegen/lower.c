@@ -526,12 +526,12 @@ cg_program *cg_lower(const ir_graph *g, const pass_plan *plan, const cg_lower_op
     p->steps[s].first_action = p->n_actions;
     if (plan->steps[s].view || mesh_step(n->op)) continue;
     int group = pass_group_size(g, plan, c.uses, c.n_uses, s); /* analysis/launches.c */
-    if (cg_counting_fused(n) && !pass_group_eligible(n)) {
+    if (ir_fused_counts(n) && !pass_group_eligible(n)) {
       cg_fail(&c, "a fused node with {nonfinite} whose operands are not each of its results' shape or one element "
                   "(the count runs in the multi-tensor kernel)");
       break;
     }
-    if (group > 1 || cg_counting_fused(n)) { /* a multi-tensor launch at the group's last step (a count: always) */
+    if (group > 1 || ir_fused_counts(n)) { /* a multi-tensor launch at the group's last step (a count: always) */
       for (int k = 1; k < group; k++) p->steps[s + k].first_action = p->n_actions;
       if (cg_emit_group(&c, s, group) != 0) break;
       s += group - 1;

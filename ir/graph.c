@@ -493,12 +493,15 @@ ir_attr ir_attr_expr(const char *key, const ir_expr *e, const char *text) {
   return (ir_attr){.key = key, .kind = IR_ATTR_STR, .s = text, .expr = e};
 }
 
+bool ir_fused_counts(const ir_node *n) { return n && n->op == IR_OP_FUSED && ir_node_attr(n, "nonfinite") != NULL; }
+int ir_fused_results(const ir_node *n) { return n->n_out - ir_fused_counts(n); }
+
 bool ir_node_may_reuse(const ir_node *n, int r, int i) {
   if (!n || r < 0 || r >= n->n_out || i < 0 || i >= n->n_in || !n->in[i] || !n->out[r]) return false;
   if (ir_op_has(n->op, IR_OPF_VIEW)) return n->n_out == 1 && i == 0;
   if (!ir_op_has(n->op, IR_OPF_INPLACE)) return false;
   if (n->n_out != 1 && n->op != IR_OP_FUSED) return false; /* several results: fused computes a block before storing */
-  if (n->op == IR_OP_FUSED && r == n->n_out - 1 && ir_node_attr(n, "nonfinite")) return false; /* a count, added to */
+  if (r == n->n_out - 1 && ir_fused_counts(n)) return false; /* a count, added to */
   return ir_type_equal(&n->in[i]->type, &n->out[r]->type);
 }
 

@@ -363,6 +363,10 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *key);
  * this rule, giving each result the first operand not already taken, and
  * the memory prediction (analysis/memplan.c) replays it: one definition. */
 bool ir_node_may_reuse(const ir_node *n, int r, int i);
+/* A fused node's {nonfinite} count (its last result, i64[]) or 0, and the
+ * results its expression computes (n_out without that count). */
+bool ir_fused_counts(const ir_node *n);
+int ir_fused_results(const ir_node *n);
 int64_t ir_node_attr_int(const ir_node *n, const char *key, int64_t dflt);
 double ir_node_attr_float(const ir_node *n, const char *key, double dflt);
 /* The mesh axis of an op on one (ir_op_on_mesh_axis): its "axis"

@@ -164,7 +164,8 @@ int pass_fuse_multi_tensor(ir_graph *g) {
 
 /* F's results the count n reads (bit r), or 0 where F cannot count them. */
 static unsigned foldable(const ir_node *n, const ir_node *f) {
-  if (!f || f->dead || f->op != IR_OP_FUSED || f->n_out >= IR_FUSED_MAX_RESULTS || ir_node_attr(f, "nonfinite"))
+  if (!f || f->dead || f->op != IR_OP_FUSED || f->n_out >= IR_FUSED_MAX_RESULTS || ir_fused_counts(f) ||
+      f->n_attrs >= 8)
     return 0;
   const ir_type *o = &f->out[0]->type; /* a plain pass over the elements: operands of that shape or one element */
   for (int i = 0; i < f->n_in; i++) {
@@ -195,8 +196,7 @@ static ir_value *counting_node(ir_graph *g, ir_node *f, unsigned mask) {
   types[f->n_out] = (ir_type){.dtype = IR_DT_I64, .rank = 0};
   ir_attr attrs[8];
   int na = 0;
-  for (int i = 0; i < f->n_attrs && na < 7; i++) attrs[na++] = f->attrs[i];
-  if (na != f->n_attrs) return NULL;
+  for (int i = 0; i < f->n_attrs; i++) attrs[na++] = f->attrs[i]; /* (at most 7: foldable) */
   attrs[na++] = ir_attr_ints("nonfinite", which, nw);
   char name[256];
   snprintf(name, sizeof name, "%s.nonfinite", f->out[which[nw - 1]]->name ? f->out[which[nw - 1]]->name : "count");

@@ -739,7 +739,7 @@ int rt_kern_fused(const rt_kctx *k) {
    * elements, chunk by chunk as they are stored (fuse-elementwise folds
    * the trainer's count into the pass that writes the new parameters) */
   const ir_attr *nf = ir_node_attr(k->node, "nonfinite");
-  int n_res = k->node->n_out - (nf != NULL);
+  int n_res = ir_fused_results(k->node);
   if (n_res < 1 || k->node->n_out > IR_FUSED_MAX_RESULTS) {
     rt_kerr(k, "fused: %d results (1 to %d)", k->node->n_out, IR_FUSED_MAX_RESULTS);
     return -1;
