@@ -499,6 +499,8 @@ int ir_fused_results(const ir_node *n) { return n->n_out - ir_fused_counts(n); }
 bool ir_node_may_reuse(const ir_node *n, int r, int i) {
   if (!n || r < 0 || r >= n->n_out || i < 0 || i >= n->n_in || !n->in[i] || !n->out[r]) return false;
   if (ir_op_has(n->op, IR_OPF_VIEW)) return n->n_out == 1 && i == 0;
+  /* an all-reduce in place: NCCL's in-place form, the rings' too */
+  if (n->op == IR_OP_ALL_REDUCE) return n->n_out == 1 && ir_type_equal(&n->in[i]->type, &n->out[r]->type);
   if (!ir_op_has(n->op, IR_OPF_INPLACE)) return false;
   if (n->n_out != 1 && n->op != IR_OP_FUSED) return false; /* several results: fused computes a block before storing */
   if (r == n->n_out - 1 && ir_fused_counts(n)) return false; /* a count, added to */

@@ -27,6 +27,7 @@ typedef struct {
   const bool *disabled;   /* NULL, or PASS_COUNT flags: passes every pipeline run with these options skips
                            * (--disable-pass, --no-fuse; also reaches pass_build_training) */
   int zero;               /* the shard pass: ZeRO stage 0-3 (--zero) */
+  double bucket_bytes;    /* the shard pass: the gradient buckets' size (--bucket-mb; 0: 25 MiB, DDP's) */
   bool tp_search;         /* the shard pass: the parameters' tp layouts by search (--tp-layout search), else
                            * Megatron-LM's rule (docs/sharding.md) */
   const pass_tp_layouts *tp_layouts; /* the shard pass: the parameters' tp layouts as given (pass_tp_search;

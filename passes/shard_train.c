@@ -388,7 +388,7 @@ typedef struct {
  * at the graph's end, after the whole backward. They move up into buckets,
  * as PyTorch DDP's: gradients in the order the backward makes them, a
  * bucket closed when it holds GRAD_BUCKET_BYTES (DDP's bucket_cap_mb, 25
- * MiB), its collectives placed together right after the node that made the
+ * MiB; --bucket-mb sets another), its collectives placed together right after the node that made the
  * last of its gradients, the rest at the end. A device then starts moving a
  * bucket while the backward goes on (docs/sharding.md), and a program cut at
  * collectives (CUDA graphs) is cut once per bucket. Values do not change:
@@ -403,7 +403,7 @@ static bool bucketed(const ir_graph *g, const ir_node *n, const int *readers) {
   return d && !d->dead && d->id >= 0 && d->id < g->n_nodes && readers[n->out[0]->id] == 0;
 }
 
-static void bucket_gradient_collectives(ir_graph *g) {
+static void bucket_gradient_collectives(ir_graph *g, double cap) {
   int n = g->n_nodes, bound = ir_graph_id_bound(g);
   int *readers = calloc((size_t)bound + 1, sizeof *readers), *bucket = malloc((size_t)n * sizeof *bucket);
   ir_node **order = malloc((size_t)n * sizeof *order);
@@ -434,7 +434,7 @@ static void bucket_gradient_collectives(ir_graph *g) {
       bucket[nb++] = k;
       bytes += (double)ir_type_numel(&g->nodes[k]->in[0]->type) * (double)ir_dtype_size(g->nodes[k]->in[0]->type.dtype);
     }
-    if (bytes >= GRAD_BUCKET_BYTES) { /* the bucket is full: its collectives here */
+    if (bytes >= cap) { /* the bucket is full: its collectives here */
       for (int k = 0; k < nb; k++) order[m++] = g->nodes[bucket[k]];
       nb = 0, bytes = 0;
     }
@@ -459,7 +459,8 @@ static bool distinct_grads(const pass_training *t) {
 
 /* One run of the engine over the step graph, the parameters placed as lay
  * says (the gradients' layouts it hands over are written back to lay). */
-static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay, sh_st *sums, bool probe, ir_diag *d) {
+static ir_graph *shard_step(const pass_training *t, int zero, double bucket, param_layout *lay, sh_st *sums, bool probe,
+                            ir_diag *d) {
   const ir_graph *g = t->step;
   int dp = g->mesh.size[IR_AXIS_DP];
   sh_engine *e = sh_engine_new(g, d, true);
@@ -518,7 +519,7 @@ static ir_graph *shard_step(const pass_training *t, int zero, param_layout *lay,
     }
   }
   out = sh_engine_finish(e);
-  if (out) bucket_gradient_collectives(out);
+  if (out) bucket_gradient_collectives(out, bucket > 0 ? bucket : GRAD_BUCKET_BYTES);
 done:
   sh_engine_free(e);
   return out;
@@ -698,7 +699,8 @@ static void param_layouts(const pass_training *t, const sh_st *tp, int zero, par
 
 /* The step and update graphs of t sharded with the parameters' tp layouts
  * tp: 0, or -1 after reporting through d. */
-static int shard_program(const pass_training *t, const sh_st *tp, int zero, ir_graph **step, ir_graph **update,
+static int shard_program(const pass_training *t, const sh_st *tp, int zero, double bucket, ir_graph **step,
+                         ir_graph **update,
                          ir_graph **eval, ir_diag *d, sh_st *found) {
   int np = t->n_params;
   param_layout *lay = calloc((size_t)np + 1, sizeof *lay);
@@ -708,7 +710,7 @@ static int shard_program(const pass_training *t, const sh_st *tp, int zero, ir_g
   param_layouts(t, tp, zero, lay);
   bool probe = false; /* tp unplaced: the rules place the parameters (Megatron-LM's rule) */
   for (int i = 0; i < np; i++) probe |= tp[i].kind == SH_UNSET;
-  *step = shard_step(t, zero, lay, sums, probe, d);
+  *step = shard_step(t, zero, bucket, lay, sums, probe, d);
   for (int i = 0; *step && found && i < np; i++) found[i] = lay[i].param[IR_AXIS_TP];
   *update = *step && !probe ? shard_update(t, zero, lay, sums, d) : NULL;
   if (eval && *update && !(*eval = shard_eval(t, lay, d))) {
@@ -736,7 +738,7 @@ typedef struct {
 static int eval_train(void *ctx, const sh_st *tp, sh_cost *cost) {
   const train_eval *x = ctx;
   ir_graph *step, *update;
-  if (shard_program(x->t, tp, x->zero, &step, &update, NULL, x->quiet, NULL) != 0) return -1;
+  if (shard_program(x->t, tp, x->zero, 0, &step, &update, NULL, x->quiet, NULL) != 0) return -1;
   sh_cost a = sh_graph_cost(step), b = sh_graph_cost(update);
   *cost = (sh_cost){.heavy = a.heavy + b.heavy, .seconds = a.seconds + b.seconds, .comm = a.comm + b.comm};
   ir_graph_free(step);
@@ -760,7 +762,7 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
   } else if (m->size[IR_AXIS_TP] > 1 && !o->tp_search) { /* Megatron-LM's rule: a probe run, the rules placing them */
     for (int i = 0; i < np; i++) tp[i] = (sh_st){SH_UNSET, 0, 1};
     ir_graph *step, *update;
-    if (shard_program(t, tp, 0, &step, &update, NULL, o->diag, tp) != 0) {
+    if (shard_program(t, tp, 0, o->bucket_bytes, &step, &update, NULL, o->diag, tp) != 0) {
       free(tp);
       return -1;
     }
@@ -775,7 +777,7 @@ static int shard_dp_tp(pass_training *t, const pass_options *o) {
     sh_search_report_free(rep);
   }
   ir_graph *step, *update, *eval = NULL;
-  int rc = shard_program(t, tp, o->zero, &step, &update, t->eval ? &eval : NULL, o->diag, NULL);
+  int rc = shard_program(t, tp, o->zero, o->bucket_bytes, &step, &update, t->eval ? &eval : NULL, o->diag, NULL);
   free(tp);
   if (rc != 0) return -1;
   if (eval) {

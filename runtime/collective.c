@@ -61,6 +61,9 @@ struct rt_coll {
                         * device the device's (dscratch) */
   rt_buffer *dscratch[3];
   size_t scratch_bytes;
+  bool overlap;        /* the comm layer leaves batches in flight (rt_comm_overlaps) */
+  bool batch_open;
+  bool no_joins;       /* test hook TGC_TEST_COMM_NO_JOIN=1: a planted race (nothing waits for the batches) */
 };
 
 /* The communicator's axis of mesh axis a: -1 when c has none (a is of size 1). */
@@ -100,6 +103,9 @@ rt_coll *rt_coll_new(rt_device *d, const ir_graph *g, rt_comm *comm, char *err, 
   c->comm = comm;
   c->host_ptrs = d->backend->host_memory;
   c->nccl = comm && strcmp(rt_comm_impl(comm), "nccl") == 0;
+  c->overlap = c->nccl && !c->host_ptrs && rt_comm_overlaps(comm);
+  const char *hook = getenv("TGC_TEST_COMM_NO_JOIN");
+  c->no_joins = hook && strcmp(hook, "1") == 0;
   int sends = 0;
   size_t most = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -322,6 +328,41 @@ static int run_comm(rt_coll *c, const bound *b, const void *in, void *out, char 
   }
 }
 
+/* ---- operations in flight (the comm layer's overlap) ---- */
+
+/* Whether step b may be left in flight: one whole-buffer NCCL call. */
+static bool may_fly(const rt_coll *c, const bound *b) {
+  if (!c->overlap || b->size == 1 || b->group < 0) return false;
+  const ir_node *n = b->n;
+  int64_t outer, L;
+  size_t inner;
+  switch (n->op) {
+  case IR_OP_ALL_REDUCE: return true;
+  case IR_OP_ALL_GATHER:
+  case IR_OP_REDUCE_SCATTER: split_at(&n->in[0]->type, b->dim, &outer, &L, &inner); return outer == 1;
+  default: return false;
+  }
+}
+
+static int close_batch(rt_coll *c, char *err, size_t errlen) {
+  if (!c->batch_open) return 0;
+  c->batch_open = false;
+  return rt_comm_batch_end(c->comm, err, errlen);
+}
+
+int rt_coll_settle(rt_coll *c, const rt_tensor *const *ts, int n, char *err, size_t errlen) {
+  if (!c->overlap) return 0;
+  if (close_batch(c, err, errlen) != 0) return -1;
+  for (int i = 0; i < n && !c->no_joins && rt_comm_in_flight(c->comm); i++)
+    if (ts[i]->nbytes && rt_comm_join(c->comm, ts[i]->data, ts[i]->nbytes, err, errlen) != 0) return -1;
+  return 0;
+}
+
+int rt_coll_finish(rt_coll *c, char *err, size_t errlen) {
+  if (!c->overlap) return 0;
+  return close_batch(c, err, errlen) != 0 || (!c->no_joins && rt_comm_join_all(c->comm, err, errlen) != 0) ? -1 : 0;
+}
+
 int rt_coll_run(rt_coll *c, int index, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen) {
   if (index < 0 || index >= c->n_steps) {
     rt_errf(err, errlen, "internal error: collective %d is not one of the program's %d", index, c->n_steps);
@@ -329,6 +370,16 @@ int rt_coll_run(rt_coll *c, int index, const rt_tensor *const *in, rt_tensor *co
   }
   const bound *b = &c->steps[index];
   const ir_node *n = b->n;
+  if (c->overlap) {
+    if (may_fly(c, b)) {
+      if (!c->batch_open && rt_comm_batch_begin(c->comm, err, errlen) != 0) return -1;
+      c->batch_open = true;
+      return run_comm(c, b, in[0]->data, out[0]->data, err, errlen);
+    }
+    if (rt_coll_settle(c, in, n->n_in, err, errlen) != 0 ||
+        rt_coll_settle(c, (const rt_tensor *const *)out, n->n_out, err, errlen) != 0)
+      return -1;
+  }
   if (b->size == 1) return run_local(c, b, in, out, err, errlen);
   if (!c->comm) {
     rt_errf(err, errlen, "%s over %s needs the %d ranks of that mesh axis; this run has one process (start tgc "

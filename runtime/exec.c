@@ -262,6 +262,32 @@ static int bind(rt_program *p, ir_value *const *vals, int n, rt_tensor *const *t
   return 0;
 }
 
+/* Before action a: the collectives in flight that use its tensors' bytes
+ * joined (collective.c; nothing unless the comm layer overlaps). */
+static int settle(rt_program *p, const rt_action *a, char *err, size_t errlen) {
+  return rt_coll_settle(p->coll, a->in, a->node->n_in, err, errlen) ||
+                 rt_coll_settle(p->coll, (const rt_tensor *const *)a->out, a->node->n_out, err, errlen)
+             ? -1
+             : 0;
+}
+
+/* Before a backend runs actions [first, end) otherwise than through walk
+ * (launching a CUDA graph of them, or capturing one): what they touch
+ * joined, so that nothing in between orders them. */
+static int join(void *ctx, int first, int end, char *err, size_t errlen) {
+  rt_program *p = ctx;
+  if (!p->coll) return 0;
+  for (int i = first; i < end; i++) {
+    const rt_action *a = &p->actions[i];
+    char msg[512] = "";
+    if (a->kind != RT_ACT_COLLECTIVE && settle(p, a, msg, sizeof msg) != 0) {
+      loc_errf(p->g, a->node->loc, err, errlen, msg);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* Runs actions [first, end) of a bound program in order (ctx: the program). */
 static int walk(void *ctx, int first, int end, char *err, size_t errlen) {
   rt_program *p = ctx;
@@ -273,6 +299,10 @@ static int walk(void *ctx, int first, int end, char *err, size_t errlen) {
     double t0 = prof ? ir_clock_s() : 0;
     char msg[512] = "";
     int rc;
+    if (a->kind != RT_ACT_COLLECTIVE && p->coll && settle(p, a, msg, sizeof msg) != 0) {
+      loc_errf(p->g, a->node->loc, err, errlen, msg);
+      return -1;
+    }
     switch (a->kind) {
     case RT_ACT_FILL: rc = rt_fill_bytes(d, a->out[a->index]->data, a->out[a->index]->nbytes, &zero, 1, msg, sizeof msg); break;
     case RT_ACT_COLLECTIVE: rc = rt_coll_run(p->coll, a->index, a->in, a->out, msg, sizeof msg); break;
@@ -308,9 +338,15 @@ int rt_program_run(rt_program *p, rt_tensor *const *inputs, rt_tensor *const *pa
   if (p->coll) rt_coll_reset(p->coll);
   /* a backend that runs whole programs (a CUDA graph) walks them itself;
    * the profile times each action, so it walks them here */
-  int rc = d->backend->run_program && !p->profile ? d->backend->run_program(d, p->state, walk, p, err, errlen)
+  int rc = d->backend->run_program && !p->profile ? d->backend->run_program(d, p->state, walk, join, p, err, errlen)
                                                   : walk(p, 0, p->n_actions, err, errlen);
   if (rc != 0) return -1;
+  /* the collectives still in flight end before whatever follows the run */
+  char msg[512] = "";
+  if (p->coll && rt_coll_finish(p->coll, msg, sizeof msg) != 0) {
+    rt_errf(err, errlen, "%s", msg);
+    return -1;
+  }
   d->stats.kernels += p->n_runs;
   if (p->profile) p->profile->total_seconds += ir_clock_s() - t_start;
   return 0;

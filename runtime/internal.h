@@ -24,7 +24,18 @@ void rt_coll_reset(rt_coll *c);
 int rt_coll_index(const rt_coll *c, const ir_node *n);
 /* "over tp (2 ranks)" for rt_program_print_actions. */
 void rt_coll_describe(const rt_coll *c, int index, char *buf, size_t len);
+/* Runs mesh step `index`. With the comm layer's overlap (rt_comm_overlaps:
+ * NCCL) a whole-buffer all_reduce, all_gather or reduce_scatter of a group
+ * of two or more is issued in a batch with the collectives right before it
+ * and left in flight; any other step first closes the batch and joins what
+ * it touches, then completes in the call. */
 int rt_coll_run(rt_coll *c, int index, const rt_tensor *const *in, rt_tensor *const *out, char *err, size_t errlen);
+/* Before other work on tensors ts (n of them): closes an open batch and
+ * makes the device wait for the operations in flight that use their
+ * bytes. finish: closes it and waits for all (the program's end). Nothing
+ * without overlap. */
+int rt_coll_settle(rt_coll *c, const rt_tensor *const *ts, int n, char *err, size_t errlen);
+int rt_coll_finish(rt_coll *c, char *err, size_t errlen);
 static inline bool rt_is_mesh_step(const ir_node *n) {
   return ir_op_on_mesh_axis(n->op);
 }

@@ -191,10 +191,14 @@ struct rt_backend {
   /* optional: one whole run of a prepared program, its tensors bound:
    * walk(ctx, first, end) runs actions [first, end) (prepare's) in order
    * (fills, kernels through run, collectives). A GPU backend may capture
-   * walks once as CUDA graphs and launch them in place of later walks.
+   * walks once as CUDA graphs and launch them in place of later walks;
+   * before capturing or launching one it calls join(ctx, first, end),
+   * which orders those actions after the collectives still in flight
+   * whose bytes they touch (the comm layer's overlap; outside a capture).
    * NULL: the executor walks all of them. */
   int (*run_program)(rt_device *d, void *state, int (*walk)(void *ctx, int first, int end, char *err, size_t errlen),
-                     void *ctx, char *err, size_t errlen);
+                     int (*join)(void *ctx, int first, int end, char *err, size_t errlen), void *ctx, char *err,
+                     size_t errlen);
   void (*release)(rt_device *d, void *state);
   /* GPU backends: the CUDA table with NCCL loaded for this device (its
    * context current), for the comm layer's nccl implementation; NULL (the

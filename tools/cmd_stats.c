@@ -213,7 +213,7 @@ static int count_programs(const tool_compile_opts *o, int dtype_arg, const pass_
   ir_diag *q = ir_diag_new(stderr); /* quiet: a model tgc train does not train is still costed */
   ir_diag_set_max_errors(q, 0);
   ir_diag_set_quiet(q, true);
-  pass_options po = {.diag = q, .checkpoint = o->checkpoint, .disabled = o->pass_disabled, .zero = o->zero,
+  pass_options po = {.diag = q, .checkpoint = o->checkpoint, .disabled = o->pass_disabled, .zero = o->zero, .bucket_bytes = o->bucket_bytes,
                      .tp_search = !o->tp_megatron, .tp_layouts = tpl};
   pass_train_options to = {.opt = pass_optimizer_defaults(s->opt), .micro_batches = 1, .targets_input = -1,
                            .passes = &po};

@@ -423,6 +423,12 @@ static json_t *comm_json(const rt_comm *c, const rt_comm_check *ck) {
   }
   json_object_set_new(o, "per_step", per);
   json_object_set_new(o, "predicted_equals_measured", json_boolean(ck->equal));
+  if (rt_comm_overlaps(c) && steps > 0) {
+    rt_comm_overlap_count ov = rt_comm_overlap(c);
+    json_object_set_new(o, "overlap", json_pack("{s:I,s:I,s:I}", "batches", (json_int_t)(ov.batches / steps),
+                                                "collectives", (json_int_t)(ov.collectives / steps), "early_joins",
+                                                (json_int_t)(ov.early_joins / steps)));
+  }
   return o;
 }
 
@@ -441,6 +447,12 @@ static void print_comm(const rt_comm *c, const rt_comm_check *ck) {
       printf("  %-15s over %-3s %6lld calls  %12lld bytes sent  %12lld received\n", rt_coll_name((rt_coll_kind)k), name,
              (long long)(n->calls / steps), (long long)(n->sent / steps), (long long)(n->received / steps));
     }
+  if (rt_comm_overlaps(c)) {
+    rt_comm_overlap_count ov = rt_comm_overlap(c);
+    printf("  overlap: %lld batch%s a step on the collectives' stream (%lld calls: the gradient buckets, ...), in flight "
+           "while the device goes on; %lld waited for before their program's end\n", (long long)(ov.batches / steps),
+           ov.batches / steps == 1 ? "" : "es", (long long)(ov.collectives / steps), (long long)(ov.early_joins / steps));
+  }
 }
 
 

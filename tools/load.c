@@ -169,6 +169,7 @@ int tool_run_passes(ir_graph *g, const tool_compile_opts *o, ir_diag *d, FILE *d
   po.checkpoint = o->checkpoint;
   po.disabled = o->pass_disabled;
   po.zero = o->zero;
+  po.bucket_bytes = o->bucket_bytes;
   po.tp_search = !o->tp_megatron;
   pass_id list[PASS_COUNT * 2 + 8];
   int n = tool_pipeline(o, list);
@@ -324,6 +325,17 @@ int tool_parse_common(tool_compile_opts *o, int argc, char **argv, int *i, ir_di
     }
     o->zero = v[0] - '0';
     o->zero_set = true;
+    return 1;
+  }
+  if (is_flag(a, "--bucket-mb")) {
+    if (!(v = flag_value("--bucket-mb", argc, argv, i, d))) return -1;
+    char *end = NULL;
+    double mb = strtod(v, &end);
+    if (!*v || *end || !(mb > 0) || mb > 1048576) {
+      ir_error_plain(d, "--bucket-mb %s: expected a size in MiB above 0 (e.g. 25, or 0.5)", v);
+      return -1;
+    }
+    o->bucket_bytes = mb * 1048576.0;
     return 1;
   }
   if (is_flag(a, "--tp-layout")) {

@@ -38,6 +38,10 @@ const char *const tool_common_help =
     "                       show (default 0; run and train: each rank's own)\n"
     "  --zero N             ZeRO stage 0-3 over dp: 1 shards the optimizer state, 2 also\n"
     "                       the gradients, 3 also the parameters (default 0)\n"
+    "  --bucket-mb M        with dp (one micro-batch, no tp or pp): the step all-reduces (ZeRO 1-2:\n"
+    "                       reduce-scatters) its gradients in buckets of M MiB as the backward makes\n"
+    "                       them (default 25, DDP's bucket_cap_mb); with NCCL each bucket is one\n"
+    "                       ncclGroupStart/End on its own stream, overlapping the rest of the backward\n"
     "  --tp-layout L        how each parameter is laid out over tp: search (the default: each\n"
     "                       parameter's layout chosen by the modelled cost of the sharded program;\n"
     "                       the dump after shard says why, beside the runner-up) or megatron\n"
@@ -166,7 +170,7 @@ static int dump_train(ir_graph *g, const tool_compile_opts *o, FILE *out, ir_dia
   if (all) print_graph(out, g, o->format, NULL);
   pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .verbose = o->verbose, .dump_after = o->after,
                      .dump_out = out, .dump_format = o->format, .checkpoint = o->checkpoint,
-                     .disabled = o->pass_disabled, .zero = o->zero, .tp_search = !o->tp_megatron};
+                     .disabled = o->pass_disabled, .zero = o->zero, .bucket_bytes = o->bucket_bytes, .tp_search = !o->tp_megatron};
   pass_train_options to = {.opt = pass_optimizer_defaults(PASS_OPT_ADAM), .micro_batches = 1, .targets_input = -1,
                            .passes = &po};
   pass_training *prog = pass_build_train(g, &to);

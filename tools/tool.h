@@ -28,6 +28,7 @@ typedef struct {
   bool mesh_auto;          /* --mesh auto: tgc train asks the planner (tool_plan_auto_mesh) */
   int zero;                /* --zero N (zero_set: given) */
   bool zero_set;
+  double bucket_bytes;     /* --bucket-mb M: the gradient buckets' size in bytes (0: the default, 25 MiB) */
   bool tp_megatron;        /* --tp-layout megatron (else search, the default; tp_layout_set: --tp-layout given) */
   bool tp_layout_set;
 } tool_compile_opts;

@@ -438,7 +438,7 @@ static int job_compile(tool_train_job *j, ir_diag *d) {
   if (!g) return -1;
   pass_options po = {.diag = d, .verify_each = o->verify_each, .time_passes = o->time_passes, .verbose = o->verbose,
                      .dump_after = o->after, .dump_out = stdout, .dump_format = o->format, .checkpoint = o->checkpoint,
-                     .disabled = o->pass_disabled, .zero = o->zero, .tp_search = !o->tp_megatron};
+                     .disabled = o->pass_disabled, .zero = o->zero, .bucket_bytes = o->bucket_bytes, .tp_search = !o->tp_megatron};
   /* --tp-layout search: chosen on the graph tgc plan searches (tool_tp_layouts), so both choose alike */
   int sdt = t->s.dtype == 1 ? IR_DT_BF16 : t->s.dtype == 2 ? IR_DT_F16 : -1;
   bool dump = o->after && (strcmp(o->after, "shard") == 0 || strcmp(o->after, "all") == 0);

@@ -184,6 +184,22 @@ void rt_comm_close(rt_comm *c) {
   free(c);
 }
 
+bool rt_comm_overlaps(const rt_comm *c) { return c->be->overlaps && c->be->overlaps(c); }
+int rt_comm_batch_begin(rt_comm *c, char *err, size_t errlen) {
+  return c->be->batch_begin ? c->be->batch_begin(c, err, errlen) : 0;
+}
+int rt_comm_batch_end(rt_comm *c, char *err, size_t errlen) {
+  return c->be->batch_end ? c->be->batch_end(c, err, errlen) : 0;
+}
+int rt_comm_join(rt_comm *c, const void *p, size_t bytes, char *err, size_t errlen) {
+  return c->be->join ? c->be->join(c, p, bytes, err, errlen) : 0;
+}
+int rt_comm_join_all(rt_comm *c, char *err, size_t errlen) {
+  return c->be->join_all ? c->be->join_all(c, err, errlen) : 0;
+}
+int rt_comm_in_flight(const rt_comm *c) { return c->be->in_flight ? c->be->in_flight(c) : 0; }
+rt_comm_overlap_count rt_comm_overlap(const rt_comm *c) { return c->overlap; }
+
 const char *rt_comm_impl(const rt_comm *c) { return c->be->name; }
 int rt_comm_rank(const rt_comm *c) { return c->rank; }
 int rt_comm_size(const rt_comm *c) { return c->size; }

@@ -184,6 +184,37 @@ int rt_comm_recv(rt_comm *c, int axis, int peer_coord, ir_dtype dt, void *buf, i
  * counted. */
 int rt_comm_barrier(rt_comm *c, char *err, size_t errlen);
 
+/* ---- operations in flight (nccl: overlap with the device's work) ----
+ * Every implementation's operation is complete when its call returns,
+ * except the nccl one's between batch_begin and batch_end: there
+ * all_reduce, all_gather and reduce_scatter (whole buffers) are issued on
+ * the communicator's own stream, after the device's work issued so far
+ * (an event recorded on the options' stream, which that stream waits on)
+ * and inside one ncclGroupStart/End, and return at once. batch_end
+ * records an event after them. From then until a join, their buffers are
+ * in flight: the device's later work must not touch them (read a result,
+ * write an operand) before join of those bytes, which makes the options'
+ * stream wait for the batch that uses them (and every batch before it);
+ * join_all waits for all. The host must not read them before join_all and
+ * a synchronization of the options' stream. overlaps: whether operations
+ * can be in flight (nccl unless TGC_COMM_OVERLAP=0; off, a batch is
+ * nothing and every operation completes in its call, as before).
+ * in_flight: how many batches are. Elsewhere these do nothing. */
+bool rt_comm_overlaps(const rt_comm *c);
+int rt_comm_batch_begin(rt_comm *c, char *err, size_t errlen);
+int rt_comm_batch_end(rt_comm *c, char *err, size_t errlen);
+int rt_comm_join(rt_comm *c, const void *p, size_t bytes, char *err, size_t errlen);
+int rt_comm_join_all(rt_comm *c, char *err, size_t errlen);
+int rt_comm_in_flight(const rt_comm *c);
+/* What overlap did since the counts were reset (rt_comm_reset_counts):
+ * batches closed with collectives in them, those collectives, and joins
+ * that waited for a batch before the end of the program (work touching
+ * its bytes: less overlap than a wait at the end). */
+typedef struct {
+  int64_t batches, collectives, early_joins;
+} rt_comm_overlap_count;
+rt_comm_overlap_count rt_comm_overlap(const rt_comm *c);
+
 /* What this rank moved, per kind and per axis (axis index n_axes, or -1:
  * world). Payload bytes only. Zeros for an axis or kind out of range. */
 typedef struct {

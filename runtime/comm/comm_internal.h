@@ -55,6 +55,13 @@ typedef struct comm_backend {
   int (*copy)(rt_comm *c, void *dst, const void *src, size_t bytes, char *err, size_t errlen);
   /* after rt_comm_set_mesh changed the mesh (nccl: its communicators) */
   int (*mesh_changed)(rt_comm *c, char *err, size_t errlen);
+  /* operations in flight (comm.h); NULL: none ever are */
+  bool (*overlaps)(const rt_comm *c);
+  int (*batch_begin)(rt_comm *c, char *err, size_t errlen);
+  int (*batch_end)(rt_comm *c, char *err, size_t errlen);
+  int (*join)(rt_comm *c, const void *p, size_t bytes, char *err, size_t errlen);
+  int (*join_all)(rt_comm *c, char *err, size_t errlen);
+  int (*in_flight)(const rt_comm *c);
   /* NULL: the dissemination barrier over isend/irecv */
   int (*barrier)(rt_comm *c, char *err, size_t errlen);
   int (*tag_limit)(const rt_comm *c);
@@ -90,6 +97,7 @@ struct rt_comm {
   char names[RT_COMM_MAX_AXES][16];
   int sizes[RT_COMM_MAX_AXES], strides[RT_COMM_MAX_AXES], coords[RT_COMM_MAX_AXES];
   rt_comm_counter counts[IR_NUM_COLLS][RT_COMM_MAX_AXES + 1];
+  rt_comm_overlap_count overlap;     /* the backend's (nccl.c), reset with counts */
   /* sends in flight (oldest first), loopback messages, spare buffers */
   staged *pending, *loopback, *spare;
   /* scratch for the rings: two chunk buffers and a staging copy */

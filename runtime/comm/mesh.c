@@ -118,7 +118,10 @@ rt_comm_counter rt_comm_count(const rt_comm *c, rt_coll_kind k, int axis) {
   return c->counts[k][axis];
 }
 
-void rt_comm_reset_counts(rt_comm *c) { memset(c->counts, 0, sizeof c->counts); }
+void rt_comm_reset_counts(rt_comm *c) {
+  memset(c->counts, 0, sizeof c->counts);
+  memset(&c->overlap, 0, sizeof c->overlap);
+}
 
 rt_comm_counter rt_comm_ring_bytes(rt_coll_kind k, int n, int coord, int root, int64_t count, size_t elem_bytes) {
   rt_comm_counter r = {1, 0, 0};

@@ -7,9 +7,22 @@
  * communicator per mesh group of two or more (the world's at open, each
  * axis's at rt_comm_set_mesh), its id made by the group's coordinate-0 rank
  * and broadcast to the group over the bootstrap; NCCL rank = coordinate.
- * Groups of one are copies (comm.c). Each operation is issued on the
- * options' stream and waited for (cuStreamSynchronize) before the call
- * returns, so results are there as with the other implementations.
+ * Groups of one are copies (comm.c).
+ *
+ * Streams. With overlap (the default; TGC_COMM_OVERLAP=0 turns it off)
+ * every operation runs on the communicator's own stream (non-blocking),
+ * after an event recorded on the options' stream (the device's work so
+ * far). Outside a batch the call then waits for that stream on the host
+ * (cuStreamSynchronize), so results are there as with the other
+ * implementations. Inside a batch (rt_comm_batch_begin/end: the gradient
+ * all-reduces or reduce-scatters of one bucket, issued where the backward
+ * made them) the calls are one ncclGroupStart/End and return at once;
+ * batch_end records a `done` event on the comm stream, and the batch's
+ * buffers are in flight until a join makes the options' stream wait on
+ * it: the device's kernels go on meanwhile (DDP's overlap). The comm
+ * stream is in order, so joining a batch also joins every earlier one.
+ * Without overlap each operation is issued on the options' stream and
+ * waited for, and batches are nothing.
  *
  *   all_reduce, all_gather, reduce_scatter, broadcast   the NCCL calls
  *     (broadcast in place); bool is uint8 with max for both reductions
@@ -40,9 +53,28 @@ typedef struct {
   size_t bytes;
 } dev_buf;
 
+/* a batch in flight: its done event and its buffers' bytes */
+typedef struct {
+  cg_cu_event done;
+  int first, n; /* ranges[first .. first + n) */
+} flight;
+
+typedef struct {
+  uintptr_t lo, hi;
+} byte_range;
+
 typedef struct {
   const cg_cuda_api *api;
   cg_cu_stream stream, send_stream;
+  cg_cu_stream comm_stream;         /* overlap: the operations' own stream; NULL: off */
+  cg_cu_event ready;                /* recorded on stream before each operation or batch */
+  bool batch_open;
+  flight *flights;                  /* in flight, oldest first; the last one open while batch_open */
+  int n_flights, cap_flights;
+  byte_range *ranges;
+  int n_ranges, cap_ranges;
+  cg_cu_event *spare;               /* done events to record again */
+  int n_spare, cap_spare;
   rt_comm *boot;
   cg_nccl_comm world, axes[RT_COMM_MAX_AXES];
   dev_buf free_bufs[STAGED_IN_FLIGHT], busy_bufs[STAGED_IN_FLIGHT];
@@ -153,6 +185,124 @@ bool rt_nccl_buffers_legal(ir_coll kind, const void *send, const void *recv, siz
   return !overlap || s == in_place;
 }
 
+/* ---- overlap: the comm stream, batches in flight, joins ---- */
+
+/* the comm stream waits for the device's work issued so far */
+static int after_device(nccl_state *st, const char *ctx, char *err, size_t errlen) {
+  return CG_CU(st->api, ctx, err, errlen, cuEventRecord, st->ready, st->stream) ||
+         CG_CU(st->api, ctx, err, errlen, cuStreamWaitEvent, st->comm_stream, st->ready, 0u);
+}
+
+static void *grow(void *p, int *cap, int need, size_t elem) {
+  if (need <= *cap) return p;
+  int n = *cap ? 2 * *cap : 16;
+  while (n < need) n *= 2;
+  void *q = realloc(p, (size_t)n * elem);
+  if (q) *cap = n;
+  return q;
+}
+
+/* flights [0, k) joined (done, or waited on): their events to the spares */
+static void drop_flights(nccl_state *st, int k) {
+  if (k <= 0) return;
+  for (int i = 0; i < k; i++)
+    if (st->flights[i].done) st->spare[st->n_spare++] = st->flights[i].done; /* spare has room: see batch_end */
+  int keep_from = k < st->n_flights ? st->flights[k].first : st->n_ranges;
+  if (st->n_ranges > keep_from)
+    memmove(st->ranges, st->ranges + keep_from, (size_t)(st->n_ranges - keep_from) * sizeof *st->ranges);
+  st->n_ranges -= keep_from;
+  if (st->n_flights > k) memmove(st->flights, st->flights + k, (size_t)(st->n_flights - k) * sizeof *st->flights);
+  st->n_flights -= k;
+  for (int i = 0; i < st->n_flights; i++) st->flights[i].first -= keep_from;
+}
+
+static bool nccl_overlaps(const rt_comm *c) { return ((const nccl_state *)c->impl)->comm_stream != NULL; }
+
+static int nccl_in_flight(const rt_comm *c) {
+  const nccl_state *st = c->impl;
+  return st->n_flights - (st->batch_open ? 1 : 0);
+}
+
+static int nccl_batch_begin(rt_comm *c, char *err, size_t errlen) {
+  nccl_state *st = c->impl;
+  if (!st->comm_stream) return 0;
+  if (st->batch_open) {
+    rt_comm_errf(err, errlen, "internal error: a batch of collectives inside another");
+    return -1;
+  }
+  if (!(st->flights = grow(st->flights, &st->cap_flights, st->n_flights + 1, sizeof *st->flights))) {
+    rt_comm_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (after_device(st, "a batch of collectives", err, errlen) || NCCL(st, NULL, err, errlen, ncclGroupStart)) return -1;
+  st->flights[st->n_flights++] = (flight){NULL, st->n_ranges, 0};
+  st->batch_open = true;
+  return 0;
+}
+
+static int nccl_batch_end(rt_comm *c, char *err, size_t errlen) {
+  nccl_state *st = c->impl;
+  if (!st->batch_open) return 0;
+  st->batch_open = false;
+  flight *f = &st->flights[st->n_flights - 1];
+  if (NCCL(st, "a batch of collectives", err, errlen, ncclGroupEnd)) return -1;
+  if (!f->n) { /* nothing was issued */
+    st->n_flights--;
+    return 0;
+  }
+  c->overlap.batches++;
+  if (!(st->spare = grow(st->spare, &st->cap_spare, st->n_flights + st->n_spare + 1, sizeof *st->spare))) {
+    rt_comm_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  if (st->n_spare) f->done = st->spare[--st->n_spare];
+  else if (CG_CU(st->api, "a batch's event", err, errlen, cuEventCreate, &f->done, CG_CU_EVENT_DISABLE_TIMING))
+    return -1;
+  return CG_CU(st->api, "a batch of collectives", err, errlen, cuEventRecord, f->done, st->comm_stream);
+}
+
+static int nccl_join(rt_comm *c, const void *p, size_t bytes, char *err, size_t errlen) {
+  nccl_state *st = c->impl;
+  uintptr_t lo = (uintptr_t)p, hi = lo + (bytes ? bytes : 1);
+  int last = -1; /* the newest closed batch using these bytes */
+  for (int i = 0; i < st->n_flights; i++) {
+    const flight *f = &st->flights[i];
+    if (!f->done) continue;
+    for (int j = f->first; j < f->first + f->n && last < i; j++)
+      if (st->ranges[j].lo < hi && lo < st->ranges[j].hi) last = i;
+  }
+  if (last < 0) return 0;
+  if (CG_CU(st->api, "waiting for a batch of collectives", err, errlen, cuStreamWaitEvent, st->stream,
+            st->flights[last].done, 0u))
+    return -1;
+  drop_flights(st, last + 1); /* the comm stream is in order: the earlier ones are done before it */
+  c->overlap.early_joins++;
+  return 0;
+}
+
+static int nccl_join_all(rt_comm *c, char *err, size_t errlen) {
+  nccl_state *st = c->impl;
+  int closed = st->n_flights - (st->batch_open ? 1 : 0);
+  if (closed <= 0) return 0;
+  if (CG_CU(st->api, "waiting for the collectives", err, errlen, cuStreamWaitEvent, st->stream,
+            st->flights[closed - 1].done, 0u))
+    return -1;
+  drop_flights(st, closed);
+  return 0;
+}
+
+/* buffer [p, p + bytes) in the open batch's flight */
+static int add_range(nccl_state *st, const void *p, size_t bytes, char *err, size_t errlen) {
+  if (!bytes) return 0;
+  if (!(st->ranges = grow(st->ranges, &st->cap_ranges, st->n_ranges + 1, sizeof *st->ranges))) {
+    rt_comm_errf(err, errlen, "out of memory");
+    return -1;
+  }
+  st->ranges[st->n_ranges++] = (byte_range){(uintptr_t)p, (uintptr_t)p + bytes};
+  st->flights[st->n_flights - 1].n++;
+  return 0;
+}
+
 static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size_t errlen) {
   nccl_state *st = c->impl;
   const cg_cuda_api *api = st->api;
@@ -174,14 +324,26 @@ static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size
     return -1;
   }
   int rc = 0;
+  cg_cu_stream on = st->comm_stream ? st->comm_stream : st->stream;
+  if (st->batch_open) { /* in flight until a join: whole-buffer operations only */
+    bool whole = a->kind == IR_COLL_ALL_REDUCE || a->kind == IR_COLL_ALL_GATHER || a->kind == IR_COLL_REDUCE_SCATTER;
+    size_t sb = a->kind == IR_COLL_REDUCE_SCATTER ? n * bytes : bytes, rb = a->kind == IR_COLL_ALL_GATHER ? n * bytes : bytes;
+    if (!whole) {
+      rt_comm_errf(err, errlen, "internal error: %s in a batch of collectives", ctx);
+      return -1;
+    }
+    if (add_range(st, a->send, sb, err, errlen) || add_range(st, a->recv, rb, err, errlen)) return -1;
+    c->overlap.collectives++;
+  } else if (st->comm_stream && after_device(st, ctx, err, errlen))
+    return -1;
   switch (a->kind) {
-  case IR_COLL_ALL_REDUCE: rc = NCCL(st, ctx, err, errlen, ncclAllReduce, a->send, a->recv, count, t, op, comm, st->stream); break;
-  case IR_COLL_ALL_GATHER: rc = NCCL(st, ctx, err, errlen, ncclAllGather, a->send, a->recv, count, t, comm, st->stream); break;
+  case IR_COLL_ALL_REDUCE: rc = NCCL(st, ctx, err, errlen, ncclAllReduce, a->send, a->recv, count, t, op, comm, on); break;
+  case IR_COLL_ALL_GATHER: rc = NCCL(st, ctx, err, errlen, ncclAllGather, a->send, a->recv, count, t, comm, on); break;
   case IR_COLL_REDUCE_SCATTER:
-    rc = NCCL(st, ctx, err, errlen, ncclReduceScatter, a->send, a->recv, count, t, op, comm, st->stream);
+    rc = NCCL(st, ctx, err, errlen, ncclReduceScatter, a->send, a->recv, count, t, op, comm, on);
     break;
   case IR_COLL_BROADCAST:
-    rc = NCCL(st, ctx, err, errlen, ncclBroadcast, a->recv, a->recv, count, t, a->peer, comm, st->stream);
+    rc = NCCL(st, ctx, err, errlen, ncclBroadcast, a->recv, a->recv, count, t, a->peer, comm, on);
     break;
   case IR_COLL_ALL_TO_ALL: {
     const char *send = a->send;
@@ -193,12 +355,11 @@ static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size
     if (NCCL(st, ctx, err, errlen, ncclGroupStart)) return -1;
     for (size_t j = 0; j < n && !rc; j++)
       if (j != me)
-        rc = NCCL(st, ctx, err, errlen, ncclSend, send + j * bytes, count, t, (int)j, comm, st->stream) ||
-             NCCL(st, ctx, err, errlen, ncclRecv, recv + j * bytes, count, t, (int)j, comm, st->stream);
+        rc = NCCL(st, ctx, err, errlen, ncclSend, send + j * bytes, count, t, (int)j, comm, on) ||
+             NCCL(st, ctx, err, errlen, ncclRecv, recv + j * bytes, count, t, (int)j, comm, on);
     if (NCCL(st, ctx, err, errlen, ncclGroupEnd) && !rc) rc = -1;
     if (!rc && bytes)
-      rc = CG_CU(api, ctx, err, errlen, cuMemcpyDtoDAsync, dptr(recv + me * bytes), dptr(send + me * bytes), bytes,
-                 st->stream);
+      rc = CG_CU(api, ctx, err, errlen, cuMemcpyDtoDAsync, dptr(recv + me * bytes), dptr(send + me * bytes), bytes, on);
     break;
   }
   case IR_COLL_SEND: {
@@ -210,11 +371,14 @@ static int nccl_run(rt_comm *c, int axis, const rt_coll_args *a, char *err, size
     return NCCL(st, ctx, err, errlen, ncclSend, (const void *)(uintptr_t)b.ptr, count, t, a->peer, comm,
                 st->send_stream);
   }
-  case IR_COLL_RECV: rc = NCCL(st, ctx, err, errlen, ncclRecv, a->recv, count, t, a->peer, comm, st->stream); break;
+  case IR_COLL_RECV: rc = NCCL(st, ctx, err, errlen, ncclRecv, a->recv, count, t, a->peer, comm, on); break;
   case IR_NUM_COLLS: rc = -1; break;
   }
   if (rc) return -1;
-  return CG_CU(api, ctx, err, errlen, cuStreamSynchronize, st->stream);
+  if (st->batch_open) return 0;
+  if (CG_CU(api, ctx, err, errlen, cuStreamSynchronize, on)) return -1;
+  if (st->comm_stream) drop_flights(st, st->n_flights); /* the comm stream is idle: every batch is done */
+  return 0;
 }
 
 static int nccl_copy(rt_comm *c, void *dst, const void *src, size_t bytes, char *err, size_t errlen) {
@@ -240,7 +404,9 @@ static int nccl_mesh_changed(rt_comm *c, char *err, size_t errlen) {
 
 static int nccl_barrier(rt_comm *c, char *err, size_t errlen) {
   nccl_state *st = c->impl;
-  if (CG_CU(st->api, "barrier", err, errlen, cuStreamSynchronize, st->stream)) return -1;
+  if (nccl_batch_end(c, err, errlen) || nccl_join_all(c, err, errlen) ||
+      CG_CU(st->api, "barrier", err, errlen, cuStreamSynchronize, st->stream))
+    return -1;
   return rt_comm_barrier(st->boot, err, errlen);
 }
 
@@ -249,11 +415,21 @@ static void nccl_close(rt_comm *c, bool broken) {
   char err[256];
   if (!broken) {
     settle_sends(st, err, sizeof err);
+    if (st->batch_open) st->api->ncclGroupEnd();
+    if (st->comm_stream) st->api->cuStreamSynchronize(st->comm_stream);
     destroy_axes(st);
     if (st->world) st->api->ncclCommDestroy(st->world);
     for (int i = 0; i < st->n_free; i++) st->api->cuMemFree(st->free_bufs[i].ptr);
     if (st->send_stream) st->api->cuStreamDestroy(st->send_stream);
+    if (st->comm_stream) st->api->cuStreamDestroy(st->comm_stream);
+    for (int i = 0; i < st->n_flights; i++)
+      if (st->flights[i].done) st->api->cuEventDestroy(st->flights[i].done);
+    for (int i = 0; i < st->n_spare; i++) st->api->cuEventDestroy(st->spare[i]);
+    if (st->ready) st->api->cuEventDestroy(st->ready);
   }
+  free(st->flights);
+  free(st->ranges);
+  free(st->spare);
   rt_comm_close(st->boot);
   free(st);
 }
@@ -296,7 +472,12 @@ int rt_comm_nccl_open(rt_comm *c, const rt_comm_options *o, char *err, size_t er
   c->impl = st;
   c->rank = rt_comm_rank(st->boot);
   c->size = rt_comm_size(st->boot);
+  const char *overlap = getenv("TGC_COMM_OVERLAP");
+  bool want_overlap = !(overlap && strcmp(overlap, "0") == 0);
   if (CG_CU(api, "the send stream", err, errlen, cuStreamCreate, &st->send_stream, CG_CU_STREAM_NON_BLOCKING) ||
+      (want_overlap &&
+       (CG_CU(api, "the collectives' stream", err, errlen, cuStreamCreate, &st->comm_stream, CG_CU_STREAM_NON_BLOCKING) ||
+        CG_CU(api, "the collectives' stream", err, errlen, cuEventCreate, &st->ready, CG_CU_EVENT_DISABLE_TIMING))) ||
       make_comm(c, -1, &st->world, err, errlen)) {
     nccl_close(c, false);
     c->impl = NULL;
@@ -312,6 +493,12 @@ const comm_backend rt_comm_nccl_backend = {
     .run = nccl_run,
     .copy = nccl_copy,
     .mesh_changed = nccl_mesh_changed,
+    .overlaps = nccl_overlaps,
+    .batch_begin = nccl_batch_begin,
+    .batch_end = nccl_batch_end,
+    .join = nccl_join,
+    .join_all = nccl_join_all,
+    .in_flight = nccl_in_flight,
     .barrier = nccl_barrier,
     .tag_limit = nccl_tag_limit,
     .close = nccl_close,

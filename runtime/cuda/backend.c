@@ -58,9 +58,12 @@
  *             pass_graph_pieces: the rule `tgc stats` counts graph
  *             launches by), each segment between two is its own graph,
  *             and the collective runs as an action between the
- *             launches (its NCCL call on the legacy stream,
- *             waited for on the host, ordered after the segment's graph
- *             by the legacy stream's implicit wait). Nothing is captured
+ *             launches (the comm layer's NCCL call on its own stream,
+ *             after an event on the legacy stream, which waits for the
+ *             segment's graph; a gradient bucket is left in flight, and
+ *             before launching or capturing a segment the executor's join
+ *             makes the legacy stream wait for the buckets whose bytes
+ *             the segment touches: docs/cuda.md). Nothing is captured
  *             when TGC_CUDA_GRAPH=0, TGC_CUDA_SYNC=1 or TGC_CUDA_PROFILE=1
  *             (they time or synchronize each action). Host reads (the loss, the
  *             non-finite count) are the trainer's, after the run.
@@ -818,7 +821,8 @@ static int reset_slot(cuda_ctx *x, cuda_state *s, struct cuda_graph *g, char *er
  * later ones launch, segment by segment, the graphs captured with the same
  * addresses (capturing them first where there are none), the collectives
  * between them run as actions. */
-static int cuda_run_program(rt_device *d, void *state, walk_fn walk, void *ctx, char *err, size_t errlen) {
+static int cuda_run_program(rt_device *d, void *state, walk_fn walk, walk_fn join, void *ctx, char *err,
+                            size_t errlen) {
   cuda_ctx *x = d->impl;
   cuda_state *s = state;
   if (!x->graphs || s->runs++ == 0) {
@@ -845,6 +849,7 @@ static int cuda_run_program(rt_device *d, void *state, walk_fn walk, void *ctx, 
       if (walk(ctx, pc->first, pc->end, err, errlen) != 0) return -1;
       continue;
     }
+    if (join(ctx, pc->first, pc->end, err, errlen) != 0) return -1; /* the collectives in flight it needs: outside the graph */
     if (fresh && capture(x, s, g, k, walk, ctx, err, errlen) != 0) {
       clear_slot(x, s, g); /* no half-captured slot is launched later */
       return -1;

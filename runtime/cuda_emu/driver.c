@@ -41,6 +41,13 @@
 #define MAX_RACE_LINES 64
 
 
+#define LEGACY_STREAM ((cg_cu_stream)0x1)
+#define PER_THREAD_STREAM ((cg_cu_stream)0x2)
+/* a created stream as itself, the legacy and per-thread ones as NULL */
+static cg_cu_stream stream_or_null(cg_cu_stream s) {
+  return s == LEGACY_STREAM || s == PER_THREAD_STREAM ? NULL : s;
+}
+
 /* Streams, events and modules are listed (a handle a caller passes is
  * looked up before it is used): each starts with its link. */
 typedef struct listed {
@@ -59,6 +66,8 @@ struct CUevent_st {
   unsigned int flags;
   bool recorded;
   double ms;
+  cg_cu_stream stream; /* of its last record (NULL: the legacy stream) */
+  long mark;           /* rt_emu_nccl_mark then */
 };
 struct CUmod_st {
   listed link;
@@ -133,6 +142,7 @@ void rt_emu_set_detail(const char *fmt, ...) {
 }
 
 static const char *get_detail(void) { return detail; }
+const char *rt_emu_detail(void) { return detail; }
 
 #define ENTER() rt_emu_enter()
 #define fail rt_emu_fail
@@ -305,7 +315,8 @@ cg_cu_result rt_emu_cuCtxSetCurrent(cg_cu_context ctx) {
 cg_cu_result rt_emu_cuCtxSynchronize(void) {
   ENTER();
   cg_cu_result r = need_context();
-  return r == CG_CUDA_SUCCESS ? rt_emu_capture_forbid("cuCtxSynchronize", NULL) : r;
+  if (r == CG_CUDA_SUCCESS) r = rt_emu_capture_forbid("cuCtxSynchronize", NULL);
+  return r == CG_CUDA_SUCCESS ? rt_emu_nccl_force(NULL, true, rt_emu_nccl_mark()) : r;
 }
 
 /* ---- modules ---- */
@@ -529,6 +540,11 @@ cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned i
   if (!params && f->kernel->nparams > 0)
     return fail(CG_CUDA_ERROR_INVALID_VALUE, "%s takes %d parameters, kernelParams is NULL", name, f->kernel->nparams);
   if (rt_emu_capturing(stream)) return record_launch(f, grid, blk, shared_bytes, params, stream);
+  for (int i = 0; i < f->kernel->nparams; i++) { /* a parameter into bytes an operation in flight uses */
+    uint64_t v;
+    memcpy(&v, params[i], sizeof v);
+    if ((r = rt_emu_nccl_touch(name, stream_or_null(stream), v, 1)) != CG_CUDA_SUCCESS) return r;
+  }
   emu_launch l = {f, {gx, gy, gz}, {bx, by, bz}, shared_bytes, params, emu.cfg.racecheck, emu.cfg.threads};
   char fault[1024] = "";
   pthread_mutex_lock(&emu.lock);
@@ -553,8 +569,6 @@ cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned i
 
 /* ---- streams and events ---- */
 
-#define LEGACY_STREAM ((cg_cu_stream)0x1)
-#define PER_THREAD_STREAM ((cg_cu_stream)0x2)
 
 cg_cu_result rt_emu_check_stream(cg_cu_stream s) {
   if (!s || s == LEGACY_STREAM || s == PER_THREAD_STREAM || list_has(emu.streams, s))
@@ -575,10 +589,19 @@ cg_cu_result rt_emu_cuStreamCreate(cg_cu_stream *stream, unsigned int flags) {
   return CG_CUDA_SUCCESS;
 }
 
+bool rt_emu_stream_nonblocking(cg_cu_stream s) {
+  s = stream_or_null(s);
+  return s && list_has(emu.streams, s) && (((struct CUstream_st *)s)->flags & CG_CU_STREAM_NON_BLOCKING);
+}
+
 cg_cu_result rt_emu_cuStreamDestroy(cg_cu_stream stream) {
   ENTER();
   if (!emu.initialized) return fail(CG_CUDA_ERROR_NOT_INITIALIZED, "cuInit has not been called");
-  if (!list_remove(&emu.streams, stream)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not a stream of this context");
+  if (!list_has(emu.streams, stream)) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not a stream of this context");
+  rt_emu_nccl_force(stream, false, rt_emu_nccl_mark()); /* its work completes first */
+  list_remove(&emu.streams, stream);
+  for (listed *l = emu.events; l; l = l->next)
+    if (((struct CUevent_st *)l)->stream == stream) ((struct CUevent_st *)l)->stream = NULL;
   free(stream);
   return CG_CUDA_SUCCESS;
 }
@@ -588,7 +611,22 @@ cg_cu_result rt_emu_cuStreamSynchronize(cg_cu_stream stream) {
   cg_cu_result r = need_context();
   if (r == CG_CUDA_SUCCESS) r = check_stream(stream);
   if (r == CG_CUDA_SUCCESS && rt_emu_capturing(stream)) r = rt_emu_capture_forbid("cuStreamSynchronize", stream);
+  if (r == CG_CUDA_SUCCESS && stream_or_null(stream)) r = rt_emu_nccl_force(stream, false, rt_emu_nccl_mark());
   return r;
+}
+
+cg_cu_result rt_emu_cuStreamWaitEvent(cg_cu_stream stream, cg_cu_event event, unsigned int flags) {
+  ENTER();
+  cg_cu_result r = need_context();
+  if (r == CG_CUDA_SUCCESS) r = check_stream(stream);
+  if (r != CG_CUDA_SUCCESS) return r;
+  struct CUevent_st *e = list_has(emu.events, event) ? (struct CUevent_st *)event : NULL;
+  if (!e) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not an event of this context");
+  if (flags) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent flags %u (0 is emulated)", flags);
+  if (rt_emu_capturing(stream) || rt_emu_capturing(e->stream))
+    return fail(CG_CUDA_ERROR_NOT_SUPPORTED, "cuStreamWaitEvent in a stream capture is not emulated");
+  /* the stream's later work comes after what the event's stream did before the record: that runs now */
+  return e->recorded && e->stream ? rt_emu_nccl_force(e->stream, false, e->mark) : CG_CUDA_SUCCESS;
 }
 
 /* ---- stream capture and graphs (capture.c) ---- */
@@ -662,6 +700,7 @@ cg_cu_result rt_emu_cuEventRecord(cg_cu_event event, cg_cu_stream stream) {
   if (!e) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not an event of this context");
   e->ms = 1e3 * ir_clock_s();
   e->recorded = true;
+  e->stream = stream_or_null(stream), e->mark = rt_emu_nccl_mark();
   return CG_CUDA_SUCCESS;
 }
 
@@ -669,7 +708,9 @@ cg_cu_result rt_emu_cuEventSynchronize(cg_cu_event event) {
   ENTER();
   cg_cu_result r = need_context();
   if (r != CG_CUDA_SUCCESS) return r;
-  return find_event(event) ? CG_CUDA_SUCCESS : fail(CG_CUDA_ERROR_INVALID_HANDLE, "not an event of this context");
+  struct CUevent_st *e = find_event(event);
+  if (!e) return fail(CG_CUDA_ERROR_INVALID_HANDLE, "not an event of this context");
+  return e->recorded && e->stream ? rt_emu_nccl_force(e->stream, false, e->mark) : CG_CUDA_SUCCESS;
 }
 
 cg_cu_result rt_emu_cuEventElapsedTime(float *milliseconds, cg_cu_event start, cg_cu_event end) {

@@ -108,6 +108,18 @@ cg_cu_result rt_emu_sticky_error(const char **detail);
 void rt_emu_set_sticky(cg_cu_result r, const char *detail);
 /* driver.c: the detail line of the calling thread's last failure. */
 void rt_emu_set_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *rt_emu_detail(void);
+/* driver.c: whether s is a stream created CU_STREAM_NON_BLOCKING */
+bool rt_emu_stream_nonblocking(cg_cu_stream s);
+/* nccl.c: NCCL operations in flight on non-blocking streams (see its
+ * head). mark: the sequence number an event recorded now stands for;
+ * force: runs those of stream s (every stream: all_streams) up to mark
+ * upto; touch: work by `call` on stream s (NULL: the host or the legacy
+ * stream) over [p, p + bytes): first runs what s itself has deferred, then
+ * fails if another stream's operation still uses those bytes. */
+long rt_emu_nccl_mark(void);
+cg_cu_result rt_emu_nccl_force(cg_cu_stream s, bool all_streams, long upto);
+cg_cu_result rt_emu_nccl_touch(const char *call, cg_cu_stream s, uint64_t p, size_t bytes);
 const emu_arch *rt_emu_current_arch(void);
 const rt_cuda_emu_config *rt_emu_config(void);
 /* device_rules.c: the emulated archs (NULL for another); a device

@@ -12,11 +12,25 @@
  * rt_comm_group_run on that table (the same ring algorithms and
  * reductions as tgc's MPI collectives, on the emulated device memory,
  * which is host memory at its own addresses), with the MPI communicator's
- * timeout. Emulated streams are synchronous, so an operation is complete
+ * timeout. On the legacy stream or a blocking one an operation is complete
  * when its call returns; ncclSend returns at once (the message is staged)
  * and ncclRecv waits, so a group's order does not matter. Inside
  * ncclGroupStart/End operations are queued and run at the end, sends
  * first. One thread uses the emulated NCCL at a time.
+ *
+ * In flight: on a stream created CU_STREAM_NON_BLOCKING (nothing orders it
+ * with the others unless an event does) a collective, or a group of them
+ * at ncclGroupEnd, is deferred as a GPU may run it late (a send or receive
+ * runs at once): it runs when something orders later work after it (rt_emu_nccl_force, from the
+ * driver): cuStreamSynchronize of its stream, cuCtxSynchronize,
+ * cuEventSynchronize or cuStreamWaitEvent of an event recorded on its
+ * stream after it, other work on its stream, the stream's destruction.
+ * Until then its buffers are in flight: a launch (any parameter pointing
+ * into them), copy, memset or product on another stream that touches them
+ * fails (rt_emu_nccl_touch, CUDA_ERROR_ILLEGAL_STATE naming both), and a
+ * reader the check cannot see reads the bytes from before the operation,
+ * as a GPU's race could. This is what tests the comm layer's overlap of
+ * collectives with the backward (runtime/comm/nccl.c).
  *
  * Types: every ncclDataType_t moves; reductions in float16, bfloat16,
  * float32, float64, int32 and int64 (and uint32/uint64 sums, the same bits
@@ -57,12 +71,29 @@ typedef struct {
   struct ncclComm *comm;
   rt_coll_args a;
   const char *call;
+  cg_cu_stream stream;
+  uint64_t lo[2], hi[2];  /* the bytes it reads and writes (send, recv) */
 } queued_op;
 static struct {
   int depth;
   queued_op *ops;
   int n, cap;
 } group;
+
+/* operations deferred on non-blocking streams, oldest first: each an
+ * operation or a group (ops[first .. first + n)) with its sequence number */
+typedef struct {
+  cg_cu_stream stream;
+  long seq;
+  int first, n;
+} deferred;
+static struct {
+  deferred *d;
+  int n, cap;
+  queued_op *ops;
+  int n_ops, cap_ops;
+  long seq;
+} flight;
 
 static const char *const result_strings[] = {
     "no error",
@@ -230,6 +261,50 @@ static cg_nccl_result execute(const char *call, struct ncclComm *comm, const rt_
   return CG_ncclSuccess;
 }
 
+/* ops in order, sends first: they never wait, so the receives that follow are matched */
+static cg_nccl_result run_ops(queued_op *ops, int n) {
+  cg_nccl_result first = CG_ncclSuccess;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < n; i++) {
+      queued_op *q = &ops[i];
+      if ((q->a.kind == IR_COLL_SEND) != (pass == 0)) continue;
+      cg_nccl_result r = execute(q->call, q->comm, &q->a);
+      if (r != CG_ncclSuccess && first == CG_ncclSuccess) first = r;
+    }
+  return first;
+}
+
+/* Whether ops (one operation or a group, on one stream) are deferred: on a
+ * non-blocking stream, collectives only (a send or receive runs at once,
+ * as NCCL's point-to-point progresses by itself: a deferred send would
+ * wait for its stream while its receiver waits for it). */
+static bool deferred_on(const queued_op *ops, int n) {
+  if (!n || !rt_emu_stream_nonblocking(ops[0].stream)) return false;
+  for (int i = 0; i < n; i++)
+    if (ops[i].a.kind == IR_COLL_SEND || ops[i].a.kind == IR_COLL_RECV) return false;
+  return true;
+}
+
+/* ops (one operation or a group, on one stream) deferred */
+static cg_nccl_result defer(const queued_op *ops, int n) {
+  if (flight.n == flight.cap) {
+    int cap = flight.cap ? 2 * flight.cap : 16;
+    deferred *d = realloc(flight.d, (size_t)cap * sizeof *d);
+    if (!d) return fail(CG_ncclSystemError, "out of host memory");
+    flight.d = d, flight.cap = cap;
+  }
+  if (flight.n_ops + n > flight.cap_ops) {
+    int cap = 2 * (flight.n_ops + n) + 16;
+    queued_op *o = realloc(flight.ops, (size_t)cap * sizeof *o);
+    if (!o) return fail(CG_ncclSystemError, "out of host memory");
+    flight.ops = o, flight.cap_ops = cap;
+  }
+  memcpy(flight.ops + flight.n_ops, ops, (size_t)n * sizeof *ops);
+  flight.d[flight.n++] = (deferred){ops[0].stream, ++flight.seq, flight.n_ops, n};
+  flight.n_ops += n;
+  return CG_ncclSuccess;
+}
+
 /* Checks an operation and runs it, or queues it inside a group. send_elems
  * / recv_elems: what the buffers must hold. */
 static cg_nccl_result enqueue(const char *call, struct ncclComm *comm, rt_coll_args a, cg_nccl_data_type type,
@@ -260,14 +335,19 @@ static cg_nccl_result enqueue(const char *call, struct ncclComm *comm, rt_coll_a
                     (long long)i, ((const uint8_t *)a.send)[i]);
   if (a.peer < 0 || a.peer >= comm->n)
     return fail(CG_ncclInvalidArgument, "%s: rank %d of %d ranks", call, a.peer, comm->n);
-  if (!group.depth) return execute(call, comm, &a);
+  queued_op q = {comm, a, call, stream, {0, 0}, {0, 0}};
+  q.lo[0] = (uint64_t)(uintptr_t)a.send, q.hi[0] = q.lo[0] + (uint64_t)send_elems * es;
+  q.lo[1] = (uint64_t)(uintptr_t)a.recv, q.hi[1] = q.lo[1] + (uint64_t)recv_elems * es;
+  if (!group.depth) return deferred_on(&q, 1) ? defer(&q, 1) : execute(call, comm, &a);
+  if (group.n && group.ops[0].stream != stream)
+    return fail(CG_ncclInvalidUsage, "%s: a group's operations on two streams is not emulated", call);
   if (group.n == group.cap) {
     int cap = group.cap ? 2 * group.cap : 16;
     queued_op *ops = realloc(group.ops, (size_t)cap * sizeof *ops);
     if (!ops) return fail(CG_ncclSystemError, "out of host memory");
     group.ops = ops, group.cap = cap;
   }
-  group.ops[group.n++] = (queued_op){comm, a, call};
+  group.ops[group.n++] = q;
   return CG_ncclSuccess;
 }
 
@@ -321,15 +401,51 @@ cg_nccl_result rt_emu_ncclGroupEnd(void) {
   rt_emu_enter();
   if (group.depth == 0) return fail(CG_ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--group.depth > 0) return CG_ncclSuccess;
-  cg_nccl_result first = CG_ncclSuccess;
-  /* sends first: they never wait, so the receives that follow are matched */
-  for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < group.n; i++) {
-      queued_op *q = &group.ops[i];
-      if ((q->a.kind == IR_COLL_SEND) != (pass == 0)) continue;
-      cg_nccl_result r = execute(q->call, q->comm, &q->a);
-      if (r != CG_ncclSuccess && first == CG_ncclSuccess) first = r;
-    }
+  cg_nccl_result r = deferred_on(group.ops, group.n) ? defer(group.ops, group.n) : run_ops(group.ops, group.n);
   group.n = 0; /* group.ops stays for the next group */
+  return r;
+}
+
+/* ---- in flight (see the head of this file) ---- */
+
+long rt_emu_nccl_mark(void) { return flight.seq; }
+
+cg_cu_result rt_emu_nccl_force(cg_cu_stream s, bool all_streams, long upto) {
+  cg_cu_result first = CG_CUDA_SUCCESS;
+  int kept = 0;
+  for (int i = 0; i < flight.n; i++) {
+    deferred d = flight.d[i];
+    if ((all_streams || d.stream == s) && d.seq <= upto) {
+      if (run_ops(flight.ops + d.first, d.n) != CG_ncclSuccess && first == CG_CUDA_SUCCESS) {
+        first = CG_CUDA_ERROR_LAUNCH_FAILED; /* as a GPU's NCCL kernel failing: surfaces later, sticky */
+        char why[600];
+        snprintf(why, sizeof why, "%s (run late, on its stream)", rt_emu_detail());
+        rt_emu_set_sticky(first, why);
+      }
+    } else flight.d[kept++] = d;
+  }
+  flight.n = kept;
+  if (!kept) flight.n_ops = 0;
   return first;
+}
+
+cg_cu_result rt_emu_nccl_touch(const char *call, cg_cu_stream s, uint64_t p, size_t bytes) {
+  if (!flight.n) return CG_CUDA_SUCCESS;
+  if (s) { /* work on a stream comes after what is deferred on it */
+    cg_cu_result r = rt_emu_nccl_force(s, false, flight.seq);
+    if (r != CG_CUDA_SUCCESS) return r;
+  }
+  if (!bytes) bytes = 1;
+  for (int i = 0; i < flight.n; i++)
+    for (int j = flight.d[i].first; j < flight.d[i].first + flight.d[i].n; j++) {
+      const queued_op *q = &flight.ops[j];
+      for (int k = 1; k >= 0; k--) /* what it writes first: an in-place operation's one buffer */
+        if (q->hi[k] > q->lo[k] && p < q->hi[k] && q->lo[k] < p + bytes)
+          return rt_emu_fail(CG_CUDA_ERROR_ILLEGAL_STATE,
+                             "%s touches [0x%llx, +%zu) while %s on stream %p may still %s [0x%llx, 0x%llx): nothing "
+                             "orders it after that operation (cuStreamWaitEvent on an event recorded after it)",
+                             call, (unsigned long long)p, bytes, q->call, (void *)q->stream, k ? "write" : "read",
+                             (unsigned long long)q->lo[k], (unsigned long long)q->hi[k]);
+    }
+  return CG_CUDA_SUCCESS;
 }

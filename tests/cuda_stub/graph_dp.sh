@@ -1,33 +1,67 @@
 #!/bin/sh
-# tests/cuda_stub/graph_dp.sh MPIRUN TGC — CUDA graphs with collectives:
-# data-parallel training (--mesh dp=2, 2 ranks under mpirun) of gpt tiny on
-# cuda-emu, the gradient all-reduces through the emulated NCCL, once with
-# TGC_CUDA_GRAPH=0 and once with graphs (each program cut at its
-# collectives, the segments between them captured and launched). Requires
-# every step's loss bit for bit equal, each rank's saved shard byte for
-# byte equal, and (TGC_CUDA_STATS=1) that the graph run captured and
-# launched graphs while the other captured none. (With the stub's other
-# tests because it is about the same backend code; it runs cuda-emu.)
+# tests/cuda_stub/graph_dp.sh MPIRUN TGC — CUDA graphs and overlapped
+# collectives: data-parallel training (--mesh dp=2, 2 ranks under mpirun)
+# of gpt tiny on cuda-emu, the gradient collectives through the emulated
+# NCCL in buckets of 0.01 MiB (--bucket-mb: 8 buckets a step instead of
+# one), 6 steps each:
+#   g0   TGC_CUDA_GRAPH=0: every action issued
+#   g1   graphs (each program cut at its collectives, the segments between
+#        captured and launched), the buckets in flight on the collectives'
+#        own stream while the next segments run (the default)
+#   s1   graphs, TGC_COMM_OVERLAP=0: every collective waited for in its call
+#   z0/z1  --zero 1 (reduce-scatters in flight), overlap off and on
+# Requires every step's loss bit for bit equal and each rank's saved shard
+# byte for byte equal between g0, g1 and s1, and between z0 and z1; that
+# the graph runs captured and launched graphs while g0 captured none
+# (TGC_CUDA_STATS=1); that the overlap runs say how many batches flew
+# (the buckets, and the update's loss sums; under ZeRO 1 its all-gathers
+# too, which the update reads at once) and, without ZeRO, that none was
+# waited for before its program's end; and a planted race
+# (TGC_TEST_COMM_NO_JOIN=1: nothing waits for the buckets) fails, named by
+# the emulation (cuda-emu defers NCCL work on a non-blocking stream until
+# an event orders it, and refuses work that touches its bytes before).
 mpirun="$1"; tgc="$2"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-for g in 0 1; do
-  TGC_CUDA_GRAPH=$g TGC_CUDA_STATS=1 timeout 200 "$mpirun" --oversubscribe -np 2 -x TGC_CUDA_GRAPH -x TGC_CUDA_STATS \
-    -x TGC_CACHE_DIR "$tgc" train examples/gpt.tg --config tiny --data copy --steps 6 --backend cuda-emu \
-    --mesh dp=2 --comm-timeout 60 --log "$dir/g$g.jsonl" --save "$dir/g$g.st" > "$dir/g$g.out" 2>&1 ||
-    { cat "$dir/g$g.out"; echo "FAIL: the run with TGC_CUDA_GRAPH=$g"; exit 1; }
-  grep -q 'through NCCL' "$dir/g$g.out" || { cat "$dir/g$g.out"; echo "FAIL: no collectives through NCCL"; exit 1; }
-  sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$dir/g$g.jsonl" > "$dir/loss$g.txt"
+run() { # NAME GRAPH OVERLAP [tgc options]
+  name=$1; g=$2; ov=$3; shift 3
+  TGC_CUDA_GRAPH=$g TGC_COMM_OVERLAP=$ov TGC_CUDA_STATS=1 timeout 200 "$mpirun" --oversubscribe -np 2 -x TGC_CUDA_GRAPH \
+    -x TGC_COMM_OVERLAP -x TGC_CUDA_STATS -x TGC_CACHE_DIR ${TGC_TEST_COMM_NO_JOIN:+-x TGC_TEST_COMM_NO_JOIN} "$tgc" train examples/gpt.tg \
+    --config tiny --data copy --steps 6 --backend cuda-emu --mesh dp=2 --bucket-mb 0.01 --comm-timeout 60 \
+    --log "$dir/$name.jsonl" --save "$dir/$name.st" "$@" > "$dir/$name.out" 2>&1
+}
+for c in "g0 0 1" "g1 1 1" "s1 1 0" "z0 1 0 --zero 1" "z1 1 1 --zero 1"; do
+  set -- $c
+  run "$@" || { cat "$dir/$1.out"; echo "FAIL: the run $c"; exit 1; }
+  grep -q 'through NCCL' "$dir/$1.out" || { cat "$dir/$1.out"; echo "FAIL: $1: no collectives through NCCL"; exit 1; }
+  sed -n 's/.*"loss":\([^,]*\),.*/\1/p' "$dir/$1.jsonl" > "$dir/$1.loss"
+  [ "$(wc -l < "$dir/$1.loss")" -eq 6 ] || { cat "$dir/$1.out"; echo "FAIL: $1: expected 6 logged steps"; exit 1; }
 done
 cat "$dir/g1.out"
-[ "$(wc -l < "$dir/loss1.txt")" -eq 6 ] || { echo "FAIL: expected 6 logged steps"; exit 1; }
-cmp "$dir/loss0.txt" "$dir/loss1.txt" || { paste "$dir/loss0.txt" "$dir/loss1.txt"; echo "FAIL: losses differ"; exit 1; }
-for r in 0 1; do
-  cmp "$dir/g0.st.step6.rank$r-of-2" "$dir/g1.st.step6.rank$r-of-2" || { echo "FAIL: rank $r's state differs"; exit 1; }
-done
+same() { # A B
+  cmp "$dir/$1.loss" "$dir/$2.loss" || { paste "$dir/$1.loss" "$dir/$2.loss"; echo "FAIL: losses differ ($1, $2)"; exit 1; }
+  for r in 0 1; do
+    cmp "$dir/$1.st.step6.rank$r-of-2" "$dir/$2.st.step6.rank$r-of-2" || { echo "FAIL: rank $r's state differs ($1, $2)"; exit 1; }
+  done
+}
+same g0 g1; same g0 s1; same z0 z1
 field() { sed -n "s/^cuda stats: .* \([0-9]*\) $2.*/\1/p" "$1" | head -1; }
 c0=$(field "$dir/g0.out" "graph captures"); c1=$(field "$dir/g1.out" "graph captures")
 l1=$(field "$dir/g1.out" "graph launches")
 if [ "$c0" != 0 ] || [ -z "$c1" ] || [ "$c1" -eq 0 ] || [ -z "$l1" ] || [ "$l1" -eq 0 ]; then
   echo "FAIL: graphs: $c0 captures without, $c1 captures and $l1 launches with"; exit 1
 fi
-echo "ok: dp=2 on cuda-emu, losses and shards bit for bit with and without graphs ($c1 captures, $l1 graph launches on rank 0's device)"
+for n in g0 g1; do # the step's buckets and the update's loss sums: nothing waited for early
+  grep -q "overlap: [0-9]* batches a step on the collectives' stream .*; 0 waited for before their program's end" \
+    "$dir/$n.out" || { grep overlap "$dir/$n.out"; echo "FAIL: $n: no overlap line, or a batch waited for early"; exit 1; }
+done
+b1=$(sed -n "s/.*overlap: \([0-9]*\) batches.*/\1/p" "$dir/g1.out")
+z1=$(sed -n "s/.*overlap: \([0-9]*\) batches.*/\1/p" "$dir/z1.out")
+[ "$b1" -ge 4 ] && [ "$z1" -ge 4 ] || { echo "FAIL: $b1 and $z1 batches a step (0.01 MiB buckets of gpt tiny: 8)"; exit 1; }
+if grep -q "overlap:" "$dir/s1.out"; then echo "FAIL: TGC_COMM_OVERLAP=0 still overlaps"; exit 1; fi
+# the planted race: the update reads the gradients while their all-reduces are in flight
+if TGC_TEST_COMM_NO_JOIN=1 run planted 1 1; then cat "$dir/planted.out"; echo "FAIL: the planted race ran"; exit 1; fi
+grep -q "while ncclAllReduce on stream .* may still write" "$dir/planted.out" ||
+  { cat "$dir/planted.out"; echo "FAIL: the planted race was not named"; exit 1; }
+echo "ok: dp=2 on cuda-emu, $b1 batches a step in flight on the collectives' stream; losses and shards bit for bit" \
+  "with and without graphs and overlap, ZeRO 1 too ($c1 captures, $l1 graph launches on rank 0's device); the" \
+  "planted race named"

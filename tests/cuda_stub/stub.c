@@ -929,6 +929,16 @@ cg_cu_result stub_cuEventSynchronize(cg_cu_event event) {
   return CG_CUDA_SUCCESS;
 }
 
+/* The stream's later work waits for the event's stream up to the record:
+ * the handles checked; nothing completes for the host. */
+cg_cu_result stub_cuStreamWaitEvent(cg_cu_stream stream, cg_cu_event event, unsigned int flags) {
+  ENTER_CONTEXT("cuStreamWaitEvent");
+  if (!stream_of(stream) || !event_of(event))
+    return fail(CG_CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent: not a stream or not an event");
+  if (flags) return fail(CG_CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent: flags %u", flags);
+  return CG_CUDA_SUCCESS;
+}
+
 cg_cu_result stub_cuEventElapsedTime(float *milliseconds, cg_cu_event start, cg_cu_event end) {
   enter();
   struct CUevent_st *a = event_of(start), *b = event_of(end);

@@ -166,6 +166,80 @@ static void test_emulated_entries(void) {
   dev_free(b);
 }
 
+/* Operations in flight on a non-blocking stream (the emulation's model of
+ * a GPU running them late): deferred until something orders later work
+ * after them, and any other work on their bytes before that refused. */
+static void test_in_flight(void) {
+  cg_nccl_unique_id id;
+  cg_nccl_comm comm = NULL;
+  CHECK_EQ_INT(E.ncclGetUniqueId(&id), CG_ncclSuccess);
+  CHECK_EQ_INT(E.ncclCommInitRank(&comm, 1, id, 0), CG_ncclSuccess);
+  cg_cu_stream s = NULL, blocking = NULL;
+  cg_cu_event e = NULL;
+  CHECK_EQ_INT(E.cuStreamCreate(&s, CG_CU_STREAM_NON_BLOCKING), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuStreamCreate(&blocking, CG_CU_STREAM_DEFAULT), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuEventCreate(&e, CG_CU_EVENT_DISABLE_TIMING), CG_CUDA_SUCCESS);
+  float host[4] = {1, 2, 3, 4}, zero[4] = {0}, back[4] = {0};
+  char *a = dev_alloc(16), *b = dev_alloc(16);
+  dev_put(a, host, 16);
+  dev_put(b, zero, 16);
+  /* deferred: the result is not there, and reading it first is refused */
+  CHECK_EQ_INT(E.ncclAllReduce(a, b, 4, CG_ncclFloat32, CG_ncclSum, comm, s), CG_ncclSuccess);
+  CHECK_EQ_INT(E.cuMemcpyDtoH(back, (cg_cu_deviceptr)(uintptr_t)b, 16), CG_CUDA_ERROR_ILLEGAL_STATE);
+  char want[512];
+  snprintf(want, sizeof want, "cuMemcpyDtoHAsync touches [0x%llx, +16) while ncclAllReduce on stream %p may still "
+           "write [0x%llx, 0x%llx): nothing orders it after that operation (cuStreamWaitEvent on an event recorded after "
+           "it)", (unsigned long long)(uintptr_t)b, (void *)s, (unsigned long long)(uintptr_t)b,
+           (unsigned long long)(uintptr_t)b + 16);
+  CHECK_STR(DETAIL(), want);
+  /* writing its operand: a memset on the legacy stream, a copy on a blocking stream (part of it) */
+  CHECK_EQ_INT(E.cuMemsetD8((cg_cu_deviceptr)(uintptr_t)a, 0, 16), CG_CUDA_ERROR_ILLEGAL_STATE);
+  CHECK(strstr(DETAIL(), "may still read") != NULL);
+  CHECK_EQ_INT(E.cuMemcpyHtoDAsync((cg_cu_deviceptr)(uintptr_t)(a + 8), zero, 4, blocking), CG_CUDA_ERROR_ILLEGAL_STATE);
+  /* an event recorded after it, waited on by the legacy stream: it has run, its bytes are free */
+  CHECK_EQ_INT(E.cuEventRecord(e, s), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuStreamWaitEvent(NULL, e, 1), CG_CUDA_ERROR_INVALID_VALUE);
+  CHECK_EQ_INT(E.cuStreamWaitEvent(NULL, e, 0), CG_CUDA_SUCCESS);
+  dev_get(back, b, 16);
+  CHECK(memcmp(back, host, 16) == 0);
+  /* an event recorded before an operation does not order after it */
+  dev_put(b, zero, 16);
+  CHECK_EQ_INT(E.cuEventRecord(e, s), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.ncclAllReduce(a, b, 4, CG_ncclFloat32, CG_ncclSum, comm, s), CG_ncclSuccess);
+  CHECK_EQ_INT(E.cuStreamWaitEvent(blocking, e, 0), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuMemcpyDtoHAsync(back, (cg_cu_deviceptr)(uintptr_t)b, 16, blocking), CG_CUDA_ERROR_ILLEGAL_STATE);
+  /* work on its own stream comes after it */
+  memset(back, 0, sizeof back);
+  CHECK_EQ_INT(E.cuMemcpyDtoHAsync(back, (cg_cu_deviceptr)(uintptr_t)b, 16, s), CG_CUDA_SUCCESS);
+  CHECK(memcmp(back, host, 16) == 0);
+  /* a group is deferred whole, and cuStreamSynchronize runs it */
+  dev_put(b, zero, 16);
+  CHECK_EQ_INT(E.ncclGroupStart(), CG_ncclSuccess);
+  CHECK_EQ_INT(E.ncclAllReduce(a, b, 2, CG_ncclFloat32, CG_ncclSum, comm, s), CG_ncclSuccess);
+  CHECK_EQ_INT(E.ncclAllReduce(a + 8, b + 8, 2, CG_ncclFloat32, CG_ncclSum, comm, s), CG_ncclSuccess);
+  CHECK_EQ_INT(E.ncclGroupEnd(), CG_ncclSuccess);
+  CHECK_EQ_INT(E.cuMemsetD8((cg_cu_deviceptr)(uintptr_t)(b + 12), 0, 4), CG_CUDA_ERROR_ILLEGAL_STATE);
+  CHECK_EQ_INT(E.cuStreamSynchronize(s), CG_CUDA_SUCCESS);
+  dev_get(back, b, 16);
+  CHECK(memcmp(back, host, 16) == 0);
+  /* bytes it does not use are free meanwhile; cuCtxSynchronize runs everything */
+  CHECK_EQ_INT(E.ncclAllReduce(a, b, 2, CG_ncclFloat32, CG_ncclSum, comm, s), CG_ncclSuccess);
+  CHECK_EQ_INT(E.cuMemsetD8((cg_cu_deviceptr)(uintptr_t)(b + 8), 0, 8), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuCtxSynchronize(), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuMemsetD8((cg_cu_deviceptr)(uintptr_t)a, 0, 16), CG_CUDA_SUCCESS);
+  /* on a blocking stream an operation completes in its call, as before */
+  dev_put(a, host, 16);
+  CHECK_EQ_INT(E.ncclAllReduce(a, b, 4, CG_ncclFloat32, CG_ncclSum, comm, blocking), CG_ncclSuccess);
+  dev_get(back, b, 16);
+  CHECK(memcmp(back, host, 16) == 0);
+  CHECK_EQ_INT(E.cuEventDestroy(e), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuStreamDestroy(s), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.cuStreamDestroy(blocking), CG_CUDA_SUCCESS);
+  CHECK_EQ_INT(E.ncclCommDestroy(comm), CG_ncclSuccess);
+  dev_free(a);
+  dev_free(b);
+}
+
 /* Every rank sends to both neighbours first, then receives: device buffers. */
 static void test_send_first(rt_comm *c) {
   int n = rt_comm_size(c), me = rt_comm_rank(c);
@@ -251,7 +325,7 @@ int main(void) {
   bool launched = rt_comm_under_launcher();
   if (!launched) test_real_nccl();
   emu_open();
-  if (!launched) test_emulated_entries();
+  if (!launched) test_emulated_entries(), test_in_flight();
   run(launched);
   emu_close();
   return check_done();

@@ -223,7 +223,9 @@ static void test_chain(void) {
 }
 
 /* NCCL's rule for a collective's buffers (pass_plan_check_comm): the plan
- * never overlaps a result with its operand but for an all_reduce in place;
+ * never overlaps a result with its operand but for an all_reduce in place
+ * (which it makes when the operand dies there); the operand of a
+ * collective whose result is an output lives to the end;
  * a planted overlap is caught and named, and so is any on a real sharded
  * step (every rt_program_new checks its plan). */
 static const char *comm_ir =
@@ -251,6 +253,12 @@ static void test_comm_overlap(void) {
     const ir_value *rs = g->nodes[3]->out[0];
     CHECK(p->loc[ag->id].offset + p->loc[ag->id].bytes <= p->loc[s->id].offset ||
           p->loc[s->id].offset + p->loc[s->id].bytes <= p->loc[ag->id].offset);
+    /* the all_reduce takes its dying operand's buffer (in place: NCCL's form, nothing to keep in flight apart) */
+    CHECK_EQ_INT(p->loc[s->id].buffer, p->loc[a->id].buffer);
+    CHECK_EQ_INT(p->loc[s->id].reused_operand, 0);
+    /* the reduce_scatter's result leaves the program: its operand is not reused before the end (in flight there) */
+    CHECK_EQ_INT(p->buffers[p->loc[ag->id].buffer].last, p->n_steps);
+    CHECK(p->buffers[p->loc[s->id].buffer].last < p->n_steps); /* an operand of a collective whose result stays in */
     pass_loc keep = p->loc[a->id];
     p->loc[a->id].space = p->loc[s->id].space, p->loc[a->id].offset = p->loc[s->id].offset; /* all_reduce in place: allowed */
     CHECK_EQ_INT(pass_plan_check_comm(g, p, why, sizeof why), 0);
