@@ -495,16 +495,16 @@ static ir_graph *shard_step(const pass_training *t, int zero, double bucket, par
     for (int a = 0; a < IR_NUM_AXES; a++) want[a] = UNSET;
     if (pi >= 0 && t->acc_input0 >= 0) { /* the new sum is fed back as the sum */
       for (int a = 0; a < IR_NUM_AXES; a++) want[a] = sh_engine_layout(e, g->inputs[t->acc_input0 + pi], a);
-    } else if (pi >= 0 && (zero >= 2 || (dp > 1 && g->mesh.size[IR_AXIS_TP] <= 1 && !pipelined(&g->mesh) &&
-                                         distinct_grads(t)))) {
-      /* handed over reduced to the state's layout (all-reduced; ZeRO 1 and
-       * 2: reduce-scattered): the engine places each collective where its
-       * gradient is made, inside the backward, where a device overlaps it
-       * with the rest (as DDP); with K > 1 micro-batches (the branch above)
-       * the sums stay partial, reduced once by the update (DDP's no_sync);
-       * pipelined (pp), the update reduces them (each stage's own); with
-       * tp too, also (a gradient partial over both axes would be reduced
-       * along another route than the planner's model counts: not yet) */
+    } else if (pi >= 0 && (zero >= 2 || (dp > 1 && !pipelined(&g->mesh) && distinct_grads(t)))) {
+      /* handed over reduced over dp to the state's layout (all-reduced;
+       * ZeRO 1 and 2: reduce-scattered), in the layout tp leaves it (a
+       * gradient split where its parameter is not is reduced split, and
+       * the update gathers it: plan/plan.c's step_reduces counts that
+       * route): the engine places each collective where its gradient is
+       * made, inside the backward, where a device overlaps it with the
+       * rest (as DDP); with K > 1 micro-batches (the branch above) the sums
+       * stay partial, reduced once by the update (DDP's no_sync);
+       * pipelined (pp), the update reduces them (each stage's own) */
       want[IR_AXIS_DP] = lay[pi].state[IR_AXIS_DP];
     } else if (o == t->loss_sum_output || o == t->correct_sum_output) {
       int in = o == t->loss_sum_output ? t->loss_sum_input : t->correct_sum_input;

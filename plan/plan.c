@@ -406,9 +406,18 @@ static double optimizer_seconds(const plan_ctx *x, double n) {
                                dev->bandwidth * pass_plan_model_constants(x->m)->mem_eff);
 }
 
+/* Whether the step reduces the gradients over dp, in the layouts it hands
+ * them over in (no gather on tp first), rather than the update: ZeRO 2 and
+ * 3 per micro-batch; ZeRO 0 and 1 in buckets with one micro-batch, no
+ * pipeline and a gradient value per parameter (the shard pass's rule,
+ * passes/shard_train.c). Under ZeRO 1 it then hands over its block. */
+static bool step_reduces(const pass_plan_strategy *s, const pass_plan_profile *P, int m) {
+  return s->zero >= 2 || (s->dp > 1 && m == 1 && s->pp == 1 && !P->grads_shared);
+}
+
 /* Memory of every stage (mem[stage * KINDS + kind]); returns the fullest. */
-static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const stages *st, int m, const double *peak_act,
-                        double *mem) {
+static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const pass_plan_profile *P, const stages *st,
+                        int m, const double *peak_act, double *mem) {
   int p = s->pp, v = st->nv / s->pp, d = s->dp, fullest = 0;
   size_t eb = pass_plan_model_elem_bytes(x->m);
   pass_train_memory per = pass_training_memory(1, eb, plan_model_opt_states(x->m), 0, true);
@@ -431,7 +440,8 @@ static int stage_memory(const plan_ctx *x, const pass_plan_strategy *s, const st
     else act *= (p - dev < m ? p - dev : m); /* 1f1b: min(p - s, m) in flight */
     /* ZeRO splits all but the parameters it cannot (pass_plan_group.whole) */
     M[PASS_MEM_PARAMS] = ((params - whole) / (s->zero >= 3 ? d : 1) + whole) * per.params;
-    M[PASS_MEM_GRADS] = ((grads - grads_whole) / (s->zero >= 2 ? d : 1) + grads_whole) * per.grads; /* as handed over */
+    M[PASS_MEM_GRADS] = ((grads - grads_whole) / (s->zero >= 1 && step_reduces(s, P, m) ? d : 1) + grads_whole) *
+                        per.grads; /* as handed over */
     M[PASS_MEM_OPTIMIZER] = ((params - whole) / (s->zero >= 1 ? d : 1) + whole) * per.optimizer;
     M[PASS_MEM_ACTIVATIONS] = act;
     M[PASS_MEM_WORKING] = work;
@@ -467,8 +477,8 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     all.grads += q->grads, all.grads_whole += q->grads_whole;
     all.grads_dp += q->grads_dp, all.grads_dp_whole += q->grads_dp_whole;
   }
-  if (s->zero >= 2) /* reduce-scattered in the step, in the layout it hands them over in (no gather on tp) */
-    all.grads_dp = all.grads, all.grads_dp_whole = all.grads_whole;
+  bool in_step = step_reduces(s, P, m); /* else by the update, gathered on tp first */
+  if (in_step) all.grads_dp = all.grads, all.grads_dp_whole = all.grads_whole;
   /* the gradients move in the layouts the shard pass gives them (not
    * always their parameters'; ZeRO 0 and 1 reduce them in the update,
    * gathered on tp first where tp splits them and not their parameter);
@@ -482,6 +492,7 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
     for (int ch = v - 1; ch >= 0; ch--) { /* chunks in the order their last backward ends: the last chunk first */
       int k = ch * p + dev;
       pass_plan_params left = st->pr[k];
+      if (in_step) left.grads_dp = left.grads, left.grads_dp_whole = left.grads_whole;
       double t0 = sim->last_b_start[k], t1 = sim->last_b_end[k], total = 0, done = 0;
       for (int g = st->first[k]; g <= st->last[k]; g++) total += P->groups[g].seconds[1] + P->groups[g].seconds[2];
       for (int g = st->last[k]; g >= st->first[k]; g--) { /* backward runs the layers last to first */
@@ -491,7 +502,9 @@ static double step_sync(plan_ctx *x, const pass_plan_strategy *s, const stages *
         /* a layer's own parameters; the first bucket also takes the shared ones */
         pass_plan_params b = g == st->first[k] ? left
                                                 : (pass_plan_params){G->params, G->tensors, G->whole, G->whole_tensors,
-                                                                     G->grads, G->grads_whole, G->grads_dp, G->grads_dp_whole};
+                                                                     G->grads, G->grads_whole,
+                                                                     in_step ? G->grads : G->grads_dp,
+                                                                     in_step ? G->grads_whole : G->grads_dp_whole};
         left.elems -= b.elems, left.tensors -= b.tensors, left.whole -= b.whole, left.whole_tensors -= b.whole_tensors;
         left.grads_dp -= b.grads_dp, left.grads_dp_whole -= b.grads_dp_whole;
         if (b.elems <= 0) continue;
@@ -683,7 +696,7 @@ static int evaluate(plan_ctx *x, const pass_plan_strategy *s_in, ev_mode mode, d
   r->capacity = c->device.memory - c->reserve;
   pass_pipe pipe = {s.schedule, p, v, m, st.fwd, st.bwd, st.send, st.send_back, st.act};
   pass_pipe_result sim = {0}, sim0 = {0};
-  int fullest = stage_memory(x, &s, &st, m, x->last->peak, mem);
+  int fullest = stage_memory(x, &s, P, &st, m, x->last->peak, mem);
   r->fullest = fullest;
   for (int k = 0; k < PASS_MEM_KINDS; k++) r->mem[k] = mem[(size_t)fullest * PASS_MEM_KINDS + k], r->mem_total += r->mem[k];
   r->fits = r->mem_total <= r->capacity;

@@ -150,6 +150,8 @@ typedef struct {
   int n_shared, n_shared_saved;
   int tp_sums; /* the trainer's scalar sums (loss, correct predictions) the step makes partial over tp: each
                 * all-reduced (8 bytes) on the tensor axis */
+  bool grads_shared; /* two parameters' gradients are one value: the update reduces them over dp, not the
+                      * step's buckets (the shard pass's distinct_grads) */
 } pass_plan_profile;
 /* Parameter elements per device of a stage holding groups lo..hi. */
 double pass_plan_params_in(const pass_plan_profile *p, int lo, int hi);

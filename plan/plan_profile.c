@@ -872,8 +872,12 @@ static void build_profile(pass_plan_model *m, const plan_ck *k, plan_view *c, in
     const ir_value *o = g->outputs[i].value;
     tp_sums += o->type.rank == 0 && o->role != IR_ROLE_GRAD && ((o->shard.partial >> IR_AXIS_TP) & 1);
   }
+  bool grads_shared = false; /* two parameters' gradients one value (canonicalize merged them) */
+  for (int i = 0; i < g->n_params && !grads_shared; i++)
+    for (int j = 0; j < i && !grads_shared; j++)
+      grads_shared = c->grad_of[g->params[i]->id] >= 0 && c->grad_of[g->params[i]->id] == c->grad_of[g->params[j]->id];
   *out = (pass_plan_profile){gr, act, grad, act_n, grad_n, ng, tied, c->n_tied, shared, shared_saved, n_shared, n_shared_saved,
-                             tp_sums};
+                             tp_sums, grads_shared};
 }
 
 const pass_plan_profile *pass_plan_model_profile(pass_plan_model *m, pass_plan_ckpt ck, int b, int t, bool sp) {

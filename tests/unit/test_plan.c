@@ -88,9 +88,11 @@ static void check_plan(const pass_plan_result *r, sweep *w) {
   }
   if (r->lower > r->step * (1 + 1e-12)) w->bad_lower++;
   /* memory by kind: the elements on the fullest stage from its gradients
-   * (2 B, / dp under ZeRO 2+; with tp > 1 the 1-D tensors tp splits stay
-   * whole over dp, checked by test_plan_consistency) */
-  double d = r->s.dp, e = r->mem[PASS_MEM_GRADS] / 2 * (r->s.zero >= 2 ? d : 1);
+   * (2 B, / dp under ZeRO 2+, and ZeRO 1 when the step's buckets
+   * reduce-scatter them: one micro-batch, no pipeline; with tp > 1 the 1-D
+   * tensors tp splits stay whole over dp, checked by test_plan_consistency) */
+  bool split = r->s.zero >= 2 || (r->s.zero == 1 && r->m == 1 && r->s.pp == 1 && r->s.dp > 1);
+  double d = r->s.dp, e = r->mem[PASS_MEM_GRADS] / 2 * (split ? d : 1);
   double want_p = e * 2 / (r->s.zero >= 3 ? d : 1), want_o = e * 12 / (r->s.zero >= 1 ? d : 1);
   if (r->s.tp == 1 &&
       (fabs(r->mem[PASS_MEM_PARAMS] - want_p) > 1e-6 * want_p || fabs(r->mem[PASS_MEM_OPTIMIZER] - want_o) > 1e-6 * want_o))

@@ -1,7 +1,8 @@
 /* tests/unit/test_plan_consistency.c — the planner agrees with the sharded
  * runtime (issue 11, "Consistency"). For small models (examples/gpt.tg and
  * examples/llama.tg, config tiny, fp32, Adam) and meshes (dp=2, tp=2,
- * tp=2 sp, dp=2 x tp=2, pp=2, dp=2 x pp=2; ZeRO 0-3; 1 and 2 micro-batches)
+ * tp=2 sp, dp=2 x tp=2 (sp), pp=2, dp=2 x pp=2; ZeRO 0-3; 1 and 2
+ * micro-batches: with one, no pipeline, the step's gradient buckets)
  * it builds both sides:
  *  - the shard pass's per-rank training program (pass_build_train with the
  *    mesh, as `tgc train --mesh` does; one program per pipeline stage), and
@@ -304,7 +305,9 @@ static void check_memory(const kase *k, const mesh_of *ms, pass_plan_model *m, c
       continue;
     }
     int zd = whole ? 1 : dp;
-    double pp = elems * 4 / (z >= 3 ? zd : 1), pgr = gelems * 4 / (z >= 2 ? zd : 1), pst = 2 * elems * 4 / (z >= 1 ? zd : 1);
+    /* ZeRO 2; ZeRO 1 when the step's buckets reduce-scatter (one micro-batch, no pipeline): handed over split */
+    bool split_grads = z >= 2 || (z == 1 && k->K == 1 && ms->pp == 1 && dp > 1);
+    double pp = elems * 4 / (z >= 3 ? zd : 1), pgr = gelems * 4 / (split_grads ? zd : 1), pst = 2 * elems * 4 / (z >= 1 ? zd : 1);
     double sp_ = local_bytes(t->step->params[j]), sgr = local_bytes(t->update->inputs[j]);
     double sst = local_bytes(t->update->inputs[t->n_params + 2 * j]) + local_bytes(t->update->inputs[t->n_params + 2 * j + 1]);
     params += sp_, grads += sgr, states += sst;
@@ -562,6 +565,11 @@ int main(int argc, char **argv) {
       {"examples/llama.tg", "tp=2", 0, 1, PASS_SCHED_GPIPE, false, false},
       {"examples/llama.tg", "pp=2", 0, 2, PASS_SCHED_1F1B, false, false},
       {"examples/gpt.tg", "dp=2,tp=2", 3, 1, PASS_SCHED_GPIPE, false, false},
+      /* one micro-batch with tp: the step's buckets reduce the gradients over dp in the layouts tp leaves them */
+      {"examples/gpt.tg", "dp=2", 1, 1, PASS_SCHED_GPIPE, false, false},
+      {"examples/gpt.tg", "dp=2,tp=2", 0, 1, PASS_SCHED_GPIPE, false, false},
+      {"examples/gpt.tg", "dp=2,tp=2", 1, 1, PASS_SCHED_GPIPE, false, true},
+      {"examples/llama.tg", "dp=2,tp=2,sp", 0, 1, PASS_SCHED_GPIPE, false, false},
       /* the layouts by search: the planner searches as the runtime does */
       {"examples/gpt.tg", "tp=2", 0, 1, PASS_SCHED_GPIPE, false, true},
       /* the search's layout here splits the table along D, not the vocabulary */
