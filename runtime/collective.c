@@ -63,6 +63,7 @@ struct rt_coll {
   size_t scratch_bytes;
   bool overlap;        /* the comm layer leaves batches in flight (rt_comm_overlaps) */
   bool batch_open;
+  int batch_group;     /* the open batch's communicator axis */
   bool no_joins;       /* test hook TGC_TEST_COMM_NO_JOIN=1: a planted race (nothing waits for the batches) */
 };
 
@@ -372,8 +373,15 @@ int rt_coll_run(rt_coll *c, int index, const rt_tensor *const *in, rt_tensor *co
   const ir_node *n = b->n;
   if (c->overlap) {
     if (may_fly(c, b)) {
+      /* a group's operations run in no order among themselves: one on
+       * another communicator, or on bytes the open batch uses (a sum of
+       * sums, a buffer reused), goes in the next batch */
+      if (c->batch_open && (b->group != c->batch_group || rt_comm_batch_touches(c->comm, in[0]->data, in[0]->nbytes) ||
+                            rt_comm_batch_touches(c->comm, out[0]->data, out[0]->nbytes)) &&
+          close_batch(c, err, errlen) != 0)
+        return -1;
       if (!c->batch_open && rt_comm_batch_begin(c->comm, err, errlen) != 0) return -1;
-      c->batch_open = true;
+      c->batch_open = true, c->batch_group = b->group;
       return run_comm(c, b, in[0]->data, out[0]->data, err, errlen);
     }
     if (rt_coll_settle(c, in, n->n_in, err, errlen) != 0 ||

@@ -198,6 +198,9 @@ int rt_comm_join_all(rt_comm *c, char *err, size_t errlen) {
   return c->be->join_all ? c->be->join_all(c, err, errlen) : 0;
 }
 int rt_comm_in_flight(const rt_comm *c) { return c->be->in_flight ? c->be->in_flight(c) : 0; }
+bool rt_comm_batch_touches(const rt_comm *c, const void *p, size_t bytes) {
+  return c->be->batch_touches && c->be->batch_touches(c, p, bytes);
+}
 rt_comm_overlap_count rt_comm_overlap(const rt_comm *c) { return c->overlap; }
 
 const char *rt_comm_impl(const rt_comm *c) { return c->be->name; }

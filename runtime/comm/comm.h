@@ -206,6 +206,10 @@ int rt_comm_batch_end(rt_comm *c, char *err, size_t errlen);
 int rt_comm_join(rt_comm *c, const void *p, size_t bytes, char *err, size_t errlen);
 int rt_comm_join_all(rt_comm *c, char *err, size_t errlen);
 int rt_comm_in_flight(const rt_comm *c);
+/* Whether the open batch's operations use bytes [p, p + bytes) (an
+ * operation on them belongs in the next batch: a group's operations are not
+ * ordered among themselves). */
+bool rt_comm_batch_touches(const rt_comm *c, const void *p, size_t bytes);
 /* What overlap did since the counts were reset (rt_comm_reset_counts):
  * batches closed with collectives in them, those collectives, and joins
  * that waited for a batch before the end of the program (work touching

@@ -62,6 +62,7 @@ typedef struct comm_backend {
   int (*join)(rt_comm *c, const void *p, size_t bytes, char *err, size_t errlen);
   int (*join_all)(rt_comm *c, char *err, size_t errlen);
   int (*in_flight)(const rt_comm *c);
+  bool (*batch_touches)(const rt_comm *c, const void *p, size_t bytes);
   /* NULL: the dissemination barrier over isend/irecv */
   int (*barrier)(rt_comm *c, char *err, size_t errlen);
   int (*tag_limit)(const rt_comm *c);

@@ -21,6 +21,9 @@
  * buffers are in flight until a join makes the options' stream wait on
  * it: the device's kernels go on meanwhile (DDP's overlap). The comm
  * stream is in order, so joining a batch also joins every earlier one.
+ * A group's operations are not ordered among themselves, so the executor
+ * starts a new batch for an operation on another communicator or on bytes
+ * the open batch uses (rt_comm_batch_touches).
  * Without overlap each operation is issued on the options' stream and
  * waited for, and batches are nothing.
  *
@@ -221,6 +224,16 @@ static bool nccl_overlaps(const rt_comm *c) { return ((const nccl_state *)c->imp
 static int nccl_in_flight(const rt_comm *c) {
   const nccl_state *st = c->impl;
   return st->n_flights - (st->batch_open ? 1 : 0);
+}
+
+static bool nccl_batch_touches(const rt_comm *c, const void *p, size_t bytes) {
+  const nccl_state *st = c->impl;
+  if (!st->batch_open) return false;
+  const flight *f = &st->flights[st->n_flights - 1];
+  uintptr_t lo = (uintptr_t)p, hi = lo + (bytes ? bytes : 1);
+  for (int j = f->first; j < f->first + f->n; j++)
+    if (st->ranges[j].lo < hi && lo < st->ranges[j].hi) return true;
+  return false;
 }
 
 static int nccl_batch_begin(rt_comm *c, char *err, size_t errlen) {
@@ -499,6 +512,7 @@ const comm_backend rt_comm_nccl_backend = {
     .join = nccl_join,
     .join_all = nccl_join_all,
     .in_flight = nccl_in_flight,
+    .batch_touches = nccl_batch_touches,
     .barrier = nccl_barrier,
     .tag_limit = nccl_tag_limit,
     .close = nccl_close,

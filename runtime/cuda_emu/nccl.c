@@ -21,16 +21,18 @@
  * In flight: on a stream created CU_STREAM_NON_BLOCKING (nothing orders it
  * with the others unless an event does) a collective, or a group of them
  * at ncclGroupEnd, is deferred as a GPU may run it late (a send or receive
- * runs at once): it runs when something orders later work after it (rt_emu_nccl_force, from the
- * driver): cuStreamSynchronize of its stream, cuCtxSynchronize,
- * cuEventSynchronize or cuStreamWaitEvent of an event recorded on its
- * stream after it, other work on its stream, the stream's destruction.
- * Until then its buffers are in flight: a launch (any parameter pointing
- * into them), copy, memset or product on another stream that touches them
- * fails (rt_emu_nccl_touch, CUDA_ERROR_ILLEGAL_STATE naming both), and a
- * reader the check cannot see reads the bytes from before the operation,
- * as a GPU's race could. This is what tests the comm layer's overlap of
- * collectives with the backward (runtime/comm/nccl.c).
+ * runs at once). It runs when something orders later work after it
+ * (rt_emu_nccl_force, from the driver): cuStreamSynchronize of its
+ * stream, cuCtxSynchronize, cuEventSynchronize or cuStreamWaitEvent of an
+ * event recorded on its stream after it, other work on its stream, the
+ * stream's destruction; a group's collectives then run last to first
+ * (NCCL promises no order among them). Until then its buffers are in
+ * flight: a launch (any parameter pointing into them), copy, memset or
+ * product on another stream that touches them fails (rt_emu_nccl_touch,
+ * CUDA_ERROR_ILLEGAL_STATE naming both), and a reader the check cannot
+ * see reads the bytes from before the operation, as a GPU's race could.
+ * This is what tests the comm layer's overlap of collectives with the
+ * backward (runtime/comm/nccl.c).
  *
  * Types: every ncclDataType_t moves; reductions in float16, bfloat16,
  * float32, float64, int32 and int64 (and uint32/uint64 sums, the same bits
@@ -261,12 +263,15 @@ static cg_nccl_result execute(const char *call, struct ncclComm *comm, const rt_
   return CG_ncclSuccess;
 }
 
-/* ops in order, sends first: they never wait, so the receives that follow are matched */
-static cg_nccl_result run_ops(queued_op *ops, int n) {
+/* ops in order, sends first: they never wait, so the receives that follow
+ * are matched; a deferred group's collectives last to first (reversed:
+ * NCCL promises no order among a group's operations, and the reverse of
+ * the calls' is the one most likely to expose code that relies on one) */
+static cg_nccl_result run_ops(queued_op *ops, int n, bool reversed) {
   cg_nccl_result first = CG_ncclSuccess;
   for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < n; i++) {
-      queued_op *q = &ops[i];
+    for (int k = 0; k < n; k++) {
+      queued_op *q = &ops[reversed ? n - 1 - k : k];
       if ((q->a.kind == IR_COLL_SEND) != (pass == 0)) continue;
       cg_nccl_result r = execute(q->call, q->comm, &q->a);
       if (r != CG_ncclSuccess && first == CG_ncclSuccess) first = r;
@@ -401,7 +406,7 @@ cg_nccl_result rt_emu_ncclGroupEnd(void) {
   rt_emu_enter();
   if (group.depth == 0) return fail(CG_ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
   if (--group.depth > 0) return CG_ncclSuccess;
-  cg_nccl_result r = deferred_on(group.ops, group.n) ? defer(group.ops, group.n) : run_ops(group.ops, group.n);
+  cg_nccl_result r = deferred_on(group.ops, group.n) ? defer(group.ops, group.n) : run_ops(group.ops, group.n, false);
   group.n = 0; /* group.ops stays for the next group */
   return r;
 }
@@ -416,7 +421,7 @@ cg_cu_result rt_emu_nccl_force(cg_cu_stream s, bool all_streams, long upto) {
   for (int i = 0; i < flight.n; i++) {
     deferred d = flight.d[i];
     if ((all_streams || d.stream == s) && d.seq <= upto) {
-      if (run_ops(flight.ops + d.first, d.n) != CG_ncclSuccess && first == CG_CUDA_SUCCESS) {
+      if (run_ops(flight.ops + d.first, d.n, true) != CG_ncclSuccess && first == CG_CUDA_SUCCESS) {
         first = CG_CUDA_ERROR_LAUNCH_FAILED; /* as a GPU's NCCL kernel failing: surfaces later, sticky */
         char why[600];
         snprintf(why, sizeof why, "%s (run late, on its stream)", rt_emu_detail());

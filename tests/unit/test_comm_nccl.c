@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "rt_cuda.h"
+#include "runtime.h"
 #include "testcomm.h"
 
 static cg_cuda_api E;   /* the emulator's table */
@@ -296,6 +297,63 @@ static int run(bool launched) {
   return 0;
 }
 
+/* The executor's batches (runtime/collective.c) on a cuda-emu device over
+ * NCCL with overlap: %b all-reduces %a, the all-reduce right before it, in
+ * place on %a's bytes. NCCL promises no order among a group's operations
+ * (the emulation runs a deferred group last to first), so %b must go in a
+ * batch after %a's: d = b + c = 2 x 3 + 3 = 9 on 2 ranks holding 1 and 2.
+ * And overlap itself: 2 batches (a; b with c, which is apart), the output
+ * read after the program's end joined them; the same at each of 3 runs
+ * (the second and third through CUDA graphs). */
+static const char *dep_ir =
+    "tgc.ir 1\n"
+    "graph @dep\n"
+    "  mesh dp = 2\n"
+    "  input %x : f32[64] loc 1:1\n"
+    "  %a = all_reduce %x {axis = \"dp\", n = 2} : f32[64] loc 2:1\n"
+    "  %b = all_reduce %a {axis = \"dp\", n = 2} : f32[64] loc 3:1\n"
+    "  %c = all_reduce %x {axis = \"dp\", n = 2} : f32[64] loc 4:1\n"
+    "  %d = add %b, %c : f32[64] loc 5:1\n"
+    "  output \"d\" = %d\n"
+    "end\n";
+
+static void test_executor_batches(rt_comm *world) {
+  char err[1024] = "";
+  if (!world || rt_comm_size(world) != 2) return;
+  rt_device *dev = rt_device_open_with(&rt_cuda_emu_backend, &(rt_device_options){0}, err, sizeof err);
+  const struct cg_cuda_api *api = NULL;
+  CHECK(dev && dev->backend->comm_table(dev, &api, err, sizeof err) == 0);
+  rt_comm *c = rt_comm_open(&(rt_comm_options){.impl = "nccl", .cuda = api, .timeout_s = 60}, err, sizeof err);
+  ir_diag *d = ir_diag_new(stderr);
+  ir_graph *g = ir_parse("dep.ir", dep_ir, strlen(dep_ir), d);
+  CHECK(c && g && ir_verify(g, d) == 0 && rt_comm_overlaps(c));
+  CHECK_EQ_INT(rt_mesh_bind(c, &g->mesh, NULL, err, sizeof err), 0);
+  rt_program *p = rt_program_new(dev, g, &(rt_program_options){.comm = c}, err, sizeof err);
+  if (!p) fprintf(stderr, "%s\n", err);
+  CHECK(p != NULL);
+  float x[64], out[64];
+  for (int i = 0; i < 64; i++) x[i] = (float)(rt_comm_rank(c) + 1);
+  rt_tensor *in = rt_device_tensor_new(dev, &g->inputs[0]->type, err, sizeof err);
+  CHECK(in && rt_upload(in, x, err, sizeof err) == 0);
+  for (int run = 0; p && in && run < 3; run++) { /* graphs from the second run on */
+    rt_comm_reset_counts(c);
+    if (rt_program_run(p, &in, NULL, err, sizeof err) != 0) fprintf(stderr, "%s\n", err);
+    CHECK_EQ_INT(rt_download(out, rt_program_output(p, 0), err, sizeof err), 0);
+    int bad = 0;
+    for (int i = 0; i < 64; i++) bad += out[i] != 9.0f;
+    CHECK_EQ_INT(bad, 0);
+    rt_comm_overlap_count ov = rt_comm_overlap(c);
+    CHECK_EQ_INT(ov.batches, 2);
+    CHECK_EQ_INT(ov.collectives, 3);
+  }
+  rt_device_tensor_free(in);
+  rt_program_free(p);
+  ir_graph_free(g);
+  ir_diag_free(d);
+  rt_comm_close(c);
+  rt_device_close(dev);
+}
+
 /* NCCL's buffer rule (rt_nccl_buffers_legal): apart, or in place as NCCL
  * documents it; the memory plan never gives a collective overlapping
  * buffers (comm ops are not IR_OPF_INPLACE), and the nccl implementation
@@ -323,10 +381,16 @@ static void test_buffer_rules(void) {
 int main(void) {
   test_buffer_rules();
   bool launched = rt_comm_under_launcher();
+  char err[512] = "";
+  /* MPI stays initialized from one test's communicators to the next's (closing the last finalizes it) */
+  rt_comm *world = launched ? rt_comm_open(&(rt_comm_options){.impl = "mpi", .timeout_s = 60}, err, sizeof err) : NULL;
+  CHECK(!launched || world != NULL);
+  if (launched) test_executor_batches(world);
   if (!launched) test_real_nccl();
   emu_open();
   if (!launched) test_emulated_entries(), test_in_flight();
   run(launched);
   emu_close();
+  rt_comm_close(world);
   return check_done();
 }
