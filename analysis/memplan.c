@@ -21,8 +21,9 @@
  *    (NCCL's in-place form; ir_node_may_reuse).
  * A buffer is live from the step that creates it to the last step that
  * reads one of its values; a buffer holding a graph output lives to the end,
- * and so does the operand of another collective whose result is an output
- * (a reduce-scatter in the backward may still read it, in flight, there).
+ * and the operand of another collective whose result is an output to the
+ * next run of collectives after the work that follows it (a reduce-scatter
+ * of a gradient bucket may still read it, in flight, until the next bucket).
  * Results nobody reads live for their own step. Dead nodes are skipped.
  * Arena offsets: buffers in order of size (largest first, then earliest),
  * each at the lowest aligned offset free of every placed buffer whose
@@ -251,14 +252,20 @@ pass_plan *pass_memplan(const ir_graph *g, const pass_plan_options *o) {
   for (int i = 0; i < g->n_outputs; i++) P.v[g->outputs[i].value->id].output = true;
   /* the operand of a collective whose result leaves the program (a
    * gradient reduce-scattered in the backward) is not reused before the
-   * end: a device may still be reading it there (the comm layer's overlap
-   * leaves such collectives in flight); an all-reduce takes its operand's
-   * buffer in place instead (ir_node_may_reuse) */
+   * next run of collectives after the work that follows it (the next
+   * bucket), or the end: a device may still be reading it meanwhile (the
+   * comm layer's overlap leaves such collectives in flight, one bucket's
+   * backward long; a reuse after that waits for them). An all-reduce takes
+   * its operand's buffer in place instead (ir_node_may_reuse). */
   for (int s = 0; s < p->n_steps; s++) {
     const ir_node *n = g->nodes[p->steps[s].node];
     if (!ir_op_has(n->op, IR_OPF_COMM) || n->op == IR_OP_ALL_REDUCE || n->n_out != 1 || !P.v[n->out[0]->id].output)
       continue;
-    for (int i = 0; i < n->n_in; i++) P.v[n->in[i]->id].last_read = p->n_steps;
+    int next = s + 1;
+    while (next < p->n_steps && ir_op_has(g->nodes[p->steps[next].node]->op, IR_OPF_COMM)) next++;
+    while (next < p->n_steps && !ir_op_has(g->nodes[p->steps[next].node]->op, IR_OPF_COMM)) next++;
+    for (int i = 0; i < n->n_in; i++)
+      if (P.v[n->in[i]->id].last_read < next) P.v[n->in[i]->id].last_read = next;
   }
   if (plan_steps(&P, o) != 0 || place(&P, p->alignment) != 0) goto oom;
   /* every value's location: its buffer's */

@@ -256,7 +256,8 @@ static void test_comm_overlap(void) {
     /* the all_reduce takes its dying operand's buffer (in place: NCCL's form, nothing to keep in flight apart) */
     CHECK_EQ_INT(p->loc[s->id].buffer, p->loc[a->id].buffer);
     CHECK_EQ_INT(p->loc[s->id].reused_operand, 0);
-    /* the reduce_scatter's result leaves the program: its operand is not reused before the end (in flight there) */
+    /* the reduce_scatter's result leaves the program: its operand is not reused before the next run of
+     * collectives after more work, here none: the end (in flight until then) */
     CHECK_EQ_INT(p->buffers[p->loc[ag->id].buffer].last, p->n_steps);
     CHECK(p->buffers[p->loc[s->id].buffer].last < p->n_steps); /* an operand of a collective whose result stays in */
     pass_loc keep = p->loc[a->id];
