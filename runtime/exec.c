@@ -262,13 +262,17 @@ static int bind(rt_program *p, ir_value *const *vals, int n, rt_tensor *const *t
   return 0;
 }
 
-/* Before action a: the collectives in flight that use its tensors' bytes
- * joined (collective.c; nothing unless the comm layer overlaps). */
+/* Before action a (not a collective): the collectives in flight that use
+ * its tensors' bytes joined (collective.c; nothing unless the comm layer
+ * overlaps). A failure is named at a's line. */
 static int settle(rt_program *p, const rt_action *a, char *err, size_t errlen) {
-  return rt_coll_settle(p->coll, a->in, a->node->n_in, err, errlen) ||
-                 rt_coll_settle(p->coll, (const rt_tensor *const *)a->out, a->node->n_out, err, errlen)
-             ? -1
-             : 0;
+  char msg[512] = "";
+  if (!p->coll || a->kind == RT_ACT_COLLECTIVE ||
+      (rt_coll_settle(p->coll, a->in, a->node->n_in, msg, sizeof msg) == 0 &&
+       rt_coll_settle(p->coll, (const rt_tensor *const *)a->out, a->node->n_out, msg, sizeof msg) == 0))
+    return 0;
+  loc_errf(p->g, a->node->loc, err, errlen, msg);
+  return -1;
 }
 
 /* Before a backend runs actions [first, end) otherwise than through walk
@@ -276,15 +280,8 @@ static int settle(rt_program *p, const rt_action *a, char *err, size_t errlen) {
  * joined, so that nothing in between orders them. */
 static int join(void *ctx, int first, int end, char *err, size_t errlen) {
   rt_program *p = ctx;
-  if (!p->coll) return 0;
-  for (int i = first; i < end; i++) {
-    const rt_action *a = &p->actions[i];
-    char msg[512] = "";
-    if (a->kind != RT_ACT_COLLECTIVE && settle(p, a, msg, sizeof msg) != 0) {
-      loc_errf(p->g, a->node->loc, err, errlen, msg);
-      return -1;
-    }
-  }
+  for (int i = first; i < end && p->coll; i++)
+    if (settle(p, &p->actions[i], err, errlen) != 0) return -1;
   return 0;
 }
 
@@ -299,10 +296,7 @@ static int walk(void *ctx, int first, int end, char *err, size_t errlen) {
     double t0 = prof ? ir_clock_s() : 0;
     char msg[512] = "";
     int rc;
-    if (a->kind != RT_ACT_COLLECTIVE && p->coll && settle(p, a, msg, sizeof msg) != 0) {
-      loc_errf(p->g, a->node->loc, err, errlen, msg);
-      return -1;
-    }
+    if (settle(p, a, err, errlen) != 0) return -1;
     switch (a->kind) {
     case RT_ACT_FILL: rc = rt_fill_bytes(d, a->out[a->index]->data, a->out[a->index]->nbytes, &zero, 1, msg, sizeof msg); break;
     case RT_ACT_COLLECTIVE: rc = rt_coll_run(p->coll, a->index, a->in, a->out, msg, sizeof msg); break;

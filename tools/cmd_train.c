@@ -658,6 +658,7 @@ static void print_summary_json(tool_train_job *j, const train_loop *L, double me
     json_object_set_new(par, "checkpoint", json_string(o->checkpoint ? o->checkpoint : "none"));
     json_object_set_new(par, "batch", t->s.batch_set ? json_integer(t->s.batch) : json_null());
     json_object_set_new(par, "micro_batches", json_integer(t->s.micro_batches));
+    json_object_set_new(par, "bucket_mb", json_real(o->bucket_bytes > 0 ? o->bucket_bytes / 1048576.0 : 25.0));
     json_object_set_new(s, "parallel", par);
   }
   if (j->comm) json_object_set_new(s, "comm", comm_json(rt_trainer_comm(j->tr), ck));

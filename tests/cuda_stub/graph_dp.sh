@@ -10,6 +10,7 @@
 #        own stream while the next segments run (the default)
 #   s1   graphs, TGC_COMM_OVERLAP=0: every collective waited for in its call
 #   z0/z1  --zero 1 (reduce-scatters in flight), overlap off and on
+#   j1   as g1 with --json: "bucket_mb" and the "overlap" object
 # Requires every step's loss bit for bit equal and each rank's saved shard
 # byte for byte equal between g0, g1 and s1, and between z0 and z1; that
 # the graph runs captured and launched graphs while g0 captured none
@@ -58,6 +59,11 @@ b1=$(sed -n "s/.*overlap: \([0-9]*\) batches.*/\1/p" "$dir/g1.out")
 z1=$(sed -n "s/.*overlap: \([0-9]*\) batches.*/\1/p" "$dir/z1.out")
 [ "$b1" -ge 4 ] && [ "$z1" -ge 4 ] || { echo "FAIL: $b1 and $z1 batches a step (0.01 MiB buckets of gpt tiny: 8)"; exit 1; }
 if grep -q "overlap:" "$dir/s1.out"; then echo "FAIL: TGC_COMM_OVERLAP=0 still overlaps"; exit 1; fi
+# the --json summary: the bucket size and what flew
+run j1 1 1 --json || { cat "$dir/j1.out"; echo "FAIL: the run with --json"; exit 1; }
+tr -d ' \n' < "$dir/j1.out" | grep -q '"bucket_mb":0.01[,}]' || { cat "$dir/j1.out"; echo "FAIL: no bucket_mb in --json"; exit 1; }
+tr -d ' \n' < "$dir/j1.out" | grep -q '"overlap":{"batches":8,"collectives":30,"early_joins":0}' ||
+  { cat "$dir/j1.out"; echo "FAIL: no overlap in --json"; exit 1; }
 # the planted race: the update reads the gradients while their all-reduces are in flight
 if TGC_TEST_COMM_NO_JOIN=1 run planted 1 1; then cat "$dir/planted.out"; echo "FAIL: the planted race ran"; exit 1; fi
 grep -q "while ncclAllReduce on stream .* may still write" "$dir/planted.out" ||
