@@ -540,7 +540,9 @@ cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned i
   if (!params && f->kernel->nparams > 0)
     return fail(CG_CUDA_ERROR_INVALID_VALUE, "%s takes %d parameters, kernelParams is NULL", name, f->kernel->nparams);
   if (rt_emu_capturing(stream)) return record_launch(f, grid, blk, shared_bytes, params, stream);
-  for (int i = 0; i < f->kernel->nparams; i++) { /* a parameter into bytes an operation in flight uses */
+  /* a parameter into bytes an operation in flight uses (read as 8 bytes each, as a capture records them;
+   * only when something is in flight: a launch of 4-byte parameters is fine otherwise) */
+  for (int i = 0; rt_emu_nccl_in_flight() && i < f->kernel->nparams; i++) {
     uint64_t v;
     memcpy(&v, params[i], sizeof v);
     if ((r = rt_emu_nccl_touch(name, stream_or_null(stream), v, 1)) != CG_CUDA_SUCCESS) return r;

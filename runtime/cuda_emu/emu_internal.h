@@ -118,6 +118,7 @@ bool rt_emu_stream_nonblocking(cg_cu_stream s);
  * stream) over [p, p + bytes): first runs what s itself has deferred, then
  * fails if another stream's operation still uses those bytes. */
 long rt_emu_nccl_mark(void);
+bool rt_emu_nccl_in_flight(void); /* anything deferred */
 cg_cu_result rt_emu_nccl_force(cg_cu_stream s, bool all_streams, long upto);
 cg_cu_result rt_emu_nccl_touch(const char *call, cg_cu_stream s, uint64_t p, size_t bytes);
 const emu_arch *rt_emu_current_arch(void);

@@ -414,6 +414,7 @@ cg_nccl_result rt_emu_ncclGroupEnd(void) {
 /* ---- in flight (see the head of this file) ---- */
 
 long rt_emu_nccl_mark(void) { return flight.seq; }
+bool rt_emu_nccl_in_flight(void) { return flight.n > 0; }
 
 cg_cu_result rt_emu_nccl_force(cg_cu_stream s, bool all_streams, long upto) {
   cg_cu_result first = CG_CUDA_SUCCESS;
