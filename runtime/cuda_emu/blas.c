@@ -94,7 +94,7 @@ cg_cublas_status rt_emu_blaslt_run(const emu_problem *pp, double al, double be, 
                                    const void *c, void *d, cg_cu_stream stream) {
   const void *operands[4] = {a, b, c, d}; /* the start of each: in flight on another stream? */
   for (int i = 0; i < 4; i++)
-    if (operands[i] && rt_emu_nccl_touch("cublasLtMatmul", stream == (cg_cu_stream)0x1 ? NULL : stream,
+    if (operands[i] && rt_emu_nccl_touch("cublasLtMatmul", stream,
                                          (uint64_t)(uintptr_t)operands[i], 1) != CG_CUDA_SUCCESS)
       return rt_emu_blaslt_fail(CG_CUBLAS_STATUS_EXECUTION_FAILED, "%s", rt_emu_detail());
   const emu_problem p = *pp;

@@ -545,7 +545,7 @@ cg_cu_result rt_emu_cuLaunchKernel(cg_cu_function f, unsigned int gx, unsigned i
   for (int i = 0; rt_emu_nccl_in_flight() && i < f->kernel->nparams; i++) {
     uint64_t v;
     memcpy(&v, params[i], sizeof v);
-    if ((r = rt_emu_nccl_touch(name, stream_or_null(stream), v, 1)) != CG_CUDA_SUCCESS) return r;
+    if ((r = rt_emu_nccl_touch(name, stream, v, 1)) != CG_CUDA_SUCCESS) return r;
   }
   emu_launch l = {f, {gx, gy, gz}, {bx, by, bz}, shared_bytes, params, emu.cfg.racecheck, emu.cfg.threads};
   char fault[1024] = "";

@@ -114,8 +114,9 @@ bool rt_emu_stream_nonblocking(cg_cu_stream s);
 /* nccl.c: NCCL operations in flight on non-blocking streams (see its
  * head). mark: the sequence number an event recorded now stands for;
  * force: runs those of stream s (every stream: all_streams) up to mark
- * upto; touch: work by `call` on stream s (NULL: the host or the legacy
- * stream) over [p, p + bytes): first runs what s itself has deferred, then
+ * upto; touch: work by `call` on stream s (any handle a call takes: NULL
+ * and the legacy ones are the host's or the legacy stream's) over
+ * [p, p + bytes): first runs what s itself has deferred, then
  * fails if another stream's operation still uses those bytes. */
 long rt_emu_nccl_mark(void);
 bool rt_emu_nccl_in_flight(void); /* anything deferred */

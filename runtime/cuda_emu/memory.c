@@ -263,11 +263,6 @@ cg_cu_result rt_emu_cuMemFreeHost(void *p) {
   return CG_CUDA_SUCCESS;
 }
 
-/* Work by call on stream s over device bytes [p, p + n): after what s deferred, apart from what is in flight. */
-static cg_cu_result touch(const char *call, cg_cu_stream s, uint64_t p, size_t n) {
-  return rt_emu_nccl_touch(call, s == (cg_cu_stream)0x1 || s == (cg_cu_stream)0x2 ? NULL : s, p, n);
-}
-
 /* What a capture's recorded copies and memsets replay through (capture.c). */
 static const emu_copy_entries entries = {rt_emu_cuMemcpyHtoDAsync, rt_emu_cuMemcpyDtoHAsync, rt_emu_cuMemcpyDtoDAsync,
                                          rt_emu_cuMemsetD8Async};
@@ -281,7 +276,7 @@ cg_cu_result rt_emu_cuMemcpyHtoDAsync(cg_cu_deviceptr dst, const void *src, size
   if (r == CG_CUDA_SUCCESS) r = check_host("source", src, bytes);
   if (r != CG_CUDA_SUCCESS) return r;
   if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_HTOD, dst, (uint64_t)(uintptr_t)src, bytes, 0);
-  if ((r = touch("cuMemcpyHtoDAsync", s, dst, bytes)) != CG_CUDA_SUCCESS) return r;
+  if ((r = rt_emu_nccl_touch("cuMemcpyHtoDAsync", s, dst, bytes)) != CG_CUDA_SUCCESS) return r;
   if (bytes) memcpy((void *)(uintptr_t)dst, src, bytes);
   rt_emu_counters()->htod_calls++, rt_emu_counters()->htod_bytes += (int64_t)bytes;
   pthread_mutex_lock(&mem.lock);
@@ -299,7 +294,7 @@ cg_cu_result rt_emu_cuMemcpyDtoHAsync(void *dst, cg_cu_deviceptr src, size_t byt
   if (r == CG_CUDA_SUCCESS) r = check_host("destination", dst, bytes);
   if (r != CG_CUDA_SUCCESS) return r;
   if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_DTOH, (uint64_t)(uintptr_t)dst, src, bytes, 0);
-  if ((r = touch("cuMemcpyDtoHAsync", s, src, bytes)) != CG_CUDA_SUCCESS) return r;
+  if ((r = rt_emu_nccl_touch("cuMemcpyDtoHAsync", s, src, bytes)) != CG_CUDA_SUCCESS) return r;
   if (bytes) memcpy(dst, (const void *)(uintptr_t)src, bytes);
   rt_emu_counters()->dtoh_calls++, rt_emu_counters()->dtoh_bytes += (int64_t)bytes;
   return CG_CUDA_SUCCESS;
@@ -313,8 +308,8 @@ cg_cu_result rt_emu_cuMemcpyDtoDAsync(cg_cu_deviceptr dst, cg_cu_deviceptr src, 
   if (r == CG_CUDA_SUCCESS) r = check_device_range("source", src, bytes);
   if (r != CG_CUDA_SUCCESS) return r;
   if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_DTOD, dst, src, bytes, 0);
-  if ((r = touch("cuMemcpyDtoDAsync", s, dst, bytes)) != CG_CUDA_SUCCESS ||
-      (r = touch("cuMemcpyDtoDAsync", s, src, bytes)) != CG_CUDA_SUCCESS)
+  if ((r = rt_emu_nccl_touch("cuMemcpyDtoDAsync", s, dst, bytes)) != CG_CUDA_SUCCESS ||
+      (r = rt_emu_nccl_touch("cuMemcpyDtoDAsync", s, src, bytes)) != CG_CUDA_SUCCESS)
     return r;
   if (bytes) memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
   rt_emu_counters()->dtod_calls++, rt_emu_counters()->dtod_bytes += (int64_t)bytes;
@@ -338,7 +333,7 @@ cg_cu_result rt_emu_cuMemsetD8Async(cg_cu_deviceptr dst, unsigned char value, si
   if (r == CG_CUDA_SUCCESS) r = check_device_range("destination", dst, n);
   if (r != CG_CUDA_SUCCESS) return r;
   if (rt_emu_capturing(s)) return record_copy(s, EMU_REC_MEMSET, dst, 0, n, value);
-  if ((r = touch("cuMemsetD8Async", s, dst, n)) != CG_CUDA_SUCCESS) return r;
+  if ((r = rt_emu_nccl_touch("cuMemsetD8Async", s, dst, n)) != CG_CUDA_SUCCESS) return r;
   if (n) memset((void *)(uintptr_t)dst, value, n);
   rt_emu_counters()->memset_calls++;
   return CG_CUDA_SUCCESS;

@@ -437,7 +437,8 @@ cg_cu_result rt_emu_nccl_force(cg_cu_stream s, bool all_streams, long upto) {
 
 cg_cu_result rt_emu_nccl_touch(const char *call, cg_cu_stream s, uint64_t p, size_t bytes) {
   if (!flight.n) return CG_CUDA_SUCCESS;
-  if (s) { /* work on a stream comes after what is deferred on it */
+  if (s && rt_emu_stream_nonblocking(s)) { /* work on a stream comes after what is deferred on it (only a
+                                            * non-blocking stream has any) */
     cg_cu_result r = rt_emu_nccl_force(s, false, flight.seq);
     if (r != CG_CUDA_SUCCESS) return r;
   }
